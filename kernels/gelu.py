@@ -1,0 +1,250 @@
+"""GeLU, tanh approximation (the lecture's first example, sections 2-5).
+
+    y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))        x: (M, N) -> y: (M, N)
+
+dtypes: float32, float16, bfloat16 (arithmetic in float32 inside the fused kernels).
+Math variants: "tanh" (every implementation but pytorch_erf) and "erf",
+y = 0.5 x (1 + erf(x / sqrt(2))), offered as `pytorch_erf` and checked against its own reference.
+Source of the formula: Hendrycks & Gimpel, "Gaussian Error Linear Units" (2016), eq. for the
+tanh approximation; the lecture writes it as `manual_gelu`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from workbench.cost import Cost
+from workbench.cuda_build import load_cuda
+from workbench.dtypes import DType
+from workbench.errors import LimitError
+from workbench.kernel_source import CudaSource, TritonLaunch, triton_ptr
+from workbench.registry import BuildContext, Op
+from workbench.spec import Spec
+from workbench.triton_support import jit, tl
+
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)  # 0.7978845608...; the lecture rounds it to 0.79788456
+CU_FILE = Path(__file__).with_name("gelu.cu")
+
+
+# -- spec ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GeluSpec(Spec):
+    """x: (M, N) -> (M, N)."""
+
+    M: int = 16384
+    N: int = 16384
+    dtype: DType = DType.float32
+
+
+GELU = Op(
+    "gelu", GeluSpec,
+    description="GeLU (tanh approximation), elementwise over M x N",
+    test_specs=[{"M": 1, "N": 1000}, {"M": 257, "N": 257}, {"M": 3, "N": 4097}],
+)
+
+
+# -- inputs and references -------------------------------------------------------------------
+@GELU.inputs
+def make_inputs(spec: GeluSpec, device: str, seed: int) -> tuple[torch.Tensor]:
+    """One seeded standard-normal x of shape (M, N) in spec.dtype, scaled x3 to reach both tails."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    x = 3.0 * torch.randn(spec.M, spec.N, generator=gen, device=device, dtype=torch.float32)
+    return (x.to(spec.dtype.torch),)
+
+
+@GELU.reference("tanh")
+def reference_tanh(x: torch.Tensor) -> torch.Tensor:
+    """float64 tanh-approximation GeLU."""
+    return 0.5 * x * (1.0 + torch.tanh(SQRT_2_OVER_PI * (x + 0.044715 * x.pow(3))))
+
+
+@GELU.reference("erf")
+def reference_erf(x: torch.Tensor) -> torch.Tensor:
+    """float64 exact GeLU."""
+    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+
+# -- cost model ------------------------------------------------------------------------------
+# FLOPs per element of the tanh form: x^3 (2 mul), 0.044715*x^3 (1), x + ... (1), * sqrt(2/pi) (1),
+# tanh (counted as 1, as roofline models count transcendentals), 1 + (1), 0.5*x (1), final * (1).
+FLOPS_PER_ELEMENT = 9
+
+
+@GELU.cost_model
+def cost(spec: GeluSpec) -> Cost:
+    numel = spec.M * spec.N
+    return Cost(
+        bytes_read=numel * spec.dtype.itemsize,      # x, read once
+        bytes_written=numel * spec.dtype.itemsize,   # y, written once
+        flops=FLOPS_PER_ELEMENT * numel,
+    )
+
+
+def manual_bytes_moved(spec: GeluSpec) -> int:
+    """Traffic of the nine eager kernels `manual_gelu` launches (one per operator):
+
+    0.5*x (r1 w1), 0.044715*x (r1 w1), *x (r2 w1), *x (r2 w1), x+ (r2 w1), 0.79788456* (r1 w1),
+    tanh (r1 w1), 1+ (r1 w1), final * (r2 w1): 13 reads + 9 writes = 22 tensors of M x N,
+    against 2 for a fused kernel (11x the bytes).
+    """
+    return 22 * spec.M * spec.N * spec.dtype.itemsize
+
+
+# -- implementations -------------------------------------------------------------------------
+def manual_gelu(x: torch.Tensor) -> torch.Tensor:
+    """The lecture's formula, operator by operator (each one an eager kernel)."""
+    return 0.5 * x * (1 + torch.tanh(0.79788456 * (x + 0.044715 * x * x * x)))
+
+
+@GELU.impl("manual", math="tanh", moved_bytes=manual_bytes_moved)
+def build_manual(spec: GeluSpec, params, ctx: BuildContext):
+    """Hand-written PyTorch formula: nine eager kernels."""
+    return manual_gelu
+
+
+@GELU.impl("pytorch", math="tanh")
+def build_pytorch(spec: GeluSpec, params, ctx: BuildContext):
+    """F.gelu(x, approximate="tanh"): one fused ATen kernel."""
+    return lambda x: F.gelu(x, approximate="tanh")
+
+
+@GELU.impl("pytorch_erf", math="erf")
+def build_pytorch_erf(spec: GeluSpec, params, ctx: BuildContext):
+    """F.gelu(x): the exact (erf) GeLU, checked against the erf reference."""
+    return F.gelu
+
+
+@GELU.impl("compiled", math="tanh")
+def build_compiled(spec: GeluSpec, params, ctx: BuildContext):
+    """torch.compile(manual_gelu, dynamic=False): Inductor fuses the nine operators into one kernel."""
+    return torch.compile(manual_gelu, dynamic=False)
+
+
+_CPP_BINDING = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+extern "C" cudaError_t gelu_naive_f32(const void*, void*, int, cudaStream_t);
+extern "C" cudaError_t gelu_naive_f16(const void*, void*, int, cudaStream_t);
+extern "C" cudaError_t gelu_naive_bf16(const void*, void*, int, cudaStream_t);
+extern "C" cudaError_t gelu_vec_f32(const void*, void*, int64_t, int, cudaStream_t);
+extern "C" cudaError_t gelu_vec_f16(const void*, void*, int64_t, int, cudaStream_t);
+extern "C" cudaError_t gelu_vec_bf16(const void*, void*, int64_t, int, cudaStream_t);
+
+static void check_input(const torch::Tensor& x) {
+    TORCH_CHECK(x.is_cuda(), "gelu: x must be a CUDA tensor");
+    TORCH_CHECK(x.is_contiguous(), "gelu: x must be contiguous");
+}
+
+torch::Tensor gelu_naive(torch::Tensor x) {
+    check_input(x);
+    TORCH_CHECK(x.numel() < (int64_t)1 << 31, "gelu_naive: numel must be < 2^31 (int indexing), got ", x.numel());
+    const at::cuda::CUDAGuard guard(x.device());
+    auto y = torch::empty_like(x);
+    auto stream = at::cuda::getCurrentCUDAStream();
+    int n = (int)x.numel();
+    cudaError_t err;
+    switch (x.scalar_type()) {
+        case at::kFloat: err = gelu_naive_f32(x.data_ptr(), y.data_ptr(), n, stream); break;
+        case at::kHalf: err = gelu_naive_f16(x.data_ptr(), y.data_ptr(), n, stream); break;
+        case at::kBFloat16: err = gelu_naive_bf16(x.data_ptr(), y.data_ptr(), n, stream); break;
+        default: TORCH_CHECK(false, "gelu_naive: dtype must be float32, float16 or bfloat16, got ", x.scalar_type());
+    }
+    TORCH_CHECK(err == cudaSuccess, "gelu_naive launch failed: ", cudaGetErrorString(err));
+    return y;
+}
+
+torch::Tensor gelu_vec(torch::Tensor x) {
+    check_input(x);
+    const at::cuda::CUDAGuard guard(x.device());
+    auto y = torch::empty_like(x);
+    auto stream = at::cuda::getCurrentCUDAStream();
+    int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+    cudaError_t err;
+    switch (x.scalar_type()) {
+        case at::kFloat: err = gelu_vec_f32(x.data_ptr(), y.data_ptr(), x.numel(), sms, stream); break;
+        case at::kHalf: err = gelu_vec_f16(x.data_ptr(), y.data_ptr(), x.numel(), sms, stream); break;
+        case at::kBFloat16: err = gelu_vec_bf16(x.data_ptr(), y.data_ptr(), x.numel(), sms, stream); break;
+        default: TORCH_CHECK(false, "gelu: dtype must be float32, float16 or bfloat16, got ", x.scalar_type());
+    }
+    TORCH_CHECK(err == cudaSuccess, "gelu launch failed: ", cudaGetErrorString(err));
+    return y;
+}
+"""
+
+
+def _load_module(ctx: BuildContext):
+    return load_cuda("wb_gelu", CU_FILE, _CPP_BINDING, ["gelu_naive", "gelu_vec"], ctx.build_dir)
+
+
+def _naive_launch(spec: GeluSpec, params) -> tuple[tuple[int, ...], int]:
+    return ((spec.M * spec.N + 1023) // 1024, 1, 1), 1024
+
+
+@GELU.impl("cuda_naive", math="tanh", needs=["cuda_device", "nvcc"],
+           cuda_source=CudaSource(CU_FILE, ("gelu_naive_kernel",), launch=_naive_launch))
+def build_cuda_naive(spec: GeluSpec, params, ctx: BuildContext):
+    """The lecture's CUDA kernel: one element per thread, 1024 threads, double-precision literals."""
+    module = _load_module(ctx)
+    return lambda x: module.gelu_naive(x.contiguous())
+
+
+@GELU.impl("cuda", math="tanh", needs=["cuda_device", "nvcc"],
+           cuda_source=CudaSource(CU_FILE, ("gelu_vec_kernel",)))
+def build_cuda(spec: GeluSpec, params, ctx: BuildContext):
+    """CUDA C++: float arithmetic, 16-byte vector loads and stores, grid-stride loop."""
+    module = _load_module(ctx)
+    return lambda x: module.gelu_vec(x.contiguous())
+
+
+@jit
+def _gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    """One program per BLOCK_SIZE elements; float32 arithmetic; masked tail."""
+    pid = tl.program_id(0).to(tl.int64)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
+    a = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    # tanh(a) = 1 - 2 / (exp(2a) + 1): finite for every a (the lecture's (e-1)/(e+1) is inf/inf
+    # for a > 44), and portable across Triton versions and the interpreter (P8: tanh moved
+    # between tl.math and libdevice).
+    tanh = 1.0 - 2.0 / (tl.exp(2.0 * a) + 1.0)
+    y = 0.5 * x * (1.0 + tanh)
+    tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _triton_launch(spec: GeluSpec, params) -> TritonLaunch:
+    numel = spec.M * spec.N
+    block = int(params["BLOCK_SIZE"])
+    ptr = triton_ptr(spec.dtype)
+    return TritonLaunch(
+        kernel=_gelu_kernel,
+        signature={"x_ptr": ptr, "y_ptr": ptr, "n_elements": "i32" if numel < 2**31 else "i64",
+                   "BLOCK_SIZE": "constexpr"},
+        constexprs={"BLOCK_SIZE": block},
+        grid=((numel + block - 1) // block, 1, 1),
+        num_warps=int(params["num_warps"]),
+    )
+
+
+@GELU.impl("triton", math="tanh", needs=["triton"], params={"BLOCK_SIZE": 1024, "num_warps": 4},
+           interpreter_dtypes=["float32", "float16"], triton_launch=_triton_launch)
+def build_triton(spec: GeluSpec, params, ctx: BuildContext):
+    """Triton: one program per BLOCK_SIZE elements, fused, float32 arithmetic."""
+    block = int(params["BLOCK_SIZE"])
+    if block & (block - 1):
+        raise LimitError(f"BLOCK_SIZE must be a power of two, got {block}")
+    num_warps = int(params["num_warps"])
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        n = x.numel()
+        _gelu_kernel[((n + block - 1) // block,)](x, y, n, BLOCK_SIZE=block, num_warps=num_warps)
+        return y
+    return run

@@ -1,0 +1,66 @@
+"""Build CUDA C++ through torch.utils.cpp_extension.load_inline, safely (MEASUREMENT.md P11).
+
+- nvcc and ninja are checked up front and named when missing;
+- the module name carries a hash of the sources and flags, so an edited kernel really runs;
+- a lock left by a build killed half-way (torch's FileBaton `lock` file) is removed when it is
+  older than STALE_LOCK_S, so it cannot hang the next start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+from typing import Iterable
+
+from workbench.errors import UnavailableError
+from workbench.machine import find_nvcc
+
+STALE_LOCK_S = 300.0  # a load_inline build of one small .cu takes well under a minute
+
+
+def module_name(prefix: str, *sources: str, flags: Iterable[str] = ()) -> str:
+    """`prefix_<sha256[:12]>` of the sources and flags."""
+    digest = hashlib.sha256("\0".join([*sources, *flags]).encode()).hexdigest()[:12]
+    return f"{prefix}_{digest}"
+
+
+def clear_stale_lock(build_dir: Path, max_age_s: float = STALE_LOCK_S) -> bool:
+    """Remove `build_dir/lock` if older than max_age_s; return whether one was removed."""
+    lock = build_dir / "lock"
+    try:
+        if time.time() - lock.stat().st_mtime > max_age_s:  # wall clock: file mtimes are wall clock
+            lock.unlink()
+            return True
+    except FileNotFoundError:
+        pass
+    return False
+
+
+def load_cuda(prefix: str, cu_path: Path, cpp_binding: str, functions: list[str],
+              build_root: Path | None = None, extra_cuda_cflags: Iterable[str] = ()) -> object:
+    """Compile `cu_path` plus the C++ binding with load_inline and return the module.
+
+    The `.cu` holds only `__global__` kernels and plain launchers (no torch headers);
+    `cpp_binding` declares those launchers and the torch-facing functions named in
+    `functions`. Raises UnavailableError naming a missing nvcc or ninja.
+    """
+    import importlib.util
+
+    if find_nvcc() is None:
+        raise UnavailableError("nvcc not found: load_inline needs the CUDA compiler")
+    if importlib.util.find_spec("ninja") is None:
+        raise UnavailableError("ninja not found: load_inline needs it (pip install ninja)")
+    from torch.utils.cpp_extension import load_inline
+
+    cuda_src = cu_path.read_text()
+    flags = ["-O3", *extra_cuda_cflags]
+    name = module_name(prefix, cuda_src, cpp_binding, flags=flags)
+    build_dir = None
+    if build_root is not None:
+        build_dir = build_root / name
+        build_dir.mkdir(parents=True, exist_ok=True)
+        clear_stale_lock(build_dir)
+    return load_inline(name=name, cpp_sources=[cpp_binding], cuda_sources=[cuda_src],
+                       functions=functions, extra_cuda_cflags=flags, verbose=False,
+                       build_directory=str(build_dir) if build_dir else None)

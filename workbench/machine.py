@@ -1,0 +1,99 @@
+"""What this machine can run: a CUDA device, nvcc, Triton (compiled or interpreter only).
+
+Availability is per action (CONTRACTS.md, "Results"): without a GPU a `cuda` implementation
+cannot check, bench or profile, but its PTX comes from nvcc where nvcc exists; a Triton
+implementation runs under the interpreter (marked, never presented as GPU speed).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.dtypes import DType
+from workbench.registry import Action, Impl, Need
+
+NVCC_FALLBACKS = ("/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc")
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Facts about this machine that decide availability.
+
+    has_cuda: torch sees a CUDA device; device_name: its name; nvcc: path or None;
+    triton: Triton importable; ninja: ninja importable or on PATH (load_inline needs it).
+    """
+
+    has_cuda: bool
+    device_name: str | None
+    nvcc: str | None
+    triton: bool
+    ninja: bool
+
+    @property
+    def triton_interpreted(self) -> bool:
+        """Triton kernels run on CPU tensors under TRITON_INTERPRET here (no GPU)."""
+        return self.triton and not self.has_cuda
+
+
+def find_nvcc() -> str | None:
+    """Path of nvcc: on PATH, else the usual install locations; None if absent."""
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    return next((p for p in NVCC_FALLBACKS if Path(p).exists()), None)
+
+
+@functools.lru_cache(maxsize=1)
+def probe() -> Machine:
+    """Probe once per process (imports torch; does not initialise CUDA beyond the query)."""
+    import torch
+
+    has_cuda = torch.cuda.is_available()
+    return Machine(
+        has_cuda=has_cuda,
+        device_name=torch.cuda.get_device_name(0) if has_cuda else None,
+        nvcc=find_nvcc(),
+        triton=importlib.util.find_spec("triton") is not None,
+        ninja=importlib.util.find_spec("ninja") is not None or shutil.which("ninja") is not None,
+    )
+
+
+def unavailable_reason(impl: Impl, action: Action | str, machine: Machine,
+                       dtype: DType | None = None, device: str = "auto") -> str | None:
+    """Why `impl` cannot do `action` here, or None when it can.
+
+    device: the session's device setting ("auto", "cpu", "cuda", "cuda:N").
+    """
+    action = Action(action)
+    if dtype is not None and not impl.supports(dtype):
+        allowed = ", ".join(d.value for d in impl.dtypes or ())
+        return f"{impl.name} supports {allowed} only, not {dtype.value}"
+    wants_cpu = device == "cpu" or not machine.has_cuda
+    if Need.triton in impl.needs and not machine.triton:
+        return "Triton is not installed"
+    if action is Action.ptx:
+        if Need.nvcc in impl.needs and machine.nvcc is None:
+            return "nvcc not found (needed for CUDA PTX)"
+        return None
+    if Need.cuda_device in impl.needs and wants_cpu:
+        return "needs a CUDA GPU (none here)" if not machine.has_cuda else "needs a CUDA device; device is cpu"
+    if Need.nvcc in impl.needs and machine.nvcc is None:
+        return "nvcc not found (load_inline needs it)"
+    if Need.nvcc in impl.needs and not machine.ninja:
+        return "ninja not found (load_inline needs it: pip install ninja)"
+    if Need.triton in impl.needs and wants_cpu and dtype is not None:
+        allowed = impl.interpreter_dtypes
+        if allowed is not None and dtype not in allowed:
+            return f"the Triton interpreter cannot run {dtype.value} here (CPU numpy has no {dtype.value} arithmetic)"
+    return None
+
+
+def note(impl: Impl, machine: Machine, device: str = "auto") -> str:
+    """A short marker for what runs, e.g. 'Triton interpreter only' (empty when nothing to say)."""
+    if Need.triton in impl.needs and (device == "cpu" or not machine.has_cuda):
+        return "Triton interpreter only (not GPU speed)"
+    return ""

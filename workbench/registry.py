@@ -1,0 +1,326 @@
+"""The op registry and its one discovery door.
+
+Ops are declared in op files (`kernels/gelu.py` is the model) and reach the registry only
+through `discover()`: the `workbench.ops` entry-point group (the shipped kernels register
+there too) and paths given with `--kernels`. The core never imports `kernels/` by name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import importlib.metadata
+import importlib.util
+import sys
+from enum import StrEnum
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Iterable, Mapping
+
+from workbench.cost import Cost
+from workbench.dtypes import DType
+from workbench.errors import UnknownNameError, WorkbenchError
+from workbench.kernel_source import CudaSource, TritonLaunch
+from workbench.spec import Spec
+
+ENTRY_POINT_GROUP = "workbench.ops"
+
+
+class ImplKind(StrEnum):
+    """The five implementation kinds (CONTRACTS.md, "Implementations")."""
+
+    manual = "manual"      # hand-written PyTorch formula
+    pytorch = "pytorch"    # the built-in op
+    compiled = "compiled"  # torch.compile of the manual (or built-in) form, dynamic=False
+    cuda = "cuda"          # CUDA C++ through load_inline
+    triton = "triton"
+
+
+class Need(StrEnum):
+    """What an implementation needs to run (checked per action by `workbench.machine`)."""
+
+    cuda_device = "cuda_device"
+    nvcc = "nvcc"
+    triton = "triton"
+
+
+class Action(StrEnum):
+    check = "check"
+    bench = "bench"
+    profile = "profile"
+    ptx = "ptx"
+
+
+def parse_impl_name(name: str) -> ImplKind:
+    """Validate a `kind[_variant]` name and return its kind.
+
+    Raises WorkbenchError naming the value and the allowed kinds.
+    """
+    kind, _, variant = str(name).partition("_")
+    ok_variant = not _ or (variant and all(c.isalnum() or c == "_" for c in variant))
+    if kind not in ImplKind.__members__ or not ok_variant or name != name.lower():
+        raise WorkbenchError(
+            f"implementation name {name!r} must be kind or kind_variant (lower case), "
+            f"kind one of: {', '.join(ImplKind)}")
+    return ImplKind(kind)
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildContext:
+    """What a builder may know about where it runs.
+
+    device: torch device string ("cpu", "cuda:0"); fp32_precision: "ieee" | "tf32", applied
+    to torch matmul and tl.dot alike; interpret: Triton runs under TRITON_INTERPRET (CPU);
+    build_dir: a directory for build artefacts (load_inline), or None for the default.
+    """
+
+    device: str = "cpu"
+    fp32_precision: str = "ieee"
+    interpret: bool = False
+    build_dir: Path | None = None
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+
+# builder(spec, params, ctx) -> the callable that is timed: fn(*inputs) -> output tensor(s)
+Builder = Callable[[Spec, Mapping[str, Any], BuildContext], Callable[..., Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Impl:
+    """One registered implementation of an op.
+
+    name: `kind[_variant]`; math: which mathematical variant it computes (checked against the
+    op's reference of that variant); params: implementation parameters with their defaults
+    (BLOCK_SIZE, GROUP_M, num_warps); needs: what it needs to run; dtypes: the dtypes it
+    supports (None: all of the op's); interpreter_dtypes: for Triton, the dtypes the CPU
+    interpreter can do (None: all); moved_bytes: what its kernels really move (unfused forms);
+    tolerance_scale: extra tolerance factor (>= 1) for a declared approximation.
+    """
+
+    op: str
+    name: str
+    builder: Builder
+    math: str = "default"
+    params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    needs: frozenset[Need] = frozenset()
+    dtypes: tuple[DType, ...] | None = None
+    interpreter_dtypes: tuple[DType, ...] | None = None
+    moved_bytes: Callable[[Spec], int] | None = None
+    triton_launch: Callable[[Spec, Mapping[str, Any]], TritonLaunch] | None = None
+    cuda_source: CudaSource | None = None
+    tolerance_scale: float = 1.0
+    description: str = ""
+
+    @property
+    def kind(self) -> ImplKind:
+        return parse_impl_name(self.name)
+
+    def resolve_params(self, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Defaults updated with `overrides`; an unknown parameter raises UnknownNameError."""
+        merged = dict(self.params)
+        for key, value in (overrides or {}).items():
+            if key not in self.params:
+                raise UnknownNameError(f"parameter of {self.op}/{self.name}", key, list(self.params))
+            merged[key] = value
+        return merged
+
+    def supports(self, dtype: DType) -> bool:
+        return self.dtypes is None or dtype in self.dtypes
+
+    def cost(self, op: "Op", spec: Spec) -> Cost:
+        """The op's ideal cost with this implementation's real traffic as bytes_moved_est."""
+        ideal = op.cost(spec)
+        if self.moved_bytes is None:
+            return ideal
+        return dataclasses.replace(ideal, bytes_moved_est=int(self.moved_bytes(spec)))
+
+
+class Op:
+    """An op: spec type, inputs, references per math variant, cost model, implementations.
+
+    name: the op's name in sessions; spec: its frozen Spec dataclass; dtypes: supported;
+    test_specs: small awkward specs for the generated tests (shape dicts, dtype from the test);
+    reduction_length: spec -> K for matmul-like ops (tolerance grows with sqrt(K));
+    matmul_like: whether fp32_precision applies to it.
+    """
+
+    def __init__(self, name: str, spec: type[Spec], *, description: str = "",
+                 dtypes: Iterable[DType] = tuple(DType), test_specs: Iterable[Mapping[str, int]] = (),
+                 reduction_length: Callable[[Spec], int] | None = None, matmul_like: bool = False,
+                 registry: "Registry | None" = None):
+        self.name = name
+        self.spec = spec
+        self.description = description
+        self.dtypes = tuple(DType.parse(d) for d in dtypes)
+        self.test_specs = tuple(dict(s) for s in test_specs)
+        self.reduction_length = reduction_length
+        self.matmul_like = matmul_like
+        self._impls: dict[str, Impl] = {}
+        self._references: dict[str, Callable[..., Any]] = {}
+        self._inputs: Callable[..., tuple] | None = None
+        self._cost: Callable[[Spec], Cost] | None = None
+        (registry or REGISTRY).add(self)
+
+    # -- declaration decorators -------------------------------------------------------------
+    def inputs(self, fn: Callable[..., tuple]) -> Callable[..., tuple]:
+        """Register the seeded input factory: fn(spec, device: str, seed: int) -> tuple of tensors."""
+        self._inputs = fn
+        return fn
+
+    def reference(self, math: str = "default") -> Callable:
+        """Register the float64 reference of one math variant: fn(*inputs_as_float64) -> tensor."""
+        def wrap(fn):
+            self._references[math] = fn
+            return fn
+        return wrap
+
+    def cost_model(self, fn: Callable[[Spec], Cost]) -> Callable[[Spec], Cost]:
+        """Register the cost model: fn(spec) -> Cost (ideal bytes and FLOPs)."""
+        self._cost = fn
+        return fn
+
+    def impl(self, name: str, **options: Any) -> Callable[[Builder], Builder]:
+        """Register a builder as implementation `name`; options are Impl fields (math, params, ...)."""
+        parse_impl_name(name)
+
+        def wrap(builder: Builder) -> Builder:
+            if name in self._impls:
+                raise WorkbenchError(f"{self.name}: implementation {name!r} is registered twice")
+            options.setdefault("description", (builder.__doc__ or "").strip().split("\n")[0])
+            options["needs"] = frozenset(Need(n) for n in options.get("needs", ()))
+            if options.get("dtypes") is not None:
+                options["dtypes"] = tuple(DType.parse(d) for d in options["dtypes"])
+            if options.get("interpreter_dtypes") is not None:
+                options["interpreter_dtypes"] = tuple(DType.parse(d) for d in options["interpreter_dtypes"])
+            options["params"] = MappingProxyType(dict(options.get("params", {})))
+            self._impls[name] = Impl(op=self.name, name=name, builder=builder, **options)
+            return builder
+        return wrap
+
+    # -- queries ------------------------------------------------------------------------------
+    @property
+    def impls(self) -> Mapping[str, Impl]:
+        return MappingProxyType(self._impls)
+
+    def get_impl(self, name: str) -> Impl:
+        try:
+            return self._impls[name]
+        except KeyError:
+            raise UnknownNameError(f"implementation of {self.name}", name, list(self._impls)) from None
+
+    def make_spec(self, shape: Mapping[str, Any] | None = None, dtype: object = None) -> Spec:
+        """A validated spec; raises UnknownNameError / SpecError naming the bad value."""
+        spec = self.spec.from_dict(shape, dtype)
+        if getattr(spec, "dtype", None) is not None and spec.dtype not in self.dtypes:
+            raise UnknownNameError(f"dtype for {self.name}", spec.dtype.value, [d.value for d in self.dtypes])
+        return spec
+
+    def make_inputs(self, spec: Spec, device: str = "cpu", seed: int = 0) -> tuple:
+        if self._inputs is None:
+            raise WorkbenchError(f"{self.name}: no input factory registered")
+        return tuple(self._inputs(spec, device, seed))
+
+    def reference_fn(self, math: str = "default") -> Callable[..., Any]:
+        try:
+            return self._references[math]
+        except KeyError:
+            raise UnknownNameError(f"reference of {self.name}", math, list(self._references)) from None
+
+    def cost(self, spec: Spec) -> Cost:
+        if self._cost is None:
+            raise WorkbenchError(f"{self.name}: no cost model registered")
+        return self._cost(spec)
+
+    def __repr__(self) -> str:
+        return f"Op({self.name!r}, impls={list(self._impls)})"
+
+
+class Registry:
+    """Ops by name, filled by discovery."""
+
+    def __init__(self) -> None:
+        self._ops: dict[str, Op] = {}
+        self.loaded_sources: list[str] = []
+
+    def add(self, op: Op) -> None:
+        if op.name in self._ops and self._ops[op.name] is not op:
+            raise WorkbenchError(f"op {op.name!r} is registered twice")
+        self._ops[op.name] = op
+
+    def op(self, name: str) -> Op:
+        try:
+            return self._ops[name]
+        except KeyError:
+            raise UnknownNameError("op", name, sorted(self._ops)) from None
+
+    @property
+    def ops(self) -> Mapping[str, Op]:
+        return MappingProxyType(self._ops)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._ops
+
+
+REGISTRY = Registry()
+
+
+def discover(paths: Iterable[str | Path] = (), *, entry_points: bool = True,
+             registry: Registry | None = None) -> Registry:
+    """Load ops through the one door: the `workbench.ops` entry points, then `paths`.
+
+    paths: op files (`my_ops.py`) or folders (every `*.py` not starting with `_`, or a
+    package with `__init__.py`). Importing a module registers its ops. Loading the same
+    source twice is a no-op. Raises WorkbenchError naming a path that does not exist or a
+    plugin that fails to import (with the error).
+    """
+    registry = registry or REGISTRY
+    if entry_points:
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            _load_once(registry, f"entry point {ep.name}", ep.load)
+    for path in paths:
+        for file in _plugin_files(Path(path)):
+            _load_once(registry, str(file), lambda f=file: _import_file(f))
+    return registry
+
+
+def _load_once(registry: Registry, key: str, load: Callable[[], Any]) -> None:
+    if key in registry.loaded_sources:
+        return
+    try:
+        load()
+    except WorkbenchError:
+        raise
+    except Exception as exc:  # a plugin's own bug: name it, keep the message
+        raise WorkbenchError(f"plugin {key} failed to load: {type(exc).__name__}: {exc}") from exc
+    registry.loaded_sources.append(key)
+
+
+def _plugin_files(path: Path) -> list[Path]:
+    if not path.exists():
+        raise WorkbenchError(f"--kernels {path}: no such file or folder")
+    if path.is_file():
+        return [path.resolve()]
+    if (path / "__init__.py").exists():
+        return [(path / "__init__.py").resolve()]
+    return sorted(p.resolve() for p in path.glob("*.py") if not p.name.startswith("_"))
+
+
+def _import_file(file: Path) -> None:
+    digest = hashlib.sha256(str(file).encode()).hexdigest()[:10]
+    is_pkg = file.name == "__init__.py"
+    mod_name = f"workbench_plugin_{(file.parent.name if is_pkg else file.stem)}_{digest}"
+    if mod_name in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location(
+        mod_name, file, submodule_search_locations=[str(file.parent)] if is_pkg else None)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[mod_name]
+        raise
