@@ -1,0 +1,72 @@
+"""GPU evidence: build, check and time one stage of workbench on the GPU, ending with a compact table.
+
+    python benchmarks/gpu_evidence.py --stage gelu [--quick] [--out DIR]
+    python benchmarks/gpu_evidence.py --stage all --quick
+
+Each stage is a module `benchmarks/stages/<name>.py` with
+`run(quick: bool, out: pathlib.Path) -> list[dict]` (table rows) and optionally `TITLE`.
+Stages run in the order given; one failing stage prints its error and the others still run.
+Full outputs (results JSON, logs) go under --out (default $OUT if set, else ./evidence-out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+STAGES = ("gelu", "engine", "ops", "ptx", "replay", "tui")
+
+
+def print_table(title: str, rows: list[dict]) -> None:
+    if not rows:
+        print(f"\n== {title}: no rows")
+        return
+    cols = list(dict.fromkeys(k for row in rows for k in row))
+    cells = [[_fmt(row.get(c)) for c in cols] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(cols)]
+    print(f"\n== {title}")
+    print("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
+    for r in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths)))
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.0f}"
+    return str(value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--stage", action="append", required=True, help=f"one of {STAGES} or all")
+    parser.add_argument("--quick", action="store_true", help="small sizes and few repetitions")
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "evidence-out"))
+    args = parser.parse_args(argv)
+    stages = STAGES if "all" in args.stage else tuple(args.stage)
+    args.out.mkdir(parents=True, exist_ok=True)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    tables, failed = [], 0
+    for name in stages:
+        t0 = time.perf_counter()
+        try:
+            module = importlib.import_module(f"benchmarks.stages.{name}")
+            rows = module.run(args.quick, args.out)
+            tables.append((f"{getattr(module, 'TITLE', name)} ({time.perf_counter() - t0:.0f} s)", rows))
+        except Exception:
+            failed += 1
+            traceback.print_exc()
+            tables.append((f"{name}: FAILED (see traceback above)", []))
+    for title, rows in tables:
+        print_table(title, rows)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
