@@ -229,6 +229,7 @@ def _triton_launch(spec: GeluSpec, params) -> TritonLaunch:
         constexprs={"BLOCK_SIZE": block},
         grid=((numel + block - 1) // block, 1, 1),
         num_warps=int(params["num_warps"]),
+        scalars={"n_elements": numel},
     )
 
 

@@ -21,7 +21,11 @@ class TritonLaunch:
     kernel: the `@triton.jit` function; signature: argument name -> Triton type string
     ("*fp32", "*bf16", "i32", "fp32", "constexpr"); constexprs: meta-parameter values
     (BLOCK_SIZE, ...); grid: programs per axis; note: where the config came from
-    (e.g. "autotune: first config, nothing cached").
+    (e.g. "autotune: first config, nothing cached"); scalars: the values of the integer
+    arguments the builder passes (n_elements, strides), so the ahead-of-time compile
+    specialises them as the launch does (a multiple of 16 gets `tt.divisibility`, which lets
+    masked loads vectorize; 1 becomes a constant). An integer argument left out is compiled
+    unspecialised, which can turn 16-byte vector loads into scalar ones.
     """
 
     kernel: Any
@@ -31,6 +35,7 @@ class TritonLaunch:
     num_warps: int = 4
     num_stages: int = 3
     note: str = ""
+    scalars: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
