@@ -33,22 +33,36 @@ __device__ __forceinline__ float gelu_f(float x) {
 }
 
 // Vectorized: each thread moves 16 bytes per load/store (ld.global.v4), VEC = 16 / sizeof(T)
-// elements, in a grid-stride loop; float arithmetic for every dtype. A scalar tail handles
-// numel % VEC. Needs 16-byte-aligned pointers (the launcher falls back to VEC = 1 otherwise).
-template <typename T, int VEC>
+// elements, UNROLL packs in flight per thread (loads issued before any arithmetic), float
+// arithmetic for every dtype; consecutive threads touch consecutive packs (coalesced). A
+// grid-stride loop covers any size; a scalar tail handles numel % VEC. Needs 16-byte-aligned
+// pointers (the launcher falls back to VEC = 1 otherwise).
+template <typename T, int VEC, int UNROLL>
 __global__ void gelu_vec_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t n) {
     struct alignas(sizeof(T) * VEC) Pack { T v[VEC]; };
     const int64_t n_vec = n / VEC;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x * UNROLL;
     const Pack* in_p = reinterpret_cast<const Pack*>(in);
     Pack* out_p = reinterpret_cast<Pack*>(out);
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_vec; i += stride) {
-        Pack p = in_p[i];
+    for (int64_t base = (int64_t)blockIdx.x * blockDim.x * UNROLL + threadIdx.x; base < n_vec; base += stride) {
+        Pack p[UNROLL];
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) p.v[j] = from_float<T>(gelu_f(to_float(p.v[j])));
-        out_p[i] = p;
+        for (int u = 0; u < UNROLL; ++u) {
+            int64_t i = base + (int64_t)u * blockDim.x;
+            if (i < n_vec) p[u] = in_p[i];
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            int64_t i = base + (int64_t)u * blockDim.x;
+            if (i < n_vec) {
+#pragma unroll
+                for (int j = 0; j < VEC; ++j) p[u].v[j] = from_float<T>(gelu_f(to_float(p[u].v[j])));
+                out_p[i] = p[u];
+            }
+        }
     }
-    for (int64_t i = n_vec * VEC + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const int64_t tail_stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = n_vec * VEC + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += tail_stride) {
         out[i] = from_float<T>(gelu_f(to_float(in[i])));
     }
 }
@@ -66,14 +80,17 @@ template <typename T>
 static cudaError_t launch_vec(const T* in, T* out, int64_t n, int num_sms, cudaStream_t stream) {
     const int threads = 256;
     constexpr int VEC = 16 / sizeof(T);
+    constexpr int UNROLL = 2;
     bool aligned = ((uintptr_t)in % 16 == 0) && ((uintptr_t)out % 16 == 0);
-    int64_t work = aligned ? (n + VEC - 1) / VEC : n;
-    // Enough blocks for many waves, capped so the grid-stride loop does the rest.
-    unsigned int blocks = cdiv(work > 0 ? work : 1, threads);
-    unsigned int cap = (unsigned int)num_sms * 32;
-    if (blocks > cap) blocks = cap;
-    if (aligned) gelu_vec_kernel<T, VEC><<<blocks, threads, 0, stream>>>(in, out, n);
-    else gelu_vec_kernel<T, 1><<<blocks, threads, 0, stream>>>(in, out, n);
+    int64_t work = aligned ? n / VEC : n;
+    // One pass over the tensor when the grid allows it (grid.x < 2^31); the grid-stride loop
+    // covers the rest. At least one block so the scalar tail always runs.
+    int64_t blocks = (work + (int64_t)threads * UNROLL - 1) / ((int64_t)threads * UNROLL);
+    if (blocks < 1) blocks = 1;
+    if (blocks > 0x7fffffff) blocks = 0x7fffffff;
+    (void)num_sms;
+    if (aligned) gelu_vec_kernel<T, VEC, UNROLL><<<(unsigned int)blocks, threads, 0, stream>>>(in, out, n);
+    else gelu_vec_kernel<T, 1, UNROLL><<<(unsigned int)blocks, threads, 0, stream>>>(in, out, n);
     return cudaGetLastError();
 }
 
