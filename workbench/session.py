@@ -1,0 +1,258 @@
+"""Sessions in YAML: load (safe loader, every problem with its path and line), validate, save.
+
+    session = load_session("my.yaml", kernels=["my_ops.py"])     # raises SessionError
+    save_session(dataclasses.replace(session, name="mine"), "mine.yaml")   # atomic
+
+The file format is CONTRACTS.md "Session file"; the model is `workbench.session_model`.
+Loading runs no code from the file: a `!!python/...` tag is a problem, reported before
+anything (even the session's own `plugins`) is imported. Shipped sessions are package data
+of `workbench.sessions`, read through importlib.resources; they are read-only, so saving one
+and its results go to the user data directory (`user_session_path`, `results_path`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.resources
+import importlib.util
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from workbench.errors import WorkbenchError
+from workbench.fileio import atomic_write_text
+from workbench.registry import REGISTRY, Registry, discover
+from workbench.session_checks import check_runs
+from workbench.session_model import Session
+from workbench.session_schema import build_session, session_to_data
+from workbench.session_yaml import Problem, Problems, read_yaml
+
+__all__ = [
+    "Problem", "SessionError", "load_session", "parse_session", "session_from_data",
+    "session_to_data", "dump_session", "save_session", "validate_session", "load_plugins",
+    "file_sha256", "shipped_names", "shipped_path", "is_shipped", "resolve_session_path",
+    "default_session_name", "results_path", "user_session_path", "save_target",
+]
+
+SHIPPED_PACKAGE = "workbench.sessions"
+DEFAULT_SESSION = "default"
+DEFAULT_CPU_SESSION = "default-cpu"
+
+
+class SessionError(WorkbenchError):
+    """A session that cannot be used; `problems` lists every one (path, line, message)."""
+
+    def __init__(self, problems: Iterable[Problem], source: str | None = None):
+        self.problems = tuple(problems)
+        self.source = source
+        count = len(self.problems)
+        head = f"{source}: " if source else ""
+        lines = [f"{head}{count} problem{'s' if count != 1 else ''} in the session"]
+        lines += [f"  {p}" for p in self.problems]
+        super().__init__("\n".join(lines))
+
+
+# -- loading ---------------------------------------------------------------------------------
+def load_session(path: str | Path, *, kernels: Iterable[str | Path] = (), registry: Registry | None = None,
+                 check_ops: bool = True) -> Session:
+    """Read, parse and validate a session file.
+
+    kernels: extra plugin paths (--kernels) loaded before validation, as are the session's own
+    `plugins` (relative to the file's folder); registry: where ops are looked up (default: the
+    global registry, filled through `discover`); check_ops False skips the registry checks.
+    Raises SessionError listing every problem (a missing or unreadable file is one problem).
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SessionError([Problem("", f"cannot read the file: {exc.strerror or exc}")], str(path)) from None
+    return parse_session(raw, source=str(path), base_dir=path.parent, kernels=kernels,
+                         registry=registry, check_ops=check_ops)
+
+
+def parse_session(text: str | bytes, *, source: str | None = None, base_dir: str | Path | None = None,
+                  kernels: Iterable[str | Path] = (), registry: Registry | None = None,
+                  check_ops: bool = True) -> Session:
+    """Parse and validate session text (see load_session). Raises SessionError."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise SessionError([Problem("", f"not a text file (invalid UTF-8 at byte {exc.start})")], source) from None
+    data, marks, parse_problems = read_yaml(text)
+    if parse_problems:
+        raise SessionError(parse_problems, source)
+    return session_from_data(data, marks=marks, source=source, base_dir=base_dir, kernels=kernels,
+                             registry=registry, check_ops=check_ops)
+
+
+def session_from_data(data: Any, *, marks: dict[str, int] | None = None, source: str | None = None,
+                      base_dir: str | Path | None = None, kernels: Iterable[str | Path] = (),
+                      registry: Registry | None = None, check_ops: bool = True) -> Session:
+    """A Session from plain data (a parsed YAML mapping). Raises SessionError."""
+    problems = Problems(marks)
+    built = build_session(data, problems)
+    if built.runs and check_ops:
+        registry = _loaded_registry(built.plugins, problems, base_dir, kernels, registry)
+        if registry is not None:
+            check_runs(built.runs, registry, problems)
+    if problems or built.session is None:
+        raise SessionError(sorted(problems.items, key=lambda p: p.line or 0), source)
+    return built.session
+
+
+def validate_session(session: Session, *, registry: Registry | None = None, base_dir: str | Path | None = None,
+                     kernels: Iterable[str | Path] = ()) -> list[Problem]:
+    """Every problem of an in-memory session (e.g. edited in the TUI); [] when it is sound."""
+    try:
+        session_from_data(session_to_data(session), base_dir=base_dir, kernels=kernels, registry=registry)
+    except SessionError as exc:
+        return list(exc.problems)
+    except TypeError as exc:  # a non-plain value put into the model by code
+        return [Problem("", str(exc))]
+    return []
+
+
+def load_plugins(plugins: Iterable[str], *, base_dir: str | Path | None = None,
+                 kernels: Iterable[str | Path] = (), registry: Registry | None = None) -> Registry:
+    """Discover ops: entry points, `kernels`, then the session's `plugins`.
+
+    A plugin is a path (relative to base_dir) to an op file or folder, or an importable module
+    name. Raises WorkbenchError naming the plugin that failed.
+    """
+    registry = discover(kernels, registry=registry)
+    for plugin in plugins:
+        _load_plugin(plugin, base_dir, registry)
+    return registry
+
+
+def _loaded_registry(plugins: list[str], problems: Problems, base_dir, kernels, registry) -> Registry | None:
+    try:
+        registry = discover(kernels, registry=registry)
+    except WorkbenchError as exc:
+        problems.add("", str(exc))
+        return None
+    for index, plugin in enumerate(plugins):
+        try:
+            _load_plugin(plugin, base_dir, registry)
+        except WorkbenchError as exc:
+            problems.add(f"plugins[{index}]", str(exc))
+            return None
+    return registry
+
+
+def _load_plugin(plugin: str, base_dir: str | Path | None, registry: Registry) -> None:
+    path = Path(plugin).expanduser()
+    if not path.is_absolute() and base_dir is not None:
+        path = Path(base_dir) / path
+    if path.exists():
+        discover([path], entry_points=False, registry=registry)
+        return
+    is_module = all(part.isidentifier() for part in plugin.split("."))
+    if is_module and importlib.util.find_spec(plugin.split(".")[0]) is not None:
+        try:
+            importlib.import_module(plugin)
+        except Exception as exc:
+            raise WorkbenchError(f"plugin {plugin} failed to import: {type(exc).__name__}: {exc}") from exc
+        return
+    raise WorkbenchError(f"plugin {plugin!r}: no such file, folder or importable module (looked for {path})")
+
+
+# -- saving ----------------------------------------------------------------------------------
+class _BlockDumper(yaml.SafeDumper):
+    """SafeDumper that indents list items under their key (`runs:\n  - op: gelu`)."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False):
+        return super().increase_indent(flow, False)
+
+
+def dump_session(session: Session) -> str:
+    """The session as YAML text: plain types, block style, keys in the contract's order."""
+    return yaml.dump(session_to_data(session), Dumper=_BlockDumper, sort_keys=False,
+                     default_flow_style=False, allow_unicode=True, width=100)
+
+
+def save_session(session: Session, path: str | Path) -> Path:
+    """Write the session to `path` atomically (temp file in the same folder, then rename).
+
+    Refuses to overwrite a shipped session (package data): use `save_target` first.
+    Raises WorkbenchError for a shipped path, OSError for a failed write (the old file is
+    then untouched), TypeError for non-plain data in the model.
+    """
+    path = Path(path)
+    if is_shipped(path):
+        raise WorkbenchError(f"{path} is a shipped session (read-only); save a copy in the user "
+                             "data directory instead (see save_target)")
+    return atomic_write_text(path, dump_session(session))
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 of the file's bytes (provenance `session_sha256`)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+# -- shipped sessions and where files go -----------------------------------------------------
+def _shipped_dir() -> Path:
+    return Path(str(importlib.resources.files(SHIPPED_PACKAGE)))
+
+
+def shipped_names() -> list[str]:
+    """Names of the sessions shipped as package data (file stems), sorted."""
+    return sorted(p.name[:-5] for p in importlib.resources.files(SHIPPED_PACKAGE).iterdir()
+                  if p.name.endswith(".yaml"))
+
+
+def shipped_path(name: str) -> Path:
+    """Path of a shipped session by name; raises WorkbenchError naming the shipped ones."""
+    path = _shipped_dir() / f"{name}.yaml"
+    if not path.is_file():
+        raise WorkbenchError(f"no shipped session {name!r}; shipped: {', '.join(shipped_names())}")
+    return path
+
+
+def is_shipped(path: str | Path) -> bool:
+    """Whether `path` is one of the shipped (read-only) session files."""
+    try:
+        return Path(path).resolve().parent == _shipped_dir().resolve()
+    except OSError:
+        return False
+
+
+def resolve_session_path(arg: str | Path) -> Path:
+    """A FILE argument: an existing path, else the name of a shipped session (`lecture06-gelu`).
+
+    Raises WorkbenchError naming the shipped sessions when neither exists.
+    """
+    path = Path(arg).expanduser()
+    if path.exists():
+        return path
+    name = path.name[:-5] if path.name.endswith(".yaml") else path.name
+    if str(arg) in (name, f"{name}.yaml") and name in shipped_names():
+        return shipped_path(name)
+    raise WorkbenchError(f"{arg}: no such session file; shipped sessions: {', '.join(shipped_names())}")
+
+
+def default_session_name(has_cuda: bool) -> str:
+    """The session `workbench` opens without FILE: `default`, or `default-cpu` without a GPU."""
+    return DEFAULT_SESSION if has_cuda else DEFAULT_CPU_SESSION
+
+
+def user_session_path(name: str, data_dir: str | Path) -> Path:
+    """Where a user's copy of a shipped session is saved: DATA_DIR/sessions/NAME.yaml."""
+    return Path(data_dir) / "sessions" / f"{name}.yaml"
+
+
+def save_target(session_path: str | Path, data_dir: str | Path) -> Path:
+    """Where saving the session opened from `session_path` writes (a copy for a shipped one)."""
+    path = Path(session_path)
+    return user_session_path(path.stem, data_dir) if is_shipped(path) else path
+
+
+def results_path(session_path: str | Path, data_dir: str | Path) -> Path:
+    """NAME.results.json beside a user's session; in DATA_DIR/sessions for a shipped one."""
+    path = Path(session_path)
+    folder = Path(data_dir) / "sessions" if is_shipped(path) else path.parent
+    return folder / f"{path.stem}.results.json"

@@ -1,0 +1,162 @@
+"""A session against the registry: op, implementation, parameter, shape, dtype and sweep names.
+
+`check_runs(session, registry, problems)` records every problem with its path, never raising;
+structure (keys, types, ranges) was checked before by `workbench.session_schema`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from workbench.dtypes import DType
+from workbench.errors import WorkbenchError
+from workbench.registry import Impl, Op, Registry
+from workbench.session_model import RunSpec
+from workbench.session_schema import suggest
+from workbench.session_yaml import Problems, child_path, show
+
+
+def check_runs(runs: Iterable[tuple[int, RunSpec, frozenset[str]]], registry: Registry,
+               problems: Problems) -> None:
+    """Check (index in the file, run, keys that already had problems) triples; problems are
+    recorded under `runs[index]`. Checks that depend on a key with problems are skipped."""
+    for index, run, bad in runs:
+        check_run(run, f"runs[{index}]", registry, problems, bad)
+
+
+def check_run(run: RunSpec, path: str, registry: Registry, problems: Problems,
+              bad: frozenset[str] = frozenset()) -> None:
+    if run.op not in registry:
+        ops = sorted(registry.ops)
+        problems.add(child_path(path, "op"), f"unknown op {show(run.op)}{suggest(run.op, ops)}; "
+                                             f"allowed: {', '.join(ops) or '(none registered)'}")
+        return
+    op = registry.op(run.op)
+    impls = _check_impls(run, op, path, problems)
+    impls = None if "impls" in bad else impls
+    dtype_ok = _check_dtype(run, op, path, problems) and "dtype" not in bad
+    shape_ok = _check_shape(run.shape, op, child_path(path, "shape"), problems) and "shape" not in bad
+    if shape_ok and dtype_ok:
+        _check_spec(op, run.shape, run.dtype, child_path(path, "shape"), problems)
+    if run.sweep is not None and impls is not None:
+        _check_sweep(run, op, impls, path, problems, dtype_ok and shape_ok)
+
+
+def _check_impls(run: RunSpec, op: Op, path: str, problems: Problems) -> list[Impl] | None:
+    """The selected implementations, or None when a name is unknown."""
+    if run.impls is None:
+        return list(op.impls.values())
+    found: list[Impl] = []
+    allowed = list(op.impls)
+    for index, ref in enumerate(run.impls):
+        where = child_path(child_path(path, "impls"), index)
+        if ref.name not in op.impls:
+            name_path = child_path(where, "name") if (ref.params or ref.label) else where
+            problems.add(name_path, f"unknown implementation of {op.name} {show(ref.name)}"
+                                    f"{suggest(ref.name, allowed)}; allowed: {', '.join(allowed) or '(none)'}")
+            continue
+        impl = op.impls[ref.name]
+        found.append(impl)
+        for key, value in ref.params.items():
+            where_param = child_path(child_path(where, "params"), key)
+            if key not in impl.params:
+                known = list(impl.params)
+                problems.add(where_param, f"unknown parameter of {op.name}/{impl.name}{suggest(key, known)}; "
+                                          f"allowed: {', '.join(known) or '(it takes none)'}")
+            else:
+                error = param_value_problem(value, impl.params[key])
+                if error:
+                    problems.add(where_param, error)
+    return found if len(found) == len(run.impls) else None
+
+
+def param_value_problem(value: Any, default: Any) -> str | None:
+    """Why `value` cannot replace a parameter whose default is `default` (same kind), or None."""
+    if isinstance(default, bool):
+        ok, want = isinstance(value, bool), "true or false"
+    elif isinstance(default, int):
+        ok, want = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    elif isinstance(default, float):
+        ok, want = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
+    elif isinstance(default, str):
+        ok, want = isinstance(value, str), "text"
+    else:
+        return None
+    return None if ok else f"must be {want} (like its default {show(default)}), got {show(value)}"
+
+
+def _check_dtype(run: RunSpec, op: Op, path: str, problems: Problems) -> bool:
+    if run.dtype is None:
+        return True
+    allowed = [d.value for d in op.dtypes]
+    if DType.parse(run.dtype) not in op.dtypes:
+        problems.add(child_path(path, "dtype"), f"{op.name} does not take dtype {show(run.dtype)}; "
+                                                f"allowed: {', '.join(allowed)}")
+        return False
+    return True
+
+
+def _check_shape(shape: Mapping[str, Any], op: Op, path: str, problems: Problems) -> bool:
+    fields = op.spec.shape_fields()
+    ok = True
+    for key, value in shape.items():
+        if key not in fields:
+            problems.add(child_path(path, key), f"unknown shape field of {op.name}{suggest(key, fields)}; "
+                                                f"allowed: {', '.join(fields)}")
+            ok = False
+        else:
+            error = size_problem(op, key, value)
+            if error:
+                problems.add(child_path(path, key), error)
+                ok = False
+    return ok
+
+
+def size_problem(op: Op, field: str, value: Any) -> str | None:
+    """Why `value` cannot be the size field `field` of `op`, or None."""
+    low = 0 if field in op.spec.NON_NEGATIVE else 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        rule = "a non-negative integer" if low == 0 else "a positive integer"
+        return f"must be {rule}, got {show(value)}"
+    return None
+
+
+def _check_spec(op: Op, shape: Mapping[str, Any], dtype: str | None, path: str, problems: Problems) -> bool:
+    """The op's own rules (Spec.check): the message names the field and the rule."""
+    try:
+        op.make_spec(shape, dtype)
+    except WorkbenchError as exc:
+        problems.add(path, str(exc))
+        return False
+    return True
+
+
+def _check_sweep(run: RunSpec, op: Op, impls: list[Impl], path: str, problems: Problems,
+                 spec_ok: bool) -> None:
+    sweep_path = child_path(path, "sweep")
+    fields = op.spec.shape_fields()
+    shape_params = [p for p in run.sweep.params if p in fields]
+    impl_params = [p for p in run.sweep.params if p not in fields]
+    for index, param in enumerate(run.sweep.params):
+        if param in fields:
+            continue
+        having = [impl.name for impl in impls if param in impl.params]
+        where = f"{sweep_path}.params[{index}]"
+        if not having:
+            known = sorted({k for impl in impls for k in impl.params})
+            problems.add(where, f"{show(param)} is neither a shape field of {op.name} ({', '.join(fields)}) "
+                                f"nor a parameter of its implementations{suggest(param, [*fields, *known])}")
+        elif len(having) < len(impls):
+            problems.add(where, f"{show(param)} is a parameter of {', '.join(having)} only; "
+                                "list only implementations that have it in `impls` to sweep it")
+    for index, value in enumerate(run.sweep.values):
+        where = f"{sweep_path}.values[{index}]"
+        errors = [size_problem(op, p, value) for p in shape_params]
+        errors += [param_value_problem(value, impls[0].params[p]) for p in impl_params
+                   if impls and p in impls[0].params]
+        errors = [e for e in errors if e]
+        if errors:
+            problems.add(where, errors[0])
+        elif shape_params and spec_ok:
+            shape = {**run.shape, **{p: value for p in shape_params}}
+            _check_spec(op, shape, run.dtype, where, problems)

@@ -1,0 +1,158 @@
+"""Safe YAML reading with line marks (CONTRACTS.md, "Session file").
+
+`read_yaml(text)` composes the document with PyYAML's SafeLoader, records the line of every
+mapping key and sequence item by its path (`runs[1].shape.K`), refuses any tag the safe loader
+does not own (`!!python/object/apply:...` is a problem with its line, and nothing is
+constructed), refuses duplicate keys, and only then constructs plain Python data.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+# Tags whose constructors SafeLoader owns: plain data only.
+SAFE_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in (
+    "null", "bool", "int", "float", "str", "seq", "map", "timestamp", "binary", "merge",
+    "omap", "pairs", "set", "value"))
+MAX_NODES = 100_000  # after alias expansion: refuses "billion laughs" documents
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a session: where (dotted path, line) and what."""
+
+    path: str
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.path}: " if self.path else ""
+        line = f" (line {self.line})" if self.line else ""
+        return f"{where}{self.message}{line}"
+
+    def as_dict(self) -> dict:
+        return {"path": self.path, "line": self.line, "message": self.message}
+
+
+class Problems:
+    """Collects problems, attaching the line of the path (or of its nearest ancestor)."""
+
+    def __init__(self, marks: Mapping[str, int] | None = None):
+        self.marks = dict(marks or {})
+        self.items: list[Problem] = []
+
+    def add(self, path: str, message: str) -> None:
+        self.items.append(Problem(path, message, self.line(path)))
+
+    def line(self, path: str) -> int | None:
+        while True:
+            if path in self.marks:
+                return self.marks[path]
+            if not path:
+                return None
+            path = parent_path(path)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+
+def parent_path(path: str) -> str:
+    """`runs[1].shape.K` -> `runs[1].shape` -> `runs[1]` -> `runs` -> ``."""
+    return re.sub(r"(\.[^.\[\]]*|\[\d+\]|^[^.\[\]]+)$", "", path)
+
+
+def child_path(path: str, key: object) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else str(key)
+
+
+def show(value: object) -> str:
+    """A value as the message shows it: text in double quotes, YAML words for true/null."""
+    try:
+        text = json.dumps(value, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def read_yaml(text: str) -> tuple[Any, dict[str, int], list[Problem]]:
+    """Parse one YAML document safely: (data, marks path -> line, problems).
+
+    data is None when there are problems (a parse error, an unsafe tag, a duplicate key).
+    """
+    try:
+        loader = yaml.SafeLoader(text)
+    except yaml.reader.ReaderError as exc:
+        line = text[:exc.position].count("\n") + 1
+        return None, {}, [Problem("", f"not valid YAML: {exc.reason} (character #x{exc.character:04x})"
+                                      if isinstance(exc.character, int) else f"not valid YAML: {exc.reason}", line)]
+    try:
+        try:
+            node = loader.get_single_node()
+        except yaml.MarkedYAMLError as exc:
+            return None, {}, [_parse_problem(exc, text)]
+        except yaml.YAMLError as exc:
+            return None, {}, [Problem("", f"not valid YAML: {exc}")]
+        if node is None:
+            return None, {}, [Problem("", "the file is empty; a session is a mapping with "
+                                          "schema_version, name and runs")]
+        marks: dict[str, int] = {}
+        problems = Problems()
+        _walk(node, "", marks, problems, {})
+        if problems:
+            return None, marks, [Problem(p.path, p.message, marks.get(p.path, p.line)) for p in problems.items]
+        try:
+            data = loader.construct_document(node)
+        except yaml.MarkedYAMLError as exc:
+            return None, marks, [_parse_problem(exc, text)]
+        return data, marks, []
+    finally:
+        loader.dispose()
+
+
+def _parse_problem(exc: yaml.MarkedYAMLError, text: str) -> Problem:
+    mark = exc.problem_mark or exc.context_mark
+    what = " ".join(str(s) for s in (exc.context, exc.problem) if s)
+    last_line = max(1, len(text.splitlines()))
+    line = min(mark.line + 1, last_line) if mark else None  # "end of stream" is past the last line
+    return Problem("", f"not valid YAML: {what or exc}", line)
+
+
+def _walk(node: Node, path: str, marks: dict[str, int], problems: Problems, sizes: dict[int, int]) -> int:
+    """Record lines, check tags and duplicate keys; return the node count after alias expansion."""
+    if id(node) in sizes:  # an alias: counted again, not walked again
+        return sizes[id(node)]
+    sizes[id(node)] = 1
+    if node.tag not in SAFE_TAGS:
+        tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+        problems.add(path, f"tag {tag} is not allowed: sessions are plain data, read with the safe loader")
+        marks.setdefault(path, node.start_mark.line + 1)
+    count = 1
+    if isinstance(node, MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            key = str(key_node.value) if isinstance(key_node, ScalarNode) else "?"
+            child = child_path(path, key)
+            if key in seen and key != "<<":
+                marks.setdefault(child, key_node.start_mark.line + 1)
+                problems.add(child, f"duplicate key {show(key)}")
+            seen.add(key)
+            marks.setdefault(child, key_node.start_mark.line + 1)
+            count += _walk(key_node, child, {}, problems, sizes) if not isinstance(key_node, ScalarNode) else 0
+            count += _walk(value_node, child, marks, problems, sizes)
+    elif isinstance(node, SequenceNode):
+        for index, item in enumerate(node.value):
+            child = child_path(path, index)
+            marks.setdefault(child, item.start_mark.line + 1)
+            count += _walk(item, child, marks, problems, sizes)
+    sizes[id(node)] = count
+    if count > MAX_NODES and not problems.items:
+        problems.add(path, f"the document expands to more than {MAX_NODES} values (aliases); refused")
+    return count
