@@ -1,0 +1,241 @@
+"""`workbench --list` (ops, implementations, availability per action and why) and
+`workbench --doctor` (GPU, versions, tools, ceilings cache, colour system, paths).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib.metadata
+import io
+import json
+import platform
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from workbench.cli import EXIT_OK, Env, output_style, write_output
+from workbench.registry import Action
+
+ACTIONS = tuple(a.value for a in Action)
+PACKAGES = ("torch", "triton", "textual", "textual-plotext", "rich", "pyyaml", "platformdirs", "numpy",
+            "nvidia-ml-py", "ninja")
+
+
+# -- --list ----------------------------------------------------------------------------------
+def inventory(kernels: list[str], device: str) -> dict[str, Any]:
+    """Every op and implementation with availability per action on this machine."""
+    from workbench.machine import note, probe, unavailable_reason
+    from workbench.registry import discover
+
+    registry = discover(kernels)
+    machine = probe()
+    ops = []
+    for name in sorted(registry.ops):
+        op = registry.op(name)
+        default = op.spec()
+        dtype = getattr(default, "dtype", None)
+        impls = []
+        for impl in op.impls.values():
+            available = {a: unavailable_reason(impl, a, machine, dtype=dtype, device=device) for a in ACTIONS}
+            impls.append({
+                "name": impl.name, "kind": impl.kind.value, "math": impl.math, "params": dict(impl.params),
+                "dtypes": [d.value for d in (impl.dtypes or op.dtypes)],
+                "interpreter_dtypes": None if impl.interpreter_dtypes is None else [d.value for d in impl.interpreter_dtypes],
+                "needs": sorted(n.value for n in impl.needs), "description": impl.description,
+                "unavailable": available, "note": note(impl, machine, device) or None,
+            })
+        ops.append({"name": op.name, "description": op.description, "shape": default.shape,
+                    "dtype": dtype.value if dtype is not None else None, "dtypes": [d.value for d in op.dtypes],
+                    "impls": impls})
+    return {"machine": {"has_cuda": machine.has_cuda, "device_name": machine.device_name, "nvcc": machine.nvcc,
+                        "triton": machine.triton, "triton_interpreted": machine.triton_interpreted,
+                        "ninja": machine.ninja, "device": device},
+            "sources": list(registry.loaded_sources), "ops": ops}
+
+
+def run_list(args: argparse.Namespace, env: Env) -> int:
+    data = inventory(args.kernels, args.device or "auto")
+    if args.format == "json":
+        write_output(json.dumps(data, indent=2) + "\n", args, env)
+    elif args.format == "csv":
+        write_output(_list_csv(data), args, env)
+    else:
+        write_output(_render(_list_tables(data), env, args), args, env)
+    return EXIT_OK
+
+
+def _list_csv(data: dict[str, Any]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["op", "impl", "kind", "math", "params", "dtypes", *(f"{a}.unavailable" for a in ACTIONS), "note"])
+    for op in data["ops"]:
+        for impl in op["impls"]:
+            writer.writerow([op["name"], impl["name"], impl["kind"], impl["math"], json.dumps(impl["params"]),
+                             " ".join(impl["dtypes"]), *(impl["unavailable"][a] or "" for a in ACTIONS),
+                             impl["note"] or ""])
+    return buffer.getvalue()
+
+
+def _list_tables(data: dict[str, Any]) -> list:
+    m = data["machine"]
+    head = (f"GPU: {m['device_name'] or 'none'} · nvcc: {m['nvcc'] or 'not found'} · "
+            f"Triton: {'interpreter only' if m['triton_interpreted'] else ('yes' if m['triton'] else 'not installed')}"
+            f" · device setting: {m['device']}")
+    items: list = [Text(head, "dim")]
+    for op in data["ops"]:
+        title = f"{op['name']} — {op['description']}  (shape {op['shape']}, {op['dtype']}; dtypes {', '.join(op['dtypes'])})"
+        table = Table(title=title, title_justify="left", header_style="bold", pad_edge=False)
+        for col in ("impl", "kind", "math", "params", *ACTIONS, "notes"):
+            table.add_column(col, overflow="fold")
+        for impl in op["impls"]:
+            reasons = [impl["unavailable"][a] for a in ACTIONS]
+            cells = [Text("yes", "green") if r is None else Text("no", "dim") for r in reasons]
+            why = "; ".join(dict.fromkeys(r for r in reasons if r))
+            notes = "; ".join(x for x in (impl["note"], why) if x)
+            params = ", ".join(f"{k}={v}" for k, v in impl["params"].items()) or "-"
+            table.add_row(impl["name"], impl["kind"], impl["math"], params, *cells, notes)
+        items.append(table)
+    return items
+
+
+# -- --doctor --------------------------------------------------------------------------------
+def diagnose(env: Env, kernels: list[str]) -> dict[str, Any]:
+    from workbench.machine import probe
+
+    machine = probe()
+    return {
+        "workbench": _workbench_info(),
+        "python": {"version": platform.python_version(), "executable": sys.executable,
+                   "platform": platform.platform()},
+        "versions": {name: _version(name) for name in PACKAGES},
+        "gpu": _gpu_info(machine),
+        "tools": {"nvcc": machine.nvcc, "nvcc_version": _nvcc_version(machine.nvcc),
+                  "ninja": shutil.which("ninja"), "ninja_importable": machine.ninja,
+                  "triton": machine.triton, "triton_interpreted": machine.triton_interpreted},
+        "ceilings": _ceilings(env),
+        "colour": _colour(env),
+        "paths": _paths(env),
+    }
+
+
+def run_doctor(args: argparse.Namespace, env: Env) -> int:
+    data = diagnose(env, args.kernels)
+    if args.format == "json":
+        write_output(json.dumps(data, indent=2, default=str) + "\n", args, env)
+        return EXIT_OK
+    write_output(_render(_doctor_tables(data), env, args), args, env)
+    return EXIT_OK
+
+
+def _workbench_info() -> dict[str, Any]:
+    import workbench
+    from workbench.provenance import git_sha
+
+    return {"version": workbench.__version__, "git_sha": git_sha(), "package": workbench.__file__}
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _gpu_info(machine) -> dict[str, Any]:
+    import torch
+
+    info: dict[str, Any] = {"available": machine.has_cuda, "name": machine.device_name,
+                            "torch_cuda": torch.version.cuda, "count": torch.cuda.device_count() if machine.has_cuda else 0}
+    if machine.has_cuda:
+        props = torch.cuda.get_device_properties(0)
+        info.update({"sm_count": props.multi_processor_count, "capability": f"{props.major}.{props.minor}",
+                     "memory_bytes": props.total_memory, "l2_bytes": getattr(props, "L2_cache_size", None),
+                     "driver": _driver_version()})
+    return info
+
+
+def _driver_version() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            version = pynvml.nvmlSystemGetDriverVersion()
+        finally:
+            pynvml.nvmlShutdown()
+        return version.decode() if isinstance(version, bytes) else str(version)
+    except Exception:  # no NVML, no driver: say nothing rather than fail the doctor
+        return None
+
+
+def _nvcc_version(nvcc: str | None) -> str | None:
+    if nvcc is None:
+        return None
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = [line for line in out.splitlines() if "release" in line]
+    return lines[-1].strip() if lines else None
+
+
+def _ceilings(env: Env) -> dict[str, Any]:
+    """The measured-ceilings cache: its path and contents (the engine owns the format)."""
+    path = env.cache_dir / "ceilings.json"
+    try:
+        from workbench.engine import ceilings as module  # the engine's cache, where it exists
+
+        path = module.cache_path(env.cache_dir) if hasattr(module, "cache_path") else path
+    except ImportError:
+        pass
+    contents = None
+    if path.is_file():
+        try:
+            contents = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            contents = f"unreadable: {exc}"
+    return {"path": str(path), "exists": path.is_file(), "contents": contents}
+
+
+def _colour(env: Env) -> dict[str, Any]:
+    return {"color_system": env.console().color_system, "no_color": env.no_color,
+            "stdout_tty": env.stdout_tty, "stderr_tty": env.stderr_tty}
+
+
+def _paths(env: Env) -> dict[str, Any]:
+    from workbench.session import shipped_names, shipped_path
+
+    names = shipped_names()
+    return {"config": str(env.config_dir), "data": str(env.data_dir), "cache": str(env.cache_dir),
+            "shipped_sessions": str(shipped_path(names[0]).parent) if names else None,
+            "shipped_session_names": names}
+
+
+def _doctor_tables(data: dict[str, Any]) -> list:
+    items = []
+    for section in ("workbench", "python", "versions", "gpu", "tools", "ceilings", "colour", "paths"):
+        table = Table(title=section, title_justify="left", show_header=False, pad_edge=False)
+        table.add_column("key", style="bold")
+        table.add_column("value", overflow="fold")
+        for key, value in data[section].items():
+            shown = json.dumps(value, default=str) if isinstance(value, (dict, list)) else (
+                "-" if value is None else str(value))
+            table.add_row(key, shown)
+        items.append(table)
+    return items
+
+
+def _render(items: list, env: Env, args: argparse.Namespace) -> str:
+    from rich.console import Console
+
+    width, color = output_style(env, args)
+    console = Console(file=io.StringIO(), width=width, highlight=False, force_terminal=color,
+                      no_color=not color, color_system="auto" if color else None)
+    for item in items:
+        console.print(item)
+    return console.file.getvalue()

@@ -1,0 +1,64 @@
+"""Where a results document came from (CONTRACTS.md, "Results": `provenance`).
+
+    {"workbench": "0.1.0", "git_sha": "abc1234", "session": "lecture06-gelu",
+     "session_sha256": "...", "argv": [...], "started": "2026-11-29T14:00:00Z"}
+
+git_sha is the commit of the checkout this package runs from (an editable install), or None
+when it is not in a git checkout (a wheel) or git is absent.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import workbench
+
+PROVENANCE_KEYS = ("workbench", "git_sha", "session", "session_sha256", "argv", "started")
+
+
+def utc_now_iso(now: dt.datetime | None = None) -> str:
+    """UTC time as ISO 8601 with a Z, to the second: 2026-11-29T14:00:00Z."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    return now.astimezone(dt.timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@functools.lru_cache(maxsize=1)
+def git_sha() -> str | None:
+    """Short commit of the checkout holding this package, or None (not a checkout, no git)."""
+    package = Path(workbench.__file__).resolve().parent
+    git = shutil.which("git")
+    if git is None:
+        return None
+    try:
+        top = _git(git, package, "rev-parse", "--show-toplevel")
+        if top is None or not (Path(top) / "workbench" / "__init__.py").resolve() == package / "__init__.py":
+            return None  # this package is not a file of that repository (e.g. site-packages in a repo)
+        return _git(git, package, "rev-parse", "--short=12", "HEAD")
+    except OSError:
+        return None
+
+
+def _git(git: str, cwd: Path, *args: str) -> str | None:
+    proc = subprocess.run([git, *args], cwd=cwd, capture_output=True, text=True, timeout=5)
+    return (proc.stdout.strip() or None) if proc.returncode == 0 else None
+
+
+def provenance(session: str | None, *, session_sha256: str | None, argv: Iterable[str],
+               started: str | None = None) -> dict[str, Any]:
+    """The provenance record, every key present."""
+    return {"workbench": workbench.__version__, "git_sha": git_sha(), "session": session,
+            "session_sha256": session_sha256, "argv": list(argv), "started": started or utc_now_iso()}
+
+
+def fill_provenance(doc: dict[str, Any], ours: Mapping[str, Any]) -> dict[str, Any]:
+    """Give `doc` a provenance with every key: the engine's values where set, else ours."""
+    theirs = doc.get("provenance") or {}
+    merged = {key: theirs.get(key) if theirs.get(key) is not None else ours.get(key) for key in PROVENANCE_KEYS}
+    merged.update({k: v for k, v in theirs.items() if k not in merged})
+    doc["provenance"] = merged
+    return doc

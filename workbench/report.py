@@ -1,0 +1,180 @@
+"""The results document as output: JSON (the document itself), CSV (one row per result, scalar
+fields with dotted names) and a rich table (one per run). CONTRACTS.md, "Results".
+
+Pure functions of the document; no environment reads (the CLI decides colour and width).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from typing import Any, Iterable, Mapping
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+STATUS_STYLE = {"ok": "green", "failed": "bold red", "unavailable": "dim", "skipped": "yellow"}
+
+
+# -- JSON ------------------------------------------------------------------------------------
+def to_json(doc: Mapping[str, Any]) -> str:
+    """The results document as JSON text (2-space indent, trailing newline)."""
+    return json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n"
+
+
+# -- CSV -------------------------------------------------------------------------------------
+def flatten(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Scalar fields of a result with dotted names (`timing.median_ms`); lists are left out."""
+    out: dict[str, Any] = {}
+    for key, value in record.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, name + "."))
+        elif not isinstance(value, (list, tuple)):
+            out[name] = value
+    return out
+
+
+def to_csv(doc: Mapping[str, Any]) -> str:
+    """One row per result; columns are the union of the rows' scalar fields, first seen first."""
+    rows = [flatten(r) for r in doc.get("results", [])]
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _csv_cell(v) for k, v in row.items()})
+    return buffer.getvalue()
+
+
+def _csv_cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value
+
+
+# -- table -----------------------------------------------------------------------------------
+def fmt_num(value: Any, digits: int = 4) -> str:
+    """A number with `digits` significant digits; '-' for null or not finite."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "-"
+    if not math.isfinite(value):
+        return str(value)
+    if value != 0 and (abs(value) >= 10 ** digits):
+        return f"{value:,.0f}"
+    return f"{value:.{digits}g}"
+
+
+def shape_text(shape: Mapping[str, Any] | None) -> str:
+    return "x".join(str(v) for v in (shape or {}).values()) or "-"
+
+
+def _check_cell(check: Mapping[str, Any] | None) -> Text:
+    if not check:
+        return Text("-")
+    rel = check.get("rel_l2_err")
+    err = f" {rel:.1e}" if isinstance(rel, (int, float)) and math.isfinite(rel) else ""
+    return Text(f"pass{err}", "green") if check.get("passed") else Text(f"FAIL{err}", "bold red")
+
+
+def _notes(record: Mapping[str, Any]) -> str:
+    timing = record.get("timing") or {}
+    notes = []
+    if record.get("error"):
+        notes.append(str(record["error"]).splitlines()[0][:120])
+    if timing.get("launch_bound"):
+        notes.append("launch-bound")
+    if timing.get("clock_fell"):
+        notes.append("clock fell")
+    if timing.get("timer") == "interpreter":
+        notes.append("Triton interpreter (not GPU speed)")
+    if timing and timing.get("flush_l2") is False:
+        notes.append("L2 not flushed")
+    return "; ".join(notes)
+
+
+def _ceiling_cell(traffic: Mapping[str, Any]) -> str:
+    pct = traffic.get("pct_of_ceiling")
+    if pct is None:
+        return "-"
+    name = str(traffic.get("ceiling") or "").replace("_gbps", "").replace("_tflops", "")
+    return f"{pct:.1f}% {name}".rstrip()
+
+
+def result_table(records: list[Mapping[str, Any]], title: str) -> Table:
+    """One run's results as a rich Table."""
+    swept = any(r.get("sweep_value") is not None for r in records)
+    table = Table(title=title, title_justify="left", header_style="bold", pad_edge=False)
+    columns = ["impl", "shape", *(["sweep"] if swept else []), "status", "median ms", "p20–p80 ms",
+               "n", "GB/s", "TFLOP/s", "% ceiling", "build ms", "check", "timer", "notes"]
+    for name in columns:
+        numeric = name in {"median ms", "n", "GB/s", "TFLOP/s", "build ms"}
+        table.add_column(name, justify="right" if numeric else "left", overflow="fold")
+    for r in records:
+        timing, traffic = r.get("timing") or {}, r.get("traffic") or {}
+        spread = (f"{fmt_num(timing.get('p20_ms'))}–{fmt_num(timing.get('p80_ms'))}"
+                  if timing.get("p20_ms") is not None else "-")
+        status = str(r.get("status"))
+        cells = [str(r.get("label")), shape_text(r.get("shape")),
+                 *([fmt_num(r.get("sweep_value")) if isinstance(r.get("sweep_value"), (int, float))
+                    else str(r.get("sweep_value") if r.get("sweep_value") is not None else "-")] if swept else []),
+                 Text(status, STATUS_STYLE.get(status, "")), fmt_num(timing.get("median_ms")), spread,
+                 fmt_num(timing.get("n")), fmt_num(traffic.get("gbps")), fmt_num(traffic.get("tflops")),
+                 _ceiling_cell(traffic), fmt_num(r.get("build_ms"), 3), _check_cell(r.get("check")),
+                 str(timing.get("timer") or "-"), _notes(r)]
+        table.add_row(*cells)
+    return table
+
+
+def run_title(records: list[Mapping[str, Any]], index: int) -> str:
+    first = records[0]
+    return f"run {index}: {first.get('op')} {first.get('dtype') or ''}".rstrip()
+
+
+def group_by_run(results: Iterable[Mapping[str, Any]]) -> list[tuple[int, list[Mapping[str, Any]]]]:
+    groups: dict[int, list[Mapping[str, Any]]] = {}
+    for record in results:
+        groups.setdefault(int(record.get("run_index") or 0), []).append(record)
+    return sorted(groups.items())
+
+
+def environment_line(doc: Mapping[str, Any]) -> str:
+    env, prov = doc.get("environment") or {}, doc.get("provenance") or {}
+    parts = [f"session {prov.get('session')}", f"device {env.get('device') or '-'}",
+             f"torch {env.get('torch') or '-'}", f"triton {env.get('triton') or '-'}"]
+    ceilings = env.get("ceilings") or {}
+    if ceilings.get("copy_gbps"):
+        parts.append(f"copy ceiling {fmt_num(ceilings['copy_gbps'])} GB/s")
+    return " · ".join(parts)
+
+
+def print_tables(doc: Mapping[str, Any], console: Console) -> None:
+    """Print one table per run, under a line naming the session and the device."""
+    console.print(Text(environment_line(doc), "dim"))
+    results = doc.get("results") or []
+    if not results:
+        console.print("no results")
+    for index, records in group_by_run(results):
+        console.print(result_table(records, run_title(records, index)))
+
+
+def to_table(doc: Mapping[str, Any], *, width: int = 200, color: bool = False) -> str:
+    """The tables as text (for -o or a pipe): no colour unless asked."""
+    console = Console(file=io.StringIO(), width=width, color_system="standard" if color else None,
+                      force_terminal=color, no_color=not color, highlight=False)
+    print_tables(doc, console)
+    return console.file.getvalue()
+
+
+def render(doc: Mapping[str, Any], fmt: str, *, width: int = 200) -> str:
+    """The document in `fmt` (table | json | csv) as text."""
+    if fmt == "json":
+        return to_json(doc)
+    if fmt == "csv":
+        return to_csv(doc)
+    return to_table(doc, width=width)
