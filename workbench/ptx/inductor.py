@@ -1,0 +1,136 @@
+"""The Triton kernels torch.compile (Inductor) generated for a `compiled` implementation.
+
+Inductor generates Triton only for a CUDA device (it does not cross-compile), so this needs a GPU.
+The implementation is built and run once inside a fresh Inductor/Triton cache (so the kernels
+are compiled now, in this process: `compile_threads=1`), with `run_and_get_code` capturing the
+generated module's source. Kernel names (`triton_poi_fused_add_mul_tanh_0`) come from that source;
+each kernel's compiled form comes from the loaded module's autotuner (the config that won), or
+else from the fresh Triton cache folder (`{name}.ptx`, `.cubin`, `.json`). Configuration is set
+through `torch._inductor.config`, never through environment variables.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from workbench.ptx.record import TritonArtifacts
+
+NO_GPU_NOTE = "Inductor does not cross-compile: needs a CUDA device"
+_KERNEL_DEF = re.compile(r"""(\w+)\s*=\s*async_compile\.triton\(\s*['"](\w+)['"]\s*,\s*(?:r?'''(.*?)'''|r?\"\"\"(.*?)\"\"\")""",
+                         re.DOTALL)
+
+
+@dataclass
+class InductorKernel:
+    """One generated kernel: its Triton source, artifacts, and how they were found."""
+
+    name: str
+    source: str | None
+    artifacts: TritonArtifacts | None
+    found_by: str
+
+
+def kernel_sources(codes: list[str]) -> dict[str, str | None]:
+    """Kernel name -> its Triton source, from Inductor's generated module source(s)."""
+    found: dict[str, str | None] = {}
+    for code in codes:
+        for m in _KERNEL_DEF.finditer(code):
+            found[m.group(2)] = m.group(3) if m.group(3) is not None else m.group(4)
+    return found
+
+
+def from_cache_folder(root: Path, name: str) -> TritonArtifacts | None:
+    """Artifacts of `name` from a Triton cache tree (the newest `{name}.ptx` under root)."""
+    hits = sorted(root.rglob(f"{name}.ptx"), key=lambda p: p.stat().st_mtime)
+    if not hits:
+        return None
+    art = TritonArtifacts.from_cache_files(hits[-1].parent, name)
+    if len(hits) > 1:
+        art.notes.append(f"{len(hits)} compiled configs of {name} in the cache (autotuning): "
+                         "showing the newest")
+    return art
+
+
+def _loaded_modules() -> list[Any]:
+    from torch._inductor.codecache import PyCodeCache
+    mods = list(getattr(PyCodeCache, "modules", []) or [])
+    mods += list((getattr(PyCodeCache, "modules_no_attr", {}) or {}).values())
+    cache = getattr(PyCodeCache, "cache", None)  # older torch
+    if isinstance(cache, dict):
+        mods += list(cache.values())
+    return mods
+
+
+def _compiled_from_autotuner(tuner: Any) -> tuple[Any, str] | None:
+    """(a CompiledKernel with `.asm`, or a cubin path) from an Inductor CachingAutotuner."""
+    for launcher in getattr(tuner, "launchers", None) or []:
+        binary = getattr(launcher, "bin", None)
+        if binary is not None and hasattr(binary, "asm"):
+            return binary, "autotuner launcher"
+    for result in getattr(tuner, "compile_results", None) or []:
+        kernel = getattr(result, "kernel", None)
+        if kernel is not None and hasattr(kernel, "asm"):
+            return kernel, "autotuner compile result"
+        cubin = getattr(kernel, "cubin_path", None)
+        if cubin:
+            return Path(cubin), "static launcher cubin path"
+    return None
+
+
+def _artifacts(name: str, cache_root: Path) -> tuple[TritonArtifacts | None, str]:
+    for module in _loaded_modules():
+        tuner = getattr(module, name, None)
+        got = _compiled_from_autotuner(tuner) if tuner is not None else None
+        if got is None:
+            continue
+        obj, how = got
+        if isinstance(obj, Path):
+            return TritonArtifacts.from_cache_files(obj.parent, name), how
+        return TritonArtifacts.from_compiled(obj), how
+    art = from_cache_folder(cache_root, name)
+    return art, "Triton cache folder" if art else "not found"
+
+
+def inductor_kernels(fn_builder: Any, inputs: tuple, *, device: str = "cuda") -> tuple[list[InductorKernel], list[str]]:
+    """Build (`fn_builder()` -> the compiled callable) and run once on `inputs`, on a GPU; return
+    the generated kernels and notes. Raises RuntimeError without a CUDA device."""
+    import torch
+    import torch._inductor.config as inductor_config
+    from torch._inductor import utils as inductor_utils
+
+    if not torch.cuda.is_available():
+        raise RuntimeError(NO_GPU_NOTE)
+    fresh = getattr(inductor_utils, "fresh_cache", None) or getattr(inductor_utils, "fresh_inductor_cache")
+    tmp = Path(tempfile.mkdtemp(prefix="wb-inductor-"))
+    notes: list[str] = []
+    try:
+        with ExitStack() as stack:
+            try:
+                stack.enter_context(fresh(dir=str(tmp), delete=False))
+            except TypeError:  # older signature without dir/delete
+                stack.enter_context(fresh())
+            stack.enter_context(inductor_config.patch(compile_threads=1))
+            fn = fn_builder()
+            _, codes = inductor_utils.run_and_get_code(fn, *inputs)
+            torch.cuda.synchronize()
+            sources = kernel_sources(codes)
+            kernels = []
+            for name, source in sources.items():
+                art, how = _artifacts(name, tmp)
+                kernels.append(InductorKernel(name, source, art, how))
+        if not sources:
+            notes.append("Inductor generated no Triton kernel (library calls or a cache hit without code)")
+        return kernels, notes
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def summarize_sources(kernels: list[InductorKernel]) -> Mapping[str, str]:
+    """Kernel name -> how its artifacts were found (for the record's notes)."""
+    return {k.name: k.found_by for k in kernels}
