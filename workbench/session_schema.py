@@ -294,7 +294,7 @@ def _shape(value: Any, path: str, problems: Problems) -> dict[str, int]:
         return {}
     out = {}
     for key, size in value.items():
-        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        if isinstance(size, bool) or not isinstance(size, int):  # the sign is the op's rule (NON_NEGATIVE)
             problems.add(child_path(path, key), f"must be a positive integer, got {show(size)}")
         else:
             out[str(key)] = size

@@ -1,0 +1,463 @@
+"""Session files: safe loading, every problem with path and line, registry checks, round trips.
+
+Validation runs against a private registry of toy ops (no kernels, no torch work), so these
+tests do not depend on which ops other files register.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from workbench.cost import Cost
+from workbench.dtypes import DType
+from workbench.errors import SpecError, WorkbenchError
+from workbench.registry import Op, Registry
+from workbench.session import (SessionError, dump_session, load_session, parse_session, save_session,
+                               session_from_data, session_to_data, validate_session)
+from workbench.session_model import ImplRef, RunSpec, Session, Settings, Sweep
+from workbench.session_schema import SETTING_KEYS, SETTING_RULES
+from workbench.spec import Spec
+
+
+@dataclass(frozen=True)
+class ToySpec(Spec):
+    M: int = 8
+    N: int = 8
+    K: int = 8
+    dtype: DType = DType.float32
+
+    def check(self) -> None:
+        if self.K > 4096:
+            raise SpecError(f"K: must be at most 4096, got {self.K}")
+
+
+@dataclass(frozen=True)
+class NapSpec(Spec):
+    NON_NEGATIVE = frozenset({"nap_ms"})
+    nap_ms: int = 1
+
+
+@pytest.fixture()
+def registry() -> Registry:
+    reg = Registry()
+    toy = Op("toy", ToySpec, registry=reg, dtypes=["float32", "float16"])
+    toy.cost_model(lambda spec: Cost(1, 1, 1))
+    for name, params in (("manual", {}), ("pytorch", {}),
+                         ("triton", {"BLOCK_SIZE": 128, "num_warps": 4, "EVEN": False, "scale": 1.0})):
+        toy.impl(name, params=params)(lambda spec, params, ctx: (lambda *a: None))
+    nap = Op("nap", NapSpec, registry=reg)
+    nap.impl("manual")(lambda spec, params, ctx: (lambda *a: None))
+    return reg
+
+
+def parse(text: str, registry: Registry | None = None, **kw) -> Session:
+    return parse_session(textwrap.dedent(text), registry=registry, check_ops=registry is not None, **kw)
+
+
+def problems(text: str, registry: Registry | None = None) -> list[str]:
+    with pytest.raises(SessionError) as info:
+        parse(text, registry)
+    return [str(p) for p in info.value.problems]
+
+
+GOOD = """\
+schema_version: 1
+name: toy-session
+description: a toy
+settings:
+  rep_ms: 50
+  flush_l2: false
+runs:
+  - op: toy
+    impls: [manual, {name: triton, params: {BLOCK_SIZE: 64}, label: triton64}]
+    shape: {M: 4, N: 5}
+    dtype: float16
+    actions: [check, bench, profile, ptx]
+  - op: toy
+    sweep: {params: [M, N, K], values: [1, 2, 3]}
+    settings: {min_samples: 3, device: cpu}
+  - op: toy
+    impls: [triton]
+    sweep: {params: BLOCK_SIZE, values: [32, 64]}
+  - op: nap
+    shape: {nap_ms: 0}
+"""
+
+
+# -- the good path ---------------------------------------------------------------------------
+def test_good_session_loads_into_the_model(registry):
+    session = parse(GOOD, registry)
+    assert session.name == "toy-session" and session.description == "a toy"
+    assert session.settings == Settings(rep_ms=50.0, flush_l2=False)
+    first, second, third, fourth = session.runs
+    assert first.impls == (ImplRef("manual"), ImplRef("triton", {"BLOCK_SIZE": 64}, "triton64"))
+    assert first.shape == {"M": 4, "N": 5} and first.dtype == "float16"
+    assert first.actions == ("check", "bench", "profile", "ptx")
+    assert second.impls is None and second.actions == ("check", "bench")       # defaults: all, check+bench
+    assert second.sweep == Sweep(("M", "N", "K"), (1, 2, 3))
+    assert second.settings == {"min_samples": 3, "device": "cpu"}
+    assert third.sweep.params == ("BLOCK_SIZE",)                             # one name is a list of one
+    assert fourth.shape == {"nap_ms": 0}                                      # NON_NEGATIVE field
+
+
+def test_ms_settings_become_floats(registry):
+    session = parse(GOOD, registry)
+    assert isinstance(session.settings.rep_ms, float) and isinstance(session.settings.warmup_ms, float)
+
+
+def test_every_setting_has_a_rule():
+    assert set(SETTING_RULES) == set(SETTING_KEYS) == {f.name for f in dataclasses.fields(Settings)}
+
+
+# -- safety ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("payload", [
+    "op: !!python/object/apply:os.system ['touch {marker}']",
+    "op: !!python/object/new:subprocess.Popen [['touch', '{marker}']]",
+    "op: !!python/name:os.system",
+    "op: !custom 'x'",
+])
+def test_python_tags_are_refused_and_nothing_runs(tmp_path, payload):
+    marker = tmp_path / "pwned"
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(f"open({str(tmp_path / 'plugin-ran')!r}, 'w').close()\n")
+    path = tmp_path / "evil.yaml"
+    path.write_text("schema_version: 1\nname: evil\nplugins: [plugin.py]\nruns:\n  - "
+                    + payload.format(marker=marker) + "\n")
+    with pytest.raises(SessionError) as info:
+        load_session(path)
+    (problem,) = info.value.problems
+    assert problem.path == "runs[0].op" and problem.line == 5
+    assert "not allowed" in problem.message and "safe loader" in problem.message
+    assert not marker.exists(), "the tag ran"
+    assert not (tmp_path / "plugin-ran").exists(), "plugins must not load when the file is refused"
+
+
+def test_alias_bomb_is_refused():
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+        for p, c in zip("abcdefg", "bcdefgh"))
+    with pytest.raises(SessionError, match="expands to more than"):
+        parse(bomb)
+
+
+# -- not a session at all --------------------------------------------------------------------
+@pytest.mark.parametrize("text, expected, line", [
+    ("", "the file is empty", None),
+    ("just some words\n", "a session must be a mapping", None),
+    ("- a\n- b\n", "a session must be a mapping", None),
+    ("schema_version: 1\nname: x\nruns:\n  - op: toy\n    shape: {M: 1\n", "not valid YAML", 5),
+    ("schema_version: 1\nname: x\nruns: [\n", "not valid YAML", 3),
+    ("schema_version: 1\n\tname: x\n", "not valid YAML", 2),
+    ("a: 1\n---\nb: 2\n", "not valid YAML", 2),
+    ("\x00\x01binary", "not valid YAML", 1),
+])
+def test_non_session_text_is_one_parse_problem(text, expected, line):
+    with pytest.raises(SessionError) as info:
+        parse_session(text, check_ops=False)
+    (problem,) = info.value.problems
+    assert expected in problem.message
+    assert problem.line == line
+
+
+def test_invalid_utf8_and_missing_file(tmp_path):
+    path = tmp_path / "bin.yaml"
+    path.write_bytes(b"name: \xff\xfe\n")
+    with pytest.raises(SessionError, match="invalid UTF-8"):
+        load_session(path, check_ops=False)
+    with pytest.raises(SessionError, match="cannot read the file"):
+        load_session(tmp_path / "absent.yaml", check_ops=False)
+
+
+# -- schema_version --------------------------------------------------------------------------
+def test_newer_schema_version_names_the_one_this_program_reads():
+    (message,) = problems("schema_version: 2\nname: x\nruns: []\nfuture_key: 1\n")
+    assert "schema_version 2" in message and "reads schema_version 1" in message and "(line 1)" in message
+
+
+@pytest.mark.parametrize("value", ["0", "one", "true", "1.5"])
+def test_bad_schema_version(value):
+    (message,) = problems(f"schema_version: {value}\nname: x\nruns: [{{op: toy}}]\n")
+    assert message.startswith("schema_version: must be a positive integer")
+
+
+def test_missing_required_keys():
+    found = problems("schema_version: 1\nruns: [{impls: all}]\n")
+    assert "name: missing (required)" in found[0]
+    assert any(p.startswith("runs[0].op: missing (required)") for p in found)
+    assert "schema_version: missing" in problems("name: x\nruns: [{op: toy}]\n")[0]
+    assert problems("schema_version: 1\nname: x\n")[0].startswith("runs: missing (required)")
+    assert problems("schema_version: 1\nname: x\nruns: []\n")[0].startswith("runs: must be a non-empty list")
+
+
+# -- structure: unknown keys, wrong types, all at once --------------------------------------
+def test_the_contract_example_message(registry):
+    text = """\
+    schema_version: 1
+    name: x
+    runs:
+      - op: toy
+      - op: toy
+        shape: {M: 1, K: two}
+    """
+    assert problems(text, registry) == ['runs[1].shape.K: must be a positive integer, got "two" (line 6)']
+
+
+def test_unknown_keys_at_every_level_with_lines(registry):
+    text = """\
+    schema_version: 1
+    name: x
+    colour: blue
+    settings: {rep_ms: 10, rep: 10}
+    runs:
+      - op: toy
+        shpe: {M: 1}
+        impls: [{name: triton, parmas: {}}]
+        sweep: {params: [M], values: [1], step: 2}
+    """
+    found = problems(text, registry)
+    assert found == [
+        'colour: unknown key; allowed: schema_version, name, description, plugins, settings, runs (line 3)',
+        'settings.rep: unknown key (did you mean "rep_ms"?); allowed: ' + ", ".join(SETTING_KEYS) + " (line 4)",
+        'runs[0].shpe: unknown key (did you mean "shape"?); allowed: op, impls, shape, dtype, actions, sweep, settings (line 7)',
+        'runs[0].impls[0].parmas: unknown key (did you mean "params"?); allowed: name, params, label (line 8)',
+        'runs[0].sweep.step: unknown key; allowed: params, values (line 9)',
+    ]
+
+
+@pytest.mark.parametrize("setting, value, expected", [
+    ("device", "gpu", "must be auto, cpu, cuda or cuda:N"),
+    ("device", "cuda:x", "must be auto, cpu, cuda or cuda:N"),
+    ("warmup_ms", "-1", "must be a number >= 0"),
+    ("rep_ms", "0", "must be a number > 0"),
+    ("rep_ms", "fast", "must be a number > 0"),
+    ("min_samples", "0", "must be a positive integer"),
+    ("min_samples", "2.5", "must be a positive integer"),
+    ("target_rel_error", "1", "must be a number > 0 and < 1"),
+    ("timeout_s", "true", "must be a number > 0"),
+    ("flush_l2", "yes please", "must be true or false"),
+    ("fp32_precision", "fp16", "must be one of ieee, tf32"),
+    ("seed", "-3", "must be an integer >= 0"),
+])
+def test_settings_types_and_ranges(setting, value, expected):
+    text = f"schema_version: 1\nname: x\nsettings:\n  {setting}: {value}\nruns: [{{op: toy}}]\n"
+    (message,) = problems(text)
+    assert message.startswith(f"settings.{setting}: {expected}") and message.endswith("(line 4)")
+
+
+def test_per_run_settings_are_checked_too():
+    (message,) = problems("schema_version: 1\nname: x\nruns:\n  - op: toy\n    settings: {rep_ms: -5}\n")
+    assert message.startswith("runs[0].settings.rep_ms: must be a number > 0")
+
+
+def test_every_problem_is_reported_at_once(registry):
+    text = """\
+    schema_version: 1
+    name: ""
+    settings: {min_samples: 0, fp32_precision: tf16}
+    runs:
+      - op: toy
+        impls: [manuel, {name: triton, params: {BLOCK_SIZE: big, WARPS: 4}}]
+        shape: {M: -1, Q: 3}
+        dtype: float64
+        actions: [check, benchmark, check]
+      - op: toyy
+      - 7
+      - op: toy
+        sweep: {params: [M, num_warps], values: [1, 0, 1]}
+    """
+    found = problems(text, registry)
+    assert len(found) == 14, "\n".join(found)
+    assert all("(line " in p for p in found)
+    assert [int(p.rsplit("(line ", 1)[1][:-1]) for p in found] == sorted(
+        int(p.rsplit("(line ", 1)[1][:-1]) for p in found), "problems are sorted by line"
+
+
+# -- registry checks -------------------------------------------------------------------------
+@pytest.mark.parametrize("run, expected", [
+    ("{op: tyo}", 'runs[0].op: unknown op "tyo" (did you mean "toy"?); allowed: nap, toy'),
+    ("{op: toy, impls: [tritn]}", 'runs[0].impls[0]: unknown implementation of toy "tritn" (did you mean "triton"?)'),
+    ("{op: toy, impls: [{name: cuda, label: c}]}", "runs[0].impls[0].name: unknown implementation of toy \"cuda\""),
+    ("{op: toy, impls: [{name: manual, params: {BLOCK_SIZE: 1}}]}",
+     "runs[0].impls[0].params.BLOCK_SIZE: unknown parameter of toy/manual; allowed: (it takes none)"),
+    ("{op: toy, impls: [{name: triton, params: {BLOCK: 1}}]}",
+     'runs[0].impls[0].params.BLOCK: unknown parameter of toy/triton (did you mean "BLOCK_SIZE"?)'),
+    ("{op: toy, impls: [{name: triton, params: {BLOCK_SIZE: 1.5}}]}",
+     "runs[0].impls[0].params.BLOCK_SIZE: must be an integer (like its default 128), got 1.5"),
+    ("{op: toy, impls: [{name: triton, params: {EVEN: 1}}]}",
+     "runs[0].impls[0].params.EVEN: must be true or false (like its default false), got 1"),
+    ("{op: toy, impls: [{name: triton, params: {scale: x}}]}",
+     'runs[0].impls[0].params.scale: must be a number (like its default 1.0), got "x"'),
+    ("{op: toy, dtype: bfloat16}", 'runs[0].dtype: toy does not take dtype "bfloat16"; allowed: float32, float16'),
+    ("{op: toy, dtype: float64}", 'runs[0].dtype: unknown dtype "float64" (did you mean "float16"?); allowed: float32'),
+    ("{op: toy, shape: {Q: 1}}", 'runs[0].shape.Q: unknown shape field of toy; allowed: M, N, K'),
+    ("{op: toy, shape: {M: 0}}", "runs[0].shape.M: must be a positive integer, got 0"),
+    ("{op: nap, shape: {nap_ms: -1}}", "runs[0].shape.nap_ms: must be a non-negative integer, got -1"),
+    ("{op: nap, shape: {nap_ms: 1.5}}", "runs[0].shape.nap_ms: must be a positive integer, got 1.5"),
+    ("{op: toy, shape: {K: 5000}}", "runs[0].shape: K: must be at most 4096, got 5000"),
+])
+def test_registry_problems(registry, run, expected):
+    (message,) = problems(f"schema_version: 1\nname: x\nruns:\n  - {run}\n", registry)
+    assert message.startswith(expected)
+    assert message.endswith("(line 4)")
+
+
+@pytest.mark.parametrize("sweep, expected", [
+    ("{params: [Q], values: [1]}", 'runs[0].sweep.params[0]: "Q" is neither a shape field of toy (M, N, K) nor a parameter'),
+    ("{params: [BLOCK_SIZE], values: [1]}", 'runs[0].sweep.params[0]: "BLOCK_SIZE" is a parameter of triton only'),
+    ("{params: [M], values: [1, 0]}", "runs[0].sweep.values[1]: must be a positive integer, got 0"),
+    ("{params: [M], values: [1, two]}", 'runs[0].sweep.values[1]: must be a positive integer, got "two"'),
+    ("{params: [K], values: [8, 8192]}", "runs[0].sweep.values[1]: K: must be at most 4096, got 8192"),
+    ("{params: [M], values: [1, 1]}", "runs[0].sweep.values[1]: value 1 is listed twice"),
+    ("{params: [M], values: []}", "runs[0].sweep.values: must be a non-empty list"),
+    ("{params: [M]}", "runs[0].sweep.values: must be a non-empty list"),
+    ("{params: [], values: [1]}", "runs[0].sweep.params: must be a non-empty list"),
+    ("{params: [M, M], values: [1]}", "runs[0].sweep.params: lists a parameter twice"),
+    ("{params: [M], values: [[1, 2]]}", "runs[0].sweep.values[0]: must be a number or text"),
+    ("[M, 1, 2]", "runs[0].sweep: must be a mapping"),
+])
+def test_bad_sweeps(registry, sweep, expected):
+    (message,) = problems(f"schema_version: 1\nname: x\nruns:\n  - op: toy\n    sweep: {sweep}\n", registry)
+    assert message.startswith(expected), message
+
+
+def test_param_sweep_over_impls_that_have_it(registry):
+    session = parse("schema_version: 1\nname: x\nruns:\n  - op: toy\n    impls: [triton]\n"
+                    "    sweep: {params: [BLOCK_SIZE], values: [64, 256]}\n", registry)
+    assert session.runs[0].sweep.values == (64, 256)
+    (message,) = problems("schema_version: 1\nname: x\nruns:\n  - op: toy\n    impls: [triton]\n"
+                          "    sweep: {params: [num_warps], values: [4, wide]}\n", registry)
+    assert message.startswith('runs[0].sweep.values[1]: must be an integer (like its default 4), got "wide"')
+
+
+@pytest.mark.parametrize("impls, expected", [
+    ("triton", "runs[0].impls: must be `all` or a non-empty list"),
+    ("[]", "runs[0].impls: must be `all` or a non-empty list"),
+    ("[manual, manual]", 'runs[0].impls[1]: label "manual" repeats impls[0]'),
+    ("[triton, {name: manual, label: triton}]", 'runs[0].impls[1]: label "triton" repeats impls[0]'),
+    ("[{params: {}}]", "runs[0].impls[0].name: missing (required)"),
+    ("[{name: triton, params: [1]}]", "runs[0].impls[0].params: must be a mapping"),
+    ("[3]", "runs[0].impls[0]: must be an implementation name"),
+])
+def test_bad_impl_lists(registry, impls, expected):
+    (message,) = problems(f"schema_version: 1\nname: x\nruns:\n  - op: toy\n    impls: {impls}\n", registry)
+    assert message.startswith(expected), message
+
+
+@pytest.mark.parametrize("actions, expected", [
+    ("[]", "runs[0].actions: must be a non-empty list of check, bench, profile, ptx"),
+    ("bench", "runs[0].actions: must be a non-empty list"),
+    ("[bench, bench]", 'runs[0].actions[1]: action "bench" is listed twice'),
+    ("[time]", 'runs[0].actions[0]: unknown action "time"'),
+])
+def test_bad_actions(actions, expected):
+    (message,) = problems(f"schema_version: 1\nname: x\nruns:\n  - op: toy\n    actions: {actions}\n")
+    assert message.startswith(expected), message
+
+
+def test_duplicate_keys_are_refused():
+    found = problems("schema_version: 1\nname: x\nruns:\n  - op: toy\n    shape: {M: 1, M: 2}\n")
+    assert found == ['runs[0].shape.M: duplicate key "M" (line 5)']
+
+
+# -- plugins ---------------------------------------------------------------------------------
+def test_missing_plugin_is_a_problem(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("schema_version: 1\nname: x\nplugins: [nothere.py]\nruns: [{op: gelu}]\n")
+    with pytest.raises(SessionError) as info:
+        load_session(path, registry=Registry())
+    assert info.value.problems[0].path == "plugins[0]"
+    assert "no such file, folder or importable module" in info.value.problems[0].message
+
+
+# -- round trips and saving ------------------------------------------------------------------
+def test_load_save_load_is_identical(registry, tmp_path):
+    session = parse(GOOD, registry)
+    path = save_session(session, tmp_path / "saved.yaml")
+    again = load_session(path, registry=registry)
+    assert again == session
+    assert dump_session(again) == path.read_text(), "save -> load -> save gives the same text"
+
+
+def test_saved_text_is_plain_block_yaml(registry):
+    text = dump_session(parse(GOOD, registry))
+    assert "!!" not in text and "{" not in text and "[" not in text
+    assert yaml.safe_load(text) == session_to_data(parse(GOOD, registry))
+    assert text.index("schema_version") < text.index("name") < text.index("settings") < text.index("runs")
+
+
+def test_round_trip_of_a_model_built_in_code(registry):
+    session = Session(name="built", runs=(
+        RunSpec(op="toy", impls=(ImplRef("triton", {"BLOCK_SIZE": 32}, "t32"),), shape={"M": 2},
+                actions=("ptx",), sweep=Sweep(("N",), (1, 2)), settings={"rep_ms": 5.0}),
+        RunSpec(op="nap")))
+    assert session_from_data(session_to_data(session), registry=registry) == session
+    assert parse(dump_session(session), registry) == session
+
+
+def test_validate_session_in_memory(registry):
+    session = parse(GOOD, registry)
+    assert validate_session(session, registry=registry) == []
+    broken = dataclasses.replace(session, runs=(dataclasses.replace(session.runs[0], op="nope"),))
+    (problem,) = validate_session(broken, registry=registry)
+    assert problem.path == "runs[0].op"
+    odd = dataclasses.replace(session, runs=(dataclasses.replace(session.runs[0], shape={"M": object()}),))
+    assert "not plain session data" in validate_session(odd, registry=registry)[0].message
+
+
+def test_save_is_atomic_when_the_rename_fails(registry, tmp_path, monkeypatch):
+    path = tmp_path / "s.yaml"
+    path.write_text("original\n")
+    import workbench.fileio as fileio
+
+    def broken_replace(src, dst):
+        raise OSError("disk on fire")
+    monkeypatch.setattr(fileio.os, "replace", broken_replace)
+    with pytest.raises(OSError, match="disk on fire"):
+        save_session(parse(GOOD, registry), path)
+    assert path.read_text() == "original\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["s.yaml"], "no temporary file is left"
+
+
+def test_save_is_atomic_when_writing_fails_half_way(registry, tmp_path, monkeypatch):
+    path = tmp_path / "s.yaml"
+    path.write_text("original\n")
+    import workbench.fileio as fileio
+
+    real_fsync = fileio.os.fsync
+
+    def failing_fsync(fd):
+        real_fsync(fd)
+        raise OSError("device full")
+    monkeypatch.setattr(fileio.os, "fsync", failing_fsync)
+    with pytest.raises(OSError, match="device full"):
+        save_session(parse(GOOD, registry), path)
+    assert path.read_text() == "original\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["s.yaml"]
+
+
+def test_save_refuses_non_plain_data_before_touching_the_file(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("original\n")
+    session = Session(name="x", runs=(RunSpec(op="toy", shape={"M": Path("/")}),))
+    with pytest.raises(TypeError, match="not plain session data"):
+        save_session(session, path)
+    assert path.read_text() == "original\n"
+
+
+def test_save_keeps_the_file_mode(registry, tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("x: 1\n")
+    path.chmod(0o640)
+    save_session(parse(GOOD, registry), path)
+    assert path.stat().st_mode & 0o777 == 0o640
+
+
+def test_errors_are_workbench_errors():
+    with pytest.raises(WorkbenchError):
+        parse_session("[]", check_ops=False)
