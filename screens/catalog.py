@@ -1,0 +1,119 @@
+"""What the app can offer: ops, their implementations and what this machine can run, as plain data.
+
+`load_catalog` imports the registry, the kernels and torch, so it runs in a worker after the
+first frame; everything else here is plain data the widgets read (no torch, no registry objects).
+Availability is per action and dtype (CONTRACTS.md): `ImplInfo.reasons[(action, dtype)]`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+ACTIONS = ("check", "bench", "profile", "ptx")
+
+
+@dataclass(frozen=True)
+class ImplInfo:
+    """One implementation: name, one-line description, default params, availability.
+
+    reasons: (action, dtype) -> why it cannot do that here, or None when it can;
+    note: a marker for what really runs (e.g. 'Triton interpreter only (not GPU speed)').
+    """
+
+    name: str
+    description: str = ""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    reasons: Mapping[tuple[str, str], str | None] = field(default_factory=dict)
+    note: str = ""
+
+    def reason(self, actions: Iterable[str], dtype: str) -> str | None:
+        """The first reason it cannot do one of `actions` (None: it can do them all)."""
+        return next((r for a in actions if (r := self.reasons.get((a, dtype)))), None)
+
+    def blocked(self, actions: Iterable[str], dtype: str) -> bool:
+        """It can do none of `actions` here, so there is nothing to select it for."""
+        actions = tuple(actions)
+        return bool(actions) and all(self.reasons.get((a, dtype)) for a in actions)
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    """An op: shape fields with defaults, dtypes (first = default) and implementations."""
+
+    name: str
+    description: str
+    defaults: Mapping[str, int]
+    dtypes: tuple[str, ...]
+    default_dtype: str
+    impls: tuple[ImplInfo, ...]
+    validate: Callable[[Mapping[str, Any], str], str | None] = lambda shape, dtype: None
+
+    @property
+    def shape_fields(self) -> tuple[str, ...]:
+        return tuple(self.defaults)
+
+    def impl(self, name: str) -> ImplInfo | None:
+        return next((i for i in self.impls if i.name == name), None)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Every op by name, and a one-line summary of the machine ('CPU only · Triton interpreted')."""
+
+    ops: Mapping[str, OpInfo]
+    machine: str
+    gpu: bool = False
+    notes: tuple[str, ...] = ()
+
+    def op(self, name: str) -> OpInfo | None:
+        return self.ops.get(name)
+
+
+def load_catalog(kernel_paths: Iterable[str] = (), device: str = "auto") -> Catalog:
+    """Discover ops through the registry's one door and probe the machine (imports torch)."""
+    from workbench.machine import probe
+    from workbench.registry import discover
+
+    registry = discover(list(kernel_paths))
+    machine = probe()
+    ops = {name: _op_info(op, machine, device) for name, op in sorted(registry.ops.items())}
+    return Catalog(ops=ops, machine=_machine_line(machine), gpu=machine.has_cuda)
+
+
+def _op_info(op, machine, device: str) -> OpInfo:
+    default = op.spec()
+    dtypes = tuple(d.value for d in op.dtypes)
+    return OpInfo(
+        name=op.name, description=op.description, defaults=default.shape, dtypes=dtypes,
+        default_dtype=getattr(default, "dtype", op.dtypes[0]).value,
+        impls=tuple(_impl_info(impl, op, machine, device) for impl in op.impls.values()),
+        validate=_validator(op))
+
+
+def _impl_info(impl, op, machine, device: str) -> ImplInfo:
+    from workbench.machine import note, unavailable_reason
+
+    reasons = {(a, d.value): unavailable_reason(impl, a, machine, d, device)
+               for a in ACTIONS for d in op.dtypes}
+    return ImplInfo(name=impl.name, description=impl.description, params=dict(impl.params),
+                    reasons=reasons, note=note(impl, machine, device))
+
+
+def _validator(op) -> Callable[[Mapping[str, Any], str], str | None]:
+    def validate(shape: Mapping[str, Any], dtype: str) -> str | None:
+        try:
+            op.make_spec(shape, dtype)
+        except ValueError as exc:
+            return str(exc)
+        return None
+    return validate
+
+
+def _machine_line(machine) -> str:
+    device = machine.device_name or "CPU only (no GPU)"
+    parts = [device]
+    if machine.triton_interpreted:
+        parts.append("Triton interpreted")
+    parts.append(f"nvcc {'yes' if machine.nvcc else 'none'}")
+    return " · ".join(parts)

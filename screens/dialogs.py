@@ -1,0 +1,98 @@
+"""Modal screens: help (built from the bindings), confirm, and open a session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from rich.table import Table
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+from .keys import KeyOptionList
+
+
+def bindings_table(groups: Iterable[tuple[str, Iterable]]) -> Table:
+    """A table of (where, bindings): key as the footer shows it, and what it does."""
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    for where, bindings in groups:
+        table.add_row(f"[u]{where}[/u]", "")
+        seen = set()
+        for binding in bindings:
+            if binding.description and binding.action not in seen:
+                seen.add(binding.action)
+                table.add_row(binding.key_display or binding.key, binding.description)
+    return table
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every binding, grouped by where it works; escape, ? or q closes."""
+
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
+
+    def __init__(self, groups: list[tuple[str, list]]) -> None:
+        super().__init__()
+        self._groups = groups
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help-box", classes="dialog"):
+            yield Label("Keys (single keys are off while typing in a field)", classes="dialog-title")
+            with VerticalScroll():
+                yield Static(bindings_table(self._groups))
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """A yes/no question: y or enter says yes, n or escape says no."""
+
+    BINDINGS = [Binding("y,enter", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self._question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self._question, classes="dialog-title")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Yes (y)", id="yes", variant="error", compact=True)
+                yield Button("No (n)", id="no", compact=True)
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+
+class OpenScreen(ModalScreen[Path | None]):
+    """Pick a known session or type a path; enter opens, escape cancels."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+
+    def __init__(self, known: list[tuple[str, Path]]) -> None:
+        super().__init__()
+        self._known = known
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog", id="open-box"):
+            yield Label("Open a session", classes="dialog-title")
+            yield Input(placeholder="path/to/session.yaml (enter to open)", id="open-path")
+            yield KeyOptionList(*[Option(label, id=str(path)) for label, path in self._known],
+                                id="open-known")
+
+    @on(Input.Submitted, "#open-path")
+    def _typed(self, event: Input.Submitted) -> None:
+        if event.value.strip():
+            self.dismiss(Path(event.value.strip()).expanduser())
+
+    @on(OptionList.OptionSelected, "#open-known")
+    def _picked(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(Path(event.option.id))

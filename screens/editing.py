@@ -1,0 +1,160 @@
+"""Editing a run: the UI's edits turned into a new `RunSpec` (pure functions, no Textual).
+
+The app keeps one RunSpec per op being edited; widgets post raw text, these functions parse it
+(raising ValueError with one line naming the field) and return a changed copy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable, Mapping
+
+from workbench.session_model import ImplRef, RunSpec, Session, Sweep
+
+from .catalog import OpInfo
+
+DEFAULT_ACTIONS = ("check", "bench")
+
+
+def default_run(op: OpInfo) -> RunSpec:
+    """A new run of `op`: its default shape and dtype, every implementation, check and bench."""
+    return RunSpec(op=op.name, impls=None, shape=dict(op.defaults), dtype=op.default_dtype,
+                   actions=DEFAULT_ACTIONS)
+
+
+def shape_of(run: RunSpec, op: OpInfo) -> dict[str, Any]:
+    """The run's shape with the op's defaults for what it leaves out."""
+    return {**op.defaults, **run.shape}
+
+
+def dtype_of(run: RunSpec, op: OpInfo) -> str:
+    return run.dtype or op.default_dtype
+
+
+def selected(run: RunSpec, op: OpInfo) -> list[str]:
+    """Names of the selected implementations (`impls: all` selects every one)."""
+    if run.impls is None:
+        return [i.name for i in op.impls]
+    return [ref.name for ref in run.impls]
+
+
+def with_impls(run: RunSpec, op: OpInfo, names: Iterable[str]) -> RunSpec:
+    """Select `names`, keeping the params and labels of refs already there, in the op's order."""
+    names = set(names)
+    if run.impls is None and names == {i.name for i in op.impls}:
+        return run
+    kept = {ref.name: ref for ref in run.impls or ()}
+    refs = tuple(kept.get(i.name, ImplRef(i.name)) for i in op.impls if i.name in names)
+    return dataclasses.replace(run, impls=refs)
+
+
+def params_of(run: RunSpec, op: OpInfo, impl: str) -> dict[str, Any]:
+    """An implementation's params: its defaults, updated with the run's overrides."""
+    info = op.impl(impl)
+    ref = next((r for r in run.impls or () if r.name == impl), None)
+    return {**(info.params if info else {}), **(ref.params if ref else {})}
+
+
+def with_params(run: RunSpec, op: OpInfo, impl: str, texts: Mapping[str, str]) -> RunSpec:
+    """Set `impl`'s params from text; only values that differ from the defaults are kept."""
+    info = op.impl(impl)
+    defaults = info.params if info else {}
+    overrides = {k: v for k, t in texts.items() if (v := parse_value(t)) != defaults.get(k)}
+    run = with_impls(run, op, [*selected(run, op), impl]) if run.impls is None else run
+    refs = tuple(dataclasses.replace(r, params=overrides) if r.name == impl else r
+                 for r in run.impls or ())
+    return dataclasses.replace(run, impls=refs)
+
+
+def with_shape(run: RunSpec, op: OpInfo, texts: Mapping[str, str], dtype: str) -> RunSpec:
+    """Set the shape fields from text and the dtype; raises ValueError naming a bad field."""
+    shape = {name: _positive_int(name, texts.get(name, "")) for name in op.shape_fields}
+    problem = op.validate(shape, dtype)
+    if problem:
+        raise ValueError(problem)
+    return dataclasses.replace(run, shape=shape, dtype=dtype)
+
+
+def with_actions(run: RunSpec, actions: Iterable[str]) -> RunSpec:
+    order = ("check", "bench", "profile", "ptx")
+    chosen = tuple(a for a in order if a in set(actions))
+    return dataclasses.replace(run, actions=chosen or DEFAULT_ACTIONS)
+
+
+def parse_sweep(params_text: str, values_text: str, op: OpInfo) -> Sweep | None:
+    """`M, N` and `256, 1024, 4096` -> Sweep; empty params -> None; raises ValueError."""
+    params = tuple(p.strip() for p in params_text.replace(",", " ").split() if p.strip())
+    if not params:
+        return None
+    known = set(op.shape_fields) | {k for i in op.impls for k in i.params}
+    unknown = [p for p in params if p not in known]
+    if unknown:
+        raise ValueError(f"sweep: unknown parameter {unknown[0]!r}; allowed: {', '.join(sorted(known))}")
+    values = tuple(parse_value(v) for v in values_text.replace(",", " ").split())
+    if not values:
+        raise ValueError("sweep: give at least one value")
+    return Sweep(params=params, values=values)
+
+
+def sweep_texts(sweep: Sweep | None) -> tuple[str, str]:
+    if sweep is None:
+        return "", ""
+    return ", ".join(sweep.params), ", ".join(str(v) for v in sweep.values)
+
+
+def parse_value(text: str) -> Any:
+    """'128' -> 128, '0.5' -> 0.5, 'true' -> True, anything else stays text."""
+    text = text.strip()
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
+def _positive_int(name: str, text: str) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ValueError(f"{name}: must be an integer, got {text.strip()!r}") from None
+    if value < 0:
+        raise ValueError(f"{name}: must not be negative, got {value}")
+    return value
+
+
+def row_count(run: RunSpec, op: OpInfo) -> int:
+    """Rows the run will produce: implementations x sweep points."""
+    return len(selected(run, op)) * (len(run.sweep.values) if run.sweep else 1)
+
+
+def label(run: RunSpec, op: OpInfo) -> str:
+    dims = "x".join(str(v) for v in shape_of(run, op).values())
+    sweep = f" sweep {','.join(run.sweep.params)}" if run.sweep else ""
+    return f"{run.op} {dims} {dtype_of(run, op)}{sweep}"
+
+
+SHORT_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+
+
+def title(run: RunSpec, op: OpInfo) -> str:
+    """A short line for the run list: `gelu 512x512 f32`, `(ptx)` when it does not bench."""
+    dims = "x".join(str(v) for v in shape_of(run, op).values())
+    dtype = dtype_of(run, op)
+    text = f"{run.op} {dims} {SHORT_DTYPES.get(dtype, dtype)}"
+    if run.sweep:
+        text += f" ↔{','.join(run.sweep.params)}"
+    if "bench" not in run.actions:
+        text += f" ({'+'.join(run.actions)})"
+    return text
+
+
+def commit(session: Session, index: int | None, run: RunSpec) -> tuple[Session, int]:
+    """Put `run` into the session: replace run `index`, or append it. Returns the new index."""
+    runs = list(session.runs)
+    if index is None or index >= len(runs):
+        runs.append(run)
+        index = len(runs) - 1
+    else:
+        runs[index] = run
+    return dataclasses.replace(session, runs=tuple(runs)), index

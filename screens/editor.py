@@ -1,0 +1,142 @@
+"""The app's side of editing: messages from the sidebar and the palette change the workspace,
+then attributes go down to the widgets. Autosave follows every change of the session."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from textual.widgets import Static
+
+from . import editing, sessions_io
+from .messages import Choice, ImplsPicked, ParamsEdited, SpecEdited
+from .pane_profile import ProfilePane
+from .pane_ptx import PtxPane
+from .pane_timing import TimingPane
+from .pane_traffic import TrafficPane
+from .sidebar import ImplPanel, OpList
+from .spec_editor import SpecEditor
+
+AUTOSAVE_DELAY_S = 0.3
+RESULT_PANES = (TimingPane, ProfilePane, PtxPane, TrafficPane)
+
+
+class EditorMixin:
+    """Mixed into WorkbenchApp: `self.ws` is the Workspace."""
+
+    _autosave_timer = None
+
+    # -- attributes down --------------------------------------------------------------------
+    async def show_run(self) -> None:
+        """Every sidebar widget and pane from the run on screen."""
+        ws = self.ws
+        self.query_one("#title-bar", Static).update(self.title_text())
+        if ws.run is None or ws.op is None:
+            return
+        self.show_op_list()
+        self.show_impls()
+        await self.query_one(SpecEditor).show(ws.op, ws.run)
+        self.show_results()
+
+    def show_op_list(self) -> None:
+        ws = self.ws
+        self.query_one(OpList).show(ws.run_titles(), list(ws.catalog.ops), ws.current_id)
+
+    def show_impls(self) -> None:
+        ws = self.ws
+        params = {name: editing.params_of(ws.run, ws.op, name) for name in editing.selected(ws.run, ws.op)}
+        self.query_one(ImplPanel).show(ws.op, editing.selected(ws.run, ws.op),
+                                       editing.dtype_of(ws.run, ws.op), ws.run.actions, params)
+
+    def show_results(self) -> None:
+        model = self.ws.model()
+        sweep = self.ws.run.sweep if self.ws.run else None
+        self.query_one(TimingPane).sweep_param = ", ".join(sweep.params) if sweep else ""
+        for pane in RESULT_PANES:
+            self.query_one(pane).model = model
+
+    # -- messages up ------------------------------------------------------------------------
+    async def pick(self, kind: str, value) -> None:
+        """Show run `value` (kind 'run') or a new run of op `value` (kind 'op')."""
+        if kind == "run":
+            self.ws.pick_run(value)
+        else:
+            self.ws.pick_op(value)
+        await self.show_run()
+
+    def on_impls_picked(self, message: ImplsPicked) -> None:
+        if self.ws.op is not None:
+            self._edit(editing.with_impls(self.ws.run, self.ws.op, message.names))
+
+    def on_params_edited(self, message: ParamsEdited) -> None:
+        if self.ws.op is not None:
+            self._edit(editing.with_params(self.ws.run, self.ws.op, message.impl, message.texts))
+
+    def on_spec_edited(self, message: SpecEdited) -> None:
+        ws, editor = self.ws, self.query_one(SpecEditor)
+        if ws.op is None:
+            return
+        try:
+            run = editing.with_shape(ws.run, ws.op, message.shape, message.dtype or ws.op.default_dtype)
+            run = editing.with_actions(run, message.actions)
+            run = dataclasses.replace(run, sweep=editing.parse_sweep(
+                message.sweep_params, message.sweep_values, ws.op))
+        except ValueError as exc:
+            editor.problem = str(exc)
+            return
+        editor.problem = ""
+        availability = (run.dtype, run.actions) != (ws.run.dtype, ws.run.actions)
+        if self._edit(run) and availability:
+            self.show_impls()
+
+    def _edit(self, run) -> bool:
+        changed = self.ws.edit(run)
+        if changed:
+            self.schedule_autosave()
+        return changed
+
+    async def on_choice(self, message: Choice) -> None:
+        if message.kind in ("op", "run"):
+            await self.pick(message.kind, message.value)
+        elif message.kind == "impl":
+            self._toggle_impl(message.value)
+        elif message.kind == "session":
+            self.open_path(message.value)
+
+    def _toggle_impl(self, name: str) -> None:
+        chosen = editing.selected(self.ws.run, self.ws.op)
+        chosen = [n for n in chosen if n != name] if name in chosen else [*chosen, name]
+        self._edit(editing.with_impls(self.ws.run, self.ws.op, chosen))
+        self.show_impls()
+
+    # -- the palette ------------------------------------------------------------------------
+    def palette_items(self, kind: str) -> list[tuple[str, str, str, object]]:
+        """(text, help, kind, value) for the command palette's providers."""
+        ws = self.ws
+        if ws.catalog is None:
+            return []
+        if kind == "op":
+            return [(f"new run: {op.name}", op.description, "op", op.name) for op in ws.catalog.ops.values()]
+        if kind == "impl" and ws.op is not None:
+            chosen = editing.selected(ws.run, ws.op)
+            return [(f"{'untick' if i.name in chosen else 'tick'} {ws.op.name}/{i.name}",
+                     i.reason(ws.run.actions, editing.dtype_of(ws.run, ws.op)) or i.description,
+                     "impl", i.name) for i in ws.op.impls]
+        if kind == "session":
+            runs = [(f"run {i}: {title}", "this session", "run", i) for i, title in ws.run_titles()]
+            files = [(f"open {label}", str(path), "session", path)
+                     for label, path in sessions_io.known_sessions(self.data_dir)]
+            return runs + files
+        return []
+
+    # -- autosave ---------------------------------------------------------------------------
+    def schedule_autosave(self) -> None:
+        if self._autosave_timer is not None:
+            self._autosave_timer.stop()
+        self._autosave_timer = self.set_timer(AUTOSAVE_DELAY_S, self.autosave_now)
+
+    def autosave_now(self) -> None:
+        self._autosave_timer = None
+        try:
+            sessions_io.autosave(self.ws.session, self.ws.path, self.data_dir)
+        except (OSError, ValueError, TypeError) as exc:
+            self.report(f"autosave failed: {exc}", "warning")

@@ -1,0 +1,160 @@
+"""PTX: the highlighted PTX (or SASS) of one implementation's kernel, its instruction counts,
+resources and launch geometry. `n`/`N` jump between highlighted instructions, `f` filters the
+kind jumped to (all, loads, stores, barriers, ...).
+
+Attributes down: `model`. What is shown is picked in the pane's own Selects.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.reactive import reactive
+from textual.widgets import Select, Static
+
+from .keys import KeyScroll
+from .model import Row, RunModel
+from .ptx_view import PtxView, render_ptx
+
+ALL = "all kinds"
+
+
+class PtxPane(Vertical):
+    BINDINGS = [Binding("n", "jump(1)", "Next"), Binding("N", "jump(-1)", "Prev"),
+                Binding("f", "next_kind", "Filter")]
+
+    model: reactive[RunModel | None] = reactive(None, always_update=True, init=False)
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._view: PtxView | None = None
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(classes="pane-bar"):
+            yield Select[str]([], id="ptx-impl", compact=True, prompt="implementation")
+            yield Select[str]([], id="ptx-kernel", compact=True, prompt="kernel")
+            yield Select[str]([(ALL, ALL)], id="ptx-kind", compact=True, value=ALL, allow_blank=False)
+        yield Static("", id="ptx-summary", classes="summary")
+        with KeyScroll(id="ptx-scroll", can_focus=True):
+            yield Static("", id="ptx-code")
+
+    def watch_model(self, model: RunModel | None) -> None:
+        if not self.is_mounted:
+            return
+        rows = self._rows()
+        options = [(_title(r), _title(r)) for r in rows]
+        self._set_options("#ptx-impl", options)
+        self._show_kernels()
+
+    def _rows(self) -> list[Row]:
+        return [r for r in (self.model.rows.values() if self.model else ()) if r.ptx or r.ptx_texts]
+
+    def _set_options(self, selector: str, options: list[tuple[str, str]]) -> None:
+        select = self.query_one(selector, Select)
+        current = select.value
+        with self.prevent(Select.Changed):
+            select.set_options(options)
+            if options:
+                select.value = current if current in dict(options).values() else options[0][1]
+
+    def _row(self) -> Row | None:
+        title = self.query_one("#ptx-impl", Select).value
+        return next((r for r in self._rows() if _title(r) == title), None)
+
+    def _show_kernels(self) -> None:
+        row = self._row()
+        names = list((row.ptx_texts if row else {}) or _kernel_names(row))
+        self._set_options("#ptx-kernel", [(n, n) for n in names])
+        self._show()
+
+    def _show(self) -> None:
+        row, kernel = self._row(), self.query_one("#ptx-kernel", Select).value
+        text = (row.ptx_texts or {}).get(kernel) if row and isinstance(kernel, str) else None
+        self._view = PtxView(text, *render_ptx(text)) if text else None
+        kinds = self._view.kinds if self._view else []
+        self._set_options("#ptx-kind", [(ALL, ALL)] + [(k, k) for k in kinds])
+        self.query_one("#ptx-summary", Static).update(summary(row, kernel))
+        self._paint()
+
+    def _paint(self, scroll: bool = False) -> None:
+        code = self.query_one("#ptx-code", Static)
+        if self._view is None:
+            code.update(_empty_reason(self._row()))
+            return
+        code.update(self._view.rendered())
+        if scroll and self._view.current is not None:
+            self.query_one(KeyScroll).scroll_to(y=max(self._view.current - 3, 0), animate=False)
+
+    @on(Select.Changed, "#ptx-impl")
+    def _impl_picked(self, event: Select.Changed) -> None:
+        event.stop()
+        self._show_kernels()
+
+    @on(Select.Changed, "#ptx-kernel")
+    def _kernel_picked(self, event: Select.Changed) -> None:
+        event.stop()
+        self._show()
+
+    @on(Select.Changed, "#ptx-kind")
+    def _kind_picked(self, event: Select.Changed) -> None:
+        event.stop()
+        if self._view:
+            self._view.kind = None if event.value in (ALL, Select.NULL) else str(event.value)
+
+    def action_jump(self, step: int) -> None:
+        if self._view and self._view.jump(step) is not None:
+            self._paint(scroll=True)
+        elif self._view:
+            self.notify("no highlighted instruction of this kind", severity="warning", timeout=2)
+
+    def action_next_kind(self) -> None:
+        if self._view:
+            kinds = [ALL] + self._view.kinds
+            now = self._view.kind or ALL
+            self.query_one("#ptx-kind", Select).value = kinds[(kinds.index(now) + 1) % len(kinds)]
+
+
+def summary(row: Row | None, kernel) -> Text:
+    """Counts, resources, source and launch geometry of the kernel shown."""
+    if row is None:
+        return Text("no PTX yet: tick `ptx` in the actions and run")
+    ptx = row.ptx or {}
+    info = next((k for k in ptx.get("kernels", ()) if k.get("name") == kernel), {})
+    counts = " ".join(f"{k}={v}" for k, v in (info.get("counts") or {}).items() if v)
+    resources = [f"{key} {info[key]}" for key in ("registers", "spills", "shared_bytes")
+                 if info.get(key) is not None]
+    text = Text(f"{ptx.get('target') or '?'} · {ptx.get('source') or '?'}"
+                + (f" · {', '.join(resources)}" if resources else ""), style="bold")
+    text.append(f"\n{counts or 'no counts'}")
+    text.append(f"\n{launch_line((row.record or {}).get('launch'))}")
+    for note in info.get("notes") or ():
+        text.append(f"\n• {note}", style="italic")
+    return text
+
+
+def launch_line(launch: dict | None) -> str:
+    if not launch:
+        return "launch geometry: -"
+    grid = "×".join(str(g) for g in launch.get("grid") or ()) or "-"
+    parts = [f"grid {grid}"]
+    parts += [f"{label} {launch[key]}" for key, label in
+              (("block_threads", "threads/block"), ("num_warps", "warps"), ("waves", "waves"))
+              if launch.get(key) is not None]
+    return "launch: " + " · ".join(parts)
+
+
+def _kernel_names(row: Row | None) -> list[str]:
+    return [k["name"] for k in ((row.ptx or {}).get("kernels", ()) if row else ())]
+
+
+def _empty_reason(row: Row | None) -> str:
+    if row is None:
+        return ""
+    return row.error or "no PTX text for this kernel (the record has counts only)"
+
+
+def _title(row: Row) -> str:
+    return row.label if row.sweep_value is None else f"{row.label} @ {row.sweep_value}"

@@ -1,0 +1,98 @@
+"""Timing: a chart that grows while samples arrive, then medians with p20..p80 (or the sweep),
+beside the results table. `m` switches time / GB/s / TFLOP/s.
+
+Attributes down: `model` (a RunModel, set again whenever it changed). The chart is redrawn
+here, on the UI thread, by refreshing the plot widget itself.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Container, Vertical
+from textual.reactive import reactive
+from textual.widgets import Static
+from textual_plotext import PlotextPlot
+
+from . import charts, fmt
+from .keys import KeyDataTable
+from .model import Row, RunModel
+
+COLUMNS = ("impl", "sweep", "status", "median", "spread", "n", "GB/s", "TFLOP/s", "% ceil",
+           "build", "check", "timer")
+METRIC_ORDER = tuple(charts.METRICS)
+
+
+class TimingPane(Container):
+    BINDINGS = [Binding("m", "next_metric", "Metric")]
+
+    model: reactive[RunModel | None] = reactive(None, always_update=True, init=False)
+    metric: reactive[str] = reactive("time", init=False)
+    sweep_param: reactive[str] = reactive("", init=False)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="timing-chart"):
+            yield PlotextPlot(id="timing-plot")
+            yield Static("", id="timing-caption", classes="caption")
+        yield KeyDataTable(id="results-table", cursor_type="row", zebra_stripes=True)
+
+    def on_mount(self) -> None:
+        self.query_one(KeyDataTable).add_columns(*COLUMNS)
+        self._draw()
+
+    def watch_model(self) -> None:
+        self._draw()
+
+    def watch_metric(self) -> None:
+        self._draw()
+
+    def action_next_metric(self) -> None:
+        self.metric = METRIC_ORDER[(METRIC_ORDER.index(self.metric) + 1) % len(METRIC_ORDER)]
+
+    def _draw(self) -> None:
+        if not self.is_mounted:
+            return
+        rows = list(self.model.rows.values()) if self.model else []
+        self._draw_chart(rows)
+        self._fill_table(rows)
+
+    def _draw_chart(self, rows: list[Row]) -> None:
+        plot = self.query_one(PlotextPlot)
+        caption = self._chart(plot.plt, rows) if rows else "no results yet: press r to run"
+        self.query_one("#timing-caption", Static).update(caption)
+        plot.refresh()
+
+    def _chart(self, plt, rows: list[Row]) -> str:
+        swept = [r for r in rows if r.sweep_value is not None]
+        if swept:
+            return charts.sweep(plt, swept, self.metric, self.sweep_param or "sweep value")
+        if any(r.record for r in rows):
+            return charts.medians(plt, [r for r in rows if r.record], self.metric)
+        return charts.live_samples(plt, rows)
+
+    def _fill_table(self, rows: list[Row]) -> None:
+        table = self.query_one(KeyDataTable)
+        cursor = table.cursor_row
+        table.clear()
+        for row in rows:
+            table.add_row(*table_cells(row))
+        if rows:
+            table.move_cursor(row=min(cursor, len(rows) - 1), animate=False)
+
+
+def table_cells(row: Row) -> tuple[str, ...]:
+    """One results-table line: figures from the finished record, or progress so far."""
+    timing = (row.record or {}).get("timing") or {}
+    traffic = (row.record or {}).get("traffic") or {}
+    median = timing.get("median_ms")
+    status = row.status if not row.error or row.status == "ok" else f"{row.status}: {row.error}"
+    return (row.label, fmt.sweep_value(row.sweep_value), status[:60], fmt.ms(median),
+            fmt.spread(timing.get("p20_ms"), timing.get("p80_ms"), median),
+            str(timing.get("n") or len(row.samples_ms) or "-"),
+            fmt.number(traffic.get("gbps")), fmt.number(traffic.get("tflops")),
+            fmt.percent(traffic.get("pct_of_ceiling")), fmt.ms(row.build_ms), fmt.check(row.check),
+            fmt.timer(timing.get("timer") or row.timer, _interpreted(row)))
+
+
+def _interpreted(row: Row) -> bool:
+    return row.impl.split("_")[0] == "triton" and (row.record or {}).get("device", "cpu") == "cpu"

@@ -1,0 +1,93 @@
+"""Traffic: the cost model beside what was measured. Ideal bytes against what each
+implementation's kernels really move (manual against fused, side by side), GB/s against the
+ceiling, and a roofline with each implementation on it.
+
+Attributes down: `model` (a RunModel; its `environment` holds the measured ceilings).
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.reactive import reactive
+from textual.widgets import Static
+from textual_plotext import PlotextPlot
+
+from . import charts, fmt
+from .keys import KeyDataTable
+from .model import Row, RunModel
+
+COLUMNS = ("impl", "ideal", "moved est.", "× ideal", "FLOPs", "FLOP/B", "GB/s", "% ceil", "bound")
+BAR_WIDTH = 12
+
+
+class TrafficPane(Vertical):
+    model: reactive[RunModel | None] = reactive(None, always_update=True, init=False)
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="traffic-summary", classes="summary")
+        yield KeyDataTable(id="traffic-table", cursor_type="row", zebra_stripes=True)
+        yield PlotextPlot(id="roofline-plot")
+        yield Static("", id="roofline-caption", classes="caption")
+
+    def on_mount(self) -> None:
+        self.query_one(KeyDataTable).add_columns(*COLUMNS)
+        self.watch_model(self.model)
+
+    def watch_model(self, model: RunModel | None) -> None:
+        if not self.is_mounted:
+            return
+        rows = [r for r in (model.rows.values() if model else ()) if _traffic(r)]
+        self.query_one("#traffic-summary", Static).update(summary(rows, model))
+        self._fill_table(rows)
+        self._draw_roofline(rows, (model.environment if model else None) or {})
+
+    def _fill_table(self, rows: list[Row]) -> None:
+        table = self.query_one(KeyDataTable)
+        table.clear()
+        worst = max((_traffic(r).get("bytes_moved_est") or 0 for r in rows), default=0)
+        for row in rows:
+            table.add_row(*traffic_cells(row, worst))
+
+    def _draw_roofline(self, rows: list[Row], environment: dict) -> None:
+        plot = self.query_one(PlotextPlot)
+        ceilings = environment.get("ceilings") or {}
+        dtype = next((r.record.get("dtype") for r in rows if r.record), None)
+        peak = (ceilings.get("matmul_tflops") or {}).get(dtype)
+        points = [(r.label, _traffic(r).get("intensity"), _traffic(r).get("tflops")) for r in rows]
+        caption = charts.roofline(plot.plt, points, ceilings.get("copy_gbps"), peak)
+        self.query_one("#roofline-caption", Static).update(caption)
+        plot.refresh()
+
+
+def _traffic(row: Row) -> dict:
+    return (row.record or {}).get("traffic") or {}
+
+
+def traffic_cells(row: Row, worst_bytes: int) -> tuple[str, ...]:
+    t = _traffic(row)
+    ideal, moved = t.get("bytes"), t.get("bytes_moved_est")
+    ratio = moved / ideal if fmt.is_number(moved) and fmt.is_number(ideal) and ideal else None
+    bar = "█" * max(1, round(BAR_WIDTH * moved / worst_bytes)) if ratio and worst_bytes else ""
+    label = row.label if row.sweep_value is None else f"{row.label} @ {row.sweep_value}"
+    return (label, fmt.size_bytes(ideal), f"{fmt.size_bytes(moved)} {bar}",
+            f"{ratio:.3g}×" if ratio else "-", fmt.number(t.get("flops")),
+            fmt.number(t.get("intensity"), 3), fmt.number(t.get("gbps")),
+            fmt.percent(t.get("pct_of_ceiling")), str(t.get("bound") or "-"))
+
+
+def summary(rows: list[Row], model: RunModel | None) -> str:
+    """The cost model in one line, and the ceilings it is measured against."""
+    if not rows:
+        return "no traffic figures yet: run check + bench"
+    t = _traffic(rows[0])
+    env = (model.environment if model else None) or {}
+    ceiling = (env.get("ceilings") or {}).get("copy_gbps")
+    sheet = (env.get("datasheet") or {}).get("hbm_gbps")
+    parts = [f"ideal: read {fmt.size_bytes(t.get('bytes_read'))}, write "
+             f"{fmt.size_bytes(t.get('bytes_written'))}, {fmt.number(t.get('flops'))} FLOPs"]
+    if fmt.is_number(ceiling):
+        parts.append(f"copy ceiling {ceiling:.0f} GB/s" + (f" (datasheet {sheet:.0f})" if fmt.is_number(sheet) else ""))
+    else:
+        parts.append("no measured ceiling on this device")
+    return " · ".join(parts)

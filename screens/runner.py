@@ -1,0 +1,159 @@
+"""Running: the run on screen goes through the engine's `run_plan` in a thread worker; its events
+come back as messages, are folded into the run's RunModel, and reach the panes a few times a
+second. `escape` sets the stop flag; a failure is a notification and a Log entry."""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from collections import Counter
+
+from workbench import events as ev
+from textual import work
+
+from . import editing, sessions_io
+from .messages import CancelRequested, EngineEvent, RunCrashed, RunDone, RunRequested
+from .pane_log import describe
+from .spec_editor import SpecEditor
+
+REFRESH_S = 0.2  # panes redraw at most this often while events stream
+
+
+class RunnerMixin:
+    """Mixed into WorkbenchApp."""
+
+    def _init_runner(self) -> None:
+        self._stop: threading.Event | None = None
+        self._running_index: int | None = None
+        self._done = self._total = 0
+        self._dirty = False
+
+    @property
+    def running(self) -> bool:
+        return self._stop is not None
+
+    # -- starting and stopping --------------------------------------------------------------
+    def action_run(self) -> None:
+        ws = self.ws
+        if ws.run is None or ws.op is None:
+            self.notify("nothing to run yet (ops still loading)", severity="warning")
+        elif self.running:
+            self.notify("a run is in progress (escape cancels it)", severity="warning")
+        elif self.query_one(SpecEditor).problem:
+            self.report(f"fix the spec first: {self.query_one(SpecEditor).problem}")
+        else:
+            self._start()
+
+    def _start(self) -> None:
+        ws = self.ws
+        self._done, self._total = 0, editing.row_count(ws.run, ws.op)
+        sub, index = ws.begin_run()
+        self._stop, self._running_index = threading.Event(), index
+        self.run_bar.running = True
+        self.run_bar.progress(0, self._total)
+        self.run_bar.status = f"starting {editing.label(ws.run, ws.op)}"
+        self.log_pane.add(f"run {index}: {editing.label(ws.run, ws.op)}")
+        self.show_results()
+        self.show_op_list()
+        self.schedule_autosave()
+        self._worker(sub, index, self._stop)
+
+    def action_cancel(self) -> None:
+        if self.running and not self._stop.is_set():
+            self.stop_run()
+            self.run_bar.status = "cancelling…"
+            self.log_pane.add("cancel requested", "warning")
+
+    def stop_run(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+
+    def on_run_requested(self, message: RunRequested) -> None:
+        self.action_run()
+
+    def on_cancel_requested(self, message: CancelRequested) -> None:
+        self.action_cancel()
+
+    # -- the worker -------------------------------------------------------------------------
+    @work(thread=True, exit_on_error=False, group="run")
+    def _worker(self, session, index: int, stop: threading.Event) -> None:
+        """Call the engine; everything it says is posted to the app (thread-safe)."""
+        engine = self._engine or _run_plan
+        kwargs = {"options": self._options} if self._options is not None else {}
+        try:
+            doc = engine(session, on_event=lambda e: self.post_message(EngineEvent(e)), stop=stop, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - any failure becomes a notification
+            self.post_message(RunCrashed(f"run failed: {type(exc).__name__}: {exc}", traceback.format_exc()))
+            return
+        self.post_message(RunDone(doc or {}, index, stop.is_set()))
+
+    # -- its messages -----------------------------------------------------------------------
+    def on_engine_event(self, message: EngineEvent) -> None:
+        event = message.event
+        self.ws.models[self._running_index].apply(event)
+        self._progress(event)
+        line = describe(event)
+        if line:
+            self.log_pane.add(*line)
+        if isinstance(event, ev.Error):
+            self.notify(event.message, title=event.row[1], severity="error", timeout=6)
+        self._dirty = True
+
+    def _progress(self, event: ev.Event) -> None:
+        if isinstance(event, ev.Started):
+            where = event.row[1] if event.row[2] is None else f"{event.row[1]} @ {event.row[2]}"
+            self.run_bar.status = f"{self._done + 1}/{self._total} {where} · {event.spec_label} · {event.device}"
+        elif isinstance(event, ev.Result):
+            self._done += 1
+            self.run_bar.progress(self._done, self._total)
+
+    def flush_results(self) -> None:
+        """Called on a timer: redraw the panes if events arrived since the last redraw."""
+        if self._dirty:
+            self._dirty = False
+            if self.ws.index == self._running_index:
+                self.show_results()
+
+    def on_run_done(self, message: RunDone) -> None:
+        doc = self.ws.finish(message.doc, message.run_index)
+        self._finished()
+        self.run_bar.progress(self._total, self._total)
+        self.run_bar.status = summary(message.doc, message.cancelled)
+        self.log_pane.add(self.run_bar.status, "warning" if message.cancelled else "info")
+        self._write_results(doc)
+
+    def on_run_crashed(self, message: RunCrashed) -> None:
+        self._finished()
+        self.run_bar.status = "run failed (see Log)"
+        self.report(message.error)
+        for line in message.details.rstrip().splitlines():
+            self.log_pane.add(line, "error")
+
+    def _finished(self) -> None:
+        self._stop = None
+        self.run_bar.running = False
+        self._dirty = False
+        if self.ws.index == self._running_index:
+            self.show_results()
+
+    def _write_results(self, doc: dict) -> None:
+        path = sessions_io.results_file(self.ws.path, self.data_dir, self.ws.session.name)
+        try:
+            sessions_io.write_results(doc, path)
+        except (OSError, ValueError) as exc:
+            self.report(f"results not written: {exc}", "warning")
+            return
+        self.log_pane.add(f"results written to {path}")
+
+
+def summary(doc: dict, cancelled: bool) -> str:
+    """'done: 4 ok, 2 unavailable' (or 'cancelled: ...')."""
+    counts = Counter(r.get("status", "?") for r in doc.get("results", ()))
+    parts = ", ".join(f"{n} {status}" for status, n in counts.items()) or "no rows"
+    return f"{'cancelled' if cancelled else 'done'}: {parts}"
+
+
+def _run_plan(session, **kwargs) -> dict:
+    from workbench.engine.plan import run_plan
+
+    return run_plan(session, **kwargs)

@@ -1,0 +1,131 @@
+"""Where the app's session and results live on disk, through `workbench.session` (atomic saves).
+
+- `open_session`: a FILE, or the shipped default; a newer autosave of it is restored (so a crash
+  or a kill loses nothing), and its NAME.results.json is read back for the panes.
+- `autosave`: after each change, DATA_DIR/autosave/<stem>-<hash>.yaml.
+- `save`: ctrl+s, to the file itself, or a copy in DATA_DIR/sessions for a shipped session.
+- `write_results`: NAME.results.json, merged run by run.
+These import the core (and so torch): call them from a worker, or once the catalog is loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from workbench.session_model import Session
+
+BLANK = Session(name="scratch", runs=())
+
+
+@dataclass(frozen=True)
+class Opened:
+    session: Session
+    path: Path | None
+    results: dict | None
+    notes: tuple[str, ...]
+
+
+def data_dir() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("workbench", appauthor=False))
+
+
+def open_session(path: Path | None, *, kernels: Iterable[str] = (), has_cuda: bool = False,
+                 data: Path) -> Opened:
+    """Read `path` (None: the shipped default). Raises WorkbenchError for a bad session."""
+    from workbench import session as ws
+
+    if path is None:
+        try:
+            path = ws.shipped_path(ws.default_session_name(has_cuda))
+        except ValueError:
+            return Opened(BLANK, None, None, ("no shipped default session: starting empty",))
+    if not path.exists():
+        return Opened(Session(name=path.stem, runs=()), path, None, (f"{path}: new session",))
+    session = ws.load_session(path, kernels=kernels)
+    session, notes = _restore_autosave(session, path, data, kernels)
+    return Opened(session, path, _read_results(ws.results_path(path, data)), notes)
+
+
+def _restore_autosave(session: Session, path: Path, data: Path, kernels) -> tuple[Session, tuple[str, ...]]:
+    from workbench import session as ws
+
+    saved = autosave_path(path, data)
+    if not saved.exists() or saved.stat().st_mtime < path.stat().st_mtime:
+        return session, ()
+    text = saved.read_text(encoding="utf-8")
+    if text == ws.dump_session(session):
+        return session, ()
+    try:
+        restored = ws.parse_session(text, source=str(saved), base_dir=path.parent, kernels=kernels)
+    except ValueError as exc:
+        return session, (f"autosave {saved} not restored: {exc}",)
+    return restored, (f"restored unsaved changes from {saved} (ctrl+s keeps them)",)
+
+
+def _read_results(path: Path) -> dict | None:
+    from workbench import results
+
+    try:
+        return results.load(path) if path.exists() else None
+    except (OSError, ValueError):
+        return None
+
+
+def autosave_path(session_path: Path | None, data: Path) -> Path:
+    key = str(session_path.resolve()) if session_path else "scratch"
+    stem = session_path.stem if session_path else "scratch"
+    return data / "autosave" / f"{stem}-{hashlib.sha256(key.encode()).hexdigest()[:8]}.yaml"
+
+
+def autosave(session: Session, session_path: Path | None, data: Path) -> Path:
+    from workbench import session as ws
+    from workbench.fileio import atomic_write_text
+
+    return atomic_write_text(autosave_path(session_path, data), ws.dump_session(session))
+
+
+def save(session: Session, session_path: Path | None, data: Path) -> Path:
+    """Save atomically; returns where it went (a copy in DATA_DIR/sessions for a shipped one)."""
+    from workbench import session as ws
+
+    target = ws.save_target(session_path, data) if session_path else ws.user_session_path(session.name, data)
+    ws.save_session(session, target)
+    autosave_path(session_path, data).unlink(missing_ok=True)
+    return target
+
+
+def results_file(session_path: Path | None, data: Path, name: str) -> Path:
+    from workbench import session as ws
+
+    if session_path is None:
+        return data / "sessions" / f"{name}.results.json"
+    return ws.results_path(session_path, data)
+
+
+def merge_results(old: dict | None, new: dict, run_index: int) -> dict:
+    """`new` (a one-run document, run_index 0) as run `run_index` of the saved document."""
+    kept = [r for r in (old or {}).get("results", ()) if r.get("run_index") != run_index]
+    fresh = [{**r, "run_index": run_index} for r in new.get("results", ())]
+    merged = sorted(kept + fresh, key=lambda r: r.get("run_index", 0))
+    return {**new, "results": merged}
+
+
+def write_results(doc: dict, path: Path) -> Path:
+    from workbench import results
+
+    results.write(doc, path)
+    return path
+
+
+def known_sessions(data: Path) -> list[tuple[str, Path]]:
+    """Shipped sessions and the user's saved ones, as (label, path)."""
+    from workbench import session as ws
+
+    shipped = [(f"{name} (shipped)", ws.shipped_path(name)) for name in ws.shipped_names()]
+    saved = sorted((data / "sessions").glob("*.yaml")) if (data / "sessions").is_dir() else []
+    return shipped + [(f"{p.stem} ({p.parent})", p) for p in saved]
