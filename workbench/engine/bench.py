@@ -1,0 +1,71 @@
+"""The bench stage of a row: timing (+ clocks, launch floor, device time), traffic, launch.
+
+Launch-bound rows (MEASUREMENT.md rule 5, P1; rules in engine/floor.py): `launch_bound: true`,
+`device_median_ms` from CUDA-graph replay; a median below the measured floor is reported at the
+floor with a flag saying what was measured.
+"""
+
+from __future__ import annotations
+
+from workbench.engine.ceilings import Ceilings, ceilings_for
+from workbench.engine.clocks import ClockSampler
+from workbench.engine.floor import clamp_to_floor, device_time_ms, is_launch_bound, launch_floor_ms
+from workbench.engine.stats import StopRule, summarize
+from workbench.engine.timing import make_timer, measure
+from workbench.engine.traffic import above_ceiling, traffic_record
+from workbench.events import Log, Samples
+from workbench.registry import Need
+from workbench.results import TIMING_KEYS, blank
+
+
+def bench_row(dev, row, record, op, impl, spec, params, fn, inputs) -> None:
+    """Fill record["timing"] and ["traffic"] (and status/error/flags on a ceiling breach)."""
+    settings = row.settings
+    interpreted = dev.job.interpret and Need.triton in impl.needs
+    timer = make_timer(dev.device, interpreted=interpreted)
+    flush = dev.flush() if settings.flush_l2 else None
+    rule = StopRule(rep_ms=settings.rep_ms, min_samples=settings.min_samples,
+                    target_rel_error=settings.target_rel_error)
+
+    def on_samples(batch):
+        dev.channel.event(Samples(row.key, batch, timer.name))
+
+    with ClockSampler(dev.info if dev.is_cuda else None) as clocks:
+        samples = measure(lambda: fn(*inputs), timer, rule, warmup_ms=settings.warmup_ms, flush=flush,
+                          on_samples=on_samples, cancelled=dev.stop.is_set)
+    timing = blank(TIMING_KEYS, timer=timer.name, flush_l2=flush is not None, throttle=[],
+                   **summarize(samples).as_dict())
+    timing.update(clocks.fields())
+    if dev.is_cuda:
+        _launch_floor(dev, row, record, timing, fn, inputs)
+    record["timing"] = timing
+    ceilings = ceilings_for(dev, op, spec, row.settings.fp32_precision) if dev.is_cuda else Ceilings()
+    cost = impl.cost(op, spec)
+    record["traffic"] = traffic_record(cost, timing, ceilings, l2_bytes=dev.info.l2_bytes,
+                                       matmul_like=op.matmul_like)
+    _flag_ceiling(record, ceilings)
+    if timer.name == "interpreter":
+        record["flags"].append("Triton interpreter: host time of numpy emulation, not kernel speed")
+
+
+def _launch_floor(dev, row, record, timing, fn, inputs) -> None:
+    floor_ms = launch_floor_ms(dev, flushed=timing["flush_l2"])
+    timing["launch_floor_ms"] = floor_ms
+    timing["launch_bound"] = is_launch_bound(timing["median_ms"], floor_ms)
+    if timing["launch_bound"]:
+        timing["device_median_ms"], how = device_time_ms(lambda: fn(*inputs))
+        dev.channel.event(Log(row.key, f"launch-bound: device time from {how}"))
+    flag = clamp_to_floor(timing, floor_ms)
+    if flag:
+        record["flags"].append(flag)
+
+
+def _flag_ceiling(record: dict, ceilings: Ceilings) -> None:
+    """Rule 11: a figure above its ceiling is a measurement error, not a result."""
+    breach = above_ceiling(record["traffic"], ceilings)
+    if breach is None:
+        return
+    record["flags"].append(breach)
+    record["status"], record["error"] = "failed", f"measurement error: {breach}"
+    for key in ("gbps", "tflops", "pct_of_ceiling"):
+        record["traffic"][key] = None

@@ -1,0 +1,64 @@
+"""A child's stdout and stderr become Log events: nothing a library prints reaches the terminal.
+
+The child points file descriptors 1 and 2 at a log file the parent gave it (so C libraries,
+ninja, the profiler's USDT lines and faulthandler's dump after a segfault are caught too); the
+parent tails that file and turns complete lines into Log events. A file, unlike a pipe read by
+a thread in the child, keeps the last lines of a child that crashed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+MAX_LINE_CHARS = 2000
+
+
+def redirect_output(log_path: str) -> None:
+    """Child side: fds 1 and 2 (and sys.stdout/sys.stderr) append to `log_path`, line-buffered."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(line_buffering=True)
+        except (AttributeError, ValueError):
+            pass
+
+
+def level_of(line: str) -> str:
+    """info | warning | error, guessed from the text (libraries do not tag their lines)."""
+    lowered = line.lower()
+    if any(w in lowered for w in ("error", "fatal", "traceback", "segmentation fault", "aborted")):
+        return "error"
+    if "warn" in lowered:
+        return "warning"
+    return "info"
+
+
+class LogTail:
+    """Parent side: read the complete lines appended to a child's log file since the last read."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._offset = 0
+        self._partial = b""
+
+    def read_lines(self, final: bool = False) -> list[str]:
+        """New complete lines (and, when `final`, the unterminated last one); empty lines dropped."""
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self._offset)
+                chunk = fh.read()
+        except FileNotFoundError:
+            return []
+        self._offset += len(chunk)
+        data = self._partial + chunk
+        *lines, self._partial = data.split(b"\n")
+        if final and self._partial:
+            lines.append(self._partial)
+            self._partial = b""
+        text = (raw.decode("utf-8", "replace").rstrip("\r") for raw in lines)
+        return [line[:MAX_LINE_CHARS] for line in text if line.strip()]

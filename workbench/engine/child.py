@@ -1,0 +1,93 @@
+"""The execution child: a spawned process that runs the rows of one (run, implementation).
+
+Protocol (child -> parent, over a multiprocessing Pipe, each message a tuple):
+  ("ready", None)        imports and plugin discovery done; the first row's clock starts now
+  ("event", Event)       a workbench.events event; a Result ends its row
+  ("bye", None)          the child is leaving normally (after its last row, or after an error)
+
+The child stops after the first row that raised (a fresh child after any error: a poisoned
+CUDA context must not leak into the next row). A failed check is not an error.
+This module imports no kernels at import time: TRITON_INTERPRET must be set first.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from workbench.engine.capture import redirect_output
+from workbench.engine.rows import Row
+
+MODES = ("exec", "ptx")
+
+
+@dataclass(frozen=True)
+class ChildJob:
+    """What one child does. mode: "exec" (check/bench/profile, and ptx where Triton is not
+    interpreted) or "ptx" (PTX only, in a process without TRITON_INTERPRET); interpret: set
+    TRITON_INTERPRET=1 before importing kernels; log_path: where fds 1 and 2 go;
+    cache_dir/build_dir: ceilings cache and load_inline build folder (str paths or None)."""
+
+    mode: str
+    rows: tuple[Row, ...]
+    plugin_paths: tuple[str, ...]
+    interpret: bool
+    log_path: str
+    cache_dir: str | None = None
+    build_dir: str | None = None
+
+
+class Channel:
+    """The child's end of the pipe."""
+
+    def __init__(self, conn: Any):
+        self._conn = conn
+
+    def event(self, event: Any) -> None:
+        self._conn.send(("event", event))
+
+    def control(self, kind: str, payload: Any = None) -> None:
+        self._conn.send((kind, payload))
+
+
+def child_main(job: ChildJob, conn: Any, stop: Any) -> None:
+    """Entry point of the spawned child (multiprocessing target). Never raises."""
+    redirect_output(job.log_path)
+    faulthandler.enable()  # a segfault prints the Python stack into the log before dying
+    if job.interpret:
+        os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported
+    channel = Channel(conn)
+    try:
+        _run(job, channel, stop)
+    finally:
+        channel.control("bye")
+        conn.close()
+
+
+def _run(job: ChildJob, channel: Channel, stop: Any) -> None:
+    from workbench.engine.execute import RowRunner  # imports torch: after the env is set
+    from workbench.registry import discover
+
+    try:
+        registry = discover(job.plugin_paths)
+        runner = RowRunner(job, registry, channel, stop)
+    except Exception as exc:  # a plugin that fails to import fails every row, one line each
+        channel.control("ready")
+        _fail_all(job, channel, f"{type(exc).__name__}: {exc}")
+        return
+    channel.control("ready")
+    for row in job.rows:
+        if stop.is_set() or not runner.run(row):
+            return
+
+
+def _fail_all(job: ChildJob, channel: Channel, message: str) -> None:
+    from workbench.events import Error, Result
+
+    for row in job.rows:
+        record = row.record()
+        record.update(status="failed", error=message.splitlines()[0])
+        channel.event(Error(row.key, record["error"]))
+        channel.event(Result(row.key, record))

@@ -1,0 +1,92 @@
+"""Per-device state inside a child: device facts, the L2 flush buffer, precision switches,
+peak-memory accounting, and the bench / profile / ptx stages of a row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from workbench.engine.environment import device_info
+
+
+class DeviceSession:
+    """One torch device as seen by one child. CUDA is initialised on construction for cuda:N."""
+
+    def __init__(self, device: str, job: Any, channel: Any, stop: Any):
+        import torch
+
+        self.torch = torch
+        self.device, self.job, self.channel, self.stop = device, job, channel, stop
+        self.is_cuda = device.startswith("cuda")
+        if self.is_cuda:
+            torch.cuda.set_device(torch.device(device))
+            torch.cuda.init()
+        self.info = device_info(device)
+        self.cache_dir = Path(job.cache_dir) if job.cache_dir else None
+        self._flush = None
+        self._base_bytes = 0
+
+    # -- small device helpers ---------------------------------------------------------------
+    def sync(self) -> None:
+        if self.is_cuda:
+            self.torch.cuda.synchronize()
+
+    def flush(self):
+        """The L2 flush callable (buffer allocated once per child), None on CPU."""
+        from workbench.engine.timing import make_l2_flush
+
+        if self._flush is None and self.is_cuda:
+            self._flush = make_l2_flush(self.device, self.info.l2_bytes)
+        return self._flush
+
+    def apply_precision(self, fp32_precision: str) -> None:
+        """Set torch's float32 matmul precision (rule 7) with the new API where it exists."""
+        if not self.is_cuda:
+            return
+        matmul = self.torch.backends.cuda.matmul
+        if hasattr(matmul, "fp32_precision"):
+            matmul.fp32_precision = "tf32" if fp32_precision == "tf32" else "ieee"
+        else:  # torch < 2.9: the older switch (never mixed with the new one)
+            matmul.allow_tf32 = fp32_precision == "tf32"
+
+    def reset_peak(self) -> None:
+        """Start a peak-memory window (the flush buffer is allocated first, outside it)."""
+        if self.is_cuda:
+            self.flush()
+            self.torch.cuda.synchronize()
+            self.torch.cuda.reset_peak_memory_stats(self.device)
+            self._base_bytes = self.torch.cuda.memory_allocated(self.device)
+
+    def restart_peak(self) -> None:
+        """Reset the peak to what is allocated now, keeping the window's base."""
+        if self.is_cuda:
+            self.torch.cuda.synchronize()
+            self.torch.cuda.reset_peak_memory_stats(self.device)
+
+    def peak_bytes(self) -> int | None:
+        if not self.is_cuda:
+            return None
+        return int(self.torch.cuda.max_memory_allocated(self.device) - self._base_bytes)
+
+    # -- stages -----------------------------------------------------------------------------
+    def bench(self, row, record, op, impl, spec, params, fn, inputs) -> None:
+        from workbench.engine.bench import bench_row
+
+        self.restart_peak()
+        bench_row(self, row, record, op, impl, spec, params, fn, inputs)
+        peak = self.peak_bytes()
+        if peak is not None:
+            record["peak_mem_bytes"] = max(record["peak_mem_bytes"] or 0, peak)
+
+    def profile(self, row, record, fn, inputs) -> None:
+        from workbench.engine.profile import profile_calls
+        from workbench.events import Profile
+
+        record["profile"] = profile_calls(lambda: fn(*inputs), self.is_cuda, sync=self.sync)
+        self.channel.event(Profile(row.key, record["profile"]))
+
+    def ptx(self, row, record, op, impl, spec, params) -> None:
+        from workbench.engine.ptx_stage import ptx_row
+
+        ptx_row(self.channel, row, record, op, impl, spec, params,
+                cache_dir=self.cache_dir / "ptx" if self.cache_dir else None)

@@ -1,0 +1,185 @@
+"""The one core call: `run_plan(session, on_event=..., stop=..., options=...) -> results document`.
+
+For each run -> each implementation (`all` = every registered one) -> each sweep point, one
+result record (CONTRACTS.md "Results"; every key present, None where not measured), in that
+order. Rows of one (run, implementation) share an execution child (engine/supervisor.py);
+where Triton is interpreted (CPU) the ptx action runs first in a separate child without
+TRITON_INTERPRET. Events reach `on_event` from the calling thread, never from a child; each
+row gets exactly one Result event, carrying the same record as the document.
+
+Cancel: when `stop` is set, the running child is stopped (killed at 2 s) and run_plan returns
+within 3 s. Rows that had not finished are in the document with status `skipped` and error
+"cancelled", and the document's `cancelled` is true.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import workbench
+from workbench.engine.admit import Admission, admit
+from workbench.engine.ceilings import CeilingCache, datasheet_for
+from workbench.engine.environment import DeviceInfo, device_info, environment_record
+from workbench.engine.rows import Row, expand
+from workbench.engine.supervisor import Supervisor
+from workbench.events import Event, Result, Started
+from workbench.machine import probe
+from workbench.registry import discover
+from workbench.results import new_document
+from workbench.session_model import Session
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run a session. device: overrides every run's device (auto|cpu|cuda|cuda:N);
+    kernels: extra plugin paths (--kernels); force: run rows estimated too large; argv and
+    session_sha256: provenance; cache_dir: ceilings cache (None: the platformdirs user cache
+    folder "workbench"); build_dir: load_inline builds (None: cache_dir/build)."""
+
+    device: str | None = None
+    kernels: tuple[str, ...] = ()
+    force: bool = False
+    argv: tuple[str, ...] = ()
+    session_sha256: str | None = None
+    cache_dir: Path | None = None
+    build_dir: Path | None = None
+
+
+def default_cache_dir() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("workbench"))
+
+
+def run_plan(session: Session, *, on_event: Callable[[Event], None],
+             stop: threading.Event | None = None, options: RunOptions = RunOptions()) -> dict:
+    """Run every row of `session`; return the results document. Raises WorkbenchError for an
+    unknown op/implementation or a plugin that fails to load (before anything runs)."""
+    stop = stop or threading.Event()
+    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    plugin_paths = tuple(str(p) for p in (*options.kernels, *session.plugins))
+    registry = discover(plugin_paths)
+    machine = probe()
+    rows = expand(session, registry, has_cuda=machine.has_cuda, device_override=options.device)
+    cache_dir = Path(options.cache_dir) if options.cache_dir else default_cache_dir()
+    build_dir = Path(options.build_dir) if options.build_dir else cache_dir / "build"
+    run = _PlanRun(rows, on_event, stop, plugin_paths, str(cache_dir), str(build_dir))
+    info = _main_device(rows, machine.has_cuda)
+    for _key, group in itertools.groupby(rows, key=lambda r: (r.run_index, r.label, r.impl)):
+        if stop.is_set():
+            break
+        group = list(group)
+        admissions = [admit(r, registry, machine, force=options.force, interpret=_interpret(r, machine),
+                            memory_bytes=_memory_bytes(r, info)) for r in group]
+        run.group(admissions, interpret=_interpret(group[0], machine))
+    run.cancel_rest()
+    doc = new_document(_provenance(session, options, started), _environment(info, cache_dir))
+    doc["results"] = [run.records[r.key] for r in rows]
+    doc["cancelled"] = stop.is_set()
+    return doc
+
+
+def _interpret(row: Row, machine) -> bool:
+    return not row.device.startswith("cuda") and machine.triton
+
+
+def _main_device(rows: list[Row], has_cuda: bool) -> DeviceInfo:
+    cuda = next((r.device for r in rows if r.device.startswith("cuda")), None)
+    return device_info(cuda) if cuda and has_cuda else device_info("cpu")
+
+
+def _memory_bytes(row: Row, info: DeviceInfo) -> int | None:
+    return info.memory_bytes if row.device.startswith("cuda") == (info.name != "cpu") else None
+
+
+class _PlanRun:
+    """Records by row key, merging of ptx and availability, exactly one Result per row."""
+
+    def __init__(self, rows, on_event, stop, plugin_paths, cache_dir, build_dir):
+        self.rows, self.on_event, self.stop = rows, on_event, stop
+        self.child_args = dict(plugin_paths=plugin_paths, cache_dir=cache_dir, build_dir=build_dir)
+        self.records: dict = {}
+        self.admissions: dict = {}
+        self.ptx_records: dict = {}
+
+    def group(self, admissions: list[Admission], interpret: bool) -> None:
+        for adm in admissions:
+            self.admissions[adm.row.key] = adm
+            if adm.final is not None:
+                self._emit_final(adm.row, adm.final)
+        ptx_rows = [a.ptx_row for a in admissions if a.ptx_row is not None]
+        exec_rows = [a.exec_row for a in admissions if a.exec_row is not None]
+        if ptx_rows:
+            sup = Supervisor(self._ptx_event, self._ptx_result, self.stop)
+            sup.run_rows(ptx_rows, mode="ptx", interpret=False, **self.child_args)
+        if exec_rows and not self.stop.is_set():
+            sup = Supervisor(self.on_event, self._exec_result, self.stop)
+            sup.run_rows(exec_rows, mode="exec", interpret=interpret, **self.child_args)
+
+    def _ptx_event(self, event: Event) -> None:
+        if not isinstance(event, Started) or self.admissions[event.row].exec_row is None:
+            self.on_event(event)
+
+    def _ptx_result(self, row: Row, record: dict) -> None:
+        adm = self.admissions[row.key]
+        if adm.exec_row is None:
+            self._finalise(adm, record)
+        else:
+            self.ptx_records[row.key] = record
+
+    def _exec_result(self, row: Row, record: dict) -> None:
+        adm = self.admissions[row.key]
+        ptx = self.ptx_records.get(row.key)
+        if ptx is not None:
+            record["ptx"] = ptx["ptx"]
+            record["flags"] += [f"ptx: {ptx['error']}"] if ptx.get("error") else []
+        self._finalise(adm, record)
+
+    def _finalise(self, adm: Admission, record: dict) -> None:
+        record["flags"] = list(record.get("flags") or []) + adm.flags
+        if adm.unavailable and record["status"] == "ok":
+            record.update(status="unavailable", error=adm.unavailable)
+        self._emit_final(adm.row, record)
+
+    def _emit_final(self, row: Row, record: dict) -> None:
+        self.records[row.key] = record
+        self.on_event(Result(row.key, record))
+
+    def cancel_rest(self) -> None:
+        """Rows without a record (the run was cancelled) become skipped / "cancelled"."""
+        for row in self.rows:
+            if row.key not in self.records:
+                record = row.record()
+                record.update(status="skipped", error="cancelled")
+                self._emit_final(row, record)
+
+
+def _git_sha() -> str | None:
+    root = Path(workbench.__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+def _provenance(session: Session, options: RunOptions, started: str) -> dict:
+    return {"workbench": workbench.__version__, "git_sha": _git_sha(), "session": session.name,
+            "session_sha256": options.session_sha256, "argv": list(options.argv), "started": started}
+
+
+def _environment(info: DeviceInfo, cache_dir: Path) -> dict:
+    env = environment_record(info)
+    if info.name != "cpu":
+        env["ceilings"] = CeilingCache(cache_dir).load().get(info.cache_key)
+        env["datasheet"] = datasheet_for(info.name)
+    return env

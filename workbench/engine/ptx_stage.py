@@ -1,0 +1,53 @@
+"""The ptx action of a row, through `workbench.ptx.extract.ptx_record` when it exists.
+
+ptx_record(op, impl, spec, params, target=None) -> (record, texts) is written by the PTX
+module; it is imported lazily so the engine works without it (ptx null, a Log warning).
+This runs in the execution child where Triton is compiled (GPU), and in a separate child
+without TRITON_INTERPRET where Triton is interpreted (CONTRACTS.md, "Isolation and events").
+An implementation with no PTX (UnavailableError) leaves ptx null with a Log line; other
+errors fail a ptx-only row and are a flag on a row that also measured something.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workbench.errors import UnavailableError
+from workbench.events import Log, Ptx
+
+
+def _extractor():
+    try:
+        from workbench.ptx.extract import ptx_record
+    except ImportError as exc:
+        return None, f"PTX extraction is not available here ({exc})"
+    return ptx_record, None
+
+
+def ptx_row(channel: Any, row: Any, record: dict, op: Any, impl: Any, spec: Any, params: dict,
+            cache_dir: Any = None) -> None:
+    """Fill record["ptx"] and stream a Ptx event (with the texts), or say why not."""
+    ptx_only = not row.exec_actions
+    extract, missing = _extractor()
+    if extract is None:
+        channel.event(Log(row.key, missing, "warning"))
+        if ptx_only:
+            record.update(status="unavailable", error=missing)
+        return
+    try:
+        ptx, texts = extract(op, impl, spec, params, target=None, cache_dir=cache_dir)
+    except UnavailableError as exc:
+        channel.event(Log(row.key, f"no PTX for {impl.name}: {exc}", "warning"))
+        if ptx_only:
+            record.update(status="unavailable", error=str(exc))
+        return
+    except Exception as exc:  # the extractor's failure is this row's ptx failure, not a crash
+        message = f"ptx failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        channel.event(Log(row.key, message, "error"))
+        if ptx_only:
+            record.update(status="failed", error=message)
+        else:
+            record["flags"].append(message)
+        return
+    record["ptx"] = ptx
+    channel.event(Ptx(row.key, ptx, dict(texts or {})))

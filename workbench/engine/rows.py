@@ -1,0 +1,119 @@
+"""Expanding a session into result rows: run -> implementation (`all` = every registered one) ->
+sweep point. One `Row` is one result record; rows of one (run, implementation) share a child.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from workbench.events import RowKey
+from workbench.registry import Registry
+from workbench.results import new_record
+from workbench.session_model import ImplRef, RunSpec, Session, Settings
+
+EXEC_ACTIONS = ("check", "bench", "profile")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One (run, implementation, sweep point): plain data, picklable for a spawned child.
+
+    shape/params: the spec's size fields and the implementation's parameter overrides after
+    the sweep value is applied; device: a torch device string ("cpu", "cuda:0"); actions:
+    normalised (bench and profile imply check), in the order check, bench, profile, ptx;
+    error: why the row cannot even be described (bad sweep parameter, bad shape), or None.
+    """
+
+    run_index: int
+    op: str
+    impl: str
+    label: str
+    params: Mapping[str, Any]
+    shape: Mapping[str, Any]
+    dtype: str | None
+    sweep_value: Any
+    actions: tuple[str, ...]
+    settings: Settings
+    device: str
+    error: str | None = None
+
+    @property
+    def key(self) -> RowKey:
+        return (self.run_index, self.label, self.sweep_value)
+
+    @property
+    def exec_actions(self) -> tuple[str, ...]:
+        return tuple(a for a in self.actions if a in EXEC_ACTIONS)
+
+    def record(self) -> dict:
+        """The result record skeleton of this row (status and measurements None)."""
+        return new_record(run_index=self.run_index, op=self.op, impl=self.impl, label=self.label,
+                          params=dict(self.params), shape=dict(self.shape), dtype=self.dtype,
+                          sweep_value=self.sweep_value, device=self.device)
+
+
+def resolve_device(setting: str, has_cuda: bool) -> str:
+    """auto -> cuda:0 when a GPU is visible, else cpu; cuda -> cuda:0; cpu and cuda:N unchanged."""
+    if setting == "auto":
+        return "cuda:0" if has_cuda else "cpu"
+    return "cuda:0" if setting == "cuda" else setting
+
+
+def normalise_actions(actions: tuple[str, ...]) -> tuple[str, ...]:
+    """bench and profile imply check (a wrong result gets no speed: rule 6); fixed order."""
+    wanted = set(actions)
+    if wanted & {"bench", "profile"}:
+        wanted.add("check")
+    return tuple(a for a in ("check", "bench", "profile", "ptx") if a in wanted)
+
+
+def run_settings(session: Session, run: RunSpec, device_override: str | None) -> Settings:
+    """Session settings updated with the run's overrides and the command line's --device."""
+    settings = dataclasses.replace(session.settings, **dict(run.settings))
+    return dataclasses.replace(settings, device=device_override) if device_override else settings
+
+
+def expand(session: Session, registry: Registry, *, has_cuda: bool,
+           device_override: str | None = None) -> list[Row]:
+    """Every row of the session in document order. Raises UnknownNameError for an unknown op or
+    implementation (the session loader reports those first); a bad sweep parameter or shape
+    becomes the row's `error`."""
+    rows = []
+    for run_index, run in enumerate(session.runs):
+        op = registry.op(run.op)
+        settings = run_settings(session, run, device_override)
+        device = resolve_device(settings.device, has_cuda)
+        refs = run.impls if run.impls is not None else tuple(ImplRef(name) for name in op.impls)
+        for ref in refs:
+            impl = op.get_impl(ref.name)
+            for sweep_value, assigned in _points(run):
+                rows.append(_row(run_index, run, op, impl, ref, settings, device, sweep_value, assigned))
+    return rows
+
+
+def _points(run: RunSpec) -> list[tuple[Any, dict]]:
+    if run.sweep is None:
+        return [(None, {})]
+    return [(value, {name: value for name in run.sweep.params}) for value in run.sweep.values]
+
+
+def _row(run_index, run, op, impl, ref, settings, device, sweep_value, assigned) -> Row:
+    shape, params, error = dict(run.shape), dict(ref.params), None
+    for name, value in assigned.items():
+        if name in op.spec.shape_fields():
+            shape[name] = value
+        elif name in impl.params:
+            params[name] = value
+        else:
+            error = f"sweep parameter {name!r} is neither a shape field of {op.name} nor a parameter of {impl.name}"
+    try:
+        spec = op.make_spec(shape, run.dtype)
+        shape, dtype = spec.shape, str(spec.dtype)
+    except ValueError as exc:
+        error = error or str(exc)
+        dtype = run.dtype
+    return Row(run_index=run_index, op=op.name, impl=impl.name, label=ref.display, params=params,
+               shape=shape, dtype=dtype, sweep_value=sweep_value, actions=normalise_actions(tuple(run.actions)),
+               settings=settings, device=device, error=error)

@@ -1,0 +1,199 @@
+"""Parent side of isolation: start children, relay their events, enforce timeouts and cancel.
+
+One child per (run, implementation) and mode, reused across that run's sweep points; after any
+error (the child stops itself), a crash, or a timeout, a fresh child takes the remaining rows.
+A row's clock starts when the child is ready (imports and plugin discovery done) or when the
+previous row's Result arrived; past `timeout_s` the child is killed and the row fails with
+"timed out after N s (timeout_s)". A child that dies (segfault, abort, OOM kill) fails only the
+row it was on, with one line naming the signal and the stage it reached.
+Cancel: the stop flag is passed to the child, which stops at its next sample; at
+CANCEL_GRACE_S it is killed. Events are relayed from the thread that calls `run_rows`.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from workbench.engine.capture import LogTail, level_of
+from workbench.engine.child import ChildJob, child_main
+from workbench.engine.rows import Row
+from workbench.events import Error, Event, Log, Result, RowKey
+
+STARTUP_S = 120.0       # allowance for the child's start (torch import, plugin discovery)
+CANCEL_GRACE_S = 2.0    # a cancelled child is killed after this
+POLL_S = 0.05
+SIGNALS = {"SIGSEGV": "segmentation fault", "SIGABRT": "aborted", "SIGBUS": "bus error",
+           "SIGFPE": "arithmetic error", "SIGILL": "illegal instruction",
+           "SIGKILL": "killed, e.g. out of host memory"}
+STAGES = {"Started": "build", "Built": "check", "Checked": "bench", "Samples": "bench",
+          "Profile": "ptx"}
+
+
+def death_message(exitcode: int | None, stage: str) -> str:
+    """One line naming how a child died: 'child process died during build: SIGSEGV (segmentation fault)'."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        how = f"{name} ({SIGNALS[name]})" if name in SIGNALS else name
+    else:
+        how = f"exit code {exitcode}"
+    return f"child process died during {stage}: {how}"
+
+
+class Supervisor:
+    """Runs rows in children. on_event gets every non-Result event; on_result(row, record) gets
+    each finished row (including rows failed by a crash or timeout)."""
+
+    def __init__(self, on_event: Callable[[Event], None], on_result: Callable[[Row, dict], None],
+                 stop: threading.Event, clock: Callable[[], float] = time.perf_counter):
+        self.on_event, self.on_result, self.stop, self.clock = on_event, on_result, stop, clock
+        self.context = multiprocessing.get_context("spawn")
+        self.cancelled = False
+
+    def run_rows(self, rows: list[Row], *, mode: str, plugin_paths: tuple[str, ...], interpret: bool,
+                 cache_dir: str | None, build_dir: str | None) -> None:
+        """Run `rows` (in order) in as many children as it takes; returns when all have a result
+        or the stop flag is set."""
+        done: set[RowKey] = set()
+        pending = list(rows)
+        while pending and not self.stop.is_set():
+            job = ChildJob(mode, tuple(pending), plugin_paths, interpret, "", cache_dir, build_dir)
+            done |= _ChildRun(self, job).run()
+            pending = [r for r in pending if r.key not in done]
+        self.cancelled = self.cancelled or self.stop.is_set()
+
+
+class _ChildRun:
+    """One child from start to exit."""
+
+    def __init__(self, sup: Supervisor, job: ChildJob):
+        self.sup, self.rows = sup, job.rows
+        fd, log_path = tempfile.mkstemp(prefix="workbench-child-", suffix=".log")
+        os.close(fd)
+        self.log_path = Path(log_path)
+        self.job = ChildJob(job.mode, job.rows, job.plugin_paths, job.interpret, log_path,
+                            job.cache_dir, job.build_dir)
+        self.tail = LogTail(self.log_path)
+        self.done: set[RowKey] = set()
+        self.index = 0                 # the row the child is on
+        self.stage = "start-up"
+        self.ready = self.bye = self.eof = False
+        self.failure: str | None = None
+
+    def run(self) -> set[RowKey]:
+        ctx = self.sup.context
+        self.conn, child_conn = ctx.Pipe(duplex=False)
+        self.child_stop = ctx.Event()
+        self.proc = ctx.Process(target=child_main, args=(self.job, child_conn, self.child_stop),
+                                name=f"workbench-{self.job.mode}", daemon=False)
+        self.proc.start()  # raises in an unguarded __main__ under spawn, before anything runs
+        try:
+            child_conn.close()
+            self.mark = self.sup.clock()
+            self._loop()
+        finally:
+            self._finish()
+        return self.done
+
+    # -- the loop ---------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            self._drain(POLL_S)
+            self._logs()
+            if self.bye or self.eof or not self.proc.is_alive():
+                self._drain(0.0)
+                return
+            if self.sup.stop.is_set():
+                self._cancel()
+                return
+            if self._timed_out():
+                self.proc.kill()
+                return
+
+    def _drain(self, wait_s: float) -> None:
+        try:
+            if not self.conn.poll(wait_s):
+                return
+            while True:
+                self._handle(*self.conn.recv())
+                if not self.conn.poll(0):
+                    return
+        except (EOFError, OSError):  # the child closed its end: it is exiting or dead
+            self.eof = True
+
+    def _handle(self, kind: str, payload: Any) -> None:
+        if kind == "ready":
+            self.ready, self.mark, self.stage = True, self.sup.clock(), "build"
+        elif kind == "bye":
+            self.bye = True
+        elif isinstance(payload, Result):
+            self._logs()
+            row = self._row(payload.row)
+            self.done.add(payload.row)
+            self.index += 1
+            self.mark, self.stage = self.sup.clock(), "build"
+            self.sup.on_result(row, payload.record)
+        else:
+            self.stage = STAGES.get(type(payload).__name__, self.stage)
+            self.sup.on_event(payload)
+
+    def _row(self, key: RowKey) -> Row:
+        return next(r for r in self.rows if r.key == key)
+
+    def _current(self) -> Row | None:
+        return self.rows[self.index] if self.index < len(self.rows) else None
+
+    def _logs(self, final: bool = False) -> None:
+        row = self._current() or self.rows[-1]
+        for line in self.tail.read_lines(final=final):
+            self.sup.on_event(Log(row.key, line, level_of(line)))
+
+    def _timed_out(self) -> bool:
+        row = self._current()
+        if row is None:
+            return False
+        limit = row.settings.timeout_s + (0.0 if self.ready else STARTUP_S)
+        if self.sup.clock() - self.mark <= limit:
+            return False
+        self.failure = f"timed out after {row.settings.timeout_s:g} s (timeout_s)"
+        return True
+
+    def _cancel(self) -> None:
+        self.child_stop.set()
+        deadline = self.sup.clock() + CANCEL_GRACE_S
+        while self.proc.is_alive() and self.sup.clock() < deadline:
+            self._drain(POLL_S)
+        self.sup.cancelled = True
+
+    # -- after the child ---------------------------------------------------------------------
+    def _finish(self) -> None:
+        if self.bye or self.eof:
+            self.proc.join(timeout=0.2 if self.sup.stop.is_set() else 2.0)  # leaving: let it exit
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(timeout=1.0)
+        self._logs(final=True)
+        self.conn.close()
+        self.log_path.unlink(missing_ok=True)
+        row = self._current()
+        if row is None or self.sup.stop.is_set():
+            return
+        if self.failure is None and self.bye and self.done:
+            return  # the child stopped itself after an error row; a fresh child continues
+        message = self.failure or death_message(self.proc.exitcode, self.stage)
+        if self.failure is None and self.bye:
+            message = f"child process stopped without a result during {self.stage}"
+        record = row.record()
+        record.update(status="failed", error=message)
+        self.sup.on_event(Error(row.key, message))
+        self.done.add(row.key)
+        self.sup.on_result(row, record)
