@@ -1,0 +1,287 @@
+"""ptx_record / launch_record end to end on CPU: Triton ahead-of-time for sm_90, nvcc for the `.cu`.
+
+Compiles are shared at module scope (Triton's own cache makes repeats fast). Tiny test-local
+Triton kernels (a row reduction, a bf16 tl.dot) prove shfl.sync and tensor-core detection
+whatever ops are registered; the registry-driven tests then cover every shipped Triton and CUDA
+implementation, so the lecture's softmax and matmul are checked as they land.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from workbench.dtypes import DType
+from workbench.errors import UnavailableError
+from workbench.kernel_source import TritonLaunch, triton_ptr
+from workbench.machine import find_nvcc
+from workbench.ptx.extract import NO_KERNEL_SOURCE, launch_record, ptx_record
+from workbench.ptx.triton_aot import build_source, interpreter_active, resolve_target
+from workbench.registry import ImplKind, Op, Registry, discover
+from workbench.spec import Spec
+from workbench.triton_support import HAVE_TRITON, jit, tl
+
+needs_triton = pytest.mark.skipif(not HAVE_TRITON, reason="Triton is not installed")
+needs_compiled_triton = pytest.mark.skipif(
+    HAVE_TRITON and interpreter_active(), reason="this process runs Triton interpreted (TRITON_INTERPRET=1)")
+needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
+
+
+# -- test-local kernels and ops ---------------------------------------------------------------------
+@jit
+def _row_max_kernel(x_ptr, y_ptr, n_cols, BLOCK_N: tl.constexpr):
+    """One program per row: the row's max (a reduction across the block's warps)."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=-float("inf"))
+    tl.store(y_ptr + row, tl.max(x, axis=0))
+
+
+@jit
+def _dot_kernel(a_ptr, b_ptr, c_ptr, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """C tile = A tile @ B tile over K, row-major operands of leading dimension K / BLOCK_N."""
+    rm = tl.arange(0, BLOCK_M)
+    rn = tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+        b = tl.load(b_ptr + (k + rk)[:, None] * BLOCK_N + rn[None, :])
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + rm[:, None] * BLOCK_N + rn[None, :], acc)
+
+
+@dataclass(frozen=True)
+class _MNSpec(Spec):
+    M: int = 64
+    N: int = 1024
+    dtype: DType = DType.float32
+
+
+def _local_op(name: str, launch, *, matmul_like: bool = False) -> Op:
+    op = Op(name, _MNSpec, registry=Registry(), matmul_like=matmul_like)
+    op.impl("triton", needs=["triton"], triton_launch=launch)(lambda spec, params, ctx: None)
+    op.impl("pytorch")(lambda spec, params, ctx: None)
+    return op
+
+
+def _row_max_launch(spec, params) -> TritonLaunch:
+    ptr = triton_ptr(spec.dtype)
+    return TritonLaunch(_row_max_kernel, {"x_ptr": ptr, "y_ptr": ptr, "n_cols": "i32", "BLOCK_N": "constexpr"},
+                        {"BLOCK_N": spec.N}, (spec.M, 1, 1), num_warps=4, scalars={"n_cols": spec.N})
+
+
+def _dot_launch(spec, params) -> TritonLaunch:
+    ptr = triton_ptr(spec.dtype)
+    return TritonLaunch(_dot_kernel, {"a_ptr": ptr, "b_ptr": ptr, "c_ptr": "*fp32", "K": "i32",
+                                      "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"},
+                        {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, (1, 1, 1), num_warps=4, num_stages=3,
+                        scalars={"K": spec.N})
+
+
+def _spec_for(op, impl):
+    """The op's first test spec (else its default) in float32, or the first dtype both support."""
+    dtypes = [d for d in op.dtypes if impl.supports(d)]
+    dtype = DType.float32 if DType.float32 in dtypes else dtypes[0]
+    return op.make_spec(op.test_specs[0] if op.test_specs else None, dtype)
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return discover()
+
+
+@pytest.fixture(scope="module")
+def gelu_triton(registry):
+    op = registry.op("gelu")
+    return ptx_record(op, "triton", op.make_spec({"M": 1024, "N": 1024}, "float32"), target="sm_90")
+
+
+# -- Triton: GeLU, alignment, reduction, tensor cores -------------------------------------------------------
+@needs_triton
+@needs_compiled_triton
+def test_gelu_triton_aot_has_vector_loads_and_stores(gelu_triton):
+    record, texts = gelu_triton
+    assert record["target"] == "sm_90" and record["source"] in ("aot", "launched")
+    (kernel,) = record["kernels"]
+    counts = kernel["counts"]
+    assert counts["ld_global_total"] > 0 and counts["st_global_total"] > 0
+    assert counts["ld_global_v4"] > 0 and counts["st_global_v4"] > 0, counts  # 16-byte, with the hints
+    assert any(n.startswith("16-byte vector loads") for n in kernel["notes"])
+    assert any(n.startswith("8 elements per thread: thread coarsening") for n in kernel["notes"])
+    assert kernel["registers"] and kernel["spills"] == 0 and kernel["shared_bytes"] == 0
+    assert texts[kernel["name"]]["ptx"].lstrip().startswith("//")
+    assert all(texts[kernel["name"]][ir] for ir in ("ttir", "ttgir", "llir"))
+    assert any(n.startswith("config: num_warps=4, num_stages=3, BLOCK_SIZE=1024") for n in record["notes"])
+
+
+@needs_triton
+@needs_compiled_triton
+def test_gelu_triton_sass_where_cuobjdump_exists(gelu_triton):
+    from workbench.ptx.tools import find_tool
+    record, texts = gelu_triton
+    (kernel,) = record["kernels"]
+    if find_tool("cuobjdump") is None:
+        assert texts[kernel["name"]]["sass"] is None and any("SASS" in n for n in record["notes"])
+    else:
+        assert kernel["sass_lines"] > 0 and kernel["sass_counts"]["LDG"] > 0
+        assert "LDG.E.128" in texts[kernel["name"]]["sass"]
+
+
+@needs_triton
+def test_specialisation_mirrors_the_launch(registry):
+    op, target = registry.op("gelu"), resolve_target("sm_90")
+    impl = op.get_impl("triton")
+    aligned = build_source(impl.triton_launch(op.make_spec({"M": 64, "N": 64}), impl.resolve_params({})), target)
+    assert aligned.spec.divisible == [0, 1, 2]  # both pointers, and n_elements = 4096
+    odd = build_source(impl.triton_launch(op.make_spec({"M": 1, "N": 1000}), impl.resolve_params({})), target)
+    assert odd.spec.divisible == [0, 1]         # 1000 is not a multiple of 16: not specialised
+    one = _local_op("one_row", _row_max_launch)
+    built = build_source(_row_max_launch(one.make_spec({"M": 1, "N": 1}), {}), target)
+    assert built.spec.signature["n_cols"] == "constexpr" and built.spec.constexprs["n_cols"] == 1
+
+
+@needs_triton
+@needs_compiled_triton
+def test_unaligned_length_gives_scalar_loads(registry):
+    op = registry.op("gelu")
+    record, _ = ptx_record(op, "triton", op.make_spec({"M": 1, "N": 1000}), target="sm_90")
+    counts = record["kernels"][0]["counts"]
+    assert counts["ld_global_v4"] == 0 and counts["ld_global"] > 0
+    assert any(n.startswith("scalar loads") for n in record["kernels"][0]["notes"])
+
+
+@needs_triton
+@needs_compiled_triton
+def test_row_reduction_uses_shfl_sync():
+    op = _local_op("row_max", _row_max_launch)
+    record, _ = ptx_record(op, "triton", op.make_spec({"M": 64, "N": 1024}), target="sm_90")
+    counts = record["kernels"][0]["counts"]
+    assert counts["shfl_sync"] > 0 and counts["bar_sync"] > 0  # in-warp shuffles, then across warps
+    assert any(n.startswith("warp reduction through shfl.sync") for n in record["kernels"][0]["notes"])
+
+
+@needs_triton
+@needs_compiled_triton
+def test_bf16_dot_uses_tensor_cores_on_sm90():
+    op = _local_op("tiny_dot", _dot_launch, matmul_like=True)
+    record, _ = ptx_record(op, "triton", op.make_spec({"M": 128, "N": 256}, "bfloat16"), target="sm_90")
+    kernel = record["kernels"][0]
+    assert kernel["counts"]["wgmma"] > 0, kernel["counts"]
+    assert any(n.startswith("tensor cores: wgmma (Hopper)") for n in kernel["notes"])
+    assert kernel["shared_bytes"] > 0  # operands staged through shared memory
+
+
+@needs_triton
+@needs_compiled_triton
+def test_registered_triton_impls_give_ptx(registry):
+    """Every Triton implementation of every registered op, at its first test spec."""
+    seen = 0
+    for op in registry.ops.values():
+        for impl in op.impls.values():
+            if impl.triton_launch is None:
+                continue
+            spec = _spec_for(op, impl)
+            record, texts = ptx_record(op, impl, spec, target="sm_90")
+            assert record["kernels"], (op.name, impl.name, record["notes"])
+            assert record["kernels"][0]["counts"]["st_global_total"] > 0, (op.name, impl.name)
+            if op.name == "softmax":
+                assert record["kernels"][0]["counts"]["shfl_sync"] > 0, impl.name
+            seen += 1
+    assert seen >= 1
+
+
+# -- CUDA through nvcc ---------------------------------------------------------------------------------
+def _cu_files() -> list[Path]:
+    import workbench.kernels as shipped
+    return sorted(Path(shipped.__file__).parent.glob("*.cu"))
+
+
+@needs_nvcc
+@pytest.mark.parametrize("cu", _cu_files(), ids=lambda p: p.name)
+def test_every_cu_compiles_to_ptx(cu, tmp_path_factory):
+    from workbench.ptx.counts import split_kernels
+    from workbench.ptx.nvcc import compile_cu
+    from workbench.ptx.resources import parse_ptxas_log
+    out = compile_cu(cu, "sm_90", cache_dir=tmp_path_factory.getbasetemp() / "nvcc")
+    entries = split_kernels(out.ptx)
+    assert entries and ".target sm_90" in out.ptx
+    resources = parse_ptxas_log(out.ptxas_log)
+    assert all(resources[e.name].registers for e in entries)
+
+
+@needs_nvcc
+def test_registered_cuda_impls_give_ptx(registry, tmp_path_factory):
+    cache = tmp_path_factory.getbasetemp() / "nvcc"
+    seen = 0
+    for op in registry.ops.values():
+        for impl in op.impls.values():
+            if impl.cuda_source is None:
+                continue
+            record, texts = ptx_record(op, impl, _spec_for(op, impl), cache_dir=cache)
+            assert record["source"] == "nvcc" and record["kernels"], (op.name, impl.name, record["notes"])
+            for kernel in record["kernels"]:
+                assert kernel["registers"] and kernel["resources_from"] == "ptxas -v"
+                assert kernel["counts"]["ld_global_total"] + kernel["counts"]["ld_shared_total"] > 0
+                assert texts[kernel["name"]]["ptx"].lstrip().startswith(".visible .entry")
+            seen += 1
+    assert seen >= 1
+
+
+@needs_nvcc
+def test_cuda_dtype_instantiation_is_chosen(registry, tmp_path):
+    op = registry.op("gelu")
+    record, _ = ptx_record(op, "cuda_naive", op.make_spec({"M": 4, "N": 4}, "bfloat16"),
+                           cache_dir=tmp_path.parent / "nvcc")
+    assert [k["name"] for k in record["kernels"]] == ["gelu_naive_kernel<__nv_bfloat16>"]
+
+
+def test_no_nvcc_is_a_note(registry, monkeypatch, tmp_path):
+    import workbench.ptx.nvcc as nvcc_mod
+    monkeypatch.setattr(nvcc_mod, "find_nvcc", lambda: None)
+    op = registry.op("gelu")
+    record, texts = ptx_record(op, "cuda", op.make_spec({"M": 4, "N": 4}), cache_dir=tmp_path)
+    assert record["kernels"] == [] and texts == {} and "nvcc not found" in record["notes"][0]
+
+
+# -- kinds without kernel source, no GPU, interpreter ---------------------------------------------------------
+def test_library_kernels_have_no_source(registry):
+    for op in registry.ops.values():
+        for impl in op.impls.values():
+            if impl.kind in (ImplKind.pytorch, ImplKind.manual):
+                record, texts = ptx_record(op, impl, _spec_for(op, impl))
+                assert record["kernels"] == [] and texts == {} and record["notes"] == [NO_KERNEL_SOURCE]
+
+
+def test_compiled_without_gpu_is_a_note(registry):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: Inductor kernels are collected (GPU evidence stage)")
+    op = registry.op("gelu")
+    record, _ = ptx_record(op, "compiled", op.make_spec({"M": 4, "N": 4}))
+    assert record["source"] == "inductor" and record["kernels"] == []
+    assert record["notes"] == ["Inductor does not cross-compile: needs a CUDA device"]
+
+
+@needs_triton
+def test_refuses_under_triton_interpret(registry, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    op = registry.op("gelu")
+    with pytest.raises(UnavailableError, match="TRITON_INTERPRET"):
+        ptx_record(op, "triton", op.make_spec({"M": 4, "N": 4}))
+
+
+# -- launch record -------------------------------------------------------------------------------------------
+def test_launch_record_from_the_declared_launch(registry, gelu_triton):
+    op = registry.op("gelu")
+    spec = op.make_spec({"M": 1024, "N": 1024})
+    rec = launch_record(op, "triton", spec, sm_count=132, ptx=gelu_triton[0] if HAVE_TRITON else None)
+    assert rec["grid"] == [1024, 1, 1] and rec["num_warps"] == 4 and rec["block_threads"] == 128
+    assert rec["blocks_per_sm"] == 16 and rec["waves"] == pytest.approx(1024 / (132 * 16), abs=1e-3)
+    assert any(n.startswith("1024 blocks >= 4 x 132 SMs") for n in rec["notes"])
+    assert launch_record(op, "pytorch", spec) is None
+    naive = launch_record(op, "cuda_naive", spec, sm_count=132)
+    assert naive["block_threads"] == 1024 and naive["grid"] == [1024, 1, 1]
+    assert any("registers and shared memory unknown" in n for n in naive["notes"])
