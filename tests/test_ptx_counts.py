@@ -217,3 +217,40 @@ def test_render_keeps_text_and_emphasises():
     assert any("on" in s for s in styles)  # a background: the emphasis, not just the lexer's colour
     assert syntax(SNIPPET).code == SNIPPET
     assert render({"ptx": "ld.global.f32 %f1, [%rd1];", "sass": None}).plain == "ld.global.f32 %f1, [%rd1];"
+
+
+LOOP_THEN_STORE = """
+$L__BB0_1:
+	ld.global.v4.b32 { %r1, %r2, %r3, %r4 }, [ %rd1 + 0 ];
+	setp.lt.s32 %p1, %r5, %r6;
+	@%p1 bra $L__BB0_1;
+	st.global.v4.b32 [ %rd2 + 0 ], { %r1, %r2, %r3, %r4 };
+	st.global.v4.b32 [ %rd3 + 0 ], { %r1, %r2, %r3, %r4 };
+"""
+STORE_IN_LOOP = """
+$L__BB0_1:
+	ld.global.nc.v4.f32 {%f1, %f2, %f3, %f4}, [%rd1];
+	st.global.v4.f32 [%rd2], {%f1, %f2, %f3, %f4};
+	@%p1 bra.uni $L__BB0_1;
+$L__BB0_2:
+	ld.global.nc.f32 %f5, [%rd3];
+	st.global.f32 [%rd4], %f5;
+	@%p2 bra.uni $L__BB0_2;
+"""
+
+
+def test_coarsening_counts_stores_per_thread_or_per_iteration():
+    after = summarize(LOOP_THEN_STORE)
+    assert after.has_loop and after.st_bytes_per_iteration is None  # the loop only loads
+    notes = kernel_notes(after, ctx=NoteContext(itemsize=2))
+    assert "16 elements per thread: thread coarsening (st.global 32 B per thread / 2 B per element)" in notes
+    inside = summarize(STORE_IN_LOOP)
+    assert inside.st_bytes_per_iteration == 16  # the loop of the widest store, not the scalar tail
+    assert inside.loops == ((2, 5), (6, 9))
+
+
+def test_shfl_idx_is_a_broadcast_not_a_reduction():
+    notes = kernel_notes(summarize("shfl.sync.idx.b32 %r1, %r2, 0, 31, -1;"))
+    assert notes == ["shfl.sync.idx: a value broadcast within a warp (1), no warp reduction"]
+    notes = kernel_notes(summarize("shfl.sync.down.b32 %r1|%p1, %r2, 1, 31, -1;"))
+    assert notes[0].startswith("warp reduction through shfl.sync")

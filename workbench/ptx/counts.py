@@ -188,7 +188,10 @@ class Summary:
 
     ld_bytes / st_bytes: per thread, summed over every static ld.global / st.global;
     widest_ld_bytes / widest_st_bytes: the widest single access; has_loop: a branch to an
-    earlier label (a loop: static counts are then per iteration).
+    earlier label; st_bytes_per_iteration: st.global bytes in one iteration of the innermost loop
+    holding the widest store (None when every store is outside loops: st_bytes is then per
+    thread);
+    shfl_reduce / shfl_idx: butterfly/up/down shuffles (reductions) vs idx (broadcasts).
     """
 
     counts: dict[str, int]
@@ -198,18 +201,39 @@ class Summary:
     widest_st_bytes: int = 0
     widest_ld_opcode: str = ""
     has_loop: bool = False
-    labels: dict[str, int] = field(default_factory=dict)
+    st_bytes_per_iteration: int | None = None
+    shfl_reduce: int = 0
+    shfl_idx: int = 0
+    loops: tuple[tuple[int, int], ...] = field(default_factory=tuple)
 
 
-def summarize(text: str) -> Summary:
-    """Counts plus global-access widths and loop detection for one kernel's PTX."""
+def _labels(text: str) -> dict[str, int]:
     labels: dict[str, int] = {}
     for line_no, raw in enumerate(text.splitlines(), start=1):
         m = _LABEL.match(strip_comments(raw).strip())
         if m:
             labels[m.group(1)] = line_no
-    ld_bytes = st_bytes = widest_ld = widest_st = 0
-    widest_ld_op, has_loop = "", False
+    return labels
+
+
+def loop_ranges(text: str) -> list[tuple[int, int]]:
+    """(first, last) 1-based lines of each loop: a label and a later branch back to it."""
+    labels = _labels(text)
+    loops = []
+    for ins in iter_instructions(text):
+        if ins.opcode.split(".")[0] == "bra":
+            target = ins.text.split(None, 1)[-1].strip()
+            if labels.get(target, 10**9) <= ins.line:
+                loops.append((labels[target], ins.line))
+    return loops
+
+
+def summarize(text: str) -> Summary:
+    """Counts plus global-access widths, loops and shuffle kinds for one kernel's PTX."""
+    loops = loop_ranges(text)
+    ld_bytes = st_bytes = widest_ld = widest_st = shfl_reduce = shfl_idx = 0
+    widest_ld_op = ""
+    stores: list[tuple[int, int]] = []
     for ins in iter_instructions(text):
         key = load_store_key(ins.opcode)
         if key and key.startswith("ld_global"):
@@ -221,9 +245,16 @@ def summarize(text: str) -> Summary:
             n = access_bytes(ins.opcode)
             st_bytes += n
             widest_st = max(widest_st, n)
-        elif ins.opcode.split(".")[0] == "bra":
-            target = ins.text.split(None, 1)[-1].strip().rstrip(";").strip()
-            if labels.get(target, 10**9) <= ins.line:
-                has_loop = True
-    return Summary(count_instructions(text), ld_bytes, st_bytes, widest_ld, widest_st,
-                   widest_ld_op, has_loop, labels)
+            stores.append((ins.line, n))
+        elif ins.opcode.startswith("shfl.sync."):
+            mode = ins.opcode.split(".")[2]
+            shfl_idx += mode == "idx"
+            shfl_reduce += mode in ("bfly", "down", "up")
+    per_iteration = None
+    in_loops = [(n, line) for line, n in stores if any(a <= line <= b for a, b in loops)]
+    if in_loops:
+        _, widest_line = max(in_loops, key=lambda t: (t[0], -t[1]))  # the first widest store in a loop
+        first, last = min(((b - a, a, b) for a, b in loops if a <= widest_line <= b))[1:]
+        per_iteration = sum(n for line, n in stores if first <= line <= last)
+    return Summary(count_instructions(text), ld_bytes, st_bytes, widest_ld, widest_st, widest_ld_op,
+                   bool(loops), per_iteration, shfl_reduce, shfl_idx, tuple(loops))

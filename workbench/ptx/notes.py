@@ -32,12 +32,12 @@ class NoteContext:
 def elements_per_thread(summary: Summary, itemsize: int | None) -> int | None:
     """Elements each thread stores, from the static st.global bytes (one output tensor assumed).
 
-    Loop-free kernel: the sum of every st.global's bytes / itemsize. With a loop the static count
-    is per iteration, so the widest single store is used instead. None when unknown or no stores.
+    Stores outside loops: their bytes / itemsize (per thread). Stores inside a loop: the bytes
+    stored in one iteration of the innermost storing loop / itemsize. None when unknown.
     """
     if not itemsize or not summary.st_bytes:
         return None
-    stored = summary.widest_st_bytes if summary.has_loop else summary.st_bytes
+    stored = summary.st_bytes_per_iteration if summary.st_bytes_per_iteration is not None else summary.st_bytes
     return max(stored // itemsize, 1)
 
 
@@ -57,8 +57,10 @@ def kernel_notes(summary: Summary, *, registers: int | None = None, spills: int 
     n = elements_per_thread(summary, ctx.itemsize)
     if n and n > 1:
         notes.append(_coarsening_note(n, summary, ctx))
-    if c.get("shfl_sync", 0):
-        notes.append(f"warp reduction through shfl.sync ({c['shfl_sync']} static)")
+    if summary.shfl_reduce:
+        notes.append(f"warp reduction through shfl.sync ({summary.shfl_reduce} butterfly/down/up shuffles)")
+    elif c.get("shfl_sync", 0):
+        notes.append(f"shfl.sync.idx: a value broadcast within a warp ({c['shfl_sync']}), no warp reduction")
     if c.get("wgmma", 0):
         notes.append(f"tensor cores: wgmma (Hopper), {c['wgmma']} wgmma instructions")
     elif c.get("mma", 0):
@@ -79,11 +81,11 @@ def kernel_notes(summary: Summary, *, registers: int | None = None, spills: int 
 
 
 def _coarsening_note(n: int, summary: Summary, ctx: NoteContext) -> str:
-    how = (f"widest st.global {summary.widest_st_bytes} B per loop iteration"
-           if summary.has_loop else f"st.global {summary.st_bytes} B per thread")
-    how += f" / {ctx.itemsize} B per element"
+    in_loop = summary.st_bytes_per_iteration is not None
+    how = (f"st.global {summary.st_bytes_per_iteration} B per loop iteration" if in_loop
+           else f"st.global {summary.st_bytes} B per thread") + f" / {ctx.itemsize} B per element"
     if ctx.block_elems and ctx.threads:
         expect = ctx.block_elems // ctx.threads if ctx.block_elems >= ctx.threads else 1
         how += f"; BLOCK {ctx.block_elems} / {ctx.threads} threads = {expect}"
-    per = " per loop iteration" if summary.has_loop else ""
+    per = " per loop iteration" if in_loop else ""
     return f"{n} elements per thread{per}: thread coarsening ({how})"
