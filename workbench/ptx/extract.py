@@ -61,7 +61,7 @@ def ptx_record(op: Op | str, impl: Impl | str, spec: Any, params: Mapping[str, A
     target: "sm_90", 90, a GPUTarget (default: this GPU's arch, else sm_90); machine: a
     workbench.machine.Machine (default: probe()); prefer_launched: for Triton, report the kernel a
     real launch compiled when there is one; cache_dir: where nvcc outputs are cached (default: the
-    user cache dir). Raises UnavailableError in a process where Triton runs interpreted.
+    user cache dir; also holds cuobjdump outputs of Triton cubins). Raises UnavailableError in a process where Triton runs interpreted.
     """
     op, impl = _resolve(op, impl)
     machine = _machine(machine)
@@ -71,7 +71,7 @@ def ptx_record(op: Op | str, impl: Impl | str, spec: Any, params: Mapping[str, A
     if kind in (ImplKind.pytorch, ImplKind.manual):
         return _record(target_name_or_default(target, machine), None, [], [NO_KERNEL_SOURCE]), {}
     if kind is ImplKind.triton or impl.triton_launch is not None:
-        return _triton_record(op, impl, spec, params, target, machine, prefer_launched)
+        return _triton_record(op, impl, spec, params, target, machine, prefer_launched, cache_dir)
     if kind is ImplKind.cuda or impl.cuda_source is not None:
         return _cuda_record(op, impl, spec, params, target, machine, cache_dir)
     return _inductor_record(op, impl, spec, params, target, machine)
@@ -87,7 +87,7 @@ def _default_target(machine: Any) -> str:
 
 # -- triton --------------------------------------------------------------------------------------
 def _triton_record(op: Op, impl: Impl, spec: Any, params: dict, target: Any, machine: Any,
-                   prefer_launched: bool) -> tuple[dict, Texts]:
+                   prefer_launched: bool, cache_dir: Any) -> tuple[dict, Texts]:
     from workbench.ptx import triton_aot as aot
 
     name = target_name_or_default(target, machine)
@@ -123,7 +123,8 @@ def _triton_record(op: Op, impl: Impl, spec: Any, params: dict, target: Any, mac
     ctx = NoteContext(itemsize=_itemsize(spec), threads=launch.num_warps * 32,
                       block_elems=_block_elems(build.spec.constexprs),
                       expect_tensor_cores="tt.dot" in (art.asm.get("ttir") or "") or op.matmul_like)
-    entry, texts, kernel_notes = triton_kernel(art, ctx, extra={"hash": getattr(compiled, "hash", None)})
+    entry, texts, kernel_notes = triton_kernel(art, ctx, extra={"hash": getattr(compiled, "hash", None)},
+                                               cache_dir=cache_dir)
     return _record(aot.target_name(build.target), source, [entry], notes + kernel_notes,
                    triton=triton.__version__, config=build.config), {entry["name"]: texts}
 
@@ -165,7 +166,7 @@ def _cuda_record(op: Op, impl: Impl, spec: Any, params: dict, target: Any, machi
     notes += match_notes
     resources = parse_ptxas_log(out.ptxas_log)
     try:
-        sass = disassemble(out.cubin)
+        sass = disassemble(out.cubin, out.cubin.with_name("sass.txt"))
     except ToolError as exc:
         sass = {}
         notes.append(f"no SASS: {exc}")

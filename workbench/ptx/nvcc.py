@@ -1,4 +1,5 @@
-"""CUDA PTX through nvcc (MEASUREMENT.md P10): `nvcc -ptx` and `nvcc -cubin -Xptxas -v` of the `.cu`.
+"""CUDA PTX through nvcc (MEASUREMENT.md P10): `nvcc -cubin -Xptxas -v -keep` of the `.cu` gives the
+cubin, the ptxas log (registers, spills, shared memory per kernel) and the PTX (`nvcc -ptx` output).
 
 The `.cu` beside an op file holds only `__global__` kernels and plain launchers, so nvcc compiles
 it alone on any machine, GPU or not. Outputs are cached under the user cache directory by a hash
@@ -84,8 +85,17 @@ def compile_cu(cu_path: Path, arch: str = "sm_90", extra_flags: Iterable[str] = 
     work = Path(tempfile.mkdtemp(prefix=f".{cu_path.stem}-", dir=root))
     try:
         src = str(cu_path.resolve())
-        run_tool([nvcc, "-ptx", *flags, src, "-o", str(work / "kernel.ptx")], cwd=work)
-        proc = run_tool([nvcc, "-cubin", *flags, "-Xptxas", "-v", src, "-o", str(work / "kernel.cubin")], cwd=work)
+        # One compile: -keep leaves the PTX that ptxas assembled (`<stem>.ptx`) beside the cubin.
+        proc = run_tool([nvcc, "-cubin", *flags, "-Xptxas", "-v", "-keep", "-keep-dir", str(work), src,
+                         "-o", str(work / "kernel.cubin")], cwd=work)
+        kept = work / f"{cu_path.stem}.ptx"
+        if kept.is_file():
+            kept.replace(work / "kernel.ptx")
+        else:  # an nvcc that names intermediates differently: ask for the PTX alone
+            run_tool([nvcc, "-ptx", *flags, src, "-o", str(work / "kernel.ptx")], cwd=work)
+        for extra in work.iterdir():  # the other intermediates (.ii, .cudafe1.*) are not kept
+            if extra.name not in ("kernel.ptx", "kernel.cubin"):
+                extra.unlink()
         (work / "ptxas.log").write_text(proc.stderr + proc.stdout)
         (work / "ok").write_text("")
         try:

@@ -16,7 +16,7 @@ from workbench.ptx.counts import split_kernels, summarize
 from workbench.ptx.notes import NoteContext, elements_per_thread, kernel_notes
 from workbench.ptx.resources import Resources, cubin_resources
 from workbench.ptx.sass import disassemble, instruction_lines, sass_counts
-from workbench.ptx.tools import ToolError
+from workbench.ptx.tools import ToolError, cache_key, default_cache_dir
 
 TRITON_IRS = ("ttir", "ttgir", "llir")
 
@@ -79,8 +79,8 @@ class TritonArtifacts:
         return cls(name, asm, metadata)
 
 
-def triton_kernel(art: TritonArtifacts, ctx: NoteContext, extra: Mapping[str, Any] | None = None
-                  ) -> tuple[dict, dict[str, Any], list[str]]:
+def triton_kernel(art: TritonArtifacts, ctx: NoteContext, extra: Mapping[str, Any] | None = None,
+                  cache_dir: Path | None = None) -> tuple[dict, dict[str, Any], list[str]]:
     """(entry, texts, notes) for one Triton kernel: resources from the loaded kernel where it ran,
     else from `cuobjdump -res-usage` on Triton's cubin; SASS from that cubin."""
     notes: list[str] = []
@@ -88,12 +88,14 @@ def triton_kernel(art: TritonArtifacts, ctx: NoteContext, extra: Mapping[str, An
     sass, from_cubin = None, Resources()
     cubin = art.asm.get("cubin")
     if cubin:
+        # cuobjdump's output is cached by the cubin's content (a repeat costs a file read)
+        cache = (Path(cache_dir) if cache_dir is not None else default_cache_dir()) / f"triton-{cache_key(cubin)}"
         with tempfile.TemporaryDirectory(prefix="wb-ptx-") as tmp:
             path = Path(tmp) / f"{art.name}.cubin"
             path.write_bytes(cubin)
             try:
-                from_cubin = cubin_resources(path).get(art.name, Resources())
-                sass = disassemble(path).get(art.name)
+                from_cubin = cubin_resources(path, cache / "res-usage.txt").get(art.name, Resources())
+                sass = disassemble(path, cache / "sass.txt").get(art.name)
             except ToolError as exc:
                 notes.append(f"no SASS or resources from the cubin: {exc}")
     else:

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.ptx.tools import ToolError, find_tool, run_tool
+from workbench.ptx.tools import ToolError, cached_output, find_tool
 
 
 @dataclass(frozen=True)
@@ -77,9 +77,12 @@ def parse_res_usage(text: str) -> dict[str, Resources]:
     return found
 
 
-def cubin_resources(cubin: Path) -> dict[str, Resources]:
-    """Resources of every kernel in a cubin via `cuobjdump -res-usage`; raises ToolError."""
+def cubin_resources(cubin: Path, cache_file: Path | None = None) -> dict[str, Resources]:
+    """Resources of every kernel in a cubin via `cuobjdump -res-usage`; raises ToolError.
+
+    cache_file: where the output for this (content-addressed) cubin is kept.
+    """
     tool = find_tool("cuobjdump")
     if tool is None:
         raise ToolError("cuobjdump not found (CUDA toolkit, or Triton's backends/nvidia/bin)")
-    return parse_res_usage(run_tool([tool, "-res-usage", str(cubin)]).stdout)
+    return parse_res_usage(cached_output([tool, "-res-usage", str(cubin)], cache_file))

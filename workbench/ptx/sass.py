@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from workbench.ptx.tools import ToolError, find_tool, run_tool
+from workbench.ptx.tools import ToolError, cached_output, find_tool
 
 # SASS opcode (before the first dot) -> the kind the UI filters on.
 SASS_KINDS: dict[str, str] = {
@@ -49,12 +49,15 @@ def split_functions(text: str) -> dict[str, str]:
     return {name: clean_sass("\n".join(lines)).strip("\n") for name, lines in found.items()}
 
 
-def disassemble(cubin: Path) -> dict[str, str]:
-    """Kernel name (mangled) -> SASS of every kernel in the cubin; raises ToolError."""
+def disassemble(cubin: Path, cache_file: Path | None = None) -> dict[str, str]:
+    """Kernel name (mangled) -> SASS of every kernel in the cubin; raises ToolError.
+
+    cache_file: where the disassembly of this (immutable, content-addressed) cubin is kept.
+    """
     tool = find_tool("cuobjdump")
     if tool is None:
         raise ToolError("cuobjdump not found (CUDA toolkit, or Triton's backends/nvidia/bin)")
-    return split_functions(run_tool([tool, "-sass", str(cubin)]).stdout)
+    return split_functions(cached_output([tool, "-sass", str(cubin)], cache_file))
 
 
 def sass_opcode(line: str) -> str | None:

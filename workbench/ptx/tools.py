@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -77,6 +78,19 @@ def run_tool(cmd: Sequence[str], *, input_text: str | None = None, timeout_s: fl
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-8:]
         raise ToolError(f"{Path(cmd[0]).name} failed (exit {proc.returncode}): " + " | ".join(tail))
     return proc
+
+
+def cached_output(cmd: Sequence[str], cache_file: Path | None) -> str:
+    """stdout of `cmd`, read from `cache_file` when present, else run and saved there atomically."""
+    if cache_file is not None and cache_file.is_file():
+        return cache_file.read_text()
+    out = run_tool(cmd).stdout
+    if cache_file is not None:
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}")
+        tmp.write_text(out)
+        os.replace(tmp, cache_file)
+    return out
 
 
 def demangle(names: Iterable[str]) -> dict[str, str]:
