@@ -3,4 +3,8 @@
 Importing this package registers every op file in it. Installed, it is `workbench.kernels`.
 """
 
-from . import gelu  # noqa: F401
+from . import _interpreter_compat
+
+_interpreter_compat.install()  # Triton 3.6's interpreter under NumPy >= 2.4 (see the module)
+
+from . import add, cdist, gelu, matmul, matmul_gelu, mlp, sleep, softmax  # noqa: E402,F401

@@ -1,0 +1,170 @@
+"""Elementwise add, the lecture's first profiled op (section 1.3: one memory-bound kernel).
+
+    z = x + y        x, y: (M, N) -> z: (M, N)
+
+dtypes: float32, float16, bfloat16. The fused kernels add in float32 and round once to the
+dtype, which is the correctly rounded sum (the same result as a native add in that dtype).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from workbench.cost import Cost
+from workbench.cuda_build import load_cuda
+from workbench.dtypes import DType
+from workbench.errors import LimitError
+from workbench.kernel_source import CudaSource, TritonLaunch, triton_ptr
+from workbench.registry import BuildContext, Op
+from workbench.spec import Spec
+from workbench.triton_support import jit, tl
+
+CU_FILE = Path(__file__).with_name("add.cu")
+
+
+# -- spec ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AddSpec(Spec):
+    """x, y: (M, N) -> (M, N)."""
+
+    M: int = 16384
+    N: int = 16384
+    dtype: DType = DType.float32
+
+
+ADD = Op(
+    "add", AddSpec,
+    description="Elementwise x + y over M x N",
+    test_specs=[{"M": 1, "N": 1000}, {"M": 257, "N": 257}, {"M": 3, "N": 4097}],
+)
+
+
+# -- inputs and reference --------------------------------------------------------------------
+@ADD.inputs
+def make_inputs(spec: AddSpec, device: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two seeded standard-normal tensors of shape (M, N) in spec.dtype."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(spec.M, spec.N, generator=gen, device=device, dtype=torch.float32)
+    y = torch.randn(spec.M, spec.N, generator=gen, device=device, dtype=torch.float32)
+    return x.to(spec.dtype.torch), y.to(spec.dtype.torch)
+
+
+@ADD.reference()
+def reference(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """float64 x + y."""
+    return x + y
+
+
+# -- cost model ------------------------------------------------------------------------------
+@ADD.cost_model
+def cost(spec: AddSpec) -> Cost:
+    numel = spec.M * spec.N
+    return Cost(
+        bytes_read=2 * numel * spec.dtype.itemsize,  # x and y, each read once
+        bytes_written=numel * spec.dtype.itemsize,   # z, written once
+        flops=numel,                                 # one add per element
+    )
+
+
+# -- implementations -------------------------------------------------------------------------
+def add_expr(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The built-in form, as written in a model (there is no separate manual form of one add)."""
+    return x + y
+
+
+@ADD.impl("pytorch")
+def build_pytorch(spec: AddSpec, params, ctx: BuildContext):
+    """torch.add: one ATen elementwise kernel."""
+    return torch.add
+
+
+@ADD.impl("compiled")
+def build_compiled(spec: AddSpec, params, ctx: BuildContext):
+    """torch.compile(x + y, dynamic=False): one Inductor-generated kernel."""
+    return torch.compile(add_expr, dynamic=False)
+
+
+_CPP_BINDING = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+extern "C" cudaError_t add_f32(const void*, const void*, void*, int64_t, cudaStream_t);
+extern "C" cudaError_t add_f16(const void*, const void*, void*, int64_t, cudaStream_t);
+extern "C" cudaError_t add_bf16(const void*, const void*, void*, int64_t, cudaStream_t);
+
+torch::Tensor add_vec(torch::Tensor x, torch::Tensor y) {
+    TORCH_CHECK(x.is_cuda() && y.is_cuda(), "add: x and y must be CUDA tensors");
+    TORCH_CHECK(x.is_contiguous() && y.is_contiguous(), "add: x and y must be contiguous");
+    TORCH_CHECK(x.sizes() == y.sizes(), "add: shapes differ: ", x.sizes(), " vs ", y.sizes());
+    TORCH_CHECK(x.scalar_type() == y.scalar_type(), "add: dtypes differ: ", x.scalar_type(), " vs ", y.scalar_type());
+    TORCH_CHECK(x.device() == y.device(), "add: x and y must be on the same device");
+    const at::cuda::CUDAGuard guard(x.device());
+    auto z = torch::empty_like(x);
+    auto stream = at::cuda::getCurrentCUDAStream();
+    cudaError_t err;
+    switch (x.scalar_type()) {
+        case at::kFloat: err = add_f32(x.data_ptr(), y.data_ptr(), z.data_ptr(), x.numel(), stream); break;
+        case at::kHalf: err = add_f16(x.data_ptr(), y.data_ptr(), z.data_ptr(), x.numel(), stream); break;
+        case at::kBFloat16: err = add_bf16(x.data_ptr(), y.data_ptr(), z.data_ptr(), x.numel(), stream); break;
+        default: TORCH_CHECK(false, "add: dtype must be float32, float16 or bfloat16, got ", x.scalar_type());
+    }
+    TORCH_CHECK(err == cudaSuccess, "add launch failed: ", cudaGetErrorString(err));
+    return z;
+}
+"""
+
+
+@ADD.impl("cuda", needs=["cuda_device", "nvcc"], cuda_source=CudaSource(CU_FILE, ("add_vec_kernel",)))
+def build_cuda(spec: AddSpec, params, ctx: BuildContext):
+    """CUDA C++: 16-byte vector loads and stores, two packs in flight per thread."""
+    module = load_cuda("wb_add", CU_FILE, _CPP_BINDING, ["add_vec"], ctx.build_dir)
+    return lambda x, y: module.add_vec(x.contiguous(), y.contiguous())
+
+
+@jit
+def _add_kernel(x_ptr, y_ptr, z_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    """One program per BLOCK_SIZE elements; masked tail."""
+    pid = tl.program_id(0).to(tl.int64)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    # Added in float32 and rounded once: the correctly rounded sum in every dtype, and the
+    # Triton interpreter has no bfloat16 arithmetic (numpy), only conversions.
+    x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
+    y = tl.load(y_ptr + offsets, mask=mask).to(tl.float32)
+    tl.store(z_ptr + offsets, (x + y).to(z_ptr.dtype.element_ty), mask=mask)
+
+
+def _triton_launch(spec: AddSpec, params) -> TritonLaunch:
+    numel = spec.M * spec.N
+    block = int(params["BLOCK_SIZE"])
+    ptr = triton_ptr(spec.dtype)
+    return TritonLaunch(
+        kernel=_add_kernel,
+        signature={"x_ptr": ptr, "y_ptr": ptr, "z_ptr": ptr, "n_elements": "i32" if numel < 2**31 else "i64",
+                   "BLOCK_SIZE": "constexpr"},
+        constexprs={"BLOCK_SIZE": block},
+        grid=((numel + block - 1) // block, 1, 1),
+        num_warps=int(params["num_warps"]),
+        scalars={"n_elements": numel},
+    )
+
+
+@ADD.impl("triton", needs=["triton"], params={"BLOCK_SIZE": 1024, "num_warps": 4},
+          triton_launch=_triton_launch)
+def build_triton(spec: AddSpec, params, ctx: BuildContext):
+    """Triton: one program per BLOCK_SIZE elements."""
+    block = int(params["BLOCK_SIZE"])
+    if block < 1 or block & (block - 1):
+        raise LimitError(f"add triton: BLOCK_SIZE must be a power of two, got {block}")
+    num_warps = int(params["num_warps"])
+
+    def run(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x, y = x.contiguous(), y.contiguous()
+        z = torch.empty_like(x)
+        n = x.numel()
+        _add_kernel[((n + block - 1) // block,)](x, y, z, n, BLOCK_SIZE=block, num_warps=num_warps)
+        return z
+    return run

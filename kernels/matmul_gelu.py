@@ -1,0 +1,127 @@
+"""GeLU of a matrix product, fused (the lecture's section 7: when writing your own GEMM pays).
+
+    Y = gelu(A @ B),  gelu(c) = 0.5 c (1 + tanh(sqrt(2/pi) (c + 0.044715 c^3)))
+    A: (M, K), B: (K, N) -> Y: (M, N)
+
+dtypes: float16, bfloat16 (the tensor-core dtypes this fusion is for); float32 accumulation.
+`manual` runs the product and then the activation: two kernels, C written to HBM and read back.
+`triton` applies GeLU in the matmul's epilogue while the tile is still in registers, saving
+that 2MN round trip: the fusion cuBLAS cannot offer (the lecture's closing advice).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from workbench.cost import Cost
+from workbench.dtypes import DType
+from workbench.kernel_source import TritonLaunch
+from workbench.registry import BuildContext, Op
+from workbench.spec import Spec
+
+from .gelu import FLOPS_PER_ELEMENT as GELU_FLOPS_PER_ELEMENT, reference_tanh as gelu_reference
+from .matmul import TRITON_PARAMS, fp32_precision, input_precision, matmul_launch, matmul_runner, tile_config
+
+
+# -- spec ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MatmulGeluSpec(Spec):
+    """A: (M, K) @ B: (K, N), then GeLU -> (M, N)."""
+
+    M: int = 4096
+    N: int = 4096
+    K: int = 4096
+    dtype: DType = DType.bfloat16
+
+
+MATMUL_GELU = Op(
+    "matmul_gelu", MatmulGeluSpec,
+    description="gelu(A @ B), tanh GeLU fused into the matmul epilogue",
+    dtypes=[DType.float16, DType.bfloat16],
+    test_specs=[{"M": 257, "N": 257, "K": 257}, {"M": 1, "N": 1000, "K": 64},
+                {"M": 100, "N": 130, "K": 4097}],
+    reduction_length=lambda spec: spec.K,
+    matmul_like=True,
+)
+
+
+# -- inputs and reference --------------------------------------------------------------------
+@MATMUL_GELU.inputs
+def make_inputs(spec: MatmulGeluSpec, device: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Seeded standard-normal A (M, K) and B (K, N), as matmul's: A @ B has std sqrt(K), which
+    the tolerance's sqrt(K) growth assumes (at K = 64 a third of the outputs lie in GeLU's
+    curved region |c| < 3)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    a = torch.randn(spec.M, spec.K, generator=gen, device=device, dtype=torch.float32)
+    b = torch.randn(spec.K, spec.N, generator=gen, device=device, dtype=torch.float32)
+    return a.to(spec.dtype.torch), b.to(spec.dtype.torch)
+
+
+@MATMUL_GELU.reference("tanh")
+def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """float64 tanh GeLU of A @ B."""
+    return gelu_reference(a @ b)
+
+
+# -- cost model ------------------------------------------------------------------------------
+@MATMUL_GELU.cost_model
+def cost(spec: MatmulGeluSpec) -> Cost:
+    size = spec.dtype.itemsize
+    return Cost(
+        bytes_read=(spec.M * spec.K + spec.K * spec.N) * size,  # A and B, each read once
+        bytes_written=spec.M * spec.N * size,                    # Y, written once
+        flops=(2 * spec.M * spec.N * spec.K                      # the product: a multiply-add per (m, n, k)
+               + GELU_FLOPS_PER_ELEMENT * spec.M * spec.N),      # GeLU on each output (kernels/gelu.py)
+    )
+
+
+def unfused_bytes_moved(spec: MatmulGeluSpec) -> int:
+    """Traffic of the two kernels `manual` launches: the matmul's, then GeLU's own round trip."""
+    size = spec.dtype.itemsize
+    return (
+        cost(spec).bytes                   # A and B read, a product written (by the matmul)
+        + spec.M * spec.N * size           # C read back by the GeLU kernel
+        + spec.M * spec.N * size           # Y written by the GeLU kernel
+    )
+
+
+# -- implementations -------------------------------------------------------------------------
+def matmul_then_gelu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Two kernels: cuBLAS matmul, then the fused ATen GeLU."""
+    return F.gelu(a @ b, approximate="tanh")
+
+
+def _with_precision(fn, ctx: BuildContext):
+    precision = ctx.fp32_precision
+
+    def run(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        with fp32_precision(precision):
+            return fn(a, b)
+    return run
+
+
+@MATMUL_GELU.impl("manual", math="tanh", moved_bytes=unfused_bytes_moved)
+def build_manual(spec: MatmulGeluSpec, params, ctx: BuildContext):
+    """Matmul then GeLU: two kernels, the product round-trips through HBM."""
+    return _with_precision(matmul_then_gelu, ctx)
+
+
+@MATMUL_GELU.impl("compiled", math="tanh")
+def build_compiled(spec: MatmulGeluSpec, params, ctx: BuildContext):
+    """torch.compile(manual, dynamic=False): cuBLAS plus an Inductor GeLU kernel unless autotuned."""
+    return _with_precision(torch.compile(matmul_then_gelu, dynamic=False), ctx)
+
+
+def _triton_launch(spec: MatmulGeluSpec, params, ctx: BuildContext | None = None) -> TritonLaunch:
+    return matmul_launch(spec, params, activation="gelu", ctx=ctx, op_name="matmul_gelu")
+
+
+@MATMUL_GELU.impl("triton", math="tanh", needs=["triton"], params=TRITON_PARAMS,
+                  interpreter_dtypes=["float16"], triton_launch=_triton_launch)
+def build_triton(spec: MatmulGeluSpec, params, ctx: BuildContext):
+    """Triton matmul (kernels/matmul.py) with GeLU applied to the tile in its epilogue."""
+    cfg = tile_config(spec, params, ctx, "matmul_gelu")
+    return matmul_runner(cfg, input_precision(ctx), "gelu", "matmul_gelu")

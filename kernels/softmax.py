@@ -1,0 +1,295 @@
+"""Softmax over the rows of a matrix (the lecture's section 6: from elementwise to a row reduction).
+
+    y[i, j] = exp(x[i, j] - m_i) / sum_k exp(x[i, k] - m_i),   m_i = max_k x[i, k]
+    x: (M, N) -> y: (M, N)
+
+dtypes: float32, float16, bfloat16 (the fused kernels compute in float32).
+Subtracting the row max keeps exp from overflowing and does not change the result.
+The unfused `manual` form launches five kernels and moves ~8MN elements against the fused
+kernels' 2MN (the lecture's worked example, section 6.1). `triton` holds a whole row in one
+block, so a row too long for one block fails naming `triton_looped`, which streams the row
+in blocks with an online (running max, running sum) pair (Milakov & Gimelshein, "Online
+normalizer calculation for softmax", 2018).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from workbench.cost import Cost
+from workbench.cuda_build import load_cuda
+from workbench.dtypes import DType
+from workbench.errors import LimitError
+from workbench.kernel_source import CudaSource, TritonLaunch, triton_ptr
+from workbench.registry import BuildContext, Op
+from workbench.spec import Spec
+from workbench.triton_support import jit, next_power_of_2, tl
+
+CU_FILE = Path(__file__).with_name("softmax.cu")
+# One row in registers: 16384 float32 over 16 warps is 32 values per thread (plus the exps);
+# longer rows spill, so `triton` stops here and names `triton_looped`.
+MAX_BLOCK_SIZE = 16384
+
+
+# -- spec ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SoftmaxSpec(Spec):
+    """x: (M, N) -> (M, N), softmax along N."""
+
+    M: int = 16384
+    N: int = 4096
+    dtype: DType = DType.float32
+
+
+SOFTMAX = Op(
+    "softmax", SoftmaxSpec,
+    description="Row softmax of an M x N matrix",
+    test_specs=[{"M": 1, "N": 1000}, {"M": 257, "N": 257}, {"M": 3, "N": 4097}, {"M": 5, "N": 1}],
+)
+
+
+# -- inputs and reference --------------------------------------------------------------------
+@SOFTMAX.inputs
+def make_inputs(spec: SoftmaxSpec, device: str, seed: int) -> tuple[torch.Tensor]:
+    """One seeded x of shape (M, N): standard normal scaled x4, so rows have a dominant entry."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    x = 4.0 * torch.randn(spec.M, spec.N, generator=gen, device=device, dtype=torch.float32)
+    return (x.to(spec.dtype.torch),)
+
+
+@SOFTMAX.reference()
+def reference(x: torch.Tensor) -> torch.Tensor:
+    """float64 softmax along the last dim."""
+    e = torch.exp(x - x.amax(dim=-1, keepdim=True))
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+# -- cost model ------------------------------------------------------------------------------
+# FLOPs per element: max compare (1), subtract (1), exp (1, as roofline models count
+# transcendentals), sum (1), divide (1).
+FLOPS_PER_ELEMENT = 5
+
+
+@SOFTMAX.cost_model
+def cost(spec: SoftmaxSpec) -> Cost:
+    numel = spec.M * spec.N
+    return Cost(
+        bytes_read=numel * spec.dtype.itemsize,     # x, read once
+        bytes_written=numel * spec.dtype.itemsize,  # y, written once
+        flops=FLOPS_PER_ELEMENT * numel,
+    )
+
+
+def manual_bytes_moved(spec: SoftmaxSpec) -> int:
+    """Traffic of the five eager kernels `manual_softmax` launches (lecture section 6.1, ~8MN)."""
+    mn, m, size = spec.M * spec.N, spec.M, spec.dtype.itemsize
+    return (
+        (mn + m) * size + 8 * m     # max: reads x, writes M maxima and M int64 indices (max(dim) returns both)
+        + (2 * mn + m) * size       # sub: reads x and the maxima, writes x - max
+        + 2 * mn * size             # exp: reads x - max, writes the numerator
+        + (mn + m) * size           # sum: reads the numerator, writes M sums
+        + (2 * mn + m) * size       # div: reads the numerator and the sums, writes y
+    )
+
+
+def reread_bytes_moved(spec: SoftmaxSpec) -> int:
+    """Traffic of the two-pass kernels (`triton_looped`, `cuda`): the row is read twice, y written
+    once. The second read usually hits L2 (rows in flight are far smaller than L2), so HBM sees
+    close to the ideal 2MN; this is the upper estimate."""
+    mn, size = spec.M * spec.N, spec.dtype.itemsize
+    return (
+        2 * mn * size   # x: read for the (max, sum) pass, read again for the output pass
+        + mn * size     # y: written once
+    )
+
+
+# -- implementations -------------------------------------------------------------------------
+def manual_softmax(x: torch.Tensor) -> torch.Tensor:
+    """The lecture's formula: max, sub, exp, sum, div (each one an eager kernel)."""
+    x = x - x.max(dim=-1, keepdim=True).values
+    numerator = torch.exp(x)
+    denominator = numerator.sum(dim=-1, keepdim=True)
+    return numerator / denominator
+
+
+@SOFTMAX.impl("manual", moved_bytes=manual_bytes_moved)
+def build_manual(spec: SoftmaxSpec, params, ctx: BuildContext):
+    """Hand-written PyTorch formula: five eager kernels, ~8MN elements moved."""
+    return manual_softmax
+
+
+@SOFTMAX.impl("pytorch")
+def build_pytorch(spec: SoftmaxSpec, params, ctx: BuildContext):
+    """torch.softmax(x, dim=-1): one fused ATen kernel."""
+    return lambda x: torch.softmax(x, dim=-1)
+
+
+@SOFTMAX.impl("compiled")
+def build_compiled(spec: SoftmaxSpec, params, ctx: BuildContext):
+    """torch.compile(manual_softmax, dynamic=False): Inductor fuses the five kernels into one."""
+    return torch.compile(manual_softmax, dynamic=False)
+
+
+# -- Triton: one program per row, the whole row in one block ----------------------------------
+@jit
+def _softmax_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK_SIZE: tl.constexpr):
+    """The lecture's kernel: one program per row, BLOCK_SIZE >= n_cols, padding masked as -inf."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    x = x - tl.max(x, axis=0)          # on-chip reduction; padding stays -inf
+    numerator = tl.exp(x)              # exp(-inf) = 0: padding adds nothing to the sum
+    denominator = tl.sum(numerator, axis=0)
+    y = numerator / denominator
+    tl.store(y_ptr + row * y_row_stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _one_block(spec: SoftmaxSpec) -> tuple[int, int]:
+    """(BLOCK_SIZE, num_warps) for one row in one block; raises LimitError past MAX_BLOCK_SIZE."""
+    block = next_power_of_2(spec.N)
+    if block > MAX_BLOCK_SIZE:
+        raise LimitError(
+            f"softmax triton: a row of N={spec.N} needs BLOCK_SIZE={block}, over the one-block limit "
+            f"MAX_BLOCK_SIZE={MAX_BLOCK_SIZE}; use triton_looped (online softmax over column blocks)")
+    # More warps for longer rows keep values per thread bounded (Triton's fused-softmax tutorial).
+    num_warps = 4 if block < 2048 else 8 if block < 4096 else 16
+    return block, num_warps
+
+
+def _row_launch(kernel, spec: SoftmaxSpec, block: int, num_warps: int) -> TritonLaunch:
+    ptr = triton_ptr(spec.dtype)
+    return TritonLaunch(
+        kernel=kernel,
+        signature={"x_ptr": ptr, "y_ptr": ptr, "x_row_stride": "i32", "y_row_stride": "i32",
+                   "n_cols": "i32", "BLOCK_SIZE": "constexpr"},
+        constexprs={"BLOCK_SIZE": block},
+        grid=(spec.M, 1, 1),
+        num_warps=num_warps,
+        scalars={"x_row_stride": spec.N, "y_row_stride": spec.N, "n_cols": spec.N},
+    )
+
+
+def _triton_launch(spec: SoftmaxSpec, params) -> TritonLaunch:
+    return _row_launch(_softmax_kernel, spec, *_one_block(spec))
+
+
+def _rows_unit_stride(x: torch.Tensor) -> torch.Tensor:
+    """x with unit column stride (a row-strided slice is kept; a transposed view is copied)."""
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+def _row_runner(kernel, block: int, num_warps: int):
+    def run(x: torch.Tensor) -> torch.Tensor:
+        x = _rows_unit_stride(x)
+        y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        n_rows, n_cols = x.shape
+        kernel[(n_rows,)](x, y, x.stride(0), y.stride(0), n_cols, BLOCK_SIZE=block, num_warps=num_warps)
+        return y
+    return run
+
+
+@SOFTMAX.impl("triton", needs=["triton"], triton_launch=_triton_launch)
+def build_triton(spec: SoftmaxSpec, params, ctx: BuildContext):
+    """Triton, the lecture's kernel: one program per row, the row in one block (N <= 16384)."""
+    return _row_runner(_softmax_kernel, *_one_block(spec))
+
+
+# -- Triton: one program per row, streamed in column blocks (online softmax) ------------------
+@jit
+def _softmax_looped_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK_SIZE: tl.constexpr):
+    """Pass 1 keeps a running (max, sum) per lane over the column blocks; pass 2 writes."""
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * x_row_stride
+    y_row = y_ptr + row * y_row_stride
+    cols = tl.arange(0, BLOCK_SIZE)
+    m_i = tl.full([BLOCK_SIZE], -float("inf"), tl.float32)
+    s_i = tl.zeros([BLOCK_SIZE], tl.float32)
+    for start in range(0, n_cols, BLOCK_SIZE):
+        mask = start + cols < n_cols
+        x = tl.load(x_row + start + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m_i, x)
+        # A lane that has seen only padding keeps m = -inf: shift by 0 there, never -inf - -inf.
+        shift = tl.where(m_new == -float("inf"), 0.0, m_new)
+        s_i = s_i * tl.exp(m_i - shift) + tl.exp(x - shift)
+        m_i = m_new
+    row_max = tl.max(m_i, axis=0)
+    row_sum = tl.sum(s_i * tl.exp(m_i - row_max), axis=0)  # lanes with m = -inf contribute 0
+    for start in range(0, n_cols, BLOCK_SIZE):
+        mask = start + cols < n_cols
+        x = tl.load(x_row + start + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        y = tl.exp(x - row_max) / row_sum
+        tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _looped_config(params) -> tuple[int, int]:
+    block = int(params["BLOCK_SIZE"])
+    if block < 1 or block & (block - 1) or block > MAX_BLOCK_SIZE:
+        raise LimitError(f"softmax triton_looped: BLOCK_SIZE must be a power of two <= {MAX_BLOCK_SIZE}, "
+                         f"got {block}")
+    return block, int(params["num_warps"])
+
+
+def _looped_launch(spec: SoftmaxSpec, params) -> TritonLaunch:
+    return _row_launch(_softmax_looped_kernel, spec, *_looped_config(params))
+
+
+@SOFTMAX.impl("triton_looped", needs=["triton"], params={"BLOCK_SIZE": 2048, "num_warps": 8},
+              moved_bytes=reread_bytes_moved, triton_launch=_looped_launch)
+def build_triton_looped(spec: SoftmaxSpec, params, ctx: BuildContext):
+    """Triton, online softmax: one program per row streaming BLOCK_SIZE columns at a time (any N)."""
+    return _row_runner(_softmax_looped_kernel, *_looped_config(params))
+
+
+# -- CUDA: one block per row, warp-shuffle reductions ------------------------------------------
+_CPP_BINDING = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+extern "C" cudaError_t softmax_f32(const void*, void*, int64_t, int, cudaStream_t);
+extern "C" cudaError_t softmax_f16(const void*, void*, int64_t, int, cudaStream_t);
+extern "C" cudaError_t softmax_bf16(const void*, void*, int64_t, int, cudaStream_t);
+
+torch::Tensor softmax_rows(torch::Tensor x) {
+    TORCH_CHECK(x.is_cuda(), "softmax: x must be a CUDA tensor");
+    TORCH_CHECK(x.dim() == 2, "softmax: x must be 2-D (M, N), got ", x.dim(), " dims");
+    TORCH_CHECK(x.is_contiguous(), "softmax: x must be contiguous");
+    TORCH_CHECK(x.size(1) < ((int64_t)1 << 31), "softmax: N must be < 2^31, got ", x.size(1));
+    TORCH_CHECK(x.size(0) < ((int64_t)1 << 31), "softmax: M must be < 2^31 (one block per row), got ", x.size(0));
+    const at::cuda::CUDAGuard guard(x.device());
+    auto y = torch::empty_like(x);
+    auto stream = at::cuda::getCurrentCUDAStream();
+    int64_t rows = x.size(0);
+    int cols = (int)x.size(1);
+    cudaError_t err;
+    switch (x.scalar_type()) {
+        case at::kFloat: err = softmax_f32(x.data_ptr(), y.data_ptr(), rows, cols, stream); break;
+        case at::kHalf: err = softmax_f16(x.data_ptr(), y.data_ptr(), rows, cols, stream); break;
+        case at::kBFloat16: err = softmax_bf16(x.data_ptr(), y.data_ptr(), rows, cols, stream); break;
+        default: TORCH_CHECK(false, "softmax: dtype must be float32, float16 or bfloat16, got ", x.scalar_type());
+    }
+    TORCH_CHECK(err == cudaSuccess, "softmax launch failed: ", cudaGetErrorString(err));
+    return y;
+}
+"""
+
+
+def _cuda_launch(spec: SoftmaxSpec, params) -> tuple[tuple[int, ...], int]:
+    """Mirrors launch_softmax in softmax.cu (16-byte packs when N allows, ~4 packs per thread)."""
+    vec = 16 // spec.dtype.itemsize
+    packs = spec.N // vec if spec.N % vec == 0 else spec.N
+    threads = 32
+    while threads < 1024 and threads * 4 < packs:
+        threads *= 2
+    return (spec.M, 1, 1), threads
+
+
+@SOFTMAX.impl("cuda", needs=["cuda_device", "nvcc"], moved_bytes=reread_bytes_moved,
+              cuda_source=CudaSource(CU_FILE, ("softmax_kernel",), launch=_cuda_launch))
+def build_cuda(spec: SoftmaxSpec, params, ctx: BuildContext):
+    """CUDA C++: one block per row, online (max, sum) merged with __shfl_xor_sync, 16-byte loads."""
+    module = load_cuda("wb_softmax", CU_FILE, _CPP_BINDING, ["softmax_rows"], ctx.build_dir)
+    return lambda x: module.softmax_rows(x.contiguous())
