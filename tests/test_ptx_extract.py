@@ -285,3 +285,44 @@ def test_launch_record_from_the_declared_launch(registry, gelu_triton):
     naive = launch_record(op, "cuda_naive", spec, sm_count=132)
     assert naive["block_threads"] == 1024 and naive["grid"] == [1024, 1, 1]
     assert any("registers and shared memory unknown" in n for n in naive["notes"])
+
+
+# -- the ahead-of-time build has the launch's cache key --------------------------------------------------
+def _jit_hash(jit_fn, args, kwargs, target):
+    """The compile hash JITFunction.run would compute for this call (its binder and _pack_args,
+    without a GPU: meta tensors stand in for the arguments, at address 0, i.e. aligned)."""
+    import hashlib
+    from triton import knobs
+    from triton._C.libtriton import get_cache_invalidating_env_vars
+    from triton.compiler.compiler import ASTSource, make_backend
+    from triton.runtime.cache import get_cache_key
+    from triton.runtime.jit import create_function_from_signature
+    backend = make_backend(target)
+    binder = create_function_from_signature(jit_fn.signature, jit_fn.params, backend)
+    kwargs = dict(kwargs, debug=bool(jit_fn.debug or knobs.runtime.debug),
+                  instrumentation_mode=knobs.compilation.instrumentation_mode)
+    bound, specialization, options = binder(*args, **kwargs)
+    options, signature, constexprs, attrs = jit_fn._pack_args(backend, kwargs, bound, specialization, options)
+    src = ASTSource(jit_fn, signature, constexprs, attrs)
+    opts = backend.parse_options(dict(options.__dict__, **src.parse_options()))
+    return hashlib.sha256(get_cache_key(src, backend, opts, get_cache_invalidating_env_vars()).encode()).hexdigest()
+
+
+@needs_triton
+@needs_compiled_triton
+@pytest.mark.parametrize("shape", [{"M": 64, "N": 64}, {"M": 1, "N": 1000}, {"M": 1, "N": 1}])
+def test_aot_build_has_the_launch_cache_key(registry, shape):
+    import torch
+    try:
+        from triton.runtime.jit import create_function_from_signature  # noqa: F401
+    except ImportError:
+        pytest.skip("this Triton has no create_function_from_signature to emulate the launch with")
+    from workbench.ptx.triton_aot import expected_hash
+    op, target = registry.op("gelu"), resolve_target("sm_90")
+    impl = op.get_impl("triton")
+    spec, params = op.make_spec(shape), impl.resolve_params({})
+    launch = impl.triton_launch(spec, params)
+    x = torch.empty(spec.M * spec.N, device="meta")
+    launched = _jit_hash(launch.kernel, (x, x, spec.M * spec.N),
+                         {"BLOCK_SIZE": params["BLOCK_SIZE"], "num_warps": params["num_warps"]}, target)
+    assert expected_hash(build_source(launch, target)) == launched

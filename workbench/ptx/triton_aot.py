@@ -14,7 +14,8 @@ implementation's `TritonLaunch`, specialised the way the JIT specialises a real 
   so that on a GPU the ahead-of-time compile has the same cache key as the launch.
 
 The API moved between Triton versions: 3.3+ takes `ASTSource(fn, signature, constexprs, attrs)`
-with attrs `{(arg_index,): [["tt.divisibility", 16]]}`; 3.0-3.2 took `constants` and an
+with attrs `{(arg_index,): [["tt.divisibility", 16]]}` for a divisible argument and `[]` for one
+the JIT specialised but found not divisible (the key is part of the cache hash, so it is kept); 3.0-3.2 took `constants` and an
 `AttrsDescriptor` (handled best effort, untested here). Nothing here reads environment variables;
 whether Triton runs interpreted is read from `triton.knobs` and from the kernel object itself.
 """
@@ -103,13 +104,19 @@ def unwrap_jit(kernel: Any) -> Any:
 
 @dataclass
 class Specialisation:
-    """signature (name -> type or "constexpr"), constexprs (name -> value), divisible (arg indices
-    with tt.divisibility 16), notes (what was assumed)."""
+    """signature (name -> type or "constexpr"), constexprs (name -> value), attrs (arg index ->
+    the JIT's specialisation string: "D" for divisible by 16, "" for specialised but not
+    divisible; arguments the JIT does not specialise are absent), notes (what was assumed)."""
 
     signature: dict[str, str] = field(default_factory=dict)
     constexprs: dict[str, Any] = field(default_factory=dict)
-    divisible: list[int] = field(default_factory=list)
+    attrs: dict[int, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def divisible(self) -> list[int]:
+        """Argument indices that get tt.divisibility = 16."""
+        return [i for i, attr in self.attrs.items() if attr == "D"]
 
 
 def specialise(jit_fn: Any, launch: TritonLaunch, backend: Any = None) -> Specialisation:
@@ -129,26 +136,24 @@ def specialise(jit_fn: Any, launch: TritonLaunch, backend: Any = None) -> Specia
             spec.signature[name] = "constexpr"
             spec.constexprs[name] = launch.constexprs.get(name, launch.scalars.get(name))
             continue
-        if declared.startswith("*"):
-            spec.signature[name] = declared
-            if not (param.do_not_specialize or param.do_not_specialize_on_alignment):
-                spec.divisible.append(index)
+        spec.signature[name] = declared
+        if param.do_not_specialize:  # the JIT leaves it alone: no attribute at all
             continue
-        if declared[0] in "iu" and name in launch.scalars and not param.do_not_specialize:
-            ty, divisible = _int_specialisation(backend, launch.scalars[name], declared,
-                                                align=not param.do_not_specialize_on_alignment)
+        align = not param.do_not_specialize_on_alignment
+        if declared.startswith("*"):
+            spec.attrs[index] = "D" if align else ""  # torch allocations are 16-byte aligned
+        elif declared[0] in "iu" and name in launch.scalars:
+            ty, divisible = _int_specialisation(backend, launch.scalars[name], declared, align)
             if ty == "constexpr":
                 spec.signature[name] = "constexpr"
                 spec.constexprs[name] = launch.scalars[name]
                 spec.notes.append(f"{name}={launch.scalars[name]} specialised to a constant, as the launch does")
                 continue
             spec.signature[name] = ty
-            if divisible:
-                spec.divisible.append(index)
-            continue
-        if declared[0] in "iu" and name not in launch.scalars:
+            spec.attrs[index] = "D" if divisible else ""
+        elif declared[0] in "iu":
             unknown_ints.append(name)
-        spec.signature[name] = declared
+            spec.attrs[index] = ""
     if unknown_ints:
         spec.notes.append(
             f"integer argument(s) {', '.join(unknown_ints)} without a value in TritonLaunch.scalars: "
@@ -211,7 +216,7 @@ def build_source(launch: TritonLaunch, target: Any) -> AotBuild:
     spec = specialise(jit_fn, launch, backend)
     params = inspect.signature(ASTSource.__init__).parameters
     if "constexprs" in params:  # Triton >= 3.3
-        attrs = {(i,): _parse_attr(backend) for i in spec.divisible}
+        attrs = {(i,): _parse_attr(backend, attr) for i, attr in spec.attrs.items()}
         source = ASTSource(fn=jit_fn, signature=spec.signature, constexprs=spec.constexprs, attrs=attrs)
     elif "constants" in params:
         source = _legacy_source(ASTSource, jit_fn, spec)
@@ -220,11 +225,12 @@ def build_source(launch: TritonLaunch, target: Any) -> AotBuild:
     return AotBuild(source, _jit_options(jit_fn, launch), target, spec, jit_fn)
 
 
-def _parse_attr(backend: Any) -> list:
+def _parse_attr(backend: Any, attr: str) -> list:
+    """The backend's attribute list for a specialisation string ("D" -> tt.divisibility 16)."""
     try:
-        return backend.parse_attr("D")
+        return backend.parse_attr(attr)
     except Exception:
-        return [["tt.divisibility", POINTER_DIVISIBILITY]]
+        return [["tt.divisibility", POINTER_DIVISIBILITY]] if "D" in attr else []
 
 
 def _legacy_source(ast_source: Any, jit_fn: Any, spec: Specialisation) -> Any:
@@ -300,12 +306,15 @@ def launched_kernels(jit_fn: Any) -> list[LaunchedKernel]:
     found: list[LaunchedKernel] = []
     caches = getattr(jit_fn, "device_caches", None)
     if caches is not None:
-        for device, entry in list(caches.items()):
-            kernel_cache = entry[0] if isinstance(entry, tuple) else entry
-            found += [LaunchedKernel(device, k, v) for k, v in list(kernel_cache.items())]
-        return found
-    for device, kernel_cache in list((getattr(jit_fn, "cache", None) or {}).items()):
-        found += [LaunchedKernel(device, k, v) for k, v in list(kernel_cache.items())]
+        per_device = [(device, entry[0] if isinstance(entry, tuple) else entry)
+                      for device, entry in list(caches.items())]
+    else:
+        per_device = list((getattr(jit_fn, "cache", None) or {}).items())
+    for device, kernel_cache in per_device:
+        for key, kernel in list(kernel_cache.items()):
+            if not hasattr(kernel, "asm") and hasattr(kernel, "result"):  # async compile: a future
+                kernel = kernel.result()
+            found.append(LaunchedKernel(device, key, kernel))
     return found
 
 
