@@ -60,6 +60,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, App):
                  opener: Callable[..., sessions_io.Opened] | None = None,
                  data_dir: Path | None = None) -> None:
         super().__init__()
+        _start_resource_tracker()
         self.ws = Workspace()
         self._session_arg, self._options = session_path, options
         self._engine, self._catalog_loader, self._opener = engine, catalog_loader, opener
@@ -219,6 +220,14 @@ class WorkbenchApp(EditorMixin, RunnerMixin, App):
         if yes:
             self.stop_run()
             self.exit(0)
+
+
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker now: once Textual has replaced sys.stderr (its
+    fileno() is -1), the engine's first spawn would fail with 'bad value(s) in fds_to_keep'."""
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
 
 
 def _list_bindings():

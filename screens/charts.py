@@ -97,7 +97,8 @@ def sweep(plt, rows: Sequence[Row], metric: str, param: str) -> str:
         xs, ys, lost = keep_points(xs, ys, log_x, log_y)
         dropped += lost
         if xs:
-            plt.plot(xs, ys, label=label, color=color, marker="◆")
+            plt.plot(xs, ys, label=label, color=color, marker="braille")
+            plt.scatter(xs, ys, color=color, marker="●")
     return _caption(log_x, log_y, dropped)
 
 

@@ -37,6 +37,16 @@ def number(value: float | None, digits: int = 4) -> str:
     return f"{value:.{digits}g}"
 
 
+def si(value: float | None) -> str:
+    """A count with an SI prefix: 2415919104 -> '2.42 G'."""
+    if not is_number(value):
+        return "-"
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}"
+    return f"{value:.3g}"
+
+
 def percent(value: float | None) -> str:
     return f"{value:.1f}%" if is_number(value) else "-"
 
@@ -63,11 +73,13 @@ def check(record: dict | None) -> str:
 
 
 def timer(name: str | None, interpreted: bool = False) -> str:
-    """The timer's name, marked when the figure is not GPU speed."""
+    """The timer's name, marked when the figure is not GPU speed (CPU clock, Triton interpreter)."""
     if not name:
         return "-"
+    if name == "interpreter" or (name == "perf_counter" and interpreted):
+        return "interpreter (not GPU speed)"
     if name == "perf_counter":
-        return "perf_counter (CPU)" if not interpreted else "interpreter (not GPU speed)"
+        return "perf_counter (CPU)"
     return name
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import DataTable, Select, Static
 
@@ -31,9 +31,8 @@ class ProfilePane(Vertical):
         self._sort = (3, True)  # column index, descending
 
     def compose(self) -> ComposeResult:
-        with Horizontal(classes="pane-bar"):
-            yield Select[str]([], id="profile-impl", compact=True, prompt="implementation")
-            yield Static("", id="profile-summary", classes="summary")
+        yield Select[str]([], id="profile-impl", compact=True, prompt="implementation")
+        yield Static("", id="profile-summary", classes="summary")
         yield KeyDataTable(id="profile-table", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:

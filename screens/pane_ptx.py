@@ -35,7 +35,7 @@ class PtxPane(Vertical):
     def compose(self) -> ComposeResult:
         with Horizontal(classes="pane-bar"):
             yield Select[str]([], id="ptx-impl", compact=True, prompt="implementation")
-            yield Select[str]([], id="ptx-kernel", compact=True, prompt="kernel")
+            yield Select[str]([], id="ptx-kernel", compact=True, prompt="kernel: view")
             yield Select[str]([(ALL, ALL)], id="ptx-kind", compact=True, value=ALL, allow_blank=False)
         yield Static("", id="ptx-summary", classes="summary")
         with KeyScroll(id="ptx-scroll", can_focus=True):
@@ -66,13 +66,15 @@ class PtxPane(Vertical):
 
     def _show_kernels(self) -> None:
         row = self._row()
-        names = list((row.ptx_texts if row else {}) or _kernel_names(row))
-        self._set_options("#ptx-kernel", [(n, n) for n in names])
+        views = text_views(row.ptx_texts) if row else {}
+        self._set_options("#ptx-kernel", [(v, v) for v in views] or
+                          [(n, n) for n in _kernel_names(row)])
         self._show()
 
     def _show(self) -> None:
-        row, kernel = self._row(), self.query_one("#ptx-kernel", Select).value
-        text = (row.ptx_texts or {}).get(kernel) if row and isinstance(kernel, str) else None
+        row, choice = self._row(), self.query_one("#ptx-kernel", Select).value
+        text = text_views(row.ptx_texts).get(choice) if row and isinstance(choice, str) else None
+        kernel = choice.split(": ")[0] if isinstance(choice, str) else None
         self._view = PtxView(text, *render_ptx(text)) if text else None
         kinds = self._view.kinds if self._view else []
         self._set_options("#ptx-kind", [(ALL, ALL)] + [(k, k) for k in kinds])
@@ -144,6 +146,16 @@ def launch_line(launch: dict | None) -> str:
               (("block_threads", "threads/block"), ("num_warps", "warps"), ("waves", "waves"))
               if launch.get(key) is not None]
     return "launch: " + " · ".join(parts)
+
+
+def text_views(texts: dict) -> dict[str, str]:
+    """`kernel: ptx`, `kernel: sass`, ... -> text, for every non-empty text of every kernel."""
+    views = {}
+    for kernel, entry in (texts or {}).items():
+        entry = entry if isinstance(entry, dict) else {"ptx": entry}
+        views.update({f"{kernel}: {view}": text for view, text in entry.items()
+                      if isinstance(text, str) and text.strip()})
+    return views
 
 
 def _kernel_names(row: Row | None) -> list[str]:

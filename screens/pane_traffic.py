@@ -71,7 +71,7 @@ def traffic_cells(row: Row, worst_bytes: int) -> tuple[str, ...]:
     bar = "█" * max(1, round(BAR_WIDTH * moved / worst_bytes)) if ratio and worst_bytes else ""
     label = row.label if row.sweep_value is None else f"{row.label} @ {row.sweep_value}"
     return (label, fmt.size_bytes(ideal), f"{fmt.size_bytes(moved)} {bar}",
-            f"{ratio:.3g}×" if ratio else "-", fmt.number(t.get("flops")),
+            f"{ratio:.3g}×" if ratio else "-", fmt.si(t.get("flops")),
             fmt.number(t.get("intensity"), 3), fmt.number(t.get("gbps")),
             fmt.percent(t.get("pct_of_ceiling")), str(t.get("bound") or "-"))
 
@@ -85,7 +85,7 @@ def summary(rows: list[Row], model: RunModel | None) -> str:
     ceiling = (env.get("ceilings") or {}).get("copy_gbps")
     sheet = (env.get("datasheet") or {}).get("hbm_gbps")
     parts = [f"ideal: read {fmt.size_bytes(t.get('bytes_read'))}, write "
-             f"{fmt.size_bytes(t.get('bytes_written'))}, {fmt.number(t.get('flops'))} FLOPs"]
+             f"{fmt.size_bytes(t.get('bytes_written'))}, {fmt.si(t.get('flops'))}FLOP"]
     if fmt.is_number(ceiling):
         parts.append(f"copy ceiling {ceiling:.0f} GB/s" + (f" (datasheet {sheet:.0f})" if fmt.is_number(sheet) else ""))
     else:

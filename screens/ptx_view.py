@@ -11,15 +11,10 @@ from rich.text import Text
 
 
 def render_ptx(text: str) -> tuple[Text, dict[str, list[int]]]:
-    """(highlighted Text, kind -> 0-based line numbers); plain text if highlighting is missing."""
-    try:
-        from workbench.ptx import highlight
-    except ImportError:  # the core's highlighter not installed: show the text plain
-        return Text(text), {}
-    rendered = highlight.render(text)
-    if not isinstance(rendered, Text):
-        rendered = Text(text)
-    return rendered, {k: sorted(v) for k, v in highlight.positions(text).items() if v}
+    """(highlighted Text, kind -> 0-based line numbers of the emphasised instructions)."""
+    from workbench.ptx import highlight
+
+    return highlight.render(text), {k: sorted(v) for k, v in highlight.positions(text).items() if v}
 
 
 @dataclass
