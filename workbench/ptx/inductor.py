@@ -45,15 +45,25 @@ def kernel_sources(codes: list[str]) -> dict[str, str | None]:
     return found
 
 
-def from_cache_folder(root: Path, name: str) -> TritonArtifacts | None:
-    """Artifacts of `name` from a Triton cache tree (the newest `{name}.ptx` under root)."""
-    hits = sorted(root.rglob(f"{name}.ptx"), key=lambda p: p.stat().st_mtime)
+def from_cache_folder(root: Path, name: str, want_hash: str | None = None) -> TritonArtifacts | None:
+    """Artifacts of `name` from a Triton cache tree: the compile whose metadata hash is
+    `want_hash` (the config the autotuner kept), else the newest `{name}.json`."""
+    import json
+    hits = sorted(root.rglob(f"{name}.json"), key=lambda p: p.stat().st_mtime)
     if not hits:
         return None
-    art = TritonArtifacts.from_cache_files(hits[-1].parent, name)
+    chosen = hits[-1]
+    if want_hash:
+        for path in hits:
+            try:
+                if json.loads(path.read_text()).get("hash") == want_hash:
+                    chosen = path
+            except (OSError, ValueError):
+                continue
+    art = TritonArtifacts.from_cache_files(chosen.parent, name)
     if len(hits) > 1:
-        art.notes.append(f"{len(hits)} compiled configs of {name} in the cache (autotuning): "
-                         "showing the newest")
+        which = "the one the autotuner kept" if want_hash and art.metadata.get("hash") == want_hash else "the newest"
+        art.notes.append(f"{name}: {len(hits)} compiled configs in the cache (autotuning), showing {which}")
     return art
 
 
@@ -68,7 +78,11 @@ def _loaded_modules() -> list[Any]:
 
 
 def _compiled_from_autotuner(tuner: Any) -> tuple[Any, str] | None:
-    """(a CompiledKernel with `.asm`, or a cubin path) from an Inductor CachingAutotuner."""
+    """(a CompiledKernel with `.asm`, or the compile hash of the kernel kept) from a CachingAutotuner.
+
+    With Inductor's static CUDA launcher the kept kernel no longer holds its IR, only its hash
+    (`StaticallyLaunchedCudaKernel.hash`), which names the compile in the Triton cache.
+    """
     for launcher in getattr(tuner, "launchers", None) or []:
         binary = getattr(launcher, "bin", None)
         if binary is not None and hasattr(binary, "asm"):
@@ -77,9 +91,8 @@ def _compiled_from_autotuner(tuner: Any) -> tuple[Any, str] | None:
         kernel = getattr(result, "kernel", None)
         if kernel is not None and hasattr(kernel, "asm"):
             return kernel, "autotuner compile result"
-        cubin = getattr(kernel, "cubin_path", None)
-        if cubin:
-            return Path(cubin), "static launcher cubin path"
+        if isinstance(getattr(kernel, "hash", None), str):
+            return kernel.hash, "static launcher hash -> Triton cache folder"
     return None
 
 
@@ -90,11 +103,11 @@ def _artifacts(name: str, cache_root: Path) -> tuple[TritonArtifacts | None, str
         if got is None:
             continue
         obj, how = got
-        if isinstance(obj, Path):
-            return TritonArtifacts.from_cache_files(obj.parent, name), how
+        if isinstance(obj, str):
+            return from_cache_folder(cache_root, name, want_hash=obj), how
         return TritonArtifacts.from_compiled(obj), how
     art = from_cache_folder(cache_root, name)
-    return art, "Triton cache folder" if art else "not found"
+    return art, "Triton cache folder (newest)" if art else "not found"
 
 
 def inductor_kernels(fn_builder: Any, inputs: tuple, *, device: str = "cuda") -> tuple[list[InductorKernel], list[str]]:
