@@ -48,25 +48,28 @@ def _compare_launched(op: Any, impl: Any, spec: Any) -> tuple[str, str]:
     from workbench.ptx import triton_aot as aot
     from workbench.registry import BuildContext
 
-    params = impl.resolve_params({})
-    fn = impl.builder(spec, params, BuildContext(device="cuda"))
+    from workbench.ptx.extract import triton_launch_of
+
+    params, ctx = impl.resolve_params({}), BuildContext(device="cuda")
+    fn = impl.builder(spec, params, ctx)
     fn(*op.make_inputs(spec, "cuda", 0))
     torch.cuda.synchronize()
-    build = aot.build_source(impl.triton_launch(spec, params), aot.resolve_target(None, True))
+    build = aot.build_source(triton_launch_of(impl, spec, params, ctx), aot.resolve_target(None, True))
     found = aot.find_launched(build)
-    if found is None:
-        return "no launch", f"launched hashes {list(aot.launched_ptx(build.jit_fn))[:2]}, AOT {aot.expected_hash(build)}"
-    launched, how = found
+    kernels = aot.launched_kernels(build.jit_fn)
+    if found is None and not kernels:
+        return "no launch", "the JIT cache is empty after the launch"
+    launched = found[0] if found else kernels[-1].compiled  # else: the newest, to show how it differs
     previous = knobs.compilation.always_compile
     knobs.compilation.always_compile = True  # an independent compile, not the launch's cache entry
     try:
         fresh = aot.aot_compile(build)
     finally:
         knobs.compilation.always_compile = previous
-    same_hash = launched.hash == fresh.hash
     diff = _first_difference(launched.asm["ptx"], fresh.asm["ptx"])
-    verdict = ("yes" if same_hash and diff is None else "hash differs" if not same_hash else "ptx differs")
-    return verdict, diff or how
+    if found is None:
+        return "hash differs", f"launched {launched.hash[:12]} vs AOT {fresh.hash[:12]}; {diff or 'same PTX text'}"
+    return ("yes" if diff is None else "ptx differs"), diff or found[1]
 
 
 def _row(op: Any, impl: Any, record: dict, kernel: dict | None, aot_eq: str, launch: dict | None) -> dict:
@@ -94,7 +97,7 @@ def run(quick: bool, out: Path) -> list[dict]:
     import torch
 
     from workbench.ptx.extract import launch_record, ptx_record
-    from workbench.registry import discover
+    from workbench.registry import BuildContext, discover
 
     gpu = torch.cuda.is_available()
     if not gpu:
@@ -113,8 +116,9 @@ def run(quick: bool, out: Path) -> list[dict]:
             try:
                 if impl.triton_launch is not None and gpu:
                     aot_eq, detail = _compare_launched(op, impl, spec)
-                record, texts = ptx_record(op, impl, spec)
-                launch = launch_record(op, impl, spec, ptx=record)
+                ctx = BuildContext(device="cuda" if gpu else "cpu")
+                record, texts = ptx_record(op, impl, spec, ctx=ctx)
+                launch = launch_record(op, impl, spec, ptx=record, ctx=ctx)
             except Exception as exc:  # one broken implementation must not hide the others
                 rows.append({"op": op.name, "impl": impl.name, "source": "FAILED",
                              "kernel": f"{type(exc).__name__}: {exc}"[:80]})

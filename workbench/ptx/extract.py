@@ -16,6 +16,7 @@ the one exception is a process running Triton interpreted, which raises Unavaila
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Mapping
 
 from workbench.errors import UnavailableError, WorkbenchError
@@ -29,6 +30,18 @@ from workbench.registry import REGISTRY, BuildContext, Impl, ImplKind, Op
 
 NO_KERNEL_SOURCE = "no kernel source: calls library kernels"
 Texts = dict[str, dict[str, Any]]
+
+
+def triton_launch_of(impl: Impl, spec: Any, params: Mapping[str, Any], ctx: BuildContext | None = None) -> Any:
+    """impl.triton_launch(spec, params), passing `ctx` where the launch takes one (a matmul's
+    tl.dot input precision follows ctx.fp32_precision)."""
+    try:
+        accepts_ctx = "ctx" in inspect.signature(impl.triton_launch).parameters
+    except (TypeError, ValueError):
+        accepts_ctx = False
+    if accepts_ctx and ctx is not None:
+        return impl.triton_launch(spec, params, ctx=ctx)
+    return impl.triton_launch(spec, params)
 
 
 def _resolve(op: Op | str, impl: Impl | str) -> tuple[Op, Impl]:
@@ -55,13 +68,14 @@ def _itemsize(spec: Any) -> int | None:
 
 def ptx_record(op: Op | str, impl: Impl | str, spec: Any, params: Mapping[str, Any] | None = None, *,
                target: Any = None, machine: Any = None, prefer_launched: bool = True,
-               cache_dir: Any = None) -> tuple[dict, Texts]:
+               cache_dir: Any = None, ctx: BuildContext | None = None) -> tuple[dict, Texts]:
     """The `ptx` record and the texts of `impl` at `spec` with `params` (defaults where missing).
 
     target: "sm_90", 90, a GPUTarget (default: this GPU's arch, else sm_90); machine: a
     workbench.machine.Machine (default: probe()); prefer_launched: for Triton, report the kernel a
     real launch compiled when there is one; cache_dir: where nvcc outputs are cached (default: the
-    user cache dir; also holds cuobjdump outputs of Triton cubins). Raises UnavailableError in a process where Triton runs interpreted.
+    user cache dir; also holds cuobjdump outputs of Triton cubins); ctx: the run's BuildContext
+    (fp32_precision reaches a launch that takes `ctx`). Raises UnavailableError in a process where Triton runs interpreted.
     """
     op, impl = _resolve(op, impl)
     machine = _machine(machine)
@@ -71,7 +85,7 @@ def ptx_record(op: Op | str, impl: Impl | str, spec: Any, params: Mapping[str, A
     if kind in (ImplKind.pytorch, ImplKind.manual):
         return _record(target_name_or_default(target, machine), None, [], [NO_KERNEL_SOURCE]), {}
     if kind is ImplKind.triton or impl.triton_launch is not None:
-        return _triton_record(op, impl, spec, params, target, machine, prefer_launched, cache_dir)
+        return _triton_record(op, impl, spec, params, target, machine, prefer_launched, cache_dir, ctx)
     if kind is ImplKind.cuda or impl.cuda_source is not None:
         return _cuda_record(op, impl, spec, params, target, machine, cache_dir)
     return _inductor_record(op, impl, spec, params, target, machine)
@@ -87,7 +101,7 @@ def _default_target(machine: Any) -> str:
 
 # -- triton --------------------------------------------------------------------------------------
 def _triton_record(op: Op, impl: Impl, spec: Any, params: dict, target: Any, machine: Any,
-                   prefer_launched: bool, cache_dir: Any) -> tuple[dict, Texts]:
+                   prefer_launched: bool, cache_dir: Any, build_ctx: BuildContext | None) -> tuple[dict, Texts]:
     from workbench.ptx import triton_aot as aot
 
     name = target_name_or_default(target, machine)
@@ -98,7 +112,7 @@ def _triton_record(op: Op, impl: Impl, spec: Any, params: dict, target: Any, mac
     except ImportError:
         return _record(name, None, [], ["Triton is not installed"]), {}
     try:
-        launch = impl.triton_launch(spec, params)
+        launch = triton_launch_of(impl, spec, params, build_ctx)
         build = aot.build_source(launch, aot.resolve_target(target, getattr(machine, "has_cuda", False)))
     except UnavailableError:
         raise
@@ -113,6 +127,9 @@ def _triton_record(op: Op, impl: Impl, spec: Any, params: dict, target: Any, mac
             compiled, how = found
             source = "launched"
             notes.append(f"the kernel a real launch compiled ({how})")
+        elif aot.launched_kernels(build.jit_fn):
+            notes.append("launched kernels of this function exist, none with this launch's specialisation: "
+                         "showing the ahead-of-time compile")
     if compiled is None:
         try:
             compiled = aot.aot_compile(build)
@@ -216,7 +233,7 @@ def _inductor_record(op: Op, impl: Impl, spec: Any, params: dict, target: Any, m
 # -- launch geometry -------------------------------------------------------------------------------
 def launch_record(op: Op | str, impl: Impl | str, spec: Any, params: Mapping[str, Any] | None = None,
                   sm_count: int | None = None, *, ptx: Mapping[str, Any] | None = None,
-                  machine: Any = None) -> dict | None:
+                  machine: Any = None, ctx: BuildContext | None = None) -> dict | None:
     """The `launch` record of `impl` at `spec`, or None where the geometry is not declared.
 
     Pure arithmetic (no compile; safe in an interpreted process): grid and threads from the
@@ -227,7 +244,7 @@ def launch_record(op: Op | str, impl: Impl | str, spec: Any, params: Mapping[str
     op, impl = _resolve(op, impl)
     params = impl.resolve_params(params)
     if impl.triton_launch is not None:
-        launch = impl.triton_launch(spec, params)
+        launch = triton_launch_of(impl, spec, params, ctx)
         grid, threads = tuple(launch.grid), int(launch.num_warps) * 32
     elif impl.cuda_source is not None and impl.cuda_source.launch is not None:
         grid, threads = impl.cuda_source.launch(spec, params)

@@ -328,40 +328,19 @@ def launched_ptx(jit_fn: Any) -> dict[str, str]:
 
 
 def find_launched(build: AotBuild) -> tuple[Any, str] | None:
-    """(CompiledKernel, how it matched) of the launch this build describes, or None.
+    """(CompiledKernel, how it matched) of a real launch with exactly this build's compile hash
+    (same source, specialisation, options and target), or None.
 
-    Exact: the same compile hash as the ahead-of-time build. Otherwise a kernel with the same
-    constexprs and num_warps/num_stages (the launch specialised differently: it is still the
-    kernel that ran, and the note says so).
+    Only an exact match counts: in a sweep the JIT cache holds kernels of other shapes with the
+    same constexprs (e.g. n = 4096 and n = 4097), and one of those is not the kernel of this row.
     """
-    kernels = launched_kernels(build.jit_fn)
-    if not kernels:
-        return None
     want = expected_hash(build)
-    for lk in kernels:
-        if want is not None and getattr(lk.compiled, "hash", None) == want:
+    if want is None:
+        return None
+    for lk in launched_kernels(build.jit_fn):
+        if getattr(lk.compiled, "hash", None) == want:
             return lk.compiled, "same compile hash as the ahead-of-time build"
-    for lk in reversed(kernels):
-        if _same_config(lk.compiled, build):
-            return lk.compiled, "same constexprs and num_warps, different specialisation than the AOT build"
     return None
-
-
-def _same_config(compiled: Any, build: AotBuild) -> bool:
-    meta = getattr(compiled, "metadata", None)
-    if meta is None or getattr(meta, "num_warps", None) != build.options["num_warps"]:
-        return False
-    if getattr(meta, "num_stages", build.options["num_stages"]) != build.options["num_stages"]:
-        return False
-    src = getattr(compiled, "src", None)
-    constants = getattr(src, "constants", None)
-    if constants is None:
-        return True
-    names = build.jit_fn.arg_names
-    mine = {(names.index(k),): v for k, v in build.spec.constexprs.items()}
-    theirs = {(k if isinstance(k, tuple) else (names.index(k) if isinstance(k, str) else k,)): v
-              for k, v in constants.items()}
-    return all(theirs.get(k) == v for k, v in mine.items())
 
 
 def loaded_resources(compiled: Any) -> tuple[int | None, int | None]:
