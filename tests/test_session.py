@@ -372,7 +372,7 @@ def test_missing_plugin_is_a_problem(tmp_path):
     with pytest.raises(SessionError) as info:
         load_session(path, registry=Registry())
     assert info.value.problems[0].path == "plugins[0]"
-    assert "no such file, folder or importable module" in info.value.problems[0].message
+    assert "no such file or folder" in info.value.problems[0].message
 
 
 # -- round trips and saving ------------------------------------------------------------------

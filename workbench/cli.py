@@ -15,7 +15,6 @@ across GPUs; 130 interrupted. This module is the only place that reads environme
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import re
 import sys
@@ -61,9 +60,9 @@ def read_env() -> Env:
         no_color=bool(os.environ.get("NO_COLOR")),
         stdout_tty=sys.stdout.isatty(),
         stderr_tty=sys.stderr.isatty(),
-        config_dir=Path(platformdirs.user_config_dir(APP_NAME)),
-        data_dir=Path(platformdirs.user_data_dir(APP_NAME)),
-        cache_dir=Path(platformdirs.user_cache_dir(APP_NAME)),
+        config_dir=Path(platformdirs.user_config_dir(APP_NAME, appauthor=False)),
+        data_dir=Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)),
+        cache_dir=Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False)),
     )
 
 
@@ -217,13 +216,12 @@ def run_tui(args: argparse.Namespace, env: Env, err: Console) -> int:
         if name != "default":
             err.print(f"no GPU here: opening the CPU-sized session {name!r}")
         path = shipped_path(name)
-    if importlib.util.find_spec("workbench.screens") is None or \
-            importlib.util.find_spec("workbench.screens.app") is None:
-        err.print("the TUI (workbench.screens.app) is not part of this build yet; "
-                  f"run the session headless instead: workbench --replay {path}")
+    try:
+        from workbench.screens.app import run as run_app
+    except ImportError as exc:  # a build without the TUI, or textual missing
+        err.print(f"the TUI cannot start ({exc}); run the session headless instead: "
+                  f"workbench --replay {path}", markup=False)
         return EXIT_USAGE
-    from workbench.screens.app import run as run_app
-
     result = run_app(path, run_options(args, env, argv=["workbench", *([args.file] if args.file else [])]))
     return int(result or 0)
 
@@ -232,7 +230,8 @@ def run_options(args: argparse.Namespace, env: Env, *, argv: Sequence[str], sess
     """The engine's RunOptions from the command line (imported lazily: torch)."""
     from workbench.engine.plan import RunOptions
 
-    return RunOptions(device=args.device, kernels=tuple(args.kernels), force=bool(getattr(args, "force", False)),
+    kernels = tuple(str(Path(k).expanduser().resolve()) for k in args.kernels)  # children may start elsewhere
+    return RunOptions(device=args.device, kernels=kernels, force=bool(getattr(args, "force", False)),
                       argv=tuple(argv), session_sha256=session_sha256, cache_dir=env.cache_dir,
                       build_dir=env.cache_dir / "build")
 

@@ -26,7 +26,8 @@ from workbench.report import fmt_num, render, shape_text, to_table
 
 
 def run_replay(args: argparse.Namespace, argv: list[str], env: Env, err: Console) -> int:
-    from workbench.session import SessionError, file_sha256, load_session, resolve_session_path
+    from workbench.session import (SessionError, file_sha256, load_session, resolve_session_path,
+                                   with_resolved_plugins)
 
     path = resolve_session_path(args.replay)
     try:
@@ -47,7 +48,8 @@ def run_replay(args: argparse.Namespace, argv: list[str], env: Env, err: Console
     options = run_options(args, env, argv=argv, session_sha256=sha)
     stop = threading.Event()
     with _progress(count_rows(session), env, err, args.verbose) as on_event, _sigint_sets(stop):
-        doc = run_plan(session, on_event=on_event, stop=stop, options=options)
+        doc = run_plan(with_resolved_plugins(session, path.parent), on_event=on_event, stop=stop,
+                       options=options)
     fill_provenance(doc, ours)
     code = EXIT_INTERRUPTED if stop.is_set() else _exit_code(doc)
     if baseline is not None:

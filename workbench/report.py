@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from typing import Any, Iterable, Mapping
 
@@ -19,28 +18,20 @@ from rich.text import Text
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "unavailable": "dim", "skipped": "yellow"}
 
 
-# -- JSON ------------------------------------------------------------------------------------
+# -- JSON and CSV ---------------------------------------------------------------------------
 def to_json(doc: Mapping[str, Any]) -> str:
-    """The results document as JSON text (2-space indent, trailing newline)."""
-    return json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n"
+    """The results document as JSON text (workbench.results.dumps: NaN/Inf become null)."""
+    from workbench import results
 
-
-# -- CSV -------------------------------------------------------------------------------------
-def flatten(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Scalar fields of a result with dotted names (`timing.median_ms`); lists are left out."""
-    out: dict[str, Any] = {}
-    for key, value in record.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(flatten(value, name + "."))
-        elif not isinstance(value, (list, tuple)):
-            out[name] = value
-    return out
+    return results.dumps(doc)
 
 
 def to_csv(doc: Mapping[str, Any]) -> str:
-    """One row per result; columns are the union of the rows' scalar fields, first seen first."""
-    rows = [flatten(r) for r in doc.get("results", [])]
+    """One row per result, scalar fields with dotted names (`timing.median_ms`); columns are the
+    union of the rows' fields, first seen first (flattening: workbench.results.flatten)."""
+    from workbench import results
+
+    rows = [results.flatten(r) for r in doc.get("results", [])]
     columns = list(dict.fromkeys(k for row in rows for k in row))
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
@@ -93,9 +84,10 @@ def _notes(record: Mapping[str, Any]) -> str:
         notes.append("clock fell")
     if timing.get("timer") == "interpreter":
         notes.append("Triton interpreter (not GPU speed)")
-    if timing and timing.get("flush_l2") is False:
+    if timing and timing.get("flush_l2") is False and str(record.get("device") or "").startswith("cuda"):
         notes.append("L2 not flushed")
-    return "; ".join(notes)
+    notes += [str(flag) for flag in record.get("flags") or [] if str(flag) not in notes]
+    return "; ".join(dict.fromkeys(notes))
 
 
 def _ceiling_cell(traffic: Mapping[str, Any]) -> str:
@@ -165,10 +157,10 @@ def print_tables(doc: Mapping[str, Any], console: Console) -> None:
 
 def to_table(doc: Mapping[str, Any], *, width: int = 200, color: bool = False) -> str:
     """The tables as text (for -o or a pipe): no colour unless asked."""
-    console = Console(file=io.StringIO(), width=width, color_system="standard" if color else None,
+    console = Console(file=io.StringIO(), width=width, color_system="auto" if color else None,
                       force_terminal=color, no_color=not color, highlight=False)
     print_tables(doc, console)
-    return console.file.getvalue()
+    return "\n".join(line.rstrip() for line in console.file.getvalue().splitlines()) + "\n"
 
 
 def render(doc: Mapping[str, Any], fmt: str, *, width: int = 200) -> str:

@@ -12,10 +12,9 @@ and its results go to the user data directory (`user_session_path`, `results_pat
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-import importlib
 import importlib.resources
-import importlib.util
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -33,7 +32,8 @@ __all__ = [
     "Problem", "SessionError", "load_session", "parse_session", "session_from_data",
     "session_to_data", "dump_session", "save_session", "validate_session", "load_plugins",
     "file_sha256", "shipped_names", "shipped_path", "is_shipped", "resolve_session_path",
-    "default_session_name", "results_path", "user_session_path", "save_target",
+    "default_session_name", "results_path", "user_session_path", "save_target", "plugin_path",
+    "with_resolved_plugins",
 ]
 
 SHIPPED_PACKAGE = "workbench.sessions"
@@ -120,8 +120,8 @@ def load_plugins(plugins: Iterable[str], *, base_dir: str | Path | None = None,
                  kernels: Iterable[str | Path] = (), registry: Registry | None = None) -> Registry:
     """Discover ops: entry points, `kernels`, then the session's `plugins`.
 
-    A plugin is a path (relative to base_dir) to an op file or folder, or an importable module
-    name. Raises WorkbenchError naming the plugin that failed.
+    A plugin is a path, relative to base_dir (the session's folder), to an op file or a folder
+    (of op files, or a package). Raises WorkbenchError naming the plugin that failed.
     """
     registry = discover(kernels, registry=registry)
     for plugin in plugins:
@@ -144,21 +144,24 @@ def _loaded_registry(plugins: list[str], problems: Problems, base_dir, kernels, 
     return registry
 
 
-def _load_plugin(plugin: str, base_dir: str | Path | None, registry: Registry) -> None:
+def plugin_path(plugin: str, base_dir: str | Path | None) -> Path:
+    """A session's plugin entry as a path: `~` expanded, relative to the session's folder."""
     path = Path(plugin).expanduser()
-    if not path.is_absolute() and base_dir is not None:
-        path = Path(base_dir) / path
-    if path.exists():
-        discover([path], entry_points=False, registry=registry)
-        return
-    is_module = all(part.isidentifier() for part in plugin.split("."))
-    if is_module and importlib.util.find_spec(plugin.split(".")[0]) is not None:
-        try:
-            importlib.import_module(plugin)
-        except Exception as exc:
-            raise WorkbenchError(f"plugin {plugin} failed to import: {type(exc).__name__}: {exc}") from exc
-        return
-    raise WorkbenchError(f"plugin {plugin!r}: no such file, folder or importable module (looked for {path})")
+    return path if path.is_absolute() or base_dir is None else Path(base_dir) / path
+
+
+def with_resolved_plugins(session: Session, base_dir: str | Path | None) -> Session:
+    """The session with its `plugins` as absolute paths (for run_plan, whose working folder is
+    not the session's). Keep the original for saving: the file keeps its relative paths."""
+    resolved = tuple(str(plugin_path(p, base_dir).resolve()) for p in session.plugins)
+    return dataclasses.replace(session, plugins=resolved)
+
+
+def _load_plugin(plugin: str, base_dir: str | Path | None, registry: Registry) -> None:
+    path = plugin_path(plugin, base_dir)
+    if not path.exists():
+        raise WorkbenchError(f"plugin {plugin!r}: no such file or folder (looked for {path})")
+    discover([path], entry_points=False, registry=registry)
 
 
 # -- saving ----------------------------------------------------------------------------------

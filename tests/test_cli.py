@@ -1,0 +1,343 @@
+"""The `workbench` command line: usage, --check, --list, --doctor, the TUI door, and --replay's
+formats, exit codes, provenance and --compare against a stand-in for run_plan (no children)."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import re
+import signal
+import sys
+import time
+import types
+from pathlib import Path
+
+import pytest
+from results_docs import CONTRACT_RECORD_KEYS, document, record
+
+from workbench import cli, events
+from workbench.session import shipped_path
+
+GOOD = "schema_version: 1\nname: cli-test\nruns:\n  - op: gelu\n    impls: [manual, triton]\n    shape: {M: 2, N: 8}\n"
+BAD = "schema_version: 1\nname: cli-test\nruns:\n  - op: gelu\n    shape: {M: 2, N: two}\n    dtype: float64\n"
+
+
+@pytest.fixture(autouse=True)
+def user_dirs(tmp_path, monkeypatch):
+    """platformdirs' folders under tmp_path; no colour unless a test sets NO_COLOR itself."""
+    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_CACHE_HOME", "cache")):
+        monkeypatch.setenv(var, str(tmp_path / sub))
+    monkeypatch.delenv("NO_COLOR", raising=False)
+
+
+@pytest.fixture()
+def session_file(tmp_path):
+    path = tmp_path / "good.yaml"
+    path.write_text(GOOD)
+    return path
+
+
+@pytest.fixture()
+def fake_plan(monkeypatch):
+    """Replace run_plan: `fake_plan.doc` is returned, events go out first; calls are recorded."""
+    import workbench.engine.plan as plan
+
+    state = types.SimpleNamespace(doc=document(record("manual"), record("triton")), calls=[], during=None)
+
+    def run_plan(session, *, on_event, stop=None, options=None):
+        state.calls.append((session, options))
+        for rec in state.doc["results"]:
+            key = (rec["run_index"], rec["label"], rec["sweep_value"])
+            on_event(events.Started(key, rec["op"], rec["impl"], "2x8 float32", "cuda:0"))
+            on_event(events.Log(key, "a warning from the child", "warning"))
+            on_event(events.Result(key, rec))
+        if state.during:
+            state.during(stop)
+        doc = json.loads(json.dumps(state.doc))
+        doc["provenance"] = dict.fromkeys(doc["provenance"])  # the CLI fills what the engine left null
+        return doc
+    monkeypatch.setattr(plan, "run_plan", run_plan)
+    return state
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# -- usage -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("argv", [
+    ["--format", "xml", "--list"],
+    ["--replay"],
+    ["file.yaml", "--replay", "other.yaml"],
+    ["--list", "--doctor"],
+    ["--list", "--compare", "base.json"],
+    ["--list", "--device", "gpu"],
+    ["--replay", "x.yaml", "--threshold", "-1"],
+    ["--doctor", "--format", "csv"],
+    ["--no-such-flag"],
+])
+def test_bad_usage_exits_2(capsys, argv):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert "usage:" in err or "error:" in err
+
+
+def test_help_and_version_exit_0(capsys):
+    code, out, _ = run(capsys, "--help")
+    assert code == 0 and "--replay FILE" in out and "--kernels PATH" in out and "130 interrupted" in out
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and out.startswith("workbench ")
+
+
+# -- --check ---------------------------------------------------------------------------------
+def test_check_good_session(capsys, session_file):
+    code, out, err = run(capsys, "--check", str(session_file))
+    assert code == 0 and out.startswith("ok: ") and "1 run(s), 2 row(s)" in out and err == ""
+
+
+def test_check_shipped_session_by_name(capsys):
+    code, out, _ = run(capsys, "--check", "lecture06-gelu")
+    assert code == 0 and "6 row(s)" in out
+
+
+def test_check_bad_session_lists_every_problem_on_stderr(capsys, tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(BAD)
+    code, out, err = run(capsys, "--check", str(path))
+    assert code == 2 and out == ""
+    assert "2 problems" in err
+    assert 'runs[0].shape.N: must be a positive integer, got "two" (line 5)' in err
+    assert 'runs[0].dtype: unknown dtype "float64"' in err and "(line 6)" in err
+
+
+def test_check_json(capsys, tmp_path, session_file):
+    code, out, _ = run(capsys, "--check", str(session_file), "--format", "json")
+    assert code == 0 and json.loads(out)["ok"] is True
+    path = tmp_path / "bad.yaml"
+    path.write_text(BAD)
+    code, out, _ = run(capsys, "--check", str(path), "--format", "json")
+    data = json.loads(out)
+    assert code == 2 and data["ok"] is False
+    assert {"path": "runs[0].shape.N", "line": 5, "message": 'must be a positive integer, got "two"'} in data["problems"]
+
+
+def test_check_refuses_python_tags_without_running_them(capsys, tmp_path):
+    marker = tmp_path / "pwned"
+    path = tmp_path / "evil.yaml"
+    path.write_text(f"schema_version: 1\nname: e\nruns:\n  - op: !!python/object/apply:os.system ['touch {marker}']\n")
+    code, _, err = run(capsys, "--check", str(path))
+    assert code == 2 and "not allowed" in err and not marker.exists()
+
+
+def test_check_missing_file(capsys, tmp_path):
+    code, _, err = run(capsys, "--check", str(tmp_path / "absent.yaml"))
+    assert code == 2 and "no such session file; shipped sessions:" in err
+
+
+# -- --list and --doctor ---------------------------------------------------------------------
+def test_list_json(capsys):
+    from workbench.machine import probe
+
+    code, out, _ = run(capsys, "--list", "--format", "json")
+    data = json.loads(out)
+    assert code == 0
+    gelu = next(op for op in data["ops"] if op["name"] == "gelu")
+    impls = {impl["name"]: impl for impl in gelu["impls"]}
+    assert {"manual", "pytorch", "compiled", "cuda_naive", "cuda", "triton"} <= set(impls)
+    triton = impls["triton"]
+    assert triton["kind"] == "triton" and triton["math"] == "tanh" and triton["params"]["BLOCK_SIZE"] == 1024
+    assert set(triton["unavailable"]) == {"check", "bench", "profile", "ptx"}
+    assert impls["cuda"]["dtypes"] and gelu["shape"] == {"M": 16384, "N": 16384}
+    if not probe().has_cuda:
+        assert impls["cuda"]["unavailable"]["bench"] == "needs a CUDA GPU (none here)"
+        assert "interpreter" in triton["note"]
+        assert data["machine"]["triton_interpreted"] == data["machine"]["triton"]
+
+
+def test_list_table_and_csv(capsys):
+    code, out, _ = run(capsys, "--list")
+    assert code == 0 and "gelu" in out and "cuda_naive" in out and "\x1b[" not in out
+    code, out, _ = run(capsys, "--list", "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert code == 0 and {"op", "impl", "kind", "bench.unavailable"} <= set(rows[0])
+    assert any(r["op"] == "gelu" and r["impl"] == "cuda_naive" for r in rows)
+
+
+def test_doctor_json(capsys, tmp_path):
+    code, out, _ = run(capsys, "--doctor", "--format", "json")
+    data = json.loads(out)
+    assert code == 0
+    assert {"workbench", "python", "versions", "gpu", "tools", "ceilings", "colour", "paths"} <= set(data)
+    assert {"torch", "triton", "textual"} <= set(data["versions"])
+    assert data["paths"]["cache"] == str(tmp_path / "cache" / "workbench")
+    assert data["ceilings"]["path"].startswith(str(tmp_path / "cache"))
+    assert "lecture06-gelu" in data["paths"]["shipped_session_names"]
+    assert "color_system" in data["colour"]
+
+
+def test_doctor_table_written_to_a_file(capsys, tmp_path):
+    target = tmp_path / "out" / "doctor.txt"
+    code, out, _ = run(capsys, "--doctor", "-o", str(target))
+    assert code == 0 and out == ""
+    text = target.read_text()
+    assert "versions" in text and "torch" in text and "\x1b[" not in text
+
+
+def test_no_color_is_read_by_the_cli(monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    env = cli.read_env()
+    assert env.no_color and env.console().color_system is None
+    monkeypatch.setenv("NO_COLOR", "")
+    assert not cli.read_env().no_color
+
+
+# -- the TUI door ----------------------------------------------------------------------------
+@pytest.fixture()
+def fake_app(monkeypatch):
+    opened = []
+    module = types.ModuleType("workbench.screens.app")
+    module.run = lambda path, options: opened.append((path, options)) or 0
+    monkeypatch.setitem(sys.modules, "workbench.screens.app", module)
+    return opened
+
+
+def test_tui_opens_a_file_with_options(capsys, fake_app, session_file):
+    code, _, _ = run(capsys, str(session_file), "--device", "cpu", "--kernels", "somewhere")
+    (path, options), = fake_app
+    assert code == 0 and path == session_file
+    assert options.device == "cpu" and options.kernels == (str(Path("somewhere").resolve()),)
+
+
+def test_tui_opens_the_default_session(capsys, fake_app):
+    from workbench.machine import probe
+
+    code, _, err = run(capsys)
+    (path, _), = fake_app
+    if probe().has_cuda:
+        assert path == shipped_path("default")
+    else:
+        assert path == shipped_path("default-cpu") and "no GPU here" in err
+
+
+def test_tui_missing_says_so(capsys, monkeypatch, session_file):
+    monkeypatch.setitem(sys.modules, "workbench.screens.app", None)  # import raises ImportError
+    code, _, err = run(capsys, str(session_file))
+    assert code == 2 and "TUI cannot start" in err and "--replay" in err
+
+
+# -- --replay against a stand-in engine ------------------------------------------------------
+def test_replay_json_is_the_results_document_with_provenance(capsys, session_file, fake_plan):
+    code, out, err = run(capsys, "--replay", str(session_file), "--format", "json", "--device", "cpu", "--force")
+    doc = json.loads(out)
+    assert code == 0
+    assert [r["label"] for r in doc["results"]] == ["manual", "triton"]
+    assert all(set(CONTRACT_RECORD_KEYS) <= set(r) for r in doc["results"])
+    prov = doc["provenance"]
+    assert prov["session"] == "cli-test"
+    assert prov["session_sha256"] == hashlib.sha256(session_file.read_bytes()).hexdigest()
+    assert prov["argv"] == ["workbench", "--replay", str(session_file), "--format", "json", "--device", "cpu", "--force"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", prov["started"])
+    assert prov["workbench"] and "git_sha" in prov
+    session, options = fake_plan.calls[0]
+    assert session.name == "cli-test" and options.device == "cpu" and options.force
+    assert options.session_sha256 == prov["session_sha256"] and options.cache_dir is not None
+    assert "[2/2] gelu triton" in err and "warning: a warning from the child" in err
+
+
+def test_replay_csv(capsys, session_file, fake_plan):
+    code, out, _ = run(capsys, "--replay", str(session_file), "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert code == 0 and len(rows) == 2
+    assert {"run_index", "label", "status", "timing.median_ms", "timing.p20_ms", "check.passed", "shape.M"} <= set(rows[0])
+    assert rows[0]["label"] == "manual" and float(rows[0]["timing.median_ms"]) == 1.0
+    assert not any(key.startswith("timing.samples_ms") for key in rows[0])
+
+
+def test_replay_table_to_a_file(capsys, session_file, fake_plan, tmp_path):
+    fake_plan.doc = document(record("manual", 0.5), record("cuda", status="unavailable"), record("triton", status="skipped"))
+    target = tmp_path / "r.txt"
+    code, out, _ = run(capsys, "--replay", str(session_file), "-o", str(target))
+    text = target.read_text()
+    assert code == 0 and out == ""
+    for word in ("manual", "cuda", "unavailable", "skipped", "median ms", "p20–p80 ms", "GB/s", "TFLOP/s",
+                 "% ceiling", "build ms", "check", "timer", "NVIDIA H200"):
+        assert word in text
+    assert "\x1b[" not in text
+
+
+def test_replay_failed_row_exits_1(capsys, session_file, fake_plan):
+    fake_plan.doc = document(record("manual"), record("triton", status="failed"))
+    code, out, err = run(capsys, "--replay", str(session_file), "--format", "json")
+    assert code == 1 and json.loads(out)["results"][1]["status"] == "failed"
+    assert "failed (boom)" in err
+
+
+def test_replay_bad_session_exits_2_and_runs_nothing(capsys, tmp_path, fake_plan):
+    path = tmp_path / "bad.yaml"
+    path.write_text(BAD)
+    code, out, err = run(capsys, "--replay", str(path))
+    assert code == 2 and out == "" and "positive integer" in err and fake_plan.calls == []
+
+
+def test_replay_interrupted_exits_130(capsys, session_file, fake_plan):
+    fake_plan.during = lambda stop: stop.set()
+    code, out, err = run(capsys, "--replay", str(session_file), "--format", "json")
+    assert code == 130 and "interrupted" in err and json.loads(out)["results"]
+
+
+def test_ctrl_c_sets_the_stop_flag(capsys, session_file, fake_plan):
+    def press_ctrl_c(stop):
+        os.kill(os.getpid(), signal.SIGINT)
+        deadline = time.monotonic() + 5
+        while not stop.is_set() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert stop.is_set()
+    fake_plan.during = press_ctrl_c
+    previous = signal.getsignal(signal.SIGINT)
+    code, _, _ = run(capsys, "--replay", str(session_file), "--format", "json")
+    assert code == 130
+    assert signal.getsignal(signal.SIGINT) is previous, "the handler is restored"
+
+
+# -- --compare -------------------------------------------------------------------------------
+def write_baseline(tmp_path, *records, device="NVIDIA H200"):
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps(document(*records, device=device)))
+    return path
+
+
+def test_compare_regression_exits_1(capsys, tmp_path, session_file, fake_plan):
+    base = write_baseline(tmp_path, record("manual", 1.0), record("triton", 0.5))
+    fake_plan.doc = document(record("manual", 1.0), record("triton", 0.8))
+    code, out, err = run(capsys, "--replay", str(session_file), "--compare", str(base), "--format", "json")
+    doc = json.loads(out)
+    assert code == 1
+    assert [r["verdict"] for r in doc["comparison"]["rows"]] == ["same", "slower"]
+    assert "1 slower" in err
+
+
+def test_compare_faster_and_threshold(capsys, tmp_path, session_file, fake_plan):
+    base = write_baseline(tmp_path, record("manual", 1.0), record("triton", 1.0))
+    fake_plan.doc = document(record("manual", 0.5), record("triton", 1.06))
+    code, out, _ = run(capsys, "--replay", str(session_file), "--compare", str(base), "--format", "json",
+                       "--threshold", "0.1")
+    assert code == 0
+    assert [r["verdict"] for r in json.loads(out)["comparison"]["rows"]] == ["faster", "same"]
+
+
+def test_compare_across_gpus_exits_2(capsys, tmp_path, session_file, fake_plan):
+    base = write_baseline(tmp_path, record("manual"), record("triton"), device="NVIDIA A100-SXM4-80GB")
+    code, out, err = run(capsys, "--replay", str(session_file), "--compare", str(base), "--format", "json")
+    assert code == 2 and "different GPUs" in err and json.loads(out)["comparison"]["different_gpu"]
+
+
+def test_compare_with_an_unreadable_baseline_exits_2(capsys, tmp_path, session_file, fake_plan):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    code, _, err = run(capsys, "--replay", str(session_file), "--compare", str(bad))
+    assert code == 2 and "cannot read a results document" in err and fake_plan.calls == []

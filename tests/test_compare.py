@@ -1,0 +1,80 @@
+"""`--compare` logic on hand-made result documents (CONTRACTS.md): slower / faster / same."""
+
+from __future__ import annotations
+
+import pytest
+from results_docs import CONTRACT_RECORD_KEYS, document, record
+
+from workbench.compare import compare_documents, comparison_table, verdict
+
+
+def test_factory_records_have_every_contract_key():
+    assert set(CONTRACT_RECORD_KEYS) <= set(record())
+
+
+@pytest.mark.parametrize("now, base, expected", [
+    # p20 above baseline p80 and median +10%: slower
+    (dict(median=1.10, p20=1.08, p80=1.12), dict(median=1.0, p20=0.99, p80=1.01), "slower"),
+    # median +10% but the spreads overlap: same
+    (dict(median=1.10, p20=0.95, p80=1.20), dict(median=1.0, p20=0.98, p80=1.02), "same"),
+    # spreads apart but the median only +3% (< 5% threshold): same
+    (dict(median=1.03, p20=1.025, p80=1.035), dict(median=1.0, p20=0.995, p80=1.005), "same"),
+    # symmetric: faster
+    (dict(median=0.90, p20=0.89, p80=0.91), dict(median=1.0, p20=0.99, p80=1.01), "faster"),
+    (dict(median=0.97, p20=0.965, p80=0.975), dict(median=1.0, p20=0.995, p80=1.005), "same"),
+    (dict(median=1.0), dict(median=1.0), "same"),
+])
+def test_verdicts(now, base, expected):
+    word, ratio = verdict(record(**now), record(**base), 0.05)
+    assert word == expected
+    assert ratio == pytest.approx(now["median"] / base["median"])
+
+
+def test_threshold_is_respected():
+    now, base = record(median=1.03, p20=1.025, p80=1.035), record(median=1.0, p20=0.99, p80=1.01)
+    assert verdict(now, base, 0.05)[0] == "same"
+    assert verdict(now, base, 0.01)[0] == "slower"
+
+
+@pytest.mark.parametrize("now_status, base_status", [("failed", "ok"), ("ok", "unavailable"), ("skipped", "skipped")])
+def test_rows_without_timing_are_not_compared(now_status, base_status):
+    word, ratio = verdict(record(status=now_status), record(status=base_status), 0.05)
+    assert (word, ratio) == ("n/a", None)
+
+
+def test_rows_match_by_op_label_shape_dtype_and_sweep_value():
+    base = document(record("triton", 1.0, sweep_value=128, shape={"M": 128}),
+                    record("triton", 2.0, sweep_value=256, shape={"M": 256}),
+                    record("pytorch", 1.0), record("gone", 1.0))
+    now = document(record("triton", 2.0, sweep_value=256, shape={"M": 256}, run_index=3),  # other run index: still matched
+                   record("triton", 1.5, sweep_value=128, shape={"M": 128}),
+                   record("pytorch", 1.0, dtype="float16"),                                 # other dtype: new
+                   record("fresh", 1.0))
+    comparison = compare_documents(now, base, 0.05)
+    got = {(r.label, r.sweep_value, r.dtype): r.verdict for r in comparison.rows}
+    assert got == {("triton", 256, "float32"): "same", ("triton", 128, "float32"): "slower",
+                   ("pytorch", None, "float16"): "new", ("fresh", None, "float32"): "new",
+                   ("pytorch", None, "float32"): "missing", ("gone", None, "float32"): "missing"}
+    assert comparison.regressions == 1 and not comparison.different_gpu
+
+
+def test_repeated_rows_match_in_order():
+    base = document(record("t", 1.0), record("t", 2.0))
+    now = document(record("t", 1.0), record("t", 2.0))
+    assert [r.verdict for r in compare_documents(now, base).rows] == ["same", "same"]
+
+
+def test_different_gpus_are_flagged():
+    comparison = compare_documents(document(record(), device="NVIDIA H200"),
+                                   document(record(), device="NVIDIA A100-SXM4-80GB"))
+    assert comparison.different_gpu
+    assert not compare_documents(document(record()), document(record(), device=None)).different_gpu
+
+
+def test_comparison_as_dict_and_table():
+    comparison = compare_documents(document(record(median=2.0, p20=1.9, p80=2.1)), document(record()))
+    data = comparison.as_dict("base.json")
+    assert data["baseline"] == "base.json" and data["rows"][0]["verdict"] == "slower"
+    assert data["rows"][0]["ratio"] == pytest.approx(2.0)
+    assert "1 slower" in comparison.summary()
+    assert comparison_table(comparison).row_count == 1
