@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 MAX_LINE_CHARS = 2000
+ROW_MARK = "\x1ewb-row "  # a line the child writes before each row: later lines belong to that row
 
 
 def redirect_output(log_path: str) -> None:
@@ -26,6 +27,30 @@ def redirect_output(log_path: str) -> None:
             stream.reconfigure(line_buffering=True)
         except (AttributeError, ValueError):
             pass
+
+
+def mark_row(index: int) -> None:
+    """Child side: say in the log that the lines after this one belong to row `index` of the job.
+
+    The parent reads the log on its own schedule, so only an in-band mark attributes lines
+    exactly (a crash dump must land on the row that crashed, not on the one before).
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, ValueError):
+            pass
+    os.write(1, f"{ROW_MARK}{index}\n".encode())
+
+
+def row_mark(line: str) -> int | None:
+    """The row index of a mark line, or None for an ordinary line."""
+    if line.startswith(ROW_MARK):
+        try:
+            return int(line[len(ROW_MARK):])
+        except ValueError:
+            return None
+    return None
 
 
 def level_of(line: str) -> str:

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.engine.capture import redirect_output
+from workbench.engine.capture import mark_row, redirect_output
 from workbench.engine.rows import Row
 
 MODES = ("exec", "ptx")
@@ -78,8 +78,11 @@ def _run(job: ChildJob, channel: Channel, stop: Any) -> None:
         _fail_all(job, channel, f"{type(exc).__name__}: {exc}")
         return
     channel.control("ready")
-    for row in job.rows:
-        if stop.is_set() or not runner.run(row):
+    for index, row in enumerate(job.rows):
+        if stop.is_set():
+            return
+        mark_row(index)
+        if not runner.run(row):
             return
 
 

@@ -3,8 +3,8 @@
 For each run -> each implementation (`all` = every registered one) -> each sweep point, one
 result record (CONTRACTS.md "Results"; every key present, None where not measured), in that
 order. Rows of one (run, implementation) share an execution child (engine/supervisor.py);
-where Triton is interpreted (CPU) the ptx action runs first in a separate child without
-TRITON_INTERPRET. Events reach `on_event` from the calling thread, never from a child; each
+where Triton is interpreted (CPU), or where only PTX is available, the run's ptx actions run
+first, in one separate child without TRITON_INTERPRET. Events reach `on_event` from the calling thread, never from a child; each
 row gets exactly one Result event, carrying the same record as the document.
 
 Cancel: when `stop` is set, the running child is stopped (killed at 2 s) and run_plan returns
@@ -71,13 +71,13 @@ def run_plan(session: Session, *, on_event: Callable[[Event], None],
     build_dir = Path(options.build_dir) if options.build_dir else cache_dir / "build"
     run = _PlanRun(rows, on_event, stop, plugin_paths, str(cache_dir), str(build_dir))
     info = _main_device(rows, machine.has_cuda)
-    for _key, group in itertools.groupby(rows, key=lambda r: (r.run_index, r.label, r.impl)):
+    for _run_index, group in itertools.groupby(rows, key=lambda r: r.run_index):
         if stop.is_set():
             break
         group = list(group)
-        admissions = [admit(r, registry, machine, force=options.force, interpret=_interpret(r, machine),
-                            memory_bytes=_memory_bytes(r, info)) for r in group]
-        run.group(admissions, interpret=_interpret(group[0], machine))
+        interpret = _interpret(group[0], machine)
+        run.run([admit(r, registry, machine, force=options.force, interpret=interpret,
+                       memory_bytes=_memory_bytes(r, info)) for r in group], interpret=interpret)
     run.cancel_rest()
     doc = new_document(_provenance(session, options, started), _environment(info, cache_dir))
     doc["results"] = [run.records[r.key] for r in rows]
@@ -108,19 +108,23 @@ class _PlanRun:
         self.admissions: dict = {}
         self.ptx_records: dict = {}
 
-    def group(self, admissions: list[Admission], interpret: bool) -> None:
+    def run(self, admissions: list[Admission], interpret: bool) -> None:
+        """One run: rows decided up front, then one PTX child for the run's separate-PTX rows,
+        then one execution child per implementation."""
         for adm in admissions:
             self.admissions[adm.row.key] = adm
             if adm.final is not None:
                 self._emit_final(adm.row, adm.final)
         ptx_rows = [a.ptx_row for a in admissions if a.ptx_row is not None]
-        exec_rows = [a.exec_row for a in admissions if a.exec_row is not None]
         if ptx_rows:
             sup = Supervisor(self._ptx_event, self._ptx_result, self.stop)
             sup.run_rows(ptx_rows, mode="ptx", interpret=False, **self.child_args)
-        if exec_rows and not self.stop.is_set():
+        exec_rows = [a.exec_row for a in admissions if a.exec_row is not None]
+        for _impl, rows in itertools.groupby(exec_rows, key=lambda r: (r.label, r.impl)):
+            if self.stop.is_set():
+                return
             sup = Supervisor(self.on_event, self._exec_result, self.stop)
-            sup.run_rows(exec_rows, mode="exec", interpret=interpret, **self.child_args)
+            sup.run_rows(list(rows), mode="exec", interpret=interpret, **self.child_args)
 
     def _ptx_event(self, event: Event) -> None:
         if not isinstance(event, Started) or self.admissions[event.row].exec_row is None:

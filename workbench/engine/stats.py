@@ -2,8 +2,10 @@
 
 The estimator of the median's relative standard error is robust (MAD-based):
 
-    sigma_hat = 1.4826 * MAD                  (MAD: median absolute deviation; 1.4826 makes it
-                                               estimate sigma for normal data)
+    sigma_hat = max(1.4826 * MAD, IQR / 1.349) (MAD: median absolute deviation, IQR: p75 - p25;
+                                               both estimate sigma for normal data; the IQR term
+                                               keeps a two-valued (bimodal) sample from reading
+                                               as MAD = 0)
     se(median) = 1.2533 * sigma_hat / sqrt(n)  (asymptotic SE of the median of normal samples,
                                                sqrt(pi/2) = 1.2533; e.g. Kendall & Stuart)
     rel_se = se(median) / median
@@ -20,6 +22,7 @@ from typing import Sequence
 
 MAD_TO_SIGMA = 1.4826      # 1 / Phi^-1(3/4)
 MEDIAN_SE_FACTOR = 1.2533  # sqrt(pi / 2)
+IQR_TO_SIGMA = 1 / 1.349   # the IQR of a normal distribution is 1.349 sigma
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,9 @@ def median_rel_error(samples_ms: Sequence[float]) -> float:
     if median <= 0:
         return math.inf
     mad = quantile(sorted(abs(v - median) for v in ordered), 0.5)
-    return MEDIAN_SE_FACTOR * MAD_TO_SIGMA * mad / (math.sqrt(n) * median)
+    iqr = quantile(ordered, 0.75) - quantile(ordered, 0.25)
+    sigma = max(MAD_TO_SIGMA * mad, IQR_TO_SIGMA * iqr)
+    return MEDIAN_SE_FACTOR * sigma / (math.sqrt(n) * median)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from workbench.engine.capture import LogTail, level_of
+from workbench.engine.capture import LogTail, level_of, row_mark
 from workbench.engine.child import ChildJob, child_main
 from workbench.engine.rows import Row
 from workbench.events import Error, Event, Log, Result, RowKey
@@ -85,6 +85,7 @@ class _ChildRun:
         self.tail = LogTail(self.log_path)
         self.done: set[RowKey] = set()
         self.index = 0                 # the row the child is on
+        self.log_index = 0             # the row the child's output belongs to (engine/capture.py)
         self.stage = "start-up"
         self.ready = self.bye = self.eof = False
         self.failure: str | None = None
@@ -136,7 +137,7 @@ class _ChildRun:
         elif kind == "bye":
             self.bye = True
         elif isinstance(payload, Result):
-            self._logs()
+            self._logs()  # its lines before its Result (marks attribute each line to its row)
             row = self._row(payload.row)
             self.done.add(payload.row)
             self.index += 1
@@ -153,9 +154,12 @@ class _ChildRun:
         return self.rows[self.index] if self.index < len(self.rows) else None
 
     def _logs(self, final: bool = False) -> None:
-        row = self._current() or self.rows[-1]
         for line in self.tail.read_lines(final=final):
-            self.sup.on_event(Log(row.key, line, level_of(line)))
+            index = row_mark(line)
+            if index is not None:
+                self.log_index = min(index, len(self.rows) - 1)
+            else:
+                self.sup.on_event(Log(self.rows[self.log_index].key, line, level_of(line)))
 
     def _timed_out(self) -> bool:
         row = self._current()

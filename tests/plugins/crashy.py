@@ -1,0 +1,89 @@
+"""Test-only op `crashy` whose implementations misbehave on purpose (loaded with --kernels).
+
+    y = 2 x        x: (N,) -> y: (N,)        float32
+
+manual: correct; manual_segv: segfaults (a NULL read) when N == 2; manual_hang: hangs in its
+builder when N == 2; manual_wrong: returns 3 x (the checker must catch it); manual_noisy:
+prints to stdout and stderr from Python and from C (captured as Log events).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+import torch
+
+from workbench.cost import Cost
+from workbench.dtypes import DType
+from workbench.registry import Op
+from workbench.spec import Spec
+
+
+@dataclass(frozen=True)
+class CrashySpec(Spec):
+    """x: (N,) -> (N,)."""
+
+    N: int = 4
+    dtype: DType = DType.float32
+
+
+CRASHY = Op("crashy", CrashySpec, description="2x, with misbehaving implementations", dtypes=["float32"])
+
+
+@CRASHY.inputs
+def make_inputs(spec: CrashySpec, device: str, seed: int):
+    gen = torch.Generator(device=device).manual_seed(seed)
+    return (torch.randn(spec.N, generator=gen, device=device, dtype=torch.float32),)
+
+
+@CRASHY.reference("default")
+def reference(x):
+    return 2.0 * x
+
+
+@CRASHY.cost_model
+def cost(spec: CrashySpec) -> Cost:
+    return Cost(bytes_read=4 * spec.N, bytes_written=4 * spec.N, flops=spec.N)  # read x, write y, one mul each
+
+
+@CRASHY.impl("manual")
+def build_manual(spec, params, ctx):
+    """Correct: 2 * x."""
+    return lambda x: 2.0 * x
+
+
+@CRASHY.impl("manual_segv")
+def build_segv(spec, params, ctx):
+    """Reads address 0 when N == 2: the process dies of SIGSEGV."""
+    def run(x):
+        if spec.N == 2:
+            ctypes.string_at(0)
+        return 2.0 * x
+    return run
+
+
+@CRASHY.impl("manual_hang")
+def build_hang(spec, params, ctx):
+    """Hangs in the builder when N == 2."""
+    if spec.N == 2:
+        time.sleep(3600)
+    return lambda x: 2.0 * x
+
+
+@CRASHY.impl("manual_wrong")
+def build_wrong(spec, params, ctx):
+    """Wrong on purpose: 3 * x."""
+    return lambda x: 3.0 * x
+
+
+@CRASHY.impl("manual_noisy")
+def build_noisy(spec, params, ctx):
+    """Prints from Python (stdout, stderr) and from C (fd 1 directly)."""
+    print("noisy: python stdout")
+    print("noisy: python stderr", file=sys.stderr)
+    os.write(1, b"noisy: raw fd 1\n")
+    return lambda x: 2.0 * x

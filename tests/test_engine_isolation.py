@@ -1,0 +1,108 @@
+"""Isolation (CONTRACTS.md "Isolation and events"): a child that segfaults or hangs fails only its
+row, the next row runs in a fresh child; printing never reaches the terminal; cancel is quick.
+
+Each spawned child imports torch (~2-3 s here), so these tests keep the number of children small.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from workbench.engine.plan import RunOptions, run_plan
+from workbench.events import Error, Log, Result, Started
+from workbench.results import missing_keys
+from workbench.session_model import ImplRef, RunSpec, Session, Settings, Sweep
+
+PLUGIN = str(Path(__file__).parent / "plugins" / "crashy.py")
+FAST = Settings(device="cpu", warmup_ms=1.0, rep_ms=5.0, min_samples=3, timeout_s=60.0)
+
+
+def _session(*runs: RunSpec) -> Session:
+    return Session(name="isolation", runs=runs, settings=FAST)
+
+
+def _run(session: Session, tmp_path: Path, stop: threading.Event | None = None, on_event=None):
+    events: list = []
+
+    def collect(event):
+        events.append(event)
+        if on_event:
+            on_event(event)
+    doc = run_plan(session, on_event=collect, stop=stop,
+                   options=RunOptions(kernels=(PLUGIN,), cache_dir=tmp_path))
+    return doc, events
+
+
+def _by_row(doc: dict) -> dict:
+    return {(r["impl"], r["sweep_value"]): r for r in doc["results"]}
+
+
+def test_segfault_and_timeout_fail_only_their_row(tmp_path):
+    session = _session(
+        RunSpec(op="crashy", impls=(ImplRef("manual_segv"),), sweep=Sweep(("N",), (1, 2, 3))),
+        RunSpec(op="crashy", impls=(ImplRef("manual_hang"),), sweep=Sweep(("N",), (2, 3)),
+                settings={"timeout_s": 2.0}))
+    doc, events = _run(session, tmp_path)
+    rows = _by_row(doc)
+    assert missing_keys(doc) == []
+    assert rows[("manual_segv", 1)]["status"] == "ok"
+    crashed = rows[("manual_segv", 2)]
+    assert crashed["status"] == "failed"
+    assert "SIGSEGV" in crashed["error"] and "\n" not in crashed["error"]
+    assert crashed["timing"] is None
+    assert rows[("manual_segv", 3)]["status"] == "ok"  # a fresh child after the crash
+    hung = rows[("manual_hang", 2)]
+    assert hung["status"] == "failed"
+    assert hung["error"] == "timed out after 2 s (timeout_s)"
+    assert rows[("manual_hang", 3)]["status"] == "ok"
+    keys = [e.row for e in events if isinstance(e, Result)]
+    assert len(keys) == len(set(keys)) == len(doc["results"])  # exactly one Result per row
+    assert any(isinstance(e, Error) and "SIGSEGV" in e.message for e in events)
+    crash_key = (0, "manual_segv", 2)  # faulthandler's dump arrives as Log lines of that row
+    assert any(isinstance(e, Log) and e.row == crash_key and "Segmentation fault" in e.text for e in events)
+
+
+def test_wrong_result_fails_and_output_is_captured(tmp_path, capfd):
+    session = _session(RunSpec(op="crashy", impls=(ImplRef("manual_wrong"), ImplRef("manual_noisy"))))
+    doc, events = _run(session, tmp_path)
+    rows = _by_row(doc)
+    wrong = rows[("manual_wrong", None)]
+    assert wrong["status"] == "failed" and wrong["error"].startswith("check failed")
+    assert wrong["check"]["passed"] is False and wrong["timing"] is None
+    assert rows[("manual_noisy", None)]["status"] == "ok"
+    logs = [e.text for e in events if isinstance(e, Log)]
+    for text in ("noisy: python stdout", "noisy: python stderr", "noisy: raw fd 1"):
+        assert text in logs
+    out, err = capfd.readouterr()
+    assert "noisy" not in out + err
+
+
+def test_cancel_returns_within_3_s(tmp_path):
+    stop = threading.Event()
+    stopped_at: list[float] = []
+
+    def on_event(event):
+        if isinstance(event, Started) and not stop.is_set():
+            stopped_at.append(time.perf_counter())
+            stop.set()
+    session = _session(RunSpec(op="crashy", impls=(ImplRef("manual_hang"), ImplRef("manual")),
+                               shape={"N": 2}))
+    doc, _events = _run(session, tmp_path, stop=stop, on_event=on_event)
+    elapsed_s = time.perf_counter() - stopped_at[0]
+    assert elapsed_s < 3.0
+    assert doc["cancelled"] is True
+    assert [r["status"] for r in doc["results"]] == ["skipped", "skipped"]
+    assert all(r["error"] == "cancelled" for r in doc["results"])
+    assert missing_keys(doc) == []
+
+
+def test_estimated_too_large_is_skipped_without_force(tmp_path):
+    # 2^33 elements: far beyond a 60 s timeout on a CPU (and beyond its memory); no child starts.
+    session = _session(RunSpec(op="crashy", impls=(ImplRef("manual"),), shape={"N": 2**33}))
+    doc, events = _run(session, tmp_path)
+    (row,) = doc["results"]
+    assert row["status"] == "skipped" and row["error"].startswith("estimated")
+    assert "--force" in row["error"]
+    assert not any(isinstance(e, Started) for e in events)

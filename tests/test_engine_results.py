@@ -1,0 +1,116 @@
+"""The results document helpers, the size estimate and per-action availability (no children)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workbench.cost import Cost
+from workbench.engine.admit import admit
+from workbench.engine.estimate import estimate_row, skip_reason
+from workbench.engine.rows import expand, normalise_actions, resolve_device
+from workbench.machine import Machine
+from workbench.registry import discover
+from workbench.results import (RECORD_KEYS, dumps, flatten, load, missing_keys, new_document, new_record,
+                               write)
+from workbench.session_model import ImplRef, RunSpec, Session, Settings, Sweep
+
+NO_GPU_WITH_NVCC = Machine(has_cuda=False, device_name=None, nvcc="/usr/bin/nvcc", triton=True, ninja=True)
+NO_GPU_NO_NVCC = Machine(has_cuda=False, device_name=None, nvcc=None, triton=True, ninja=True)
+
+
+def test_new_record_has_every_key():
+    record = new_record(op="gelu", status="ok")
+    assert tuple(record) == RECORD_KEYS and record["flags"] == [] and record["timing"] is None
+    with pytest.raises(KeyError):
+        new_record(median_ms=1.0)
+
+
+def test_missing_keys_finds_gaps_in_nested_records():
+    doc = new_document({"session": "s"}, {"device": "cpu"})
+    assert missing_keys(doc) == []
+    doc["results"].append({**new_record(), "timing": {"median_ms": 1.0}})
+    assert "results[0].timing.p20_ms" in missing_keys(doc)
+
+
+def test_flatten_for_csv_and_round_trip(tmp_path):
+    record = new_record(op="gelu", shape={"M": 2, "N": 3}, params={}, flags=["a", "b"],
+                        launch={"grid": [4, 1, 1], "num_warps": 4, "block_threads": 128, "waves": 0.1},
+                        timing={"median_ms": 1.5, "samples_ms": [1.0, 2.0]})
+    flat = flatten(record)
+    assert flat["shape.M"] == 2 and flat["timing.median_ms"] == 1.5 and flat["launch.grid"] == "4;1;1"
+    assert flat["flags"] == "a;b" and "timing.samples_ms" not in flat and "ptx" not in flat
+    doc = new_document({}, {})
+    doc["results"].append({**record, "check": {"max_abs_err": float("inf")}})
+    path = tmp_path / "out" / "r.json"
+    write(doc, path)
+    back = load(path)
+    assert back["results"][0]["check"]["max_abs_err"] is None  # JSON has no inf
+    assert json.loads(dumps(doc)) == back
+
+
+def test_estimate_skips_only_far_beyond_the_timeout():
+    big = Cost(bytes_read=2**30, bytes_written=2**30, flops=2**28)
+    est = estimate_row(big, "interpreter", ("check", "bench"), itemsize=4, warmup_ms=25, rep_ms=100, min_samples=10)
+    assert est.seconds > 1e4
+    assert "far beyond timeout_s" in skip_reason(est, 120.0, memory_bytes=None)
+    small = Cost(bytes_read=4096, bytes_written=4096, flops=1024)
+    est = estimate_row(small, "cpu", ("check", "bench"), itemsize=4, warmup_ms=25, rep_ms=100, min_samples=10)
+    assert est.seconds < 1.0 and skip_reason(est, 120.0, memory_bytes=2**30) is None
+    huge = estimate_row(Cost(2**40, 2**40, 0), "cuda", ("check",), itemsize=4, warmup_ms=0, rep_ms=0, min_samples=1)
+    assert "more than the device's" in skip_reason(huge, 1e9, memory_bytes=141 * 2**30)
+
+
+def test_rows_expand_runs_impls_and_sweeps():
+    registry = discover()
+    session = Session(name="s", settings=Settings(device="auto"), runs=(
+        RunSpec(op="gelu", impls=(ImplRef("manual"), ImplRef("triton", {"BLOCK_SIZE": 256}, "t256")),
+                shape={"M": 4, "N": 8}, sweep=Sweep(("N",), (8, 16)), actions=("bench",)),
+        RunSpec(op="gelu", shape={"M": 2, "N": 2}, settings={"device": "cpu"})))
+    rows = expand(session, registry, has_cuda=False)
+    first = [(r.label, r.sweep_value, r.shape["N"]) for r in rows if r.run_index == 0]
+    assert first == [("manual", 8, 8), ("manual", 16, 16), ("t256", 8, 8), ("t256", 16, 16)]
+    assert rows[2].params == {"BLOCK_SIZE": 256} and rows[0].actions == ("check", "bench")
+    assert len([r for r in rows if r.run_index == 1]) == len(registry.op("gelu").impls)  # all
+    assert resolve_device("auto", True) == "cuda:0" and resolve_device("cuda", False) == "cuda:0"
+    assert normalise_actions(("ptx", "profile")) == ("check", "profile", "ptx")
+
+
+def _one_row(impl: str, actions: tuple[str, ...], device: str = "cpu", shape=None):
+    registry = discover()
+    session = Session(name="s", settings=Settings(device=device), runs=(
+        RunSpec(op="gelu", impls=(ImplRef(impl),), shape=shape or {"M": 4, "N": 8}, actions=actions),))
+    return expand(session, registry, has_cuda=False)[0], registry
+
+
+def test_cuda_ptx_only_row_runs_without_a_gpu():
+    row, registry = _one_row("cuda", ("ptx",))
+    adm = admit(row, registry, NO_GPU_WITH_NVCC, force=False, interpret=True, memory_bytes=2**34)
+    assert adm.final is None and adm.exec_row is None and adm.ptx_row.actions == ("ptx",)
+    assert adm.unavailable is None
+
+
+def test_cuda_bench_and_ptx_row_measures_nothing_but_keeps_ptx():
+    row, registry = _one_row("cuda", ("bench", "ptx"))
+    adm = admit(row, registry, NO_GPU_WITH_NVCC, force=False, interpret=True, memory_bytes=2**34)
+    assert adm.exec_row is None and adm.ptx_row is not None and "GPU" in adm.unavailable
+    adm = admit(row, registry, NO_GPU_NO_NVCC, force=False, interpret=True, memory_bytes=2**34)
+    assert adm.final["status"] == "unavailable" and "GPU" in adm.final["error"]
+
+
+def test_triton_on_cpu_runs_interpreted_and_ptx_goes_to_a_separate_child():
+    row, registry = _one_row("triton", ("check", "bench", "ptx"))
+    adm = admit(row, registry, NO_GPU_WITH_NVCC, force=False, interpret=True, memory_bytes=2**34)
+    assert adm.exec_row.actions == ("check", "bench") and adm.ptx_row.actions == ("ptx",)
+
+
+def test_cuda_device_without_gpu_and_forced_sizes():
+    row, registry = _one_row("pytorch", ("bench",), device="cuda")
+    adm = admit(row, registry, NO_GPU_WITH_NVCC, force=False, interpret=False, memory_bytes=None)
+    assert adm.final["status"] == "unavailable" and "no CUDA GPU" in adm.final["error"]
+    row, registry = _one_row("triton", ("bench",), shape={"M": 65536, "N": 65536})
+    adm = admit(row, registry, NO_GPU_WITH_NVCC, force=False, interpret=True, memory_bytes=2**34)
+    assert adm.final["status"] == "skipped" and adm.final["error"].startswith("estimated")
+    adm = admit(row, registry, NO_GPU_WITH_NVCC, force=True, interpret=True, memory_bytes=2**34)
+    assert adm.final is None and adm.exec_row is not None

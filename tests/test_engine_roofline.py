@@ -1,0 +1,182 @@
+"""Launch floor, ceilings (cache, arithmetic), traffic/roofline and launch geometry, with injected
+timers and hand-checked tiny specs (MEASUREMENT.md rules 5 and 11, P1)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workbench.cost import Cost
+from workbench.engine.ceilings import (CeilingCache, Ceilings, compute_key, copy_gbps, datasheet_for,
+                                       matmul_tflops, measure_copy_gbps, measure_matmul_tflops)
+from workbench.engine.environment import DeviceInfo
+from workbench.engine.floor import clamp_to_floor, is_launch_bound, measure_floor_ms
+from workbench.engine.launch import blocks_per_sm, launch_record, waves
+from workbench.engine.stats import StopRule
+from workbench.engine.traffic import above_ceiling, machine_balance, traffic_record
+from workbench.kernel_source import CudaSource
+from workbench.results import TIMING_KEYS, TRAFFIC_KEYS, blank
+
+FEW = StopRule(rep_ms=1e6, min_samples=5)
+
+
+class ConstTimer:
+    """Calls the callable (so the real work happens) and reports a fixed time."""
+
+    name = "fake"
+
+    def __init__(self, ms: float):
+        self.ms, self.calls = ms, 0
+
+    def time_call(self, call) -> float:
+        call()
+        self.calls += 1
+        return self.ms
+
+    def sync(self) -> None:
+        pass
+
+
+# -- launch floor ---------------------------------------------------------------------------------
+def test_floor_is_measured_like_a_row_with_an_injected_timer():
+    timer = ConstTimer(0.0042)
+    assert measure_floor_ms("cpu", timer, rule=FEW) == pytest.approx(0.0042)
+    assert timer.calls == 5
+
+
+def test_launch_bound_rule():
+    assert is_launch_bound(0.010, None)            # under 20 us
+    assert is_launch_bound(0.030, 0.016)           # under twice the floor
+    assert not is_launch_bound(0.5, 0.005)
+
+
+def test_a_4kb_add_is_never_reported_below_the_floor():
+    timing = blank(TIMING_KEYS, median_ms=0.0040, p20_ms=0.0039, p80_ms=0.0041, min_ms=0.0035, mean_ms=0.0040)
+    flag = clamp_to_floor(timing, floor_ms=0.0045)
+    assert "below the launch floor" in flag
+    assert min(timing[k] for k in ("median_ms", "p20_ms", "p80_ms", "min_ms", "mean_ms")) == 0.0045
+    above = blank(TIMING_KEYS, median_ms=0.01)
+    assert clamp_to_floor(above, 0.0045) is None and above["median_ms"] == 0.01
+
+
+# -- ceilings ----------------------------------------------------------------------------------------
+def test_ceiling_arithmetic():
+    assert copy_gbps(2 * 2**30, 0.5) == pytest.approx(2 * 2**30 / 0.5e-3 / 1e9)
+    assert matmul_tflops(8192, 1.0) == pytest.approx(2 * 8192**3 / 1e-3 / 1e12)
+
+
+def test_copy_and_matmul_ceilings_with_injected_timers():
+    assert measure_copy_gbps("cpu", ConstTimer(1.0), nbytes=4096, rule=FEW) == pytest.approx(8192 / 1e-3 / 1e9)
+    assert measure_matmul_tflops("cpu", "float32", ConstTimer(2.0), n=16, rule=FEW) == \
+        pytest.approx(2 * 16**3 / 2e-3 / 1e12)
+
+
+def test_ceiling_cache_measures_once_per_device(tmp_path):
+    calls = []
+
+    def measure():
+        calls.append(1)
+        return 4226.0
+    cache = CeilingCache(tmp_path)
+    key = DeviceInfo(name="NVIDIA H200", driver="580.1").cache_key
+    assert cache.get_or_measure(key, "copy_gbps", measure) == 4226.0
+    assert CeilingCache(tmp_path).get_or_measure(key, "copy_gbps", measure) == 4226.0
+    CeilingCache(tmp_path).get_or_measure(key, "matmul_tflops", lambda: 776.0, sub="bfloat16")
+    assert calls == [1]
+    data = json.loads((tmp_path / "ceilings.json").read_text())
+    assert data[key] == {"copy_gbps": 4226.0, "matmul_tflops": {"bfloat16": 776.0}}
+    other = DeviceInfo(name="NVIDIA H200", driver="590.0").cache_key  # a new driver measures again
+    CeilingCache(tmp_path).get_or_measure(other, "copy_gbps", measure)
+    assert calls == [1, 1]
+    memory_only = CeilingCache(None)
+    memory_only.put(key, "launch_floor_ms", 0.005)
+    assert memory_only.get(key, "launch_floor_ms") == 0.005
+
+
+def test_compute_key_and_datasheet():
+    assert compute_key(False, "bfloat16", "ieee") == "float32"  # elementwise math: CUDA cores
+    assert compute_key(True, "float32", "tf32") == "tf32"
+    assert compute_key(True, "float32", "ieee") == "float32"
+    assert compute_key(True, "bfloat16", "ieee") == "bfloat16"
+    sheet = datasheet_for("NVIDIA H200")
+    assert sheet["hbm_gbps"] == 4800.0 and sheet["matmul_tflops"]["bfloat16"] == 989.0
+    assert datasheet_for("cpu") is None
+
+
+# -- traffic and roofline -------------------------------------------------------------------------
+H200 = Ceilings(copy_gbps=4000.0, compute_tflops=50.0, compute_key="float32", datasheet_gbps=4800.0,
+                datasheet_tflops=67.0)
+
+
+def _timing(median_ms: float, timer: str = "cuda_event", flush: bool = True) -> dict:
+    return blank(TIMING_KEYS, timer=timer, median_ms=median_ms, flush_l2=flush)
+
+
+def test_gelu_traffic_hand_checked():
+    # GeLU 1024 x 1024 float32: 4 MiB read + 4 MiB written, 9 FLOPs per element
+    cost = Cost(bytes_read=4 * 2**20, bytes_written=4 * 2**20, flops=9 * 2**20)
+    rec = traffic_record(cost, _timing(0.004), H200, l2_bytes=60 * 2**20)
+    assert set(rec) == set(TRAFFIC_KEYS)
+    assert rec["bytes"] == 8 * 2**20 and rec["bytes_moved_est"] == 8 * 2**20
+    assert rec["gbps"] == pytest.approx(8 * 2**20 / 4e-6 / 1e9)       # 2097.152 GB/s
+    assert rec["tflops"] == pytest.approx(9 * 2**20 / 4e-6 / 1e12)
+    assert rec["intensity"] == pytest.approx(1.125)
+    assert machine_balance(H200) == pytest.approx(12.5)
+    assert rec["bound"] == "memory" and rec["ceiling"] == "copy_gbps"
+    assert rec["pct_of_ceiling"] == pytest.approx(100 * 2097.152 / 4000.0)
+    assert rec["l2_resident"] is False
+    assert above_ceiling(rec, H200) is None
+
+
+def test_compute_bound_matmul_placement():
+    n = 4096  # bf16 matmul: 3 n^2 * 2 bytes, 2 n^3 FLOPs
+    cost = Cost(bytes_read=2 * n * n * 2, bytes_written=n * n * 2, flops=2 * n**3)
+    ceilings = Ceilings(copy_gbps=4000.0, compute_tflops=800.0, compute_key="bfloat16")
+    rec = traffic_record(cost, _timing(0.25), ceilings, l2_bytes=None)
+    assert rec["bound"] == "compute" and rec["ceiling"] == "matmul_tflops.bfloat16"
+    assert rec["pct_of_ceiling"] == pytest.approx(100 * rec["tflops"] / 800.0)
+
+
+def test_a_figure_above_the_ceiling_is_a_measurement_error():
+    cost = Cost(bytes_read=2**28, bytes_written=2**28, flops=2**28)  # a 256 MiB add
+    too_fast = traffic_record(cost, _timing(0.1), H200, l2_bytes=60 * 2**20)  # 5369 GB/s
+    assert "above" in above_ceiling(too_fast, H200)
+    ok = traffic_record(cost, _timing(0.14), H200, l2_bytes=60 * 2**20)   # 3834 GB/s
+    assert above_ceiling(ok, H200) is None
+
+
+def test_l2_resident_working_sets_are_labelled_and_have_no_hbm_ceiling():
+    cost = Cost(bytes_read=2**20, bytes_written=2**20, flops=2**18)
+    rec = traffic_record(cost, _timing(0.0001, flush=False), H200, l2_bytes=60 * 2**20)  # 21 TB/s warm
+    assert rec["l2_resident"] is True and rec["ceiling"] is None and rec["pct_of_ceiling"] is None
+    assert above_ceiling(rec, H200) is None
+
+
+def test_interpreter_time_is_not_speed():
+    cost = Cost(bytes_read=4096, bytes_written=4096, flops=9 * 1024)
+    rec = traffic_record(cost, _timing(30.0, timer="interpreter", flush=False), Ceilings(), l2_bytes=None)
+    assert rec["gbps"] is None and rec["tflops"] is None and rec["bound"] is None
+    assert rec["bytes"] == 8192 and rec["intensity"] == pytest.approx(1.125)
+
+
+# -- launch geometry --------------------------------------------------------------------------------
+def test_blocks_per_sm_and_waves():
+    assert blocks_per_sm(128) == 16                                   # 2048 threads / 128
+    assert blocks_per_sm(1024) == 2
+    assert blocks_per_sm(128, registers_per_thread=128) == 4          # 65536 / (128 * 128)
+    assert blocks_per_sm(64, max_blocks_per_sm=32) == 32
+    assert blocks_per_sm(256, shared_bytes=100_000, smem_per_sm_bytes=233_472) == 2
+    assert waves(262144, 132, 16) == pytest.approx(262144 / (132 * 16))
+    assert waves(100, None, 4) is None
+
+
+def test_launch_record_from_a_cuda_source_without_a_gpu():
+    class Impl:
+        triton_launch = None
+        cuda_source = CudaSource(path=None, kernels=("k",), launch=lambda spec, params: ((1000,), 256))
+    info = DeviceInfo(name="NVIDIA H200", sm_count=132, max_threads_per_sm=2048)
+    rec = launch_record(Impl(), None, {}, info)
+    assert rec == {"grid": [1000, 1, 1], "num_warps": 8, "block_threads": 256,
+                   "waves": pytest.approx(1000 / (132 * 8))}
+    assert launch_record(Impl(), None, {}, DeviceInfo(name="cpu"))["waves"] is None

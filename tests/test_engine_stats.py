@@ -1,0 +1,148 @@
+"""Statistics and the stopping rule on injected samples and clocks (no real timing)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from workbench.engine.stats import StopRule, median_rel_error, quantile, summarize
+from workbench.engine.timing import Cancelled, PerfCounterTimer, SampleBatcher, measure, warm_up
+
+
+class FakeClock:
+    """A clock that advances only when told to (seconds)."""
+
+    def __init__(self):
+        self.now_s = 0.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+class FakeTimer:
+    """Returns the next injected sample and advances the fake clock by it."""
+
+    name = "fake"
+
+    def __init__(self, samples_ms, clock: FakeClock):
+        self.samples_ms, self.clock, self.calls = list(samples_ms), clock, 0
+
+    def time_call(self, call) -> float:
+        call()
+        ms = self.samples_ms[min(self.calls, len(self.samples_ms) - 1)]
+        self.calls += 1
+        self.clock.now_s += ms / 1e3
+        return ms
+
+    def sync(self) -> None:
+        pass
+
+
+def test_quantile_matches_linear_interpolation():
+    values = [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert quantile(values, 0.5) == 3.0
+    assert quantile(values, 0.2) == pytest.approx(1.8)
+    assert quantile(values, 0.8) == pytest.approx(4.2)
+    assert quantile([7.0], 0.2) == 7.0
+    with pytest.raises(ValueError):
+        quantile([], 0.5)
+
+
+def test_summarize_reports_every_statistic():
+    s = summarize([3.0, 1.0, 2.0, 4.0, 100.0])
+    assert (s.median_ms, s.min_ms, s.n) == (3.0, 1.0, 5)
+    assert s.mean_ms == pytest.approx(22.0)
+    assert s.p20_ms == pytest.approx(1.8) and s.p80_ms == pytest.approx(23.2)
+
+
+def test_median_rel_error_is_robust_and_shrinks_with_n():
+    base = [1.0, 1.01, 0.99, 1.02, 0.98] * 4
+    err = median_rel_error(base)
+    # MAD 0.01, IQR 0.02: sigma = max(1.4826 * 0.01, 0.02 / 1.349); SE = 1.2533 sigma / sqrt(20)
+    sigma = max(1.4826 * 0.01, 0.02 / 1.349)
+    assert err == pytest.approx(1.2533 * sigma / math.sqrt(20), rel=1e-6)
+    assert median_rel_error(base * 4) == pytest.approx(err / 2, rel=1e-6)
+    assert median_rel_error(base + [1000.0]) < 2 * err  # one outlier barely moves it
+    assert median_rel_error([1.0]) == math.inf
+    assert median_rel_error([2.0] * 10) == 0.0
+    assert median_rel_error([1.0, 3.0, 1.0, 3.0, 1.0]) > 0.1  # bimodal: MAD is 0, the IQR is not
+
+
+def test_stop_rule_never_stops_under_min_samples():
+    rule = StopRule(rep_ms=1.0, min_samples=10, target_rel_error=1.0)
+    assert not rule.done([1.0] * 9, elapsed_ms=1e9)
+    assert rule.done([1.0] * 10, elapsed_ms=0.0)
+
+
+def test_stop_rule_stops_at_time_cap_or_precision():
+    rule = StopRule(rep_ms=100.0, min_samples=3, target_rel_error=0.005)
+    noisy = [1.0, 2.0, 3.0, 4.0] * 5
+    assert not rule.done(noisy, elapsed_ms=50.0)
+    assert rule.done(noisy, elapsed_ms=100.0)
+    assert rule.done([1.0, 1.0001, 0.9999, 1.0] * 5, elapsed_ms=1.0)
+    assert StopRule(max_samples=5, min_samples=1).done([1.0, 9.0] * 3, elapsed_ms=0.0)
+
+
+def test_measure_stops_by_precision_with_injected_timer():
+    clock = FakeClock()
+    timer = FakeTimer([1.0], clock)  # identical samples: rel. error 0 -> stop at min_samples
+    samples = measure(lambda: None, timer, StopRule(rep_ms=1e6, min_samples=12), warmup_ms=0.0, clock=clock)
+    assert samples == [1.0] * 12
+
+
+def test_measure_stops_by_time_cap_with_noisy_samples():
+    clock = FakeClock()
+    timer = FakeTimer([1.0, 3.0] * 1000, clock)
+    rule = StopRule(rep_ms=50.0, min_samples=5, target_rel_error=1e-9)
+    samples = measure(lambda: None, timer, rule, warmup_ms=0.0, clock=clock)
+    # the timer advances the clock by each sample: the cap is hit after ~50 ms of samples
+    assert 50.0 <= sum(samples) <= 53.0
+
+
+def test_warm_up_makes_at_least_one_call_and_honours_the_budget():
+    clock = FakeClock()
+    calls = []
+
+    def call():
+        calls.append(1)
+        clock.now_s += 0.004
+    assert warm_up(call, PerfCounterTimer(clock=clock), warmup_ms=0.0, clock=clock) == 1
+    assert warm_up(call, PerfCounterTimer(clock=clock), warmup_ms=10.0, clock=clock) == 3
+
+
+def test_flush_runs_before_every_timed_call_and_outside_it():
+    clock = FakeClock()
+    order = []
+    timer = FakeTimer([2.0], clock)
+    measure(lambda: order.append("call"), timer, StopRule(min_samples=3, rep_ms=1e6), warmup_ms=0.0,
+            flush=lambda: order.append("flush"), clock=clock)
+    assert order == ["call", "flush", "call", "flush", "call", "flush", "call"]  # warm-up first
+
+
+def test_measure_can_be_cancelled():
+    clock = FakeClock()
+    with pytest.raises(Cancelled):
+        measure(lambda: None, FakeTimer([1.0], clock), StopRule(min_samples=100), warmup_ms=0.0,
+                cancelled=lambda: True, clock=clock)
+
+
+def test_samples_are_batched_at_most_ten_per_second():
+    clock = FakeClock()
+    batches = []
+    batcher = SampleBatcher(batches.append, interval_s=0.1, clock=clock)
+    for _ in range(100):  # 100 samples over 0.5 s
+        clock.now_s += 0.005
+        batcher.add(1.0)
+    batcher.flush()
+    assert 5 <= len(batches) <= 6
+    assert sum(len(b) for b in batches) == 100
+
+
+def test_perf_counter_timer_measures_host_time_in_ms():
+    clock = FakeClock()
+
+    def call():
+        clock.now_s += 0.25
+    assert PerfCounterTimer(clock=clock).time_call(call) == pytest.approx(250.0)
+    assert PerfCounterTimer("interpreter").name == "interpreter"
