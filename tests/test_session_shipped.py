@@ -41,11 +41,6 @@ def test_shipped_session_structure_and_round_trip(name, tmp_path):
 @pytest.mark.parametrize("name", NAMES)
 def test_shipped_session_validates_against_the_registry(name):
     """Every op, implementation, shape field and dtype of every shipped session is registered."""
-    registry = discover()
-    session = load_session(shipped_path(name), check_ops=False)
-    missing = sorted({run.op for run in session.runs} - set(registry.ops))
-    if missing:  # ops being added in parallel; this skip goes once they are registered
-        pytest.skip(f"ops not registered yet: {', '.join(missing)}")
     load_session(shipped_path(name))
 
 
