@@ -185,21 +185,17 @@ def _nvcc_version(nvcc: str | None) -> str | None:
 
 
 def _ceilings(env: Env) -> dict[str, Any]:
-    """The measured-ceilings cache: its path and contents (the engine owns the format)."""
-    path = env.cache_dir / "ceilings.json"
-    try:
-        from workbench.engine import ceilings as module  # the engine's cache, where it exists
+    """The measured-ceilings cache (engine/ceilings.py): its path and contents."""
+    from workbench.engine.ceilings import CeilingCache
 
-        path = module.cache_path(env.cache_dir) if hasattr(module, "cache_path") else path
-    except ImportError:
-        pass
+    cache = CeilingCache(env.cache_dir)
     contents = None
-    if path.is_file():
+    if cache.path.is_file():
         try:
-            contents = json.loads(path.read_text(encoding="utf-8"))
+            contents = json.loads(cache.path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             contents = f"unreadable: {exc}"
-    return {"path": str(path), "exists": path.is_file(), "contents": contents}
+    return {"path": str(cache.path), "exists": cache.path.is_file(), "contents": contents}
 
 
 def _colour(env: Env) -> dict[str, Any]:

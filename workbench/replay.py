@@ -56,7 +56,7 @@ def run_replay(args: argparse.Namespace, argv: list[str], env: Env, err: Console
         code = _compare(doc, baseline, args, env, err, code)
     write_output(_text(doc, args, env), args, env)
     if stop.is_set():
-        err.print("interrupted: the results above are partial")
+        err.print("interrupted: the results written are partial (unfinished rows are skipped)")
     return code
 
 
@@ -119,7 +119,7 @@ def _progress(total: int, env: Env, err: Console, verbose: bool) -> Iterator[Cal
             if bar is not None:
                 bar.update(task, advance=1)
                 if event.record.get("status") == "failed":
-                    bar.console.print(line, markup=False)
+                    bar.console.print(line, markup=False, highlight=False)
             else:
                 err.print(line, markup=False, highlight=False)
         elif isinstance(event, ev.Log) and (verbose or event.level != "info"):

@@ -1,0 +1,139 @@
+"""Output formats of results documents (table, JSON, CSV), provenance, and the progress display,
+on hand-made documents."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import math
+import types
+from pathlib import Path
+
+from results_docs import document, record
+from rich.console import Console
+
+from workbench import events, report
+from workbench.cli import Env
+from workbench.provenance import PROVENANCE_KEYS, fill_provenance, git_sha, provenance, utc_now_iso
+from workbench.replay import _progress
+
+
+def test_json_is_the_document_with_nan_as_null():
+    rec = record("triton")
+    rec["check"]["max_abs_err"] = math.inf
+    rec["timing"]["mean_ms"] = math.nan
+    text = report.to_json(document(rec))
+    doc = json.loads(text)  # strict JSON: no NaN / Infinity tokens
+    assert "NaN" not in text and "Infinity" not in text
+    assert doc["results"][0]["check"]["max_abs_err"] is None and doc["results"][0]["label"] == "triton"
+
+
+def test_csv_one_row_per_result_scalar_dotted_columns():
+    rec = record("triton", shape={"M": 2, "N": 3}, sweep_value=3)
+    rec["timing"]["samples_ms"] = [1.0, 2.0]
+    rec["profile"] = {"rows": [{"name": "k"}], "kernel_count": 1.0, "device_events": True}
+    rows = list(csv.DictReader(io.StringIO(report.to_csv(document(rec, record("manual", status="failed"))))))
+    assert len(rows) == 2
+    first = rows[0]
+    assert first["shape.M"] == "2" and first["sweep_value"] == "3" and first["timing.median_ms"] == "1.0"
+    assert first["check.passed"] == "true" and first["profile.kernel_count"] == "1.0"
+    assert not any(k.startswith(("timing.samples_ms", "profile.rows")) for k in first)
+    assert rows[1]["status"] == "failed" and rows[1]["timing.median_ms"] == ""
+
+
+def test_csv_of_no_results():
+    assert report.to_csv(document()) == "\n"
+
+
+def test_table_columns_and_rows():
+    ok = record("triton", 0.51, shape={"M": 16384, "N": 16384})
+    ok["traffic"] = {"gbps": 4209.9, "tflops": 7.9, "ceiling": "copy_gbps", "pct_of_ceiling": 99.6}
+    failed = record("cuda", status="failed")
+    failed["check"]["passed"] = False
+    text = report.to_table(document(ok, failed, record("manual", run_index=1, sweep_value=128)))
+    assert "run 0: gelu float32" in text and "run 1: gelu float32" in text
+    for cell in ("16384x16384", "0.51", "4210", "7.9", "99.6% copy", "pass", "FAIL", "failed", "boom", "sweep", "128"):
+        assert cell in text, cell
+    assert "NVIDIA H200" in text and "\x1b[" not in text
+    assert all(line == line.rstrip() for line in text.splitlines())
+
+
+def test_table_in_colour_on_request():
+    assert "\x1b[" in report.to_table(document(record()), color=True)
+
+
+def test_table_notes_say_what_the_timing_is():
+    rec = record("triton")
+    rec["timing"].update(timer="interpreter", launch_bound=True, clock_fell=True)
+    rec["flags"] = ["above the copy ceiling: measurement error"]
+    text = report.to_table(document(rec), width=400)
+    for note in ("Triton interpreter", "launch-bound", "clock fell", "above the copy ceiling"):
+        assert note in text
+
+
+def test_fmt_num():
+    assert report.fmt_num(None) == "-" and report.fmt_num(True) == "-"
+    assert report.fmt_num(0.000123456) == "0.0001235" and report.fmt_num(123456.7) == "123,457"
+    assert report.fmt_num(math.inf) == "inf"
+
+
+# -- provenance ------------------------------------------------------------------------------
+def test_provenance_record():
+    prov = provenance("s", session_sha256="ab", argv=["workbench", "--replay", "s"])
+    assert tuple(prov) == PROVENANCE_KEYS
+    assert prov["session"] == "s" and prov["argv"] == ["workbench", "--replay", "s"]
+    sha = git_sha()
+    assert sha is None or (len(sha) >= 7 and all(c in "0123456789abcdef" for c in sha))
+
+
+def test_utc_now_iso():
+    when = dt.datetime(2026, 11, 29, 15, 0, 0, 123, tzinfo=dt.timezone(dt.timedelta(hours=1)))
+    assert utc_now_iso(when) == "2026-11-29T14:00:00Z"
+
+
+def test_fill_provenance_keeps_the_engines_values():
+    doc = {"provenance": {"workbench": "9.9", "git_sha": None, "session": None, "extra": 1}}
+    fill_provenance(doc, provenance("mine", session_sha256="cd", argv=["x"], started="2026-01-01T00:00:00Z"))
+    prov = doc["provenance"]
+    assert prov["workbench"] == "9.9" and prov["session"] == "mine" and prov["session_sha256"] == "cd"
+    assert prov["extra"] == 1 and set(PROVENANCE_KEYS) <= set(prov)
+    assert fill_provenance({}, {"session": "x"})["provenance"]["session"] == "x"
+
+
+# -- progress --------------------------------------------------------------------------------
+def fake_env(tty: bool) -> Env:
+    return Env(no_color=True, stdout_tty=False, stderr_tty=tty, config_dir=Path("."), data_dir=Path("."),
+               cache_dir=Path("."))
+
+
+def feed(on_event):
+    for rec in (record("manual"), record("cuda", status="failed")):
+        key = (0, rec["label"], None)
+        on_event(events.Started(key, "gelu", rec["impl"], "2x8 float32", "cpu"))
+        on_event(events.Log(key, "chatty info line", "info"))
+        on_event(events.Result(key, rec))
+
+
+def test_progress_lines_without_a_terminal():
+    err = Console(file=io.StringIO(), width=200)
+    with _progress(2, fake_env(False), err, verbose=False) as on_event:
+        feed(on_event)
+    text = err.file.getvalue()
+    assert "[1/2] gelu manual 1024x1024 float32: ok 1 ms" in text
+    assert "[2/2] gelu cuda 1024x1024 float32: failed (boom)" in text
+    assert "chatty" not in text
+
+
+def test_progress_bar_on_a_terminal():
+    err = Console(file=io.StringIO(), width=120, force_terminal=True)
+    with _progress(2, fake_env(True), err, verbose=True) as on_event:
+        feed(on_event)
+    text = err.file.getvalue()
+    assert "failed (boom)" in text and "info: chatty info line" in text
+
+
+def test_env_console_honours_no_color():
+    env = types.SimpleNamespace(no_color=True)
+    assert Env.console(env).color_system is None
