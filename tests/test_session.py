@@ -44,7 +44,7 @@ class NapSpec(Spec):
 
 
 @pytest.fixture()
-def registry() -> Registry:
+def toy_registry() -> Registry:
     reg = Registry()
     toy = Op("toy", ToySpec, registry=reg, dtypes=["float32", "float16"])
     toy.cost_model(lambda spec: Cost(1, 1, 1))
@@ -56,13 +56,13 @@ def registry() -> Registry:
     return reg
 
 
-def parse(text: str, registry: Registry | None = None, **kw) -> Session:
-    return parse_session(textwrap.dedent(text), registry=registry, check_ops=registry is not None, **kw)
+def parse(text: str, toy_registry: Registry | None = None, **kw) -> Session:
+    return parse_session(textwrap.dedent(text), registry=toy_registry, check_ops=toy_registry is not None, **kw)
 
 
-def problems(text: str, registry: Registry | None = None) -> list[str]:
+def problems(text: str, toy_registry: Registry | None = None) -> list[str]:
     with pytest.raises(SessionError) as info:
-        parse(text, registry)
+        parse(text, toy_registry)
     return [str(p) for p in info.value.problems]
 
 
@@ -91,8 +91,8 @@ runs:
 
 
 # -- the good path ---------------------------------------------------------------------------
-def test_good_session_loads_into_the_model(registry):
-    session = parse(GOOD, registry)
+def test_good_session_loads_into_the_model(toy_registry):
+    session = parse(GOOD, toy_registry)
     assert session.name == "toy-session" and session.description == "a toy"
     assert session.settings == Settings(rep_ms=50.0, flush_l2=False)
     first, second, third, fourth = session.runs
@@ -106,8 +106,8 @@ def test_good_session_loads_into_the_model(registry):
     assert fourth.shape == {"nap_ms": 0}                                      # NON_NEGATIVE field
 
 
-def test_ms_settings_become_floats(registry):
-    session = parse(GOOD, registry)
+def test_ms_settings_become_floats(toy_registry):
+    session = parse(GOOD, toy_registry)
     assert isinstance(session.settings.rep_ms, float) and isinstance(session.settings.warmup_ms, float)
 
 
@@ -196,7 +196,7 @@ def test_missing_required_keys():
 
 
 # -- structure: unknown keys, wrong types, all at once --------------------------------------
-def test_the_contract_example_message(registry):
+def test_the_contract_example_message(toy_registry):
     text = """\
     schema_version: 1
     name: x
@@ -205,10 +205,10 @@ def test_the_contract_example_message(registry):
       - op: toy
         shape: {M: 1, K: two}
     """
-    assert problems(text, registry) == ['runs[1].shape.K: must be a positive integer, got "two" (line 6)']
+    assert problems(text, toy_registry) == ['runs[1].shape.K: must be a positive integer, got "two" (line 6)']
 
 
-def test_unknown_keys_at_every_level_with_lines(registry):
+def test_unknown_keys_at_every_level_with_lines(toy_registry):
     text = """\
     schema_version: 1
     name: x
@@ -220,7 +220,7 @@ def test_unknown_keys_at_every_level_with_lines(registry):
         impls: [{name: triton, parmas: {}}]
         sweep: {params: [M], values: [1], step: 2}
     """
-    found = problems(text, registry)
+    found = problems(text, toy_registry)
     assert found == [
         'colour: unknown key; allowed: schema_version, name, description, plugins, settings, runs (line 3)',
         'settings.rep: unknown key (did you mean "rep_ms"?); allowed: ' + ", ".join(SETTING_KEYS) + " (line 4)",
@@ -255,7 +255,7 @@ def test_per_run_settings_are_checked_too():
     assert message.startswith("runs[0].settings.rep_ms: must be a number > 0")
 
 
-def test_every_problem_is_reported_at_once(registry):
+def test_every_problem_is_reported_at_once(toy_registry):
     text = """\
     schema_version: 1
     name: ""
@@ -271,14 +271,14 @@ def test_every_problem_is_reported_at_once(registry):
       - op: toy
         sweep: {params: [M, num_warps], values: [1, 0, 1]}
     """
-    found = problems(text, registry)
+    found = problems(text, toy_registry)
     assert len(found) == 14, "\n".join(found)
     assert all("(line " in p for p in found)
     assert [int(p.rsplit("(line ", 1)[1][:-1]) for p in found] == sorted(
         int(p.rsplit("(line ", 1)[1][:-1]) for p in found), "problems are sorted by line"
 
 
-# -- registry checks -------------------------------------------------------------------------
+# -- toy_registry checks -------------------------------------------------------------------------
 @pytest.mark.parametrize("run, expected", [
     ("{op: tyo}", 'runs[0].op: unknown op "tyo" (did you mean "toy"?); allowed: nap, toy'),
     ("{op: toy, impls: [tritn]}", 'runs[0].impls[0]: unknown implementation of toy "tritn" (did you mean "triton"?)'),
@@ -301,8 +301,8 @@ def test_every_problem_is_reported_at_once(registry):
     ("{op: nap, shape: {nap_ms: 1.5}}", "runs[0].shape.nap_ms: must be a positive integer, got 1.5"),
     ("{op: toy, shape: {K: 5000}}", "runs[0].shape: K: must be at most 4096, got 5000"),
 ])
-def test_registry_problems(registry, run, expected):
-    (message,) = problems(f"schema_version: 1\nname: x\nruns:\n  - {run}\n", registry)
+def test_registry_problems(toy_registry, run, expected):
+    (message,) = problems(f"schema_version: 1\nname: x\nruns:\n  - {run}\n", toy_registry)
     assert message.startswith(expected)
     assert message.endswith("(line 4)")
 
@@ -321,17 +321,17 @@ def test_registry_problems(registry, run, expected):
     ("{params: [M], values: [[1, 2]]}", "runs[0].sweep.values[0]: must be a number or text"),
     ("[M, 1, 2]", "runs[0].sweep: must be a mapping"),
 ])
-def test_bad_sweeps(registry, sweep, expected):
-    (message,) = problems(f"schema_version: 1\nname: x\nruns:\n  - op: toy\n    sweep: {sweep}\n", registry)
+def test_bad_sweeps(toy_registry, sweep, expected):
+    (message,) = problems(f"schema_version: 1\nname: x\nruns:\n  - op: toy\n    sweep: {sweep}\n", toy_registry)
     assert message.startswith(expected), message
 
 
-def test_param_sweep_over_impls_that_have_it(registry):
+def test_param_sweep_over_impls_that_have_it(toy_registry):
     session = parse("schema_version: 1\nname: x\nruns:\n  - op: toy\n    impls: [triton]\n"
-                    "    sweep: {params: [BLOCK_SIZE], values: [64, 256]}\n", registry)
+                    "    sweep: {params: [BLOCK_SIZE], values: [64, 256]}\n", toy_registry)
     assert session.runs[0].sweep.values == (64, 256)
     (message,) = problems("schema_version: 1\nname: x\nruns:\n  - op: toy\n    impls: [triton]\n"
-                          "    sweep: {params: [num_warps], values: [4, wide]}\n", registry)
+                          "    sweep: {params: [num_warps], values: [4, wide]}\n", toy_registry)
     assert message.startswith('runs[0].sweep.values[1]: must be an integer (like its default 4), got "wide"')
 
 
@@ -344,8 +344,8 @@ def test_param_sweep_over_impls_that_have_it(registry):
     ("[{name: triton, params: [1]}]", "runs[0].impls[0].params: must be a mapping"),
     ("[3]", "runs[0].impls[0]: must be an implementation name"),
 ])
-def test_bad_impl_lists(registry, impls, expected):
-    (message,) = problems(f"schema_version: 1\nname: x\nruns:\n  - op: toy\n    impls: {impls}\n", registry)
+def test_bad_impl_lists(toy_registry, impls, expected):
+    (message,) = problems(f"schema_version: 1\nname: x\nruns:\n  - op: toy\n    impls: {impls}\n", toy_registry)
     assert message.startswith(expected), message
 
 
@@ -376,41 +376,41 @@ def test_missing_plugin_is_a_problem(tmp_path):
 
 
 # -- round trips and saving ------------------------------------------------------------------
-def test_load_save_load_is_identical(registry, tmp_path):
-    session = parse(GOOD, registry)
+def test_load_save_load_is_identical(toy_registry, tmp_path):
+    session = parse(GOOD, toy_registry)
     path = save_session(session, tmp_path / "saved.yaml")
-    again = load_session(path, registry=registry)
+    again = load_session(path, registry=toy_registry)
     assert again == session
     assert dump_session(again) == path.read_text(), "save -> load -> save gives the same text"
 
 
-def test_saved_text_is_plain_block_yaml(registry):
-    text = dump_session(parse(GOOD, registry))
+def test_saved_text_is_plain_block_yaml(toy_registry):
+    text = dump_session(parse(GOOD, toy_registry))
     assert "!!" not in text and "{" not in text and "[" not in text
-    assert yaml.safe_load(text) == session_to_data(parse(GOOD, registry))
+    assert yaml.safe_load(text) == session_to_data(parse(GOOD, toy_registry))
     assert text.index("schema_version") < text.index("name") < text.index("settings") < text.index("runs")
 
 
-def test_round_trip_of_a_model_built_in_code(registry):
+def test_round_trip_of_a_model_built_in_code(toy_registry):
     session = Session(name="built", runs=(
         RunSpec(op="toy", impls=(ImplRef("triton", {"BLOCK_SIZE": 32}, "t32"),), shape={"M": 2},
                 actions=("ptx",), sweep=Sweep(("N",), (1, 2)), settings={"rep_ms": 5.0}),
         RunSpec(op="nap")))
-    assert session_from_data(session_to_data(session), registry=registry) == session
-    assert parse(dump_session(session), registry) == session
+    assert session_from_data(session_to_data(session), registry=toy_registry) == session
+    assert parse(dump_session(session), toy_registry) == session
 
 
-def test_validate_session_in_memory(registry):
-    session = parse(GOOD, registry)
-    assert validate_session(session, registry=registry) == []
+def test_validate_session_in_memory(toy_registry):
+    session = parse(GOOD, toy_registry)
+    assert validate_session(session, registry=toy_registry) == []
     broken = dataclasses.replace(session, runs=(dataclasses.replace(session.runs[0], op="nope"),))
-    (problem,) = validate_session(broken, registry=registry)
+    (problem,) = validate_session(broken, registry=toy_registry)
     assert problem.path == "runs[0].op"
     odd = dataclasses.replace(session, runs=(dataclasses.replace(session.runs[0], shape={"M": object()}),))
-    assert "not plain session data" in validate_session(odd, registry=registry)[0].message
+    assert "not plain session data" in validate_session(odd, registry=toy_registry)[0].message
 
 
-def test_save_is_atomic_when_the_rename_fails(registry, tmp_path, monkeypatch):
+def test_save_is_atomic_when_the_rename_fails(toy_registry, tmp_path, monkeypatch):
     path = tmp_path / "s.yaml"
     path.write_text("original\n")
     import workbench.fileio as fileio
@@ -419,12 +419,12 @@ def test_save_is_atomic_when_the_rename_fails(registry, tmp_path, monkeypatch):
         raise OSError("disk on fire")
     monkeypatch.setattr(fileio.os, "replace", broken_replace)
     with pytest.raises(OSError, match="disk on fire"):
-        save_session(parse(GOOD, registry), path)
+        save_session(parse(GOOD, toy_registry), path)
     assert path.read_text() == "original\n"
     assert [p.name for p in tmp_path.iterdir()] == ["s.yaml"], "no temporary file is left"
 
 
-def test_save_is_atomic_when_writing_fails_half_way(registry, tmp_path, monkeypatch):
+def test_save_is_atomic_when_writing_fails_half_way(toy_registry, tmp_path, monkeypatch):
     path = tmp_path / "s.yaml"
     path.write_text("original\n")
     import workbench.fileio as fileio
@@ -436,7 +436,7 @@ def test_save_is_atomic_when_writing_fails_half_way(registry, tmp_path, monkeypa
         raise OSError("device full")
     monkeypatch.setattr(fileio.os, "fsync", failing_fsync)
     with pytest.raises(OSError, match="device full"):
-        save_session(parse(GOOD, registry), path)
+        save_session(parse(GOOD, toy_registry), path)
     assert path.read_text() == "original\n"
     assert [p.name for p in tmp_path.iterdir()] == ["s.yaml"]
 
@@ -450,11 +450,11 @@ def test_save_refuses_non_plain_data_before_touching_the_file(tmp_path):
     assert path.read_text() == "original\n"
 
 
-def test_save_keeps_the_file_mode(registry, tmp_path):
+def test_save_keeps_the_file_mode(toy_registry, tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text("x: 1\n")
     path.chmod(0o640)
-    save_session(parse(GOOD, registry), path)
+    save_session(parse(GOOD, toy_registry), path)
     assert path.stat().st_mode & 0o777 == 0o640
 
 
