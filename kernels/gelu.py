@@ -234,7 +234,7 @@ def _triton_launch(spec: GeluSpec, params) -> TritonLaunch:
 
 
 @GELU.impl("triton", math="tanh", needs=["triton"], params={"BLOCK_SIZE": 1024, "num_warps": 4},
-           interpreter_dtypes=["float32", "float16"], triton_launch=_triton_launch)
+           interpreter_dtypes=["float32", "float16", "bfloat16"], triton_launch=_triton_launch)
 def build_triton(spec: GeluSpec, params, ctx: BuildContext):
     """Triton: one program per BLOCK_SIZE elements, fused, float32 arithmetic."""
     block = int(params["BLOCK_SIZE"])

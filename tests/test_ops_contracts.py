@@ -1,0 +1,225 @@
+"""What every shipped op promises besides correct numbers: clear errors naming the bad value and
+the allowed ones, Triton limits as LimitError naming the way out (P7), cost models, the fp32
+precision switch (rule 7), and the declarations the engine and the PTX view rely on."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from op_cases import shipped_impls, shipped_ops
+from workbench.cost import Cost
+from workbench.dtypes import DType
+from workbench.errors import LimitError, SpecError, UnknownNameError
+from workbench.kernel_source import TritonLaunch
+from workbench.machine import probe, unavailable_reason
+from workbench.registry import BuildContext, ImplKind, Need, discover
+
+REGISTRY = discover()
+OPS = shipped_ops(REGISTRY)
+OP_NAMES = [op.name for op in OPS]
+
+
+# -- bad input: one clear error naming the value and what is allowed ---------------------------
+def test_unknown_op_names_it_and_the_ops():
+    with pytest.raises(UnknownNameError, match=r"'softmaxx'.*allowed: .*softmax"):
+        REGISTRY.op("softmaxx")
+
+
+@pytest.mark.parametrize("op_name", OP_NAMES)
+def test_unknown_impl_names_it_and_the_impls(op_name):
+    op = REGISTRY.op(op_name)
+    with pytest.raises(UnknownNameError) as err:
+        op.get_impl("cuda_fastest")
+    assert "'cuda_fastest'" in str(err.value)
+    assert all(name in str(err.value) for name in op.impls)
+
+
+@pytest.mark.parametrize("op_name", OP_NAMES)
+def test_unknown_dtype_names_it_and_the_dtypes(op_name):
+    op = REGISTRY.op(op_name)
+    with pytest.raises(UnknownNameError) as err:
+        op.make_spec({}, "float64")
+    assert "'float64'" in str(err.value) and "float32" in str(err.value)
+
+
+@pytest.mark.parametrize("op_name, dtype", [("cdist", "float16"), ("matmul_gelu", "float32")])
+def test_dtype_the_op_lacks_names_the_ones_it_has(op_name, dtype):
+    op = REGISTRY.op(op_name)
+    with pytest.raises(UnknownNameError) as err:
+        op.make_spec({}, dtype)
+    assert f"'{dtype}'" in str(err.value)
+    assert all(d.value in str(err.value) for d in op.dtypes)
+
+
+def test_impl_that_lacks_a_dtype_says_so():
+    impl = REGISTRY.op("matmul").get_impl("cuda_naive")
+    reason = unavailable_reason(impl, "check", probe(), DType.float16)
+    assert reason == "cuda_naive supports float32 only, not float16"
+
+
+@pytest.mark.parametrize("op_name", OP_NAMES)
+def test_invalid_shapes_name_the_field_and_value(op_name):
+    op = REGISTRY.op(op_name)
+    field = op.spec.shape_fields()[0]
+    low = 0 if field in op.spec.NON_NEGATIVE else 1
+    with pytest.raises(SpecError, match=rf"{field}: must be .*, got {low - 1}"):
+        op.make_spec({field: low - 1})
+    with pytest.raises(SpecError, match=rf"{field}: must be .*, got 'two'"):
+        op.make_spec({field: "two"})
+    with pytest.raises(UnknownNameError) as err:
+        op.make_spec({"Q": 3})
+    assert "'Q'" in str(err.value) and field in str(err.value)
+
+
+def test_sleep_of_zero_ms_is_valid():
+    assert REGISTRY.op("sleep").make_spec({"sleep_ms": 0}).label == "0 ms"
+
+
+@pytest.mark.parametrize("op_name", OP_NAMES)
+def test_unknown_param_names_it_and_the_params(op_name):
+    for impl in shipped_impls(REGISTRY.op(op_name)):
+        with pytest.raises(UnknownNameError) as err:
+            impl.resolve_params({"BLOCK": 3})
+        assert "'BLOCK'" in str(err.value)
+        assert all(name in str(err.value) for name in impl.params)
+
+
+# -- Triton limits (P7): one line naming the limit, the value and what to use instead -----------
+def build(op_name: str, impl_name: str, shape: dict, dtype: str, params=None, **ctx):
+    op = REGISTRY.op(op_name)
+    impl = op.get_impl(impl_name)
+    return impl.builder(op.make_spec(shape, dtype), impl.resolve_params(params), BuildContext(**ctx))
+
+
+def test_softmax_row_too_long_for_one_block_names_triton_looped():
+    with pytest.raises(LimitError) as err:
+        build("softmax", "triton", {"M": 2, "N": 20000}, "float32")
+    message = str(err.value)
+    assert "N=20000" in message and "BLOCK_SIZE=32768" in message
+    assert "MAX_BLOCK_SIZE=16384" in message and "triton_looped" in message
+    build("softmax", "triton", {"M": 2, "N": 16384}, "float32")  # the limit itself still fits
+    build("softmax", "triton_looped", {"M": 2, "N": 20000}, "float32")
+
+
+@pytest.mark.parametrize("op_name", ["matmul", "matmul_gelu"])
+def test_matmul_tile_over_shared_memory_names_it(op_name):
+    shape = {"M": 64, "N": 64, "K": 64}
+    with pytest.raises(LimitError) as err:
+        build(op_name, "triton", shape, "float16", {"num_stages": 6})
+    message = str(err.value)
+    assert "BLOCK_M=128 BLOCK_N=256 BLOCK_K=64 num_stages=6" in message
+    assert "288 KiB" in message and "227 KiB" in message and "BLOCK_K" in message
+
+
+def test_matmul_float32_tf32_needs_a_smaller_k_tile():
+    shape = {"M": 64, "N": 64, "K": 64}
+    build("matmul", "triton", shape, "float32", fp32_precision="ieee")  # FMA path: 192 KiB fits
+    with pytest.raises(LimitError, match="288 KiB"):
+        build("matmul", "triton", shape, "float32", fp32_precision="tf32")
+    build("matmul", "triton", shape, "float32", {"BLOCK_K": 32}, fp32_precision="tf32")
+
+
+@pytest.mark.parametrize("params, bad", [({"BLOCK_K": 48}, "BLOCK_K"), ({"BLOCK_M": 8}, "BLOCK_M"),
+                                         ({"GROUP_M": 0}, "GROUP_M")])
+def test_matmul_bad_tile_params_name_the_param(params, bad):
+    with pytest.raises(LimitError, match=bad):
+        build("matmul", "triton", {"M": 64, "N": 64, "K": 64}, "float16", params)
+
+
+@pytest.mark.parametrize("op_name, impl_name, params", [
+    ("add", "triton", {"BLOCK_SIZE": 1000}), ("softmax", "triton_looped", {"BLOCK_SIZE": 1000}),
+    ("cdist", "triton", {"BLOCK_M": 48})])
+def test_block_sizes_must_be_powers_of_two(op_name, impl_name, params):
+    op = REGISTRY.op(op_name)
+    shape = op.test_specs[0]
+    with pytest.raises(LimitError, match=f"{next(iter(params))} must be a power of two"):
+        build(op_name, impl_name, shape, op.dtypes[0].value, params)
+
+
+# -- fp32 precision (rule 7): set only while an implementation runs -------------------------------
+def test_fp32_precision_is_set_during_the_call_and_restored():
+    from workbench.kernels.matmul import with_fp32_precision
+
+    backend = torch.backends.cuda.matmul
+    before = backend.fp32_precision
+    seen = with_fp32_precision(lambda: backend.fp32_precision, "tf32")()
+    assert seen == "tf32" and backend.fp32_precision == before
+
+
+@pytest.mark.parametrize("op_name", [op.name for op in OPS if op.matmul_like])
+def test_matmul_like_torch_impls_leave_the_global_precision_alone(op_name):
+    op = REGISTRY.op(op_name)
+    spec = op.make_spec(op.test_specs[0], "float32" if DType.float32 in op.dtypes else op.dtypes[0])
+    before = torch.backends.cuda.matmul.fp32_precision
+    for impl in shipped_impls(op):
+        if impl.kind in (ImplKind.pytorch, ImplKind.manual):
+            fn = impl.builder(spec, impl.resolve_params({}), BuildContext(fp32_precision="tf32"))
+            fn(*op.make_inputs(spec, "cpu", 0))
+            assert torch.backends.cuda.matmul.fp32_precision == before, impl.name
+
+
+def test_triton_matmul_launch_follows_the_precision():
+    op = REGISTRY.op("matmul")
+    impl = op.get_impl("triton")
+    spec = op.make_spec({"M": 64, "N": 64, "K": 64}, "float32")
+    params = impl.resolve_params({"BLOCK_K": 32})
+    for precision in ("ieee", "tf32"):
+        launch = impl.triton_launch(spec, params, ctx=BuildContext(fp32_precision=precision))
+        assert launch.constexprs["INPUT_PRECISION"] == precision
+    assert impl.triton_launch(spec, params).constexprs["INPUT_PRECISION"] == "ieee"
+
+
+# -- cost models ------------------------------------------------------------------------------
+@pytest.mark.parametrize("op_name", OP_NAMES)
+def test_cost_models_are_whole_non_negative_numbers(op_name):
+    op = REGISTRY.op(op_name)
+    for shape in op.test_specs:
+        for dtype in op.dtypes:
+            spec = op.make_spec(shape, dtype)
+            for impl in shipped_impls(op):
+                cost = impl.cost(op, spec)
+                assert isinstance(cost, Cost)
+                for value in (cost.bytes_read, cost.bytes_written, cost.flops, cost.moved):
+                    assert isinstance(value, int) and value >= 0, (impl.name, cost)
+                assert cost.moved >= cost.bytes, (impl.name, cost)
+                assert (cost.bytes == 0) == (op_name == "sleep")
+
+
+def test_manual_softmax_moves_about_four_times_the_fused_bytes():
+    """The lecture's ~8MN against 2MN (section 6.1)."""
+    op = REGISTRY.op("softmax")
+    spec = op.make_spec({"M": 4096, "N": 4096}, "float32")
+    ratio = op.get_impl("manual").cost(op, spec).moved / op.cost(spec).bytes
+    assert 4.0 <= ratio < 4.01
+    assert op.get_impl("triton").cost(op, spec).moved == op.cost(spec).bytes
+
+
+def test_matmul_flops_and_fused_gelu_saving():
+    matmul, fused = REGISTRY.op("matmul"), REGISTRY.op("matmul_gelu")
+    shape = {"M": 512, "N": 256, "K": 128}
+    assert matmul.cost(matmul.make_spec(shape, "bfloat16")).flops == 2 * 512 * 256 * 128
+    spec = fused.make_spec(shape, "bfloat16")
+    saved = fused.get_impl("manual").cost(fused, spec).moved - fused.get_impl("triton").cost(fused, spec).moved
+    assert saved == 2 * 512 * 256 * 2  # the product written and read back once, in bfloat16
+
+
+# -- declarations the engine and the PTX view rely on -----------------------------------------
+@pytest.mark.parametrize("op_name", OP_NAMES)
+def test_impls_declare_what_they_need(op_name):
+    op = REGISTRY.op(op_name)
+    assert op.test_specs and op.description
+    assert op.matmul_like == (op.reduction_length is not None and op_name != "cdist")
+    for impl in shipped_impls(op):
+        assert impl.description, impl.name
+        if impl.kind is ImplKind.triton:
+            assert Need.triton in impl.needs and impl.triton_launch is not None, impl.name
+            spec = op.make_spec(op.test_specs[0], op.dtypes[0])
+            launch = impl.triton_launch(spec, impl.resolve_params({}))
+            assert isinstance(launch, TritonLaunch) and len(launch.grid) == 3
+            assert set(launch.signature) == set(launch.kernel.arg_names)
+        if impl.kind is ImplKind.cuda:
+            assert {Need.cuda_device, Need.nvcc} <= impl.needs, impl.name
+            assert impl.cuda_source is not None and impl.cuda_source.path.exists(), impl.name
+            text = impl.cuda_source.path.read_text()
+            assert all(f"{kernel}(" in text or f"{kernel}<" in text for kernel in impl.cuda_source.kernels)
