@@ -326,3 +326,29 @@ def test_aot_build_has_the_launch_cache_key(registry, shape):
     launched = _jit_hash(launch.kernel, (x, x, spec.M * spec.N),
                          {"BLOCK_SIZE": params["BLOCK_SIZE"], "num_warps": params["num_warps"]}, target)
     assert expected_hash(build_source(launch, target)) == launched
+
+
+@needs_triton
+@needs_compiled_triton
+def test_launched_kernel_is_reported_when_its_hash_matches(registry, monkeypatch):
+    """A kernel in the JIT's device cache with the build's hash is `source: launched` (the cache
+    is filled by hand here: a real launch needs a GPU)."""
+    from dataclasses import dataclass as _dc
+    from workbench.ptx import triton_aot as aot
+    op = registry.op("gelu")
+    impl = op.get_impl("triton")
+    spec = op.make_spec({"M": 32, "N": 32})
+    launch = impl.triton_launch(spec, impl.resolve_params({}))
+    compiled = aot.aot_compile(build_source(launch, resolve_target("sm_90")))
+    jit_fn = aot.unwrap_jit(launch.kernel)
+    monkeypatch.setattr(jit_fn, "device_caches", {0: ({"key": compiled}, {}, None, None, None)})
+    assert aot.launched_ptx(jit_fn) == {compiled.hash: compiled.asm["ptx"]}
+
+    @_dc(frozen=True)
+    class _Gpu:
+        has_cuda: bool = True
+    record, _ = ptx_record(op, impl, spec, target="sm_90", machine=_Gpu())
+    assert record["source"] == "launched" and record["kernels"][0]["hash"] == compiled.hash
+    other = op.make_spec({"M": 1, "N": 1000})  # another specialisation: not this row's kernel
+    record, _ = ptx_record(op, impl, other, target="sm_90", machine=_Gpu())
+    assert record["source"] == "aot" and any("none with this launch's specialisation" in n for n in record["notes"])
