@@ -33,8 +33,14 @@ from .spec_editor import SpecEditor
 from .workspace import Workspace
 
 MIN_SIZE = (60, 20)
+GENERAL_KEYS = [Binding("ctrl+p", "palette", "Command palette: ops, implementations, sessions"),
+                Binding("tab", "focus_next", "Next field (shift+tab: previous)"),
+                Binding("space", "toggle", "Tick or untick an implementation or action"),
+                Binding("enter", "select", "Pick the highlighted run or op"),
+                Binding("ctrl+q", "quit_now", "Quit (asks if a run is active)")]
 WIDE = 140
 PANES = ("timing", "profile", "ptx", "traffic", "log")
+PANE_TITLES = {"timing": "Timing", "profile": "Profile", "ptx": "PTX", "traffic": "Traffic", "log": "Log"}
 PANE_FOCUS = {"timing": "#results-table", "profile": "#profile-table", "ptx": "#ptx-scroll",
               "traffic": "#traffic-table", "log": "LogPane"}
 
@@ -49,8 +55,9 @@ class WorkbenchApp(EditorMixin, RunnerMixin, App):
         Binding("ctrl+s", "save", "Save"),
         Binding("ctrl+o", "open", "Open"),
         Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("b", "toggle_sidebar", "Sidebar"),
         Binding("q", "quit", "Quit"),
-        *(Binding(str(i), f"pane('{p}')", p.capitalize(), show=False)
+        *(Binding(str(i), f"pane('{p}')", PANE_TITLES[p], show=False)
           for i, p in enumerate(PANES, start=1)),
     ]
 
@@ -80,7 +87,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, App):
                 yield SpecEditor(id="spec")
             with TabbedContent(id="panes", initial="timing"):
                 for number, (pane_id, pane) in enumerate(self._panes(), start=1):
-                    with TabPane(f"{number} {pane_id.capitalize()}", id=pane_id):
+                    with TabPane(f"{number} {PANE_TITLES[pane_id]}", id=pane_id):
                         yield pane
         yield RunBar(id="run-bar")
         yield Static("", id="too-small")
@@ -176,8 +183,14 @@ class WorkbenchApp(EditorMixin, RunnerMixin, App):
         self.query_one(TabbedContent).active = pane
         self.query_one(f"#{pane}").query_one(PANE_FOCUS[pane]).focus()
 
+    def action_toggle_sidebar(self) -> None:
+        """Hide the left column to give the panes the whole width (80-column terminals)."""
+        self.toggle_class("-no-sidebar")
+        if self.has_class("-no-sidebar") and self.focused and self.query_one("#sidebar") in self.focused.ancestors:
+            self.action_pane(self.query_one(TabbedContent).active)
+
     def action_help(self) -> None:
-        groups = [("Everywhere", self.BINDINGS), ("Timing pane", TimingPane.BINDINGS),
+        groups = [("Everywhere", self.BINDINGS + GENERAL_KEYS), ("Timing pane", TimingPane.BINDINGS),
                   ("Profile pane", ProfilePane.BINDINGS), ("PTX pane", PtxPane.BINDINGS),
                   ("Lists and tables", _list_bindings())]
         self.push_screen(HelpScreen(groups))

@@ -45,29 +45,27 @@ def wants_log(values: Iterable) -> bool:
     return len(positive) > 1 and max(positive) / min(positive) > LOG_RATIO
 
 
-def setup(plt, title: str, xlabel: str, ylabel: str) -> None:
+def setup(plt) -> None:
+    """Clear the plot; titles and axis names go in the caption (rows are scarce at 80x24)."""
     plt.clear_data()
     plt.clear_figure()
-    plt.title(title)
-    plt.xlabel(xlabel)
-    plt.ylabel(ylabel)
 
 
 def live_samples(plt, rows: Sequence[Row]) -> str:
     """Every sample so far, one line per implementation (x: sample number, y: ms)."""
-    setup(plt, "samples (ms) as they arrive", "sample", "ms")
+    setup(plt)
     drawn = 0
     for color, row in zip(_colors(), rows):
         if row.samples_ms:
             plt.plot(list(range(1, len(row.samples_ms) + 1)), row.samples_ms,
                      label=row.label, color=color, marker="braille")
             drawn += 1
-    return "" if drawn else "waiting for samples…"
+    return "samples as they arrive: y ms, x sample number" if drawn else "waiting for samples…"
 
 
 def medians(plt, rows: Sequence[Row], metric: str) -> str:
     """Median per implementation with its p20..p80 bar, one line each (names on the y axis)."""
-    setup(plt, f"{METRICS[metric]}: median, p20..p80", METRICS[metric], "")
+    setup(plt)
     points = [(row, metric_value(row, row.get("timing", "median_ms"), metric)) for row in rows]
     points = [(row, v) for row, v in points if v is not None]
     if not points:
@@ -81,12 +79,12 @@ def medians(plt, rows: Sequence[Row], metric: str) -> str:
         plt.scatter([value], [y], color=color, marker="◆")
     plt.yticks(list(range(1, len(points) + 1)), [r.label for r, _ in reversed(points)])
     plt.ylim(0.5, len(points) + 0.5)
-    return "log axis" if log else ""
+    return _caption(log, False, 0, f"x {METRICS[metric]}: ◆ median, ─ p20..p80 (m: metric)")
 
 
 def sweep(plt, rows: Sequence[Row], metric: str, param: str) -> str:
     """The metric against the swept value, one line per implementation; log axes where they help."""
-    setup(plt, f"{METRICS[metric]} against {param}", param, METRICS[metric])
+    setup(plt)
     series = _series(rows, metric)
     log_x = wants_log(x for xs, _ in series.values() for x in xs)
     log_y = wants_log(y for _, ys in series.values() for y in ys)
@@ -99,7 +97,7 @@ def sweep(plt, rows: Sequence[Row], metric: str, param: str) -> str:
         if xs:
             plt.plot(xs, ys, label=label, color=color, marker="braille")
             plt.scatter(xs, ys, color=color, marker="●")
-    return _caption(log_x, log_y, dropped)
+    return _caption(log_x, log_y, dropped, f"y {METRICS[metric]}, x {param} (m: metric)")
 
 
 def _series(rows: Sequence[Row], metric: str) -> dict[str, tuple[list, list]]:
@@ -114,7 +112,7 @@ def _series(rows: Sequence[Row], metric: str) -> dict[str, tuple[list, list]]:
 def roofline(plt, points: Sequence[tuple[str, float | None, float | None]],
              copy_gbps: float | None, peak_tflops: float | None) -> str:
     """Achieved TFLOP/s against intensity (FLOP/byte), both log, under the measured ceilings."""
-    setup(plt, "roofline", "FLOP/byte", "TFLOP/s")
+    setup(plt)
     xs = [x for _, x, _ in points if is_number(x) and x > 0]
     if not xs:
         return "no points: run bench to place the implementations"
@@ -127,7 +125,7 @@ def roofline(plt, points: Sequence[tuple[str, float | None, float | None]],
             plt.scatter([x], [y], label=label, color=color, marker="◆")
         else:
             dropped += 1
-    return _caption(True, True, dropped, caption)
+    return _caption(True, True, dropped, f"roofline: y TFLOP/s, x FLOP/byte · {caption}")
 
 
 def _ceiling(plt, x_lo: float, x_hi: float, copy_gbps, peak_tflops) -> str:

@@ -83,5 +83,6 @@ def timer(name: str | None, interpreted: bool = False) -> str:
     return name
 
 
-def sweep_value(value: Any) -> str:
-    return "" if value is None else str(value)
+def row_title(label: str, sweep_value: Any) -> str:
+    """`triton`, or `triton @ 4096` for a sweep point."""
+    return label if sweep_value is None else f"{label} @ {sweep_value}"

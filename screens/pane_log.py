@@ -9,6 +9,7 @@ from workbench import events as ev
 from . import fmt
 from .keys import KeyRichLog
 
+MAX_LINES = 5000
 LEVEL_STYLES = {"info": "", "warning": "yellow", "error": "bold red"}
 
 
@@ -16,9 +17,11 @@ class LogPane(KeyRichLog):
     """A scrolling log; the app adds lines with `add`. No timestamps (snapshots stay stable)."""
 
     def __init__(self, **kwargs) -> None:
-        super().__init__(markup=False, wrap=True, max_lines=5000, auto_scroll=True, **kwargs)
+        super().__init__(markup=False, wrap=True, max_lines=MAX_LINES, auto_scroll=True, **kwargs)
+        self.entries: list[tuple[str, str]] = []  # (level, text), also while the pane is hidden
 
     def add(self, text: str, level: str = "info") -> None:
+        self.entries = [*self.entries[-MAX_LINES + 1:], (level, text)]
         mark = {"warning": "! ", "error": "✗ "}.get(level, "  ")
         self.write(Text(mark + text, style=LEVEL_STYLES.get(level, "")))
 

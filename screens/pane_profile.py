@@ -103,7 +103,7 @@ def summary(profile: dict | None) -> str:
 
 
 def _title(row: Row) -> str:
-    return row.label if row.sweep_value is None else f"{row.label} @ {row.sweep_value}"
+    return fmt.row_title(row.label, row.sweep_value)
 
 
 def _cell(value) -> str | float:

@@ -15,6 +15,7 @@ from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.widgets import Select, Static
 
+from . import fmt
 from .keys import KeyScroll
 from .model import Row, RunModel
 from .ptx_view import PtxView, render_ptx
@@ -46,19 +47,23 @@ class PtxPane(Vertical):
             return
         rows = self._rows()
         options = [(_title(r), _title(r)) for r in rows]
-        self._set_options("#ptx-impl", options)
+        with_text = [_title(r) for r in rows if text_views(r.ptx_texts)]
+        self._set_options("#ptx-impl", options, with_text[0] if with_text else None, keep=with_text or None)
         self._show_kernels()
 
     def _rows(self) -> list[Row]:
         return [r for r in (self.model.rows.values() if self.model else ()) if r.ptx or r.ptx_texts]
 
-    def _set_options(self, selector: str, options: list[tuple[str, str]]) -> None:
+    def _set_options(self, selector: str, options: list[tuple[str, str]], first: str | None = None,
+                     keep: list[str] | None = None) -> None:
+        """New options, keeping the current choice if it is among `keep` (default: all), else `first`."""
         select = self.query_one(selector, Select)
         current = select.value
         with self.prevent(Select.Changed):
             select.set_options(options)
             if options:
-                select.value = current if current in dict(options).values() else options[0][1]
+                values = [value for _, value in options]
+                select.value = current if current in (keep or values) else (first or values[0])
 
     def _row(self) -> Row | None:
         title = self.query_one("#ptx-impl", Select).value
@@ -128,11 +133,11 @@ def summary(row: Row | None, kernel) -> Text:
     counts = " ".join(f"{k}={v}" for k, v in (info.get("counts") or {}).items() if v)
     resources = [f"{key} {info[key]}" for key in ("registers", "spills", "shared_bytes")
                  if info.get(key) is not None]
-    text = Text(f"{ptx.get('target') or '?'} · {ptx.get('source') or '?'}"
+    text = Text(f"{ptx.get('target') or '?'} · {ptx.get('source') or 'no source'}"
                 + (f" · {', '.join(resources)}" if resources else ""), style="bold")
     text.append(f"\n{counts or 'no counts'}")
     text.append(f"\n{launch_line((row.record or {}).get('launch'))}")
-    for note in info.get("notes") or ():
+    for note in [*(ptx.get("notes") or ()), *(info.get("notes") or ())]:
         text.append(f"\n• {note}", style="italic")
     return text
 
@@ -165,8 +170,9 @@ def _kernel_names(row: Row | None) -> list[str]:
 def _empty_reason(row: Row | None) -> str:
     if row is None:
         return ""
-    return row.error or "no PTX text for this kernel (the record has counts only)"
+    notes = "; ".join((row.ptx or {}).get("notes") or ())
+    return row.error or notes or "no PTX text for this kernel (the record has counts only)"
 
 
 def _title(row: Row) -> str:
-    return row.label if row.sweep_value is None else f"{row.label} @ {row.sweep_value}"
+    return fmt.row_title(row.label, row.sweep_value)

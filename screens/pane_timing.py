@@ -18,7 +18,7 @@ from . import charts, fmt
 from .keys import KeyDataTable
 from .model import Row, RunModel
 
-COLUMNS = ("impl", "sweep", "status", "median", "spread", "n", "GB/s", "TFLOP/s", "% ceil",
+COLUMNS = ("impl", "status", "median", "spread", "n", "GB/s", "TFLOP/s", "% ceil",
            "build", "check", "timer")
 METRIC_ORDER = tuple(charts.METRICS)
 STATUS_WIDTH = 24  # the whole error is in the Log pane
@@ -38,6 +38,7 @@ class TimingPane(Container):
         yield KeyDataTable(id="results-table", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
+        self.query_one(KeyDataTable).add_columns(*COLUMNS)
         self._draw()
 
     def watch_model(self) -> None:
@@ -60,6 +61,7 @@ class TimingPane(Container):
         plot = self.query_one(PlotextPlot)
         caption = self._chart(plot.plt, rows) if rows else "no results yet: press r to run"
         self.query_one("#timing-caption", Static).update(caption)
+        plot.display = bool(rows)
         plot.refresh()
 
     def _chart(self, plt, rows: list[Row]) -> str:
@@ -71,15 +73,11 @@ class TimingPane(Container):
         return charts.live_samples(plt, rows)
 
     def _fill_table(self, rows: list[Row]) -> None:
-        """The table, with a sweep column only when the run sweeps."""
         table = self.query_one(KeyDataTable)
         cursor = table.cursor_row
-        swept = any(r.sweep_value is not None for r in rows)
-        table.clear(columns=True)
-        table.add_columns(*(c for c in COLUMNS if swept or c != "sweep"))
+        table.clear()
         for row in rows:
-            cells = table_cells(row)
-            table.add_row(*(cells if swept else cells[:1] + cells[2:]))
+            table.add_row(*table_cells(row))
         if rows:
             table.move_cursor(row=min(cursor, len(rows) - 1), animate=False)
 
@@ -91,7 +89,7 @@ def table_cells(row: Row) -> tuple[str, ...]:
     median = timing.get("median_ms")
     status = row.status if not row.error or row.status == "ok" else f"{row.status}: {row.error}"
     status = status if len(status) <= STATUS_WIDTH else status[:STATUS_WIDTH - 1] + "…"
-    return (row.label, fmt.sweep_value(row.sweep_value), status, fmt.ms(median),
+    return (fmt.row_title(row.label, row.sweep_value), status, fmt.ms(median),
             fmt.spread(timing.get("p20_ms"), timing.get("p80_ms"), median),
             str(timing.get("n") or len(row.samples_ms) or "-"),
             fmt.number(traffic.get("gbps")), fmt.number(traffic.get("tflops")),

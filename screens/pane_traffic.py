@@ -69,8 +69,7 @@ def traffic_cells(row: Row, worst_bytes: int) -> tuple[str, ...]:
     ideal, moved = t.get("bytes"), t.get("bytes_moved_est")
     ratio = moved / ideal if fmt.is_number(moved) and fmt.is_number(ideal) and ideal else None
     bar = "█" * max(1, round(BAR_WIDTH * moved / worst_bytes)) if ratio and worst_bytes else ""
-    label = row.label if row.sweep_value is None else f"{row.label} @ {row.sweep_value}"
-    return (label, fmt.size_bytes(ideal), f"{fmt.size_bytes(moved)} {bar}",
+    return (fmt.row_title(row.label, row.sweep_value), fmt.size_bytes(ideal), f"{fmt.size_bytes(moved)} {bar}",
             f"{ratio:.3g}×" if ratio else "-", fmt.si(t.get("flops")),
             fmt.number(t.get("intensity"), 3), fmt.number(t.get("gbps")),
             fmt.percent(t.get("pct_of_ceiling")), str(t.get("bound") or "-"))

@@ -27,6 +27,7 @@ class RunnerMixin:
         self._running_index: int | None = None
         self._done = self._total = 0
         self._dirty = False
+        self.runs_finished = 0  # runs that ended (done, cancelled or crashed)
 
     @property
     def running(self) -> bool:
@@ -130,6 +131,7 @@ class RunnerMixin:
             self.log_pane.add(line, "error")
 
     def _finished(self) -> None:
+        self.runs_finished += 1
         self._stop = None
         self.run_bar.running = False
         self._dirty = False

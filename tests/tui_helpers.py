@@ -7,6 +7,8 @@ A fixture (tests/fixtures/tui_*.json) is {"doc": a results document, "samples": 
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import threading
 import time
@@ -115,6 +117,14 @@ def fake_opener(session: Session | None = None):
     return opener
 
 
+def run_async(test):
+    """Run an `async def` test with asyncio (no pytest async plugin needed); fixtures still work."""
+    @functools.wraps(test)
+    def wrapper(*args, **kwargs):
+        return asyncio.run(test(*args, **kwargs))
+    return wrapper
+
+
 async def wait_for(pilot, condition, timeout_s: float = 20.0, step_s: float = 0.05) -> None:
     """Pause the pilot until `condition()` holds; AssertionError after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
@@ -129,9 +139,9 @@ async def loaded(pilot) -> None:
     await pilot.pause()
 
 
-async def ran(pilot) -> None:
+async def ran(pilot, timeout_s: float = 20.0) -> None:
     """Press r and wait until the run is over and the panes redrawn."""
+    before = pilot.app.runs_finished
     await pilot.press("r")
-    await wait_for(pilot, lambda: pilot.app.running)
-    await wait_for(pilot, lambda: not pilot.app.running)
+    await wait_for(pilot, lambda: pilot.app.runs_finished > before, timeout_s=timeout_s)
     await pilot.pause(0.3)

@@ -1,0 +1,220 @@
+"""Pilot tests of the TUI's flows against a fake engine that replays a committed fixture.
+
+The real engine's flow (CPU, small shapes) is in test_tui_engine.py; snapshots of each pane in
+test_tui_snapshots.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import pytest
+from textual.widgets import DataTable, Input, SelectionList, Static, TabbedContent
+
+from tui_helpers import (fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async,
+                         wait_for)
+from workbench.screens.app import WorkbenchApp
+from workbench.screens.dialogs import ConfirmScreen, HelpScreen
+from workbench.screens.pane_log import LogPane
+
+
+def make_app(tmp_path, engine=None, catalog_loader=None, **kwargs) -> WorkbenchApp:
+    return WorkbenchApp(None, None, engine=engine or fixture_engine(),
+                        catalog_loader=catalog_loader or (lambda kernels, device: fake_catalog()),
+                        opener=fake_opener(), data_dir=tmp_path, **kwargs)
+
+
+def log_text(app) -> str:
+    return "\n".join(text for _, text in app.query_one(LogPane).entries)
+
+
+def test_app_module_imports_no_torch_and_fast():
+    """The first frame must not wait for torch, Triton or the kernels."""
+    code = ("import sys, time; t = time.perf_counter(); import workbench.screens.app; "
+            "dt = time.perf_counter() - t; "
+            "bad = [m for m in ('torch', 'triton', 'workbench.kernels', 'workbench.registry') if m in sys.modules]; "
+            "print(dt, bad); assert not bad, bad")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert float(out.stdout.split()[0]) < 1.0
+
+
+@run_async
+async def test_loading_state_before_ops_arrive(tmp_path):
+    gate = threading.Event()
+
+    def slow_catalog(kernels, device):
+        gate.wait(10)
+        return fake_catalog()
+    app = make_app(tmp_path, catalog_loader=slow_catalog)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        assert "loading ops…" in str(app.query_one("#title-bar", Static).render())
+        assert app.run_bar.status == "loading ops…"
+        await pilot.press("r")  # nothing to run yet: a notice, no crash
+        gate.set()
+        await loaded(pilot)
+        assert app.ws.run.op == "gelu"
+
+
+@run_async
+async def test_run_fills_every_pane_and_writes_results(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        assert app.query_one("#results-table", DataTable).row_count == 6
+        assert app.query_one("#profile-table", DataTable).row_count > 0
+        assert "ld.global" in str(app.query_one("#ptx-code", Static).render())
+        assert app.query_one("#traffic-table", DataTable).row_count == 6
+        assert "done: 6 ok" in log_text(app)
+        assert (tmp_path / "sessions" / "tui-fixture.results.json").exists()
+        assert app.ws.session.runs[0].op == "gelu"
+
+
+@run_async
+async def test_failing_run_is_a_notification_and_the_app_goes_on(tmp_path):
+    app = make_app(tmp_path, engine=fixture_engine(fail="the GPU caught fire"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        assert any("the GPU caught fire" in n.message for n in app._notifications)
+        assert "Traceback" in log_text(app)  # the details go to the Log pane only
+        assert app.is_running and not app.running
+        await pilot.press("2")  # still answering keys
+        assert app.query_one(TabbedContent).active == "profile"
+
+
+@run_async
+async def test_small_terminal_shows_a_notice(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(50, 15)) as pilot:
+        await loaded(pilot)
+        assert app.has_class("-too-small")
+        assert app.query_one("#too-small").display
+        assert not app.query_one("#main").display
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert not app.has_class("-too-small")
+        assert app.query_one("#main").display
+
+
+@run_async
+async def test_single_key_bindings_are_inert_while_typing(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        field = app.query_one(".shape", Input)
+        field.focus()
+        field.value = ""
+        await pilot.press("1", "2", "r", "q", "b", "question_mark")
+        await pilot.pause(0.2)
+        assert field.value == "12"  # digits typed; letters rejected by the integer field
+        assert not app.running
+        assert app.query_one(TabbedContent).active == "timing"
+        assert app.is_running and not isinstance(app.screen, HelpScreen)
+        assert app.query_one("SpecEditor").problem == ""
+
+
+@run_async
+async def test_keyboard_reaches_panes_help_and_palette(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        for key, pane in zip("23451", ("profile", "ptx", "traffic", "log", "timing")):
+            await pilot.press(key)
+            assert app.query_one(TabbedContent).active == pane
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("ctrl+p")
+        await pilot.press(*"new run: softmax")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.ws.run.op == "softmax")
+        assert app.ws.index is None  # a draft until it is run
+
+
+@run_async
+async def test_editing_the_spec_updates_the_session_and_autosaves(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        field = next(i for i in app.query(".shape").results(Input) if i.name == "M")
+        field.focus()
+        field.value = ""
+        await pilot.press("2", "5", "6")
+        await wait_for(pilot, lambda: app.ws.session.runs[0].shape["M"] == 256)
+        await wait_for(pilot, lambda: list((tmp_path / "autosave").glob("*.yaml")))
+        saved = next((tmp_path / "autosave").glob("*.yaml")).read_text()
+        assert "M: 256" in saved
+        field.value = "-3"
+        await pilot.pause(0.1)
+        assert "M" in app.query_one("SpecEditor").problem
+        await pilot.press("escape")
+        app.query_one("#results-table").focus()
+        await pilot.press("r")
+        await pilot.pause(0.1)
+        assert not app.running  # a bad spec is not run
+        assert any("fix the spec" in n.message for n in app._notifications)
+
+
+@run_async
+async def test_unticking_an_implementation_records_it(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        checklist = app.query_one("#impl-list", SelectionList)
+        checklist.focus()
+        await pilot.press("j", "space")  # j moves like the down arrow
+        await pilot.pause(0.1)
+        names = [ref.name for ref in app.ws.session.runs[0].impls]
+        assert "pytorch" not in names and "manual" in names
+
+
+@run_async
+async def test_cancel_stops_the_run(tmp_path):
+    app = make_app(tmp_path, engine=fixture_engine(delay_s=0.2))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.running)
+        await pilot.pause(0.3)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not app.running)
+        assert app.run_bar.status.startswith("cancelled")
+
+
+@run_async
+async def test_quit_asks_while_a_run_is_active(tmp_path):
+    app = make_app(tmp_path, engine=fixture_engine(delay_s=0.2))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.running)
+        await pilot.press("q")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        assert app.is_running and app.running
+        await pilot.press("q", "y")
+        await wait_for(pilot, lambda: not app.is_running)
+
+
+@run_async
+async def test_ptx_jumps_between_highlighted_instructions(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        await pilot.press("3")
+        pane = app.query_one("PtxPane")
+        await pilot.press("n")
+        first = pane._view.current
+        await pilot.press("n")
+        assert pane._view.current > first
+        await pilot.press("N")
+        assert pane._view.current == first
+        await pilot.press("f")  # filter: the first kind only
+        assert pane._view.kind is not None

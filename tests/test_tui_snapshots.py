@@ -1,0 +1,89 @@
+"""Snapshots of each pane, rendered from committed results fixtures (no measured numbers).
+
+Deterministic by construction: a fake catalog (an H200 with nvcc), a fake engine replaying
+tests/fixtures/tui_*.json, a fixed terminal size, a fixed data directory, no timestamps, no
+animations, notifications cleared. Update with `pytest tests/test_tui_snapshots.py --snapshot-update`
+after checking the new SVGs by eye.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tui_helpers import (GELU_H200, SOFTMAX_SWEEP, fake_catalog, fake_opener, fake_session,
+                         fixture_engine, loaded, wait_for)
+from workbench.screens.app import WorkbenchApp
+
+DATA_DIR = Path("/tmp/workbench-tui-snapshots")  # fixed: paths appear in the Log pane
+SIZE = (110, 34)
+
+
+@pytest.fixture
+def data_dir():
+    shutil.rmtree(DATA_DIR, ignore_errors=True)
+    yield DATA_DIR
+    shutil.rmtree(DATA_DIR, ignore_errors=True)
+
+
+def make_app(fixture: Path = GELU_H200, sweep: bool = False) -> WorkbenchApp:
+    return WorkbenchApp(None, None, engine=fixture_engine(fixture),
+                        catalog_loader=lambda kernels, device: fake_catalog(),
+                        opener=fake_opener(fake_session(sweep)), data_dir=DATA_DIR)
+
+
+def after_run(*keys: str):
+    """A run_before: wait for the ops, run the fixture, press `keys`, settle."""
+    async def run_before(pilot) -> None:
+        pilot.app.animation_level = "none"
+        await loaded(pilot)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: pilot.app.runs_finished == 1)
+        await pilot.pause(0.3)
+        for key in keys:
+            await pilot.press(key)
+        await pilot.pause(0.3)
+        pilot.app.clear_notifications()
+        await pilot.pause()
+    return run_before
+
+
+@pytest.mark.parametrize("pane", ["1", "2", "3", "4", "5"],
+                         ids=["timing", "profile", "ptx", "traffic", "log"])
+def test_pane(snap_compare, data_dir, pane):
+    keys = (pane, "n", "n") if pane == "3" else (pane,)
+    assert snap_compare(make_app(), terminal_size=SIZE, run_before=after_run(*keys))
+
+
+def test_sweep_timing_in_gbps(snap_compare, data_dir):
+    assert snap_compare(make_app(SOFTMAX_SWEEP, sweep=True), terminal_size=SIZE,
+                        run_before=after_run("1", "m"))
+
+
+def test_80x24_without_sidebar(snap_compare, data_dir):
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=after_run("b"))
+
+
+def test_80x24_layout_before_a_run(snap_compare, data_dir):
+    async def run_before(pilot) -> None:
+        pilot.app.animation_level = "none"
+        await loaded(pilot)
+        await pilot.pause(0.3)
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_too_small_notice(snap_compare, data_dir):
+    async def run_before(pilot) -> None:
+        await loaded(pilot)
+    assert snap_compare(make_app(), terminal_size=(56, 18), run_before=run_before)
+
+
+def test_help_screen(snap_compare, data_dir):
+    async def run_before(pilot) -> None:
+        pilot.app.animation_level = "none"
+        await loaded(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause(0.3)
+    assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)

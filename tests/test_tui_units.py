@@ -1,0 +1,119 @@
+"""The TUI's plain-Python parts: editing runs, folding events, chart data, formatting, results files."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from textual_plotext.plot import Plot
+
+from tui_helpers import fake_catalog, fake_session
+from workbench import events as ev
+from workbench.screens import charts, editing, fmt
+from workbench.screens.model import Row, RunModel
+from workbench.screens.ptx_view import PtxView
+from workbench.screens.sessions_io import merge_results
+from workbench.screens.workspace import Workspace
+from workbench.session_model import ImplRef, Sweep
+
+GELU = fake_catalog().op("gelu")
+
+
+def test_edit_shape_params_sweep_and_impls():
+    run = editing.default_run(GELU)
+    run = editing.with_shape(run, GELU, {"M": "64", "N": "128"}, "float16")
+    assert dict(run.shape) == {"M": 64, "N": 128} and run.dtype == "float16"
+    with pytest.raises(ValueError, match="N: must be an integer"):
+        editing.with_shape(run, GELU, {"M": "64", "N": "x"}, "float32")
+    run = editing.with_impls(run, GELU, ["triton", "manual"])
+    assert [r.name for r in run.impls] == ["manual", "triton"]  # the op's order
+    run = editing.with_params(run, GELU, "triton", {"BLOCK_SIZE": "256", "num_warps": "4"})
+    assert run.impls[1] == ImplRef("triton", {"BLOCK_SIZE": 256})  # defaults are not stored
+    assert editing.parse_sweep("N", "256, 1024 4096", GELU) == Sweep(("N",), (256, 1024, 4096))
+    assert editing.parse_sweep(" ", "1", GELU) is None
+    with pytest.raises(ValueError, match="unknown parameter 'K'"):
+        editing.parse_sweep("K", "1", GELU)
+    assert editing.with_actions(run, ["ptx", "check"]).actions == ("check", "ptx")
+
+
+def test_impls_all_stays_all_until_changed():
+    run = editing.default_run(GELU)
+    assert run.impls is None
+    assert editing.with_impls(run, GELU, [i.name for i in GELU.impls]) is run
+    assert editing.row_count(editing.with_impls(run, GELU, ["manual"]), GELU) == 1
+
+
+def test_workspace_drafts_join_the_session_when_run():
+    ws = Workspace()
+    ws.catalog = fake_catalog()
+    ws.open(fake_session(), None, None)
+    assert (ws.index, ws.run.op) == (0, "gelu")
+    ws.pick_op("gelu")  # a new run of gelu: a draft
+    assert ws.index is None and ws.current_id == "op:gelu"
+    ws.edit(editing.with_shape(ws.run, GELU, {"M": "8", "N": "8"}, "float32"))
+    assert len(ws.session.runs) == 2  # drafts are not in the session yet
+    one_run, index = ws.begin_run()
+    assert index == 2 and len(ws.session.runs) == 3 and one_run.runs == (ws.session.runs[2],)
+    ws.pick_run(0)
+    ws.edit(editing.with_actions(ws.run, ["ptx"]))
+    assert ws.session.runs[0].actions == ("ptx",)  # a run in the session is edited in place
+
+
+def test_model_folds_events_in_order():
+    model = RunModel()
+    row = (0, "triton", None)
+    model.apply(ev.Started(row, "gelu", "triton", "8x8 float32", "cpu"))
+    model.apply(ev.Samples(row, (1.0, 2.0), "interpreter"))
+    model.apply(ev.Samples(row, (3.0,), "interpreter"))
+    model.apply(ev.Error(row, "boom"))
+    assert model.rows[("triton", None)].samples_ms == [1.0, 2.0, 3.0]
+    model.apply(ev.Result(row, {"impl": "triton", "label": "triton", "sweep_value": None,
+                                "status": "failed", "error": "boom", "timing": None}))
+    assert model.rows[("triton", None)].status == "failed"
+    model.finish({"environment": {"device": "cpu"}, "results": []})
+    assert model.finished and model.environment == {"device": "cpu"}
+
+
+def test_log_axes_drop_zero_and_nan_points_and_say_so():
+    xs, ys, dropped = charts.keep_points([1, 2, 3, 4], [1.0, 0.0, math.nan, 8.0], False, True)
+    assert (xs, ys, dropped) == ([1, 4], [1.0, 8.0], 2)
+    assert charts.wants_log([1, 1000]) and not charts.wants_log([1, 2, 0])
+    rows = [_row("triton", n, median) for n, median in ((256, 0.01), (4096, 0.0), (65536, 1.0))]
+    caption = charts.sweep(Plot(), rows, "time", "N")
+    assert "log x and y" in caption and "dropped 1 zero/NaN point" in caption
+
+
+def test_throughput_metric_rescales_the_engines_figure():
+    row = _row("triton", None, 2.0, gbps=100.0)
+    assert charts.metric_value(row, 1.0, "gbps") == pytest.approx(200.0)
+    assert charts.metric_value(row, 0.0, "gbps") is None
+
+
+def test_formatting():
+    assert fmt.ms(0.0123) == "12.3 µs" and fmt.ms(None) == "-" and fmt.ms(12_345) == "12.3 s"
+    assert fmt.spread(0.99, 1.01, 1.0) == "±1%"
+    assert fmt.size_bytes(2 * 1024 ** 3) == "2 GiB" and fmt.si(2_415_919_104) == "2.42 G"
+    assert fmt.timer("perf_counter") == "perf_counter (CPU)"
+    assert fmt.timer("interpreter") == "interpreter (not GPU speed)"
+    assert fmt.check({"passed": False, "max_rel_err": 0.03}) == "FAIL (rel 0.03)"
+
+
+def test_ptx_view_jumps_and_wraps():
+    view = PtxView("a\nb\nc\nd", None, {"ld_global": [1, 3], "st_global": [2]})
+    assert [view.jump(1) for _ in range(4)] == [1, 2, 3, 1]
+    assert view.jump(-1) == 3
+    view.kind = "st_global"
+    assert view.jump(1) == 2 and view.jump(1) == 2
+
+
+def test_results_merge_run_by_run():
+    old = {"results": [{"run_index": 0, "impl": "a"}, {"run_index": 1, "impl": "b"}]}
+    new = {"environment": {"device": "x"}, "results": [{"run_index": 0, "impl": "c"}]}
+    merged = merge_results(old, new, 1)
+    assert [(r["run_index"], r["impl"]) for r in merged["results"]] == [(0, "a"), (1, "c")]
+    assert merged["environment"] == {"device": "x"}
+
+
+def _row(label, sweep, median, gbps=None) -> Row:
+    record = {"timing": {"median_ms": median}, "traffic": {"gbps": gbps}}
+    return Row(label=label, impl=label, sweep_value=sweep, status="ok", record=record)
