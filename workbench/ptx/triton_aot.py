@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from workbench.errors import UnavailableError, WorkbenchError
 from workbench.kernel_source import TritonLaunch
