@@ -43,7 +43,7 @@ def test_segfault_and_timeout_fail_only_their_row(tmp_path):
     session = _session(
         RunSpec(op="crashy", impls=(ImplRef("manual_segv"),), sweep=Sweep(("N",), (1, 2, 3))),
         RunSpec(op="crashy", impls=(ImplRef("manual_hang"),), sweep=Sweep(("N",), (2, 3)),
-                settings={"timeout_s": 2.0}))
+                settings={"timeout_s": 3.0}))
     doc, events = _run(session, tmp_path)
     rows = _by_row(doc)
     assert missing_keys(doc) == []
@@ -55,7 +55,7 @@ def test_segfault_and_timeout_fail_only_their_row(tmp_path):
     assert rows[("manual_segv", 3)]["status"] == "ok"  # a fresh child after the crash
     hung = rows[("manual_hang", 2)]
     assert hung["status"] == "failed"
-    assert hung["error"] == "timed out after 2 s (timeout_s)"
+    assert hung["error"] == "timed out after 3 s (timeout_s)"
     assert rows[("manual_hang", 3)]["status"] == "ok"
     keys = [e.row for e in events if isinstance(e, Result)]
     assert len(keys) == len(set(keys)) == len(doc["results"])  # exactly one Result per row

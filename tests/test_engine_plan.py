@@ -21,10 +21,11 @@ def gelu_run(tmp_path_factory):
         RunSpec(op="gelu", impls=(ImplRef("manual"), ImplRef("pytorch"), ImplRef("triton"), ImplRef("cuda")),
                 shape={"M": 8, "N": 300}, dtype="float32", actions=("check", "bench", "profile", "ptx")),))
     events: list = []
+    traces = tmp_path_factory.mktemp("traces")
     doc = run_plan(session, on_event=events.append,
                    options=RunOptions(cache_dir=tmp_path_factory.mktemp("cache"), argv=("pytest",),
-                                      session_sha256="0" * 64))
-    return doc, events
+                                      session_sha256="0" * 64, trace_dir=traces))
+    return doc, events, sorted(p.name for p in traces.iterdir())
 
 
 def _row(doc, impl):
@@ -32,8 +33,9 @@ def _row(doc, impl):
 
 
 def test_document_has_every_key_and_is_json(gelu_run):
-    doc, _ = gelu_run
+    doc, _, traces = gelu_run
     assert missing_keys(doc) == []
+    assert traces == ["run0-manual.json", "run0-pytorch.json", "run0-triton.json"]  # chrome traces
     assert [r["impl"] for r in doc["results"]] == ["manual", "pytorch", "triton", "cuda"]
     assert json.loads(dumps(doc))["schema_version"] == 1
     assert doc["provenance"]["session"] == "tiny-gelu" and doc["provenance"]["argv"] == ["pytest"]
@@ -83,7 +85,7 @@ def test_cuda_without_gpu_is_unavailable_but_ptx_runs_where_nvcc_exists(gelu_run
 
 
 def test_events_stream_per_row(gelu_run):
-    doc, events = gelu_run
+    doc, events, _ = gelu_run
     results = [e for e in events if isinstance(e, Result)]
     assert len(results) == len({e.row for e in results}) == len(doc["results"])
     for record in doc["results"]:

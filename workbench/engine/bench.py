@@ -7,7 +7,7 @@ floor with a flag saying what was measured.
 
 from __future__ import annotations
 
-from workbench.engine.ceilings import Ceilings, ceilings_for
+from workbench.engine.ceilings import Ceilings
 from workbench.engine.clocks import ClockSampler
 from workbench.engine.floor import clamp_to_floor, device_time_ms, is_launch_bound, launch_floor_ms
 from workbench.engine.stats import StopRule, summarize
@@ -18,7 +18,7 @@ from workbench.registry import Need
 from workbench.results import TIMING_KEYS, blank
 
 
-def bench_row(dev, row, record, op, impl, spec, params, fn, inputs) -> None:
+def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ceilings) -> None:
     """Fill record["timing"] and ["traffic"] (and status/error/flags on a ceiling breach)."""
     settings = row.settings
     interpreted = dev.job.interpret and Need.triton in impl.needs
@@ -39,7 +39,6 @@ def bench_row(dev, row, record, op, impl, spec, params, fn, inputs) -> None:
     if dev.is_cuda:
         _launch_floor(dev, row, record, timing, fn, inputs)
     record["timing"] = timing
-    ceilings = ceilings_for(dev, op, spec, row.settings.fp32_precision) if dev.is_cuda else Ceilings()
     cost = impl.cost(op, spec)
     record["traffic"] = traffic_record(cost, timing, ceilings, l2_bytes=dev.info.l2_bytes,
                                        matmul_like=op.matmul_like)

@@ -28,7 +28,8 @@ class ChildJob:
     """What one child does. mode: "exec" (check/bench/profile, and ptx where Triton is not
     interpreted) or "ptx" (PTX only, in a process without TRITON_INTERPRET); interpret: set
     TRITON_INTERPRET=1 before importing kernels; log_path: where fds 1 and 2 go;
-    cache_dir/build_dir: ceilings cache and load_inline build folder (str paths or None)."""
+    cache_dir/build_dir: ceilings cache and load_inline build folder (str paths or None);
+    trace_dir: where profiled rows write chrome traces (None: no traces)."""
 
     mode: str
     rows: tuple[Row, ...]
@@ -37,6 +38,7 @@ class ChildJob:
     log_path: str
     cache_dir: str | None = None
     build_dir: str | None = None
+    trace_dir: str | None = None
 
 
 class Channel:
@@ -58,6 +60,8 @@ def child_main(job: ChildJob, conn: Any, stop: Any) -> None:
     faulthandler.enable()  # a segfault prints the Python stack into the log before dying
     if job.interpret:
         os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported
+    else:  # compiled Triton (GPU, PTX) even when the caller's environment had it set
+        os.environ.pop("TRITON_INTERPRET", None)
     channel = Channel(conn)
     try:
         _run(job, channel, stop)

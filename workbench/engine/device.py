@@ -71,18 +71,22 @@ class DeviceSession:
     # -- stages -----------------------------------------------------------------------------
     def bench(self, row, record, op, impl, spec, params, fn, inputs) -> None:
         from workbench.engine.bench import bench_row
+        from workbench.engine.ceilings import Ceilings, ceilings_for
 
+        # ceilings first (measured once per device, cached): their buffers stay out of the row's peak
+        ceilings = ceilings_for(self, op, spec, row.settings.fp32_precision) if self.is_cuda else Ceilings()
         self.restart_peak()
-        bench_row(self, row, record, op, impl, spec, params, fn, inputs)
+        bench_row(self, row, record, op, impl, spec, params, fn, inputs, ceilings)
         peak = self.peak_bytes()
         if peak is not None:
             record["peak_mem_bytes"] = max(record["peak_mem_bytes"] or 0, peak)
 
     def profile(self, row, record, fn, inputs) -> None:
-        from workbench.engine.profile import profile_calls
+        from workbench.engine.profile import profile_calls, trace_file
         from workbench.events import Profile
 
-        record["profile"] = profile_calls(lambda: fn(*inputs), self.is_cuda, sync=self.sync)
+        trace = trace_file(self.job.trace_dir, row.key) if self.job.trace_dir else None
+        record["profile"] = profile_calls(lambda: fn(*inputs), self.is_cuda, sync=self.sync, trace_path=trace)
         self.channel.event(Profile(row.key, record["profile"]))
 
     def ptx(self, row, record, op, impl, spec, params) -> None:

@@ -40,7 +40,8 @@ class RunOptions:
     """How to run a session. device: overrides every run's device (auto|cpu|cuda|cuda:N);
     kernels: extra plugin paths (--kernels); force: run rows estimated too large; argv and
     session_sha256: provenance; cache_dir: ceilings cache (None: the platformdirs user cache
-    folder "workbench"); build_dir: load_inline builds (None: cache_dir/build)."""
+    folder "workbench"); build_dir: load_inline builds (None: cache_dir/build); trace_dir:
+    write a chrome trace per profiled row there (None: none)."""
 
     device: str | None = None
     kernels: tuple[str, ...] = ()
@@ -49,6 +50,7 @@ class RunOptions:
     session_sha256: str | None = None
     cache_dir: Path | None = None
     build_dir: Path | None = None
+    trace_dir: Path | None = None
 
 
 def default_cache_dir() -> Path:
@@ -69,8 +71,10 @@ def run_plan(session: Session, *, on_event: Callable[[Event], None],
     rows = expand(session, registry, has_cuda=machine.has_cuda, device_override=options.device)
     cache_dir = Path(options.cache_dir) if options.cache_dir else default_cache_dir()
     build_dir = Path(options.build_dir) if options.build_dir else cache_dir / "build"
-    run = _PlanRun(rows, on_event, stop, plugin_paths, str(cache_dir), str(build_dir))
+    trace_dir = str(options.trace_dir) if options.trace_dir else None
+    run = _PlanRun(rows, on_event, stop, plugin_paths, str(cache_dir), str(build_dir), trace_dir)
     info = _main_device(rows, machine.has_cuda)
+    doc = new_document(_provenance(session, options, started), environment_record(info))  # now: cancel is quick
     for _run_index, group in itertools.groupby(rows, key=lambda r: r.run_index):
         if stop.is_set():
             break
@@ -79,7 +83,7 @@ def run_plan(session: Session, *, on_event: Callable[[Event], None],
         run.run([admit(r, registry, machine, force=options.force, interpret=interpret,
                        memory_bytes=_memory_bytes(r, info)) for r in group], interpret=interpret)
     run.cancel_rest()
-    doc = new_document(_provenance(session, options, started), _environment(info, cache_dir))
+    doc["environment"].update(_ceilings(info, cache_dir))
     doc["results"] = [run.records[r.key] for r in rows]
     doc["cancelled"] = stop.is_set()
     return doc
@@ -101,9 +105,10 @@ def _memory_bytes(row: Row, info: DeviceInfo) -> int | None:
 class _PlanRun:
     """Records by row key, merging of ptx and availability, exactly one Result per row."""
 
-    def __init__(self, rows, on_event, stop, plugin_paths, cache_dir, build_dir):
+    def __init__(self, rows, on_event, stop, plugin_paths, cache_dir, build_dir, trace_dir):
         self.rows, self.on_event, self.stop = rows, on_event, stop
-        self.child_args = dict(plugin_paths=plugin_paths, cache_dir=cache_dir, build_dir=build_dir)
+        self.child_args = dict(plugin_paths=plugin_paths, cache_dir=cache_dir, build_dir=build_dir,
+                               trace_dir=trace_dir)
         self.records: dict = {}
         self.admissions: dict = {}
         self.ptx_records: dict = {}
@@ -181,9 +186,8 @@ def _provenance(session: Session, options: RunOptions, started: str) -> dict:
             "session_sha256": options.session_sha256, "argv": list(options.argv), "started": started}
 
 
-def _environment(info: DeviceInfo, cache_dir: Path) -> dict:
-    env = environment_record(info)
-    if info.name != "cpu":
-        env["ceilings"] = CeilingCache(cache_dir).load().get(info.cache_key)
-        env["datasheet"] = datasheet_for(info.name)
-    return env
+def _ceilings(info: DeviceInfo, cache_dir: Path) -> dict:
+    """Ceilings the children measured (or found cached) for this device, and its datasheet."""
+    if info.name == "cpu":
+        return {"ceilings": None, "datasheet": None}
+    return {"ceilings": CeilingCache(cache_dir).load().get(info.cache_key), "datasheet": datasheet_for(info.name)}

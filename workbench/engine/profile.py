@@ -100,6 +100,17 @@ def _time(evt: Any, name: str, old_name: str) -> float:
         return float(getattr(evt, attr, 0.0) or 0.0)
 
 
+def trace_file(trace_dir: str, row_key: tuple) -> str:
+    """`trace_dir/run<i>-<label>[-<sweep value>].json` for a row's chrome trace."""
+    import re
+    from pathlib import Path
+
+    run_index, label, sweep_value = row_key
+    stem = f"run{run_index}-{label}" + ("" if sweep_value is None else f"-{sweep_value}")
+    Path(trace_dir).mkdir(parents=True, exist_ok=True)
+    return str(Path(trace_dir) / (re.sub(r"[^A-Za-z0-9_.=-]", "_", stem) + ".json"))
+
+
 def kernel_ms_per_call(call: Callable[[], Any], calls: int = 20) -> float:
     """Sum of kernel self device time per call, ms (device-only time of a short callable).
 

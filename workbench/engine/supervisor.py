@@ -12,6 +12,7 @@ CANCEL_GRACE_S it is killed. Events are relayed from the thread that calls `run_
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import signal
@@ -60,13 +61,13 @@ class Supervisor:
         self.cancelled = False
 
     def run_rows(self, rows: list[Row], *, mode: str, plugin_paths: tuple[str, ...], interpret: bool,
-                 cache_dir: str | None, build_dir: str | None) -> None:
+                 cache_dir: str | None, build_dir: str | None, trace_dir: str | None = None) -> None:
         """Run `rows` (in order) in as many children as it takes; returns when all have a result
         or the stop flag is set."""
         done: set[RowKey] = set()
         pending = list(rows)
         while pending and not self.stop.is_set():
-            job = ChildJob(mode, tuple(pending), plugin_paths, interpret, "", cache_dir, build_dir)
+            job = ChildJob(mode, tuple(pending), plugin_paths, interpret, "", cache_dir, build_dir, trace_dir)
             done |= _ChildRun(self, job).run()
             pending = [r for r in pending if r.key not in done]
         self.cancelled = self.cancelled or self.stop.is_set()
@@ -80,8 +81,7 @@ class _ChildRun:
         fd, log_path = tempfile.mkstemp(prefix="workbench-child-", suffix=".log")
         os.close(fd)
         self.log_path = Path(log_path)
-        self.job = ChildJob(job.mode, job.rows, job.plugin_paths, job.interpret, log_path,
-                            job.cache_dir, job.build_dir)
+        self.job = dataclasses.replace(job, log_path=log_path)
         self.tail = LogTail(self.log_path)
         self.done: set[RowKey] = set()
         self.index = 0                 # the row the child is on

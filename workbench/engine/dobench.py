@@ -1,0 +1,46 @@
+"""A cross-check of our timing against `triton.testing.do_bench` (DESIGN.md: our own short
+event loop streams samples; it is checked on the GPU against do_bench). MEASUREMENT.md P3:
+do_bench's `warmup` and `rep` are milliseconds; its return statistic must be named; its keyword
+arguments differ across Triton versions, so they are feature-detected here.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable
+
+
+def do_bench_median_ms(fn: Callable[[], Any], *, warmup_ms: float = 25.0,
+                       rep_ms: float = 100.0) -> tuple[float, str]:
+    """(time in ms, the statistic's name) from triton.testing.do_bench.
+
+    Uses return_mode="median" where do_bench has it, else quantiles=[0.5], else its default
+    statistic (named "default" then). Raises ImportError without Triton.
+    """
+    from triton.testing import do_bench
+
+    params = inspect.signature(do_bench).parameters
+    kwargs: dict[str, Any] = {}
+    if "warmup" in params:
+        kwargs["warmup"] = warmup_ms
+    if "rep" in params:
+        kwargs["rep"] = rep_ms
+    if "return_mode" in params:
+        return float(do_bench(fn, return_mode="median", **kwargs)), "median"
+    if "quantiles" in params:
+        value = do_bench(fn, quantiles=[0.5], **kwargs)
+        return float(value[0] if isinstance(value, (list, tuple)) else value), "median"
+    return float(do_bench(fn, **kwargs)), "default"
+
+
+def our_median_ms(fn: Callable[[], Any], device: str, *, warmup_ms: float = 25.0, rep_ms: float = 100.0,
+                  min_samples: int = 10, target_rel_error: float = 0.005, flush_l2: bool = True) -> float:
+    """The median our engine reports for `fn` on `device` (same timer, flush and stopping rule)."""
+    from workbench.engine.environment import device_info
+    from workbench.engine.stats import StopRule, summarize
+    from workbench.engine.timing import make_l2_flush, make_timer, measure
+
+    flush = make_l2_flush(device, device_info(device).l2_bytes) if flush_l2 else None
+    rule = StopRule(rep_ms=rep_ms, min_samples=min_samples, target_rel_error=target_rel_error)
+    samples = measure(fn, make_timer(device), rule, warmup_ms=warmup_ms, flush=flush)
+    return summarize(samples).median_ms
