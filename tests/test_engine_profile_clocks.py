@@ -107,3 +107,9 @@ def test_compile_watch_counts_recompiles_and_catches_eager_fallback():
     watch.after_build()
     watch.finish(_Row(), record, _Channel())
     assert record["status"] == "failed" and "not labelled compiled" in record["error"]
+
+
+def test_kernel_time_above_wall_time_is_called_unreliable():
+    rows = [_row("k", "kernel", 5, device_us=1000.0)]
+    record = build_profile(rows, calls=5, wall_us=100.0, on_cuda=True)
+    assert record["device_events"] is True and "unreliable" in record["reason"]

@@ -180,3 +180,39 @@ def test_launch_record_from_a_cuda_source_without_a_gpu():
     assert rec == {"grid": [1000, 1, 1], "num_warps": 8, "block_threads": 256,
                    "waves": pytest.approx(1000 / (132 * 8))}
     assert launch_record(Impl(), None, {}, DeviceInfo(name="cpu"))["waves"] is None
+
+
+class _FakeDevice:
+    """A DeviceSession stand-in that claims CUDA but runs on CPU tensors (plumbing only)."""
+
+    is_cuda = True
+    device = "cpu"
+
+    def __init__(self, cache_dir):
+        self.cache_dir = cache_dir
+        self.info = DeviceInfo(name="Fake GPU", driver="1.0", memory_bytes=64 * 2**20)
+
+    def flush(self):
+        return None
+
+
+def test_launch_floor_and_ceilings_are_measured_once_and_cached(tmp_path, monkeypatch):
+    import workbench.engine.ceilings as ceilings
+    from workbench.engine.floor import launch_floor_ms
+    from workbench.registry import discover
+
+    dev = _FakeDevice(tmp_path)
+    floor = launch_floor_ms(dev)
+    assert floor > 0 and launch_floor_ms(dev) == floor  # second read comes from the cache
+    measured = []
+    monkeypatch.setattr(ceilings, "measure_copy_gbps", lambda *a: measured.append("copy") or 100.0)
+    monkeypatch.setattr(ceilings, "measure_matmul_tflops", lambda dev_, key, t: measured.append(key) or 2.0)
+    op = discover().op("gelu")
+    spec = op.make_spec({"M": 2, "N": 2}, "float32")
+    for _ in range(2):
+        got = ceilings.ceilings_for(dev, op, spec, "ieee")
+    assert measured == ["copy", "float32"]
+    assert (got.copy_gbps, got.compute_tflops, got.compute_key) == (100.0, 2.0, "float32")
+    assert got.datasheet_gbps is None
+    cached = ceilings.CeilingCache(tmp_path).load()[dev.info.cache_key]
+    assert set(cached) == {"launch_floor_ms", "copy_gbps", "matmul_tflops"}

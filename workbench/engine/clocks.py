@@ -80,15 +80,25 @@ class ClockSampler:
             import pynvml
 
             pynvml.nvmlInit()
-            if self.info.pci_bus_id:
-                self._handle = pynvml.nvmlDeviceGetHandleByPciBusId(self.info.pci_bus_id)
-            else:
-                self._handle = pynvml.nvmlDeviceGetHandleByIndex(0)
             self._nvml = pynvml
-            return True
         except Exception:  # no NVML here: the fields stay None
-            self._handle = None
             return False
+        self._handle = self._by_bus_id() or self._by_index()
+        return self._handle is not None
+
+    def _by_bus_id(self) -> Any:
+        """The NVML handle of our device by PCI bus id (robust to CUDA_VISIBLE_DEVICES)."""
+        try:
+            return self._nvml.nvmlDeviceGetHandleByPciBusId(self.info.pci_bus_id) if self.info.pci_bus_id else None
+        except Exception:
+            return None
+
+    def _by_index(self) -> Any:
+        """Fallback: NVML index 0 when this machine has one GPU (else unknown: no sampling)."""
+        try:
+            return self._nvml.nvmlDeviceGetHandleByIndex(0) if self._nvml.nvmlDeviceGetCount() == 1 else None
+        except Exception:
+            return None
 
     def _loop(self) -> None:
         while not self._done.wait(self.interval_s):

@@ -11,7 +11,8 @@ kernel_count (kernels per call), device_events, reason, wall_us.
 - Times are read from `self_device_time_total` (falling back to `self_cuda_time_total` only where
   the new name does not exist, i.e. old torch); FutureWarnings are silenced around the reads.
 - The profiler's own rows ("Activity Buffer Request", ProfilerStep, our sync) are hidden.
-- wall_us is the region's wall time per profiled call; kernel self-times sum below it.
+- wall_us is the region's wall time per profiled call; kernel self-times sum below it (where
+  they do not, `reason` says the profiler's timestamps are unreliable).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ PROFILED_CALLS = 5
 HIDDEN_PREFIXES = ("Activity Buffer Request", "ProfilerStep", "cudaDeviceSynchronize",
                    "cudaStreamSynchronize", "cudaEventSynchronize", "## ")
 MAX_ROWS = 40
+WALL_SLACK = 1.01  # kernel self-time per call may not exceed the region's wall time (P6)
 
 
 def profile_calls(call: Callable[[], Any], on_cuda: bool, sync: Callable[[], None] = lambda: None,
@@ -65,6 +67,9 @@ def build_profile(rows: list[dict], calls: int, wall_us: float, on_cuda: bool) -
     record = blank(PROFILE_KEYS, rows=ordered[:MAX_ROWS], wall_us=wall_us, device_events=bool(kernels))
     if kernels:
         record["kernel_count"] = sum(r["calls"] for r in kernels) / calls
+        if device_total / calls > wall_us * WALL_SLACK:
+            record["reason"] = (f"kernel time {device_total / calls:.1f} us per call exceeds the region's wall "
+                                f"time {wall_us:.1f} us: the profiler's timestamps are unreliable here")
     else:
         record["reason"] = no_device_reason(on_cuda)
     return record
