@@ -14,15 +14,12 @@ within 3 s. Rows that had not finished are in the document with status `skipped`
 
 from __future__ import annotations
 
-import datetime
 import itertools
-import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import workbench
 from workbench.engine.admit import Admission, admit
 from workbench.engine.ceilings import CeilingCache, datasheet_for
 from workbench.engine.environment import DeviceInfo, device_info, environment_record
@@ -30,6 +27,7 @@ from workbench.engine.rows import Row, expand
 from workbench.engine.supervisor import Supervisor
 from workbench.events import Event, Result, Started
 from workbench.machine import probe
+from workbench.provenance import provenance, utc_now_iso
 from workbench.registry import discover
 from workbench.results import new_document
 from workbench.session_model import Session
@@ -64,7 +62,7 @@ def run_plan(session: Session, *, on_event: Callable[[Event], None],
     """Run every row of `session`; return the results document. Raises WorkbenchError for an
     unknown op/implementation or a plugin that fails to load (before anything runs)."""
     stop = stop or threading.Event()
-    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    started = utc_now_iso()
     plugin_paths = tuple(str(p) for p in (*options.kernels, *session.plugins))
     registry = discover(plugin_paths)
     machine = probe()
@@ -169,21 +167,8 @@ class _PlanRun:
                 self._emit_final(row, record)
 
 
-def _git_sha() -> str | None:
-    root = Path(workbench.__file__).resolve().parent.parent
-    if not (root / ".git").exists():
-        return None
-    try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None
-
-
 def _provenance(session: Session, options: RunOptions, started: str) -> dict:
-    return {"workbench": workbench.__version__, "git_sha": _git_sha(), "session": session.name,
-            "session_sha256": options.session_sha256, "argv": list(options.argv), "started": started}
+    return provenance(session.name, session_sha256=options.session_sha256, argv=options.argv, started=started)
 
 
 def _ceilings(info: DeviceInfo, cache_dir: Path) -> dict:

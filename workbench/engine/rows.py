@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from workbench.events import RowKey
+from workbench.errors import WorkbenchError
 from workbench.registry import Registry
 from workbench.results import new_record
 from workbench.session_model import ImplRef, RunSpec, Session, Settings
@@ -79,7 +80,8 @@ def expand(session: Session, registry: Registry, *, has_cuda: bool,
            device_override: str | None = None) -> list[Row]:
     """Every row of the session in document order. Raises UnknownNameError for an unknown op or
     implementation (the session loader reports those first); a bad sweep parameter or shape
-    becomes the row's `error`."""
+    becomes the row's `error`. Two rows with one key (a label repeated in a run; the session
+    loader refuses those) raise WorkbenchError."""
     rows = []
     for run_index, run in enumerate(session.runs):
         op = registry.op(run.op)
@@ -90,6 +92,10 @@ def expand(session: Session, registry: Registry, *, has_cuda: bool,
             impl = op.get_impl(ref.name)
             for sweep_value, assigned in _points(run):
                 rows.append(_row(run_index, run, op, impl, ref, settings, device, sweep_value, assigned))
+    keys = [r.key for r in rows]
+    if len(set(keys)) != len(keys):
+        dup = next(k for k in keys if keys.count(k) > 1)
+        raise WorkbenchError(f"runs[{dup[0]}]: label {dup[1]!r} appears twice; give one a distinct label")
     return rows
 
 
