@@ -198,6 +198,9 @@ class WorkbenchApp(EditorMixin, RunnerMixin, App):
     def action_save(self) -> None:
         if self.ws.catalog is None:
             return
+        if not self.ws.session.runs:
+            self.report("nothing to save yet: a session needs at least one run (press r)", "warning")
+            return
         try:
             target = sessions_io.save(self.ws.session, self.ws.path, self.data_dir)
         except (OSError, ValueError, TypeError) as exc:

@@ -136,6 +136,8 @@ class EditorMixin:
 
     def autosave_now(self) -> None:
         self._autosave_timer = None
+        if not self.ws.session.runs:  # not a valid session file yet
+            return
         try:
             sessions_io.autosave(self.ws.session, self.ws.path, self.data_dir)
         except (OSError, ValueError, TypeError) as exc:
