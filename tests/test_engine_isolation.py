@@ -6,17 +6,35 @@ Each spawned child imports torch (~2-3 s here), so these tests keep the number o
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from workbench.engine.plan import RunOptions, run_plan
 from workbench.events import Error, Log, Result, Started
+from workbench.registry import REGISTRY
 from workbench.results import missing_keys
 from workbench.session_model import ImplRef, RunSpec, Session, Settings, Sweep
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "crashy.py")
 FAST = Settings(device="cpu", warmup_ms=1.0, rep_ms=5.0, min_samples=3, timeout_s=60.0)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _plugin_stays_in_this_module():
+    """run_plan loads the test plugin into this process's registry too (to expand rows); undo
+    that afterwards so other test modules see only the shipped ops."""
+    ops, sources, modules = dict(REGISTRY._ops), list(REGISTRY.loaded_sources), set(sys.modules)
+    yield
+    REGISTRY._ops.clear()
+    REGISTRY._ops.update(ops)
+    REGISTRY.loaded_sources[:] = sources
+    for name in set(sys.modules) - modules:
+        if name.startswith("workbench_plugin_"):
+            del sys.modules[name]
 
 
 def _session(*runs: RunSpec) -> Session:
