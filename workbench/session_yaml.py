@@ -145,7 +145,7 @@ def _walk(node: Node, path: str, marks: dict[str, int], problems: Problems, size
                 problems.add(child, f"duplicate key {show(key)}")
             seen.add(key)
             marks.setdefault(child, key_node.start_mark.line + 1)
-            count += _walk(key_node, child, {}, problems, sizes) if not isinstance(key_node, ScalarNode) else 0
+            count += _walk(key_node, child, {}, problems, sizes)  # keys carry tags too
             count += _walk(value_node, child, marks, problems, sizes)
     elif isinstance(node, SequenceNode):
         for index, item in enumerate(node.value):
