@@ -150,8 +150,12 @@ def write_output(text: str, args: argparse.Namespace, env: Env) -> None:
 
         atomic_write_text(args.output, text)
     else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `workbench --list | head`: the reader left; not an error
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
 
 
 def output_style(env: Env, args: argparse.Namespace) -> tuple[int, bool]:

@@ -234,4 +234,4 @@ def _render(items: list, env: Env, args: argparse.Namespace) -> str:
                       no_color=not color, color_system="auto" if color else None)
     for item in items:
         console.print(item)
-    return console.file.getvalue()
+    return "\n".join(line.rstrip() for line in console.file.getvalue().splitlines()) + "\n"
