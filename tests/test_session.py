@@ -21,7 +21,7 @@ from workbench.registry import Op, Registry
 from workbench.session import (SessionError, dump_session, load_session, parse_session, save_session,
                                session_from_data, session_to_data, validate_session)
 from workbench.session_model import ImplRef, RunSpec, Session, Settings, Sweep
-from workbench.session_schema import SETTING_KEYS, SETTING_RULES
+from workbench.session_settings import SETTING_KEYS, SETTING_RULES
 from workbench.spec import Spec
 
 

@@ -22,7 +22,7 @@ import yaml
 
 from workbench.errors import WorkbenchError
 from workbench.fileio import atomic_write_text
-from workbench.registry import REGISTRY, Registry, discover
+from workbench.registry import Registry, discover
 from workbench.session_checks import check_runs
 from workbench.session_model import Session
 from workbench.session_schema import build_session, session_to_data

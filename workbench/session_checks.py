@@ -12,7 +12,7 @@ from workbench.dtypes import DType
 from workbench.errors import WorkbenchError
 from workbench.registry import Impl, Op, Registry
 from workbench.session_model import RunSpec
-from workbench.session_schema import suggest
+from workbench.session_settings import suggest
 from workbench.session_yaml import Problems, child_path, show
 
 
