@@ -15,7 +15,7 @@ import pytest
 
 from workbench.engine.plan import RunOptions, run_plan
 from workbench.events import Error, Log, Result, Started
-from workbench.registry import REGISTRY
+from workbench.registry import REGISTRY, discover
 from workbench.results import missing_keys
 from workbench.session_model import ImplRef, RunSpec, Session, Settings, Sweep
 
@@ -27,6 +27,7 @@ FAST = Settings(device="cpu", warmup_ms=1.0, rep_ms=5.0, min_samples=3, timeout_
 def _plugin_stays_in_this_module():
     """run_plan loads the test plugin into this process's registry too (to expand rows); undo
     that afterwards so other test modules see only the shipped ops."""
+    discover()  # the shipped ops first: they must survive the restore
     ops, sources, modules = dict(REGISTRY._ops), list(REGISTRY.loaded_sources), set(sys.modules)
     yield
     REGISTRY._ops.clear()

@@ -7,17 +7,16 @@ Protocol (child -> parent, over a multiprocessing Pipe, each message a tuple):
 
 The child stops after the first row that raised (a fresh child after any error: a poisoned
 CUDA context must not leak into the next row). A failed check is not an error.
-This module imports no kernels at import time: TRITON_INTERPRET must be set first.
+The process starts in engine/entry.py (output redirected, TRITON_INTERPRET set) before this
+module, torch or any kernel is imported.
 """
 
 from __future__ import annotations
 
-import faulthandler
-import os
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.engine.capture import mark_row, redirect_output
+from workbench.engine.capture import mark_row
 from workbench.engine.rows import Row
 
 MODES = ("exec", "ptx")
@@ -55,13 +54,7 @@ class Channel:
 
 
 def child_main(job: ChildJob, conn: Any, stop: Any) -> None:
-    """Entry point of the spawned child (multiprocessing target). Never raises."""
-    redirect_output(job.log_path)
-    faulthandler.enable()  # a segfault prints the Python stack into the log before dying
-    if job.interpret:
-        os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported
-    else:  # compiled Triton (GPU, PTX) even when the caller's environment had it set
-        os.environ.pop("TRITON_INTERPRET", None)
+    """Run the job's rows (called by engine/entry.py once output and environment are set up)."""
     channel = Channel(conn)
     try:
         _run(job, channel, stop)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import os
+import pickle
 import signal
 import tempfile
 import threading
@@ -23,7 +24,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from workbench.engine.capture import LogTail, level_of, row_mark
-from workbench.engine.child import ChildJob, child_main
+from workbench.engine.child import ChildJob
+from workbench.engine.entry import child_entry
 from workbench.engine.rows import Row
 from workbench.events import Error, Event, Log, Result, RowKey
 
@@ -94,8 +96,8 @@ class _ChildRun:
         ctx = self.sup.context
         self.conn, child_conn = ctx.Pipe(duplex=False)
         self.child_stop = ctx.Event()
-        self.proc = ctx.Process(target=child_main, args=(self.job, child_conn, self.child_stop),
-                                name=f"workbench-{self.job.mode}", daemon=False)
+        args = (pickle.dumps(self.job), self.job.log_path, self.job.interpret, child_conn, self.child_stop)
+        self.proc = ctx.Process(target=child_entry, args=args, name=f"workbench-{self.job.mode}", daemon=False)
         self.proc.start()  # raises in an unguarded __main__ under spawn, before anything runs
         try:
             child_conn.close()
