@@ -31,6 +31,7 @@ from workbench.events import Error, Event, Log, Result, RowKey
 
 STARTUP_S = 120.0       # allowance for the child's start (torch import, plugin discovery)
 CANCEL_GRACE_S = 2.0    # a cancelled child is killed after this
+EXIT_GRACE_S = 10.0     # a child with every row answered must leave within this
 POLL_S = 0.05
 SIGNALS = {"SIGSEGV": "segmentation fault", "SIGABRT": "aborted", "SIGBUS": "bus error",
            "SIGFPE": "arithmetic error", "SIGILL": "illegal instruction",
@@ -165,8 +166,8 @@ class _ChildRun:
 
     def _timed_out(self) -> bool:
         row = self._current()
-        if row is None:
-            return False
+        if row is None:  # every row answered: a child that does not leave is stopped (no failure)
+            return self.sup.clock() - self.mark > EXIT_GRACE_S
         limit = row.settings.timeout_s + (0.0 if self.ready else STARTUP_S)
         if self.sup.clock() - self.mark <= limit:
             return False
