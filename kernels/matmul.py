@@ -258,7 +258,7 @@ def matmul_launch(spec: MatmulSpec, params, *, activation: str = "none", ctx: Bu
     cfg = tile_config(spec, params, ctx, op_name)
     ptr = triton_ptr(spec.dtype)
     ints = ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm", "stride_cn")
-    grid = (-(-spec.M // cfg.block_m)) * (-(-spec.N // cfg.block_n))
+    grid = cdiv(spec.M, cfg.block_m) * cdiv(spec.N, cfg.block_n)
     return TritonLaunch(
         kernel=_matmul_kernel,
         signature={"a_ptr": ptr, "b_ptr": ptr, "c_ptr": ptr, **{name: "i32" for name in ints},
@@ -281,7 +281,7 @@ def matmul_runner(cfg: TileConfig, precision: str, activation: str, op_name: str
             raise ValueError(f"{op_name}: inner dimensions differ: A is {m}x{k}, B is {k_b}x{n}")
         check_int32_offsets(op_name, a.numel(), b.numel(), m * n)
         c = torch.empty((m, n), dtype=a.dtype, device=a.device)
-        grid = (triton_cdiv(m, cfg.block_m) * triton_cdiv(n, cfg.block_n),)
+        grid = (cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n),)
         try:
             _matmul_kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                                  c.stride(0), c.stride(1), **cfg.constexprs, INPUT_PRECISION=precision,
@@ -294,7 +294,8 @@ def matmul_runner(cfg: TileConfig, precision: str, activation: str, op_name: str
     return run
 
 
-def triton_cdiv(a: int, b: int) -> int:
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division: programs or blocks needed to cover a elements b at a time."""
     return -(-a // b)
 
 
@@ -367,11 +368,11 @@ def _load_module(ctx: BuildContext):
 
 
 def _naive_launch(spec: MatmulSpec, params) -> tuple[tuple[int, ...], int]:
-    return (triton_cdiv(spec.N, 32), triton_cdiv(spec.M, 8), 1), 256
+    return (cdiv(spec.N, 32), cdiv(spec.M, 8), 1), 256
 
 
 def _tiled_launch(spec: MatmulSpec, params) -> tuple[tuple[int, ...], int]:
-    return (triton_cdiv(spec.N, 128), triton_cdiv(spec.M, 128), 1), 256
+    return (cdiv(spec.N, 128), cdiv(spec.M, 128), 1), 256
 
 
 @MATMUL.impl("cuda_naive", dtypes=["float32"], needs=["cuda_device", "nvcc"], moved_bytes=naive_bytes_moved,
