@@ -158,6 +158,8 @@ class WorkbenchApp(EditorMixin, RunnerMixin, App):
         for note in message.notes:
             self.report(note, "warning" if "not restored" in note else "information")
         await self.show_run()
+        if self.focused is None or self.focused.id == "sidebar":
+            self.query_one(OpList).focus()
 
     def report(self, text: str, severity: str = "error") -> None:
         """A notification and a Log line (never a traceback on screen)."""
@@ -211,13 +213,16 @@ class WorkbenchApp(EditorMixin, RunnerMixin, App):
         self.report(f"saved {target}", "information")
 
     def action_open(self) -> None:
-        if self.ws.catalog is not None:
+        if self.running:
+            self.notify("a run is in progress: cancel it (escape) before opening another session",
+                        severity="warning")
+        elif self.ws.catalog is not None:
             known = sessions_io.known_sessions(self.data_dir)
             self.push_screen(OpenScreen(known), self.open_path)
 
     @work(thread=True, exit_on_error=False, group="open")
     def open_path(self, path: Path | None) -> None:
-        if path is None:
+        if path is None or self.running:
             return
         try:
             opened = self._open(path, self.ws.catalog.gpu)

@@ -52,7 +52,10 @@ class EditorMixin:
         sweep = self.ws.run.sweep if self.ws.run else None
         self.query_one(TimingPane).sweep_param = ", ".join(sweep.params) if sweep else ""
         for pane in RESULT_PANES:
-            self.query_one(pane).model = model
+            try:
+                self.query_one(pane).model = model
+            except Exception as exc:  # a record the pane did not expect: say so, keep the app
+                self.report(f"{pane.__name__} could not show the results: {type(exc).__name__}: {exc}")
 
     # -- messages up ------------------------------------------------------------------------
     async def pick(self, kind: str, value) -> None:

@@ -26,7 +26,8 @@ def spread(p20: float | None, p80: float | None, median: float | None) -> str:
     """p20..p80 as a ± percentage of the median, e.g. '±0.4%'."""
     if not (is_number(p20) and is_number(p80) and is_number(median)) or median <= 0:
         return "-"
-    return f"±{(p80 - p20) / 2 / median * 100:.2g}%"
+    pct = (p80 - p20) / 2 / median * 100
+    return f"±{pct:.2g}%" if pct < 10 else f"±{pct:.0f}%"
 
 
 def number(value: float | None, digits: int = 4) -> str:

@@ -66,8 +66,10 @@ class ProfilePane(Vertical):
         self.query_one("#profile-summary", Static).update(summary(profile))
         table = self.query_one(KeyDataTable)
         table.clear()
-        for item in (profile or {}).get("rows", ()):
-            table.add_row(*(_cell(item.get(key)) for _, key in COLUMNS))
+        device = bool((profile or {}).get("device_events"))
+        for item in (profile or {}).get("rows", ()):  # no device events: '-', never rows of 0
+            table.add_row(*(_cell(item.get(key) if device or key != "self_device_us" else None)
+                            for _, key in COLUMNS))
         self._apply_sort()
 
     def action_next_sort(self) -> None:
