@@ -223,3 +223,23 @@ def test_impls_declare_what_they_need(op_name):
             assert impl.cuda_source is not None and impl.cuda_source.path.exists(), impl.name
             text = impl.cuda_source.path.read_text()
             assert all(f"{kernel}(" in text or f"{kernel}<" in text for kernel in impl.cuda_source.kernels)
+
+
+def test_sleep_sleeps_and_returns_its_sentinel():
+    import time
+
+    op = REGISTRY.op("sleep")
+    spec = op.make_spec({"sleep_ms": 20})
+    fn = op.get_impl("manual").builder(spec, {}, BuildContext())
+    (sentinel,) = op.make_inputs(spec, "cpu", 0)
+    start = time.perf_counter()
+    assert fn(sentinel) is sentinel
+    assert time.perf_counter() - start >= 0.020
+    assert op.cost(spec).bytes == 0 and op.cost(spec).flops == 0
+
+
+def test_interpreter_numpy_shim_is_idempotent():
+    """kernels/__init__ installed it already (where NumPy needs it); a second install is a no-op."""
+    from workbench.kernels import _interpreter_compat
+
+    assert _interpreter_compat.install() is False
