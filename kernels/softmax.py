@@ -182,11 +182,14 @@ def _rows_unit_stride(x: torch.Tensor) -> torch.Tensor:
     return x if x.stride(-1) == 1 else x.contiguous()
 
 
-def _row_runner(kernel, block: int, num_warps: int):
+def _row_runner(kernel, block: int, num_warps: int, *, whole_row: bool):
+    """The timed callable: one program per row. whole_row: the kernel needs N <= BLOCK_SIZE."""
     def run(x: torch.Tensor) -> torch.Tensor:
         x = _rows_unit_stride(x)
         y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
         n_rows, n_cols = x.shape
+        if whole_row and n_cols > block:
+            raise LimitError(f"softmax triton: built for rows of at most {block} columns, got N={n_cols}")
         kernel[(n_rows,)](x, y, x.stride(0), y.stride(0), n_cols, BLOCK_SIZE=block, num_warps=num_warps)
         return y
     return run
@@ -195,7 +198,7 @@ def _row_runner(kernel, block: int, num_warps: int):
 @SOFTMAX.impl("triton", needs=["triton"], triton_launch=_triton_launch)
 def build_triton(spec: SoftmaxSpec, params, ctx: BuildContext):
     """Triton, the lecture's kernel: one program per row, the row in one block (N <= 16384)."""
-    return _row_runner(_softmax_kernel, *_one_block(spec))
+    return _row_runner(_softmax_kernel, *_one_block(spec), whole_row=True)
 
 
 # -- Triton: one program per row, streamed in column blocks (online softmax) ------------------
@@ -241,7 +244,7 @@ def _looped_launch(spec: SoftmaxSpec, params) -> TritonLaunch:
               moved_bytes=reread_bytes_moved, triton_launch=_looped_launch)
 def build_triton_looped(spec: SoftmaxSpec, params, ctx: BuildContext):
     """Triton, online softmax: one program per row streaming BLOCK_SIZE columns at a time (any N)."""
-    return _row_runner(_softmax_looped_kernel, *_looped_config(params))
+    return _row_runner(_softmax_looped_kernel, *_looped_config(params), whole_row=False)
 
 
 # -- CUDA: one block per row, warp-shuffle reductions ------------------------------------------
