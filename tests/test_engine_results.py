@@ -88,13 +88,14 @@ def test_cuda_ptx_only_row_runs_without_a_gpu():
     row, registry = _one_row("cuda", ("ptx",))
     adm = admit(row, registry, NO_GPU_WITH_NVCC, force=False, interpret=True, memory_bytes=2**34)
     assert adm.final is None and adm.exec_row is None and adm.ptx_row.actions == ("ptx",)
-    assert adm.unavailable is None
+    assert adm.override is None
 
 
 def test_cuda_bench_and_ptx_row_measures_nothing_but_keeps_ptx():
     row, registry = _one_row("cuda", ("bench", "ptx"))
     adm = admit(row, registry, NO_GPU_WITH_NVCC, force=False, interpret=True, memory_bytes=2**34)
-    assert adm.exec_row is None and adm.ptx_row is not None and "GPU" in adm.unavailable
+    assert adm.exec_row is None and adm.ptx_row is not None
+    assert adm.override[0] == "unavailable" and "GPU" in adm.override[1]
     adm = admit(row, registry, NO_GPU_NO_NVCC, force=False, interpret=True, memory_bytes=2**34)
     assert adm.final["status"] == "unavailable" and "GPU" in adm.final["error"]
 
@@ -114,3 +115,7 @@ def test_cuda_device_without_gpu_and_forced_sizes():
     assert adm.final["status"] == "skipped" and adm.final["error"].startswith("estimated")
     adm = admit(row, registry, NO_GPU_WITH_NVCC, force=True, interpret=True, memory_bytes=2**34)
     assert adm.final is None and adm.exec_row is not None
+    row, registry = _one_row("triton", ("bench", "ptx"), shape={"M": 65536, "N": 65536})
+    adm = admit(row, registry, NO_GPU_WITH_NVCC, force=False, interpret=True, memory_bytes=2**34)
+    assert adm.exec_row is None and adm.ptx_row is not None  # PTX is size-independent: still shown
+    assert adm.override[0] == "skipped" and adm.override[1].startswith("estimated")

@@ -7,7 +7,7 @@ Availability is per action (CONTRACTS.md "Results"; reasons from `workbench.mach
   is `unavailable` with the reason and its ptx filled;
 - ptx unavailable but exec available -> exec runs, status from it, a flag names the reason.
 Size: a row estimated far beyond timeout_s or the device's memory is `skipped` (error = the
-estimate) unless forced.
+estimate) unless forced; its ptx (size-independent, ahead of time) still runs when asked.
 """
 
 from __future__ import annotations
@@ -26,13 +26,14 @@ from workbench.registry import Need, Registry
 class Admission:
     """exec_row: what the execution child runs (None: nothing); ptx_row: what a separate PTX
     child runs (None: nothing, or ptx runs inside the exec child); final: the finished record
-    when nothing runs; unavailable: reason to report for actions that could not run; flags."""
+    when nothing runs; override: (status, error) replacing an `ok` status (actions that could
+    not run: unavailable, skipped); flags: notes added to the record."""
 
     row: Row
     exec_row: Row | None = None
     ptx_row: Row | None = None
     final: dict | None = None
-    unavailable: str | None = None
+    override: tuple[str, str] | None = None
     flags: list[str] = field(default_factory=list)
 
 
@@ -59,12 +60,15 @@ def admit(row: Row, registry: Registry, machine: Machine, *, force: bool, interp
     runs_ptx = "ptx" in row.actions and ptx_reason is None
     if not runs_exec and not runs_ptx:
         return _finished(row, "unavailable", exec_reason or ptx_reason or "nothing to do")
+    override = ("unavailable", exec_reason) if exec_reason else None
     if runs_exec and not force:
         reason = _too_large(row, op, impl, dtype, interpret, memory_bytes)
-        if reason:
+        if reason and not runs_ptx:
             return _finished(row, "skipped", reason)
+        if reason:
+            runs_exec, override = False, ("skipped", reason)
     separate_ptx = runs_ptx and (interpret or not runs_exec)
-    admission = Admission(row, unavailable=exec_reason if not runs_exec else None)
+    admission = Admission(row, override=override)
     if runs_exec:
         actions = row.exec_actions + (("ptx",) if runs_ptx and not separate_ptx else ())
         admission.exec_row = dataclasses.replace(row, actions=actions)

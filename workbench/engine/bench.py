@@ -1,4 +1,4 @@
-"""The bench stage of a row: timing (+ clocks, launch floor, device time), traffic, launch.
+"""The bench stage of a row: timing (+ clocks, launch floor, device time) and traffic.
 
 Launch-bound rows (MEASUREMENT.md rule 5, P1; rules in engine/floor.py): `launch_bound: true`,
 `device_median_ms` from CUDA-graph replay; a median below the measured floor is reported at the
@@ -40,8 +40,7 @@ def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ce
         _launch_floor(dev, row, record, timing, fn, inputs)
     record["timing"] = timing
     cost = impl.cost(op, spec)
-    record["traffic"] = traffic_record(cost, timing, ceilings, l2_bytes=dev.info.l2_bytes,
-                                       matmul_like=op.matmul_like)
+    record["traffic"] = traffic_record(cost, timing, ceilings, l2_bytes=dev.info.l2_bytes)
     _flag_ceiling(record, ceilings)
     if timer.name == "interpreter":
         record["flags"].append("Triton interpreter: host time of numpy emulation, not kernel speed")

@@ -150,8 +150,8 @@ class _PlanRun:
 
     def _finalise(self, adm: Admission, record: dict) -> None:
         record["flags"] = list(record.get("flags") or []) + adm.flags
-        if adm.unavailable and record["status"] == "ok":
-            record.update(status="unavailable", error=adm.unavailable)
+        if adm.override and record["status"] == "ok":
+            record.update(status=adm.override[0], error=adm.override[1])
         self._emit_final(adm.row, record)
 
     def _emit_final(self, row: Row, record: dict) -> None:

@@ -19,8 +19,7 @@ from workbench.results import TRAFFIC_KEYS, blank
 CEILING_MARGIN = 1.05  # a figure more than 5% above its measured ceiling is a measurement error
 
 
-def traffic_record(cost: Cost, timing: dict, ceilings: Ceilings, *, l2_bytes: int | None,
-                   matmul_like: bool = False) -> dict:
+def traffic_record(cost: Cost, timing: dict, ceilings: Ceilings, *, l2_bytes: int | None) -> dict:
     """The record for one row from its cost model, timing record and ceilings."""
     record = blank(TRAFFIC_KEYS, bytes_read=cost.bytes_read, bytes_written=cost.bytes_written,
                    bytes=cost.bytes, bytes_moved_est=cost.moved, flops=cost.flops,
