@@ -146,3 +146,29 @@ def test_perf_counter_timer_measures_host_time_in_ms():
         clock.now_s += 0.25
     assert PerfCounterTimer(clock=clock).time_call(call) == pytest.approx(250.0)
     assert PerfCounterTimer("interpreter").name == "interpreter"
+
+
+def test_do_bench_keywords_are_feature_detected(monkeypatch):
+    """MEASUREMENT.md P3: warmup/rep are ms; the statistic is named; old and new signatures work."""
+    import triton.testing
+
+    from workbench.engine.dobench import do_bench_median_ms
+
+    seen = {}
+
+    def new_style(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean"):
+        seen.update(warmup=warmup, rep=rep, return_mode=return_mode)
+        return 0.5
+
+    def old_style(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, fast_flush=True):
+        return [0.4] if quantiles == [0.5] else 9.9
+
+    def minimal(fn, warmup=25, rep=100):
+        return 0.3
+    monkeypatch.setattr(triton.testing, "do_bench", new_style)
+    assert do_bench_median_ms(lambda: None, warmup_ms=10, rep_ms=50) == (0.5, "median")
+    assert seen == {"warmup": 10, "rep": 50, "return_mode": "median"}
+    monkeypatch.setattr(triton.testing, "do_bench", old_style)
+    assert do_bench_median_ms(lambda: None) == (0.4, "median")
+    monkeypatch.setattr(triton.testing, "do_bench", minimal)
+    assert do_bench_median_ms(lambda: None) == (0.3, "default")
