@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from textual import on, work
+from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -20,6 +20,7 @@ from . import sessions_io
 from .commands import ImplsProvider, OpsProvider, SessionsProvider
 from .dialogs import ConfirmScreen, HelpScreen, OpenScreen
 from .editor import EditorMixin
+from .keys import LIST_KEYS
 from .messages import LoadFailed, Loaded, SessionOpened
 from .pane_log import LogPane
 from .pane_profile import ProfilePane
@@ -194,7 +195,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, App):
     def action_help(self) -> None:
         groups = [("Everywhere", self.BINDINGS + GENERAL_KEYS), ("Timing pane", TimingPane.BINDINGS),
                   ("Profile pane", ProfilePane.BINDINGS), ("PTX pane", PtxPane.BINDINGS),
-                  ("Lists and tables", _list_bindings())]
+                  ("Lists and tables", LIST_KEYS)]
         self.push_screen(HelpScreen(groups))
 
     def action_save(self) -> None:
@@ -249,12 +250,6 @@ def _start_resource_tracker() -> None:
     from multiprocessing import resource_tracker
 
     resource_tracker.ensure_running()
-
-
-def _list_bindings():
-    from .keys import _LIST_KEYS
-
-    return _LIST_KEYS
 
 
 def _load_catalog(kernels: list[str], device: str):

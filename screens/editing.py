@@ -59,8 +59,9 @@ def with_params(run: RunSpec, op: OpInfo, impl: str, texts: Mapping[str, str]) -
     """Set `impl`'s params from text; only values that differ from the defaults are kept."""
     info = op.impl(impl)
     defaults = info.params if info else {}
-    overrides = {k: v for k, t in texts.items() if (v := parse_value(t)) != defaults.get(k)}
-    run = with_impls(run, op, [*selected(run, op), impl]) if run.impls is None else run
+    overrides = {k: v for k, t in texts.items() if t.strip() and (v := parse_value(t)) != defaults.get(k)}
+    if run.impls is None:  # `all` written out, so that one of them can carry params
+        run = dataclasses.replace(run, impls=tuple(ImplRef(i.name) for i in op.impls))
     refs = tuple(dataclasses.replace(r, params=overrides) if r.name == impl else r
                  for r in run.impls or ())
     return dataclasses.replace(run, impls=refs)

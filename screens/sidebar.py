@@ -74,12 +74,12 @@ class ImplPanel(Vertical):
         self._show_detail()
 
     def _selection(self, impl: ImplInfo, chosen: bool) -> Selection:
+        """Greyed (not disabled: the highlight must reach it to show why) when blocked."""
         blocked = impl.blocked(self._actions, self._dtype)
-        prompt = Text(impl.name)
-        reason = impl.reason(self._actions, self._dtype)
-        if reason:
+        prompt = Text(impl.name, style="dim strike" if blocked else "")
+        if impl.reason(self._actions, self._dtype):
             prompt.append("  ✗" if blocked else "  ◐", style="dim")
-        return Selection(prompt, impl.name, chosen and not blocked, disabled=blocked)
+        return Selection(prompt, impl.name, chosen and not blocked)
 
     def _highlighted_impl(self) -> ImplInfo | None:
         checklist = self.query_one("#impl-list", SelectionList)
@@ -127,8 +127,17 @@ class ImplPanel(Vertical):
 
     @on(SelectionList.SelectedChanged)
     def _toggled(self, event: SelectionList.SelectedChanged) -> None:
+        """Post the choice; a blocked implementation is unticked again, with its reason."""
         event.stop()
-        self.post_message(ImplsPicked(tuple(event.selection_list.selected)))
+        checklist = event.selection_list
+        for name in list(checklist.selected):
+            impl = self._op.impl(name) if self._op else None
+            if impl is not None and impl.blocked(self._actions, self._dtype):
+                with self.prevent(SelectionList.SelectedChanged):
+                    checklist.deselect(name)
+                self.notify(f"{name}: {impl.reason(self._actions, self._dtype)}",
+                            severity="warning", timeout=4)
+        self.post_message(ImplsPicked(tuple(checklist.selected)))
 
     @on(Input.Changed, ".param")
     def _param_changed(self, event: Input.Changed) -> None:

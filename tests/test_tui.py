@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 
-import pytest
 from textual.widgets import DataTable, Input, SelectionList, Static, TabbedContent
 
 from tui_helpers import (fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async,
@@ -218,3 +217,42 @@ async def test_ptx_jumps_between_highlighted_instructions(tmp_path):
         assert pane._view.current == first
         await pilot.press("f")  # filter: the first kind only
         assert pane._view.kind is not None
+
+
+@run_async
+async def test_implementation_params_are_editable(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await loaded(pilot)
+        checklist = app.query_one("#impl-list", SelectionList)
+        checklist.focus()
+        checklist.highlighted = 5  # triton: BLOCK_SIZE, num_warps
+        await wait_for(pilot, lambda: len(app.query(".param")) == 2)
+        block = next(i for i in app.query(".param").results(Input) if i.name == "BLOCK_SIZE")
+        block.focus()
+        block.value = ""
+        await pilot.press(*"256")
+        await wait_for(pilot, lambda: app.ws.session.runs[0].impls is not None)
+        triton = next(r for r in app.ws.session.runs[0].impls if r.name == "triton")
+        assert dict(triton.params) == {"BLOCK_SIZE": 256}
+
+
+@run_async
+async def test_cuda_is_greyed_without_a_gpu_unless_only_ptx_is_asked(tmp_path):
+    app = make_app(tmp_path, catalog_loader=lambda kernels, device: fake_catalog(gpu=False))
+    async with app.run_test(size=(100, 40)) as pilot:
+        await loaded(pilot)
+        checklist = app.query_one("#impl-list", SelectionList)
+        checklist.highlighted = 4  # cuda: PTX from nvcc, but no GPU to check or bench on
+        await pilot.pause(0.1)
+        assert "bench: needs a CUDA GPU" in str(app.query_one("#impl-detail", Static).render())
+        assert "cuda" in checklist.selected
+        actions = app.query_one("#actions", SelectionList)
+        actions.deselect("ptx")
+        actions.deselect("profile")
+        await wait_for(pilot, lambda: "cuda" not in checklist.selected)  # nothing left to do
+        checklist.focus()
+        await pilot.press("space")  # ticking it again says why not
+        await pilot.pause(0.1)
+        assert "cuda" not in checklist.selected
+        assert any("needs a CUDA GPU" in n.message for n in app._notifications)
