@@ -19,7 +19,7 @@ from .keys import KeyDataTable
 from .model import Row, RunModel
 
 COLUMNS = ("impl", "status", "median", "spread", "n", "GB/s", "TFLOP/s", "% ceil",
-           "build", "check", "timer")
+           "build", "check", "timer", "notes")
 METRIC_ORDER = tuple(charts.METRICS)
 STATUS_WIDTH = 24  # the whole error is in the Log pane
 
@@ -94,7 +94,18 @@ def table_cells(row: Row) -> tuple[str, ...]:
             str(timing.get("n") or len(row.samples_ms) or "-"),
             fmt.number(traffic.get("gbps")), fmt.number(traffic.get("tflops")),
             fmt.percent(traffic.get("pct_of_ceiling")), fmt.ms(row.build_ms), fmt.check(row.check),
-            fmt.timer(timing.get("timer") or row.timer, _interpreted(row)))
+            fmt.timer(timing.get("timer") or row.timer, _interpreted(row)), notes(timing))
+
+
+def notes(timing: dict) -> str:
+    """What the figure's reader must know: launch-bound, clock drift, L2 not flushed."""
+    marks = [text for key, text in (("launch_bound", "launch-bound"), ("clock_fell", "clock fell"))
+             if timing.get(key)]
+    if timing.get("flush_l2") is False:
+        marks.append("L2 warm")
+    if timing.get("device_median_ms") is not None:
+        marks.append(f"device {fmt.ms(timing['device_median_ms'])}")
+    return ", ".join(marks)
 
 
 def _interpreted(row: Row) -> bool:

@@ -256,3 +256,39 @@ async def test_cuda_is_greyed_without_a_gpu_unless_only_ptx_is_asked(tmp_path):
         await pilot.pause(0.1)
         assert "cuda" not in checklist.selected
         assert any("needs a CUDA GPU" in n.message for n in app._notifications)
+
+
+SMALL_SESSION = """\
+schema_version: 1
+name: mine
+runs:
+  - op: gelu
+    impls: [pytorch]
+    shape: {M: 8, N: 8}
+"""
+
+
+@run_async
+async def test_autosave_is_restored_after_a_crash_and_cleared_by_save(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text(SMALL_SESSION)
+
+    def app() -> WorkbenchApp:
+        return WorkbenchApp(path, None, engine=fixture_engine(), data_dir=tmp_path / "data",
+                            catalog_loader=lambda kernels, device: fake_catalog())
+    first = app()
+    async with first.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        field = next(i for i in first.query(".shape").results(Input) if i.name == "M")
+        field.value = "77"
+        await wait_for(pilot, lambda: list((tmp_path / "data" / "autosave").glob("*.yaml")))
+    assert "M: 8" in path.read_text()  # not saved: only autosaved
+    second = app()
+    async with second.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        assert second.ws.session.runs[0].shape["M"] == 77
+        assert any("restored unsaved changes" in n.message for n in second._notifications)
+        await pilot.press("ctrl+s")
+        await pilot.pause(0.2)
+    assert "M: 77" in path.read_text()
+    assert not list((tmp_path / "data" / "autosave").glob("*.yaml"))
