@@ -45,12 +45,21 @@ class RunnerMixin:
         else:
             self._start()
 
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        """Dim Run while a run is in flight and Cancel while none is (the footer shows it)."""
+        if action == "run" and self.running:
+            return None
+        if action == "cancel" and not self.running:
+            return None
+        return True
+
     def _start(self) -> None:
         ws = self.ws
         self._done, self._total = 0, editing.row_count(ws.run, ws.op)
         sub, index = ws.begin_run()
         self._stop, self._running_index = threading.Event(), index
         self.run_bar.running = True
+        self.refresh_bindings()
         self.run_bar.progress(0, self._total)
         self.run_bar.status = f"starting {editing.label(ws.run, ws.op)}"
         self.log_pane.add(f"run {index}: {editing.label(ws.run, ws.op)}")
@@ -134,6 +143,7 @@ class RunnerMixin:
         self.runs_finished += 1
         self._stop = None
         self.run_bar.running = False
+        self.refresh_bindings()
         self._dirty = False
         if self.ws.index == self._running_index:
             self.show_results()
