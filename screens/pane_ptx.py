@@ -48,7 +48,9 @@ class PtxPane(Vertical):
         rows = self._rows()
         options = [(_title(r), _title(r)) for r in rows]
         with_text = [_title(r) for r in rows if text_views(r.ptx_texts)]
-        self._set_options("#ptx-impl", options, with_text[0] if with_text else None, keep=with_text or None)
+        with_kernels = [_title(r) for r in rows if _kernel_names(r)]
+        first = (with_text or with_kernels or [None])[0]
+        self._set_options("#ptx-impl", options, first, keep=with_text or with_kernels or None)
         self._show_kernels()
 
     def _rows(self) -> list[Row]:
@@ -170,8 +172,10 @@ def _kernel_names(row: Row | None) -> list[str]:
 def _empty_reason(row: Row | None) -> str:
     if row is None:
         return ""
+    if _kernel_names(row):
+        return "no PTX text here: results files keep the counts, not the texts (run ptx again)"
     notes = "; ".join((row.ptx or {}).get("notes") or ())
-    return row.error or notes or "no PTX text for this kernel (the record has counts only)"
+    return row.error or notes or "no PTX for this implementation"
 
 
 def _title(row: Row) -> str:
