@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 
+from textual.command import CommandList
 from textual.widgets import DataTable, Input, SelectionList, Static, TabbedContent
 
 from tui_helpers import (fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async,
@@ -23,6 +24,14 @@ def make_app(tmp_path, engine=None, catalog_loader=None, **kwargs) -> WorkbenchA
     return WorkbenchApp(None, None, engine=engine or fixture_engine(),
                         catalog_loader=catalog_loader or (lambda kernels, device: fake_catalog()),
                         opener=fake_opener(), data_dir=tmp_path, **kwargs)
+
+
+def first_command(app) -> str:
+    """The palette's first hit ('' while it is still searching)."""
+    lists = app.screen.query(CommandList)
+    if not lists or not lists.first().option_count:
+        return ""
+    return str(lists.first().get_option_at_index(0).prompt)
 
 
 def log_text(app) -> str:
@@ -130,7 +139,7 @@ async def test_keyboard_reaches_panes_help_and_palette(tmp_path):
         assert not isinstance(app.screen, HelpScreen)
         await pilot.press("ctrl+p")
         await pilot.press(*"new run: softmax")
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: "new run: softmax" in first_command(app))
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.ws.run.op == "softmax")
         assert app.ws.index is None  # a draft until it is run
@@ -150,14 +159,11 @@ async def test_editing_the_spec_updates_the_session_and_autosaves(tmp_path):
         saved = next((tmp_path / "autosave").glob("*.yaml")).read_text()
         assert "M: 256" in saved
         field.value = "-3"
-        await pilot.pause(0.1)
-        assert "M" in app.query_one("SpecEditor").problem
-        await pilot.press("escape")
+        await wait_for(pilot, lambda: "M" in app.query_one("SpecEditor").problem)
         app.query_one("#results-table").focus()
         await pilot.press("r")
-        await pilot.pause(0.1)
-        assert not app.running  # a bad spec is not run
-        assert any("fix the spec" in n.message for n in app._notifications)
+        await wait_for(pilot, lambda: any("fix the spec" in n.message for n in app._notifications))
+        assert not app.running and app.runs_finished == 0  # a bad spec is not run
 
 
 @run_async
@@ -168,7 +174,7 @@ async def test_unticking_an_implementation_records_it(tmp_path):
         checklist = app.query_one("#impl-list", SelectionList)
         checklist.focus()
         await pilot.press("j", "space")  # j moves like the down arrow
-        await pilot.pause(0.1)
+        await wait_for(pilot, lambda: app.ws.session.runs[0].impls is not None)
         names = [ref.name for ref in app.ws.session.runs[0].impls]
         assert "pytorch" not in names and "manual" in names
 
@@ -244,8 +250,7 @@ async def test_cuda_is_greyed_without_a_gpu_unless_only_ptx_is_asked(tmp_path):
         await loaded(pilot)
         checklist = app.query_one("#impl-list", SelectionList)
         checklist.highlighted = 4  # cuda: PTX from nvcc, but no GPU to check or bench on
-        await pilot.pause(0.1)
-        assert "bench: needs a CUDA GPU" in str(app.query_one("#impl-detail", Static).render())
+        await wait_for(pilot, lambda: "bench: needs a CUDA GPU" in str(app.query_one("#impl-detail", Static).render()))
         assert "cuda" in checklist.selected
         actions = app.query_one("#actions", SelectionList)
         actions.deselect("ptx")
@@ -253,9 +258,8 @@ async def test_cuda_is_greyed_without_a_gpu_unless_only_ptx_is_asked(tmp_path):
         await wait_for(pilot, lambda: "cuda" not in checklist.selected)  # nothing left to do
         checklist.focus()
         await pilot.press("space")  # ticking it again says why not
-        await pilot.pause(0.1)
+        await wait_for(pilot, lambda: any("needs a CUDA GPU" in n.message for n in app._notifications))
         assert "cuda" not in checklist.selected
-        assert any("needs a CUDA GPU" in n.message for n in app._notifications)
 
 
 SMALL_SESSION = """\

@@ -47,12 +47,13 @@ async def type_into(pilot, field: Input, text: str) -> None:
     await pilot.press(*text)
 
 
-async def choose(pilot, selector: str, names: set[str]) -> None:
+async def choose(pilot, selector: str, names: set[str], chosen) -> None:
+    """Tick exactly `names` in a checklist; wait until `chosen()` (the run) agrees."""
     checklist = pilot.app.query_one(selector, SelectionList)
     checklist.deselect_all()
     for name in names:
         checklist.select(name)
-    await pilot.pause(0.2)
+    await wait_for(pilot, lambda: set(chosen()) == names)
 
 
 @run_async
@@ -67,8 +68,10 @@ async def test_pick_edit_run_save_reopen(tmp_path):
         shape = {i.name: i for i in app.query(".shape").results(Input)}
         await type_into(pilot, shape["M"], "32")
         await type_into(pilot, shape["N"], "48")
-        await choose(pilot, "#impl-list", {"pytorch", "triton"})
-        await choose(pilot, "#actions", {"check", "bench", "ptx"})
+        await wait_for(pilot, lambda: dict(app.ws.run.shape) == {"M": 32, "N": 48})
+        await choose(pilot, "#impl-list", {"pytorch", "triton"},
+                     lambda: [r.name for r in app.ws.run.impls or ()])
+        await choose(pilot, "#actions", {"check", "bench", "ptx"}, lambda: app.ws.run.actions)
         app.query_one("#results-table").focus()
         await ran(pilot, timeout_s=180)
 
