@@ -137,7 +137,7 @@ def _compare(tui: dict, replay: dict) -> list[dict]:
         rows.append({"op": key[0], "impl": key[1],
                      "status": f"{(tui.get(key) or {}).get('status')}/{(replay.get(key) or {}).get('status')}",
                      "tui median ms": a, "replay median ms": b,
-                     "tui/replay": round(a / b, 3) if a and b else None})
+                     "tui/replay": float(f"{a / b:.3g}") if a and b else None})
     return rows
 
 
