@@ -73,6 +73,17 @@ def test_table_notes_say_what_the_timing_is():
         assert note in text
 
 
+def test_interpreter_note_is_said_once():
+    from workbench.results import INTERPRETER_FLAG
+
+    rec = record("triton")
+    rec["timing"].update(timer="interpreter")
+    rec["flags"] = [INTERPRETER_FLAG]  # what the engine writes (engine/bench.py)
+    assert report._notes(rec) == INTERPRETER_FLAG
+    rec["flags"] = []  # a document from before the flag: the note still says it, once
+    assert report._notes(rec) == INTERPRETER_FLAG
+
+
 def test_fmt_num():
     assert report.fmt_num(None) == "-" and report.fmt_num(True) == "-"
     assert report.fmt_num(0.000123456) == "0.0001235" and report.fmt_num(123456.7) == "123,457"

@@ -6,6 +6,7 @@ Each spawned child imports torch (~2-3 s here), so these tests keep the number o
 
 from __future__ import annotations
 
+import multiprocessing
 import sys
 import threading
 import time
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from workbench.engine import supervisor
 from workbench.engine.plan import RunOptions, run_plan
 from workbench.events import Error, Log, Result, Started
 from workbench.registry import REGISTRY, discover
@@ -115,6 +117,7 @@ def test_cancel_returns_within_3_s(tmp_path):
     assert [r["status"] for r in doc["results"]] == ["skipped", "skipped"]
     assert all(r["error"] == "cancelled" for r in doc["results"])
     assert missing_keys(doc) == []
+    assert multiprocessing.active_children() == []  # the running child and the spare are gone
 
 
 def test_estimated_too_large_is_skipped_without_force(tmp_path):
@@ -125,3 +128,40 @@ def test_estimated_too_large_is_skipped_without_force(tmp_path):
     assert row["status"] == "skipped" and row["error"].startswith("estimated")
     assert "--force" in row["error"]
     assert not any(isinstance(e, Started) for e in events)
+
+
+def test_three_children_after_the_first_are_warm_spares(tmp_path):
+    """One child per (run, impl) still, but each after the first was started ahead of need (a
+    spare warmed up while the previous row ran); no spare outlives the run."""
+    before = dict(supervisor.STARTS)
+    session = _session(RunSpec(op="crashy", impls=(ImplRef("manual"), ImplRef("manual_noisy"),
+                                                   ImplRef("manual_wrong"))))
+    doc, events = _run(session, tmp_path)
+    starts = {k: supervisor.STARTS[k] - before.get(k, 0) for k in supervisor.STARTS}
+    assert [r["status"] for r in doc["results"]] == ["ok", "ok", "failed"]
+    assert starts.get("cold") == 1 and starts.get("spare_taken") == 2
+    assert starts.get("spare_started") == 2 and not starts.get("spare_discarded")  # none after the last
+    assert len([e for e in events if isinstance(e, Started)]) == 3
+    assert multiprocessing.active_children() == []
+
+
+def test_a_spare_that_died_while_waiting_is_replaced():
+    pool = supervisor.SparePool()
+    key = supervisor.ChildKey(interpret=False, plugin_paths=(), device="cpu")
+    before = dict(supervisor.STARTS)
+    pool.keep_warm(key)
+    spare = pool.spare
+    assert spare is not None and spare.prestarted
+    spare.proc.kill()
+    spare.proc.join(5.0)
+    child = pool.take(key)
+    try:
+        assert child is not spare and not child.prestarted and child.alive()
+        assert supervisor.STARTS["spare_discarded"] - before.get("spare_discarded", 0) == 1
+        assert supervisor.STARTS["cold"] - before.get("cold", 0) == 1
+        pool.keep_warm(key)
+        assert pool.spare is not None
+    finally:
+        child.close()
+        pool.close()
+    assert multiprocessing.active_children() == []

@@ -12,10 +12,8 @@ from workbench.engine.ceilings import (CeilingCache, Ceilings, compute_key, copy
                                        matmul_tflops, measure_copy_gbps, measure_matmul_tflops)
 from workbench.engine.environment import DeviceInfo
 from workbench.engine.floor import clamp_to_floor, is_launch_bound, measure_floor_ms
-from workbench.engine.launch import blocks_per_sm, launch_record, waves
 from workbench.engine.stats import StopRule
 from workbench.engine.traffic import above_ceiling, machine_balance, traffic_record
-from workbench.kernel_source import CudaSource
 from workbench.results import TIMING_KEYS, TRAFFIC_KEYS, blank
 
 FEW = StopRule(rep_ms=1e6, min_samples=5)
@@ -161,25 +159,31 @@ def test_interpreter_time_is_not_speed():
 
 
 # -- launch geometry --------------------------------------------------------------------------------
-def test_blocks_per_sm_and_waves():
-    assert blocks_per_sm(128) == 16                                   # 2048 threads / 128
-    assert blocks_per_sm(1024) == 2
-    assert blocks_per_sm(128, registers_per_thread=128) == 4          # 65536 / (128 * 128)
-    assert blocks_per_sm(64, max_blocks_per_sm=32) == 32
-    assert blocks_per_sm(256, shared_bytes=100_000, smem_per_sm_bytes=233_472) == 2
-    assert waves(262144, 132, 16) == pytest.approx(262144 / (132 * 16))
-    assert waves(100, None, 4) is None
+def test_launch_record_comes_from_the_ptx_module_with_registers_and_ctx():
+    """One occupancy model: engine rows get workbench.ptx.extract.launch_record (register
+    allocation granularity, sm_90 limits), fed the ptx record's registers and the run's ctx."""
+    from workbench.engine.execute import launch_for
+    from workbench.registry import REGISTRY, BuildContext, discover
+
+    discover()
+    op = REGISTRY.op("add")
+    impl = op.get_impl("triton")
+    spec = op.make_spec({"M": 1024, "N": 1024}, "float32")
+    h200 = DeviceInfo(name="NVIDIA H200", sm_count=132, max_threads_per_sm=2048)
+    ctx = BuildContext(device="cuda:0", fp32_precision="tf32")
+    rec = launch_for(op, impl, spec, impl.resolve_params({}), h200, None, ctx)
+    assert rec["grid"] == [1024, 1, 1] and rec["block_threads"] == 128 and rec["blocks_per_sm"] == 16
+    assert rec["waves"] == pytest.approx(1024 / (132 * 16), abs=1e-3)
+    ptx = {"kernels": [{"registers": 128, "shared_bytes": 0}]}
+    rec = launch_for(op, impl, spec, impl.resolve_params({}), h200, ptx, ctx)
+    assert rec["limiter"] == "registers" and rec["blocks_per_sm"] == 4
+    assert launch_for(op, op.get_impl("pytorch"), spec, {}, h200, None, ctx) is None
 
 
-def test_launch_record_from_a_cuda_source_without_a_gpu():
-    class Impl:
-        triton_launch = None
-        cuda_source = CudaSource(path=None, kernels=("k",), launch=lambda spec, params: ((1000,), 256))
-    info = DeviceInfo(name="NVIDIA H200", sm_count=132, max_threads_per_sm=2048)
-    rec = launch_record(Impl(), None, {}, info)
-    assert rec == {"grid": [1000, 1, 1], "num_warps": 8, "block_threads": 256,
-                   "waves": pytest.approx(1000 / (132 * 8))}
-    assert launch_record(Impl(), None, {}, DeviceInfo(name="cpu"))["waves"] is None
+def test_the_engine_has_no_second_occupancy_model():
+    import importlib.util
+
+    assert importlib.util.find_spec("workbench.engine.launch") is None
 
 
 class _FakeDevice:

@@ -172,3 +172,46 @@ def test_do_bench_keywords_are_feature_detected(monkeypatch):
     assert do_bench_median_ms(lambda: None) == (0.4, "median")
     monkeypatch.setattr(triton.testing, "do_bench", minimal)
     assert do_bench_median_ms(lambda: None) == (0.3, "default")
+
+
+def test_cuda_event_timer_queues_the_headroom_spin_before_the_start_event(monkeypatch):
+    """CudaEventTimer: torch.cuda._sleep(HOST_HEADROOM_CYCLES) is queued before the start event,
+    so a Python-heavy launcher's host latency overlaps device work instead of being timed."""
+    import types
+
+    import torch
+
+    from workbench.engine import timing
+
+    calls: list = []
+
+    class FakeEvent:
+        def __init__(self, enable_timing=False):
+            assert enable_timing
+            self.name = "start" if not any(isinstance(c, FakeEvent) for c in created) else "end"
+            created.append(self)
+
+        def record(self):
+            calls.append(("record", self.name))
+
+        def synchronize(self):
+            calls.append(("synchronize", self.name))
+
+        def elapsed_time(self, other):
+            return 0.25
+
+    created: list = []
+    fake_cuda = types.SimpleNamespace(Event=FakeEvent, _sleep=lambda cycles: calls.append(("sleep", cycles)),
+                                      synchronize=lambda: calls.append(("sync",)))
+    monkeypatch.setattr(torch, "cuda", fake_cuda)
+    timer = timing.CudaEventTimer()
+    assert timer.time_call(lambda: calls.append(("call",))) == 0.25
+    assert calls == [("sleep", timing.HOST_HEADROOM_CYCLES), ("record", "start"), ("call",),
+                     ("record", "end"), ("synchronize", "end")]
+    assert timing.MIN_FLUSH_BYTES == 256 * 2**20  # do_bench's flush size
+
+    calls.clear()  # no spin where torch lacks _sleep (feature-detected), and none when disabled
+    monkeypatch.setattr(torch, "cuda", types.SimpleNamespace(Event=FakeEvent, synchronize=lambda: None))
+    created.clear()
+    timing.CudaEventTimer().time_call(lambda: calls.append(("call",)))
+    assert calls[0] == ("record", "start")

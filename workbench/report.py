@@ -15,6 +15,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from workbench.results import INTERPRETER_FLAG
+
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "unavailable": "dim", "skipped": "yellow"}
 
 
@@ -82,11 +84,12 @@ def _notes(record: Mapping[str, Any]) -> str:
         notes.append("launch-bound")
     if timing.get("clock_fell"):
         notes.append("clock fell")
-    if timing.get("timer") == "interpreter":
-        notes.append("Triton interpreter (not GPU speed)")
+    flags = [str(flag) for flag in record.get("flags") or []]
+    if timing.get("timer") == "interpreter" and INTERPRETER_FLAG not in flags:
+        notes.append(INTERPRETER_FLAG)  # a record without the engine's flag (older documents)
     if timing and timing.get("flush_l2") is False and str(record.get("device") or "").startswith("cuda"):
         notes.append("L2 not flushed")
-    notes += [str(flag) for flag in record.get("flags") or [] if str(flag) not in notes]
+    notes += [flag for flag in flags if flag not in notes]
     return "; ".join(dict.fromkeys(notes))
 
 

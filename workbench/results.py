@@ -40,6 +40,10 @@ LAUNCH_KEYS = ("grid", "num_warps", "block_threads", "waves")
 PROFILE_KEYS = ("rows", "kernel_count", "device_events", "reason", "wall_us")
 PROFILE_ROW_KEYS = ("name", "kind", "calls", "self_device_us", "self_cpu_us", "pct")
 
+# The one wording of "this time is the Triton interpreter's": a flag of the record (engine/bench.py)
+# and the note report.py shows for a record timed by the interpreter.
+INTERPRETER_FLAG = "Triton interpreter: host time of numpy emulation, not kernel speed"
+
 STATUSES = ("ok", "failed", "unavailable", "skipped")
 # Sub-records that are either None or a dict with exactly these keys.
 SUB_RECORD_KEYS = {"timing": TIMING_KEYS, "check": CHECK_KEYS, "traffic": TRAFFIC_KEYS,

@@ -15,7 +15,7 @@ from workbench.engine.timing import make_timer, measure
 from workbench.engine.traffic import above_ceiling, traffic_record
 from workbench.events import Log, Samples
 from workbench.registry import Need
-from workbench.results import TIMING_KEYS, blank
+from workbench.results import INTERPRETER_FLAG, TIMING_KEYS, blank
 
 
 def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ceilings) -> None:
@@ -43,7 +43,7 @@ def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ce
     record["traffic"] = traffic_record(cost, timing, ceilings, l2_bytes=dev.info.l2_bytes)
     _flag_ceiling(record, ceilings)
     if timer.name == "interpreter":
-        record["flags"].append("Triton interpreter: host time of numpy emulation, not kernel speed")
+        record["flags"].append(INTERPRETER_FLAG)
 
 
 def _launch_floor(dev, row, record, timing, fn, inputs) -> None:

@@ -1,7 +1,8 @@
 """The execution child: a spawned process that runs the rows of one (run, implementation).
 
 Protocol (child -> parent, over a multiprocessing Pipe, each message a tuple):
-  ("ready", None)        imports and plugin discovery done; the first row's clock starts now
+  ("warm", None)         imports, plugin discovery and CUDA start done; waiting for the job
+  ("ready", None)        the job arrived and the runner is set up; the first row's clock starts now
   ("event", Event)       a workbench.events event; a Result ends its row
   ("bye", None)          the child is leaving normally (after its last row, or after an error)
 
@@ -53,22 +54,50 @@ class Channel:
         self._conn.send((kind, payload))
 
 
-def child_main(job: ChildJob, conn: Any, stop: Any) -> None:
-    """Run the job's rows (called by engine/entry.py once output and environment are set up)."""
+def prepare(plugin_paths: tuple[str, ...], device: str) -> tuple[Any, BaseException | None]:
+    """The warm-up done before the job is known: import torch (through the engine), discover the
+    registry, initialise CUDA on `device` when it is cuda. Returns (registry, None) or (None, the
+    discovery error); a CUDA start failure is left for the row (its DeviceSession raises it)."""
+    import workbench.engine.execute  # noqa: F401  imports torch: after the env is set
+    from workbench.registry import discover
+
+    try:
+        registry = discover(plugin_paths)
+    except Exception as exc:  # reported against every row of the job once it arrives
+        return None, exc
+    if device.startswith("cuda"):
+        try:
+            import torch
+
+            torch.cuda.set_device(torch.device(device))
+            torch.cuda.init()
+        except Exception:  # the row's DeviceSession meets it again and fails that row
+            pass
+    return registry, None
+
+
+def child_main(job: ChildJob, conn: Any, stop: Any, prepared: tuple[Any, BaseException | None] | None = None) -> None:
+    """Run the job's rows (called by engine/entry.py once output and environment are set up);
+    prepared: what `prepare` returned (None: discover here)."""
     channel = Channel(conn)
     try:
-        _run(job, channel, stop)
+        _run(job, channel, stop, prepared)
     finally:
         channel.control("bye")
         conn.close()
 
 
-def _run(job: ChildJob, channel: Channel, stop: Any) -> None:
+def _run(job: ChildJob, channel: Channel, stop: Any, prepared: tuple[Any, BaseException | None] | None) -> None:
     from workbench.engine.execute import RowRunner  # imports torch: after the env is set
     from workbench.registry import discover
 
     try:
-        registry = discover(job.plugin_paths)
+        if prepared is None:
+            registry = discover(job.plugin_paths)
+        else:
+            registry, error = prepared
+            if error is not None:
+                raise error
         runner = RowRunner(job, registry, channel, stop)
     except Exception as exc:  # a plugin that fails to import fails every row, one line each
         channel.control("ready")

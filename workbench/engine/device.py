@@ -89,8 +89,8 @@ class DeviceSession:
         record["profile"] = profile_calls(lambda: fn(*inputs), self.is_cuda, sync=self.sync, trace_path=trace)
         self.channel.event(Profile(row.key, record["profile"]))
 
-    def ptx(self, row, record, op, impl, spec, params) -> None:
+    def ptx(self, row, record, op, impl, spec, params, ctx=None) -> None:
         from workbench.engine.ptx_stage import ptx_row
 
         ptx_row(self.channel, row, record, op, impl, spec, params,
-                cache_dir=self.cache_dir / "ptx" if self.cache_dir else None)
+                cache_dir=self.cache_dir / "ptx" if self.cache_dir else None, ctx=ctx)

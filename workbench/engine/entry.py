@@ -1,7 +1,8 @@
 """The spawn target of every child. It imports only the standard library and engine/capture.py,
 so that fds 1 and 2 are redirected, TRITON_INTERPRET is decided and the child is tied to its
-parent's life before torch, Triton or any kernel module is imported: the job arrives pickled
-as bytes and is unpickled (which imports them) only after that.
+parent's life before torch, Triton or any kernel module is imported. Then the child warms up
+(torch, CUDA, the registry) and waits for its job, which arrives pickled as bytes over a pipe:
+a cold child gets it at once, a spare (engine/supervisor.py) when the next (run, impl) needs it.
 """
 
 from __future__ import annotations
@@ -27,8 +28,12 @@ def die_with_parent() -> None:
         pass
 
 
-def child_entry(job_bytes: bytes, log_path: str, interpret: bool, conn: Any, stop: Any) -> None:
-    """Redirect output, set or clear TRITON_INTERPRET, then run the job (engine/child.py)."""
+def child_entry(log_path: str, interpret: bool, plugin_paths: tuple[str, ...], device: str, conn: Any,
+                job_conn: Any, stop: Any) -> None:
+    """Redirect output, set or clear TRITON_INTERPRET, warm up (import torch, discover the
+    registry, initialise CUDA when `device` is cuda), say ("warm", None), then wait for the job
+    (pickled bytes on `job_conn`) and run it (engine/child.py). A child started ahead of need
+    (the supervisor's spare) waits here; a closed `job_conn` means no job: it just leaves."""
     redirect_output(log_path)
     faulthandler.enable()  # a segfault prints the Python stack into the log before dying
     die_with_parent()
@@ -36,7 +41,13 @@ def child_entry(job_bytes: bytes, log_path: str, interpret: bool, conn: Any, sto
         os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported
     else:  # compiled Triton (GPU, PTX) even when the caller's environment had it set
         os.environ.pop("TRITON_INTERPRET", None)
-    job = pickle.loads(job_bytes)
-    from workbench.engine.child import child_main
+    from workbench.engine.child import child_main, prepare
 
-    child_main(job, conn, stop)
+    prepared = prepare(plugin_paths, device)
+    try:
+        conn.send(("warm", None))
+        job_bytes = job_conn.recv_bytes()
+    except (EOFError, OSError):  # the parent closed the pipes: no job for this child
+        return
+    job = pickle.loads(job_bytes)
+    child_main(job, conn, stop, prepared)

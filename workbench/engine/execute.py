@@ -15,7 +15,6 @@ from typing import Any
 from workbench.engine.child import ChildJob, Channel
 from workbench.engine.compile_watch import CompileWatch
 from workbench.engine.device import DeviceSession
-from workbench.engine.launch import launch_for
 from workbench.engine.rows import Row
 from workbench.engine.timing import Cancelled
 from workbench.events import Built, Checked, Error, Result, Started
@@ -84,8 +83,8 @@ class RowRunner:
         if watch is not None:
             watch.finish(row, record, self.channel)
         if "ptx" in row.actions:
-            dev.ptx(row, record, op, impl, spec, params)
-        record["launch"] = launch_for(op, impl, spec, params, dev.info, record["ptx"])
+            dev.ptx(row, record, op, impl, spec, params, ctx)
+        record["launch"] = launch_for(op, impl, spec, params, dev.info, record["ptx"], ctx)
         if record["status"] is None:
             record["status"] = "ok"
 
@@ -122,8 +121,18 @@ class RowRunner:
         return False
 
     def _ptx_only(self, row: Row, record: dict) -> None:
-        op, impl, spec, params, _ctx = self._resolve(row)
+        op, impl, spec, params, ctx = self._resolve(row)
         self.channel.event(Started(row.key, row.op, row.impl, spec.label, row.device))
-        self.device(row).ptx(row, record, op, impl, spec, params)
+        self.device(row).ptx(row, record, op, impl, spec, params, ctx)
         if record["status"] is None:
             record["status"] = "ok"
+
+
+def launch_for(op: Any, impl: Any, spec: Any, params: dict, info: Any, ptx: dict | None = None,
+               ctx: BuildContext | None = None) -> dict | None:
+    """The `launch` record of a row: `workbench.ptx.extract.launch_record` (register allocation
+    granularity, sm_90 limits; registers and shared memory from the row's ptx record), with the
+    device's SM count and the run's BuildContext (so a launch that reads fp32_precision sees it)."""
+    from workbench.ptx.extract import launch_record
+
+    return launch_record(op, impl, spec, params, sm_count=info.sm_count, ptx=ptx, ctx=ctx)

@@ -24,7 +24,7 @@ from workbench.engine.admit import Admission, admit
 from workbench.engine.ceilings import CeilingCache, datasheet_for
 from workbench.engine.environment import DeviceInfo, device_info, environment_record
 from workbench.engine.rows import Row, expand
-from workbench.engine.supervisor import Supervisor
+from workbench.engine.supervisor import ChildKey, SparePool, Supervisor, child_key
 from workbench.events import Event, Result, Started
 from workbench.machine import probe
 from workbench.provenance import provenance, utc_now_iso
@@ -39,7 +39,8 @@ class RunOptions:
     kernels: extra plugin paths (--kernels); force: run rows estimated too large; argv and
     session_sha256: provenance; cache_dir: ceilings cache (None: the platformdirs user cache
     folder "workbench"); build_dir: load_inline builds (None: cache_dir/build); trace_dir:
-    write a chrome trace per profiled row there (None: none)."""
+    write a chrome trace per profiled row there (None: none); warm_spare: keep one spare child
+    started ahead of need (engine/supervisor.py; False: every child starts cold)."""
 
     device: str | None = None
     kernels: tuple[str, ...] = ()
@@ -49,6 +50,7 @@ class RunOptions:
     cache_dir: Path | None = None
     build_dir: Path | None = None
     trace_dir: Path | None = None
+    warm_spare: bool = True
 
 
 def default_cache_dir() -> Path:
@@ -70,16 +72,24 @@ def run_plan(session: Session, *, on_event: Callable[[Event], None],
     cache_dir = Path(options.cache_dir) if options.cache_dir else default_cache_dir()
     build_dir = Path(options.build_dir) if options.build_dir else cache_dir / "build"
     trace_dir = str(options.trace_dir) if options.trace_dir else None
-    run = _PlanRun(rows, on_event, stop, plugin_paths, str(cache_dir), str(build_dir), trace_dir)
+    spares = SparePool(enabled=options.warm_spare)
+    run = _PlanRun(rows, on_event, stop, plugin_paths, str(cache_dir), str(build_dir), trace_dir, spares)
     info = _main_device(rows, machine.has_cuda)
     doc = new_document(_provenance(session, options, started), environment_record(info))  # now: cancel is quick
-    for _run_index, group in itertools.groupby(rows, key=lambda r: r.run_index):
-        if stop.is_set():
-            break
-        group = list(group)
-        interpret = _interpret(group[0], machine)
-        run.run([admit(r, registry, machine, force=options.force, interpret=interpret,
-                       memory_bytes=_memory_bytes(r, info)) for r in group], interpret=interpret)
+    groups = [list(g) for _run_index, g in itertools.groupby(rows, key=lambda r: r.run_index)]
+    try:
+        for index, group in enumerate(groups):
+            if stop.is_set():
+                break
+            interpret = _interpret(group[0], machine)
+            following = groups[index + 1] if index + 1 < len(groups) else None
+            then = (child_key(following, plugin_paths, _interpret(following[0], machine))
+                    if following else None)  # the next run's first child, most likely
+            run.run([admit(r, registry, machine, force=options.force, interpret=interpret,
+                           memory_bytes=_memory_bytes(r, info)) for r in group], interpret=interpret,
+                    then=then)
+    finally:
+        spares.close()  # a spare nobody took (finish, cancel, error) leaves with the run
     run.cancel_rest()
     doc["environment"].update(_ceilings(info, cache_dir))
     doc["results"] = [run.records[r.key] for r in rows]
@@ -103,31 +113,37 @@ def _memory_bytes(row: Row, info: DeviceInfo) -> int | None:
 class _PlanRun:
     """Records by row key, merging of ptx and availability, exactly one Result per row."""
 
-    def __init__(self, rows, on_event, stop, plugin_paths, cache_dir, build_dir, trace_dir):
-        self.rows, self.on_event, self.stop = rows, on_event, stop
+    def __init__(self, rows, on_event, stop, plugin_paths, cache_dir, build_dir, trace_dir, spares=None):
+        self.rows, self.on_event, self.stop, self.spares = rows, on_event, stop, spares
+        self.plugin_paths = plugin_paths
         self.child_args = dict(plugin_paths=plugin_paths, cache_dir=cache_dir, build_dir=build_dir,
                                trace_dir=trace_dir)
         self.records: dict = {}
         self.admissions: dict = {}
         self.ptx_records: dict = {}
 
-    def run(self, admissions: list[Admission], interpret: bool) -> None:
+    def run(self, admissions: list[Admission], interpret: bool, then: ChildKey | None = None) -> None:
         """One run: rows decided up front, then one PTX child for the run's separate-PTX rows,
-        then one execution child per implementation."""
+        then one execution child per implementation. then: the key of the child expected after
+        this run (its spare warms up during this run's last child)."""
         for adm in admissions:
             self.admissions[adm.row.key] = adm
             if adm.final is not None:
                 self._emit_final(adm.row, adm.final)
         ptx_rows = [a.ptx_row for a in admissions if a.ptx_row is not None]
-        if ptx_rows:
-            sup = Supervisor(self._ptx_event, self._ptx_result, self.stop)
-            sup.run_rows(ptx_rows, mode="ptx", interpret=False, **self.child_args)
         exec_rows = [a.exec_row for a in admissions if a.exec_row is not None]
-        for _impl, rows in itertools.groupby(exec_rows, key=lambda r: (r.label, r.impl)):
+        jobs = [("exec", list(rows), interpret) for _impl, rows in
+                itertools.groupby(exec_rows, key=lambda r: (r.label, r.impl))]
+        if ptx_rows:
+            jobs.insert(0, ("ptx", ptx_rows, False))
+        keys = [child_key(rows, self.plugin_paths, interp) for _mode, rows, interp in jobs] + [then]
+        for index, (mode, rows, interp) in enumerate(jobs):
             if self.stop.is_set():
                 return
-            sup = Supervisor(self.on_event, self._exec_result, self.stop)
-            sup.run_rows(list(rows), mode="exec", interpret=interpret, **self.child_args)
+            on_event, on_result = ((self._ptx_event, self._ptx_result) if mode == "ptx"
+                                   else (self.on_event, self._exec_result))
+            sup = Supervisor(on_event, on_result, self.stop, spares=self.spares)
+            sup.run_rows(rows, mode=mode, interpret=interp, next_key=keys[index + 1], **self.child_args)
 
     def _ptx_event(self, event: Event) -> None:
         if not isinstance(event, Started) or self.admissions[event.row].exec_row is None:

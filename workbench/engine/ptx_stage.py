@@ -1,6 +1,6 @@
 """The ptx action of a row, through `workbench.ptx.extract.ptx_record` when it exists.
 
-ptx_record(op, impl, spec, params, target=None) -> (record, texts) is written by the PTX
+ptx_record(op, impl, spec, params, *, target=None, cache_dir=None, ctx=None) -> (record, texts) is written by the PTX
 module; it is imported lazily so the engine works without it (ptx null, a Log warning).
 This runs in the execution child where Triton is compiled (GPU), and in a separate child
 without TRITON_INTERPRET where Triton is interpreted (CONTRACTS.md, "Isolation and events").
@@ -25,8 +25,10 @@ def _extractor():
 
 
 def ptx_row(channel: Any, row: Any, record: dict, op: Any, impl: Any, spec: Any, params: dict,
-            cache_dir: Any = None) -> None:
-    """Fill record["ptx"] and stream a Ptx event (with the texts), or say why not."""
+            cache_dir: Any = None, ctx: Any = None) -> None:
+    """Fill record["ptx"] and stream a Ptx event (with the texts), or say why not. ctx: the
+    run's BuildContext (device, fp32_precision, ...), passed on so e.g. matmul's tf32 choice
+    reaches the launch the PTX is taken from."""
     ptx_only = not row.exec_actions
     extract, missing = _extractor()
     if extract is None:
@@ -35,7 +37,7 @@ def ptx_row(channel: Any, row: Any, record: dict, op: Any, impl: Any, spec: Any,
             record.update(status="unavailable", error=missing)
         return
     try:
-        ptx, texts = extract(op, impl, spec, params, target=None, cache_dir=cache_dir)
+        ptx, texts = extract(op, impl, spec, params, target=None, cache_dir=cache_dir, ctx=ctx)
     except UnavailableError as exc:
         channel.event(Log(row.key, f"no PTX for {impl.name}: {exc}", "warning"))
         if ptx_only:
