@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Iterable
+
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, OptionList, RichLog, SelectionList
@@ -22,6 +24,15 @@ class KeySelectionList(SelectionList):
 
 class KeyDataTable(DataTable):
     BINDINGS = LIST_KEYS
+
+    def replace_rows(self, rows: Iterable[Iterable]) -> None:
+        """All rows anew; auto-width columns shrink back to fit (clear() keeps their widths)."""
+        self.clear()
+        for column in self.columns.values():
+            if column.auto_width:
+                column.content_width = column.label.cell_len
+        for row in rows:
+            self.add_row(*row)
 
 
 class KeyScroll(VerticalScroll):

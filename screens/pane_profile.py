@@ -64,12 +64,10 @@ class ProfilePane(Vertical):
     def _show(self, row: Row | None) -> None:
         profile = row.profile if row else None
         self.query_one("#profile-summary", Static).update(summary(profile))
-        table = self.query_one(KeyDataTable)
-        table.clear()
         device = bool((profile or {}).get("device_events"))
-        for item in (profile or {}).get("rows", ()):  # no device events: '-', never rows of 0
-            table.add_row(*(_cell(item.get(key) if device or key != "self_device_us" else None)
-                            for _, key in COLUMNS))
+        self.query_one(KeyDataTable).replace_rows(  # no device events: '-', never rows of 0
+            [_cell(item.get(key) if device or key != "self_device_us" else None) for _, key in COLUMNS]
+            for item in (profile or {}).get("rows", ()))
         self._apply_sort()
 
     def action_next_sort(self) -> None:

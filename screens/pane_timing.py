@@ -75,9 +75,7 @@ class TimingPane(Container):
     def _fill_table(self, rows: list[Row]) -> None:
         table = self.query_one(KeyDataTable)
         cursor = table.cursor_row
-        table.clear()
-        for row in rows:
-            table.add_row(*table_cells(row))
+        table.replace_rows(table_cells(row) for row in rows)
         if rows:
             table.move_cursor(row=min(cursor, len(rows) - 1), animate=False)
 

@@ -43,11 +43,8 @@ class TrafficPane(Vertical):
         self._draw_roofline(rows, (model.environment if model else None) or {})
 
     def _fill_table(self, rows: list[Row]) -> None:
-        table = self.query_one(KeyDataTable)
-        table.clear()
         worst = max((_traffic(r).get("bytes_moved_est") or 0 for r in rows), default=0)
-        for row in rows:
-            table.add_row(*traffic_cells(row, worst))
+        self.query_one(KeyDataTable).replace_rows(traffic_cells(row, worst) for row in rows)
 
     def _draw_roofline(self, rows: list[Row], environment: dict) -> None:
         plot = self.query_one(PlotextPlot)
