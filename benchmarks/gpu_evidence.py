@@ -48,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stage", action="append", required=True, help=f"one of {STAGES} or all")
     parser.add_argument("--quick", action="store_true", help="small sizes and few repetitions")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "evidence-out"))
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="override the stage's BUDGET_S (its time budget, seconds)")
+    parser.add_argument("--only", default=None,
+                        help="comma-separated subset for stages that take one (replay: session names)")
     args = parser.parse_args(argv)
     stages = STAGES if "all" in args.stage else tuple(args.stage)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -57,12 +61,18 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         try:
             module = importlib.import_module(f"benchmarks.stages.{name}")
+            if args.budget_s is not None and hasattr(module, "BUDGET_S"):
+                module.BUDGET_S = args.budget_s
+            if args.only and hasattr(module, "ONLY"):
+                module.ONLY = tuple(args.only.split(","))
             rows = module.run(args.quick, args.out)
             tables.append((f"{getattr(module, 'TITLE', name)} ({time.perf_counter() - t0:.0f} s)", rows))
-        except Exception:
+        except (Exception, KeyboardInterrupt) as exc:  # an interrupt ends this stage, not the tables
             failed += 1
             traceback.print_exc()
-            tables.append((f"{name}: FAILED (see traceback above)", []))
+            tables.append((f"{name}: FAILED ({type(exc).__name__}; see traceback above)", []))
+            if isinstance(exc, KeyboardInterrupt):
+                break
     for title, rows in tables:
         print_table(title, rows)
     return 1 if failed else 0

@@ -31,6 +31,7 @@ BUDGET_S = 400          # the whole stage: sessions are interrupted when it is s
 SESSION_LIMIT_S = 240   # one session at most 4 minutes, then Ctrl-C
 MIN_SESSION_S = 45      # do not start a session with less time than this left
 DETAIL_OPS = ("gelu", "softmax")
+ONLY: tuple[str, ...] | None = None  # a subset of FULL (gpu_evidence.py --only)
 
 # --quick: shape fields replaced in every run; sweep values per run (by position).
 FULL = ("lecture06-gelu", "lecture06-softmax", "lecture06-profile", "lecture06-fused", "lecture06-matmul")
@@ -47,7 +48,7 @@ FULL_SETTINGS = {"lecture06-matmul": {"rep_ms": 50.0, "min_samples": 5}}
 
 def run(quick: bool, out: Path) -> list[dict]:
     has_gpu = _has_gpu()
-    names = FULL if has_gpu else ("smoke-quick",)
+    names = (tuple(n for n in FULL if n in ONLY) if ONLY else FULL) if has_gpu else ("smoke-quick",)
     rows: list[dict] = []
     details: list[dict] = []
     start = time.monotonic()
