@@ -34,6 +34,12 @@ def first_command(app) -> str:
     return str(lists.first().get_option_at_index(0).prompt)
 
 
+def autosaved(data_dir) -> str:
+    """The text of the autosave ('' until there is one)."""
+    files = list((data_dir / "autosave").glob("*.yaml"))
+    return files[0].read_text() if files else ""
+
+
 def log_text(app) -> str:
     return "\n".join(text for _, text in app.query_one(LogPane).entries)
 
@@ -155,9 +161,7 @@ async def test_editing_the_spec_updates_the_session_and_autosaves(tmp_path):
         field.value = ""
         await pilot.press("2", "5", "6")
         await wait_for(pilot, lambda: app.ws.session.runs[0].shape["M"] == 256)
-        await wait_for(pilot, lambda: list((tmp_path / "autosave").glob("*.yaml")))
-        saved = next((tmp_path / "autosave").glob("*.yaml")).read_text()
-        assert "M: 256" in saved
+        await wait_for(pilot, lambda: "M: 256" in autosaved(tmp_path))
         field.value = "-3"
         await wait_for(pilot, lambda: "M" in app.query_one("SpecEditor").problem)
         app.query_one("#results-table").focus()
