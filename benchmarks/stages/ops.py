@@ -22,6 +22,7 @@ TITLE = "ops: every implementation of softmax, matmul, matmul_gelu, add, cdist, 
 BUDGET_S = 200       # for run_plan, after the warm-up
 WARM_BUDGET_S = 75  # parallel builds
 ALL = ("bfloat16", "float16", "float32")
+ONLY: tuple[str, ...] | None = None  # dtypes to run, in this order (gpu_evidence.py --only)
 
 GPU_RUNS = [
     OpRun("softmax", {"M": 8192, "N": 4096}, ALL),
@@ -60,5 +61,9 @@ def run(quick: bool, out: Path) -> list[dict]:
     gpu = has_gpu()
     if not gpu:
         print("ops stage: no CUDA GPU here: CPU-sized shapes, CUDA rows unavailable, Triton interpreted")
-    session = session_of("ops", runs_for(gpu, quick), settings_for(gpu, quick), dtype_major=True)
+    runs = runs_for(gpu, quick)
+    if ONLY:
+        runs = [OpRun(r.op, r.shape, tuple(d for d in ONLY if d in r.dtypes), r.impls, r.params) for r in runs]
+        runs = [r for r in runs if r.dtypes]
+    session = session_of("ops", runs, settings_for(gpu, quick), dtype_major=True)
     return table_rows(run_session(session, out, BUDGET_S, WARM_BUDGET_S))
