@@ -44,7 +44,8 @@ def _session(*runs: RunSpec) -> Session:
     return Session(name="isolation", runs=runs, settings=FAST)
 
 
-def _run(session: Session, tmp_path: Path, stop: threading.Event | None = None, on_event=None):
+def _run(session: Session, tmp_path: Path, stop: threading.Event | None = None, on_event=None,
+         warm_spare: bool | None = None):
     events: list = []
 
     def collect(event):
@@ -52,7 +53,7 @@ def _run(session: Session, tmp_path: Path, stop: threading.Event | None = None, 
         if on_event:
             on_event(event)
     doc = run_plan(session, on_event=collect, stop=stop,
-                   options=RunOptions(kernels=(PLUGIN,), cache_dir=tmp_path))
+                   options=RunOptions(kernels=(PLUGIN,), cache_dir=tmp_path, warm_spare=warm_spare))
     return doc, events
 
 
@@ -136,13 +137,23 @@ def test_three_children_after_the_first_are_warm_spares(tmp_path):
     before = dict(supervisor.STARTS)
     session = _session(RunSpec(op="crashy", impls=(ImplRef("manual"), ImplRef("manual_noisy"),
                                                    ImplRef("manual_wrong"))))
-    doc, events = _run(session, tmp_path)
+    doc, events = _run(session, tmp_path, warm_spare=True)  # CPU rows: spares only when asked
     starts = {k: supervisor.STARTS[k] - before.get(k, 0) for k in supervisor.STARTS}
     assert [r["status"] for r in doc["results"]] == ["ok", "ok", "failed"]
     assert starts.get("cold") == 1 and starts.get("spare_taken") == 2
     assert starts.get("spare_started") == 2 and not starts.get("spare_discarded")  # none after the last
     assert len([e for e in events if isinstance(e, Started)]) == 3
     assert multiprocessing.active_children() == []
+
+
+def test_cpu_rows_start_no_spare_by_default(tmp_path):
+    """A spare importing torch would share the cores that time a CPU row: off unless asked."""
+    before = dict(supervisor.STARTS)
+    session = _session(RunSpec(op="crashy", impls=(ImplRef("manual"), ImplRef("manual_noisy"))))
+    doc, _events = _run(session, tmp_path)
+    starts = {k: supervisor.STARTS[k] - before.get(k, 0) for k in supervisor.STARTS}
+    assert [r["status"] for r in doc["results"]] == ["ok", "ok"]
+    assert starts.get("cold") == 2 and not starts.get("spare_started")
 
 
 def test_a_spare_that_died_while_waiting_is_replaced():

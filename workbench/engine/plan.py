@@ -40,7 +40,9 @@ class RunOptions:
     session_sha256: provenance; cache_dir: ceilings cache (None: the platformdirs user cache
     folder "workbench"); build_dir: load_inline builds (None: cache_dir/build); trace_dir:
     write a chrome trace per profiled row there (None: none); warm_spare: keep one spare child
-    started ahead of need (engine/supervisor.py; False: every child starts cold)."""
+    started ahead of need (engine/supervisor.py; False: every child starts cold; None, the
+    default: only when every row runs on a CUDA device, since CPU rows are timed on the host's
+    cores that a starting spare would share)."""
 
     device: str | None = None
     kernels: tuple[str, ...] = ()
@@ -50,7 +52,7 @@ class RunOptions:
     cache_dir: Path | None = None
     build_dir: Path | None = None
     trace_dir: Path | None = None
-    warm_spare: bool = True
+    warm_spare: bool | None = None
 
 
 def default_cache_dir() -> Path:
@@ -72,7 +74,10 @@ def run_plan(session: Session, *, on_event: Callable[[Event], None],
     cache_dir = Path(options.cache_dir) if options.cache_dir else default_cache_dir()
     build_dir = Path(options.build_dir) if options.build_dir else cache_dir / "build"
     trace_dir = str(options.trace_dir) if options.trace_dir else None
-    spares = SparePool(enabled=options.warm_spare)
+    # A spare starting (importing torch) while a CPU row is timed would share the host's cores
+    # with that row's timing: seen on a 2-core machine as medians in 4 ms scheduler steps.
+    on_cuda = all(r.device.startswith("cuda") for r in rows)
+    spares = SparePool(enabled=on_cuda if options.warm_spare is None else options.warm_spare)
     run = _PlanRun(rows, on_event, stop, plugin_paths, str(cache_dir), str(build_dir), trace_dir, spares)
     info = _main_device(rows, machine.has_cuda)
     doc = new_document(_provenance(session, options, started), environment_record(info))  # now: cancel is quick
