@@ -12,9 +12,9 @@ from textual.binding import Binding
 from textual.containers import Container, Vertical
 from textual.reactive import reactive
 from textual.widgets import Static
-from textual_plotext import PlotextPlot
 
 from . import charts, fmt
+from .chart_plot import ChartPlot
 from .keys import KeyDataTable
 from .model import Row, RunModel
 
@@ -33,7 +33,7 @@ class TimingPane(Container):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="timing-chart"):
-            yield PlotextPlot(id="timing-plot")
+            yield ChartPlot(id="timing-plot")
             yield Static("", id="timing-caption", classes="caption")
         yield KeyDataTable(id="results-table", cursor_type="row", zebra_stripes=True)
 
@@ -58,18 +58,20 @@ class TimingPane(Container):
         self._fill_table(rows)
 
     def _draw_chart(self, rows: list[Row]) -> None:
-        plot = self.query_one(PlotextPlot)
-        caption = self._chart(plot.plt, rows) if rows else "no results yet: press r to run"
+        plot = self.query_one(ChartPlot)
+        metric, param = self.metric, self.sweep_param
+        caption = plot.draw(lambda plt: self._chart(plt, rows, metric, param)) if rows \
+            else "no results yet: press r to run"
         self.query_one("#timing-caption", Static).update(caption)
         plot.display = bool(rows)
-        plot.refresh()
 
-    def _chart(self, plt, rows: list[Row]) -> str:
+    @staticmethod
+    def _chart(plt, rows: list[Row], metric: str, param: str) -> str:
         swept = [r for r in rows if r.sweep_value is not None]
         if swept:
-            return charts.sweep(plt, swept, self.metric, self.sweep_param or "sweep value")
+            return charts.sweep(plt, swept, metric, param or "sweep value")
         if any(r.record for r in rows):
-            return charts.medians(plt, [r for r in rows if r.record], self.metric)
+            return charts.medians(plt, [r for r in rows if r.record], metric)
         return charts.live_samples(plt, rows)
 
     def _fill_table(self, rows: list[Row]) -> None:

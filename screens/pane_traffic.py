@@ -11,9 +11,9 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Static
-from textual_plotext import PlotextPlot
 
 from . import charts, fmt
+from .chart_plot import ChartPlot
 from .keys import KeyDataTable
 from .model import Row, RunModel
 
@@ -27,7 +27,7 @@ class TrafficPane(Vertical):
     def compose(self) -> ComposeResult:
         yield Static("", id="traffic-summary", classes="summary")
         yield KeyDataTable(id="traffic-table", cursor_type="row", zebra_stripes=True)
-        yield PlotextPlot(id="roofline-plot")
+        yield ChartPlot(id="roofline-plot")
         yield Static("", id="roofline-caption", classes="caption")
 
     def on_mount(self) -> None:
@@ -47,14 +47,14 @@ class TrafficPane(Vertical):
         self.query_one(KeyDataTable).replace_rows(traffic_cells(row, worst) for row in rows)
 
     def _draw_roofline(self, rows: list[Row], environment: dict) -> None:
-        plot = self.query_one(PlotextPlot)
+        plot = self.query_one(ChartPlot)
         ceilings = environment.get("ceilings") or {}
         dtype = next((r.record.get("dtype") for r in rows if r.record), None)
         peak = (ceilings.get("matmul_tflops") or {}).get(dtype)
         points = [(r.label, _traffic(r).get("intensity"), _traffic(r).get("tflops")) for r in rows]
-        caption = charts.roofline(plot.plt, points, ceilings.get("copy_gbps"), peak)
+        copy = ceilings.get("copy_gbps")
+        caption = plot.draw(lambda plt: charts.roofline(plt, points, copy, peak))
         self.query_one("#roofline-caption", Static).update(caption)
-        plot.refresh()
 
 
 def _traffic(row: Row) -> dict:

@@ -1,0 +1,42 @@
+"""A textual-plotext plot that draws from our own data on every render.
+
+plotext transforms the data of a log axis in place when it builds the figure, so building the
+same figure twice (a resize, the sidebar toggled) took log10 of log10 values: `math domain
+error` from inside Textual's render, which ended the app. Here the figure is cleared and drawn
+afresh from a callback before each build, and any plotting error becomes a line in the chart.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from rich.text import Text
+from textual_plotext import PlotextPlot
+
+Draw = Callable[[object], str]  # draws into `plt`, returns the caption
+
+
+class ChartPlot(PlotextPlot):
+    """`draw(fn)`: `fn(plt)` plots (it clears first, as every charts.* function does)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._draw_fn: Draw | None = None
+
+    def draw(self, fn: Draw) -> str:
+        """Keep `fn` for every later render; returns its caption (or what went wrong)."""
+        self._draw_fn = fn
+        try:
+            caption = fn(self.plt)
+        except Exception as exc:  # noqa: BLE001 - a chart must never end the app
+            caption = f"chart not drawn: {type(exc).__name__}: {exc}"
+        self.refresh()
+        return caption
+
+    def render(self):
+        try:
+            if self._draw_fn is not None:
+                self._draw_fn(self.plt)  # fresh data: plotext never re-transforms its own output
+            return super().render()
+        except Exception as exc:  # noqa: BLE001
+            return Text(f"chart not drawn: {type(exc).__name__}: {exc}", style="italic")
