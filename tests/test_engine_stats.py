@@ -215,3 +215,18 @@ def test_cuda_event_timer_queues_the_headroom_spin_before_the_start_event(monkey
     created.clear()
     timing.CudaEventTimer().time_call(lambda: calls.append(("call",)))
     assert calls[0] == ("record", "start")
+
+
+def test_cancel_poll_is_throttled():
+    """The stop flag is read at most once per interval, not after every sample."""
+    from workbench.engine.bench import throttled
+
+    now = [0.0]
+    calls = []
+    poll = throttled(lambda: calls.append(now[0]) or True, interval_s=0.05, clock=lambda: now[0])
+    results = []
+    for step in range(10):
+        now[0] = step * 0.02
+        results.append(poll())
+    assert calls == [0.06, 0.12, 0.18]
+    assert results.count(True) == 3

@@ -7,6 +7,8 @@ floor with a flag saying what was measured.
 
 from __future__ import annotations
 
+import time
+
 from workbench.engine.ceilings import Ceilings
 from workbench.engine.clocks import ClockSampler
 from workbench.engine.floor import clamp_to_floor, device_time_ms, is_launch_bound, launch_floor_ms
@@ -16,6 +18,8 @@ from workbench.engine.traffic import above_ceiling, traffic_record
 from workbench.events import Log, Samples
 from workbench.registry import Need
 from workbench.results import INTERPRETER_FLAG, TIMING_KEYS, blank
+
+CANCEL_POLL_S = 0.05  # cancel is finished within 3 s (CONTRACTS.md): 50 ms of polling is plenty
 
 
 def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ceilings) -> None:
@@ -32,7 +36,7 @@ def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ce
 
     with ClockSampler(dev.info if dev.is_cuda else None) as clocks:
         samples = measure(lambda: fn(*inputs), timer, rule, warmup_ms=settings.warmup_ms, flush=flush,
-                          on_samples=on_samples, cancelled=dev.stop.is_set)
+                          on_samples=on_samples, cancelled=throttled(dev.stop.is_set))
     timing = blank(TIMING_KEYS, timer=timer.name, flush_l2=flush is not None, throttle=[],
                    **summarize(samples).as_dict())
     timing.update(clocks.fields())
@@ -44,6 +48,21 @@ def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ce
     _flag_ceiling(record, ceilings)
     if timer.name == "interpreter":
         record["flags"].append(INTERPRETER_FLAG)
+
+
+def throttled(check, interval_s: float = CANCEL_POLL_S, clock=time.perf_counter):
+    """`check()` at most every interval_s (else False). The stop flag is a multiprocessing Event:
+    reading it is a semaphore operation, which on a loaded 2-core host stalled CPU samples for a
+    scheduler tick (medians in 4 ms steps) when polled after every sample."""
+    last = [clock()]
+
+    def poll() -> bool:
+        now = clock()
+        if now - last[0] < interval_s:
+            return False
+        last[0] = now
+        return bool(check())
+    return poll
 
 
 def _launch_floor(dev, row, record, timing, fn, inputs) -> None:
