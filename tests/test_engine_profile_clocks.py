@@ -113,3 +113,26 @@ def test_kernel_time_above_wall_time_is_called_unreliable():
     rows = [_row("k", "kernel", 5, device_us=1000.0)]
     record = build_profile(rows, calls=5, wall_us=100.0, on_cuda=True)
     assert record["device_events"] is True and "unreliable" in record["reason"]
+
+
+def test_device_time_read_from_instance_attribute_of_key_averages_entries():
+    """FunctionEventAvg keeps self_device_time_total on the instance (torch 2.11-2.13): it must be
+    read, not mistaken for an old torch and replaced by a missing self_cuda_time_total (0)."""
+    from workbench.engine.profile import profile_row
+
+    class DeviceType:  # stands in for torch.autograd.DeviceType.CUDA
+        def __str__(self):
+            return "DeviceType.CUDA"
+
+    class Avg:  # like FunctionEventAvg: plain instance attributes
+        def __init__(self):
+            self.key, self.count, self.device_type = "void gelu_kernel(float*)", 5, DeviceType()
+            self.self_device_time_total, self.self_cpu_time_total = 2500.0, 0.0
+
+    class OldAvg:  # old torch: only the cuda_* name
+        def __init__(self):
+            self.key, self.count, self.device_type = "void gelu_kernel(float*)", 5, DeviceType()
+            self.self_cuda_time_total, self.self_cpu_time_total = 1200.0, 0.0
+
+    assert profile_row(Avg())["self_device_us"] == 2500.0
+    assert profile_row(OldAvg())["self_device_us"] == 1200.0

@@ -98,8 +98,12 @@ def _is_device_event(evt: Any) -> bool:
 
 
 def _time(evt: Any, name: str, old_name: str) -> float:
-    """Read the new attribute where the class has it, the old cuda_* one only otherwise."""
-    attr = name if hasattr(type(evt), name) else old_name
+    """Read the new attribute where the event has it, the old cuda_* one only otherwise.
+
+    key_averages() entries (FunctionEventAvg) carry `self_device_time_total` as an instance
+    attribute, not a class property: checking the class read 0 for every kernel on torch 2.11
+    (H200, 2026-11-29)."""
+    attr = name if (hasattr(type(evt), name) or name in getattr(evt, "__dict__", {})) else old_name
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         return float(getattr(evt, attr, 0.0) or 0.0)
