@@ -7,6 +7,10 @@ Runs go through the engine's `run_plan` in a thread worker; its events come back
 
 from __future__ import annotations
 
+import os
+import select
+import signal
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -34,6 +38,9 @@ from .spec_editor import SpecEditor
 from .workspace import Workspace
 
 MIN_SIZE = (60, 20)
+HANGUP_SIGNALS = (signal.SIGHUP, signal.SIGTERM)
+TTY_CHECK_S = 1.0    # how often the terminal is checked for a hang-up (tmux kill-session)
+EXIT_GRACE_S = 5.0   # after a hang-up, the process ends by force if a clean exit takes longer
 GENERAL_KEYS = [Binding("ctrl+p", "palette", "Command palette: ops, implementations, sessions"),
                 Binding("tab", "focus_next", "Next field (shift+tab: previous)"),
                 Binding("space", "toggle", "Tick or untick an implementation or action"),
@@ -103,11 +110,55 @@ class WorkbenchApp(EditorMixin, RunnerMixin, App):
         self._fit(self.size.width, self.size.height)
         self.set_interval(REFRESH_S, self.flush_results)
         self.call_after_refresh(self._load)
+        if not self.is_headless:
+            self._watch_terminal()
 
     def on_unmount(self) -> None:
         self.stop_run()
         if self._autosave_timer is not None:
             self.autosave_now()
+        self._unwatch_terminal()
+
+    # -- a lost terminal: SIGHUP, SIGTERM, or the tty hung up under us ---------------------
+    def _watch_terminal(self) -> None:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        for sig in HANGUP_SIGNALS:
+            try:
+                loop.add_signal_handler(sig, self.hang_up, sig.name)
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, Windows
+                pass
+        self.set_interval(TTY_CHECK_S, self._check_terminal)
+
+    def _unwatch_terminal(self) -> None:
+        import asyncio
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        for sig in HANGUP_SIGNALS:
+            try:
+                loop.remove_signal_handler(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+
+    def _check_terminal(self) -> None:
+        if terminal_lost(_terminal_fd(self)):
+            self.hang_up("terminal lost")
+
+    def hang_up(self, why: str = "SIGHUP") -> None:
+        """The terminal is gone: cancel the run, save the edits, exit (by force if it hangs)."""
+        if getattr(self, "_hung_up", False):
+            return
+        self._hung_up = True
+        self.stop_run()
+        if self.ws.session.runs:
+            self.autosave_now()
+        if not self.is_headless:
+            _exit_later(EXIT_GRACE_S)
+        self.exit(129 if why == "SIGHUP" else 143 if why == "SIGTERM" else 1)
 
     def on_resize(self, event) -> None:
         self._fit(event.size.width, event.size.height)
@@ -242,6 +293,32 @@ class WorkbenchApp(EditorMixin, RunnerMixin, App):
         if yes:
             self.stop_run()
             self.exit(0)
+
+
+def terminal_lost(fd: int | None) -> bool:
+    """True when `fd` (the terminal's input) has hung up: a pty whose master closed, EOF."""
+    if fd is None:
+        return False
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        events = poller.poll(0)
+    except (OSError, ValueError):
+        return True
+    return any(mask & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _, mask in events)
+
+
+def _terminal_fd(app: App) -> int | None:
+    fd = getattr(app._driver, "fileno", None)
+    return fd if isinstance(fd, int) else None
+
+
+def _exit_later(seconds: float) -> None:
+    """End the process after `seconds` unless it ended by itself (a write to a dead tty can block)."""
+    def watchdog() -> None:
+        threading.Event().wait(seconds)
+        os._exit(1)
+    threading.Thread(target=watchdog, name="hangup-watchdog", daemon=True).start()
 
 
 def _start_resource_tracker() -> None:

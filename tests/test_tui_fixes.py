@@ -47,3 +47,85 @@ def test_a_plotting_error_is_a_line_in_the_chart_not_a_crash():
         raise ValueError("math domain error")
     plot = ChartPlot()
     assert "chart not drawn: ValueError" in plot.draw(broken)
+
+
+CHILD = """
+import sys, pathlib
+sys.path.insert(0, {tests!r})
+from tui_helpers import fake_catalog, fake_opener, fixture_engine
+from workbench.screens.app import WorkbenchApp
+app = WorkbenchApp(None, None, engine=fixture_engine(delay_s=0.5),
+                   catalog_loader=lambda k, d: fake_catalog(), opener=fake_opener(),
+                   data_dir=pathlib.Path({data!r}))
+app.run()
+"""
+
+
+def _spawn_in_pty(tmp_path):
+    """The app in a pseudo-terminal of 100x30; returns (pid, master fd) once it drew a frame."""
+    import fcntl
+    import os
+    import pty
+    import select
+    import struct
+    import sys
+    import termios
+    import time
+    from pathlib import Path
+
+    code = CHILD.format(tests=str(Path(__file__).parent), data=str(tmp_path))
+    pid, master = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.execv(sys.executable, [sys.executable, "-c", code])
+    fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+    seen, deadline = b"", time.monotonic() + 30
+    while b"gelu" not in seen and time.monotonic() < deadline:
+        if select.select([master], [], [], 0.2)[0]:
+            try:
+                seen += os.read(master, 65536)
+            except OSError:
+                break
+    assert b"gelu" in seen, seen[-500:]
+    return pid, master
+
+
+def _exit_status(pid, timeout_s=15.0):
+    import os
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.1)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    raise AssertionError("the app outlived its terminal")
+
+
+def test_the_app_exits_when_its_terminal_is_closed(tmp_path):
+    """tmux kill-session: the pty's master closes; the app must not spin on, orphaned."""
+    import os
+
+    pid, master = _spawn_in_pty(tmp_path)
+    os.write(master, b"r")  # a run in flight: cancelled, not waited for
+    os.close(master)
+    _exit_status(pid)
+
+
+def test_sighup_cancels_the_run_autosaves_and_exits(tmp_path):
+    import os
+    import signal
+    import time
+
+    pid, master = _spawn_in_pty(tmp_path)
+    try:
+        os.write(master, b"r")
+        time.sleep(1.0)
+        os.kill(pid, signal.SIGHUP)
+        status = _exit_status(pid)
+    finally:
+        os.close(master)
+    assert os.WIFEXITED(status), status
+    assert list((tmp_path / "autosave").glob("*.yaml")), "the session was not autosaved"
