@@ -89,13 +89,18 @@ class RunnerMixin:
     def _worker(self, session, index: int, stop: threading.Event) -> None:
         """Call the engine; everything it says is posted to the app (thread-safe)."""
         engine = self._engine or _run_plan
-        kwargs = {"options": self._options} if self._options is not None else {}
         try:
+            kwargs = {"options": self._run_options()} if self._options is not None else {}
             doc = engine(session, on_event=lambda e: self.post_message(EngineEvent(e)), stop=stop, **kwargs)
         except BaseException as exc:  # noqa: BLE001 - any failure becomes a notification
             self.post_message(RunCrashed(f"run failed: {type(exc).__name__}: {exc}", traceback.format_exc()))
             return
         self.post_message(RunDone(doc or {}, index, stop.is_set()))
+
+    def _run_options(self):
+        """The engine's RunOptions, built here in the worker (the engine imports torch)."""
+        options = self._options
+        return options.run_options() if hasattr(options, "run_options") else options
 
     # -- its messages -----------------------------------------------------------------------
     def on_engine_event(self, message: EngineEvent) -> None:

@@ -39,16 +39,20 @@ def open_session(path: Path | None, *, kernels: Iterable[str] = (), has_cuda: bo
     """Read `path` (None: the shipped default). Raises WorkbenchError for a bad session."""
     from workbench import session as ws
 
+    notes: tuple[str, ...] = ()
     if path is None:
+        name = ws.default_session_name(has_cuda)
         try:
-            path = ws.shipped_path(ws.default_session_name(has_cuda))
+            path = ws.shipped_path(name)
         except ValueError:
             return Opened(BLANK, None, None, ("no shipped default session: starting empty",))
+        if name != ws.DEFAULT_SESSION:
+            notes = (f"no GPU here: opening the CPU-sized session {name!r}",)
     if not path.exists():
         return Opened(Session(name=path.stem, runs=()), path, None, (f"{path}: new session",))
     session = ws.load_session(path, kernels=kernels)
-    session, notes = _restore_autosave(session, path, data, kernels)
-    return Opened(session, path, _read_results(ws.results_path(path, data)), notes)
+    session, restored = _restore_autosave(session, path, data, kernels)
+    return Opened(session, path, _read_results(ws.results_path(path, data)), notes + restored)
 
 
 def _restore_autosave(session: Session, path: Path, data: Path, kernels) -> tuple[Session, tuple[str, ...]]:

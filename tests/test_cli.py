@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 import types
@@ -214,14 +215,27 @@ def test_tui_opens_a_file_with_options(capsys, fake_app, session_file):
 
 
 def test_tui_opens_the_default_session(capsys, fake_app):
-    from workbench.machine import probe
-
+    """No FILE: the app picks default or default-cpu after its first frame (no probe here)."""
     code, _, err = run(capsys)
+    (path, options), = fake_app
+    assert code == 0 and path is None and options.argv == ("workbench",)
+
+
+def test_tui_resolves_a_shipped_name_without_the_registry(capsys, fake_app):
+    code, _, _ = run(capsys, "default-cpu")
     (path, _), = fake_app
-    if probe().has_cuda:
-        assert path == shipped_path("default")
-    else:
-        assert path == shipped_path("default-cpu") and "no GPU here" in err
+    assert code == 0 and path == shipped_path("default-cpu")
+    code, _, err = run(capsys, "no-such-session")
+    assert code == 2 and "shipped sessions" in err
+
+
+def test_tui_path_imports_no_torch():
+    code = ("import sys, types; m = types.ModuleType('workbench.screens.app'); "
+            "m.run = lambda path, options: 0; sys.modules['workbench.screens.app'] = m; "
+            "from workbench.cli import main; assert main([]) == 0; "
+            "bad = [n for n in ('torch', 'workbench.registry', 'workbench.engine.plan') if n in sys.modules]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
 
 
 def test_tui_missing_says_so(capsys, monkeypatch, session_file):

@@ -129,3 +129,11 @@ def test_sighup_cancels_the_run_autosaves_and_exits(tmp_path):
         os.close(master)
     assert os.WIFEXITED(status), status
     assert list((tmp_path / "autosave").glob("*.yaml")), "the session was not autosaved"
+
+
+def test_app_options_become_the_engines_run_options_in_the_worker():
+    from workbench.screens.options import AppOptions
+
+    options = AppOptions(device="cpu", kernels=("/k",), argv=("workbench",)).run_options(force=True)
+    assert type(options).__name__ == "RunOptions"
+    assert (options.device, options.kernels, options.force, options.argv) == ("cpu", ("/k",), True, ("workbench",))

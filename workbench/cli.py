@@ -209,25 +209,39 @@ def count_rows(session) -> int:
 
 # -- the TUI ---------------------------------------------------------------------------------
 def run_tui(args: argparse.Namespace, env: Env, err: Console) -> int:
-    from workbench.session import default_session_name, resolve_session_path, shipped_path
-
-    if args.file:
-        path = resolve_session_path(args.file)
-    else:
-        from workbench.machine import probe
-
-        name = default_session_name(probe().has_cuda)
-        if name != "default":
-            err.print(f"no GPU here: opening the CPU-sized session {name!r}")
-        path = shipped_path(name)
+    """The TUI: nothing here imports torch (the first frame must come in well under a second);
+    without FILE the app itself picks `default` or `default-cpu` once it has probed the GPU."""
+    path = tui_session_path(args.file) if args.file else None
     try:
         from workbench.screens.app import run as run_app
+        from workbench.screens.options import AppOptions
     except ImportError as exc:  # a build without the TUI, or textual missing
+        where = path or "default-cpu"
         err.print(f"the TUI cannot start ({exc}); run the session headless instead: "
-                  f"workbench --replay {path}", markup=False)
+                  f"workbench --replay {where}", markup=False)
         return EXIT_USAGE
-    result = run_app(path, run_options(args, env, argv=["workbench", *([args.file] if args.file else [])]))
+    kernels = tuple(str(Path(k).expanduser().resolve()) for k in args.kernels)
+    options = AppOptions(device=args.device, kernels=kernels,
+                         argv=("workbench", *([args.file] if args.file else [])),
+                         cache_dir=env.cache_dir, build_dir=env.cache_dir / "build")
+    result = run_app(path, options)
     return int(result or 0)
+
+
+def tui_session_path(arg: str) -> Path:
+    """FILE for the TUI: an existing path or a shipped session's name (like
+    `workbench.session.resolve_session_path`, without importing the registry and torch)."""
+    import importlib.resources
+
+    path = Path(arg).expanduser()
+    if path.exists():
+        return path
+    shipped = Path(str(importlib.resources.files("workbench.sessions")))
+    names = sorted(p.stem for p in shipped.glob("*.yaml"))
+    name = path.name[:-5] if path.name.endswith(".yaml") else path.name
+    if str(arg) in (name, f"{name}.yaml") and name in names:
+        return shipped / f"{name}.yaml"
+    raise WorkbenchError(f"{arg}: no such session file; shipped sessions: {', '.join(names)}")
 
 
 def run_options(args: argparse.Namespace, env: Env, *, argv: Sequence[str], session_sha256: str | None = None):
