@@ -137,3 +137,37 @@ def test_app_options_become_the_engines_run_options_in_the_worker():
     options = AppOptions(device="cpu", kernels=("/k",), argv=("workbench",)).run_options(force=True)
     assert type(options).__name__ == "RunOptions"
     assert (options.device, options.kernels, options.force, options.argv) == ("cpu", ("/k",), True, ("workbench",))
+
+
+def _ticked(checklist) -> list[str]:
+    """Names whose box is drawn ticked (what the user sees, not the widget's state)."""
+    lines = [checklist.render_line(y).text for y in range(checklist.option_count)]
+    return [line[4:].split()[0] for line in lines if line[1] == "✓"]
+
+
+@run_async
+async def test_the_checklist_shows_exactly_the_runs_impls_and_saves_what_it_shows(tmp_path):
+    import dataclasses
+
+    from workbench.session_model import ImplRef
+
+    session = fake_session()
+    gelu = dataclasses.replace(session.runs[0], impls=tuple(ImplRef(n) for n in ("manual", "pytorch", "triton")))
+    session = dataclasses.replace(session, runs=(gelu, *session.runs[1:]))
+    app = make_app(tmp_path, opener=fake_opener(session))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        checklist = app.query_one("#impl-list", SelectionList)
+        assert _ticked(checklist) == ["manual", "pytorch", "triton"]
+        checklist.focus()
+        checklist.highlighted = 2  # compiled
+        await pilot.press("space")
+        await pilot.pause(0.2)
+        assert _ticked(checklist) == ["manual", "pytorch", "compiled", "triton"]
+        assert [r.name for r in app.ws.session.runs[0].impls] == _ticked(checklist)
+        await pilot.press("ctrl+s")
+        await pilot.pause(0.2)
+        import yaml
+
+        saved = yaml.safe_load((tmp_path / "sessions" / "tui-fixture.yaml").read_text())
+        assert saved["runs"][0]["impls"] == ["manual", "pytorch", "compiled", "triton"]
