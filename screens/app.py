@@ -237,6 +237,10 @@ class WorkbenchApp(EditorMixin, RunnerMixin, App):
         self.query_one(TabbedContent).active = pane
         self.query_one(f"#{pane}").query_one(PANE_FOCUS[pane]).focus()
 
+    def leave_field(self) -> None:
+        """Escape in a sidebar field: back to the op list, where single keys work again."""
+        self.query_one(OpList).focus()
+
     def action_toggle_sidebar(self) -> None:
         """Hide the left column to give the panes the whole width (80-column terminals)."""
         self.toggle_class("-no-sidebar")
@@ -254,6 +258,10 @@ class WorkbenchApp(EditorMixin, RunnerMixin, App):
             return
         if not self.ws.session.runs:
             self.report("nothing to save yet: a session needs at least one run (press r)", "warning")
+            return
+        problem = self.query_one(SpecEditor).problem
+        if problem:  # the session still holds the last valid value: saving it would hide the error
+            self.report(f"not saved: {problem} (fix the field first)")
             return
         try:
             target = sessions_io.save(self.ws.session, self.ws.path, self.data_dir)

@@ -10,7 +10,7 @@ from textual.strip import Strip
 from textual.widgets._toggle_button import ToggleButton
 from textual.widgets.option_list import OptionDoesNotExist
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, OptionList, RichLog, SelectionList
+from textual.widgets import DataTable, Input, OptionList, RichLog, SelectionList
 
 LIST_KEYS = [Binding("j", "cursor_down", "Down", show=False),
               Binding("k", "cursor_up", "Up", show=False)]
@@ -62,3 +62,23 @@ class KeyScroll(VerticalScroll):
 
 class KeyRichLog(RichLog):
     BINDINGS = SCROLL_KEYS
+
+
+class FieldInput(Input):
+    """A sidebar field: tab / shift+tab move to the next / previous field, escape leaves it
+    (focus back to the op list; while a run is active escape cancels it, as everywhere)."""
+
+    BINDINGS = [Binding("tab", "app.focus_next", "Next field", show=False),
+                Binding("shift+tab", "app.focus_previous", "Previous field", show=False),
+                Binding("escape", "leave", "Leave the field", show=False)]
+
+    def action_leave(self) -> None:
+        app = self.app
+        if getattr(app, "running", False):
+            app.action_cancel()
+            return
+        leave = getattr(app, "leave_field", None)
+        if leave is not None:
+            leave()
+        else:
+            self.blur()

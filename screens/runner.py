@@ -41,7 +41,7 @@ class RunnerMixin:
         elif self.running:
             self.notify("a run is in progress (escape cancels it)", severity="warning")
         elif self.query_one(SpecEditor).problem:
-            self.report(f"fix the spec first: {self.query_one(SpecEditor).problem}")
+            self.report(f"not run: {self.query_one(SpecEditor).problem} (fix the field first)")
         else:
             self._start()
 

@@ -17,7 +17,7 @@ from textual.widgets.option_list import Option
 from textual.widgets.selection_list import Selection
 
 from .catalog import ImplInfo, OpInfo
-from .keys import KeyOptionList, KeySelectionList
+from .keys import FieldInput, KeyOptionList, KeySelectionList
 from .messages import Choice, ImplsPicked, ParamsEdited
 
 
@@ -116,7 +116,7 @@ class ImplPanel(Vertical):
             await box.mount_all(self._param_row(impl.name, k, v) for k, v in values.items())
 
     def _param_row(self, impl: str, name: str, value: Any) -> Horizontal:
-        field = Input(str(value), compact=True, name=name, classes="param",
+        field = FieldInput(str(value), compact=True, name=name, classes="param",
                       tooltip=f"{impl} parameter {name}")
         return Horizontal(Label(name, classes="field-name"), field, classes="field")
 

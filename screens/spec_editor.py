@@ -18,7 +18,7 @@ from workbench.session_model import RunSpec
 
 from . import editing
 from .catalog import ACTIONS, OpInfo
-from .keys import KeySelectionList
+from .keys import FieldInput, KeySelectionList
 from .messages import SpecEdited
 
 
@@ -35,8 +35,8 @@ class SpecEditor(Vertical):
         yield Vertical(id="shape-fields")
         yield _field("dtype", Select[str]([("float32", "float32")], id="dtype", compact=True, allow_blank=False))
         yield KeySelectionList(*[(a, a) for a in ACTIONS], id="actions", compact=True)
-        yield _field("sweep", Input(placeholder="params e.g. N", id="sweep-params", compact=True))
-        yield _field("values", Input(placeholder="256, 1024, 4096", id="sweep-values", compact=True))
+        yield _field("sweep", FieldInput(placeholder="params e.g. N", id="sweep-params", compact=True))
+        yield _field("values", FieldInput(placeholder="256, 1024, 4096", id="sweep-values", compact=True))
         yield Static("", id="spec-problem", classes="problem")
 
     async def show(self, op: OpInfo, run: RunSpec) -> None:
@@ -58,7 +58,7 @@ class SpecEditor(Vertical):
     async def _show_shape(self, op: OpInfo, shape: dict[str, Any]) -> None:
         box = self.query_one("#shape-fields", Vertical)
         await box.remove_children()
-        await box.mount_all(_field(name, Input(str(value), name=name, type="integer",
+        await box.mount_all(_field(name, FieldInput(str(value), name=name, type="integer",
                                                compact=True, classes="shape"))
                             for name, value in shape.items())
 

@@ -171,3 +171,49 @@ async def test_the_checklist_shows_exactly_the_runs_impls_and_saves_what_it_show
 
         saved = yaml.safe_load((tmp_path / "sessions" / "tui-fixture.yaml").read_text())
         assert saved["runs"][0]["impls"] == ["manual", "pytorch", "compiled", "triton"]
+
+
+def _messages(app) -> list[str]:
+    return [n.message for n in app._notifications]
+
+
+@run_async
+async def test_tab_moves_between_fields_and_escape_leaves_them(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        m, n = list(app.query(".shape").results(Input))
+        m.focus()
+        m.value = ""
+        n.value = ""
+        await pilot.press("2", "5", "7", "tab", "1", "0", "0", "0")
+        await pilot.pause(0.3)
+        assert (m.value, n.value) == ("257", "1000")
+        assert app.ws.run.shape == {"M": 257, "N": 1000}
+        await pilot.press("shift+tab")
+        assert app.focused is m
+        await pilot.press("escape", "3")
+        await pilot.pause(0.1)
+        assert not isinstance(app.focused, Input)
+        assert app.query_one(TabbedContent).active == "ptx"
+
+
+@run_async
+async def test_save_and_run_refuse_while_a_field_is_invalid(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        m = app.query(".shape").results(Input).__next__()
+        m.focus()
+        m.value = ""
+        await pilot.press("minus", "5")
+        await pilot.pause(0.2)
+        assert "M" in app.query_one("SpecEditor").problem
+        await pilot.press("escape", "ctrl+s")
+        await pilot.pause(0.2)
+        assert not (tmp_path / "sessions" / "tui-fixture.yaml").exists()
+        assert any(t.startswith("not saved: M:") for t in _messages(app)), _messages(app)
+        await pilot.press("r")
+        await pilot.pause(0.2)
+        assert not app.running and app.runs_finished == 0
+        assert any(t.startswith("not run: M:") for t in _messages(app)), _messages(app)
