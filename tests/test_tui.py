@@ -166,7 +166,7 @@ async def test_editing_the_spec_updates_the_session_and_autosaves(tmp_path):
         await wait_for(pilot, lambda: "M" in app.query_one("SpecEditor").problem)
         app.query_one("#results-table").focus()
         await pilot.press("r")
-        await wait_for(pilot, lambda: any("fix the spec" in n.message for n in app._notifications))
+        await wait_for(pilot, lambda: any("fix the field" in n.message for n in app._notifications))
         assert not app.running and app.runs_finished == 0  # a bad spec is not run
 
 
