@@ -92,9 +92,12 @@ class EditorMixin:
             self.show_impls()
 
     def _edit(self, run) -> bool:
+        titles = self.ws.run_titles()
         changed = self.ws.edit(run)
         if changed:
             self.schedule_autosave()
+            if self.ws.run_titles() != titles:  # the run list's label follows the edit
+                self.show_op_list()
         return changed
 
     async def on_choice(self, message: Choice) -> None:

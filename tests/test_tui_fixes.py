@@ -217,3 +217,19 @@ async def test_save_and_run_refuse_while_a_field_is_invalid(tmp_path):
         await pilot.pause(0.2)
         assert not app.running and app.runs_finished == 0
         assert any(t.startswith("not run: M:") for t in _messages(app)), _messages(app)
+
+
+@run_async
+async def test_the_run_label_follows_the_edit(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        op_list = app.query_one("#op-list")
+        assert "gelu 16384x16384" in str(op_list.get_option("run:0").prompt)
+        m = next(iter(app.query(".shape").results(Input)))
+        m.focus()
+        m.value = ""
+        await pilot.press("5", "1", "2")
+        await pilot.pause(0.2)
+        assert "gelu 512x16384" in str(op_list.get_option("run:0").prompt)
+        assert app.focused is m
