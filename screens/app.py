@@ -59,6 +59,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, App):
     COMMANDS = App.COMMANDS | {OpsProvider, ImplsProvider, SessionsProvider}
     BINDINGS = [
         Binding("r", "run", "Run"),
+        Binding("F", "force_run", "Run anyway (rows too large too)", show=False),
         Binding("escape", "cancel", "Cancel"),
         Binding("ctrl+s", "save", "Save"),
         Binding("ctrl+o", "open", "Open"),

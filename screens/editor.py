@@ -107,6 +107,8 @@ class EditorMixin:
             self._toggle_impl(message.value)
         elif message.kind == "session":
             self.open_path(message.value)
+        elif message.kind == "force":
+            self.action_force_run()
 
     def _toggle_impl(self, name: str) -> None:
         chosen = editing.selected(self.ws.run, self.ws.op)
@@ -131,7 +133,9 @@ class EditorMixin:
             runs = [(f"run {i}: {title}", "this session", "run", i) for i, title in ws.run_titles()]
             files = [(f"open {label}", str(path), "session", path)
                      for label, path in sessions_io.known_sessions(self.data_dir)]
-            return runs + files
+            force = [("Run anyway (force)", "run this run, rows estimated too large included",
+                      "force", None)]
+            return force + runs + files
         return []
 
     # -- autosave ---------------------------------------------------------------------------

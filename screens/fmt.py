@@ -87,3 +87,12 @@ def timer(name: str | None, interpreted: bool = False) -> str:
 def row_title(label: str, sweep_value: Any) -> str:
     """`triton`, or `triton @ 4096` for a sweep point."""
     return label if sweep_value is None else f"{label} @ {sweep_value}"
+
+
+CLI_FORCE_HINT = "(run with --force to try)"
+TUI_FORCE_HINT = "(press F, or \"Run anyway\" in ctrl+p, to run it)"
+
+
+def tui_text(text: str | None) -> str:
+    """An engine message in the TUI's words: its --force hint becomes the F key."""
+    return (text or "").replace(CLI_FORCE_HINT, TUI_FORCE_HINT)

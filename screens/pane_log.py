@@ -39,7 +39,7 @@ def _result(where: str, e: ev.Result) -> tuple[str, str]:
     status = record.get("status", "ok")
     median = (record.get("timing") or {}).get("median_ms")
     extra = f" · median {fmt.ms(median)}" if median is not None else ""
-    reason = f": {record['error']}" if record.get("error") else ""
+    reason = f": {fmt.tui_text(record['error'])}" if record.get("error") else ""
     level = {"ok": "info", "failed": "error"}.get(status, "warning")
     return f"{where}: {status}{reason}{extra}", level
 
@@ -52,6 +52,6 @@ _DESCRIBE = {
     ev.Result: _result,
     ev.Profile: lambda w, e: (f"{w}: profile with {len(e.profile.get('rows', ()))} rows", "info"),
     ev.Ptx: lambda w, e: (f"{w}: PTX of {len(e.ptx.get('kernels', ()))} kernel(s)", "info"),
-    ev.Error: lambda w, e: (f"{w}: {e.message}", "error"),
+    ev.Error: lambda w, e: (f"{w}: {fmt.tui_text(e.message)}", "error"),
     ev.Log: lambda w, e: (f"{w}: {e.text}", e.level),
 }

@@ -175,7 +175,7 @@ def _empty_reason(row: Row | None) -> str:
     if _kernel_names(row):
         return "no PTX text here: results files keep the counts, not the texts (run ptx again)"
     notes = "; ".join((row.ptx or {}).get("notes") or ())
-    return row.error or notes or "no PTX for this implementation"
+    return fmt.tui_text(row.error) or notes or "no PTX for this implementation"
 
 
 def _title(row: Row) -> str:

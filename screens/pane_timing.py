@@ -87,7 +87,7 @@ def table_cells(row: Row) -> tuple[str, ...]:
     timing = (row.record or {}).get("timing") or {}
     traffic = (row.record or {}).get("traffic") or {}
     median = timing.get("median_ms")
-    status = row.status if not row.error or row.status == "ok" else f"{row.status}: {row.error}"
+    status = row.status if not row.error or row.status == "ok" else f"{row.status}: {fmt.tui_text(row.error)}"
     status = status if len(status) <= STATUS_WIDTH else status[:STATUS_WIDTH - 1] + "…"
     return (fmt.row_title(row.label, row.sweep_value), status, fmt.ms(median),
             fmt.spread(timing.get("p20_ms"), timing.get("p80_ms"), median),

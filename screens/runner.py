@@ -11,7 +11,7 @@ from collections import Counter
 from workbench import events as ev
 from textual import work
 
-from . import editing, sessions_io
+from . import editing, fmt, sessions_io
 from .messages import CancelRequested, EngineEvent, RunCrashed, RunDone, RunRequested
 from .pane_log import describe
 from .spec_editor import SpecEditor
@@ -27,6 +27,7 @@ class RunnerMixin:
         self._running_index: int | None = None
         self._done = self._total = 0
         self._dirty = False
+        self._force = False     # the next run admits rows estimated too large (F)
         self.runs_finished = 0  # runs that ended (done, cancelled or crashed)
 
     @property
@@ -34,6 +35,14 @@ class RunnerMixin:
         return self._stop is not None
 
     # -- starting and stopping --------------------------------------------------------------
+    def action_force_run(self) -> None:
+        """Run anyway: rows the engine estimates too large are run too (the CLI's --force)."""
+        self._force = True
+        try:
+            self.action_run()
+        finally:
+            self._force = False
+
     def action_run(self) -> None:
         ws = self.ws
         if ws.run is None or ws.op is None:
@@ -47,7 +56,7 @@ class RunnerMixin:
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         """Dim Run while a run is in flight and Cancel while none is (the footer shows it)."""
-        if action == "run" and self.running:
+        if action in ("run", "force_run") and self.running:
             return None
         if action == "cancel" and not self.running:
             return None
@@ -66,7 +75,7 @@ class RunnerMixin:
         self.show_results()
         self.show_op_list()
         self.schedule_autosave()
-        self._worker(sub, index, self._stop)
+        self._worker(sub, index, self._stop, self._force)
 
     def action_cancel(self) -> None:
         if self.running and not self._stop.is_set():
@@ -86,21 +95,27 @@ class RunnerMixin:
 
     # -- the worker -------------------------------------------------------------------------
     @work(thread=True, exit_on_error=False, group="run")
-    def _worker(self, session, index: int, stop: threading.Event) -> None:
+    def _worker(self, session, index: int, stop: threading.Event, force: bool = False) -> None:
         """Call the engine; everything it says is posted to the app (thread-safe)."""
         engine = self._engine or _run_plan
         try:
-            kwargs = {"options": self._run_options()} if self._options is not None else {}
+            kwargs = {"options": self._run_options(force)} if self._options is not None or force else {}
             doc = engine(session, on_event=lambda e: self.post_message(EngineEvent(e)), stop=stop, **kwargs)
         except BaseException as exc:  # noqa: BLE001 - any failure becomes a notification
             self.post_message(RunCrashed(f"run failed: {type(exc).__name__}: {exc}", traceback.format_exc()))
             return
         self.post_message(RunDone(doc or {}, index, stop.is_set()))
 
-    def _run_options(self):
+    def _run_options(self, force: bool = False):
         """The engine's RunOptions, built here in the worker (the engine imports torch)."""
-        options = self._options
-        return options.run_options() if hasattr(options, "run_options") else options
+        import dataclasses
+
+        from .options import AppOptions
+
+        options = self._options if self._options is not None else AppOptions()
+        if hasattr(options, "run_options"):
+            return options.run_options(force=True if force else None)
+        return dataclasses.replace(options, force=True) if force else options
 
     # -- its messages -----------------------------------------------------------------------
     def on_engine_event(self, message: EngineEvent) -> None:
@@ -111,7 +126,7 @@ class RunnerMixin:
         if line:
             self.log_pane.add(*line)
         if isinstance(event, ev.Error):
-            self.notify(event.message, title=event.row[1], severity="error", timeout=6)
+            self.notify(fmt.tui_text(event.message), title=event.row[1], severity="error", timeout=6)
         self._dirty = True
 
     def _progress(self, event: ev.Event) -> None:
@@ -135,6 +150,11 @@ class RunnerMixin:
         self.run_bar.progress(self._total, self._total)
         self.run_bar.status = summary(message.doc, message.cancelled)
         self.log_pane.add(self.run_bar.status, "warning" if message.cancelled else "info")
+        too_large = [r for r in message.doc.get("results", ())
+                     if r.get("status") == "skipped" and fmt.CLI_FORCE_HINT in (r.get("error") or "")]
+        if too_large:
+            self.report(f"{len(too_large)} row(s) skipped as too large for this machine: "
+                        f"press F (or \"Run anyway\" in ctrl+p) to run them anyway", "warning")
         self._write_results(doc)
 
     def on_run_crashed(self, message: RunCrashed) -> None:

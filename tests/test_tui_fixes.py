@@ -233,3 +233,45 @@ async def test_the_run_label_follows_the_edit(tmp_path):
         await pilot.pause(0.2)
         assert "gelu 512x16384" in str(op_list.get_option("run:0").prompt)
         assert app.focused is m
+
+
+def skipping_engine(calls: list):
+    """Skips every row as too large unless forced (as the engine's admission does)."""
+    import json
+
+    from tui_helpers import GELU_H200
+
+    doc = json.loads(GELU_H200.read_text())["doc"]
+    forced = fixture_engine()
+
+    def engine(session, *, on_event, stop=None, options=None) -> dict:
+        calls.append(bool(options and options.force))
+        if options and options.force:
+            return forced(session, on_event=on_event, stop=stop, options=options)
+        records = [{**r, "status": "skipped", "timing": None, "check": None, "profile": None, "ptx": None,
+                    "traffic": None, "error": "~30 min, 2 GiB: far beyond timeout_s 120 s (run with --force to try)"}
+                   for r in doc["results"]]
+        return {**doc, "results": records, "cancelled": False}
+    return engine
+
+
+@run_async
+async def test_skipped_rows_offer_the_f_key_and_f_runs_them(tmp_path):
+    from workbench.screens.pane_log import LogPane
+
+    calls: list[bool] = []
+    app = make_app(tmp_path, engine=skipping_engine(calls))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        texts = " ".join(_messages(app)) + " ".join(t for _, t in app.query_one(LogPane).entries)
+        assert "--force" not in texts and "press F" in texts
+        table = app.query_one("#results-table", DataTable)
+        assert "--force" not in " ".join(str(c) for c in table.get_row_at(0))
+        before = app.runs_finished
+        await pilot.press("F")
+        await wait_for(pilot, lambda: app.runs_finished > before)
+        assert calls == [False, True]
+        assert app.ws.models[0].rows and all(r.status == "ok" for r in app.ws.models[0].rows.values())
+        items = app.palette_items("session")
+        assert items[0][2] == "force"
