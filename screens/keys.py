@@ -44,7 +44,10 @@ class KeySelectionList(SelectionList):
 
 
 class KeyDataTable(DataTable):
-    BINDINGS = LIST_KEYS
+    """j/k move the cursor; h/l (like left/right) scroll columns that do not fit into view."""
+
+    BINDINGS = LIST_KEYS + [Binding("h", "cursor_left", "Left", show=False),
+                            Binding("l", "cursor_right", "Right", show=False)]
 
     def replace_rows(self, rows: Iterable[Iterable]) -> None:
         """All rows anew; auto-width columns shrink back to fit (clear() keeps their widths)."""

@@ -275,3 +275,28 @@ async def test_skipped_rows_offer_the_f_key_and_f_runs_them(tmp_path):
         assert app.ws.models[0].rows and all(r.status == "ok" for r in app.ws.models[0].rows.values())
         items = app.palette_items("session")
         assert items[0][2] == "force"
+
+
+@run_async
+async def test_wide_results_table_shows_every_column_and_b_hides_the_sidebar(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        table = app.query_one("#results-table", DataTable)
+        assert table.size.width >= table.virtual_size.width  # check, timer, notes on screen
+        await pilot.resize_terminal(140, 40)  # narrower: the rest scrolls, from the keyboard too
+        await pilot.pause(0.2)
+        table.focus()
+        await pilot.press("l", "l", "l")
+        await pilot.pause(0.3)
+        assert table.scroll_x > 0
+        await pilot.resize_terminal(200, 50)
+        await pilot.pause(0.1)
+        sidebar = app.query_one("#sidebar")
+        await pilot.press("b")
+        await pilot.pause(0.1)
+        assert not sidebar.display and sidebar.size.width == 0
+        await pilot.press("b")
+        await pilot.pause(0.1)
+        assert sidebar.display and sidebar.size.width > 0
