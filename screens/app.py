@@ -288,7 +288,8 @@ class WorkbenchApp(EditorMixin, RunnerMixin, App):
         try:
             opened = self._open(path, self.ws.catalog.gpu)
         except Exception as exc:
-            self.post_message(LoadFailed(f"{path}: {exc}"))
+            text = str(exc)  # a SessionError already starts with its file
+            self.post_message(LoadFailed(text if str(path) in text else f"{path}: {text}"))
             return
         self.post_message(SessionOpened(opened.session, opened.path, opened.results, opened.notes))
 

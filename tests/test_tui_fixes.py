@@ -300,3 +300,24 @@ async def test_wide_results_table_shows_every_column_and_b_hides_the_sidebar(tmp
         await pilot.press("b")
         await pilot.pause(0.1)
         assert sidebar.display and sidebar.size.width > 0
+
+
+@run_async
+async def test_an_open_error_names_the_file_once(tmp_path):
+    from pathlib import Path
+
+    from workbench.session import Problem, SessionError
+
+    bad = tmp_path / "bad1.yaml"
+
+    def opener(path, gpu):
+        if path == bad:
+            raise SessionError([Problem("runs", "missing"), Problem("name", "missing")], str(path))
+        return fake_opener()(path, gpu)
+    app = make_app(tmp_path, opener=opener)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        app.open_path(Path(bad))
+        await wait_for(pilot, lambda: any("problem" in m for m in _messages(app)))
+        message = next(m for m in _messages(app) if "problem" in m)
+        assert message.count(str(bad)) == 1, message
