@@ -230,3 +230,13 @@ def test_cancel_poll_is_throttled():
         results.append(poll())
     assert calls == [0.06, 0.12, 0.18]
     assert results.count(True) == 3
+
+
+def test_unconverged_median_is_flagged_and_a_tight_one_is_not():
+    from workbench.engine.bench import convergence_flag
+
+    tight = [1.0, 1.001, 0.999, 1.0, 1.0005, 0.9995, 1.0, 1.0, 1.0002, 0.9998]
+    wide = [1.0, 8.0, 1.2, 7.9, 0.9, 8.1, 1.1]
+    assert convergence_flag(tight, 0.005, 100) is None
+    flag = convergence_flag(wide, 0.005, 100)
+    assert flag.startswith("median not converged") and "7 samples" in flag

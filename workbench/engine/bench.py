@@ -12,7 +12,7 @@ import time
 from workbench.engine.ceilings import Ceilings
 from workbench.engine.clocks import ClockSampler
 from workbench.engine.floor import clamp_to_floor, device_time_ms, is_launch_bound, launch_floor_ms
-from workbench.engine.stats import StopRule, summarize
+from workbench.engine.stats import StopRule, median_rel_error, summarize
 from workbench.engine.timing import make_timer, measure
 from workbench.engine.traffic import above_ceiling, traffic_record
 from workbench.events import Log, Samples
@@ -39,6 +39,9 @@ def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ce
                           on_samples=on_samples, cancelled=throttled(dev.stop.is_set))
     timing = blank(TIMING_KEYS, timer=timer.name, flush_l2=flush is not None, throttle=[],
                    **summarize(samples).as_dict())
+    flag = convergence_flag(samples, settings.target_rel_error, settings.rep_ms)
+    if flag:
+        record["flags"].append(flag)
     timing.update(clocks.fields())
     if dev.is_cuda:
         _launch_floor(dev, row, record, timing, fn, inputs)
@@ -48,6 +51,17 @@ def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ce
     _flag_ceiling(record, ceilings)
     if timer.name == "interpreter":
         record["flags"].append(INTERPRETER_FLAG)
+
+
+def convergence_flag(samples_ms, target_rel_error: float, rep_ms: float) -> str | None:
+    """A flag when timing stopped (rep_ms or max_samples) before the median was known to
+    target_rel_error (rule 4): the spread is then too wide to rank against close neighbours."""
+    error = median_rel_error(samples_ms)
+    if error <= target_rel_error:
+        return None
+    shown = "unknown" if error == float("inf") else f"{100 * error:.2g}%"
+    return (f"median not converged: estimated error {shown} > target {100 * target_rel_error:.2g}% "
+            f"after {len(samples_ms)} samples (rep_ms {rep_ms:g} reached)")
 
 
 def throttled(check, interval_s: float = CANCEL_POLL_S, clock=time.perf_counter):
