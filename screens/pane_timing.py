@@ -94,17 +94,21 @@ def table_cells(row: Row) -> tuple[str, ...]:
             str(timing.get("n") or len(row.samples_ms) or "-"),
             fmt.number(traffic.get("gbps")), fmt.number(traffic.get("tflops")),
             fmt.percent(traffic.get("pct_of_ceiling")), fmt.ms(row.build_ms), fmt.check(row.check),
-            fmt.timer(timing.get("timer") or row.timer, _interpreted(row)), notes(timing))
+            fmt.timer(timing.get("timer") or row.timer, _interpreted(row)),
+            notes(timing, (row.record or {}).get("flags") or ()))
 
 
-def notes(timing: dict) -> str:
-    """What the figure's reader must know: launch-bound, clock drift, L2 not flushed."""
+def notes(timing: dict, flags=()) -> str:
+    """What the figure's reader must know: launch-bound, clock drift, L2 not flushed, a median
+    that did not converge (the engine's flag)."""
     marks = [text for key, text in (("launch_bound", "launch-bound"), ("clock_fell", "clock fell"))
              if timing.get(key)]
     if timing.get("flush_l2") is False:
         marks.append("L2 warm")
     if timing.get("device_median_ms") is not None:
         marks.append(f"device {fmt.ms(timing['device_median_ms'])}")
+    if any(str(flag).startswith("median not converged") for flag in flags):
+        marks.append("not converged")
     return ", ".join(marks)
 
 

@@ -117,3 +117,11 @@ def test_results_merge_run_by_run():
 def _row(label, sweep, median, gbps=None) -> Row:
     record = {"timing": {"median_ms": median}, "traffic": {"gbps": gbps}}
     return Row(label=label, impl=label, sweep_value=sweep, status="ok", record=record)
+
+
+def test_timing_notes_say_when_the_median_did_not_converge():
+    from workbench.screens.pane_timing import notes
+
+    flag = "median not converged: estimated error 40% > target 0.5% after 7 samples (rep_ms 100 reached)"
+    assert "not converged" in notes({"flush_l2": True}, [flag])
+    assert "not converged" not in notes({"flush_l2": True}, [])
