@@ -91,11 +91,26 @@ class PtxPane(Vertical):
     def _paint(self, scroll: bool = False) -> None:
         code = self.query_one("#ptx-code", Static)
         if self._view is None:
+            code.styles.width = "1fr"
             code.update(_empty_reason(self._row()))
             return
-        code.update(self._view.rendered())
+        rendered = self._view.rendered()
+        code.update(rendered)
+        # as wide as the widest line (tabs expanded): one PTX line is one row, so n/N can scroll by line
+        widest = rendered.copy()
+        widest.expand_tabs()
+        code.styles.width = max((line.cell_len for line in widest.split("\n")), default=1) + 1
         if scroll and self._view.current is not None:
-            self.query_one(KeyScroll).scroll_to(y=max(self._view.current - 3, 0), animate=False)
+            # after the new text is laid out, so the scroll range and the pane's real height are known
+            self.call_after_refresh(self._scroll_to_current)
+
+    def _scroll_to_current(self) -> None:
+        """Centre the current line in the code area, whatever its height (lines never wrap)."""
+        if self._view is None or self._view.current is None:
+            return
+        scroll = self.query_one(KeyScroll)
+        height = scroll.scrollable_content_region.height
+        scroll.scroll_to(y=max(self._view.current - height // 2, 0), animate=False, immediate=True)
 
     @on(Select.Changed, "#ptx-impl")
     def _impl_picked(self, event: Select.Changed) -> None:

@@ -1,0 +1,45 @@
+"""Regression tests: PTX n/N scroll the matched line into view at small sizes; help lists pane keys."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import Static
+
+from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async
+from workbench.screens.app import WorkbenchApp
+
+
+def make_app(tmp_path) -> WorkbenchApp:
+    return WorkbenchApp(None, None, engine=fixture_engine(), opener=fake_opener(),
+                        catalog_loader=lambda kernels, device: fake_catalog(), data_dir=tmp_path)
+
+
+
+
+def _code_rows(app) -> list[str]:
+    """The text rows of the PTX code area as drawn on screen (tabs expand, so compare by words)."""
+    region = app.query_one("#ptx-scroll").scrollable_content_region
+    strips = app.screen._compositor.render_strips()
+    return [" ".join(strips[y].crop(region.x, region.right).text.split()) for y in range(region.y, region.bottom)]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (70, 22), (120, 40)])
+@run_async
+async def test_ptx_n_and_N_bring_the_matched_line_into_view(tmp_path, size):
+    app = make_app(tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        await pilot.press("3")
+        await pilot.pause(0.1)
+        pane = app.query_one("PtxPane")
+        scroll = app.query_one("#ptx-scroll")
+        lines = pane._view.text.split("\n")
+        for key in ("n",) * 6 + ("N",) * 3:
+            await pilot.press(key)
+            await pilot.pause(0.05)
+            await pilot.pause(0.05)
+            current = pane._view.current
+            shown = _code_rows(app)
+            assert pane._view.text.split("\n")[current].split()[0] in "\n".join(shown), (size, key, shown)
+            assert scroll.scroll_offset.y <= current < scroll.scroll_offset.y + len(shown)
