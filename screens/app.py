@@ -252,7 +252,8 @@ class WorkbenchApp(EditorMixin, RunnerMixin, App):
         groups = [("Everywhere", self.BINDINGS + GENERAL_KEYS), ("Timing pane", TimingPane.BINDINGS),
                   ("Profile pane", ProfilePane.BINDINGS), ("PTX pane", PtxPane.BINDINGS),
                   ("Lists and tables", LIST_KEYS)]
-        self.push_screen(HelpScreen(groups))
+        on_show = {"timing": "Timing pane", "profile": "Profile pane", "ptx": "PTX pane"}
+        self.push_screen(HelpScreen(groups, on_show.get(self.query_one(TabbedContent).active)))
 
     def action_save(self) -> None:
         if self.ws.catalog is None:

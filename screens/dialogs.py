@@ -37,15 +37,40 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
 
-    def __init__(self, groups: list[tuple[str, list]]) -> None:
+    def __init__(self, groups: list[tuple[str, list]], on_show: str | None = None) -> None:
         super().__init__()
         self._groups = groups
+        self._on_show = on_show  # the group of the pane on show: scrolled into view if it is not
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self._show_group)
+
+    def _show_group(self) -> None:
+        """Scroll so the pane-on-show's group is whole in view (small terminals), else leave it."""
+        if not self._on_show:
+            return
+        scroll, table = self.query_one(VerticalScroll), self.query_one("#help-table", Static)
+        names = [where for where, _ in self._groups]
+        if self._on_show not in names:
+            return
+        width = table.content_region.width or table.size.width
+        lines = self.app.console.render_lines(bindings_table(self._groups),
+                                              self.app.console.options.update_width(width), pad=False)
+        texts = ["".join(seg.text for seg in line).strip() for line in lines]
+        start = next((i for i, t in enumerate(texts) if t == self._on_show), None)
+        if start is None:
+            return
+        later = [i for i, t in enumerate(texts) if t in names and i > start]
+        end = later[0] if later else len(texts)
+        top, height = scroll.scroll_offset.y, scroll.scrollable_content_region.height
+        if start < top or end > top + height:
+            scroll.scroll_to(y=start, animate=False, immediate=True)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="help-box", classes="dialog"):
             yield Label("Keys (single keys are off while typing in a field)", classes="dialog-title")
             with VerticalScroll():
-                yield Static(bindings_table(self._groups))
+                yield Static(bindings_table(self._groups), id="help-table")
 
 
 class ConfirmScreen(ModalScreen[bool]):

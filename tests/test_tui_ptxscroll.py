@@ -43,3 +43,24 @@ async def test_ptx_n_and_N_bring_the_matched_line_into_view(tmp_path, size):
             shown = _code_rows(app)
             assert pane._view.text.split("\n")[current].split()[0] in "\n".join(shown), (size, key, shown)
             assert scroll.scroll_offset.y <= current < scroll.scroll_offset.y + len(shown)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (70, 22)])
+@run_async
+async def test_help_shows_the_keys_of_the_pane_on_show_without_scrolling(tmp_path, size):
+    from workbench.screens.dialogs import HelpScreen
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        await pilot.press("3")
+        await pilot.pause(0.1)
+        await pilot.press("question_mark")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, HelpScreen)
+        rows = [" ".join(strip.text.split()) for strip in app.screen._compositor.render_strips()]
+        shown = "\n".join(rows)
+        assert "PTX pane" in shown
+        for key, what in (("n", "Next"), ("N", "Prev"), ("f", "Filter")):
+            assert any(f"│ {key} {what}" in row for row in rows), (key, rows)
