@@ -2,7 +2,7 @@
 
     python benchmarks/probe.py [--size 4096]
 
-A quick sanity pass, independent of the engine: verify() each GeLU implementation in each
+A quick sanity pass, independent of the engine: check each GeLU implementation (workbench.verify.check_output) in each
 dtype and time it with triton.testing.do_bench (median). Ends with a compact table.
 """
 

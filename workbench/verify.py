@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 
@@ -30,15 +30,3 @@ def check_output(op: Op, impl: Impl, spec: Spec, ctx: BuildContext, inputs: tupl
                     scale=impl.tolerance_scale)
     return compare(out, reference_output(op, impl, inputs), tol)
 
-
-def verify(op: Op, impl: Impl, spec: Spec, *, params: Mapping[str, Any] | None = None,
-           ctx: BuildContext | None = None, seed: int = 0, inputs: tuple | None = None) -> CheckReport:
-    """Build `impl`, run it once on fresh seeded inputs (or `inputs`) and check it.
-
-    Raises whatever the build or call raises (the engine turns that into a row error).
-    """
-    ctx = ctx or BuildContext()
-    fn = impl.builder(spec, impl.resolve_params(params), ctx)
-    inputs = inputs if inputs is not None else op.make_inputs(spec, ctx.device, seed)
-    out = fn(*inputs)
-    return check_output(op, impl, spec, ctx, inputs, out)
