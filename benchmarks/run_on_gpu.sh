@@ -2,7 +2,9 @@
 # Run GPU evidence stages on a GPU box in one call, each under its own time limit, and pack
 # every output into $OUT/evidence.tgz. Usage (from the repository root on the GPU box):
 #   bash benchmarks/run_on_gpu.sh "replay:200:--only lecture06-gelu,lecture06-softmax" "engine:90:--quick" ...
-# Each argument is STAGE:LIMIT_S[:EXTRA ARGS]. Wheels for the TUI (textual, plotext, ...) are
+# Each argument is STAGE:LIMIT_S[:EXTRA ARGS]; a stage may appear twice (its table and log are
+# kept per argument). The pseudo-stage `tmux:LIMIT_S[:SESSION RUN_WAIT_S]` runs
+# benchmarks/tmux_try.sh (the TUI in a real terminal, screens captured to tmux/). Wheels for the TUI (textual, plotext, ...) are
 # installed from .whl/ when that folder exists (the box has no package registry).
 set -u
 OUT=${OUT:-$PWD/evidence-out}
@@ -15,15 +17,25 @@ fi
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | grep -v -i warn
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv > "$EV/nvidia-smi.txt"
+i=0
 for spec in "$@"; do
+  i=$((i + 1))
   IFS=: read -r stage limit extra <<< "$spec"
   echo "### stage $stage (limit ${limit}s) $extra" | tee -a "$EV/summary.txt"
   start=$(date +%s)
+  log="$EV/$i-$stage.txt"
+  if [ "$stage" = tmux ]; then
+    # shellcheck disable=SC2086
+    timeout -k 10 "$limit" bash benchmarks/tmux_try.sh "$EV/tmux" $extra > "$log" 2>&1
+    echo "rc=$? wall=$(( $(date +%s) - start ))s" | tee -a "$EV/summary.txt"
+    cat "$log" >> "$EV/summary.txt"
+    continue
+  fi
   # shellcheck disable=SC2086
   timeout -s INT -k 20 "$limit" python3 benchmarks/gpu_evidence.py --stage "$stage" --out "$EV/$stage" $extra \
-    > "$EV/$stage.txt" 2>&1
+    > "$log" 2>&1
   echo "rc=$? wall=$(( $(date +%s) - start ))s" | tee -a "$EV/summary.txt"
-  sed -n '/^== /,$p' "$EV/$stage.txt" >> "$EV/summary.txt"
+  sed -n '/^== /,$p' "$log" >> "$EV/summary.txt"
 done
 tar czf "$OUT/evidence.tgz" -C /tmp ev
 cat "$EV/summary.txt"

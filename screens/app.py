@@ -204,6 +204,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, App):
 
     def on_load_failed(self, message: LoadFailed) -> None:
         self.run_bar.status = "could not load"
+        self._run_pending, self._session_shown = False, True
         self.report(message.error)
 
     async def on_session_opened(self, message: SessionOpened) -> None:
@@ -213,6 +214,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, App):
         await self.show_run()
         if self.focused is None or self.focused.id == "sidebar":
             self.query_one(OpList).focus()
+        self.run_if_pending()
 
     def report(self, text: str, severity: str = "error") -> None:
         """A notification and a Log line (never a traceback on screen)."""

@@ -29,6 +29,8 @@ class RunnerMixin:
         self._dirty = False
         self._force = False     # the next run admits rows estimated too large (F)
         self.runs_finished = 0  # runs that ended (done, cancelled or crashed)
+        self._run_pending = False  # r pressed before the session had opened: run once it has
+        self._session_shown = False  # set when the first session is on screen
 
     @property
     def running(self) -> bool:
@@ -45,14 +47,24 @@ class RunnerMixin:
 
     def action_run(self) -> None:
         ws = self.ws
-        if ws.run is None or ws.op is None:
-            self.notify("nothing to run yet (ops still loading)", severity="warning")
+        if (ws.run is None or ws.op is None) and not self._session_shown:
+            self._run_pending = True
+            self.notify("still loading: the run starts as soon as the session is open")
+        elif ws.run is None or ws.op is None:
+            self.notify("nothing to run: pick an op in the list first", severity="warning")
         elif self.running:
             self.notify("a run is in progress (escape cancels it)", severity="warning")
         elif self.query_one(SpecEditor).problem:
             self.report(f"not run: {self.query_one(SpecEditor).problem} (fix the field first)")
         else:
             self._start()
+
+    def run_if_pending(self) -> None:
+        """The session is on screen: start the run asked for (r) while it was loading."""
+        self._session_shown = True
+        if self._run_pending:
+            self._run_pending = False
+            self.action_run()
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         """Dim Run while a run is in flight and Cancel while none is (the footer shows it)."""

@@ -176,3 +176,13 @@ def test_a_spare_that_died_while_waiting_is_replaced():
         child.close()
         pool.close()
     assert multiprocessing.active_children() == []
+
+
+def test_the_profilers_usdt_lines_are_dropped_from_a_childs_log(tmp_path):
+    from workbench.engine.capture import LogTail
+
+    log = tmp_path / "child.log"
+    log.write_text("USDT:2026-11-29 18:17:48 16106:16106 SyncActivityProfilerHandler.cpp:52] profiler_start\n"
+                   "a real warning\n"
+                   "USDT:2026-11-29 18:17:48 16106:16106 SyncActivityProfilerHandler.cpp:59] profiler_stop\n")
+    assert LogTail(log).read_lines(final=True) == ["a real warning"]

@@ -321,3 +321,26 @@ async def test_an_open_error_names_the_file_once(tmp_path):
         await wait_for(pilot, lambda: any("problem" in m for m in _messages(app)))
         message = next(m for m in _messages(app) if "problem" in m)
         assert message.count(str(bad)) == 1, message
+
+
+@run_async
+async def test_r_pressed_while_loading_runs_once_the_session_is_open(tmp_path):
+    """In tmux a first user pressed r on the first frame and got 'nothing to run yet'."""
+    import threading
+
+    gate = threading.Event()
+
+    def slow_catalog(kernels, device):
+        gate.wait(10)
+        return fake_catalog()
+    app = WorkbenchApp(None, None, engine=fixture_engine(), catalog_loader=slow_catalog,
+                       opener=fake_opener(), data_dir=tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause(0.1)
+        assert app.ws.run is None
+        await pilot.press("r")
+        await pilot.pause(0.1)
+        assert not app.running and app.runs_finished == 0
+        gate.set()
+        await wait_for(pilot, lambda: app.runs_finished == 1)
+        assert any("still loading" in m for m in _messages(app))

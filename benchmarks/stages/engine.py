@@ -34,7 +34,7 @@ def run(quick: bool, out: Path) -> list[dict]:
     out.mkdir(parents=True, exist_ok=True)
     doc = _run_session(size, out)
     (out / "engine_results.json").write_text(json.dumps(doc, indent=2, default=str))
-    rows = _gelu_rows(doc) + _isolation_rows(doc)
+    rows = _gelu_rows(doc) + _isolation_rows(doc) + _manual_profile_rows(doc)
     if not on_gpu:
         print("engine stage: no CUDA GPU here: ceilings, launch floor and do_bench cross-check skipped",
               file=sys.stderr)
@@ -83,6 +83,24 @@ def _gelu_rows(doc: dict) -> list[dict]:
                      "p20_ms": timing.get("p20_ms"), "p80_ms": timing.get("p80_ms"),
                      "value": traffic.get("gbps"), "unit": "GB/s" if traffic.get("gbps") else None,
                      "kernels_per_call": profile.get("kernel_count"), "note": "; ".join(notes) or None})
+    return rows
+
+
+def _manual_profile_rows(doc: dict) -> list[dict]:
+    """The profiler's kernel table of `manual` GeLU: one row per kernel, device time per call."""
+    rec = next((r for r in doc["results"] if r["op"] == "gelu" and r["impl"] == "manual"), None)
+    profile = (rec or {}).get("profile") or {}
+    from workbench.engine.profile import PROFILED_CALLS
+
+    calls = PROFILED_CALLS
+    rows = []
+    for r in profile.get("rows") or ():
+        if r.get("kind") != "kernel":
+            continue
+        name = r["name"].replace("void at::native::", "")
+        rows.append({"item": f"profile manual: {name[:90]}", "value": r.get("calls"), "unit": "launches",
+                     "median_ms": r["self_device_us"] / 1000.0 / calls if r.get("self_device_us") else None,
+                     "note": f"self_device_us {r.get('self_device_us')} over {calls} calls"})
     return rows
 
 

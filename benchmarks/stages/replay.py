@@ -34,13 +34,15 @@ DETAIL_OPS = ("gelu", "softmax")
 ONLY: tuple[str, ...] | None = None  # a subset of FULL (gpu_evidence.py --only)
 
 # --quick: shape fields replaced in every run; sweep values per run (by position).
-FULL = ("lecture06-gelu", "lecture06-softmax", "lecture06-profile", "lecture06-fused", "lecture06-matmul")
+FULL = ("lecture06-gelu", "lecture06-softmax", "lecture06-profile", "lecture06-fused", "lecture06-matmul",
+        "lecture06-mlp")
 QUICK_SHAPES = {
     "lecture06-gelu": {"shape": {"M": 4096, "N": 4096}},
     "lecture06-softmax": {"shape": {"M": 4096, "N": 4096}},
     "lecture06-fused": {"sweep": [[1024, 2048], [1024, 2048]]},
     "lecture06-matmul": {"sweep": [[127, 128, 129, 4095, 4096, 4097], [1024, 4096]]},
     "lecture06-profile": {},
+    "lecture06-mlp": {"sweep": [[2, 6, 10], [4, 12, 20], [256, 768, 1280], [256, 768, 1280]]},
 }
 QUICK_SETTINGS = {"rep_ms": 30.0, "warmup_ms": 10.0, "min_samples": 5}
 FULL_SETTINGS = {"lecture06-matmul": {"rep_ms": 50.0, "min_samples": 5}}

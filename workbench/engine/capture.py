@@ -9,11 +9,15 @@ a thread in the child, keeps the last lines of a child that crashed.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
 MAX_LINE_CHARS = 2000
 ROW_MARK = "\x1ewb-row "  # a line the child writes before each row: later lines belong to that row
+# Kineto (torch.profiler) prints a USDT probe line at every profiler start and stop; it says
+# nothing about the kernel, so it is dropped rather than shown as a Log line on every row.
+NOISE = re.compile(r"^USDT:.*\] profiler_(start|stop)\s*$")
 
 
 def redirect_output(log_path: str) -> None:
@@ -86,4 +90,4 @@ class LogTail:
             lines.append(self._partial)
             self._partial = b""
         text = (raw.decode("utf-8", "replace").rstrip("\r") for raw in lines)
-        return [line[:MAX_LINE_CHARS] for line in text if line.strip()]
+        return [line[:MAX_LINE_CHARS] for line in text if line.strip() and not NOISE.match(line)]

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Try the TUI as a person would, in a real terminal (tmux), and keep what the screen showed.
+# Usage (repository root; on the GPU box after run_on_gpu.sh has installed the wheels):
+#   bash benchmarks/tmux_try.sh OUT_DIR [SESSION] [RUN_WAIT_S]
+# Opens `python3 -m workbench SESSION` (default: the default session) in a 200x50 tmux window,
+# captures the first frame, presses r (run the selected run) and captures the screen every 10 s
+# while it runs (so a frozen screen would show), presses a key mid-run to see it answered, visits
+# each pane (1..5), shrinks the window to 80x24, saves with ctrl+s, quits with q (answering y
+# when it asks because a run is still active). Every capture is OUT_DIR/NN-what.txt; the
+# session's autosave and the saved file land under OUT_DIR/xdg-data (XDG_DATA_HOME).
+set -u
+OUT_DIR=${1:?usage: tmux_try.sh OUT_DIR [SESSION] [RUN_WAIT_S]}
+SESSION=${2:-}
+RUN_WAIT_S=${3:-90}
+mkdir -p "$OUT_DIR"
+export XDG_DATA_HOME=$OUT_DIR/xdg-data  # the autosave and saved session land here (platformdirs)
+T=wbtry
+n=0
+snap() {  # snap NAME: capture the visible pane to OUT_DIR/NN-NAME.txt
+  n=$((n + 1))
+  tmux capture-pane -p -t "$T" > "$OUT_DIR/$(printf %02d $n)-$1.txt" 2>&1
+}
+tmux kill-session -t "$T" 2>/dev/null
+tmux new-session -d -s "$T" -x 200 -y 50 \
+  "cd '$PWD' && PYTHONPATH='${PYTHONPATH:-}' XDG_DATA_HOME='$XDG_DATA_HOME' python3 -m workbench $SESSION; echo EXIT=\$? > '$OUT_DIR/exit.txt'; sleep 5"
+t0=$(date +%s.%N)
+for _ in $(seq 1 40); do  # first frame: poll every 0.1 s for the footer
+  sleep 0.1
+  tmux capture-pane -p -t "$T" | grep -q "Run" && break
+done
+echo "first frame after $(echo "$(date +%s.%N) - $t0" | bc) s" > "$OUT_DIR/timeline.txt"
+snap first-frame
+tmux send-keys -t "$T" r   # pressed on the first frame: runs as soon as the session is open
+start=$(date +%s)
+sleep 3
+snap run-started
+tmux send-keys -t "$T" 3   # a key press mid-run: the PTX pane should come up at once
+sleep 1
+snap mid-run-ptx
+tmux send-keys -t "$T" 1
+while [ $(( $(date +%s) - start )) -lt "$RUN_WAIT_S" ]; do
+  sleep 10
+  snap "running-$(( $(date +%s) - start ))s"
+  tmux capture-pane -p -t "$T" | grep -q "done: \|cancelled: \|run failed" && break
+done
+echo "run watched for $(( $(date +%s) - start )) s" >> "$OUT_DIR/timeline.txt"
+for pane in 1 2 3 4 5; do
+  tmux send-keys -t "$T" "$pane"
+  sleep 1
+  snap "pane-$pane"
+done
+tmux send-keys -t "$T" 3 n
+sleep 1
+snap ptx-next-highlight
+tmux resize-window -t "$T" -x 80 -y 24 2>/dev/null || tmux resize-pane -t "$T" -x 80 -y 24
+sleep 1.5
+tmux send-keys -t "$T" 1
+sleep 1
+snap small-80x24-timing
+tmux send-keys -t "$T" b
+sleep 1
+snap small-80x24-no-sidebar
+tmux send-keys -t "$T" '?'
+sleep 1
+snap small-80x24-help
+tmux send-keys -t "$T" Escape
+tmux resize-window -t "$T" -x 200 -y 50 2>/dev/null
+sleep 1
+tmux send-keys -t "$T" C-s
+sleep 2
+snap saved
+tmux send-keys -t "$T" q
+sleep 1.5
+snap quit-asked
+tmux send-keys -t "$T" y
+sleep 4
+snap after-quit
+tmux kill-session -t "$T" 2>/dev/null
+ls "$OUT_DIR" >> "$OUT_DIR/timeline.txt"
+cat "$OUT_DIR/timeline.txt" "$OUT_DIR/exit.txt" 2>/dev/null
