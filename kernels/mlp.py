@@ -106,6 +106,17 @@ def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor
 
 
 # -- cost model ------------------------------------------------------------------------------
+@MLP.footprint
+def footprint(spec: MlpSpec) -> int:
+    """Bytes resident during a step: x, W and b with their gradients, and per layer the
+    pre-activation and activation kept for the backward (autograd's saved tensors), plus two
+    activation-sized gradients in flight. The traffic (cost below) re-reads W every step, so it
+    is not the memory."""
+    act = spec.batch * spec.dim
+    params = spec.layers * (spec.dim * spec.dim + spec.dim)
+    return (act + 2 * params + 2 * spec.layers * act + 2 * act) * spec.dtype.itemsize
+
+
 @MLP.cost_model
 def cost(spec: MlpSpec) -> Cost:
     size = spec.dtype.itemsize

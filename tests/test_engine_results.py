@@ -119,3 +119,33 @@ def test_cuda_device_without_gpu_and_forced_sizes():
     adm = admit(row, registry, NO_GPU_WITH_NVCC, force=False, interpret=True, memory_bytes=2**34)
     assert adm.exec_row is None and adm.ptx_row is not None  # PTX is size-independent: still shown
     assert adm.override[0] == "skipped" and adm.override[1].startswith("estimated")
+
+
+def test_re_read_traffic_is_not_counted_as_memory():
+    """H200: cuda_naive matmul at 4096^3 float32 was skipped as needing 513 GiB (its loads)."""
+    from workbench.registry import discover
+
+    op = discover().op("matmul")
+    spec = op.make_spec({"M": 4096, "N": 4096, "K": 4096}, "float32")
+    cost = op.get_impl("cuda_naive").cost(op, spec)
+    assert cost.moved > 500 * 2**30
+    est = estimate_row(cost, "cuda", ("check", "bench"), itemsize=4, warmup_ms=25, rep_ms=100, min_samples=10)
+    assert est.memory_bytes < 4 * 2**30
+    assert skip_reason(est, 300.0, memory_bytes=141 * 2**30) is None
+
+
+def test_the_mlps_memory_estimate_is_its_footprint_not_its_traffic():
+    """H200: the lecture's MLP profile (dim 2048, 64 layers, batch 1024) was skipped as 135 GiB."""
+    from workbench.registry import discover
+
+    op = discover().op("mlp")
+    spec = op.make_spec({"batch": 1024, "dim": 2048, "layers": 64, "steps": 2}, "float32")
+    cost = op.get_impl("pytorch").cost(op, spec)
+    assert op.footprint_bytes(spec) < cost.bytes / 4        # weights re-read each step and layer
+    est = estimate_row(cost, "cuda", ("check", "profile"), itemsize=4, warmup_ms=10, rep_ms=50, min_samples=5,
+                       footprint_bytes=op.footprint_bytes(spec))
+    assert est.memory_bytes < 40 * 2**30
+    assert skip_reason(est, 300.0, memory_bytes=int(139.8 * 2**30)) is None
+    gelu = discover().op("gelu")
+    gelu_spec = gelu.make_spec({"M": 64, "N": 64}, "float32")
+    assert gelu.footprint_bytes(gelu_spec) == gelu.cost(gelu_spec).bytes

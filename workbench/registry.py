@@ -163,6 +163,7 @@ class Op:
         self._references: dict[str, Callable[..., Any]] = {}
         self._inputs: Callable[..., tuple] | None = None
         self._cost: Callable[[Spec], Cost] | None = None
+        self._footprint: Callable[[Spec], int] | None = None
         (registry or REGISTRY).add(self)
 
     # -- declaration decorators -------------------------------------------------------------
@@ -181,6 +182,13 @@ class Op:
     def cost_model(self, fn: Callable[[Spec], Cost]) -> Callable[[Spec], Cost]:
         """Register the cost model: fn(spec) -> Cost (ideal bytes and FLOPs)."""
         self._cost = fn
+        return fn
+
+    def footprint(self, fn: Callable[[Spec], int]) -> Callable[[Spec], int]:
+        """Register the resident memory of one call: fn(spec) -> bytes (inputs, outputs, saved
+        activations). Only for ops whose traffic is not their memory (the MLP re-reads its
+        weights every step); by default the footprint is the cost model's ideal bytes."""
+        self._footprint = fn
         return fn
 
     def impl(self, name: str, **options: Any) -> Callable[[Builder], Builder]:
@@ -234,6 +242,10 @@ class Op:
         if self._cost is None:
             raise WorkbenchError(f"{self.name}: no cost model registered")
         return self._cost(spec)
+
+    def footprint_bytes(self, spec: Spec) -> int:
+        """Bytes resident on the device during one call, for the size estimate (see `footprint`)."""
+        return int(self._footprint(spec)) if self._footprint is not None else self.cost(spec).bytes
 
     def __repr__(self) -> str:
         return f"Op({self.name!r}, impls={list(self._impls)})"

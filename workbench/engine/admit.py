@@ -87,5 +87,6 @@ def _too_large(row: Row, op, impl, dtype: DType, interpret: bool, memory_bytes: 
     spec = op.make_spec(row.shape, row.dtype)
     s = row.settings
     est = estimate_row(impl.cost(op, spec), way, row.exec_actions, itemsize=dtype.itemsize,
-                       warmup_ms=s.warmup_ms, rep_ms=s.rep_ms, min_samples=s.min_samples)
+                       warmup_ms=s.warmup_ms, rep_ms=s.rep_ms, min_samples=s.min_samples,
+                       footprint_bytes=op.footprint_bytes(spec))
     return skip_reason(est, s.timeout_s, memory_bytes)

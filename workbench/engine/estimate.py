@@ -23,6 +23,10 @@ TIME_FACTOR = 3.0        # skip when the estimate exceeds 3x timeout_s ("far bey
 MEMORY_FRACTION = 0.9    # skip when the estimate exceeds 90% of the device's memory
 REFERENCE_CALLS = 4.0    # the float64 reference and comparison cost about 4 calls
 PROFILE_CALLS = 6        # one warm-up and five profiled calls
+# Unfused forms allocate intermediates the size of their inputs/outputs, a few alive at once;
+# traffic beyond that is re-reads through the caches (cuda_naive matmul's 2*M*N*K loads) and
+# takes no memory. Scratch memory is therefore capped at this many times the ideal bytes.
+SCRATCH_IO_FACTOR = 4
 
 
 @dataclass(frozen=True)
@@ -44,11 +48,13 @@ def call_seconds(cost: Cost, way: str) -> float:
 
 
 def estimate_row(cost: Cost, way: str, actions: tuple[str, ...], *, itemsize: int,
-                 warmup_ms: float, rep_ms: float, min_samples: int) -> Estimate:
+                 warmup_ms: float, rep_ms: float, min_samples: int,
+                 footprint_bytes: int | None = None) -> Estimate:
     """Time and memory of one row.
 
     way: "cpu" | "interpreter" | "cuda"; itemsize: bytes per element of the spec's dtype (the
-    float64 reference holds 8/itemsize times the inputs and outputs).
+    float64 reference holds 8/itemsize times the inputs and outputs); footprint_bytes: what one
+    call keeps resident (Op.footprint_bytes; default the cost's ideal bytes).
     """
     call_s = call_seconds(cost, way)
     calls = 1.0                                     # build: the first call
@@ -60,8 +66,8 @@ def estimate_row(cost: Cost, way: str, actions: tuple[str, ...], *, itemsize: in
         seconds += (warmup_ms + rep_ms) / 1e3       # the time budgets themselves
     if "profile" in actions:
         calls += PROFILE_CALLS
-    io_bytes = cost.bytes
-    scratch = max(cost.moved - io_bytes, 0)         # unfused forms' intermediates (upper bound)
+    io_bytes = cost.bytes if footprint_bytes is None else footprint_bytes
+    scratch = min(max(cost.moved - cost.bytes, 0), SCRATCH_IO_FACTOR * io_bytes)  # intermediates
     reference = 4 * io_bytes * 8 // max(itemsize, 1) if "check" in actions else 0
     return Estimate(seconds=seconds + calls * call_s, memory_bytes=io_bytes + scratch + reference,
                     call_s=call_s)
