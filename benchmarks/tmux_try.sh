@@ -23,12 +23,12 @@ snap() {  # snap NAME: capture the visible pane to OUT_DIR/NN-NAME.txt
 tmux kill-session -t "$T" 2>/dev/null
 tmux new-session -d -s "$T" -x 200 -y 50 \
   "cd '$PWD' && PYTHONPATH='${PYTHONPATH:-}' XDG_DATA_HOME='$XDG_DATA_HOME' python3 -m workbench $SESSION; echo EXIT=\$? > '$OUT_DIR/exit.txt'; sleep 5"
-t0=$(date +%s.%N)
+t0=$(date +%s%N)
 for _ in $(seq 1 40); do  # first frame: poll every 0.1 s for the footer
   sleep 0.1
   tmux capture-pane -p -t "$T" | grep -q "Run" && break
 done
-echo "first frame after $(echo "$(date +%s.%N) - $t0" | bc) s" > "$OUT_DIR/timeline.txt"
+echo "first frame after $(( ($(date +%s%N) - t0) / 1000000 )) ms (polled every 0.1 s)" > "$OUT_DIR/timeline.txt"
 snap first-frame
 tmux send-keys -t "$T" r   # pressed on the first frame: runs as soon as the session is open
 start=$(date +%s)
@@ -76,5 +76,7 @@ tmux send-keys -t "$T" y
 sleep 4
 snap after-quit
 tmux kill-session -t "$T" 2>/dev/null
+sleep 2  # quitting mid-run must leave no engine child behind
+{ pgrep -af "workbench" | grep -v -e pgrep -e tmux_try -e run_on_gpu || echo "no workbench process left after quit"; } >> "$OUT_DIR/timeline.txt"
 ls "$OUT_DIR" >> "$OUT_DIR/timeline.txt"
 cat "$OUT_DIR/timeline.txt" "$OUT_DIR/exit.txt" 2>/dev/null
