@@ -83,7 +83,7 @@ def test_ceiling_cache_measures_once_per_device(tmp_path):
     CeilingCache(tmp_path).get_or_measure(key, "matmul_tflops", lambda: 776.0, sub="bfloat16")
     assert calls == [1]
     data = json.loads((tmp_path / "ceilings.json").read_text())
-    assert data[key] == {"copy_gbps": 4226.0, "matmul_tflops": {"bfloat16": 776.0}}
+    assert data[key] == {"version": 2, "copy_gbps": 4226.0, "matmul_tflops": {"bfloat16": 776.0}}
     other = DeviceInfo(name="NVIDIA H200", driver="590.0").cache_key  # a new driver measures again
     CeilingCache(tmp_path).get_or_measure(other, "copy_gbps", measure)
     assert calls == [1, 1]
@@ -210,7 +210,7 @@ def test_launch_floor_and_ceilings_are_measured_once_and_cached(tmp_path, monkey
     assert floor > 0 and launch_floor_ms(dev) == floor  # second read comes from the cache
     measured = []
     monkeypatch.setattr(ceilings, "measure_copy_gbps", lambda *a: measured.append("copy") or 100.0)
-    monkeypatch.setattr(ceilings, "measure_matmul_tflops", lambda dev_, key, t: measured.append(key) or 2.0)
+    monkeypatch.setattr(ceilings, "measure_matmul_ceiling", lambda dev_, key, t, **kw: measured.append(key) or 2.0)
     op = discover().op("gelu")
     spec = op.make_spec({"M": 2, "N": 2}, "float32")
     for _ in range(2):
@@ -219,4 +219,31 @@ def test_launch_floor_and_ceilings_are_measured_once_and_cached(tmp_path, monkey
     assert (got.copy_gbps, got.compute_tflops, got.compute_key) == (100.0, 2.0, "float32")
     assert got.datasheet_gbps is None
     cached = ceilings.CeilingCache(tmp_path).load()[dev.info.cache_key]
-    assert set(cached) == {"launch_floor_ms", "copy_gbps", "matmul_tflops"}
+    assert set(cached) == {"version", "launch_floor_ms", "copy_gbps", "matmul_tflops"}
+
+
+def test_the_matmul_ceiling_is_the_best_size_that_fits(monkeypatch):
+    """H200: cuBLAS float32 ran faster at 16384^3 than at 8192^3; the ceiling takes the best."""
+    import workbench.engine.ceilings as ceilings
+
+    tried = []
+
+    def fake(device, key, timer, n, rule):
+        tried.append(n)
+        return {8192: 50.8, 16384: 53.4}[n]
+    monkeypatch.setattr(ceilings, "measure_matmul_tflops", fake)
+    assert ceilings.measure_matmul_ceiling("cuda:0", "float32", None, memory_bytes=141 * 2**30) == 53.4
+    assert tried == [8192, 16384]
+    tried.clear()  # 16384^2 float32 operands (3 GiB) do not fit a quarter of 8 GiB
+    assert ceilings.measure_matmul_ceiling("cuda:0", "float32", None, memory_bytes=8 * 2**30) == 50.8
+    assert tried == [8192]
+
+
+def test_ceilings_cached_by_an_older_method_are_measured_again(tmp_path):
+    from workbench.engine.ceilings import CACHE_VERSION
+
+    (tmp_path / "ceilings.json").write_text(json.dumps({"GPU | driver 1": {"copy_gbps": 1.0}}))
+    cache = CeilingCache(tmp_path)
+    assert cache.get("GPU | driver 1", "copy_gbps") is None
+    assert cache.get_or_measure("GPU | driver 1", "copy_gbps", lambda: 2.0) == 2.0
+    assert json.loads((tmp_path / "ceilings.json").read_text())["GPU | driver 1"]["version"] == CACHE_VERSION

@@ -112,7 +112,7 @@ def _isolation_rows(doc: dict) -> list[dict]:
 
 # -- in this process: ceilings, launch floor, do_bench -----------------------------------------
 def _ceilings(cache_dir: Path) -> dict:
-    from workbench.engine.ceilings import CeilingCache, datasheet_for, measure_copy_gbps, measure_matmul_tflops
+    from workbench.engine.ceilings import CeilingCache, datasheet_for, measure_copy_gbps, measure_matmul_ceiling
     from workbench.engine.environment import device_info
     from workbench.engine.floor import measure_floor_ms
     from workbench.engine.timing import make_l2_flush, make_timer
@@ -122,7 +122,8 @@ def _ceilings(cache_dir: Path) -> dict:
     flush = make_l2_flush(device, info.l2_bytes)
     return {"device": info.name, "driver": info.driver, "sm_count": info.sm_count, "l2_bytes": info.l2_bytes,
             "copy_gbps": measure_copy_gbps(device, timer),
-            "matmul_tflops": {k: measure_matmul_tflops(device, k, timer) for k in MATMUL_KEYS},
+            "matmul_tflops": {k: measure_matmul_ceiling(device, k, timer, memory_bytes=info.memory_bytes)
+                              for k in MATMUL_KEYS},
             "launch_floor_ms": measure_floor_ms(device, timer, flush),
             "launch_floor_warm_ms": measure_floor_ms(device, timer, None),
             "datasheet": datasheet_for(info.name),
