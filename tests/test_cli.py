@@ -355,3 +355,29 @@ def test_compare_with_an_unreadable_baseline_exits_2(capsys, tmp_path, session_f
     bad.write_text("{not json")
     code, _, err = run(capsys, "--replay", str(session_file), "--compare", str(bad))
     assert code == 2 and "cannot read a results document" in err and fake_plan.calls == []
+
+
+@pytest.mark.parametrize("where", ["a folder", "file as folder", "file as grandparent", "read-only folder"])
+def test_an_unwritable_output_path_is_refused_before_any_work(capsys, session_file, fake_plan, tmp_path, where):
+    (tmp_path / "plain").write_text("x")
+    (tmp_path / "ro").mkdir(mode=0o500)
+    target = {"a folder": tmp_path, "file as folder": tmp_path / "plain" / "r.json",
+              "file as grandparent": tmp_path / "plain" / "sub" / "r.json", "read-only folder": tmp_path / "ro" / "r.json"}[where]
+    if where == "read-only folder" and os.access(tmp_path / "ro", os.W_OK):
+        pytest.skip("running as a user who can write anywhere (root)")
+    code, out, err = run(capsys, "--replay", str(session_file), "--format", "json", "-o", str(target))
+    assert code == 2 and out == ""
+    assert f"-o {target}" in err and "Traceback" not in err
+    assert fake_plan.calls == []                       # nothing ran
+
+
+def test_a_write_that_fails_after_the_run_keeps_the_data_on_stdout(capsys, session_file, fake_plan, tmp_path,
+                                                                    monkeypatch):
+    import workbench.fileio as fileio
+
+    def full_disk(path, text, **kw):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(fileio, "atomic_write_text", full_disk)
+    code, out, err = run(capsys, "--replay", str(session_file), "--format", "json", "-o", str(tmp_path / "r.json"))
+    assert code == 2 and "No space left" in err
+    assert json.loads(out)["results"][0]["label"] == "manual"

@@ -129,7 +129,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
 
+def check_output_path(path: str) -> None:
+    """Refuse an -o PATH that cannot be written, before any work; raises WorkbenchError.
+
+    Missing folders are fine (they are created when the data is written), but the nearest
+    existing one must be a writable folder."""
+    target = Path(path).absolute()
+    if target.is_dir():
+        raise WorkbenchError(f"-o {path}: is a folder; give a file path (e.g. {Path(path) / 'results.json'})")
+    existing = target.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise WorkbenchError(f"-o {path}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise WorkbenchError(f"-o {path}: folder {existing} is not writable")
+
+
 def _dispatch(args: argparse.Namespace, argv: list[str], env: Env, err: Console) -> int:
+    if getattr(args, "output", None):
+        check_output_path(args.output)
     if args.list or args.doctor:
         from workbench import doctor
 
@@ -148,7 +167,13 @@ def write_output(text: str, args: argparse.Namespace, env: Env) -> None:
     if args.output:
         from workbench.fileio import atomic_write_text
 
-        atomic_write_text(args.output, text)
+        try:
+            atomic_write_text(args.output, text)
+            return
+        except OSError as exc:  # checked before the run, but the disk can still fill up: keep the data
+            path, args.output = args.output, None
+            write_output(text, args, env)
+            raise WorkbenchError(f"-o {path}: not written ({exc}); the data went to stdout instead") from None
     else:
         try:
             sys.stdout.write(text)
