@@ -178,10 +178,19 @@ class WorkbenchApp(EditorMixin, RunnerMixin, App):
         """Import the ops, probe the machine, read the session: all after the first frame."""
         try:
             catalog = (self._catalog_loader or _load_catalog)(self._kernels(), self._device())
-            self.post_message(Loaded(catalog))
-            opened = self._open(self._session_arg, catalog.gpu)
         except Exception as exc:  # shown as a notification and a Log line, never a traceback
             self.post_message(LoadFailed(f"{type(exc).__name__}: {exc}"))
+            return
+        self.post_message(Loaded(catalog))
+        try:
+            opened = self._open(self._session_arg, catalog.gpu)
+        except Exception as exc:
+            # The file is left as it is (a save goes elsewhere); the ops are there to start afresh.
+            text = str(exc)
+            where = str(self._session_arg)
+            self.post_message(LoadFailed(text if where in text else f"{where}: {text}"))
+            self.post_message(SessionOpened(sessions_io.BLANK, None, None,
+                                            ("starting an empty session: pick an op (+ ...) to add a run",)))
             return
         self.post_message(SessionOpened(opened.session, opened.path, opened.results, opened.notes))
 
@@ -209,6 +218,8 @@ class WorkbenchApp(EditorMixin, RunnerMixin, App):
 
     async def on_session_opened(self, message: SessionOpened) -> None:
         self.ws.open(message.session, message.path, message.results)
+        if not self.running:
+            self.run_bar.status = "ready"
         for note in message.notes:
             self.report(note, "warning" if "not restored" in note else "information")
         await self.show_run()

@@ -81,14 +81,32 @@ def load_catalog(kernel_paths: Iterable[str] = (), device: str = "auto") -> Cata
     return Catalog(ops=ops, machine=_machine_line(machine), gpu=machine.has_cuda)
 
 
+CPU_SHAPE_CAP = 512  # without a GPU a new run starts at most this large per shape field
+
+
 def _op_info(op, machine, device: str) -> OpInfo:
     default = op.spec()
     dtypes = tuple(d.value for d in op.dtypes)
     return OpInfo(
-        name=op.name, description=op.description, defaults=default.shape, dtypes=dtypes,
+        name=op.name, description=op.description, defaults=_default_shape(op, default, machine, device),
+        dtypes=dtypes,
         default_dtype=getattr(default, "dtype", op.dtypes[0]).value,
         impls=tuple(_impl_info(impl, op, machine, device) for impl in op.impls.values()),
         validate=_validator(op))
+
+
+def _default_shape(op, default, machine, device: str) -> dict:
+    """The op's (lecture-sized) default shape, capped at CPU_SHAPE_CAP per field where runs go
+    to the CPU, so a new run there does not start as a row too large to run."""
+    shape = dict(default.shape)
+    if machine.has_cuda and device != "cpu":
+        return shape
+    capped = {k: min(v, CPU_SHAPE_CAP) if isinstance(v, int) else v for k, v in shape.items()}
+    try:
+        op.make_spec(capped, getattr(default, "dtype", None))
+    except ValueError:
+        return shape
+    return capped
 
 
 def _impl_info(impl, op, machine, device: str) -> ImplInfo:

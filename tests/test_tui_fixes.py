@@ -344,3 +344,30 @@ async def test_r_pressed_while_loading_runs_once_the_session_is_open(tmp_path):
         gate.set()
         await wait_for(pilot, lambda: app.runs_finished == 1)
         assert any("still loading" in m for m in _messages(app))
+
+
+@run_async
+async def test_a_bad_session_at_start_leaves_the_ops_to_start_afresh_and_the_file_alone(tmp_path):
+    """A first user started `workbench bad.yaml`: the op list stayed on 'loading ops…'."""
+    from pathlib import Path
+
+    from textual.widgets import OptionList
+
+    from workbench.session import Problem, SessionError
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("not: a session\n")
+
+    def opener(path, gpu):
+        raise SessionError([Problem("runs", "missing")], str(path))
+    app = WorkbenchApp(Path(bad), None, engine=fixture_engine(), catalog_loader=lambda k, d: fake_catalog(),
+                       opener=opener, data_dir=tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: app.ws.catalog is not None and any("problem" in m for m in _messages(app)))
+        await pilot.pause(0.3)
+        ids = [o.id for o in app.query_one("#op-list", OptionList).options]
+        assert "op:gelu" in ids and "op:softmax" in ids
+        assert sum(str(bad) in m for m in _messages(app)) == 1
+        assert app.ws.path is None                      # a save cannot overwrite the bad file
+        assert app.run_bar.status == "ready"
+    assert bad.read_text() == "not: a session\n"

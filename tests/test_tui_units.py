@@ -125,3 +125,16 @@ def test_timing_notes_say_when_the_median_did_not_converge():
     flag = "median not converged: estimated error 40% > target 0.5% after 7 samples (rep_ms 100 reached)"
     assert "not converged" in notes({"flush_l2": True}, [flag])
     assert "not converged" not in notes({"flush_l2": True}, [])
+
+
+def test_without_a_gpu_new_runs_start_cpu_sized():
+    """A first user's ctrl+o of a new file offered add at 16384x16384 on a CPU-only machine."""
+    import torch
+
+    from workbench.screens.catalog import CPU_SHAPE_CAP, load_catalog
+
+    catalog = load_catalog(device="cpu")
+    assert dict(catalog.ops["gelu"].defaults) == {"M": CPU_SHAPE_CAP, "N": CPU_SHAPE_CAP}
+    assert dict(catalog.ops["sleep"].defaults) == {"sleep_ms": 50}   # small already: unchanged
+    if torch.cuda.is_available():
+        assert load_catalog(device="auto").ops["gelu"].defaults["M"] == 16384
