@@ -20,7 +20,7 @@ class Row:
     label: str
     impl: str
     sweep_value: Any = None
-    status: str = "running"           # running | ok | failed | unavailable | skipped
+    status: str = "queued"            # queued (an event came before Started) | running | ok | failed | unavailable | skipped
     samples_ms: list[float] = field(default_factory=list)
     timer: str | None = None
     build_ms: float | None = None

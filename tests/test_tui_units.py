@@ -138,3 +138,16 @@ def test_without_a_gpu_new_runs_start_cpu_sized():
     assert dict(catalog.ops["sleep"].defaults) == {"sleep_ms": 50}   # small already: unchanged
     if torch.cuda.is_available():
         assert load_catalog(device="auto").ops["gelu"].defaults["M"] == 16384
+
+
+def test_a_row_is_queued_until_its_started_event():
+    """PTX (built ahead) and log lines reach a row before it starts: it is not 'running' yet."""
+    from workbench import events as ev
+    from workbench.screens.model import RunModel
+
+    model = RunModel()
+    key = (0, "triton", None)
+    model.apply(ev.Log(key, "PTX of 1 kernel(s)", "info"))
+    assert model.row(key).status == "queued"
+    model.apply(ev.Started(key, "gelu", "triton", "64x64 float32", "cpu"))
+    assert model.row(key).status == "running"
