@@ -118,7 +118,7 @@ class ImplPanel(Vertical):
     def _param_row(self, impl: str, name: str, value: Any) -> Horizontal:
         field = FieldInput(str(value), compact=True, name=name, classes="param",
                       tooltip=f"{impl} parameter {name}")
-        return Horizontal(Label(name, classes="field-name"), field, classes="field")
+        return Horizontal(Label(name, classes="field-name param-name"), field, classes="field")
 
     @on(SelectionList.SelectionHighlighted)
     def _highlight(self, event: SelectionList.SelectionHighlighted) -> None:
