@@ -26,10 +26,10 @@ $(BIN)/workbench: pyproject.toml
 setup: $(BIN)/workbench
 
 run: setup
-	$(BIN)/workbench $(ARGS)
+	@$(BIN)/workbench $(ARGS)
 
 test: setup
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	@$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV)

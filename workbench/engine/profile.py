@@ -78,7 +78,8 @@ def build_profile(rows: list[dict], calls: int, wall_us: float, on_cuda: bool) -
 def no_device_reason(on_cuda: bool) -> str:
     if not on_cuda:
         return "device is cpu: no device events (operator CPU times only)"
-    return "the profiler recorded no device events (CPU-only torch build or CUPTI unavailable)"
+    return ("the profiler recorded no device events: no kernel ran in the profiled calls (host-only work, "
+            "such as the sleep op), or CUPTI is unavailable")
 
 
 def profile_row(evt: Any) -> dict:
