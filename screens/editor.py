@@ -51,6 +51,7 @@ class EditorMixin:
         model = self.ws.model()
         sweep = self.ws.run.sweep if self.ws.run else None
         self.query_one(TimingPane).sweep_param = ", ".join(sweep.params) if sweep else ""
+        self.mark_stale()
         for pane in RESULT_PANES:
             try:
                 self.query_one(pane).model = model
@@ -91,10 +92,20 @@ class EditorMixin:
         if self._edit(run) and availability:
             self.show_impls()
 
+    def mark_stale(self) -> None:
+        """Tell the Timing pane the spec being edited, so results of another spec are marked."""
+        ws = self.ws
+        if ws.run is None or ws.op is None:
+            self.query_one(TimingPane).current = None
+            return
+        swept = tuple(ws.run.sweep.params) if ws.run.sweep else ()
+        self.query_one(TimingPane).current = (editing.shape_of(ws.run, ws.op), editing.dtype_of(ws.run, ws.op), swept)
+
     def _edit(self, run) -> bool:
         titles = self.ws.run_titles()
         changed = self.ws.edit(run)
         if changed:
+            self.mark_stale()
             self.schedule_autosave()
             if self.ws.run_titles() != titles:  # the run list's label follows the edit
                 self.show_op_list()

@@ -30,6 +30,8 @@ class TimingPane(Container):
     model: reactive[RunModel | None] = reactive(None, always_update=True, init=False)
     metric: reactive[str] = reactive("time", init=False)
     sweep_param: reactive[str] = reactive("", init=False)
+    # (shape, dtype, swept params) of the run as edited now: results of another spec are marked
+    current: reactive[tuple | None] = reactive(None, always_update=True, init=False)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="timing-chart"):
@@ -47,6 +49,10 @@ class TimingPane(Container):
     def watch_metric(self) -> None:
         self._draw()
 
+    def watch_current(self) -> None:
+        if self.is_mounted:
+            self._draw_chart(list(self.model.rows.values()) if self.model else [])
+
     def action_next_metric(self) -> None:
         self.metric = METRIC_ORDER[(METRIC_ORDER.index(self.metric) + 1) % len(METRIC_ORDER)]
 
@@ -62,7 +68,8 @@ class TimingPane(Container):
         metric, param = self.metric, self.sweep_param
         caption = plot.draw(lambda plt: self._chart(plt, rows, metric, param)) if rows \
             else "no results yet: press r to run"
-        self.query_one("#timing-caption", Static).update(caption)
+        stale = stale_note(rows, self.current)
+        self.query_one("#timing-caption", Static).update(f"{stale}\n{caption}" if stale else caption)
         plot.display = bool(rows)
 
     @staticmethod
@@ -80,6 +87,22 @@ class TimingPane(Container):
         table.replace_rows(table_cells(row) for row in rows)
         if rows:
             table.move_cursor(row=min(cursor, len(rows) - 1), animate=False)
+
+
+def stale_note(rows: list[Row], current: tuple | None) -> str | None:
+    """'results are for 512x512 float32; the spec is now 1024x512 float32 (r runs it)', or None
+    when the shown results match the spec being edited (swept fields are not compared)."""
+    record = next((r.record for r in rows if r.record), None)
+    if record is None or current is None:
+        return None
+    shape, dtype, swept = current
+    old = {k: v for k, v in (record.get("shape") or {}).items() if k not in swept}
+    new = {k: v for k, v in shape.items() if k not in swept}
+    if old == new and record.get("dtype") == dtype:
+        return None
+    def spec(fields: dict, dt) -> str:
+        return " ".join(x for x in ("x".join(str(v) for v in fields.values()), str(dt or "")) if x)
+    return f"⚠ results are for {spec(old, record.get('dtype'))}; the spec is now {spec(new, dtype)} (r runs it)"
 
 
 def table_cells(row: Row) -> tuple[str, ...]:

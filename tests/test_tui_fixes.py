@@ -371,3 +371,26 @@ async def test_a_bad_session_at_start_leaves_the_ops_to_start_afresh_and_the_fil
         assert app.ws.path is None                      # a save cannot overwrite the bad file
         assert app.run_bar.status == "ready"
     assert bad.read_text() == "not: a session\n"
+
+
+@run_async
+async def test_results_of_another_spec_are_marked_after_an_edit(tmp_path):
+    """A first user edited 512x512 to 1024x512 and the old figures stayed, unmarked."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        caption = app.query_one("#timing-caption", Static)
+        assert "results are for" not in str(caption.render())
+        m = next(iter(app.query(".shape").results(Input)))
+        m.focus()
+        m.value = ""
+        await pilot.press("5", "1", "2")
+        await pilot.pause(0.3)
+        text = str(caption.render())
+        assert "results are for 16384x16384 float32; the spec is now 512x16384 float32" in text
+        for _ in range(3):
+            await pilot.press("backspace")
+        await pilot.press("1", "6", "3", "8", "4")
+        await pilot.pause(0.3)
+        assert "results are for" not in str(caption.render())
