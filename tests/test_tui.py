@@ -13,7 +13,7 @@ import threading
 from textual.command import CommandList
 from textual.widgets import DataTable, Input, SelectionList, Static, TabbedContent
 
-from tui_helpers import (fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async,
+from tui_helpers import (gated_catalog, fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async,
                          wait_for)
 from workbench.screens.app import WorkbenchApp
 from workbench.screens.dialogs import ConfirmScreen, HelpScreen
@@ -57,11 +57,7 @@ def test_app_module_imports_no_torch_and_fast():
 @run_async
 async def test_loading_state_before_ops_arrive(tmp_path):
     gate = threading.Event()
-
-    def slow_catalog(kernels, device):
-        gate.wait(10)
-        return fake_catalog()
-    app = make_app(tmp_path, catalog_loader=slow_catalog)
+    app = make_app(tmp_path, catalog_loader=gated_catalog(gate))
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         assert "loading ops…" in str(app.query_one("#title-bar", Static).render())

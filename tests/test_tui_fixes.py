@@ -328,12 +328,10 @@ async def test_r_pressed_while_loading_runs_once_the_session_is_open(tmp_path):
     """In tmux a first user pressed r on the first frame and got 'nothing to run yet'."""
     import threading
 
-    gate = threading.Event()
+    from tui_helpers import gated_catalog
 
-    def slow_catalog(kernels, device):
-        gate.wait(10)
-        return fake_catalog()
-    app = WorkbenchApp(None, None, engine=fixture_engine(), catalog_loader=slow_catalog,
+    gate = threading.Event()
+    app = WorkbenchApp(None, None, engine=fixture_engine(), catalog_loader=gated_catalog(gate),
                        opener=fake_opener(), data_dir=tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause(0.1)

@@ -102,6 +102,14 @@ def _validate(shape, dtype) -> str | None:
     return f"{bad}: must be a positive integer, got {shape[bad]}" if bad else None
 
 
+def gated_catalog(gate: threading.Event, timeout_s: float = 10.0):
+    """A catalog loader that returns fake_catalog() only once `gate` is set (ops still loading)."""
+    def load(kernels, device) -> Catalog:
+        gate.wait(timeout_s)
+        return fake_catalog()
+    return load
+
+
 def fake_session(sweep: bool = False) -> Session:
     gelu = RunSpec(op="gelu", impls=None, shape={"M": 16384, "N": 16384}, dtype="float32", actions=ACTIONS)
     softmax = RunSpec(op="softmax", impls=tuple(ImplRef(n) for n in ("manual", "pytorch", "triton")),
