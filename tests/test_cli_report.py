@@ -146,5 +146,11 @@ def test_progress_bar_on_a_terminal():
 
 
 def test_env_console_honours_no_color():
-    env = types.SimpleNamespace(no_color=True)
+    env = types.SimpleNamespace(no_color=True, stderr_tty=False, stdout_tty=False)
     assert Env.console(env).color_system is None
+
+
+def test_a_console_that_is_not_a_terminal_is_200_columns_wide():
+    """A first user's --compare table on a redirected stderr cut its numbers at 80 columns."""
+    env = types.SimpleNamespace(no_color=True, stderr_tty=False, stdout_tty=False)
+    assert Env.console(env).width == 200

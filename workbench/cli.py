@@ -48,9 +48,11 @@ class Env:
     cache_dir: Path
 
     def console(self, *, stderr: bool = True) -> Console:
-        """A rich console on stderr (diagnostics) or stdout (data), honouring NO_COLOR."""
+        """A rich console on stderr (diagnostics) or stdout (data), honouring NO_COLOR; 200
+        columns when it is not a terminal (a log file or CI), so tables are not cut to 80."""
+        tty = self.stderr_tty if stderr else self.stdout_tty
         return Console(stderr=stderr, no_color=self.no_color, highlight=False, soft_wrap=True,
-                       color_system=None if self.no_color else "auto")
+                       color_system=None if self.no_color else "auto", width=None if tty else 200)
 
 
 def read_env() -> Env:
