@@ -75,6 +75,19 @@ class FieldInput(Input):
                 Binding("shift+tab", "app.focus_previous", "Previous field", show=False),
                 Binding("escape", "leave", "Leave the field", show=False)]
 
+    _last_hint = 0.0
+
+    def restricted(self) -> None:
+        """A character the field does not take (a letter in a shape field): the bell and, at
+        most every 2 s, a line saying what the field takes, so nothing is dropped silently."""
+        import time
+
+        super().restricted()
+        if self.type == "integer" and time.monotonic() - self._last_hint > 2.0:
+            self._last_hint = time.monotonic()
+            self.app.notify(f"{self.name or 'this field'} takes a whole number (digits only)",
+                            severity="warning", timeout=2)
+
     def action_leave(self) -> None:
         app = self.app
         if getattr(app, "running", False):

@@ -392,3 +392,18 @@ async def test_results_of_another_spec_are_marked_after_an_edit(tmp_path):
         await pilot.press("1", "6", "3", "8", "4")
         await pilot.pause(0.3)
         assert "results are for" not in str(caption.render())
+
+
+@run_async
+async def test_a_letter_typed_in_a_shape_field_says_what_the_field_takes(tmp_path):
+    """A first user typed 1e9 into M and got 19 without a word."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        m = next(iter(app.query(".shape").results(Input)))
+        m.focus()
+        m.value = ""
+        await pilot.press("1", "e", "9")
+        await pilot.pause(0.2)
+        assert m.value == "19"
+        assert any("takes a whole number" in text for text in _messages(app))
