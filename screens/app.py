@@ -265,8 +265,12 @@ class WorkbenchApp(EditorMixin, RunnerMixin, App):
         groups = [("Everywhere", self.BINDINGS + GENERAL_KEYS), ("Timing pane", TimingPane.BINDINGS),
                   ("Profile pane", ProfilePane.BINDINGS), ("PTX pane", PtxPane.BINDINGS),
                   ("Lists and tables", LIST_KEYS)]
-        on_show = {"timing": "Timing pane", "profile": "Profile pane", "ptx": "PTX pane"}
-        self.push_screen(HelpScreen(groups, on_show.get(self.query_one(TabbedContent).active)))
+        on_show = {"timing": "Timing pane", "profile": "Profile pane", "ptx": "PTX pane"}.get(
+            self.query_one(TabbedContent).active)
+        # the pane on show first (a few lines), then the keys that work everywhere: both are in
+        # view without scrolling at 80x24
+        groups.sort(key=lambda group: group[0] != on_show)
+        self.push_screen(HelpScreen(groups, on_show))
 
     def action_save(self) -> None:
         if self.ws.catalog is None:

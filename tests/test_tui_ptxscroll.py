@@ -62,5 +62,5 @@ async def test_help_shows_the_keys_of_the_pane_on_show_without_scrolling(tmp_pat
         rows = [" ".join(strip.text.split()) for strip in app.screen._compositor.render_strips()]
         shown = "\n".join(rows)
         assert "PTX pane" in shown
-        for key, what in (("n", "Next"), ("N", "Prev"), ("f", "Filter")):
+        for key, what in (("n", "Next"), ("N", "Prev"), ("f", "Filter"), ("r", "Run"), ("escape", "Cancel")):
             assert any(f"│ {key} {what}" in row for row in rows), (key, rows)
