@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterable, Mapping
 
+from workbench.params import param_problem
+from workbench.session_yaml import show
 from workbench.session_model import ImplRef, RunSpec, Session, Sweep
 
 from .catalog import OpInfo
@@ -56,10 +58,15 @@ def params_of(run: RunSpec, op: OpInfo, impl: str) -> dict[str, Any]:
 
 
 def with_params(run: RunSpec, op: OpInfo, impl: str, texts: Mapping[str, str]) -> RunSpec:
-    """Set `impl`'s params from text; only values that differ from the defaults are kept."""
+    """Set `impl`'s params from text; only values that differ from the defaults are kept.
+    Raises ValueError naming a value the parameter cannot take (workbench.params)."""
     info = op.impl(impl)
     defaults = info.params if info else {}
     overrides = {k: v for k, t in texts.items() if t.strip() and (v := parse_value(t)) != defaults.get(k)}
+    for key, value in overrides.items():
+        problem = param_problem(key, value, defaults.get(key))
+        if problem:
+            raise ValueError(f"{impl} {key}: {problem}")
     if run.impls is None:  # `all` written out, so that one of them can carry params
         run = dataclasses.replace(run, impls=tuple(ImplRef(i.name) for i in op.impls))
     refs = tuple(dataclasses.replace(r, params=overrides) if r.name == impl else r
@@ -94,6 +101,16 @@ def parse_sweep(params_text: str, values_text: str, op: OpInfo) -> Sweep | None:
     values = tuple(parse_value(v) for v in values_text.replace(",", " ").split())
     if not values:
         raise ValueError("sweep: give at least one value")
+    for index, value in enumerate(values):
+        for param in params:
+            if param in op.shape_fields:
+                ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+                problem = None if ok else f"must be a positive integer, got {show(value)}"
+            else:
+                default = next(i.params[param] for i in op.impls if param in i.params)
+                problem = param_problem(param, value, default)
+            if problem:
+                raise ValueError(f"sweep values[{index}]: {param} {problem}")
     return Sweep(params=params, values=values)
 
 

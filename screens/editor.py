@@ -73,7 +73,12 @@ class EditorMixin:
 
     def on_params_edited(self, message: ParamsEdited) -> None:
         if self.ws.op is not None:
-            self._edit(editing.with_params(self.ws.run, self.ws.op, message.impl, message.texts))
+            try:
+                run = editing.with_params(self.ws.run, self.ws.op, message.impl, message.texts)
+            except ValueError as exc:  # the run keeps the last value the parameter can take
+                self.notify(f"{exc} (not applied)", severity="warning", timeout=3)
+                return
+            self._edit(run)
 
     def on_spec_edited(self, message: SpecEdited) -> None:
         ws, editor = self.ws, self.query_one(SpecEditor)

@@ -243,3 +243,14 @@ def test_interpreter_numpy_shim_is_idempotent():
     from workbench.kernels import _interpreter_compat
 
     assert _interpreter_compat.install() is False
+
+
+def test_a_tile_param_the_kernel_cannot_take_is_refused_before_the_build():
+    """BLOCK_SIZE 0 reached the builder and failed as ZeroDivisionError."""
+    from workbench.errors import WorkbenchError
+    from workbench.registry import discover
+
+    triton = discover().op("gelu").get_impl("triton")
+    with pytest.raises(WorkbenchError, match="gelu/triton: parameter BLOCK_SIZE must be a power of two"):
+        triton.resolve_params({"BLOCK_SIZE": 0})
+    assert triton.resolve_params({"BLOCK_SIZE": 256})["BLOCK_SIZE"] == 256

@@ -342,6 +342,18 @@ def test_param_sweep_over_impls_that_have_it(toy_registry):
     assert message.startswith('runs[0].sweep.values[1]: must be an integer (like its default 4), got "wide"')
 
 
+@pytest.mark.parametrize("params, expected", [
+    ("{BLOCK_SIZE: 0}", "runs[0].impls[0].params.BLOCK_SIZE: must be a power of two (1, 2, 4, ...), got 0"),
+    ("{BLOCK_SIZE: 96}", "runs[0].impls[0].params.BLOCK_SIZE: must be a power of two (1, 2, 4, ...), got 96"),
+    ("{num_warps: 64}", "runs[0].impls[0].params.num_warps: must be at most 32 (warps in a CTA), got 64"),
+])
+def test_tile_params_a_kernel_cannot_take_fail_the_check(toy_registry, params, expected):
+    """A first user's BLOCK_SIZE: 0 passed --check and failed the replay with ZeroDivisionError."""
+    (message,) = problems(f"schema_version: 1\nname: x\nruns:\n  - op: toy\n"
+                          f"    impls: [{{name: triton, params: {params}}}]\n", toy_registry)
+    assert message.startswith(expected), message
+
+
 @pytest.mark.parametrize("impls, expected", [
     ("triton", "runs[0].impls: must be `all` or a non-empty list"),
     ("[]", "runs[0].impls: must be `all` or a non-empty list"),

@@ -36,6 +36,19 @@ def test_edit_shape_params_sweep_and_impls():
     assert editing.with_actions(run, ["ptx", "check"]).actions == ("check", "ptx")
 
 
+def test_sweep_values_and_params_the_kernel_cannot_take_are_refused_while_editing():
+    """A first user swept M over '1,x,-2' and BLOCK_SIZE 0: both ran and failed row by row."""
+    run = editing.default_run(GELU)
+    with pytest.raises(ValueError, match=r'values\[1\]: M must be a positive integer, got "x"'):
+        editing.parse_sweep("M", "1, x, -2", GELU)
+    with pytest.raises(ValueError, match="BLOCK_SIZE must be a power of two"):
+        editing.parse_sweep("BLOCK_SIZE", "256, 0", GELU)
+    with pytest.raises(ValueError, match="triton BLOCK_SIZE: must be a power of two"):
+        editing.with_params(run, GELU, "triton", {"BLOCK_SIZE": "0", "num_warps": "4"})
+    with pytest.raises(ValueError, match="at most 32"):
+        editing.with_params(run, GELU, "triton", {"BLOCK_SIZE": "256", "num_warps": "64"})
+
+
 def test_impls_all_stays_all_until_changed():
     run = editing.default_run(GELU)
     assert run.impls is None

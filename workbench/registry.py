@@ -20,7 +20,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from workbench.cost import Cost
 from workbench.dtypes import DType
-from workbench.errors import UnknownNameError, WorkbenchError
+from workbench.errors import LimitError, UnknownNameError, WorkbenchError
+from workbench.params import param_problem
 from workbench.kernel_source import CudaSource, TritonLaunch
 from workbench.spec import Spec
 
@@ -120,11 +121,15 @@ class Impl:
         return parse_impl_name(self.name)
 
     def resolve_params(self, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
-        """Defaults updated with `overrides`; an unknown parameter raises UnknownNameError."""
+        """Defaults updated with `overrides`; an unknown parameter raises UnknownNameError, a
+        value it cannot take (workbench.params) LimitError."""
         merged = dict(self.params)
         for key, value in (overrides or {}).items():
             if key not in self.params:
                 raise UnknownNameError(f"parameter of {self.op}/{self.name}", key, list(self.params))
+            problem = param_problem(key, value, self.params[key])
+            if problem:
+                raise LimitError(f"{self.op}/{self.name}: parameter {key} {problem}")
             merged[key] = value
         return merged
 

@@ -10,6 +10,7 @@ from typing import Any, Iterable, Mapping
 
 from workbench.dtypes import DType
 from workbench.errors import WorkbenchError
+from workbench.params import param_problem
 from workbench.registry import Impl, Op, Registry
 from workbench.session_model import RunSpec
 from workbench.session_settings import suggest
@@ -64,25 +65,15 @@ def _check_impls(run: RunSpec, op: Op, path: str, problems: Problems) -> list[Im
                 problems.add(where_param, f"unknown parameter of {op.name}/{impl.name}{suggest(key, known)}; "
                                           f"allowed: {', '.join(known) or '(it takes none)'}")
             else:
-                error = param_value_problem(value, impl.params[key])
+                error = param_value_problem(value, impl.params[key], key)
                 if error:
                     problems.add(where_param, error)
     return found if len(found) == len(run.impls) else None
 
 
-def param_value_problem(value: Any, default: Any) -> str | None:
-    """Why `value` cannot replace a parameter whose default is `default` (same kind), or None."""
-    if isinstance(default, bool):
-        ok, want = isinstance(value, bool), "true or false"
-    elif isinstance(default, int):
-        ok, want = isinstance(value, int) and not isinstance(value, bool), "an integer"
-    elif isinstance(default, float):
-        ok, want = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
-    elif isinstance(default, str):
-        ok, want = isinstance(value, str), "text"
-    else:
-        return None
-    return None if ok else f"must be {want} (like its default {show(default)}), got {show(value)}"
+def param_value_problem(value: Any, default: Any, name: str | None = None) -> str | None:
+    """Why `value` cannot replace parameter `name` whose default is `default` (workbench.params)."""
+    return param_problem(name, value, default)
 
 
 def _check_dtype(run: RunSpec, op: Op, path: str, problems: Problems) -> bool:
@@ -152,7 +143,7 @@ def _check_sweep(run: RunSpec, op: Op, impls: list[Impl], path: str, problems: P
     for index, value in enumerate(run.sweep.values):
         where = f"{sweep_path}.values[{index}]"
         errors = [size_problem(op, p, value) for p in shape_params]
-        errors += [param_value_problem(value, impls[0].params[p]) for p in impl_params
+        errors += [param_value_problem(value, impls[0].params[p], p) for p in impl_params
                    if impls and p in impls[0].params]
         errors = [e for e in errors if e]
         if errors:
