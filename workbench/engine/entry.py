@@ -10,6 +10,7 @@ from __future__ import annotations
 import faulthandler
 import os
 import pickle
+import signal
 from typing import Any
 
 from workbench.engine.capture import redirect_output
@@ -34,6 +35,9 @@ def child_entry(log_path: str, interpret: bool, plugin_paths: tuple[str, ...], d
     registry, initialise CUDA when `device` is cuda), say ("warm", None), then wait for the job
     (pickled bytes on `job_conn`) and run it (engine/child.py). A child started ahead of need
     (the supervisor's spare) waits here; a closed `job_conn` means no job: it just leaves."""
+    # Ctrl+C in a terminal reaches the whole process group: the parent cancels (stop flag, then
+    # kill at 2 s); a child that also took the SIGINT printed a half traceback into the log.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     redirect_output(log_path)
     faulthandler.enable()  # a segfault prints the Python stack into the log before dying
     die_with_parent()
