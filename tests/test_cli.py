@@ -61,6 +61,8 @@ def fake_plan(monkeypatch):
         doc["provenance"] = dict.fromkeys(doc["provenance"])  # the CLI fills what the engine left null
         return doc
     monkeypatch.setattr(plan, "run_plan", run_plan)
+    monkeypatch.setattr(plan, "planned_device_name",
+                        lambda session, options=None: state.doc["environment"]["device"])
     return state
 
 
@@ -344,10 +346,21 @@ def test_compare_faster_and_threshold(capsys, tmp_path, session_file, fake_plan)
     assert [r["verdict"] for r in json.loads(out)["comparison"]["rows"]] == ["faster", "same"]
 
 
-def test_compare_across_gpus_exits_2(capsys, tmp_path, session_file, fake_plan):
+def test_compare_across_gpus_exits_2_before_running(capsys, tmp_path, session_file, fake_plan):
     base = write_baseline(tmp_path, record("manual"), record("triton"), device="NVIDIA A100-SXM4-80GB")
     code, out, err = run(capsys, "--replay", str(session_file), "--compare", str(base), "--format", "json")
-    assert code == 2 and "different GPUs" in err and json.loads(out)["comparison"]["different_gpu"]
+    assert code == 2 and "different GPUs" in err and "'NVIDIA A100-SXM4-80GB'" in err
+    assert out == "" and fake_plan.calls == []          # a first user waited for the whole run first
+
+
+def test_planned_device_name_is_what_the_run_records():
+    from workbench.engine.environment import device_info
+    from workbench.engine.plan import planned_device_name
+    from workbench.session import load_session, shipped_path
+
+    session = load_session(shipped_path("smoke-quick"))
+    assert planned_device_name(session) == device_info("cpu").name == "cpu"   # the session says device: cpu
+
 
 
 def test_compare_with_an_unreadable_baseline_exits_2(capsys, tmp_path, session_file, fake_plan):

@@ -46,6 +46,15 @@ def run_replay(args: argparse.Namespace, argv: list[str], env: Env, err: Console
         err.print(f"error: the engine (workbench.engine.plan) is not available: {exc}", markup=False)
         return EXIT_USAGE
     options = run_options(args, env, argv=argv, session_sha256=sha)
+    if baseline is not None:  # different GPUs are never compared: say so before the run, not after
+        from workbench.engine.plan import planned_device_name
+
+        here = planned_device_name(with_resolved_plugins(session, path.parent), options)
+        there = (baseline.get("environment") or {}).get("device")
+        if there and here != there:
+            err.print(f"error: --compare {args.compare}: the baseline ran on {there!r}, this replay would run on "
+                      f"{here!r}; results from different GPUs are not compared", markup=False)
+            return EXIT_USAGE
     stop = threading.Event()
     with _progress(count_rows(session), env, err, args.verbose) as on_event, _sigint_sets(stop):
         doc = run_plan(with_resolved_plugins(session, path.parent), on_event=on_event, stop=stop,

@@ -106,6 +106,15 @@ def _interpret(row: Row, machine) -> bool:
     return not row.device.startswith("cuda") and machine.triton
 
 
+def planned_device_name(session: Session, options: RunOptions = RunOptions()) -> str:
+    """The `environment.device` that run_plan(session, options) will record ("NVIDIA H200",
+    "cpu"), found without running anything (for --compare's different-GPU check up front)."""
+    plugin_paths = tuple(str(p) for p in (*options.kernels, *session.plugins))
+    machine = probe()
+    rows = expand(session, discover(plugin_paths), has_cuda=machine.has_cuda, device_override=options.device)
+    return _main_device(rows, machine.has_cuda).name
+
+
 def _main_device(rows: list[Row], has_cuda: bool) -> DeviceInfo:
     cuda = next((r.device for r in rows if r.device.startswith("cuda")), None)
     return device_info(cuda) if cuda and has_cuda else device_info("cpu")
