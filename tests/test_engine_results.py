@@ -149,3 +149,11 @@ def test_the_mlps_memory_estimate_is_its_footprint_not_its_traffic():
     gelu = discover().op("gelu")
     gelu_spec = gelu.make_spec({"M": 64, "N": 64}, "float32")
     assert gelu.footprint_bytes(gelu_spec) == gelu.cost(gelu_spec).bytes
+
+
+def test_an_estimate_reads_at_a_glance():
+    """A first user saw 'estimated 16000000000 s'."""
+    from workbench.engine.estimate import Estimate, duration_text
+
+    assert [duration_text(s) for s in (3, 600, 12600, 1.6e10)] == ["3 s", "10 min", "3.5 h", "1.85e+05 days"]
+    assert Estimate(1.6e10, 2**31, 1.0).describe() == "estimated 1.85e+05 days and 2.0 GiB"

@@ -38,7 +38,15 @@ class Estimate:
     call_s: float
 
     def describe(self) -> str:
-        return f"estimated {self.seconds:.0f} s and {self.memory_bytes / 2**30:.1f} GiB"
+        return f"estimated {duration_text(self.seconds)} and {self.memory_bytes / 2**30:.1f} GiB"
+
+
+def duration_text(seconds: float) -> str:
+    """'45 s', '12 min', '3.5 h', '1.2e+05 days': a duration a person reads at a glance."""
+    for limit, unit, size in ((120, "s", 1), (7200, "min", 60), (172800, "h", 3600)):
+        if seconds < limit:
+            return f"{seconds / size:.0f} {unit}" if unit != "h" else f"{seconds / size:.1f} h"
+    return f"{seconds / 86400:.3g} days"
 
 
 def call_seconds(cost: Cost, way: str) -> float:
