@@ -13,6 +13,8 @@ from .fmt import is_number
 from .model import Row
 
 COLORS = ("cyan", "orange", "green", "magenta", "blue", "red", "cyan+", "green+")
+# one marker per implementation in the roofline, so points are told apart without colour too
+MARKERS = ("◆", "●", "▲", "■", "✚", "★", "◇", "○")
 METRICS = {"time": "median ms", "gbps": "GB/s", "tflops": "TFLOP/s"}
 LOG_RATIO = 20.0  # an axis spanning more than this factor is drawn logarithmic
 
@@ -120,9 +122,9 @@ def roofline(plt, points: Sequence[tuple[str, float | None, float | None]],
     plt.yscale("log")
     caption = _ceiling(plt, min(xs) / 4, max(xs) * 4, copy_gbps, peak_tflops)
     dropped = 0
-    for color, (label, x, y) in zip(_colors(), points):
+    for index, (color, (label, x, y)) in enumerate(zip(_colors(), points)):
         if _ok(x, True) and _ok(y, True):
-            plt.scatter([x], [y], label=label, color=color, marker="◆")
+            plt.scatter([x], [y], label=label, color=color, marker=MARKERS[index % len(MARKERS)])
         else:
             dropped += 1
     return _caption(True, True, dropped, f"roofline: y TFLOP/s, x FLOP/byte · {caption}")
