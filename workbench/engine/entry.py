@@ -11,6 +11,7 @@ import faulthandler
 import os
 import pickle
 import signal
+import warnings
 from typing import Any
 
 from workbench.engine.capture import redirect_output
@@ -43,6 +44,10 @@ def child_entry(log_path: str, interpret: bool, plugin_paths: tuple[str, ...], d
     die_with_parent()
     if interpret:
         os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported
+        # numpy warns when exp overflows to inf; the kernels rely on it (GeLU's tanh through exp,
+        # kernels/gelu.py), so the warning on every interpreted row is noise, not a finding.
+        warnings.filterwarnings("ignore", message="overflow encountered in exp", category=RuntimeWarning,
+                                module="triton.runtime.interpreter")
     else:  # compiled Triton (GPU, PTX) even when the caller's environment had it set
         os.environ.pop("TRITON_INTERPRET", None)
     from workbench.engine.child import child_main, prepare
