@@ -186,9 +186,8 @@ class WorkbenchApp(EditorMixin, RunnerMixin, App):
             opened = self._open(self._session_arg, catalog.gpu)
         except Exception as exc:
             # The file is left as it is (a save goes elsewhere); the ops are there to start afresh.
-            text = str(exc)
-            where = str(self._session_arg)
-            self.post_message(LoadFailed(text if where in text else f"{where}: {text}"))
+            text, where = str(exc), self._session_arg
+            self.post_message(LoadFailed(f"{where}: {text}" if where and str(where) not in text else text))
             self.post_message(SessionOpened(sessions_io.BLANK, None, None,
                                             ("starting an empty session: pick an op (+ ...) to add a run",)))
             return

@@ -166,23 +166,25 @@ def _dispatch(args: argparse.Namespace, argv: list[str], env: Env, err: Console)
 
 def write_output(text: str, args: argparse.Namespace, env: Env) -> None:
     """Data to -o (atomically) or stdout."""
-    if args.output:
-        from workbench.fileio import atomic_write_text
+    if not args.output:
+        _write_stdout(text)
+        return
+    from workbench.fileio import atomic_write_text
 
-        try:
-            atomic_write_text(args.output, text)
-            return
-        except OSError as exc:  # checked before the run, but the disk can still fill up: keep the data
-            path, args.output = args.output, None
-            write_output(text, args, env)
-            raise WorkbenchError(f"-o {path}: not written ({exc}); the data went to stdout instead") from None
-    else:
-        try:
-            sys.stdout.write(text)
-            sys.stdout.flush()
-        except BrokenPipeError:  # `workbench --list | head`: the reader left; not an error
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+    try:
+        atomic_write_text(args.output, text)
+    except OSError as exc:  # checked before the run, but the disk can still fill up: keep the data
+        _write_stdout(text)
+        raise WorkbenchError(f"-o {args.output}: not written ({exc}); the data went to stdout instead") from None
+
+
+def _write_stdout(text: str) -> None:
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `workbench --list | head`: the reader left; not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 def output_style(env: Env, args: argparse.Namespace) -> tuple[int, bool]:

@@ -46,10 +46,11 @@ def run_replay(args: argparse.Namespace, argv: list[str], env: Env, err: Console
         err.print(f"error: the engine (workbench.engine.plan) is not available: {exc}", markup=False)
         return EXIT_USAGE
     options = run_options(args, env, argv=argv, session_sha256=sha)
+    session = with_resolved_plugins(session, path.parent)
     if baseline is not None:  # different GPUs are never compared: say so before the run, not after
         from workbench.engine.plan import planned_device_name
 
-        here = planned_device_name(with_resolved_plugins(session, path.parent), options)
+        here = planned_device_name(session, options)
         there = (baseline.get("environment") or {}).get("device")
         if there and here != there:
             err.print(f"error: --compare {args.compare}: the baseline ran on {there!r}, this replay would run on "
@@ -57,7 +58,7 @@ def run_replay(args: argparse.Namespace, argv: list[str], env: Env, err: Console
             return EXIT_USAGE
     stop = threading.Event()
     with _progress(count_rows(session), env, err, args.verbose) as on_event, _sigint_sets(stop):
-        doc = run_plan(with_resolved_plugins(session, path.parent), on_event=on_event, stop=stop,
+        doc = run_plan(session, on_event=on_event, stop=stop,
                        options=options)
     fill_provenance(doc, ours)
     code = EXIT_INTERRUPTED if stop.is_set() else _exit_code(doc)

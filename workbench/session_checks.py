@@ -65,15 +65,10 @@ def _check_impls(run: RunSpec, op: Op, path: str, problems: Problems) -> list[Im
                 problems.add(where_param, f"unknown parameter of {op.name}/{impl.name}{suggest(key, known)}; "
                                           f"allowed: {', '.join(known) or '(it takes none)'}")
             else:
-                error = param_value_problem(value, impl.params[key], key)
+                error = param_problem(key, value, impl.params[key])
                 if error:
                     problems.add(where_param, error)
     return found if len(found) == len(run.impls) else None
-
-
-def param_value_problem(value: Any, default: Any, name: str | None = None) -> str | None:
-    """Why `value` cannot replace parameter `name` whose default is `default` (workbench.params)."""
-    return param_problem(name, value, default)
 
 
 def _check_dtype(run: RunSpec, op: Op, path: str, problems: Problems) -> bool:
@@ -143,7 +138,7 @@ def _check_sweep(run: RunSpec, op: Op, impls: list[Impl], path: str, problems: P
     for index, value in enumerate(run.sweep.values):
         where = f"{sweep_path}.values[{index}]"
         errors = [size_problem(op, p, value) for p in shape_params]
-        errors += [param_value_problem(value, impls[0].params[p], p) for p in impl_params
+        errors += [param_problem(p, value, impls[0].params[p]) for p in impl_params
                    if impls and p in impls[0].params]
         errors = [e for e in errors if e]
         if errors:

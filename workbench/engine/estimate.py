@@ -43,9 +43,9 @@ class Estimate:
 
 def duration_text(seconds: float) -> str:
     """'45 s', '12 min', '3.5 h', '1.2e+05 days': a duration a person reads at a glance."""
-    for limit, unit, size in ((120, "s", 1), (7200, "min", 60), (172800, "h", 3600)):
+    for limit, size, form in ((120, 1, "{:.0f} s"), (7200, 60, "{:.0f} min"), (172800, 3600, "{:.1f} h")):
         if seconds < limit:
-            return f"{seconds / size:.0f} {unit}" if unit != "h" else f"{seconds / size:.1f} h"
+            return form.format(seconds / size)
     return f"{seconds / 86400:.3g} days"
 
 

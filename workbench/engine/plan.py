@@ -67,10 +67,7 @@ def run_plan(session: Session, *, on_event: Callable[[Event], None],
     unknown op/implementation or a plugin that fails to load (before anything runs)."""
     stop = stop or threading.Event()
     started = utc_now_iso()
-    plugin_paths = tuple(str(p) for p in (*options.kernels, *session.plugins))
-    registry = discover(plugin_paths)
-    machine = probe()
-    rows = expand(session, registry, has_cuda=machine.has_cuda, device_override=options.device)
+    plugin_paths, registry, machine, rows = _plan_rows(session, options)
     cache_dir = Path(options.cache_dir) if options.cache_dir else default_cache_dir()
     build_dir = Path(options.build_dir) if options.build_dir else cache_dir / "build"
     trace_dir = str(options.trace_dir) if options.trace_dir else None
@@ -109,10 +106,16 @@ def _interpret(row: Row, machine) -> bool:
 def planned_device_name(session: Session, options: RunOptions = RunOptions()) -> str:
     """The `environment.device` that run_plan(session, options) will record ("NVIDIA H200",
     "cpu"), found without running anything (for --compare's different-GPU check up front)."""
-    plugin_paths = tuple(str(p) for p in (*options.kernels, *session.plugins))
-    machine = probe()
-    rows = expand(session, discover(plugin_paths), has_cuda=machine.has_cuda, device_override=options.device)
+    _, _, machine, rows = _plan_rows(session, options)
     return _main_device(rows, machine.has_cuda).name
+
+
+def _plan_rows(session: Session, options: RunOptions):
+    """The plugin paths, the registry, the machine probe and the expanded rows of a session."""
+    plugin_paths = tuple(str(p) for p in (*options.kernels, *session.plugins))
+    registry, machine = discover(plugin_paths), probe()
+    rows = expand(session, registry, has_cuda=machine.has_cuda, device_override=options.device)
+    return plugin_paths, registry, machine, rows
 
 
 def _main_device(rows: list[Row], has_cuda: bool) -> DeviceInfo:
