@@ -19,7 +19,9 @@ import time
 import traceback
 from pathlib import Path
 
-STAGES = ("gelu", "engine", "ops", "ptx", "replay", "tui")
+# Every module of benchmarks/stages/ not starting with "_" is a stage ("all" runs them in this order).
+STAGES = tuple(sorted(p.stem for p in (Path(__file__).resolve().parent / "stages").glob("*.py")
+                      if not p.stem.startswith("_")))
 
 
 def print_table(title: str, rows: list[dict]) -> None:
