@@ -1,5 +1,6 @@
 """`workbench --list` (ops, implementations, availability per action and why) and
-`workbench --doctor` (GPU, versions, tools, ceilings cache, colour system, paths).
+`workbench --doctor` (GPU, versions, tools, ceilings cache, bars: peaks and references, colour
+system, paths).
 """
 
 from __future__ import annotations
@@ -118,6 +119,7 @@ def diagnose(env: Env, kernels: list[str]) -> dict[str, Any]:
                   "ninja": shutil.which("ninja"), "ninja_importable": machine.ninja,
                   "triton": machine.triton, "triton_interpreted": machine.triton_interpreted},
         "ceilings": _ceilings(env),
+        "bars": _bars(machine, env),
         "colour": _colour(env),
         "paths": _paths(env),
     }
@@ -198,6 +200,13 @@ def _ceilings(env: Env) -> dict[str, Any]:
     return {"path": str(cache.path), "exists": cache.path.is_file(), "contents": contents}
 
 
+def _bars(machine, env: Env) -> dict[str, Any]:
+    """This GPU's physical peaks and cached references (workbench/bars_view.py)."""
+    from workbench.bars_view import bars_summary
+
+    return bars_summary(machine.device_name, _driver_version() if machine.has_cuda else None, env.cache_dir)
+
+
 def _colour(env: Env) -> dict[str, Any]:
     return {"color_system": env.console().color_system, "no_color": env.no_color,
             "stdout_tty": env.stdout_tty, "stderr_tty": env.stderr_tty}
@@ -214,7 +223,7 @@ def _paths(env: Env) -> dict[str, Any]:
 
 def _doctor_tables(data: dict[str, Any]) -> list:
     items = []
-    for section in ("workbench", "python", "versions", "gpu", "tools", "ceilings", "colour", "paths"):
+    for section in ("workbench", "python", "versions", "gpu", "tools", "ceilings", "bars", "colour", "paths"):
         table = Table(title=section, title_justify="left", show_header=False, pad_edge=False)
         table.add_column("key", style="bold")
         table.add_column("value", overflow="fold")

@@ -7,8 +7,11 @@ Keys this module adds to the contract (extensions, never renames):
 - record: `recompiles` (torch.compile graphs compiled after the build, `compiled` impls only),
   `flags` (list of one-line notes: above-ceiling, below launch floor, interpreter timing ...),
   `fp32_precision` ("ieee" | "tf32" for float32 matmul-like ops, else None);
-- timing: `launch_floor_ms`, `sm_clock_mhz` ({min, median, max, n} or None), `throttle` (list);
-- traffic: `l2_resident` (working set fits L2 and was measured warm, rule 3);
+- timing: `launch_floor_ms`, `sm_clock_mhz` ({min, median, max, n} or None), `throttle` (list),
+  `flush_kind`, `host_launch_ms`, `headroom_ms`, `batches`, `below_launch_floor`,
+  `device_median_source`, `device_median_l2_warm` (docs/CONTRACTS.md, engine/timing.py);
+- traffic: `l2_resident` (working set fits L2 and was measured warm, rule 3), `peak`,
+  `pct_of_peak`, `pct_of_copy`, `pct_of_cublas`, `speedup_vs_pytorch` (engine/traffic.py);
 - profile: `reason` (why there are no device rows), `wall_us` (the profiled region);
 - document: `cancelled` (run_plan was stopped; unfinished rows are `skipped`, error "cancelled").
 """
@@ -32,10 +35,12 @@ RECORD_KEYS = ("run_index", "op", "impl", "label", "params", "shape", "dtype", "
                "traffic", "launch", "profile", "ptx", "recompiles", "flags", "fp32_precision")
 TIMING_KEYS = ("timer", "median_ms", "p20_ms", "p80_ms", "min_ms", "mean_ms", "n", "flush_l2",
                "launch_bound", "device_median_ms", "clock_fell", "samples_ms", "launch_floor_ms",
-               "sm_clock_mhz", "throttle")
+               "sm_clock_mhz", "throttle", "flush_kind", "host_launch_ms", "headroom_ms", "batches",
+               "below_launch_floor", "device_median_source", "device_median_l2_warm")
 CHECK_KEYS = ("passed", "max_abs_err", "max_rel_err", "rel_l2_err", "first_bad_index", "atol", "rtol")
 TRAFFIC_KEYS = ("bytes_read", "bytes_written", "bytes", "bytes_moved_est", "flops", "gbps", "tflops",
-                "intensity", "bound", "ceiling", "pct_of_ceiling", "l2_resident")
+                "intensity", "bound", "ceiling", "pct_of_ceiling", "l2_resident", "peak", "pct_of_peak",
+                "pct_of_copy", "pct_of_cublas", "speedup_vs_pytorch")
 LAUNCH_KEYS = ("grid", "num_warps", "block_threads", "waves")
 PROFILE_KEYS = ("rows", "kernel_count", "device_events", "reason", "wall_us")
 PROFILE_ROW_KEYS = ("name", "kind", "calls", "self_device_us", "self_cpu_us", "pct")

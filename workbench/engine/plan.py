@@ -23,6 +23,7 @@ from typing import Callable
 from workbench.engine.admit import Admission, admit
 from workbench.engine.ceilings import CeilingCache, datasheet_for
 from workbench.engine.environment import DeviceInfo, device_info, environment_record
+from workbench.engine.relative import relate_to_pytorch
 from workbench.engine.rows import Row, expand
 from workbench.engine.supervisor import ChildKey, SparePool, Supervisor, child_key
 from workbench.events import Event, Result, Started
@@ -95,6 +96,7 @@ def run_plan(session: Session, *, on_event: Callable[[Event], None],
     run.cancel_rest()
     doc["environment"].update(_ceilings(info, cache_dir))
     doc["results"] = [run.records[r.key] for r in rows]
+    relate_to_pytorch(doc["results"])  # traffic.speedup_vs_pytorch (engine/relative.py)
     doc["cancelled"] = stop.is_set()
     return doc
 
