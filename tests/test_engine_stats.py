@@ -7,7 +7,7 @@ import math
 import pytest
 
 from workbench.engine.stats import StopRule, median_rel_error, quantile, summarize
-from workbench.engine.timing import Cancelled, PerfCounterTimer, SampleBatcher, measure, warm_up
+from workbench.engine.timing import Cancelled, PerfCounterTimer, SampleBatcher, SerialTimer, measure, warm_up
 
 
 class FakeClock:
@@ -20,7 +20,7 @@ class FakeClock:
         return self.now_s
 
 
-class FakeTimer:
+class FakeTimer(SerialTimer):
     """Returns the next injected sample and advances the fake clock by it."""
 
     name = "fake"
@@ -34,9 +34,6 @@ class FakeTimer:
         self.calls += 1
         self.clock.now_s += ms / 1e3
         return ms
-
-    def sync(self) -> None:
-        pass
 
 
 def test_quantile_matches_linear_interpolation():
@@ -95,8 +92,9 @@ def test_measure_stops_by_time_cap_with_noisy_samples():
     clock = FakeClock()
     timer = FakeTimer([1.0, 3.0] * 1000, clock)
     rule = StopRule(rep_ms=50.0, min_samples=5, target_rel_error=1e-9)
-    samples = measure(lambda: None, timer, rule, warmup_ms=0.0, clock=clock)
-    # the timer advances the clock by each sample: the cap is hit after ~50 ms of samples
+    samples = measure(lambda: None, timer, rule, warmup_ms=10.0, clock=clock)
+    # the timer advances the clock by each sample; warm-up's median round (2 ms) sizes the batches,
+    # which are cut to what rep_ms leaves: the cap is hit after ~50 ms of samples
     assert 50.0 <= sum(samples) <= 53.0
 
 
@@ -107,8 +105,9 @@ def test_warm_up_makes_at_least_one_call_and_honours_the_budget():
     def call():
         calls.append(1)
         clock.now_s += 0.004
-    assert warm_up(call, PerfCounterTimer(clock=clock), warmup_ms=0.0, clock=clock) == 1
-    assert warm_up(call, PerfCounterTimer(clock=clock), warmup_ms=10.0, clock=clock) == 3
+    assert warm_up(call, PerfCounterTimer(clock=clock), warmup_ms=0.0, clock=clock).calls == 1
+    warm = warm_up(call, PerfCounterTimer(clock=clock), warmup_ms=10.0, clock=clock)
+    assert warm.calls == 3 and warm.host_launch_ms == pytest.approx(4.0) and warm.round_ms == pytest.approx(4.0)
 
 
 def test_flush_runs_before_every_timed_call_and_outside_it():
@@ -117,7 +116,7 @@ def test_flush_runs_before_every_timed_call_and_outside_it():
     timer = FakeTimer([2.0], clock)
     measure(lambda: order.append("call"), timer, StopRule(min_samples=3, rep_ms=1e6), warmup_ms=0.0,
             flush=lambda: order.append("flush"), clock=clock)
-    assert order == ["call", "flush", "call", "flush", "call", "flush", "call"]  # warm-up first
+    assert order == ["flush", "call"] * 4  # warm-up first, flushed like a sample
 
 
 def test_measure_can_be_cancelled():
@@ -172,49 +171,6 @@ def test_do_bench_keywords_are_feature_detected(monkeypatch):
     assert do_bench_median_ms(lambda: None) == (0.4, "median")
     monkeypatch.setattr(triton.testing, "do_bench", minimal)
     assert do_bench_median_ms(lambda: None) == (0.3, "default")
-
-
-def test_cuda_event_timer_queues_the_headroom_spin_before_the_start_event(monkeypatch):
-    """CudaEventTimer: torch.cuda._sleep(HOST_HEADROOM_CYCLES) is queued before the start event,
-    so a Python-heavy launcher's host latency overlaps device work instead of being timed."""
-    import types
-
-    import torch
-
-    from workbench.engine import timing
-
-    calls: list = []
-
-    class FakeEvent:
-        def __init__(self, enable_timing=False):
-            assert enable_timing
-            self.name = "start" if not any(isinstance(c, FakeEvent) for c in created) else "end"
-            created.append(self)
-
-        def record(self):
-            calls.append(("record", self.name))
-
-        def synchronize(self):
-            calls.append(("synchronize", self.name))
-
-        def elapsed_time(self, other):
-            return 0.25
-
-    created: list = []
-    fake_cuda = types.SimpleNamespace(Event=FakeEvent, _sleep=lambda cycles: calls.append(("sleep", cycles)),
-                                      synchronize=lambda: calls.append(("sync",)))
-    monkeypatch.setattr(torch, "cuda", fake_cuda)
-    timer = timing.CudaEventTimer()
-    assert timer.time_call(lambda: calls.append(("call",))) == 0.25
-    assert calls == [("sleep", timing.HOST_HEADROOM_CYCLES), ("record", "start"), ("call",),
-                     ("record", "end"), ("synchronize", "end")]
-    assert timing.MIN_FLUSH_BYTES == 256 * 2**20  # do_bench's flush size
-
-    calls.clear()  # no spin where torch lacks _sleep (feature-detected), and none when disabled
-    monkeypatch.setattr(torch, "cuda", types.SimpleNamespace(Event=FakeEvent, synchronize=lambda: None))
-    created.clear()
-    timing.CudaEventTimer().time_call(lambda: calls.append(("call",)))
-    assert calls[0] == ("record", "start")
 
 
 def test_cancel_poll_is_throttled():

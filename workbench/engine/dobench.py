@@ -34,13 +34,15 @@ def do_bench_median_ms(fn: Callable[[], Any], *, warmup_ms: float = 25.0,
 
 
 def our_median_ms(fn: Callable[[], Any], device: str, *, warmup_ms: float = 25.0, rep_ms: float = 100.0,
-                  min_samples: int = 10, target_rel_error: float = 0.005, flush_l2: bool = True) -> float:
-    """The median our engine reports for `fn` on `device` (same timer, flush and stopping rule)."""
+                  min_samples: int = 10, target_rel_error: float = 0.005, flush_l2: bool = True,
+                  flush_kind: str = "read") -> float:
+    """The median our engine reports for `fn` on `device` (same timer, flush and stopping rule);
+    flush_kind "zero" flushes as do_bench does (to compare the loops alone)."""
     from workbench.engine.environment import device_info
     from workbench.engine.stats import StopRule, summarize
     from workbench.engine.timing import make_l2_flush, make_timer, measure
 
-    flush = make_l2_flush(device, device_info(device).l2_bytes) if flush_l2 else None
+    flush = make_l2_flush(device, device_info(device).l2_bytes, flush_kind) if flush_l2 else None
     rule = StopRule(rep_ms=rep_ms, min_samples=min_samples, target_rel_error=target_rel_error)
     samples = measure(fn, make_timer(device), rule, warmup_ms=warmup_ms, flush=flush)
     return summarize(samples).median_ms

@@ -1,13 +1,16 @@
 """The launch floor and device-only time of short kernels (MEASUREMENT.md rule 5, P1).
 
 Launch floor: the median time of a one-element in-place add (one tiny kernel) measured exactly
-as rows are (same timer, same L2 flush, same stopping rule), cached per device. Nothing launched
-from Python through torch can be faster, so a row below it is noise.
+as rows are (same timer, same L2 flush, same stopping rule), at calibration (engine/calibrate.py),
+cached per device. Nothing launched from Python through torch can be faster, so a row below it
+is within launch noise: it is FLAGGED (`timing.below_launch_floor`), and its measured statistics
+are kept as measured (never raised to the floor).
 
 Device time: for launch-bound rows, CALLS_PER_GRAPH calls captured in one CUDA graph, replayed
 and timed with CUDA events, divided by the number of calls (host launch overhead gone). Where
 capture fails (a callable that synchronises or allocates on the host), the profiler's kernel
-time per call is used instead.
+time per call is used instead. Both run the calls back to back without an L2 flush, so both are
+L2-WARM times (`timing.device_median_l2_warm`), not comparable with the flushed median.
 """
 
 from __future__ import annotations
@@ -28,16 +31,15 @@ def is_launch_bound(median_ms: float, floor_ms: float | None) -> bool:
     return median_ms < LAUNCH_BOUND_MS or (floor_ms is not None and median_ms < 2 * floor_ms)
 
 
-def clamp_to_floor(timing: dict, floor_ms: float | None) -> str | None:
-    """Raise statistics below the floor up to it (never report below the floor); return a flag
-    describing what was measured, or None when the median is at or above the floor."""
-    if floor_ms is None or timing["median_ms"] >= floor_ms:
+def below_floor_flag(timing: dict, floor_ms: float | None) -> str | None:
+    """Set timing["below_launch_floor"] and return a flag when the median is below the measured
+    floor (launch noise); the statistics themselves are left as measured. None: not below."""
+    below = floor_ms is not None and timing["median_ms"] < floor_ms
+    timing["below_launch_floor"] = below if floor_ms is not None else None
+    if not below:
         return None
-    flag = (f"median {timing['median_ms']:.4g} ms measured below the launch floor {floor_ms:.4g} ms: "
-            "reported at the floor (noise)")
-    for key in ("median_ms", "p20_ms", "p80_ms", "min_ms", "mean_ms"):
-        timing[key] = max(timing[key], floor_ms)
-    return flag
+    return (f"median {timing['median_ms']:.4g} ms is below the launch floor {floor_ms:.4g} ms: "
+            "within launch noise, not a kernel speed")
 
 
 def measure_floor_ms(device: str, timer: Timer, flush: Callable[[], None] | None = None,
@@ -51,16 +53,14 @@ def measure_floor_ms(device: str, timer: Timer, flush: Callable[[], None] | None
 
 
 def launch_floor_ms(dev: Any, flushed: bool = True) -> float | None:
-    """The cached floor of a DeviceSession's device (measured on first use); None on CPU."""
+    """The floor of a DeviceSession's device as its calibration cached it (engine/calibrate.py);
+    None on CPU or where it was not measured."""
     from workbench.engine.ceilings import CeilingCache
-    from workbench.engine.timing import make_timer
 
     if not dev.is_cuda:
         return None
-    field = "launch_floor_ms" if flushed else "launch_floor_ms_warm"
-    return CeilingCache(dev.cache_dir).get_or_measure(
-        dev.info.cache_key, field,
-        lambda: measure_floor_ms(dev.device, make_timer(dev.device), dev.flush() if flushed else None))
+    entry = CeilingCache(dev.cache_dir).load().get(dev.info.cache_key) or {}
+    return entry.get("launch_floor_ms" if flushed else "launch_floor_ms_warm")
 
 
 def graph_device_ms(call: Callable[[], Any], calls: int = CALLS_PER_GRAPH,
@@ -92,15 +92,17 @@ def graph_device_ms(call: Callable[[], Any], calls: int = CALLS_PER_GRAPH,
     return quantile(sorted(per_call), 0.5)
 
 
-def device_time_ms(call: Callable[[], Any]) -> tuple[float | None, str]:
-    """(device ms per call, how it was obtained): CUDA graph, else profiler kernel time."""
+def device_time_ms(call: Callable[[], Any]) -> tuple[float | None, str | None, str]:
+    """(device ms per call, source "cuda_graph" | "profiler" | None, how it was obtained in words).
+    Both sources are L2-warm (module docstring)."""
     from workbench.engine.profile import kernel_ms_per_call
 
     try:
-        return graph_device_ms(call), f"CUDA-graph replay ({CALLS_PER_GRAPH} calls per graph)"
+        return graph_device_ms(call), "cuda_graph", f"CUDA-graph replay ({CALLS_PER_GRAPH} calls per graph, L2-warm)"
     except Exception as exc:  # capture not possible for this callable: fall back, say why
         reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     try:
-        return kernel_ms_per_call(call), f"profiler kernel time (graph capture failed: {reason})"
+        return (kernel_ms_per_call(call), "profiler",
+                f"profiler kernel time, L2-warm (graph capture failed: {reason})")
     except Exception as exc:
-        return None, f"unavailable (graph capture failed: {reason}; profiler: {type(exc).__name__})"
+        return None, None, f"unavailable (graph capture failed: {reason}; profiler: {type(exc).__name__})"

@@ -1,26 +1,39 @@
-"""Timing one callable: timers, L2 flush, warm-up, the measuring loop (MEASUREMENT.md rules 1-4).
+"""Timing one callable: timers, L2 flush, warm-up, the batched measuring loop (MEASUREMENT.md rules 1-4).
 
 Timers (the `timing.timer` field of a result):
-- `cuda_event`: CUDA events recorded on the current stream around each call, read after the end
-  event synchronises (rule 1). Host overhead between calls is outside the window.
+- `cuda_event`: CUDA events on the current stream around each call. Samples are taken in BATCHES:
+  N event pairs, a flush before each, ONE synchronize per batch (rule 1: no clock is read before
+  it), so the GPU works back to back as under triton.testing.do_bench. A synchronize after every
+  sample leaves the GPU idle between samples, and a power-limited kernel then clocks higher: on the
+  H200 cuBLAS bf16 8192^3 ran 756 TFLOP/s at 1710 MHz that way against 694 at 1530 MHz with do_bench.
 - `perf_counter`: host time.perf_counter around each call; eager CPU torch is synchronous.
 - `interpreter`: the same host clock for Triton kernels under TRITON_INTERPRET; it times numpy
   emulating the kernel and is never presented as kernel speed (gbps/tflops stay null).
 
-The loop is testable without a device: pass any object with `name`, `time_call` and `sync`,
+Host headroom: before each start event a device spin (`torch.cuda._sleep`) keeps the GPU busy while
+the host runs a Python-heavy launcher (Triton's, torch.compile's guards), so the window holds device
+work, not launch latency. It is sized from the host launch time measured during warm-up
+(`headroom_ms`), less the flush's own device time (the flush already covers that much); for cuBLAS
+it is usually zero. The loop is testable without a device: pass any Timer (`time_batch`, `sync`)
 and any monotonic `clock` (seconds).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from workbench.engine.stats import StopRule
+from workbench.engine.stats import StopRule, quantile
 
 MIN_FLUSH_BYTES = 256 * 2**20  # floor for the L2 flush buffer: triton.testing.do_bench's 256 MB
-HOST_HEADROOM_CYCLES = 200_000  # ~100 us at 1.98 GHz: device spin queued before the start event
 SAMPLE_BATCH_S = 0.1           # at most 10 Samples events per second per child (CONTRACTS.md)
+BATCH_MS = 100.0               # host time one batch aims at: streaming and cancel stay responsive
+MAX_BATCH = 1000               # event pairs per batch (events are reused)
+HEADROOM_FACTOR = 1.5          # spin = 1.5 x host launch time + the event records, less the flush
+EVENT_RECORD_MS = 0.010        # host time of the spin launch and the start event record (~10 us)
+MAX_HEADROOM_MS = 2.0          # a launcher slower than this is host-bound anyway: no longer spin
+FLUSH_KINDS = ("read", "zero")
 
 
 class Cancelled(Exception):
@@ -30,14 +43,35 @@ class Cancelled(Exception):
 class Timer(Protocol):
     name: str
 
-    def time_call(self, call: Callable[[], Any]) -> float:
-        """Run `call` once and return its time in ms (synchronised)."""
+    def time_batch(self, call: Callable[[], Any], n: int, flush: Callable[[], None] | None = None,
+                   headroom_ms: float = 0.0) -> list[float]:
+        """`n` samples of `call` in ms, `flush()` before each outside the window; synchronised once."""
 
     def sync(self) -> None:
         """Wait for queued device work."""
 
 
-class PerfCounterTimer:
+class SerialTimer:
+    """A timer whose samples are taken one by one (`time_call`); the base of host timers."""
+
+    name = "serial"
+
+    def time_call(self, call: Callable[[], Any]) -> float:
+        raise NotImplementedError
+
+    def time_batch(self, call, n, flush=None, headroom_ms=0.0) -> list[float]:
+        samples = []
+        for _ in range(n):
+            if flush is not None:
+                flush()
+            samples.append(self.time_call(call))
+        return samples
+
+    def sync(self) -> None:
+        pass
+
+
+class PerfCounterTimer(SerialTimer):
     """Host clock around a synchronous call; `name` "perf_counter" or "interpreter"."""
 
     def __init__(self, name: str = "perf_counter", clock: Callable[[], float] = time.perf_counter):
@@ -48,41 +82,56 @@ class PerfCounterTimer:
         call()
         return (self._clock() - t0) * 1e3
 
-    def sync(self) -> None:
-        pass
-
 
 class CudaEventTimer:
-    """CUDA events on the current stream around each call (ms, event resolution ~0.5 us).
+    """CUDA events on the current stream (ms, event resolution ~0.5 us), batched (module docstring).
 
-    Before the start event a short device spin (`torch.cuda._sleep`, HOST_HEADROOM_CYCLES) is
-    queued, so the GPU is still busy while the host runs a Python-heavy launcher (Triton's,
-    torch.compile's guards, a wrapper allocating its output): the window then holds device
-    work, not the host's launch latency. Seen on an H200 (2026-11-29): Triton GeLU at 4096^2
-    timed 0.053 ms without it against do_bench's 0.037 ms, with the same kernel.
+    The headroom spin is `torch.cuda._sleep(cycles)` (private but long-standing; feature-detected:
+    without it there is no spin). Its cycles per ms are measured once, with events.
     """
 
     name = "cuda_event"
+    spins = True
 
-    def __init__(self, headroom_cycles: int = HOST_HEADROOM_CYCLES) -> None:
+    def __init__(self) -> None:
         import torch
 
         self._torch = torch
-        self._start = torch.cuda.Event(enable_timing=True)
-        self._end = torch.cuda.Event(enable_timing=True)
-        spin = getattr(torch.cuda, "_sleep", None)  # private but long-standing; feature-detected
-        self._spin = (lambda: spin(headroom_cycles)) if spin and headroom_cycles > 0 else (lambda: None)
+        self._sleep = getattr(torch.cuda, "_sleep", None)
+        self._events: list[tuple[Any, Any]] = []
+        self._cycles_per_ms: float | None = None
 
-    def time_call(self, call: Callable[[], Any]) -> float:
-        self._spin()
-        self._start.record()
-        call()
-        self._end.record()
-        self._end.synchronize()
-        return self._start.elapsed_time(self._end)
+    def time_batch(self, call, n, flush=None, headroom_ms=0.0) -> list[float]:
+        cycles = self._cycles(headroom_ms)  # first: its one-time probe uses the same events
+        pairs = self._pairs(n)
+        for start, end in pairs:
+            if flush is not None:
+                flush()
+            if cycles:
+                self._sleep(cycles)
+            start.record()
+            call()
+            end.record()
+        pairs[-1][1].synchronize()
+        return [start.elapsed_time(end) for start, end in pairs]
 
     def sync(self) -> None:
         self._torch.cuda.synchronize()
+
+    def _pairs(self, n: int) -> list[tuple[Any, Any]]:
+        event = self._torch.cuda.Event
+        while len(self._events) < n:
+            self._events.append((event(enable_timing=True), event(enable_timing=True)))
+        return self._events[:n]
+
+    def _cycles(self, headroom_ms: float) -> int:
+        if headroom_ms <= 0 or self._sleep is None:
+            return 0
+        if self._cycles_per_ms is None:
+            probe = 1_000_000
+            ms = quantile(sorted(self.time_batch(lambda: self._sleep(probe), 3)), 0.5)
+            self._cycles_per_ms = probe / ms if ms > 0 else 2e6  # ~2 GHz if the probe failed
+        return int(headroom_ms * self._cycles_per_ms)
 
 
 def make_timer(device: str, interpreted: bool = False) -> Timer:
@@ -92,19 +141,44 @@ def make_timer(device: str, interpreted: bool = False) -> Timer:
     return PerfCounterTimer("interpreter" if interpreted else "perf_counter")
 
 
-def make_l2_flush(device: str, l2_bytes: int | None) -> Callable[[], None] | None:
-    """A callable that evicts L2 by zeroing a buffer of max(2 x L2, 256 MiB); None on CPU.
+class L2Flush:
+    """Evicts L2 before a timed call. kind "read" (the default): a reduction READS a buffer of
+    max(2 x L2, 256 MiB), written once at allocation, so L2 ends full of clean lines and the timed
+    kernel writes back nothing of ours. kind "zero": `zero_()` as triton.testing.do_bench does; it
+    leaves up to L2 of DIRTY lines that the timed kernel must write back (read-heavy kernels of
+    16-256 MiB timed 10-23% slower that way on the H200). "Zero then read" would end as clean as
+    "read" at twice the flush traffic, so it is not offered."""
 
-    The zeroing is a device kernel queued before the start event, so it is outside the timed
-    window (triton.testing.do_bench does the same with a 256 MB buffer).
-    """
+    def __init__(self, device: str, l2_bytes: int | None, kind: str = "read"):
+        import torch
+
+        if kind not in FLUSH_KINDS:
+            raise ValueError(f"flush kind must be one of {FLUSH_KINDS}, got {kind!r}")
+        self.kind = kind
+        self.nbytes = max(2 * int(l2_bytes or 0), MIN_FLUSH_BYTES)
+        self._buf = torch.ones(self.nbytes // 4, dtype=torch.float32, device=device)
+        self._out = torch.empty((), dtype=torch.float32, device=device)
+        self._torch = torch
+
+    def __call__(self) -> None:
+        if self.kind == "read":
+            self._torch.amax(self._buf, dim=0, out=self._out)
+        else:
+            self._buf.zero_()
+
+
+def make_l2_flush(device: str, l2_bytes: int | None, kind: str = "read") -> L2Flush | None:
+    """An L2Flush for a CUDA device (queued before the start event: outside the window); None on CPU."""
     if not device.startswith("cuda"):
         return None
-    import torch
+    return L2Flush(device, l2_bytes, kind)
 
-    nbytes = max(2 * int(l2_bytes or 0), MIN_FLUSH_BYTES)
-    buf = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
-    return buf.zero_
+
+def flush_kind(flush: Callable[[], None] | None) -> str | None:
+    """The `timing.flush_kind` of a flush callable: "read", "zero", "custom" or None (no flush)."""
+    if flush is None:
+        return None
+    return getattr(flush, "kind", "custom")
 
 
 class SampleBatcher:
@@ -121,6 +195,11 @@ class SampleBatcher:
         if self._clock() - self._last_s >= self._interval_s:
             self.flush()
 
+    def extend(self, samples_ms) -> None:
+        self._pending.extend(samples_ms)
+        if self._clock() - self._last_s >= self._interval_s:
+            self.flush()
+
     def flush(self) -> None:
         if self._pending:
             self._emit(tuple(self._pending))
@@ -128,39 +207,95 @@ class SampleBatcher:
         self._last_s = self._clock()
 
 
+@dataclass(frozen=True)
+class WarmUp:
+    """What warm-up learnt: calls made, the median host launch time of `call` (ms: the host's part
+    of a call, from entering it to its return, which comes before the device is done) and the
+    median host time of one timed flush + call + synchronize round (ms), which sizes batches."""
+
+    calls: int
+    host_launch_ms: float
+    round_ms: float
+
+
 def warm_up(call: Callable[[], Any], timer: Timer, warmup_ms: float,
-            clock: Callable[[], float] = time.perf_counter) -> int:
-    """Untimed calls for `warmup_ms` of host time, never fewer than one; returns the call count."""
-    t0, calls = clock(), 0
-    while True:
+            clock: Callable[[], float] = time.perf_counter, flush: Callable[[], None] | None = None) -> WarmUp:
+    """Untimed calls for `warmup_ms` of host time, never fewer than one (rule 2), each run as a
+    one-sample batch of the real loop (flush, headroom-free events, synchronize)."""
+    host_ms: list[float] = []
+
+    def launch() -> None:
+        h0 = clock()
         call()
-        timer.sync()
-        calls += 1
+        host_ms.append((clock() - h0) * 1e3)
+    t0, round_ms = clock(), []
+    while True:
+        r0 = clock()
+        timer.time_batch(launch, 1, flush)
+        round_ms.append((clock() - r0) * 1e3)
         if (clock() - t0) * 1e3 >= warmup_ms:
-            return calls
+            return WarmUp(len(host_ms), quantile(sorted(host_ms), 0.5), quantile(sorted(round_ms), 0.5))
 
 
-def measure(call: Callable[[], Any], timer: Timer, rule: StopRule, *, warmup_ms: float = 25.0,
-            flush: Callable[[], None] | None = None,
-            on_samples: Callable[[tuple[float, ...]], None] | None = None,
-            cancelled: Callable[[], bool] = lambda: False,
-            clock: Callable[[], float] = time.perf_counter) -> list[float]:
-    """Warm up, then time `call` until `rule` says stop; returns the samples in ms.
+def headroom_ms(host_launch_ms: float, flush_ms: float) -> float:
+    """Device spin per sample: HEADROOM_FACTOR x (host launch + event records) less the flush's
+    device time (which the host's launch already overlaps), between 0 and MAX_HEADROOM_MS."""
+    need = HEADROOM_FACTOR * (host_launch_ms + EVENT_RECORD_MS) - flush_ms
+    return min(MAX_HEADROOM_MS, max(0.0, need))
 
-    flush: run before each repetition, outside the timed window (L2 flush); on_samples: receives
-    batches of samples (<= 10 per second); cancelled: polled after every sample, raises Cancelled.
+
+def batch_size(round_ms: float, n_done: int, elapsed_ms: float, rule: StopRule) -> int:
+    """Samples in the next batch: first min_samples, then as many as are done so far (the total
+    doubles: the stopping rule is asked early, syncs stay few), within about BATCH_MS of work and
+    what rep_ms leaves (but enough to reach min_samples), at most MAX_BATCH and max_samples."""
+    per_ms = max(round_ms, 1e-4)
+    grow = max(rule.min_samples - n_done, n_done, 1)
+    by_time = int(BATCH_MS / per_ms)
+    by_rep = max(int(max(0.0, rule.rep_ms - elapsed_ms) / per_ms), rule.min_samples - n_done)
+    return max(1, min(grow, by_time, by_rep, MAX_BATCH, rule.max_samples - n_done))
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """The samples (ms) and how they were taken (the timing record's method fields)."""
+
+    samples_ms: list[float]
+    host_launch_ms: float
+    headroom_ms: float
+    batches: int
+    warmup_calls: int
+
+
+def measure_run(call: Callable[[], Any], timer: Timer, rule: StopRule, *, warmup_ms: float = 25.0,
+                flush: Callable[[], None] | None = None,
+                on_samples: Callable[[tuple[float, ...]], None] | None = None,
+                cancelled: Callable[[], bool] = lambda: False,
+                clock: Callable[[], float] = time.perf_counter) -> Measurement:
+    """Warm up, then time `call` in batches until `rule` says stop.
+
+    flush: run before each sample, outside the timed window (L2 flush); on_samples: receives
+    batches of samples (<= 10 per second); cancelled: polled after every batch, raises Cancelled.
     """
-    warm_up(call, timer, warmup_ms, clock)
+    warm = warm_up(call, timer, warmup_ms, clock, flush)
+    spin = 0.0
+    if getattr(timer, "spins", False):
+        flush_ms = quantile(sorted(timer.time_batch(flush, 3)), 0.5) if flush is not None else 0.0
+        spin = headroom_ms(warm.host_launch_ms, flush_ms)
     batcher = SampleBatcher(on_samples or (lambda _batch: None), clock=clock)
     samples: list[float] = []
-    t0 = clock()
+    batches, t0 = 0, clock()
     while True:
-        if flush is not None:
-            flush()
-        samples.append(timer.time_call(call))
-        batcher.add(samples[-1])
+        n = batch_size(warm.round_ms, len(samples), (clock() - t0) * 1e3, rule)
+        samples += timer.time_batch(call, n, flush, spin)
+        batches += 1
+        batcher.extend(samples[-n:])
         if cancelled():
             raise Cancelled()
         if rule.done(samples, (clock() - t0) * 1e3):
             batcher.flush()
-            return samples
+            return Measurement(samples, warm.host_launch_ms, spin, batches, warm.calls)
+
+
+def measure(call: Callable[[], Any], timer: Timer, rule: StopRule, **kwargs) -> list[float]:
+    """`measure_run(...).samples_ms` (same arguments)."""
+    return measure_run(call, timer, rule, **kwargs).samples_ms

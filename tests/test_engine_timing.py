@@ -1,0 +1,182 @@
+"""The batched timing loop (engine/timing.py) with injected timers, clocks and a fake torch.cuda:
+one synchronize per batch, a flush before every sample, the headroom spin sized from the host
+launch time, the flush kinds, streaming and cancel. No real-time assertions."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from workbench.engine import timing
+from workbench.engine.stats import StopRule
+from workbench.engine.timing import (BATCH_MS, Cancelled, L2Flush, SerialTimer, batch_size, headroom_ms,
+                                     measure_run)
+
+
+class Clock:
+    def __init__(self):
+        self.now_s = 0.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+class BatchTimer(SerialTimer):
+    """Each sample `sample_ms` long (the clock advances by it); records every batch it is asked for."""
+
+    name = "fake"
+
+    def __init__(self, clock: Clock, sample_ms: float = 1.0, spins: bool = False, flush_ms: float = 0.0):
+        self.clock, self.sample_ms, self.spins, self.flush_ms = clock, sample_ms, spins, flush_ms
+        self.batches: list[tuple[int, float]] = []
+
+    def time_batch(self, call, n, flush=None, headroom_ms=0.0):
+        self.batches.append((n, headroom_ms))
+        return super().time_batch(call, n, flush)
+
+    def time_call(self, call) -> float:
+        if getattr(call, "is_flush", False):
+            return self.flush_ms
+        call()
+        self.clock.now_s += self.sample_ms / 1e3
+        return self.sample_ms
+
+
+def test_batches_start_at_min_samples_then_double_within_the_time_and_rep_budgets():
+    rule = StopRule(rep_ms=1000.0, min_samples=10)
+    assert batch_size(1.0, 0, 0.0, rule) == 10
+    assert batch_size(1.0, 10, 10.0, rule) == 10
+    assert batch_size(1.0, 40, 40.0, rule) == 40
+    assert batch_size(1.0, 400, 400.0, rule) == int(BATCH_MS)      # ~100 ms of work per batch
+    assert batch_size(1.0, 40, 990.0, rule) == 10                  # what rep_ms leaves
+    assert batch_size(1.0, 4, 2000.0, rule) == 6                   # rep spent: still reach min_samples
+    assert batch_size(200.0, 0, 0.0, rule) == 1                    # a 200 ms kernel: one per batch
+    assert batch_size(1e-6, 5000, 0.0, StopRule(rep_ms=1e9, min_samples=10)) == timing.MAX_BATCH
+
+
+def test_one_timer_batch_per_loop_step_and_the_stop_rule_asked_after_each():
+    clock = Clock()
+    timer = BatchTimer(clock, sample_ms=1.0)
+    rule = StopRule(rep_ms=1e6, min_samples=10, target_rel_error=-1.0, max_samples=160)  # never precise
+    run = measure_run(lambda: None, timer, rule, warmup_ms=0.0, clock=clock)
+    sizes = [n for n, _ in timer.batches]
+    assert sizes == [1, 10, 10, 20, 40, 80]          # warm-up (1 call), then min_samples, doubling
+    assert run.batches == 5 and len(run.samples_ms) == 160 and run.warmup_calls == 1
+
+
+def test_headroom_is_sized_from_host_launch_time_less_the_flush():
+    assert headroom_ms(0.010, 0.070) == 0.0                       # cuBLAS-like launch: the flush covers it
+    assert headroom_ms(0.060, 0.070) == pytest.approx(1.5 * 0.070 - 0.070)  # a Triton-like launcher
+    assert headroom_ms(0.060, 0.0) == pytest.approx(1.5 * 0.070)  # no flush to hide behind
+    assert headroom_ms(50.0, 0.070) == timing.MAX_HEADROOM_MS
+
+
+def test_measure_run_passes_the_warm_up_headroom_to_every_batch():
+    clock = Clock()
+    timer = BatchTimer(clock, sample_ms=1.0, spins=True, flush_ms=0.07)
+
+    def call():  # 0.2 ms on the host before it returns (a Python-heavy launcher)
+        clock.now_s += 0.2e-3
+
+    def flush():
+        pass
+    flush.is_flush = True
+    run = measure_run(call, timer, StopRule(rep_ms=1e6, min_samples=5), warmup_ms=0.0, flush=flush, clock=clock)
+    expected = 1.5 * (0.2 + timing.EVENT_RECORD_MS) - 0.07
+    assert run.host_launch_ms == pytest.approx(0.2)
+    assert run.headroom_ms == pytest.approx(expected)
+    # warm-up (no spin), the flush's own device time (3 samples), then the timed batches with the spin
+    assert timer.batches[0] == (1, 0.0) and timer.batches[1] == (3, 0.0)
+    assert all(h == pytest.approx(expected) for _n, h in timer.batches[2:])
+
+
+def test_samples_stream_at_most_ten_times_a_second():
+    clock = Clock()
+    streamed = []
+    timer = BatchTimer(clock, sample_ms=2.0)
+    rule = StopRule(rep_ms=1000.0, min_samples=3, target_rel_error=-1.0)
+    run = measure_run(lambda: None, timer, rule, warmup_ms=0.0, on_samples=streamed.append, clock=clock)
+    assert sum(len(b) for b in streamed) == len(run.samples_ms)
+    assert len(streamed) <= 1000.0 / 100 + 1
+
+
+def test_cancel_is_polled_after_each_batch():
+    clock = Clock()
+    timer = BatchTimer(clock, sample_ms=1.0)
+    with pytest.raises(Cancelled):
+        measure_run(lambda: None, timer, StopRule(min_samples=100), warmup_ms=0.0, cancelled=lambda: True,
+                    clock=clock)
+    assert [n for n, _ in timer.batches] == [1, 100]  # warm-up, then one batch, then the poll
+
+
+class FakeEvent:
+    log: list = []
+    count = 0
+
+    def __init__(self, enable_timing=False):
+        assert enable_timing
+        FakeEvent.count += 1
+        self.id = FakeEvent.count
+
+    def record(self):
+        FakeEvent.log.append(("record", self.id))
+
+    def synchronize(self):
+        FakeEvent.log.append(("synchronize", self.id))
+
+    def elapsed_time(self, other):
+        return 0.5
+
+
+def _fake_cuda(monkeypatch, with_sleep=True):
+    import torch
+
+    FakeEvent.log, FakeEvent.count = [], 0
+    fake = types.SimpleNamespace(Event=FakeEvent, synchronize=lambda: FakeEvent.log.append(("sync",)))
+    if with_sleep:
+        fake._sleep = lambda cycles: FakeEvent.log.append(("sleep", cycles))
+    monkeypatch.setattr(torch, "cuda", fake)
+
+
+def test_cuda_event_batch_flushes_spins_and_synchronises_once(monkeypatch):
+    _fake_cuda(monkeypatch)
+    timer = timing.CudaEventTimer()
+    log = FakeEvent.log
+    samples = timer.time_batch(lambda: log.append(("call",)), 3, flush=lambda: log.append(("flush",)),
+                               headroom_ms=0.05)
+    assert samples == [0.5, 0.5, 0.5]
+    probe = log.index(("synchronize", 6))  # the spin rate probe: 3 _sleep(1e6) pairs, one sync
+    assert log[:probe].count(("sleep", 1_000_000)) == 3
+    cycles = int(0.05 * 1_000_000 / 0.5)   # 0.5 ms per 1e6 cycles
+    rest = log[probe + 1:]
+    assert rest == [("flush",), ("sleep", cycles), ("record", 1), ("call",), ("record", 2),
+                    ("flush",), ("sleep", cycles), ("record", 3), ("call",), ("record", 4),
+                    ("flush",), ("sleep", cycles), ("record", 5), ("call",), ("record", 6),
+                    ("synchronize", 6)]
+    log.clear()  # events are reused; the spin rate is measured once
+    timer.time_batch(lambda: None, 2)
+    assert log == [("record", 1), ("record", 2), ("record", 3), ("record", 4), ("synchronize", 4)]
+
+
+def test_no_spin_without_torch_cuda_sleep(monkeypatch):
+    _fake_cuda(monkeypatch, with_sleep=False)
+    timing.CudaEventTimer().time_batch(lambda: FakeEvent.log.append(("call",)), 1, headroom_ms=1.0)
+    assert FakeEvent.log == [("record", 1), ("call",), ("record", 2), ("synchronize", 2)]
+
+
+def test_flush_kinds_read_leaves_the_buffer_unwritten_zero_writes_it(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(timing, "MIN_FLUSH_BYTES", 4096)
+    read = L2Flush("cpu", None, "read")
+    read()
+    assert read.kind == "read" and read.nbytes == 4096 and bool(torch.all(read._buf == 1))
+    zero = L2Flush("cpu", 1024, "zero")
+    zero()
+    assert zero.nbytes == 4096 and bool(torch.all(zero._buf == 0))
+    with pytest.raises(ValueError, match="flush kind must be one of"):
+        L2Flush("cpu", None, "write")
+    assert timing.flush_kind(read) == "read" and timing.flush_kind(None) is None
+    assert timing.flush_kind(lambda: None) == "custom"
+    assert timing.make_l2_flush("cpu", 2**20) is None
