@@ -8,39 +8,42 @@ import json
 import pytest
 
 from workbench.cost import Cost
-from workbench.engine.ceilings import (CeilingCache, Ceilings, compute_key, copy_gbps, datasheet_for,
-                                       matmul_tflops, measure_copy_gbps, measure_matmul_tflops)
+from workbench.engine.calibrate import measure_copy_gbps, measure_matmul_tflops
+from workbench.engine.ceilings import CeilingCache, Ceilings, compute_key, copy_gbps, datasheet_for, matmul_tflops
 from workbench.engine.environment import DeviceInfo
-from workbench.engine.floor import clamp_to_floor, is_launch_bound, measure_floor_ms
+from workbench.engine.floor import below_floor_flag, is_launch_bound, measure_floor_ms
 from workbench.engine.stats import StopRule
-from workbench.engine.traffic import above_ceiling, machine_balance, traffic_record
+from workbench.engine.timing import SerialTimer
+from workbench.engine.traffic import above_peak, machine_balance, traffic_record
 from workbench.results import TIMING_KEYS, TRAFFIC_KEYS, blank
 
 FEW = StopRule(rep_ms=1e6, min_samples=5)
 
 
-class ConstTimer:
+class ConstTimer(SerialTimer):
     """Calls the callable (so the real work happens) and reports a fixed time."""
 
     name = "fake"
 
     def __init__(self, ms: float):
-        self.ms, self.calls = ms, 0
+        self.ms, self.calls, self.batches = ms, 0, []
+
+    def time_batch(self, call, n, flush=None, headroom_ms=0.0):
+        self.batches.append(n)
+        return super().time_batch(call, n, flush)
 
     def time_call(self, call) -> float:
         call()
         self.calls += 1
         return self.ms
 
-    def sync(self) -> None:
-        pass
-
 
 # -- launch floor ---------------------------------------------------------------------------------
 def test_floor_is_measured_like_a_row_with_an_injected_timer():
     timer = ConstTimer(0.0042)
     assert measure_floor_ms("cpu", timer, rule=FEW) == pytest.approx(0.0042)
-    assert timer.calls == 5
+    # warm-up: one-sample batches for 10 ms of host time; then one batch of min_samples
+    assert timer.batches[-1] == 5 and set(timer.batches[:-1]) == {1}
 
 
 def test_launch_bound_rule():
@@ -49,13 +52,17 @@ def test_launch_bound_rule():
     assert not is_launch_bound(0.5, 0.005)
 
 
-def test_a_4kb_add_is_never_reported_below_the_floor():
-    timing = blank(TIMING_KEYS, median_ms=0.0040, p20_ms=0.0039, p80_ms=0.0041, min_ms=0.0035, mean_ms=0.0040)
-    flag = clamp_to_floor(timing, floor_ms=0.0045)
-    assert "below the launch floor" in flag
-    assert min(timing[k] for k in ("median_ms", "p20_ms", "p80_ms", "min_ms", "mean_ms")) == 0.0045
+def test_a_median_below_the_floor_is_flagged_and_never_changed():
+    measured = dict(median_ms=0.0040, p20_ms=0.0039, p80_ms=0.0041, min_ms=0.0035, mean_ms=0.0040)
+    timing = blank(TIMING_KEYS, **measured)
+    flag = below_floor_flag(timing, floor_ms=0.0045)
+    assert "below the launch floor" in flag and timing["below_launch_floor"] is True
+    assert {k: timing[k] for k in measured} == measured  # the statistics stay as measured
     above = blank(TIMING_KEYS, median_ms=0.01)
-    assert clamp_to_floor(above, 0.0045) is None and above["median_ms"] == 0.01
+    assert below_floor_flag(above, 0.0045) is None and above["median_ms"] == 0.01
+    assert above["below_launch_floor"] is False
+    unknown = blank(TIMING_KEYS, median_ms=0.001)
+    assert below_floor_flag(unknown, None) is None and unknown["below_launch_floor"] is None
 
 
 # -- ceilings ----------------------------------------------------------------------------------------
@@ -83,7 +90,7 @@ def test_ceiling_cache_measures_once_per_device(tmp_path):
     CeilingCache(tmp_path).get_or_measure(key, "matmul_tflops", lambda: 776.0, sub="bfloat16")
     assert calls == [1]
     data = json.loads((tmp_path / "ceilings.json").read_text())
-    assert data[key] == {"version": 2, "copy_gbps": 4226.0, "matmul_tflops": {"bfloat16": 776.0}}
+    assert data[key] == {"version": 3, "copy_gbps": 4226.0, "matmul_tflops": {"bfloat16": 776.0}}
     other = DeviceInfo(name="NVIDIA H200", driver="590.0").cache_key  # a new driver measures again
     CeilingCache(tmp_path).get_or_measure(other, "copy_gbps", measure)
     assert calls == [1, 1]
@@ -98,7 +105,8 @@ def test_compute_key_and_datasheet():
     assert compute_key(True, "float32", "ieee") == "float32"
     assert compute_key(True, "bfloat16", "ieee") == "bfloat16"
     sheet = datasheet_for("NVIDIA H200")
-    assert sheet["hbm_gbps"] == 4800.0 and sheet["matmul_tflops"]["bfloat16"] == 989.0
+    assert sheet["hbm_gbps"] == 4800.0 and sheet["matmul_tflops"]["bfloat16"] == 989.5
+    assert sheet["source"].startswith("NVIDIA H200") and sheet["dense"] is True
     assert datasheet_for("cpu") is None
 
 
@@ -120,11 +128,13 @@ def test_gelu_traffic_hand_checked():
     assert rec["gbps"] == pytest.approx(8 * 2**20 / 4e-6 / 1e9)       # 2097.152 GB/s
     assert rec["tflops"] == pytest.approx(9 * 2**20 / 4e-6 / 1e12)
     assert rec["intensity"] == pytest.approx(1.125)
-    assert machine_balance(H200) == pytest.approx(12.5)
+    assert machine_balance(H200) == pytest.approx(67.0e12 / 4800e9)  # from the peaks, not the references
     assert rec["bound"] == "memory" and rec["ceiling"] == "copy_gbps"
     assert rec["pct_of_ceiling"] == pytest.approx(100 * 2097.152 / 4000.0)
     assert rec["l2_resident"] is False
-    assert above_ceiling(rec, H200) is None
+    assert rec["peak"] == "hbm_gbps" and rec["pct_of_peak"] == pytest.approx(100 * 2097.152 / 4800.0)
+    assert rec["pct_of_copy"] == rec["pct_of_ceiling"] and rec["pct_of_cublas"] is None
+    assert above_peak(rec, H200) is None
 
 
 def test_compute_bound_matmul_placement():
@@ -139,16 +149,17 @@ def test_compute_bound_matmul_placement():
 def test_a_figure_above_the_ceiling_is_a_measurement_error():
     cost = Cost(bytes_read=2**28, bytes_written=2**28, flops=2**28)  # a 256 MiB add
     too_fast = traffic_record(cost, _timing(0.1), H200, l2_bytes=60 * 2**20)  # 5369 GB/s
-    assert "above" in above_ceiling(too_fast, H200)
+    assert "above the physical bound" in above_peak(too_fast, H200)
     ok = traffic_record(cost, _timing(0.14), H200, l2_bytes=60 * 2**20)   # 3834 GB/s
-    assert above_ceiling(ok, H200) is None
+    assert above_peak(ok, H200) is None
 
 
 def test_l2_resident_working_sets_are_labelled_and_have_no_hbm_ceiling():
     cost = Cost(bytes_read=2**20, bytes_written=2**20, flops=2**18)
     rec = traffic_record(cost, _timing(0.0001, flush=False), H200, l2_bytes=60 * 2**20)  # 21 TB/s warm
     assert rec["l2_resident"] is True and rec["ceiling"] is None and rec["pct_of_ceiling"] is None
-    assert above_ceiling(rec, H200) is None
+    assert rec["pct_of_copy"] is None and rec["peak"] is None
+    assert above_peak(rec, H200) is None
 
 
 def test_interpreter_time_is_not_speed():
@@ -200,35 +211,44 @@ class _FakeDevice:
         return None
 
 
-def test_launch_floor_and_ceilings_are_measured_once_and_cached(tmp_path, monkeypatch):
+def test_launch_floor_and_ceilings_are_measured_once_at_calibration_and_cached(tmp_path, monkeypatch):
+    import workbench.engine.calibrate as calibrate
     import workbench.engine.ceilings as ceilings
     from workbench.engine.floor import launch_floor_ms
     from workbench.registry import discover
 
     dev = _FakeDevice(tmp_path)
-    floor = launch_floor_ms(dev)
-    assert floor > 0 and launch_floor_ms(dev) == floor  # second read comes from the cache
     measured = []
-    monkeypatch.setattr(ceilings, "measure_copy_gbps", lambda *a: measured.append("copy") or 100.0)
-    monkeypatch.setattr(ceilings, "measure_matmul_ceiling", lambda dev_, key, t, **kw: measured.append(key) or 2.0)
+
+    def measurers(device, timer, memory_bytes, flush):
+        values = {"copy_gbps": 100.0, "launch_floor_ms": 0.004, "launch_floor_ms_warm": 0.003}
+        return {name: (lambda name=name: measured.append(name) or values.get(name, 2.0))
+                for name in calibrate.REFERENCES}
+    monkeypatch.setattr(calibrate, "reference_measurers", measurers)
+    assert launch_floor_ms(dev) is None  # nothing calibrated yet
+    calibrate.calibrate(dev)
+    calibrate.calibrate(dev)  # a second child on the same device finds them cached
+    assert launch_floor_ms(dev) == 0.004 and launch_floor_ms(dev, flushed=False) == 0.003
     op = discover().op("gelu")
     spec = op.make_spec({"M": 2, "N": 2}, "float32")
     for _ in range(2):
         got = ceilings.ceilings_for(dev, op, spec, "ieee")
-    assert measured == ["copy", "float32"]
+    assert measured == list(calibrate.REFERENCES)  # each once, all at the first calibration
     assert (got.copy_gbps, got.compute_tflops, got.compute_key) == (100.0, 2.0, "float32")
-    assert got.datasheet_gbps is None
+    assert got.datasheet_gbps is None and got.peak_gbps == pytest.approx(150.0)  # no entry: reference x1.5
     cached = ceilings.CeilingCache(tmp_path).load()[dev.info.cache_key]
-    assert set(cached) == {"version", "launch_floor_ms", "copy_gbps", "matmul_tflops"}
+    assert {"version", "launch_floor_ms", "launch_floor_ms_warm", "copy_gbps", "matmul_tflops",
+            "sm_clock_mhz", "flush_kind"} == set(cached)
+    assert set(cached["sm_clock_mhz"]) == set(calibrate.REFERENCES)
 
 
 def test_the_matmul_ceiling_is_the_best_size_that_fits(monkeypatch):
     """H200: cuBLAS float32 ran faster at 16384^3 than at 8192^3; the ceiling takes the best."""
-    import workbench.engine.ceilings as ceilings
+    import workbench.engine.calibrate as ceilings
 
     tried = []
 
-    def fake(device, key, timer, n, rule):
+    def fake(device, key, timer, n, rule, flush):
         tried.append(n)
         return {8192: 50.8, 16384: 53.4}[n]
     monkeypatch.setattr(ceilings, "measure_matmul_tflops", fake)

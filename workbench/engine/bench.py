@@ -1,8 +1,9 @@
-"""The bench stage of a row: timing (+ clocks, launch floor, device time) and traffic.
+"""The bench stage of a row: timing (+ clocks, launch floor, device time), traffic and bars.
 
 Launch-bound rows (MEASUREMENT.md rule 5, P1; rules in engine/floor.py): `launch_bound: true`,
-`device_median_ms` from CUDA-graph replay; a median below the measured floor is reported at the
-floor with a flag saying what was measured.
+`device_median_ms` from CUDA-graph replay (L2-warm); a median below the measured floor is
+flagged (`below_launch_floor`), never changed. Bars (rule 11, engine/traffic.py): only a figure
+above its physical peak fails the row; beating a measured reference is a flag.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ import time
 
 from workbench.engine.ceilings import Ceilings
 from workbench.engine.clocks import ClockSampler
-from workbench.engine.floor import clamp_to_floor, device_time_ms, is_launch_bound, launch_floor_ms
+from workbench.engine.floor import below_floor_flag, device_time_ms, is_launch_bound, launch_floor_ms
 from workbench.engine.stats import StopRule, median_rel_error, summarize
-from workbench.engine.timing import make_timer, measure
-from workbench.engine.traffic import above_ceiling, traffic_record
+from workbench.engine.timing import flush_kind, make_timer, measure_run
+from workbench.engine.traffic import above_peak, reference_flags, traffic_record
 from workbench.events import Log, Samples
 from workbench.registry import Need
 from workbench.results import INTERPRETER_FLAG, TIMING_KEYS, blank
@@ -35,10 +36,12 @@ def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ce
         dev.channel.event(Samples(row.key, batch, timer.name))
 
     with ClockSampler(dev.info if dev.is_cuda else None) as clocks:
-        samples = measure(lambda: fn(*inputs), timer, rule, warmup_ms=settings.warmup_ms, flush=flush,
+        run = measure_run(lambda: fn(*inputs), timer, rule, warmup_ms=settings.warmup_ms, flush=flush,
                           on_samples=on_samples, cancelled=throttled(dev.stop.is_set))
-    timing = blank(TIMING_KEYS, timer=timer.name, flush_l2=flush is not None, throttle=[],
-                   **summarize(samples).as_dict())
+    samples = run.samples_ms
+    timing = blank(TIMING_KEYS, timer=timer.name, flush_l2=flush is not None, flush_kind=flush_kind(flush),
+                   throttle=[], host_launch_ms=run.host_launch_ms, headroom_ms=run.headroom_ms,
+                   batches=run.batches, **summarize(samples).as_dict())
     flag = convergence_flag(samples, settings.target_rel_error, settings.rep_ms)
     if flag:
         record["flags"].append(flag)
@@ -48,7 +51,7 @@ def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ce
     record["timing"] = timing
     cost = impl.cost(op, spec)
     record["traffic"] = traffic_record(cost, timing, ceilings, l2_bytes=dev.info.l2_bytes)
-    _flag_ceiling(record, ceilings)
+    _flag_bars(record, ceilings, dev.info.l2_bytes)
     if timer.name == "interpreter":
         record["flags"].append(INTERPRETER_FLAG)
 
@@ -84,19 +87,23 @@ def _launch_floor(dev, row, record, timing, fn, inputs) -> None:
     timing["launch_floor_ms"] = floor_ms
     timing["launch_bound"] = is_launch_bound(timing["median_ms"], floor_ms)
     if timing["launch_bound"]:
-        timing["device_median_ms"], how = device_time_ms(lambda: fn(*inputs))
+        timing["device_median_ms"], source, how = device_time_ms(lambda: fn(*inputs))
+        timing["device_median_source"] = source
+        timing["device_median_l2_warm"] = source is not None
         dev.channel.event(Log(row.key, f"launch-bound: device time from {how}"))
-    flag = clamp_to_floor(timing, floor_ms)
+    flag = below_floor_flag(timing, floor_ms)
     if flag:
         record["flags"].append(flag)
 
 
-def _flag_ceiling(record: dict, ceilings: Ceilings) -> None:
-    """Rule 11: a figure above its ceiling is a measurement error, not a result."""
-    breach = above_ceiling(record["traffic"], ceilings)
+def _flag_bars(record: dict, ceilings: Ceilings, l2_bytes: int | None) -> None:
+    """Rule 11: a figure above its physical peak is a measurement error, not a result; beating a
+    measured reference is shown as a flag and never fails the row."""
+    breach = above_peak(record["traffic"], ceilings)
     if breach is None:
+        record["flags"].extend(reference_flags(record["traffic"], ceilings, l2_bytes))
         return
     record["flags"].append(breach)
     record["status"], record["error"] = "failed", f"measurement error: {breach}"
-    for key in ("gbps", "tflops", "pct_of_ceiling"):
+    for key in ("gbps", "tflops", "pct_of_ceiling", "pct_of_peak", "pct_of_copy", "pct_of_cublas"):
         record["traffic"][key] = None

@@ -4,6 +4,8 @@ Protocol (child -> parent, over a multiprocessing Pipe, each message a tuple):
   ("warm", None)         imports, plugin discovery and CUDA start done; waiting for the job
   ("ready", None)        the job arrived and the runner is set up; the first row's clock starts now
   ("event", Event)       a workbench.events event; a Result ends its row
+  ("calibrating", name)  the device's references are being measured (engine/calibrate.py): the
+                         parent pauses the row clock until ("calibrated", None)
   ("bye", None)          the child is leaving normally (after its last row, or after an error)
 
 The child stops after the first row that raised (a fresh child after any error: a poisoned

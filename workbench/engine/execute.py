@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from workbench.engine.calibrate import calibrate
 from workbench.engine.child import ChildJob, Channel
 from workbench.engine.compile_watch import CompileWatch
 from workbench.engine.device import DeviceSession
@@ -69,6 +70,8 @@ class RowRunner:
     def _execute(self, row: Row, record: dict) -> None:
         op, impl, spec, params, ctx = self._resolve(row)
         dev = self.device(row)
+        if "bench" in row.actions:  # references once per device, off the row's clock (calibrate.py)
+            calibrate(dev)
         dev.apply_precision(row.settings.fp32_precision)
         self.channel.event(Started(row.key, row.op, row.impl, spec.label, row.device))
         watch = CompileWatch() if impl.kind is ImplKind.compiled else None

@@ -4,7 +4,9 @@ One child per (run, implementation) and mode, reused across that run's sweep poi
 error (the child stops itself), a crash, or a timeout, a fresh child takes the remaining rows.
 A row's clock starts when the child is ready (imports and plugin discovery done) or when the
 previous row's Result arrived; past `timeout_s` the child is killed and the row fails with
-"timed out after N s (timeout_s)". A child that dies (segfault, abort, OOM kill) fails only the
+"timed out after N s (timeout_s)". The clock is paused between a child's ("calibrating", name)
+and ("calibrated", None) messages (engine/calibrate.py: a device's references, measured once;
+CALIBRATION_S bounds it). A child that dies (segfault, abort, OOM kill) fails only the
 row it was on, with one line naming the signal and the stage it reached.
 Cancel: the stop flag is passed to the child, which stops at its next sample; at
 CANCEL_GRACE_S it is killed. Events are relayed from the thread that calls `run_rows`.
@@ -40,6 +42,7 @@ from workbench.events import Error, Event, Log, Result, RowKey
 
 STARTUP_S = 120.0       # allowance for the child's start (torch import, plugin discovery)
 CANCEL_GRACE_S = 2.0    # a cancelled child is killed after this
+CALIBRATION_S = 600.0   # allowance for a device's calibration (engine/calibrate.py), off the row clock
 EXIT_GRACE_S = 10.0     # a child with every row answered must leave within this
 POLL_S = 0.05
 SIGNALS = {"SIGSEGV": "segmentation fault", "SIGABRT": "aborted", "SIGBUS": "bus error",
@@ -217,6 +220,7 @@ class _ChildRun:
         self.stage = "start-up"
         self.ready = self.bye = self.eof = False
         self.failure: str | None = None
+        self.calibrating_since: float | None = None  # the row clock is paused while set
 
     def run(self) -> set[RowKey]:
         self.conn, self.proc, self.child_stop = self.child.conn, self.child.proc, self.child.stop
@@ -264,6 +268,12 @@ class _ChildRun:
             self.ready, self.mark, self.stage = True, self.sup.clock(), "build"
         elif kind == "bye":
             self.bye = True
+        elif kind == "calibrating":
+            self.calibrating_since = self.sup.clock()
+        elif kind == "calibrated":  # the row clock resumes where it paused
+            if self.calibrating_since is not None:
+                self.mark += self.sup.clock() - self.calibrating_since
+            self.calibrating_since = None
         elif isinstance(payload, Result):
             self._logs()  # its lines before its Result (marks attribute each line to its row)
             row = self._row(payload.row)
@@ -293,6 +303,11 @@ class _ChildRun:
         row = self._current()
         if row is None:  # every row answered: a child that does not leave is stopped (no failure)
             return self.sup.clock() - self.mark > EXIT_GRACE_S
+        if self.calibrating_since is not None:
+            if self.sup.clock() - self.calibrating_since <= CALIBRATION_S:
+                return False
+            self.failure = f"timed out calibrating the device's references after {CALIBRATION_S:g} s"
+            return True
         limit = row.settings.timeout_s + (0.0 if self.ready else STARTUP_S)
         if self.sup.clock() - self.mark <= limit:
             return False

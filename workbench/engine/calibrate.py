@@ -1,0 +1,164 @@
+"""Calibration: a device's measured references (MEASUREMENT.md rule 11) and launch floors, once per
+device and driver, before the first row that benches on it.
+
+`calibrate(dev)` measures whatever its cache entry (engine/ceilings.CeilingCache) lacks:
+- copy_gbps: a 1 GiB device-to-device copy, counting bytes read plus written;
+- matmul_tflops[key]: cuBLAS (`torch.mm`) on random n x n operands, the best of MATMUL_SIZES that
+  fit, key "bfloat16", "float16", "tf32" (float32 inputs on TF32 tensor cores) or "float32" (IEEE);
+- launch_floor_ms (L2 flushed) and launch_floor_ms_warm (engine/floor.py);
+each timed exactly as rows are (engine/timing.py: batched events, read flush), with the SM clock
+sampled during it (`sm_clock_mhz[name]`). A reference that cannot run here (a dtype the device
+lacks) is stored as None with its error in `reference_errors`, and not retried.
+
+It is not charged to a row's timeout: the child sends ("calibrating", device name) before and
+("calibrated", None) after, and the supervisor pauses the row clock in between.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from workbench.engine.ceilings import (COPY_BYTES, MATMUL_KEYS, MATMUL_N, MATMUL_SIZES, CeilingCache, copy_gbps,
+                                       matmul_tflops)
+from workbench.engine.stats import StopRule, summarize
+from workbench.engine.timing import Timer, flush_kind, measure
+
+CEILING_RULE = StopRule(rep_ms=300.0, min_samples=10, target_rel_error=0.005)
+REFERENCES = ("copy_gbps", *(f"matmul_tflops.{k}" for k in MATMUL_KEYS), "launch_floor_ms", "launch_floor_ms_warm")
+
+
+def measure_copy_gbps(device: str, timer: Timer, nbytes: int = COPY_BYTES, rule: StopRule = CEILING_RULE,
+                      flush: Callable[[], None] | None = None) -> float:
+    """Copy `nbytes` device to device; GB/s counting read plus written bytes."""
+    import torch
+
+    src = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    samples = measure(lambda: dst.copy_(src), timer, rule, warmup_ms=25.0, flush=flush)
+    return copy_gbps(2 * src.numel() * 4, summarize(samples).median_ms)
+
+
+def measure_matmul_tflops(device: str, key: str, timer: Timer, n: int = MATMUL_N, rule: StopRule = CEILING_RULE,
+                          flush: Callable[[], None] | None = None) -> float:
+    """One n^3 product of random matrices of `key`'s dtype; TF32 switched on only for "tf32"."""
+    import torch
+
+    dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(key, torch.float32)
+    gen = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(n, n, device=device, dtype=dtype, generator=gen)
+    b = torch.randn(n, n, device=device, dtype=dtype, generator=gen)
+    out = torch.empty(n, n, device=device, dtype=dtype)
+    with fp32_precision(device, "tf32" if key == "tf32" else "ieee"):
+        samples = measure(lambda: torch.mm(a, b, out=out), timer, rule, warmup_ms=25.0, flush=flush)
+    return matmul_tflops(n, summarize(samples).median_ms)
+
+
+def measure_matmul_ceiling(device: str, key: str, timer: Timer, sizes: tuple[int, ...] = MATMUL_SIZES,
+                           memory_bytes: int | None = None, rule: StopRule = CEILING_RULE,
+                           flush: Callable[[], None] | None = None) -> float:
+    """The best TFLOP/s of `measure_matmul_tflops` over `sizes`, skipping a size whose three
+    n x n operands need more than a quarter of `memory_bytes` (the smallest size always runs)."""
+    itemsize = 2 if key in ("bfloat16", "float16") else 4
+    fits = [n for n in sizes if memory_bytes is None or 3 * n * n * itemsize <= memory_bytes // 4]
+    return max(measure_matmul_tflops(device, key, timer, n=n, rule=rule, flush=flush) for n in fits or [min(sizes)])
+
+
+class fp32_precision:
+    """Temporarily set torch's CUDA float32 matmul precision (no-op on CPU)."""
+
+    def __init__(self, device: str, value: str):
+        import torch
+
+        self.matmul = torch.backends.cuda.matmul if device.startswith("cuda") else None
+        self.value = value
+
+    def __enter__(self):
+        if self.matmul is not None:
+            self.attr = "fp32_precision" if hasattr(self.matmul, "fp32_precision") else "allow_tf32"
+            self.saved = getattr(self.matmul, self.attr)
+            setattr(self.matmul, self.attr, self.value if self.attr == "fp32_precision" else self.value == "tf32")
+
+    def __exit__(self, *exc):
+        if self.matmul is not None:
+            setattr(self.matmul, self.attr, self.saved)
+
+
+def reference_measurers(device: str, timer: Timer, memory_bytes: int | None,
+                        flush: Callable[[], None] | None) -> dict[str, Callable[[], float]]:
+    """One callable per name in REFERENCES, measuring it on `device`."""
+    from workbench.engine.floor import measure_floor_ms
+
+    mem = memory_bytes or 8 * COPY_BYTES
+    measurers: dict[str, Callable[[], float]] = {
+        "copy_gbps": lambda: measure_copy_gbps(device, timer, min(COPY_BYTES, mem // 8), flush=flush)}
+    for key in MATMUL_KEYS:
+        measurers[f"matmul_tflops.{key}"] = (
+            lambda key=key: measure_matmul_ceiling(device, key, timer, memory_bytes=memory_bytes, flush=flush))
+    measurers["launch_floor_ms"] = lambda: measure_floor_ms(device, timer, flush)
+    measurers["launch_floor_ms_warm"] = lambda: measure_floor_ms(device, timer, None)
+    return measurers
+
+
+def measure_references(measurers: dict[str, Callable[[], float]], info: Any,
+                       store: Callable[[str, float | None, dict | None, str | None], None]) -> None:
+    """Run each measurer with the SM clock sampled around it; `store(name, value, sm_clock_mhz,
+    error)` after each (value None and a one-line error where it raised)."""
+    from workbench.engine.clocks import ClockSampler
+
+    for name, measure_fn in measurers.items():
+        value, error = None, None
+        with ClockSampler(info) as clocks:
+            try:
+                value = float(measure_fn())
+            except Exception as exc:  # e.g. a dtype this device lacks: recorded, not fatal
+                error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        store(name, value, clocks.fields()["sm_clock_mhz"], error)
+
+
+def calibrate(dev: Any) -> dict | None:
+    """Measure the references `dev` (a DeviceSession) lacks; return its cache entry (None on CPU)."""
+    if not dev.is_cuda:
+        return None
+    cache, key = CeilingCache(dev.cache_dir), dev.info.cache_key
+    missing = [name for name in REFERENCES if not cache.has(key, *name.split(".", 1))]
+    if missing:
+        flush = dev.flush()
+        measurers = reference_measurers(dev.device, _timer(dev.device), dev.info.memory_bytes, flush)
+        channel = getattr(dev, "channel", None)
+        _control(channel, "calibrating", dev.info.name)
+        try:
+            measure_references({n: measurers[n] for n in missing}, dev.info, _storer(cache, key))
+            cache.put(key, "flush_kind", flush_kind(flush))
+        finally:
+            _release_memory(dev)
+            _control(channel, "calibrated", None)
+    return cache.load().get(key)
+
+
+def _storer(cache: CeilingCache, key: str):
+    def store(name: str, value: float | None, clocks: dict | None, error: str | None) -> None:
+        field, _, sub = name.partition(".")
+        cache.put(key, field, value, sub or None)
+        cache.put(key, "sm_clock_mhz", clocks, name)
+        if error is not None:
+            cache.put(key, "reference_errors", error, name)
+    return store
+
+
+def _release_memory(dev: Any) -> None:
+    """Give the references' buffers (GiBs) back to the driver before the row allocates its own."""
+    import torch
+
+    if dev.device.startswith("cuda"):
+        torch.cuda.empty_cache()
+
+
+def _timer(device: str) -> Timer:
+    from workbench.engine.timing import make_timer
+
+    return make_timer(device)
+
+
+def _control(channel: Any, kind: str, payload: Any) -> None:
+    if channel is not None:
+        channel.control(kind, payload)
