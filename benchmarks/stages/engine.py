@@ -112,7 +112,8 @@ def _isolation_rows(doc: dict) -> list[dict]:
 
 # -- in this process: ceilings, launch floor, do_bench -----------------------------------------
 def _ceilings(cache_dir: Path) -> dict:
-    from workbench.engine.ceilings import CeilingCache, datasheet_for, measure_copy_gbps, measure_matmul_ceiling
+    from workbench.engine.calibrate import measure_copy_gbps, measure_matmul_ceiling
+    from workbench.engine.ceilings import CeilingCache, datasheet_for
     from workbench.engine.environment import device_info
     from workbench.engine.floor import measure_floor_ms
     from workbench.engine.timing import make_l2_flush, make_timer

@@ -1,0 +1,151 @@
+"""The GPU half of stage `truth` (benchmarks/stages/truth.py): build, check and time one case with
+every method, and measure the references with SM clocks. Needs CUDA and Triton for real numbers;
+on "cpu" the same code runs with host timers (tests/test_stage_truth.py, do_bench replaced)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from benchmarks.stages._truth_core import REP_MS, WARMUP_MS, Case, interleave, summary_row
+from workbench.engine.clocks import ClockSampler
+from workbench.engine.stats import StopRule, summarize
+from workbench.engine.timing import make_l2_flush, make_timer, measure_run, warm_up
+
+RULE = StopRule(rep_ms=REP_MS, min_samples=10, target_rel_error=0.005)
+OLD_HEADROOM_MS = 0.1  # the former method's fixed spin (200_000 cycles at ~2 GHz)
+
+
+class GpuTruth:
+    """One device, its timers and both flush kinds, reused across cases."""
+
+    def __init__(self, device: str, rounds: int, quick: bool):
+        from workbench.engine.environment import device_info
+        from workbench.registry import discover
+
+        self.device, self.rounds, self.quick = device, rounds, quick
+        self.info = device_info(device)
+        self.registry = discover()
+        self.timer = make_timer(device)
+        self.flush = {kind: make_l2_flush(device, self.info.l2_bytes, kind) for kind in ("read", "zero")}
+        self.last_engine: dict = {}
+        self.on_cuda = device.startswith("cuda")
+
+    # -- the document's context -------------------------------------------------------------
+    def environment(self) -> dict:
+        from workbench.engine.ceilings import datasheet_for
+        from workbench.engine.environment import environment_record
+
+        return {**environment_record(self.info), "datasheet": datasheet_for(self.info.name),
+                "rule": {"warmup_ms": WARMUP_MS, "rep_ms": REP_MS, "min_samples": RULE.min_samples,
+                         "target_rel_error": RULE.target_rel_error}, "rounds": self.rounds}
+
+    def references(self) -> dict:
+        """copy, cuBLAS per dtype and launch floors, measured as calibration does, SM clock beside
+        each (--quick: cuBLAS at 8192^3 only)."""
+        from workbench.engine import calibrate
+
+        measurers = calibrate.reference_measurers(self.device, self.timer, self.info.memory_bytes, self.flush["read"])
+        if self.quick:
+            for key in calibrate.MATMUL_KEYS:
+                measurers[f"matmul_tflops.{key}"] = (lambda key=key: calibrate.measure_matmul_tflops(
+                    self.device, key, self.timer, n=8192, flush=self.flush["read"]))
+        found: dict[str, dict] = {}
+
+        def store(name, value, clocks, error):
+            found[name] = {"value": value, "sm_clock_mhz": clocks, "error": error}
+        calibrate.measure_references(measurers, self.info, store)
+        return found
+
+    # -- one case -----------------------------------------------------------------------------
+    def time_case(self, case: Case) -> tuple[dict | None, dict]:
+        import torch
+
+        detail: dict[str, Any] = {"op": case.op, "impl": case.impl, "dtype": case.dtype, "shape": dict(case.shape)}
+        fn, inputs, detail["build_ms"], detail["check"] = self._build_and_check(case)
+        try:
+            if detail["check"].get("passed") is False:
+                detail["error"] = "check failed: no speed for a wrong result"
+                return None, detail
+            call = lambda: fn(*inputs)  # noqa: E731
+            methods: dict[str, Callable[[], tuple[float, float | None]]] = {
+                "engine": lambda: self._engine(call, "read"), "do_bench": lambda: self._do_bench(call),
+                "engine_zero_flush": lambda: self._engine(call, "zero")}
+            if case.op == "matmul":
+                methods["sync_each_sample"] = lambda: self._sync_each(call)
+            found = interleave(methods, self.rounds)
+            detail["rounds"] = {name: [{"ms": ms, "sm_clock_mhz": mhz} for ms, mhz in got] for name, got in found.items()}
+            detail["engine_method"] = dict(self.last_engine)
+            return summary_row(case, found), detail
+        finally:
+            del fn, inputs
+            if self.on_cuda:
+                torch.cuda.empty_cache()
+
+    def _build_and_check(self, case: Case):
+        import torch
+
+        from workbench.engine.plan import default_cache_dir
+        from workbench.registry import BuildContext, ImplKind
+
+        op = self.registry.op(case.op)
+        impl = op.get_impl(case.impl)
+        spec = op.make_spec(case.shape, case.dtype)
+        ctx = BuildContext(device=self.device, fp32_precision="ieee", interpret=False,
+                           build_dir=default_cache_dir() / "build")
+        if impl.kind is ImplKind.compiled:
+            torch._dynamo.reset()  # every shape compiles fresh, as the engine does (compile_watch.py)
+        inputs = op.make_inputs(spec, self.device, 0)
+        t0 = time.perf_counter()
+        fn = impl.builder(spec, impl.resolve_params({}), ctx)
+        out = fn(*inputs)
+        if self.on_cuda:
+            torch.cuda.synchronize()
+        build_ms = (time.perf_counter() - t0) * 1e3
+        check = _check(op, impl, spec, ctx, inputs, out)
+        del out
+        return fn, inputs, build_ms, check
+
+    # -- the methods: each returns (ms, median SM clock in MHz or None) ------------------------
+    def _engine(self, call, kind: str) -> tuple[float, float | None]:
+        with ClockSampler(self.info) as clocks:
+            run = measure_run(call, self.timer, RULE, warmup_ms=WARMUP_MS, flush=self.flush[kind])
+        self.last_engine = {"n": len(run.samples_ms), "batches": run.batches, "host_launch_ms": run.host_launch_ms,
+                            "headroom_ms": run.headroom_ms, "flush_kind": kind}
+        return summarize(run.samples_ms).median_ms, _mhz(clocks)
+
+    def _do_bench(self, call) -> tuple[float, float | None]:
+        from workbench.engine.dobench import do_bench_median_ms
+
+        with ClockSampler(self.info) as clocks:
+            ms, statistic = do_bench_median_ms(call, warmup_ms=WARMUP_MS, rep_ms=REP_MS)
+        if statistic != "median":
+            raise RuntimeError(f"do_bench here has no median statistic (got {statistic!r})")
+        return ms, _mhz(clocks)
+
+    def _sync_each(self, call) -> tuple[float, float | None]:
+        """The former engine method: zero flush, a fixed 100 us spin, a synchronize per sample."""
+        with ClockSampler(self.info) as clocks:
+            warm_up(call, self.timer, WARMUP_MS, flush=self.flush["zero"])
+            samples: list[float] = []
+            t0 = time.perf_counter()
+            while not RULE.done(samples, (time.perf_counter() - t0) * 1e3):
+                samples += self.timer.time_batch(call, 1, self.flush["zero"], OLD_HEADROOM_MS)
+        return summarize(samples).median_ms, _mhz(clocks)
+
+
+def _mhz(clocks: ClockSampler) -> float | None:
+    sampled = clocks.fields()["sm_clock_mhz"]
+    return sampled["median"] if sampled else None
+
+
+def _check(op, impl, spec, ctx, inputs, out) -> dict:
+    """workbench.verify's check of the first call's output ({"passed": bool, ...}); a check that
+    itself cannot run is reported as {"error": ...} (the timing comparison still stands)."""
+    try:
+        from workbench.verify import check_output
+
+        report = check_output(op, impl, spec, ctx, inputs, out)
+        return report.as_dict()
+    except Exception as exc:  # the check module's API may move under another helper's issue
+        return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}

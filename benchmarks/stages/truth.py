@@ -1,0 +1,52 @@
+"""Stage `truth`: the engine's timing loop against triton.testing.do_bench, in one process, interleaved.
+
+    python benchmarks/gpu_evidence.py --stage truth [--quick] [--out DIR]
+
+Rows (MEASUREMENT.md rules 1-4, issue 11): the lecture's gelu and softmax at 16384 x 16384 in
+float32 and bfloat16 (manual, pytorch, compiled, triton, cuda), add at 16384 x 16384 (pytorch,
+compiled, triton, cuda) and matmul bfloat16 8192^3 (pytorch = cuBLAS, triton). --quick drops the
+compiled and cuda rows (their builds dominate) and runs 2 rounds instead of 3.
+
+Each row is built, checked (workbench.verify), then timed in ROUNDS rounds, the order of the
+methods rotating each round: the engine's loop (engine/timing.measure_run: batched events, read
+flush: `engine_ms`), triton.testing.do_bench (median return statistic, keywords feature-detected:
+`do_bench_ms`), and, in `truth-details.json` only, the engine's loop with do_bench's zero flush
+(isolates the flush from the loop) and, for matmul, the former method (a synchronize after every
+sample plus a fixed 100 us spin). The SM clock is sampled during each. ratio = engine / do_bench.
+
+Writes, after every row (nothing finished is lost): `truth-dobench.json` shaped exactly
+{"rows": [{"op", "impl", "dtype", "shape", "engine_ms", "do_bench_ms", "ratio"}]}, and
+`truth-details.json` (environment, the references with SM clocks, per row and round every
+measurement, checks, skipped rows). Rows not started within BUDGET_S are skipped and say so.
+Without a GPU it writes empty files and says why (do_bench needs CUDA); the logic is unit-tested
+on CPU with fakes (tests/test_stage_truth.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from benchmarks.stages._truth_core import BUDGET_S, QUICK_BUDGET_S, TruthFiles, cases, run_cases
+
+TITLE = "truth: engine timing loop vs triton.testing.do_bench (median), same process, interleaved"
+
+
+def run(quick: bool, out: Path) -> list[dict]:
+    import torch
+
+    out.mkdir(parents=True, exist_ok=True)
+    files = TruthFiles(out)
+    if not torch.cuda.is_available():
+        files.details["environment"] = "no CUDA GPU: do_bench needs one; nothing timed"
+        files.write()
+        print("truth stage: no CUDA GPU here (triton.testing.do_bench needs one): nothing timed", file=sys.stderr)
+        return [{"item": "truth", "status": "skipped", "note": "no CUDA GPU"}]
+    from benchmarks.stages._truth_gpu import GpuTruth
+
+    gpu = GpuTruth("cuda:0", rounds=2 if quick else 3, quick=quick)
+    files.details["environment"] = gpu.environment()
+    files.details["references"] = gpu.references()
+    files.write()
+    run_cases(cases(quick), files, gpu.time_case, min(BUDGET_S, QUICK_BUDGET_S) if quick else BUDGET_S)
+    return files.table()

@@ -1,0 +1,103 @@
+"""Stage `truth` (benchmarks/stages/truth.py) on CPU: its cases, the interleaving, the exact row
+shape of truth-dobench.json, writing as rows finish, the budget, and the no-GPU path. The GPU half
+(_truth_gpu.py) runs on the H200 only."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks.stages import truth
+from benchmarks.stages._truth_core import Case, TruthFiles, cases, interleave, run_cases, summary_row
+from workbench.registry import discover
+
+ROW_KEYS = {"op", "impl", "dtype", "shape", "engine_ms", "do_bench_ms", "ratio"}
+
+
+def test_the_cases_are_the_issues_rows_and_all_exist_in_the_registry():
+    full, quick = cases(False), cases(True)
+    registry = discover()
+    for case in full:
+        impl = registry.op(case.op).get_impl(case.impl)
+        assert case.dtype in [d.value for d in (impl.dtypes or registry.op(case.op).dtypes)]
+    names = {(c.op, c.impl, c.dtype) for c in full}
+    for op in ("gelu", "softmax"):
+        for dtype in ("float32", "bfloat16"):
+            assert {(op, i, dtype) for i in ("manual", "pytorch", "compiled", "triton", "cuda")} <= names
+    assert {("add", "pytorch", "float32"), ("add", "triton", "bfloat16")} <= names
+    assert full[:2] == [Case("matmul", "pytorch", "bfloat16", {"M": 8192, "N": 8192, "K": 8192}),
+                        Case("matmul", "triton", "bfloat16", {"M": 8192, "N": 8192, "K": 8192})]
+    assert all(c.shape == {"M": 16384, "N": 16384} for c in full if c.op != "matmul")
+    key = lambda c: (c.op, c.impl, c.dtype)  # noqa: E731
+    assert not {c.impl for c in quick} & {"compiled", "cuda"} and {key(c) for c in quick} < {key(c) for c in full}
+
+
+def test_methods_are_interleaved_with_a_rotating_order():
+    order = []
+    methods = {name: (lambda name=name: order.append(name) or (1.0, None)) for name in ("a", "b", "c")}
+    found = interleave(methods, 3)
+    assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert {k: len(v) for k, v in found.items()} == {"a": 3, "b": 3, "c": 3}
+
+
+def test_the_row_has_exactly_the_contract_keys_and_the_ratio_of_medians():
+    found = {"engine": [(1.0, 1980.0), (1.2, 1980.0), (1.1, None)], "do_bench": [(1.0, None), (1.0, None), (2.0, None)],
+             "engine_zero_flush": [(5.0, None)] * 3}
+    row = summary_row(Case("gelu", "triton", "float32", {"M": 4, "N": 4}), found)
+    assert set(row) == ROW_KEYS
+    assert row["engine_ms"] == 1.1 and row["do_bench_ms"] == 1.0 and row["ratio"] == pytest.approx(1.1)
+
+
+def test_rows_are_written_as_they_finish_and_the_budget_skips_the_rest(tmp_path):
+    files = TruthFiles(tmp_path)
+    now = [0.0]
+    seen_on_disk = []
+
+    def time_case(case):
+        seen_on_disk.append(len(json.loads((tmp_path / "truth-dobench.json").read_text())["rows"])
+                            if (tmp_path / "truth-dobench.json").exists() else 0)
+        now[0] += 10.0
+        if case.impl == "cuda":
+            raise RuntimeError("nvcc exploded\nsecond line")
+        found = {"engine": [(2.0, None)], "do_bench": [(2.0, None)]}
+        return summary_row(case, found), {"op": case.op, "impl": case.impl, "dtype": case.dtype}
+    todo = [Case("add", impl, "float32", {"M": 1, "N": 1}) for impl in ("pytorch", "cuda", "triton", "compiled")]
+    run_cases(todo, files, time_case, budget_s=25.0, clock=lambda: now[0])
+    assert seen_on_disk == [0, 1, 1]             # each finished row was on disk before the next began
+    rows = json.loads((tmp_path / "truth-dobench.json").read_text())
+    assert list(rows) == ["rows"] and [r["impl"] for r in rows["rows"]] == ["pytorch", "triton"]
+    assert all(set(r) == ROW_KEYS for r in rows["rows"])
+    details = json.loads((tmp_path / "truth-details.json").read_text())
+    assert details["rows"][1]["error"] == "RuntimeError: nvcc exploded"
+    assert details["skipped"] == [{"op": "add", "impl": "compiled", "dtype": "float32",
+                                   "why": "not started within the stage budget (25 s)"}]
+    table = files.table()
+    assert [t.get("status") for t in table] == [None, None, "failed", "skipped"]
+
+
+def test_without_a_gpu_the_stage_says_so_and_writes_empty_rows(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the stage would time for real")
+    table = truth.run(True, tmp_path)
+    assert table == [{"item": "truth", "status": "skipped", "note": "no CUDA GPU"}]
+    assert json.loads((tmp_path / "truth-dobench.json").read_text()) == {"rows": []}
+
+
+def test_the_gpu_half_builds_checks_and_times_a_case_on_cpu(monkeypatch):
+    """The plumbing of _truth_gpu.GpuTruth with host timers and do_bench replaced (no GPU here)."""
+    import workbench.engine.dobench as dobench
+    from benchmarks.stages._truth_gpu import GpuTruth
+
+    def fake_do_bench(fn, warmup_ms, rep_ms):
+        fn()
+        return 0.5, "median"
+    monkeypatch.setattr(dobench, "do_bench_median_ms", fake_do_bench)
+    gpu = GpuTruth("cpu", rounds=2, quick=True)
+    row, detail = gpu.time_case(Case("add", "pytorch", "float32", {"M": 64, "N": 64}))
+    assert set(row) == ROW_KEYS and row["do_bench_ms"] == 0.5 and row["ratio"] == row["engine_ms"] / 0.5
+    assert detail["check"].get("passed") is True, detail["check"]
+    assert {k: len(v) for k, v in detail["rounds"].items()} == {"engine": 2, "do_bench": 2, "engine_zero_flush": 2}
+    assert detail["engine_method"]["flush_kind"] in ("read", "zero") and detail["build_ms"] > 0
