@@ -151,3 +151,24 @@ def test_speedup_vs_pytorch_within_the_same_run_shape_and_dtype():
     relate_to_pytorch(records)
     got = [r["traffic"].get("speedup_vs_pytorch") for r in records]
     assert got == [0.5, 1.0, 2.0, None, None, None, None, None]
+
+
+def test_doctor_shows_the_peaks_and_the_cached_references(tmp_path):
+    from workbench.bars_view import bars_summary
+    from workbench.engine.ceilings import CeilingCache
+    from workbench.engine.environment import DeviceInfo
+
+    key = DeviceInfo(name="NVIDIA H200", driver="580.1").cache_key
+    cache = CeilingCache(tmp_path)
+    cache.put(key, "matmul_tflops", 730.0, "bfloat16")
+    cache.put(key, "sm_clock_mhz", {"min": 1700.0, "median": 1755.0, "max": 1980.0, "n": 40}, "matmul_tflops.bfloat16")
+    cache.put(key, "matmul_tflops", None, "float16")
+    cache.put(key, "reference_errors", "RuntimeError: no", "matmul_tflops.float16")
+    view = bars_summary("NVIDIA H200", "580.1", tmp_path)
+    assert view["datasheet"] == "H200 SXM" and view["source"].startswith("NVIDIA H200")
+    assert view["bfloat16"] == "peak 989.5 TFLOP/s · cuBLAS 730 TFLOP/s at SM 1755 MHz (74% of peak)"
+    assert view["float16"] == "peak 989.5 TFLOP/s · cuBLAS: RuntimeError: no"
+    assert view["memory"] == "peak 4800 GB/s · copy: not calibrated yet"
+    unknown = bars_summary("Some GPU", None, tmp_path)
+    assert unknown["datasheet"].startswith("no datasheet entry for 'Some GPU'") and "H200 SXM" in unknown["datasheet"]
+    assert bars_summary(None, None, tmp_path)["datasheet"].startswith("no GPU")
