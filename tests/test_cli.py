@@ -20,6 +20,7 @@ import pytest
 from results_docs import CONTRACT_RECORD_KEYS, document, record
 
 from workbench import cli, events
+from workbench.cli import common
 from workbench.session import shipped_path
 
 GOOD = "schema_version: 1\nname: cli-test\nruns:\n  - op: gelu\n    impls: [manual, triton]\n    shape: {M: 2, N: 8}\n"
@@ -193,10 +194,10 @@ def test_doctor_table_written_to_a_file(capsys, tmp_path):
 
 def test_no_color_is_read_by_the_cli(monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
-    env = cli.read_env()
+    env = common.read_env()
     assert env.no_color and env.console().color_system is None
     monkeypatch.setenv("NO_COLOR", "")
-    assert not cli.read_env().no_color
+    assert not common.read_env().no_color
 
 
 # -- the TUI door ----------------------------------------------------------------------------

@@ -15,9 +15,9 @@ from results_docs import document, record
 from rich.console import Console
 
 from workbench import events, report
-from workbench.cli import Env
+from workbench.cli.common import Env
 from workbench.provenance import PROVENANCE_KEYS, fill_provenance, git_sha, provenance, utc_now_iso
-from workbench.replay import _progress
+from workbench.cli.replay import _progress
 
 
 def test_json_is_the_document_with_nan_as_null():

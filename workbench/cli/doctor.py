@@ -19,7 +19,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from workbench.cli import EXIT_OK, Env, output_style, write_output
+from workbench.cli.common import EXIT_OK, Env, output_style, write_output
 from workbench.registry import Action
 
 ACTIONS = tuple(a.value for a in Action)

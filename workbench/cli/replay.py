@@ -19,8 +19,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from workbench import events as ev
-from workbench.cli import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Env, count_rows,
-                           output_style, print_problems, run_options, write_output)
+from workbench.cli.check import count_rows
+from workbench.cli.common import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Env, output_style,
+                                  print_problems, run_options, write_output)
 from workbench.provenance import fill_provenance, provenance, utc_now_iso
 from workbench.report import fmt_num, render, shape_text, to_table
 

@@ -1,0 +1,42 @@
+"""`workbench --check FILE`: validate a session only; every problem at once, exit 0 or 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.console import Console
+
+from workbench.cli.common import EXIT_OK, EXIT_USAGE, Env, print_problems, write_output
+
+
+def run_check(args: argparse.Namespace, env: Env, err: Console) -> int:
+    from workbench.session import SessionError, load_session, resolve_session_path
+
+    path = resolve_session_path(args.check)
+    try:
+        session = load_session(path, kernels=args.kernels)
+    except SessionError as exc:
+        if args.format == "json":
+            write_output(json.dumps({"ok": False, "session": str(path),
+                                     "problems": [p.as_dict() for p in exc.problems]}, indent=2) + "\n", args, env)
+        print_problems(exc, err)
+        return EXIT_USAGE
+    rows = count_rows(session)
+    if args.format == "json":
+        write_output(json.dumps({"ok": True, "session": str(path), "name": session.name,
+                                 "runs": len(session.runs), "rows": rows, "problems": []}, indent=2) + "\n", args, env)
+    else:
+        write_output(f"ok: {path}: session {session.name!r}, {len(session.runs)} run(s), {rows} row(s)\n", args, env)
+    return EXIT_OK
+
+
+def count_rows(session) -> int:
+    """Rows the session asks for: implementations x sweep points, over its runs."""
+    from workbench.registry import REGISTRY
+
+    total = 0
+    for run in session.runs:
+        impls = len(run.impls) if run.impls is not None else len(REGISTRY.op(run.op).impls)
+        total += impls * (len(run.sweep.values) if run.sweep else 1)
+    return total
