@@ -15,12 +15,11 @@ datasheet.REFERENCE_MARGIN, and `peak_source` says so. The compute key of a non-
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.datasheet import REFERENCE_MARGIN, known_devices, peaks_for
+from workbench.fileio import atomic_write_text
 
 COPY_BYTES = 2**30          # 1 GiB each way: far beyond any L2
 MATMUL_N = 8192             # 2 * 8192^3 = 1.1 TFLOP per product
@@ -155,11 +154,7 @@ class CeilingCache:
         if self.path is None:
             self._memory = data
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".ceilings.", dir=self.path.parent)
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=2)
-        os.replace(tmp, self.path)
+        atomic_write_text(self.path, json.dumps(data, indent=2))  # workbench.fileio: the one writer
 
 
 def bars(device_name: str, entry: dict | None, op_matmul_like: bool, dtype: str, fp32_precision: str) -> Ceilings:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from workbench.fileio import atomic_write_text
 from workbench.machine import find_nvcc
 
 TOOL_TIMEOUT_S = 120.0  # nvcc on one .cu takes ~1 s; a hung tool must not hang the child
@@ -86,10 +86,7 @@ def cached_output(cmd: Sequence[str], cache_file: Path | None) -> str:
         return cache_file.read_text()
     out = run_tool(cmd).stdout
     if cache_file is not None:
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}")
-        tmp.write_text(out)
-        os.replace(tmp, cache_file)
+        atomic_write_text(cache_file, out)  # workbench.fileio: the one atomic writer
     return out
 
 
