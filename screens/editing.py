@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterable, Mapping
 
+from workbench.engine.rows import run_row_keys
 from workbench.params import param_problem
 from workbench.session_yaml import show
 from workbench.session_model import ImplRef, RunSpec, Session, Sweep
@@ -143,7 +144,7 @@ def _positive_int(name: str, text: str) -> int:
 
 def row_count(run: RunSpec, op: OpInfo) -> int:
     """Rows the run will produce: implementations x sweep points."""
-    return len(selected(run, op)) * (len(run.sweep.values) if run.sweep else 1)
+    return len(run_row_keys(0, run, [i.name for i in op.impls]))  # the one counter: engine/rows
 
 
 def label(run: RunSpec, op: OpInfo) -> str:

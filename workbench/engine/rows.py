@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from workbench.events import RowKey
 from workbench.errors import WorkbenchError
-from workbench.registry import Registry
 from workbench.results import new_record
 from workbench.session_model import ImplRef, RunSpec, Session, Settings
+
+if TYPE_CHECKING:  # the registry imports torch; the row counter below is for torch-free front ends too
+    from workbench.registry import Registry
 
 EXEC_ACTIONS = ("check", "bench", "profile")
 
@@ -87,8 +89,7 @@ def expand(session: Session, registry: Registry, *, has_cuda: bool,
         op = registry.op(run.op)
         settings = run_settings(session, run, device_override)
         device = resolve_device(settings.device, has_cuda)
-        refs = run.impls if run.impls is not None else tuple(ImplRef(name) for name in op.impls)
-        for ref in refs:
+        for ref in run_refs(run, op.impls):
             impl = op.get_impl(ref.name)
             for sweep_value, assigned in _points(run):
                 rows.append(_row(run_index, run, op, impl, ref, settings, device, sweep_value, assigned))
@@ -97,6 +98,23 @@ def expand(session: Session, registry: Registry, *, has_cuda: bool,
         dup = next(k for k in keys if keys.count(k) > 1)
         raise WorkbenchError(f"runs[{dup[0]}]: label {dup[1]!r} appears twice; give one a distinct label")
     return rows
+
+
+def run_refs(run: RunSpec, registered: Iterable[str]) -> tuple[ImplRef, ...]:
+    """The run's implementations; `impls: all` (None) is every registered name, in order."""
+    return run.impls if run.impls is not None else tuple(ImplRef(name) for name in registered)
+
+
+def run_row_keys(run_index: int, run: RunSpec, registered: Iterable[str]) -> list[RowKey]:
+    """The keys of one run's rows in document order, as `expand` makes them (the one row
+    counter: `len` of this). registered: the op's implementation names (for `impls: all`)."""
+    return [(run_index, ref.display, value) for ref in run_refs(run, registered) for value, _ in _points(run)]
+
+
+def row_keys(session: Session, registered: Callable[[str], Iterable[str]]) -> list[RowKey]:
+    """Every row key of `session` in document order, without importing the registry:
+    registered(op) gives an op's implementation names (a registry, or a torch-free manifest)."""
+    return [key for index, run in enumerate(session.runs) for key in run_row_keys(index, run, registered(run.op))]
 
 
 def _points(run: RunSpec) -> list[tuple[Any, dict]]:
