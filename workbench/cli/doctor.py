@@ -16,6 +16,7 @@ import subprocess
 import sys
 from typing import Any
 
+from rich import box
 from rich.table import Table
 from rich.text import Text
 
@@ -83,25 +84,38 @@ def _list_csv(data: dict[str, Any]) -> str:
 
 
 def _list_tables(data: dict[str, Any]) -> list:
+    """One table per op that fits 80 columns: a line per implementation, where only the notes
+    column (params, notes, why an action is unavailable) wraps. The kind is the name's first
+    part (CONTRACTS.md "Implementations"), so it is left to --format json/csv."""
     m = data["machine"]
     head = (f"GPU: {m['device_name'] or 'none'} · nvcc: {m['nvcc'] or 'not found'} · "
             f"Triton: {'interpreter only' if m['triton_interpreted'] else ('yes' if m['triton'] else 'not installed')}"
             f" · device setting: {m['device']}")
     items: list = [Text(head, "dim")]
     for op in data["ops"]:
-        title = f"{op['name']} — {op['description']}  (shape {op['shape']}, {op['dtype']}; dtypes {', '.join(op['dtypes'])})"
-        table = Table(title=title, title_justify="left", header_style="bold", pad_edge=False)
-        for col in ("impl", "kind", "math", "params", *ACTIONS, "notes"):
-            table.add_column(col, overflow="fold")
-        for impl in op["impls"]:
-            reasons = [impl["unavailable"][a] for a in ACTIONS]
-            cells = [Text("yes", "green") if r is None else Text("no", "dim") for r in reasons]
-            why = "; ".join(dict.fromkeys(r for r in reasons if r))
-            notes = "; ".join(x for x in (impl["note"], why) if x)
-            params = ", ".join(f"{k}={v}" for k, v in impl["params"].items()) or "-"
-            table.add_row(impl["name"], impl["kind"], impl["math"], params, *cells, notes)
-        items.append(table)
+        shape = " ".join(f"{k}={v}" for k, v in (op["shape"] or {}).items())
+        items.append(Text(""))
+        items.append(Text.assemble((op["name"], "bold"), f" — {op['description']} ({shape}, {op['dtype']}; "
+                                   f"dtypes {', '.join(op['dtypes'])})"))
+        items.append(_impl_table(op))
     return items
+
+
+def _impl_table(op: dict[str, Any]) -> Table:
+    with_math = any(impl["math"] != "default" for impl in op["impls"])
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True, header_style="bold")
+    fixed = ["impl", *(["math"] if with_math else []), *ACTIONS]
+    for col in fixed:  # never wrapped or cut: every cell is one word
+        table.add_column(col, no_wrap=True, overflow="ignore")
+    table.add_column("notes", overflow="fold", ratio=1)
+    for impl in op["impls"]:
+        reasons = [impl["unavailable"][a] for a in ACTIONS]
+        cells = [Text("yes", "green") if r is None else Text("no", "dim") for r in reasons]
+        why = "; ".join(dict.fromkeys(r for r in reasons if r))
+        params = " ".join(f"{k}={v}" for k, v in impl["params"].items())
+        notes = "; ".join(x for x in (params, impl["note"], why) if x)
+        table.add_row(impl["name"], *([impl["math"]] if with_math else []), *cells, notes)
+    return table
 
 
 # -- --doctor --------------------------------------------------------------------------------
