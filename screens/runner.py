@@ -9,6 +9,7 @@ import traceback
 from collections import Counter
 
 from workbench import events as ev
+from workbench import journal
 from textual import work
 
 from . import editing, fmt, sessions_io
@@ -25,6 +26,7 @@ class RunnerMixin:
     def _init_runner(self) -> None:
         self._stop: threading.Event | None = None
         self._running_index: int | None = None
+        self._journal: journal.Journal | None = None  # finished rows of the run in flight, on disk
         self._done = self._total = 0
         self._dirty = False
         self._force = False     # the next run admits rows estimated too large (F)
@@ -78,6 +80,8 @@ class RunnerMixin:
         ws = self.ws
         self._done, self._total = 0, editing.row_count(ws.run, ws.op)
         sub, index = ws.begin_run()
+        self._journal = journal.open_beside(sessions_io.results_file(ws.path, self.data_dir, ws.session.name),
+                                            {"provenance": {"session": ws.session.name}})  # rows kept as they finish
         self._stop, self._running_index = threading.Event(), index
         self.run_bar.running = True
         self.refresh_bindings()
@@ -146,6 +150,8 @@ class RunnerMixin:
             where = event.row[1] if event.row[2] is None else f"{event.row[1]} @ {event.row[2]}"
             self.run_bar.status = f"{self._done + 1}/{self._total} {where} · {event.spec_label} · {event.device}"
         elif isinstance(event, ev.Result):
+            if self._journal is not None:
+                self._journal.add({**event.record, "run_index": self._running_index})
             self._done += 1
             self.run_bar.progress(self._done, self._total)
 
@@ -192,6 +198,8 @@ class RunnerMixin:
         except (OSError, ValueError) as exc:
             self.report(f"results not written: {exc}", "warning")
             return
+        if self._journal is not None:
+            self._journal.discard()  # the results file holds its rows now
         self.log_pane.add(f"results written to {path}")
 
 

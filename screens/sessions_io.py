@@ -52,7 +52,24 @@ def open_session(path: Path | None, *, kernels: Iterable[str] = (), has_cuda: bo
         return Opened(Session(name=path.stem, runs=()), path, None, (f"{path}: new session",))
     session = ws.load_session(path, kernels=kernels)
     session, restored = _restore_autosave(session, path, data, kernels)
-    return Opened(session, path, _read_results(ws.results_path(path, data)), notes + restored)
+    results, recovered = _recover_rows(ws.results_path(path, data))
+    return Opened(session, path, results, notes + restored + recovered)
+
+
+def _recover_rows(path: Path) -> tuple[dict | None, tuple[str, ...]]:
+    """The results file, with the rows a run stopped by a kill left in its journal folded in
+    (workbench/journal.py) and written back."""
+    from workbench import journal
+
+    results, count = journal.recover(path, _read_results(path))
+    if not count:
+        return results, ()
+    try:
+        write_results(results, path)
+    except OSError:
+        return results, (f"recovered {count} finished row(s) of a stopped run; {path} not written",)
+    journal.journal_path(path).unlink(missing_ok=True)
+    return results, (f"recovered {count} finished row(s) of a run that was stopped before it ended",)
 
 
 def _restore_autosave(session: Session, path: Path, data: Path, kernels) -> tuple[Session, tuple[str, ...]]:

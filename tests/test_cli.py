@@ -17,60 +17,16 @@ import types
 from pathlib import Path
 
 import pytest
+from cli_fakes import BAD, GOOD, fake_plan, run, session_file, user_dirs  # noqa: F401 (fixtures)
 from results_docs import CONTRACT_RECORD_KEYS, document, record
 
 from workbench import cli, events
 from workbench.cli import common
 from workbench.session import shipped_path
 
-GOOD = "schema_version: 1\nname: cli-test\nruns:\n  - op: gelu\n    impls: [manual, triton]\n    shape: {M: 2, N: 8}\n"
-BAD = "schema_version: 1\nname: cli-test\nruns:\n  - op: gelu\n    shape: {M: 2, N: two}\n    dtype: float64\n"
-
-
 @pytest.fixture(autouse=True)
-def user_dirs(tmp_path, monkeypatch):
-    """platformdirs' folders under tmp_path; no colour unless a test sets NO_COLOR itself."""
-    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_CACHE_HOME", "cache")):
-        monkeypatch.setenv(var, str(tmp_path / sub))
-    monkeypatch.delenv("NO_COLOR", raising=False)
-
-
-@pytest.fixture()
-def session_file(tmp_path):
-    path = tmp_path / "good.yaml"
-    path.write_text(GOOD)
-    return path
-
-
-@pytest.fixture()
-def fake_plan(monkeypatch):
-    """Replace run_plan: `fake_plan.doc` is returned, events go out first; calls are recorded."""
-    import workbench.engine.plan as plan
-
-    state = types.SimpleNamespace(doc=document(record("manual"), record("triton")), calls=[], during=None)
-
-    def run_plan(session, *, on_event, stop=None, options=None):
-        state.calls.append((session, options))
-        for rec in state.doc["results"]:
-            key = (rec["run_index"], rec["label"], rec["sweep_value"])
-            on_event(events.Started(key, rec["op"], rec["impl"], "2x8 float32", "cuda:0"))
-            on_event(events.Log(key, "a warning from the child", "warning"))
-            on_event(events.Result(key, rec))
-        if state.during:
-            state.during(stop)
-        doc = json.loads(json.dumps(state.doc))
-        doc["provenance"] = dict.fromkeys(doc["provenance"])  # the CLI fills what the engine left null
-        return doc
-    monkeypatch.setattr(plan, "run_plan", run_plan)
-    monkeypatch.setattr(plan, "planned_device_name",
-                        lambda session, options=None: state.doc["environment"]["device"])
-    return state
-
-
-def run(capsys, *argv):
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+def _user_dirs(user_dirs):
+    """Every test here: platformdirs' folders under tmp_path, no colour."""
 
 
 # -- usage -----------------------------------------------------------------------------------
@@ -93,7 +49,9 @@ def test_bad_usage_exits_2(capsys, argv):
 
 def test_help_and_version_exit_0(capsys):
     code, out, _ = run(capsys, "--help")
-    assert code == 0 and "--replay FILE" in out and "--kernels PATH" in out and "130 interrupted" in out
+    text = " ".join(out.split())
+    assert code == 0 and "--replay FILE" in out and "--kernels PATH" in out and "--resume PATH" in out
+    assert "130 SIGINT, 143 SIGTERM, 129 SIGHUP" in text and "2 bad session" in text
     code, out, _ = run(capsys, "--version")
     assert code == 0 and out.startswith("workbench ")
 
@@ -389,9 +347,9 @@ def test_a_write_that_fails_after_the_run_keeps_the_data_on_stdout(capsys, sessi
                                                                     monkeypatch):
     import workbench.fileio as fileio
 
-    def full_disk(path, text, **kw):
+    def full_disk(path, data, **kw):
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(fileio, "atomic_write_text", full_disk)
+    monkeypatch.setattr(fileio, "write_output", full_disk)
     code, out, err = run(capsys, "--replay", str(session_file), "--format", "json", "-o", str(tmp_path / "r.json"))
     assert code == 2 and "No space left" in err
     assert json.loads(out)["results"][0]["label"] == "manual"

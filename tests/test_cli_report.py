@@ -17,7 +17,7 @@ from rich.console import Console
 from workbench import events, report
 from workbench.cli.common import Env
 from workbench.provenance import PROVENANCE_KEYS, fill_provenance, git_sha, provenance, utc_now_iso
-from workbench.cli.replay import _progress
+from workbench.cli.progress import InOrder, progress
 
 
 def test_json_is_the_document_with_nan_as_null():
@@ -119,8 +119,12 @@ def fake_env(tty: bool) -> Env:
                cache_dir=Path("."))
 
 
-def feed(on_event):
-    for rec in (record("manual"), record("cuda", status="failed")):
+KEYS = [(0, "manual", None), (0, "cuda", None)]
+
+
+def feed(on_event, order=("manual", "cuda")):
+    recs = {"manual": record("manual"), "cuda": record("cuda", status="failed")}
+    for rec in (recs[label] for label in order):
         key = (0, rec["label"], None)
         on_event(events.Started(key, "gelu", rec["impl"], "2x8 float32", "cpu"))
         on_event(events.Log(key, "chatty info line", "info"))
@@ -129,7 +133,7 @@ def feed(on_event):
 
 def test_progress_lines_without_a_terminal():
     err = Console(file=io.StringIO(), width=200)
-    with _progress(2, fake_env(False), err, verbose=False) as on_event:
+    with progress(KEYS, fake_env(False), err, verbose=False) as on_event:
         feed(on_event)
     text = err.file.getvalue()
     assert "[1/2] gelu manual 1024x1024 float32: ok 1 ms" in text
@@ -137,9 +141,28 @@ def test_progress_lines_without_a_terminal():
     assert "chatty" not in text
 
 
+def test_progress_lines_follow_session_order():
+    """A row that finishes first (an unavailable or ptx-only one) waits for the rows before it:
+    a first user saw [1/11] be cuda_naive, the fourth row of the session."""
+    err = Console(file=io.StringIO(), width=200)
+    with progress(KEYS, fake_env(False), err, verbose=False) as on_event:
+        feed(on_event, order=("cuda", "manual"))
+    lines = [line for line in err.file.getvalue().splitlines() if line.startswith("[")]
+    assert lines == ["[1/2] gelu manual 1024x1024 float32: ok 1 ms", "[2/2] gelu cuda 1024x1024 float32: failed (boom)"]
+
+
+def test_in_order_numbers_by_session_place_and_skips_resumed_rows():
+    keys = [(0, "a", None), (0, "b", None), (1, "c", 1), (1, "c", 2)]
+    order = InOrder(keys, done=[(0, "b", None)])
+    assert order.add((1, "c", 2), {"n": 4}) == []
+    assert order.add((0, "a", None), {"n": 1}) == [(1, {"n": 1})]          # b was kept: c@1 is next
+    assert order.add((1, "c", 1), {"n": 3}) == [(3, {"n": 3}), (4, {"n": 4})]
+    assert order.add((9, "x", None), {"n": 0}) == [(4, {"n": 0})]          # unknown: at once
+
+
 def test_progress_bar_on_a_terminal():
     err = Console(file=io.StringIO(), width=120, force_terminal=True)
-    with _progress(2, fake_env(True), err, verbose=True) as on_event:
+    with progress(KEYS, fake_env(True), err, verbose=True) as on_event:
         feed(on_event)
     text = err.file.getvalue()
     assert "failed (boom)" in text and "info: chatty info line" in text
@@ -154,3 +177,48 @@ def test_a_console_that_is_not_a_terminal_is_200_columns_wide():
     """A first user's --compare table on a redirected stderr cut its numbers at 80 columns."""
     env = types.SimpleNamespace(no_color=True, stderr_tty=False, stdout_tty=False)
     assert Env.console(env).width == 200
+
+
+# -- --list at 80 columns --------------------------------------------------------------------
+def test_list_fits_80_columns_one_line_per_implementation():
+    """A first user at 80 columns saw words broken ("pytorc|h") and a 22-line-tall matmul row:
+    now only the notes column wraps, every other cell stays whole on the row's first line."""
+    from workbench.cli import doctor
+
+    data = doctor.inventory([], "auto")
+    console = Console(file=io.StringIO(), width=80, no_color=True)
+    for item in doctor._list_tables(data):
+        console.print(item)
+    text = console.file.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    blocks = {block.split(" — ", 1)[0]: block.splitlines() for block in text.split("\n\n")[1:]}
+    for op in data["ops"]:
+        lines = blocks[op["name"]]
+        header = next(i for i, line in enumerate(lines) if line.startswith("impl "))
+        notes_at = lines[header].index("notes")
+        rows = lines[header + 2:]
+        names = [line.split(" ", 1)[0] for line in rows if line[:notes_at].strip()]
+        assert names == [impl["name"] for impl in op["impls"]], "one line per implementation, in order"
+        for impl in op["impls"]:
+            first = next(line for line in rows if line.split(" ", 1)[0] == impl["name"])
+            assert first[:notes_at].split()[-4:] == ["yes" if impl["unavailable"][a] is None else "no"
+                                                     for a in doctor.ACTIONS]
+        assert len(rows) <= 6 * len(op["impls"]), "no 22-line rows"
+
+
+def test_csv_has_dotted_columns_only():
+    """A first user's CSV repeated empty `launch`, `timing`, `check`, `traffic`, `profile`
+    columns beside the dotted ones."""
+    ok = record("triton")
+    ok["timing"]["sm_clock_mhz"] = {"min": 1980, "median": 1980, "max": 1980, "n": 4}
+    failed = record("cuda", status="failed")            # timing None
+    failed["check"] = None
+    no_clock = record("manual")
+    no_clock["timing"]["sm_clock_mhz"] = None
+    reader = csv.DictReader(io.StringIO(report.to_csv(document(ok, failed, no_clock))))
+    rows, columns = list(reader), reader.fieldnames
+    for name in ("timing", "check", "traffic", "launch", "profile", "timing.sm_clock_mhz"):
+        assert name not in columns, name
+    assert {"launch.grid", "traffic.gbps", "profile.kernel_count", "timing.sm_clock_mhz.median"} <= set(columns)
+    assert rows[0]["timing.sm_clock_mhz.median"] == "1980" and rows[2]["timing.sm_clock_mhz.median"] == ""
+    assert rows[1]["timing.median_ms"] == "" and rows[1]["check.passed"] == ""

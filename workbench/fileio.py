@@ -1,18 +1,34 @@
-"""Atomic file writes: a temporary file in the same folder, fsync, then os.replace.
+"""Writing files without damaging what a path points at: the project's one atomic writer.
 
-Either the whole new text is at `path` or the old file is untouched; no half-written file and
-no temporary file is left behind on error (CONTRACTS.md, "Session file": saved atomically).
+- `atomic_write_text` / `atomic_write_bytes`: a regular file is replaced atomically (a temporary
+  file in the same folder, fsync, os.replace): either the whole new text is there or the old file
+  is untouched, and no temporary file is left behind on error (CONTRACTS.md, "Session file":
+  saved atomically). A symlink is followed: its target is replaced, the link stays a link.
+- `write_output`: what `-o PATH` does. A regular file (or a path that does not exist yet) is
+  written atomically as above; anything else that exists (a device node such as /dev/full or
+  /dev/null, a FIFO, a socket, /dev/stdout and the /proc/self/fd/N links behind it) is written
+  through and never replaced.
+- `output_problem`: why a path cannot be written, found before any work (empty, a folder, a
+  read-only folder, a file system that refuses new files such as /sys), or None.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import stat
 import tempfile
 from pathlib import Path
 
+# Paths that name one of this process's open file descriptors: written to that descriptor, so
+# `-o /dev/stdout >> log` appends to the log instead of truncating it by reopening.
+_FD_PATH = re.compile(r"^/(?:dev/fd|proc/(self|\d+)/fd)/(\d+)$")
+_STD_NAMES = {"/dev/stdout": 1, "/dev/stderr": 2}
+_MAX_LINKS = 40  # as the kernel's ELOOP limit
+
 
 def atomic_write_text(path: str | Path, text: str, *, encoding: str = "utf-8") -> Path:
-    """Write `text` to `path` atomically; return the path.
+    """Write `text` to `path` atomically; return the path written (a symlink's target).
 
     The new file keeps the old file's permission bits, or gets 0o666 minus the umask when new.
     Raises OSError (the original file, if any, is unchanged).
@@ -22,7 +38,7 @@ def atomic_write_text(path: str | Path, text: str, *, encoding: str = "utf-8") -
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     """Write `data` to `path` atomically (see atomic_write_text)."""
-    path = Path(path)
+    path = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
     folder = path.parent if str(path.parent) else Path(".")
     folder.mkdir(parents=True, exist_ok=True)
     mode = _target_mode(path)
@@ -41,6 +57,89 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
             pass
         raise
     return path
+
+
+def is_stream(path: str | Path) -> bool:
+    """True when `path` exists and is not a regular file or folder (device node, FIFO, socket,
+    a terminal behind /dev/stdout), or names one of this process's descriptors: written through."""
+    if _own_fd(path) is not None:
+        return True
+    try:
+        mode = os.stat(path).st_mode  # follows symlinks
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def write_output(path: str | Path, data: bytes) -> Path:
+    """Write `data` to `path` as `-o` does: through a stream target, atomically to a file.
+    Returns the path written. Raises OSError (ENOSPC from /dev/full, EPIPE from a FIFO ...)."""
+    fd = _own_fd(path)
+    if fd is not None:
+        _write_all(fd, data)
+        return Path(path)
+    if is_stream(path):
+        fd = os.open(path, os.O_WRONLY)  # no O_CREAT, no O_TRUNC: the node stays what it is
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+        return Path(path)
+    return atomic_write_bytes(path, data)
+
+
+def output_problem(path: str) -> str | None:
+    """Why `path` cannot be written, or None; checked before any work is done.
+
+    A file target is probed by creating (and removing) a temporary file in its folder, or in the
+    nearest existing folder above when folders are missing (they are created when written)."""
+    if not path:
+        return "an empty path; give a file path, or leave -o out to write to stdout"
+    if is_stream(path):
+        return None if os.access(path, os.W_OK) else "not writable"
+    target = Path(os.path.realpath(path))
+    if target.is_dir():
+        return f"is a folder; give a file path (e.g. {Path(path) / 'results.json'})"
+    if target.exists() and not os.access(target, os.W_OK):
+        return "the file is not writable"
+    existing = target.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file, not a folder"
+    return _probe(existing)
+
+
+def _probe(folder: Path) -> str | None:
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".workbench-probe.")
+    except OSError as exc:
+        return f"folder {folder} is not writable ({exc.strerror or exc})"
+    os.close(fd)
+    os.unlink(tmp)
+    return None
+
+
+def _own_fd(path: str | Path) -> int | None:
+    """The descriptor number when `path`, or a link on its way, names one of ours."""
+    current = os.path.abspath(path)
+    for _ in range(_MAX_LINKS):
+        if current in _STD_NAMES:
+            return _STD_NAMES[current]
+        match = _FD_PATH.match(current)
+        if match and match.group(1) in (None, "self", str(os.getpid())):
+            return int(match.group(2))
+        if not os.path.islink(current):
+            return None
+        current = os.path.join(os.path.dirname(current), os.readlink(current))
+        current = os.path.abspath(current)
+    return None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _target_mode(path: Path) -> int:

@@ -30,16 +30,20 @@ def to_json(doc: Mapping[str, Any]) -> str:
 
 def to_csv(doc: Mapping[str, Any]) -> str:
     """One row per result, scalar fields with dotted names (`timing.median_ms`); columns are the
-    union of the rows' fields, first seen first (flattening: workbench.results.flatten)."""
+    union of the rows' fields, first seen first (flattening: workbench.results.flatten). A field
+    that is a dict in some rows and None in others (`timing.sm_clock_mhz`) has only its dotted
+    columns (`timing.sm_clock_mhz.median`), empty in the rows where it is None."""
     from workbench import results
 
     rows = [results.flatten(r) for r in doc.get("results", [])]
-    columns = list(dict.fromkeys(k for row in rows for k in row))
+    seen = list(dict.fromkeys(k for row in rows for k in row))
+    parents = {k.rsplit(".", i)[0] for k in seen for i in range(1, k.count(".") + 1)}
+    columns = [k for k in seen if k not in parents]
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: _csv_cell(v) for k, v in row.items()})
+        writer.writerow({k: _csv_cell(v) for k, v in row.items() if k not in parents})
     return buffer.getvalue()
 
 
@@ -167,9 +171,13 @@ def to_table(doc: Mapping[str, Any], *, width: int = 200, color: bool = False) -
 
 
 def render(doc: Mapping[str, Any], fmt: str, *, width: int = 200) -> str:
-    """The document in `fmt` (table | json | csv) as text."""
+    """The document in `fmt` (table | json | csv | jsonl) as text."""
     if fmt == "json":
         return to_json(doc)
+    if fmt == "jsonl":
+        from workbench.journal import to_jsonl
+
+        return to_jsonl(doc)
     if fmt == "csv":
         return to_csv(doc)
     return to_table(doc, width=width)

@@ -13,20 +13,21 @@ Keys this module adds to the contract (extensions, never renames):
 - traffic: `l2_resident` (working set fits L2 and was measured warm, rule 3), `peak`,
   `pct_of_peak`, `pct_of_copy`, `pct_of_cublas`, `speedup_vs_pytorch` (engine/traffic.py);
 - profile: `reason` (why there are no device rows), `wall_us` (the profiled region);
-- document: `cancelled` (run_plan was stopped; unfinished rows are `skipped`, error "cancelled").
+- document: `cancelled` (run_plan was stopped; unfinished rows are `skipped`, error "cancelled"),
+  `cancel_signal` (the signal that stopped a replay: "SIGINT" | "SIGTERM" | "SIGHUP", else None).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from workbench.fileio import atomic_write_text
+
 SCHEMA_VERSION = 1
 
-DOCUMENT_KEYS = ("schema_version", "provenance", "environment", "results", "cancelled")
+DOCUMENT_KEYS = ("schema_version", "provenance", "environment", "results", "cancelled", "cancel_signal")
 PROVENANCE_KEYS = ("workbench", "git_sha", "session", "session_sha256", "argv", "started")
 ENVIRONMENT_KEYS = ("device", "sm_count", "l2_bytes", "driver", "cuda", "torch", "triton", "python",
                     "ceilings", "datasheet")
@@ -50,9 +51,11 @@ PROFILE_ROW_KEYS = ("name", "kind", "calls", "self_device_us", "self_cpu_us", "p
 INTERPRETER_FLAG = "Triton interpreter: host time of numpy emulation, not kernel speed"
 
 STATUSES = ("ok", "failed", "unavailable", "skipped")
+CANCELLED_ERROR = "cancelled"  # the error of a row a cancel stopped before it finished (status skipped)
 # Sub-records that are either None or a dict with exactly these keys.
 SUB_RECORD_KEYS = {"timing": TIMING_KEYS, "check": CHECK_KEYS, "traffic": TRAFFIC_KEYS,
                    "launch": LAUNCH_KEYS, "profile": PROFILE_KEYS}
+CSV_LEFT_OUT = ("ptx", "samples_ms", "rows")  # not scalars: in the JSON document only
 
 
 def blank(keys: Iterable[str], **values: Any) -> dict:
@@ -76,7 +79,8 @@ def new_record(**values: Any) -> dict:
 def new_document(provenance: Mapping[str, Any], environment: Mapping[str, Any]) -> dict:
     """The document skeleton: schema_version, provenance, environment, empty results."""
     return {"schema_version": SCHEMA_VERSION, "provenance": blank(PROVENANCE_KEYS, **provenance),
-            "environment": blank(ENVIRONMENT_KEYS, **environment), "results": [], "cancelled": False}
+            "environment": blank(ENVIRONMENT_KEYS, **environment), "results": [], "cancelled": False,
+            "cancel_signal": None}
 
 
 def missing_keys(doc: Mapping[str, Any]) -> list[str]:
@@ -97,14 +101,17 @@ def flatten(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """Scalar fields only, dotted names (`timing.median_ms`), for CSV (CONTRACTS.md "CSV").
 
     Lists of scalars (grid, first_bad_index, flags) become ';'-joined strings; lists of dicts
-    (profile rows) and the ptx record are left out, as are samples_ms.
+    (profile rows) and the ptx record are left out, as are samples_ms. A sub-record that is None
+    (`launch` not measured) gives its dotted columns, empty, never a bare `launch` column.
     """
     out: dict[str, Any] = {}
     for key, value in record.items():
         name = f"{prefix}{key}"
-        if key in ("ptx", "samples_ms", "rows"):
+        if key in CSV_LEFT_OUT:
             continue
-        if isinstance(value, Mapping):
+        if value is None and not prefix and key in SUB_RECORD_KEYS:
+            out.update({f"{name}.{k}": None for k in SUB_RECORD_KEYS[key] if k not in CSV_LEFT_OUT})
+        elif isinstance(value, Mapping):
             if key in ("params", "shape"):
                 out.update({f"{name}.{k}": v for k, v in value.items()})
             else:
@@ -119,21 +126,12 @@ def flatten(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def dumps(doc: Mapping[str, Any]) -> str:
     """JSON text of a document (indent 2, NaN/Inf written as null)."""
-    return json.dumps(_finite(doc), indent=2, allow_nan=False) + "\n"
+    return json.dumps(finite(doc), indent=2, allow_nan=False) + "\n"
 
 
 def write(doc: Mapping[str, Any], path: Path) -> None:
-    """Write atomically: a temporary file in the same folder, then rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(dumps(doc))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write atomically (workbench.fileio: temporary file in the same folder, fsync, rename)."""
+    atomic_write_text(path, dumps(doc))
 
 
 def load(path: Path) -> dict:
@@ -147,11 +145,12 @@ def load(path: Path) -> dict:
     return doc
 
 
-def _finite(value: Any) -> Any:
+def finite(value: Any) -> Any:
+    """`value` with every NaN and infinity replaced by None (strict JSON has neither)."""
     if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
         return None
     if isinstance(value, Mapping):
-        return {str(k): _finite(v) for k, v in value.items()}
+        return {str(k): finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [finite(v) for v in value]
     return value

@@ -22,7 +22,7 @@ def run_check(args: argparse.Namespace, env: Env, err: Console) -> int:
                                      "problems": [p.as_dict() for p in exc.problems]}, indent=2) + "\n", args, env)
         print_problems(exc, err)
         return EXIT_USAGE
-    rows = count_rows(session)
+    rows = len(session_row_keys(session))
     if args.format == "json":
         write_output(json.dumps({"ok": True, "session": str(path), "name": session.name,
                                  "runs": len(session.runs), "rows": rows, "problems": []}, indent=2) + "\n", args, env)
@@ -31,12 +31,9 @@ def run_check(args: argparse.Namespace, env: Env, err: Console) -> int:
     return EXIT_OK
 
 
-def count_rows(session) -> int:
-    """Rows the session asks for: implementations x sweep points, over its runs."""
+def session_row_keys(session) -> list:
+    """The key of every row the session asks for, in document order (engine/rows.row_keys)."""
+    from workbench.engine.rows import row_keys
     from workbench.registry import REGISTRY
 
-    total = 0
-    for run in session.runs:
-        impls = len(run.impls) if run.impls is not None else len(REGISTRY.op(run.op).impls)
-        total += impls * (len(run.sweep.values) if run.sweep else 1)
-    return total
+    return row_keys(session, lambda op: REGISTRY.op(op).impls)

@@ -7,6 +7,7 @@ Nothing here imports another module of `workbench.cli` (they import this one: a 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from dataclasses import dataclass
@@ -18,6 +19,11 @@ from rich.console import Console
 from workbench.errors import WorkbenchError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# A replay a signal stopped exits 128 + its number: 130 SIGINT, 143 SIGTERM, 129 SIGHUP.
+EXIT_SIGNAL_BASE = 128
+EXIT_CODES_TEXT = ("0 every row ran; 1 a row failed or a regression; 2 bad session, bad usage, an -o path "
+                   "that cannot be written, or results from different GPUs; 128 + N stopped by signal N, "
+                   "the partial results written (130 SIGINT, 143 SIGTERM, 129 SIGHUP)")
 APP_NAME = "workbench"
 
 
@@ -59,40 +65,38 @@ def read_env() -> Env:
 
 def check_output_path(path: str) -> None:
     """Refuse an -o PATH that cannot be written, before any work; raises WorkbenchError.
+    (workbench.fileio.output_problem: empty, a folder, a folder that takes no new file.)"""
+    from workbench.fileio import output_problem
 
-    Missing folders are fine (they are created when the data is written), but the nearest
-    existing one must be a writable folder."""
-    target = Path(path).absolute()
-    if target.is_dir():
-        raise WorkbenchError(f"-o {path}: is a folder; give a file path (e.g. {Path(path) / 'results.json'})")
-    existing = target.parent
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise WorkbenchError(f"-o {path}: {existing} is a file, not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise WorkbenchError(f"-o {path}: folder {existing} is not writable")
+    problem = output_problem(path)
+    if problem:
+        raise WorkbenchError(f"-o {path!r}: {problem}" if not path else f"-o {path}: {problem}")
 
 
 def write_output(text: str, args: argparse.Namespace, env: Env) -> None:
-    """Data to -o (atomically) or stdout."""
-    if not args.output:
-        _write_stdout(text)
+    """Data to -o or stdout. A file is replaced atomically (a symlink's target is); a device
+    node, FIFO or /dev/stdout is written through (workbench.fileio.write_output)."""
+    if args.output is None:
+        write_stdout(text)
         return
-    from workbench.fileio import atomic_write_text
+    from workbench import fileio
 
     try:
-        atomic_write_text(args.output, text)
+        fileio.write_output(args.output, text.encode("utf-8"))
     except OSError as exc:  # checked before the run, but the disk can still fill up: keep the data
-        _write_stdout(text)
+        write_stdout(text)
         raise WorkbenchError(f"-o {args.output}: not written ({exc}); the data went to stdout instead") from None
 
 
-def _write_stdout(text: str) -> None:
+def write_stdout(text: str) -> None:
+    """Text to stdout, flushed. A reader that left (`| head`, EPIPE) or a terminal that hung up
+    (a closed SSH session, EIO) is not an error: what follows goes to /dev/null."""
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
-    except BrokenPipeError:  # `workbench --list | head`: the reader left; not an error
+    except OSError as exc:
+        if not isinstance(exc, BrokenPipeError) and exc.errno != errno.EIO:
+            raise
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
 
@@ -102,7 +106,7 @@ def output_style(env: Env, args: argparse.Namespace) -> tuple[int, bool]:
     200 columns and plain text for -o, pipes and files."""
     import shutil
 
-    if env.stdout_tty and not args.output:
+    if env.stdout_tty and args.output is None:
         return shutil.get_terminal_size().columns, not env.no_color
     return 200, False
 

@@ -6,10 +6,11 @@
     workbench --list              ops and implementations, with availability and the reason
     workbench --doctor            GPU, versions, ceilings cache, colour system, paths
 
-Data goes to stdout (or -o, written atomically), diagnostics to stderr. Exit codes: 0 every row
-ran; 1 a row failed or a regression was found; 2 bad session, bad usage or results compared
-across GPUs; 130 interrupted. The CLI (`common.read_env`) is the only place that reads environment
-variables (NO_COLOR) and the platform's user directories; everything below gets them as arguments.
+Data goes to stdout (or -o: a file written atomically, a device node or FIFO written through),
+diagnostics to stderr. Exit codes: common.EXIT_CODES_TEXT (0, 1, 2, and 128 + N for a replay
+stopped by signal N: 130 SIGINT, 143 SIGTERM, 129 SIGHUP). The CLI (`common.read_env`) is the
+only place that reads environment variables (NO_COLOR) and the platform's user directories;
+everything below gets them as arguments.
 
 The package's modules form a tree: main -> check, replay, doctor -> common (nothing imports back).
 """
@@ -25,17 +26,18 @@ from typing import Sequence
 from rich.console import Console
 
 import workbench
-from workbench.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, Env, check_output_path, read_env
+from workbench.cli.common import EXIT_CODES_TEXT, EXIT_INTERRUPTED, EXIT_USAGE, Env, check_output_path, read_env
 from workbench.errors import WorkbenchError
 
 DEVICE_RE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
+FORMATS = ("table", "json", "csv", "jsonl")
+EXTENSION_FORMATS = {".json": "json", ".csv": "csv", ".jsonl": "jsonl"}
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="workbench", description="A keyboard-driven terminal workbench for GPU kernel engineering.",
-        epilog="exit codes: 0 every row ran; 1 a row failed or a regression; 2 bad session, bad usage "
-               "or results from different GPUs; 130 interrupted")
+        epilog=f"exit codes: {EXIT_CODES_TEXT}")
     parser.add_argument("file", nargs="?", metavar="FILE",
                         help="session to open in the TUI (a path or a shipped session name)")
     mode = parser.add_mutually_exclusive_group()
@@ -43,8 +45,15 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--check", metavar="FILE", help="validate a session only")
     mode.add_argument("--list", action="store_true", help="ops and implementations, with availability")
     mode.add_argument("--doctor", action="store_true", help="GPU, versions, ceilings cache, colours, paths")
-    parser.add_argument("--format", choices=("table", "json", "csv"), default="table", help="output format")
-    parser.add_argument("-o", "--output", metavar="PATH", help="write the data here (atomically) instead of stdout")
+    parser.add_argument("--format", choices=FORMATS, default=None,
+                        help="output format (default: from the -o extension .json/.csv/.jsonl, else table); "
+                             "jsonl streams replay rows as they finish")
+    parser.add_argument("-o", "--output", metavar="PATH",
+                        help="write the data here instead of stdout (a file atomically, with a journal of "
+                             "finished rows beside it during a replay; a device node or FIFO written through)")
+    parser.add_argument("--resume", metavar="PATH",
+                        help="with --replay: keep the finished rows of the stopped run written to PATH (or "
+                             "its journal) and run only the missing ones; writes PATH unless -o is given")
     parser.add_argument("--device", default=None, help="auto | cpu | cuda | cuda:N (overrides the session)")
     parser.add_argument("--kernels", action="append", default=[], metavar="PATH",
                         help="a file or folder of user ops (repeatable)")
@@ -66,13 +75,28 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         parser.error(f"FILE {args.file!r} opens the TUI; it cannot be combined with --{modes[0]}")
     if args.device is not None and not DEVICE_RE.match(args.device):
         parser.error(f"--device must be auto, cpu, cuda or cuda:N, got {args.device!r}")
-    if (args.compare or args.force) and not args.replay:
-        parser.error("--compare and --force go with --replay FILE")
+    if (args.compare or args.force or args.resume) and not args.replay:
+        parser.error("--compare, --force and --resume go with --replay FILE")
+    if args.resume is not None and args.output is None:
+        args.output = args.resume
+    _pick_format(parser, args)
     if args.threshold < 0:
         parser.error(f"--threshold must be >= 0, got {args.threshold}")
-    if args.doctor and args.format == "csv":
-        parser.error("--doctor writes table or json")
     return args
+
+
+def _pick_format(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--format, else the -o extension (.json, .csv, .jsonl), else table; refuse what the mode
+    cannot write."""
+    given = args.format is not None
+    if not given:
+        suffix = Path(args.output).suffix.lower() if args.output else ""
+        args.format = EXTENSION_FORMATS.get(suffix, "table")
+    why = "" if given else f" (from the extension of -o {args.output})"
+    if args.doctor and args.format == "csv":
+        parser.error(f"--doctor writes table or json, not csv{why}")
+    if args.format == "jsonl" and not args.replay:
+        parser.error(f"--format jsonl{why} goes with --replay FILE; give --format json")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -95,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace, argv: list[str], env: Env, err: Console) -> int:
-    if getattr(args, "output", None):
+    if args.output is not None:
         check_output_path(args.output)
     if args.list or args.doctor:
         from workbench.cli import doctor

@@ -1,32 +1,91 @@
 """`workbench --replay FILE`: run a session headless through the one core call, `run_plan`.
 
-Events become a rich progress bar on stderr when stderr is a terminal, else one line per
-finished row; the results document goes to stdout or -o in the chosen format. Ctrl-C sets the
-stop flag (the engine cancels within 3 s) and the command exits 130; a second Ctrl-C aborts.
+Events become progress on stderr (cli/progress.py) and finished rows go to the journal beside
+`-o PATH` or, for `--format jsonl`, to stdout as they finish (cli/sink.py); the document goes to
+stdout or -o in the chosen format at the end. SIGINT, SIGTERM and SIGHUP stop the run alike
+(cli/stopping.py): the partial document is written with `cancelled` and `cancel_signal`, and the
+command exits 128 + the signal number. `--resume PATH` keeps the finished rows of a stopped run
+(the same session file, the same device) and runs only the missing ones.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import dataclasses
 import json
-import signal
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from workbench import events as ev
-from workbench.cli.check import count_rows
-from workbench.cli.common import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Env, output_style,
-                                  print_problems, run_options, write_output)
+from workbench.cli.check import session_row_keys
+from workbench.cli.common import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_SIGNAL_BASE, EXIT_USAGE, Env,
+                                  print_problems, run_options)
+from workbench.cli.progress import progress
+from workbench.cli.sink import Sink
+from workbench.cli.stopping import Aborted, stop_on_signals
 from workbench.provenance import fill_provenance, provenance, utc_now_iso
-from workbench.report import fmt_num, render, shape_text, to_table
 
 
 def run_replay(args: argparse.Namespace, argv: list[str], env: Env, err: Console) -> int:
+    stop = threading.Event()
+    with stop_on_signals(stop) as stopped:  # from the start: a signal while torch loads stops cleanly too
+        try:
+            return _replay(args, argv, env, err, stop, stopped)
+        except Aborted as exc:  # a second signal before the document was written
+            err.print(f"stopped by a second {exc}", markup=False)
+            return EXIT_SIGNAL_BASE + exc.signum
+
+
+def _replay(args, argv, env: Env, err: Console, stop: threading.Event, stopped) -> int:
+    ready = _prepare(args, argv, env, err)
+    if ready is None:
+        return EXIT_USAGE
+    from workbench.engine.plan import run_plan
+
+    ours = ready.provenance
+    sink = Sink(args, env, {"provenance": ours, "environment": ready.environment}, ready.done)
+    try:
+        with progress(session_row_keys(ready.session), env, err, args.verbose, done=ready.options.done) as show:
+            def on_event(event) -> None:
+                sink.on_event(event)  # journal and stream first: a row is on disk before it is shown
+                show(event)
+            doc = run_plan(ready.session, on_event=on_event, stop=stop, options=ready.options)
+    except Aborted as exc:
+        doc = sink.partial(exc.args[0])
+        err.print(f"stopped by a second {exc}: writing the {len(doc['results'])} finished row(s)", markup=False)
+        sink.finish(_provenance(doc, ours), err)
+        return EXIT_SIGNAL_BASE + exc.signum
+    _provenance(doc, ours)
+    doc["cancel_signal"] = stopped.name
+    code = stopped.exit_code or (EXIT_INTERRUPTED if stop.is_set() else _exit_code(doc))
+    if ready.baseline is not None:
+        code = _compare(doc, ready.baseline, args, err, code)
+    sink.finish(doc, err)
+    if stop.is_set():
+        err.print(f"{stopped.name or 'interrupted'}: the results written are partial (unfinished rows are "
+                  "skipped, error \"cancelled\")", markup=False)
+    return code
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """What a replay starts from: the session (plugins resolved), the engine's options (with the
+    resumed rows as `done`), our provenance, the --compare baseline, and the planned environment."""
+
+    session: Any
+    options: Any
+    provenance: dict
+    baseline: dict | None
+    done: list[dict]
+    environment: dict
+
+
+def _prepare(args, argv, env: Env, err: Console) -> _Prepared | None:
+    """Everything checked before a row runs: the session, --compare's baseline and GPU, --resume's
+    rows; None after saying what is wrong (exit 2)."""
     from workbench.session import (SessionError, file_sha256, load_session, resolve_session_path,
                                    with_resolved_plugins)
 
@@ -35,47 +94,84 @@ def run_replay(args: argparse.Namespace, argv: list[str], env: Env, err: Console
         session = load_session(path, kernels=args.kernels)
     except SessionError as exc:
         print_problems(exc, err)
-        return EXIT_USAGE
+        return None
     baseline = _read_baseline(args.compare, err) if args.compare else None
     if args.compare and baseline is None:
-        return EXIT_USAGE
+        return None
     sha = file_sha256(path)
     ours = provenance(session.name, session_sha256=sha, argv=argv, started=utc_now_iso())
     try:
-        from workbench.engine.plan import run_plan
+        from workbench.engine.plan import planned_environment
     except ImportError as exc:
         err.print(f"error: the engine (workbench.engine.plan) is not available: {exc}", markup=False)
-        return EXIT_USAGE
+        return None
     options = run_options(args, env, argv=argv, session_sha256=sha)
     session = with_resolved_plugins(session, path.parent)
-    if baseline is not None:  # different GPUs are never compared: say so before the run, not after
-        from workbench.engine.plan import planned_device_name
+    environment = planned_environment(session, options)  # the journal's header; the device, up front
+    if baseline is not None and not _same_gpu(args.compare, baseline, environment, err):
+        return None
+    done: list[dict] | None = []
+    if args.resume:
+        done, ours["resumed_from"] = _resumed_rows(args.resume, sha, environment, err)
+    if done is None:
+        return None
+    options = dataclasses.replace(options, done={_key(r): r for r in done})
+    return _Prepared(session, options, ours, baseline, done, environment)
 
-        here = planned_device_name(session, options)
-        there = (baseline.get("environment") or {}).get("device")
-        if there and here != there:
-            err.print(f"error: --compare {args.compare}: the baseline ran on {there!r}, this replay would run on "
-                      f"{here!r}; results from different GPUs are not compared", markup=False)
-            return EXIT_USAGE
-    stop = threading.Event()
-    with _progress(count_rows(session), env, err, args.verbose) as on_event, _sigint_sets(stop):
-        doc = run_plan(session, on_event=on_event, stop=stop,
-                       options=options)
+
+def _key(record: dict[str, Any]) -> tuple:
+    return (record.get("run_index"), record.get("label"), record.get("sweep_value"))
+
+
+def _provenance(doc: dict, ours: dict) -> dict:
     fill_provenance(doc, ours)
-    code = EXIT_INTERRUPTED if stop.is_set() else _exit_code(doc)
-    if baseline is not None:
-        code = _compare(doc, baseline, args, env, err, code)
-    write_output(_text(doc, args, env), args, env)
-    if stop.is_set():
-        err.print("interrupted: the results written are partial (unfinished rows are skipped)")
-    return code
+    if ours.get("resumed_from"):
+        doc["provenance"]["resumed_from"] = ours["resumed_from"]
+    return doc
 
 
-def _text(doc: dict[str, Any], args: argparse.Namespace, env: Env) -> str:
-    if args.format != "table":
-        return render(doc, args.format)
-    width, color = output_style(env, args)
-    return to_table(doc, width=width, color=color)
+def _resumed_rows(resume: str, sha: str, environment: dict, err: Console) -> tuple[list[dict] | None, dict | None]:
+    """The finished rows of the stopped run at `resume` and where they came from (provenance's
+    `resumed_from`), if it ran this very session file on this device; (None, None) after saying
+    why otherwise."""
+    rows = _finished_rows(resume, sha, environment, err)
+    if rows is None:
+        return None, None
+    done, started = rows
+    err.print(f"resuming {resume}: {len(done)} finished row(s) kept", markup=False)
+    return done, {"path": str(resume), "started": started, "rows_kept": len(done)}
+
+
+def _finished_rows(resume: str, sha: str, environment: dict, err: Console) -> tuple[list[dict], Any] | None:
+    from workbench.journal import is_finished, read_partial
+
+    try:
+        partial = read_partial(resume)
+    except (OSError, ValueError) as exc:
+        err.print(f"error: --resume {resume}: {exc}", markup=False)
+        return None
+    theirs = (partial.get("provenance") or {}).get("session_sha256")
+    if theirs != sha:
+        err.print(f"error: --resume {resume}: it ran a session file with sha256 {theirs}, this one is {sha}; "
+                  "resume only with the same session file", markup=False)
+        return None
+    there, here = (partial.get("environment") or {}).get("device"), environment.get("device")
+    if there != here:
+        err.print(f"error: --resume {resume}: it ran on {there!r}, this replay would run on {here!r}; "
+                  "rows from different devices are not mixed", markup=False)
+        return None
+    done = [r for r in partial.get("results") or () if is_finished(r)]
+    return done, (partial.get("provenance") or {}).get("started")
+
+
+def _same_gpu(compare: str, baseline: dict, environment: dict, err: Console) -> bool:
+    """Different GPUs are never compared: say so before the run, not after."""
+    here, there = environment.get("device"), (baseline.get("environment") or {}).get("device")
+    if there and here != there:
+        err.print(f"error: --compare {compare}: the baseline ran on {there!r}, this replay would run on "
+                  f"{here!r}; results from different GPUs are not compared", markup=False)
+        return False
+    return True
 
 
 def _exit_code(doc: dict[str, Any]) -> int:
@@ -95,7 +191,7 @@ def _read_baseline(path: str, err: Console) -> dict[str, Any] | None:
     return doc
 
 
-def _compare(doc: dict[str, Any], baseline: dict[str, Any], args, env: Env, err: Console, code: int) -> int:
+def _compare(doc: dict[str, Any], baseline: dict[str, Any], args, err: Console, code: int) -> int:
     from workbench.compare import compare_documents, comparison_table
 
     comparison = compare_documents(doc, baseline, args.threshold)
@@ -103,73 +199,8 @@ def _compare(doc: dict[str, Any], baseline: dict[str, Any], args, env: Env, err:
     if comparison.different_gpu:
         err.print(f"warning: the baseline ran on {comparison.baseline_device!r}, this run on "
                   f"{comparison.device!r}; results from different GPUs are not compared", markup=False)
-        return code if code == EXIT_INTERRUPTED else EXIT_USAGE
+        return code if code > EXIT_SIGNAL_BASE else EXIT_USAGE  # a signal's 128 + N stays
     err.print(comparison_table(comparison))
     if comparison.regressions and code == EXIT_OK:
         return EXIT_FAILED
     return code
-
-
-# -- progress and Ctrl-C ---------------------------------------------------------------------
-@contextlib.contextmanager
-def _progress(total: int, env: Env, err: Console, verbose: bool) -> Iterator[Callable[[ev.Event], None]]:
-    """An on_event callback: a progress bar on a terminal, else a line per finished row."""
-    state = {"done": 0}
-    bar = None
-    if env.stderr_tty:
-        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                       TimeElapsedColumn(), console=err, transient=True)
-        task = bar.add_task("starting", total=total)
-
-    def on_event(event: ev.Event) -> None:
-        if isinstance(event, ev.Started) and bar is not None:
-            bar.update(task, description=f"{event.op} {event.row[1]} {event.spec_label}")
-        elif isinstance(event, ev.Result):
-            state["done"] += 1
-            line = _row_line(event.record, state["done"], total)
-            if bar is not None:
-                bar.update(task, advance=1)
-                if event.record.get("status") == "failed":
-                    bar.console.print(line, markup=False, highlight=False)
-            else:
-                err.print(line, markup=False, highlight=False)
-        elif isinstance(event, ev.Log) and (verbose or event.level != "info"):
-            (bar.console if bar else err).print(f"{event.level}: {event.text}", markup=False, highlight=False)
-
-    if bar is None:
-        yield on_event
-        return
-    with bar:
-        yield on_event
-
-
-def _row_line(record: dict[str, Any], done: int, total: int) -> str:
-    timing = record.get("timing") or {}
-    sweep = record.get("sweep_value")
-    where = shape_text(record.get("shape")) + (f" @{sweep}" if sweep is not None else "")
-    text = f"[{done}/{total}] {record.get('op')} {record.get('label')} {where} {record.get('dtype') or ''}: " \
-           f"{record.get('status')}"
-    if timing.get("median_ms") is not None:
-        text += f" {fmt_num(timing['median_ms'])} ms"
-    if record.get("error"):
-        text += f" ({str(record['error']).splitlines()[0][:160]})"
-    return text
-
-
-@contextlib.contextmanager
-def _sigint_sets(stop: threading.Event) -> Iterator[None]:
-    """First Ctrl-C sets `stop`; a second one raises KeyboardInterrupt. Main thread only."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
-
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)

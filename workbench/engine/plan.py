@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import itertools
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from workbench.engine.admit import Admission, admit
 from workbench.engine.ceilings import CeilingCache, datasheet_for
@@ -26,7 +26,7 @@ from workbench.engine.environment import DeviceInfo, device_info, environment_re
 from workbench.engine.relative import relate_to_pytorch
 from workbench.engine.rows import Row, expand
 from workbench.engine.supervisor import ChildKey, SparePool, Supervisor, child_key
-from workbench.events import Event, Result, Started
+from workbench.events import Event, Result, RowKey, Started
 from workbench.machine import probe
 from workbench.provenance import provenance, utc_now_iso
 from workbench.registry import discover
@@ -43,7 +43,8 @@ class RunOptions:
     write a chrome trace per profiled row there (None: none); warm_spare: keep one spare child
     started ahead of need (engine/supervisor.py; False: every child starts cold; None, the
     default: only when every row runs on a CUDA device, since CPU rows are timed on the host's
-    cores that a starting spare would share)."""
+    cores that a starting spare would share); done: records of rows already finished (by row
+    key, from a stopped run's journal: `--resume`), put in the document as they are, not run."""
 
     device: str | None = None
     kernels: tuple[str, ...] = ()
@@ -54,6 +55,7 @@ class RunOptions:
     build_dir: Path | None = None
     trace_dir: Path | None = None
     warm_spare: bool | None = None
+    done: Mapping[RowKey, dict] = field(default_factory=dict)
 
 
 def default_cache_dir() -> Path:
@@ -68,7 +70,8 @@ def run_plan(session: Session, *, on_event: Callable[[Event], None],
     unknown op/implementation or a plugin that fails to load (before anything runs)."""
     stop = stop or threading.Event()
     started = utc_now_iso()
-    plugin_paths, registry, machine, rows = _plan_rows(session, options)
+    plugin_paths, registry, machine, all_rows = _plan_rows(session, options)
+    rows = [r for r in all_rows if r.key not in options.done]  # --resume: only what is missing
     cache_dir = Path(options.cache_dir) if options.cache_dir else default_cache_dir()
     build_dir = Path(options.build_dir) if options.build_dir else cache_dir / "build"
     trace_dir = str(options.trace_dir) if options.trace_dir else None
@@ -77,7 +80,7 @@ def run_plan(session: Session, *, on_event: Callable[[Event], None],
     on_cuda = all(r.device.startswith("cuda") for r in rows)
     spares = SparePool(enabled=on_cuda if options.warm_spare is None else options.warm_spare)
     run = _PlanRun(rows, on_event, stop, plugin_paths, str(cache_dir), str(build_dir), trace_dir, spares)
-    info = _main_device(rows, machine.has_cuda)
+    info = _main_device(all_rows, machine.has_cuda)
     doc = new_document(_provenance(session, options, started), environment_record(info))  # now: cancel is quick
     groups = [list(g) for _run_index, g in itertools.groupby(rows, key=lambda r: r.run_index)]
     try:
@@ -95,7 +98,7 @@ def run_plan(session: Session, *, on_event: Callable[[Event], None],
         spares.close()  # a spare nobody took (finish, cancel, error) leaves with the run
     run.cancel_rest()
     doc["environment"].update(_ceilings(info, cache_dir))
-    doc["results"] = [run.records[r.key] for r in rows]
+    doc["results"] = [options.done.get(r.key) or run.records[r.key] for r in all_rows]
     relate_to_pytorch(doc["results"])  # traffic.speedup_vs_pytorch (engine/relative.py)
     doc["cancelled"] = stop.is_set()
     return doc
@@ -110,6 +113,13 @@ def planned_device_name(session: Session, options: RunOptions = RunOptions()) ->
     "cpu"), found without running anything (for --compare's different-GPU check up front)."""
     _, _, machine, rows = _plan_rows(session, options)
     return _main_device(rows, machine.has_cuda).name
+
+
+def planned_environment(session: Session, options: RunOptions = RunOptions()) -> dict:
+    """The `environment` run_plan(session, options) will start from (no ceilings yet), found
+    without running anything: for the header of a journal written while rows finish."""
+    _, _, machine, rows = _plan_rows(session, options)
+    return environment_record(_main_device(rows, machine.has_cuda))
 
 
 def _plan_rows(session: Session, options: RunOptions):

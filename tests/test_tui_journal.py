@@ -1,0 +1,69 @@
+"""The TUI's results file gets the replay's treatment: each finished row goes to a journal beside
+NAME.results.json as it arrives, so a run the app never saw end (a crash, a kill) loses no
+finished row; the next open folds those rows in (workbench/journal.py)."""
+
+from __future__ import annotations
+
+import json
+
+from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async
+
+from workbench import events as ev
+from workbench import journal
+from workbench.screens import sessions_io
+from workbench.screens.app import WorkbenchApp
+
+
+def dies_after_the_first_row():
+    inner = fixture_engine()
+
+    def engine(session, *, on_event, stop=None, options=None):
+        def relay(event):
+            on_event(event)
+            if isinstance(event, ev.Result):
+                raise RuntimeError("the machine went away")
+        return inner(session, on_event=relay, stop=stop, options=options)
+    return engine
+
+
+@run_async
+async def test_a_row_finished_before_a_crash_is_in_the_journal_and_recovered(tmp_path):
+    app = WorkbenchApp(None, None, engine=dies_after_the_first_row(),
+                       catalog_loader=lambda kernels, device: fake_catalog(), opener=fake_opener(), data_dir=tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        index = app._running_index if app._running_index is not None else 0
+        results = sessions_io.results_file(app.ws.path, tmp_path, app.ws.session.name)
+    kept = journal.journal_path(results)
+    assert kept.is_file() and not results.exists(), "the run never finished: only its journal is there"
+    rows = journal.from_jsonl(kept.read_text())["results"]
+    assert len(rows) == 1 and rows[0]["status"] == "ok" and rows[0]["run_index"] == index
+    doc, notes = sessions_io._recover_rows(results)
+    assert [r["label"] for r in doc["results"]] == [rows[0]["label"]] and "recovered 1 finished row" in notes[0]
+    assert json.loads(results.read_text())["results"] == doc["results"] and not kept.exists()
+
+
+@run_async
+async def test_a_run_that_ends_leaves_no_journal(tmp_path):
+    app = WorkbenchApp(None, None, engine=fixture_engine(), catalog_loader=lambda kernels, device: fake_catalog(),
+                       opener=fake_opener(), data_dir=tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        results = sessions_io.results_file(app.ws.path, tmp_path, app.ws.session.name)
+    assert results.is_file() and not journal.journal_path(results).exists()
+
+
+def test_recover_replaces_rows_by_key_and_keeps_the_others(tmp_path):
+    results = tmp_path / "s.results.json"
+    saved = {"schema_version": 1, "results": [{"run_index": 0, "label": "a", "sweep_value": None, "status": "ok"},
+                                              {"run_index": 1, "label": "b", "sweep_value": 2, "status": "failed"}]}
+    kept = journal.Journal(journal.journal_path(results), {"provenance": {}, "environment": {}})
+    kept.add({"run_index": 1, "label": "b", "sweep_value": 2, "status": "ok"})
+    kept.add({"run_index": 1, "label": "c", "sweep_value": None, "status": "ok"})
+    kept.close()
+    doc, count = journal.recover(results, saved)
+    assert count == 2
+    assert [(r["label"], r["status"]) for r in doc["results"]] == [("a", "ok"), ("b", "ok"), ("c", "ok")]
+    assert journal.recover(tmp_path / "other.json", saved) == (saved, 0)

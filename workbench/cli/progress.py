@@ -1,0 +1,98 @@
+"""Replay's progress on stderr: a rich progress bar on a terminal, else one line per finished row.
+
+Lines come in session order, numbered by the row's place in the session (`[3/11]`), although
+rows finish out of order (an unavailable row is decided at once, a ptx-only row finishes in the
+run's first child): a row's line waits until every row before it has finished. A write that
+fails (the terminal of a closed SSH session) is dropped: progress never stops a run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterable, Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from workbench import events as ev
+from workbench.cli.common import Env
+from workbench.events import RowKey
+from workbench.report import fmt_num, shape_text
+
+
+class InOrder:
+    """Results in, (place, record) out in session order. keys: every row key in session order;
+    done: keys already finished elsewhere (a resumed run's), never waited for. A key not in
+    `keys` comes out at once (the engine and the session disagree: better shown than held)."""
+
+    def __init__(self, keys: Iterable[RowKey], done: Iterable[RowKey] = ()):
+        self.keys = list(keys)
+        self.place = {key: index for index, key in enumerate(self.keys)}
+        self.finished: dict[int, dict] = {self.place[k]: {} for k in done if k in self.place}
+        self.next = 0
+        self._skip_done()
+
+    def add(self, key: RowKey, record: dict) -> list[tuple[int, dict]]:
+        if key not in self.place:
+            return [(len(self.keys), record)]
+        self.finished[self.place[key]] = record
+        ready = []
+        while self.next in self.finished:
+            ready.append((self.next + 1, self.finished.pop(self.next)))
+            self.next += 1
+            self._skip_done()
+        return ready
+
+    def _skip_done(self) -> None:
+        while self.finished.get(self.next) == {}:
+            del self.finished[self.next]
+            self.next += 1
+
+
+@contextlib.contextmanager
+def progress(keys: list[RowKey], env: Env, err: Console, verbose: bool,
+             done: Iterable[RowKey] = ()) -> Iterator[Callable[[ev.Event], None]]:
+    """An on_event callback: a progress bar on a terminal, else a line per finished row."""
+    order = InOrder(keys, done)
+    total = len(keys)
+    bar = None
+    if env.stderr_tty:
+        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                       TimeElapsedColumn(), console=err, transient=True)
+        task = bar.add_task("starting", total=total, completed=len(set(done) & set(order.place)))
+
+    def say(line: str) -> None:
+        with contextlib.suppress(OSError):
+            (bar.console if bar else err).print(line, markup=False, highlight=False)
+
+    def on_event(event: ev.Event) -> None:
+        if isinstance(event, ev.Started) and bar is not None:
+            bar.update(task, description=f"{event.op} {event.row[1]} {event.spec_label}")
+        elif isinstance(event, ev.Result):
+            if bar is not None:
+                bar.update(task, advance=1)
+            for place, record in order.add(event.row, event.record):
+                if bar is None or record.get("status") == "failed":
+                    say(row_line(record, place, total))
+        elif isinstance(event, ev.Log) and (verbose or event.level != "info"):
+            say(f"{event.level}: {event.text}")
+
+    if bar is None:
+        yield on_event
+        return
+    with bar:
+        yield on_event
+
+
+def row_line(record: dict[str, Any], place: int, total: int) -> str:
+    """`[3/11] gelu triton 2x8 float32: ok 0.51 ms` (and the error's first line, if any)."""
+    timing = record.get("timing") or {}
+    sweep = record.get("sweep_value")
+    where = shape_text(record.get("shape")) + (f" @{sweep}" if sweep is not None else "")
+    text = f"[{place}/{total}] {record.get('op')} {record.get('label')} {where} {record.get('dtype') or ''}: " \
+           f"{record.get('status')}"
+    if timing.get("median_ms") is not None:
+        text += f" {fmt_num(timing['median_ms'])} ms"
+    if record.get("error"):
+        text += f" ({str(record['error']).splitlines()[0][:160]})"
+    return text
