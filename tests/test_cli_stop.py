@@ -39,7 +39,8 @@ def start(tmp_path: Path, *args: str, text: str = SESSION) -> subprocess.Popen:
     session.write_text(text)
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "XDG_DATA_HOME": str(tmp_path / "data")}
     return subprocess.Popen([sys.executable, "-m", "workbench", "--replay", str(session), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+                            start_new_session=True)  # its own process group, as under `timeout` or sshd
 
 
 def wait_for_line(proc: subprocess.Popen, text: str) -> list[str]:
@@ -56,13 +57,20 @@ def wait_for_line(proc: subprocess.Popen, text: str) -> list[str]:
     pytest.fail(f"no {text!r} on stderr: {''.join(seen)}")
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
-def test_a_signal_mid_replay_keeps_every_finished_row(tmp_path, signum):
+@pytest.mark.parametrize("signum, to_group", [(signal.SIGTERM, False), (signal.SIGHUP, False), (signal.SIGINT, False),
+                                              (signal.SIGTERM, True), (signal.SIGHUP, True)],
+                         ids=["SIGTERM", "SIGHUP", "SIGINT", "SIGTERM-group", "SIGHUP-group"])
+def test_a_signal_mid_replay_keeps_every_finished_row(tmp_path, signum, to_group):
+    """To the process alone (`kill PID`), or to its whole group, children included (`timeout`
+    signals its group; a closed SSH session hangs up the session's)."""
     target = tmp_path / "out.json"
     proc = start(tmp_path, "-o", str(target))
     wait_for_line(proc, "[2/4]")                   # two rows finished; the third (8 s) is running
     assert journal.journal_path(target).is_file(), "the finished rows are on disk already"
-    proc.send_signal(signum)
+    if to_group:
+        os.killpg(proc.pid, signum)
+    else:
+        proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
     doc = json.loads(target.read_text())
     assert proc.returncode == 128 + signum, err
