@@ -59,8 +59,8 @@ def fake_plan(monkeypatch):
         doc["cancelled"] = bool(stop is not None and stop.is_set())
         return doc
     monkeypatch.setattr(plan, "run_plan", run_plan)
-    monkeypatch.setattr(plan, "planned_environment",
-                        lambda session, options=None: dict(state.doc["environment"]))
+    monkeypatch.setattr(plan, "planned_device_name",
+                        lambda session, options=None: state.doc["environment"]["device"])
     return state
 
 

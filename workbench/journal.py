@@ -1,12 +1,13 @@
 """Results written as rows finish: the journal beside a results file, and JSON Lines documents.
 
-A journal is JSON Lines (one JSON object a line, CONTRACTS.md "Results as JSON Lines"):
+A journal is JSON Lines (one JSON object a line, CONTRACTS.md "Results", JSON Lines):
 
-    {"header": {"schema_version": 1, "provenance": {...}, "environment": {...}}}
+    {"header": {"schema_version": 1, "provenance": {...}, "environment": {"device": ..., ...}}}
     {"result": {...one result record...}}        one line per finished row, flushed and fsynced
     ...
 
-It lives beside the file it will become (`journal_path`: `out.json` -> `out.json.journal.jsonl`),
+The header's environment is what is known before the run (the device; the other keys null). The
+journal lives beside the file it will become (`journal_path`: `out.json` -> `out.json.journal.jsonl`),
 so a run killed by anything, even SIGKILL or a power cut, leaves every finished row on disk;
 `--resume` reads it back. The `--format jsonl` document is the same lines plus a last
 `{"end": {...}}` line with the rest of the document (`cancelled`, `cancel_signal`, the final

@@ -27,6 +27,7 @@ from workbench.cli.progress import progress
 from workbench.cli.sink import Sink
 from workbench.cli.stopping import Aborted, stop_on_signals
 from workbench.provenance import fill_provenance, provenance, utc_now_iso
+from workbench.results import ENVIRONMENT_KEYS, blank
 
 
 def run_replay(args: argparse.Namespace, argv: list[str], env: Env, err: Console) -> int:
@@ -73,7 +74,8 @@ def _replay(args, argv, env: Env, err: Console, stop: threading.Event, stopped) 
 @dataclass(frozen=True)
 class _Prepared:
     """What a replay starts from: the session (plugins resolved), the engine's options (with the
-    resumed rows as `done`), our provenance, the --compare baseline, and the planned environment."""
+    resumed rows as `done`), our provenance, the --compare baseline, and the environment as known
+    before the run (the device)."""
 
     session: Any
     options: Any
@@ -101,13 +103,15 @@ def _prepare(args, argv, env: Env, err: Console) -> _Prepared | None:
     sha = file_sha256(path)
     ours = provenance(session.name, session_sha256=sha, argv=argv, started=utc_now_iso())
     try:
-        from workbench.engine.plan import planned_environment
+        from workbench.engine.plan import planned_device_name
     except ImportError as exc:
         err.print(f"error: the engine (workbench.engine.plan) is not available: {exc}", markup=False)
         return None
     options = run_options(args, env, argv=argv, session_sha256=sha)
     session = with_resolved_plugins(session, path.parent)
-    environment = planned_environment(session, options)  # the journal's header; the device, up front
+    # The device is known before anything runs (for --compare, --resume and the journal's header);
+    # the rest of the environment arrives with the document (the engine learns it as it runs).
+    environment = blank(ENVIRONMENT_KEYS, device=planned_device_name(session, options))
     if baseline is not None and not _same_gpu(args.compare, baseline, environment, err):
         return None
     done: list[dict] | None = []

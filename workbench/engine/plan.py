@@ -115,13 +115,6 @@ def planned_device_name(session: Session, options: RunOptions = RunOptions()) ->
     return _main_device(rows, machine.has_cuda).name
 
 
-def planned_environment(session: Session, options: RunOptions = RunOptions()) -> dict:
-    """The `environment` run_plan(session, options) will start from (no ceilings yet), found
-    without running anything: for the header of a journal written while rows finish."""
-    _, _, machine, rows = _plan_rows(session, options)
-    return environment_record(_main_device(rows, machine.has_cuda))
-
-
 def _plan_rows(session: Session, options: RunOptions):
     """The plugin paths, the registry, the machine probe and the expanded rows of a session."""
     plugin_paths = tuple(str(p) for p in (*options.kernels, *session.plugins))
