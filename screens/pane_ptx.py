@@ -214,7 +214,7 @@ def split_state(row: Row | None, kernel: str, view: str, other: tuple[str, dict]
     if not isinstance(texts, dict) or not texts.get("source") or not entry:
         return None
     stages = {s: texts[s] for s in STAGE_LABELS if isinstance(texts.get(s), str) and texts[s].strip()}
-    language = (texts.get("source_info") or {}).get("language") or "python"
+    language = "cuda" if str(entry.get("source_file") or "").endswith((".cu", ".cuh")) else "python"
     diff = diff_kernels(entry, other[1]) if other else None
     return SplitState(texts["source"], entry["source_map"], stages, view if view in stages else "ptx",
                       language, diff, other[0] if other else None)

@@ -45,7 +45,7 @@ def map_cuda_kernel(entry: dict, texts: dict, out: Any, kernel: Any, cu_path: Pa
     nvcc.CudaKernel (its `.entry` span in that PTX; `texts["ptx"]` is that entry's text)."""
     notes: list[str] = []
     table = sass_table(out.cubin, out.cubin.with_name(SASS_PTX_CACHE), kernel.mangled, notes)
-    notes += annotate(entry, texts, file_source(cu_path, "cuda"), module_ptx=out.ptx,
+    notes += annotate(entry, texts, file_source(cu_path), module_ptx=out.ptx,
                       ptx_first_line=kernel.entry.first_line, ptx_last_line=kernel.entry.last_line,
                       sass_to_ptx=table)
     return [f"{kernel.display}: {n}" for n in notes]

@@ -14,8 +14,7 @@ fills one kernel's record entry (CONTRACTS `ptx.kernels[i]`) with
 - `stages`: the texts present, in compile order (`source`, `ttir`, `ttgir`, `llir`, `ptx`, `sass`);
 - `source_file`: the kernel's source file as the compiler saw it;
 
-and adds `texts["source"]` (the whole source file) and `texts["source_info"]` ({"path",
-"language"}) for the TUI. A line of an instruction is the kernel-file frame of its location
+and adds `texts["source"]` (the whole source file) for the TUI (texts stay strings). A line of an instruction is the kernel-file frame of its location
 chain (lineinfo, irlocs): code inlined from `triton/language/standard.py` (`tl.max`) belongs to the
 kernel line that called it.
 """
@@ -39,12 +38,11 @@ _IR_PARSERS = {"ttir": mlir_line_frames, "ttgir": mlir_line_frames, "llir": llir
 
 @dataclass(frozen=True)
 class KernelSource:
-    """A kernel's source file: its text, its path (None where it exists only as text, e.g. an
-    Inductor kernel) and its Pygments lexer name (`python`, `cuda`)."""
+    """A kernel's source file: its text and its path (None where it exists only as text, e.g.
+    an Inductor kernel)."""
 
     text: str
     path: str | None
-    language: str = "python"
 
 
 def python_source(fn: Any) -> KernelSource | None:
@@ -55,13 +53,13 @@ def python_source(fn: Any) -> KernelSource | None:
         path = inspect.getsourcefile(fn)
     except (OSError, TypeError):
         return None
-    return KernelSource("".join(lines), path, "python")
+    return KernelSource("".join(lines), path)
 
 
-def file_source(path: Path | str, language: str = "cuda") -> KernelSource | None:
+def file_source(path: Path | str) -> KernelSource | None:
     """A source file read from disk (a `.cu`), None if unreadable."""
     try:
-        return KernelSource(Path(path).read_text(), str(path), language)
+        return KernelSource(Path(path).read_text(), str(path))
     except OSError:
         return None
 
@@ -133,7 +131,6 @@ def annotate(entry: dict, texts: dict, source: KernelSource | None, *, module_pt
     notes: list[str] = []
     if source is not None:
         texts["source"] = source.text
-        texts["source_info"] = {"path": source.path, "language": source.language}
     mapping, file = build_source_map(module_ptx or "", ptx_first_line=ptx_first_line,
                                      ptx_last_line=ptx_last_line, sass=texts.get("sass"),
                                      sass_to_ptx=sass_to_ptx,
