@@ -163,7 +163,7 @@ class PtxPane(Vertical):
     def _show_split(self, row: Row | None, choice) -> None:
         kernel, _, view = str(choice).partition(": ")
         state = split_state(row, kernel, view, other=self._compared(row, kernel))
-        self.query_one(SplitView).show(state, f"source · {kernel}")
+        self.query_one(SplitView).show(state, f"source · {kernel}", _no_split_reason(row, kernel))
 
     def _compared(self, row: Row | None, kernel: str) -> tuple[str, dict] | None:
         other = self._compare_row
@@ -218,6 +218,12 @@ def split_state(row: Row | None, kernel: str, view: str, other: tuple[str, dict]
     diff = diff_kernels(entry, other[1]) if other else None
     return SplitState(texts["source"], entry["source_map"], stages, view if view in stages else "ptx",
                       language, diff, other[0] if other else None)
+
+
+def _no_split_reason(row: Row | None, kernel: str) -> str:
+    if row is not None and kernel_record(row, kernel):
+        return "results files keep the source map, not the texts: run ptx again to see them"
+    return "no source map for this kernel: run ptx on a Triton or CUDA kernel (library kernels have none)"
 
 
 def kernel_record(row: Row, kernel: str) -> dict | None:

@@ -158,6 +158,7 @@ class SplitView(Vertical):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.state: SplitState | None = None
+        self._stage_shown: tuple[str, str] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="split-status")
@@ -173,15 +174,17 @@ class SplitView(Vertical):
         """Side by side where there is room, else the source above the stage."""
         self.query_one("#split-sides").styles.layout = "horizontal" if event.size.width >= SIDE_BY_SIDE else "vertical"
 
-    def show(self, state: SplitState | None, title: str = "") -> None:
-        """Draw `state` (None: say why nothing is shown); keep the source cursor where it was if
-        the source is the same."""
+    def show(self, state: SplitState | None, title: str = "", reason: str = "") -> None:
+        """Draw `state` (None: `reason`, why nothing is shown); keep the source cursor where it
+        was if the source is the same."""
         old = self.state
         self.state = state
         source, stage = self.query_one("#split-source", CodeLines), self.query_one("#split-stage", CodeLines)
         if state is None:
-            source.set_lines([Text("no source map for this kernel (run ptx on a Triton or CUDA kernel)")], [""], 60)
+            source.set_lines([Text(reason or "no source map for this kernel")], [""], len(reason))
             stage.set_lines([], [], 0)
+            self._stage_shown = None
+            self.query_one("#split-status", Static).update("")
             return
         self.query_one("#split-source-title", Static).update(title or "source")
         if old is None or old.source != state.source or not source.code_lines:
@@ -200,8 +203,10 @@ class SplitView(Vertical):
             return
         stage = self.query_one("#split-stage", CodeLines)
         text = state.stage_texts.get(state.stage, "")
-        lines = HighlightedLines(state.stage, text)
-        stage.set_lines(lines, [f"{n:>5}" for n in range(1, len(lines) + 1)], lines.width())
+        if (state.stage, text) != self._stage_shown:  # a redraw during a run keeps the place
+            lines = HighlightedLines(state.stage, text)
+            stage.set_lines(lines, [f"{n:>5}" for n in range(1, len(lines) + 1)], lines.width())
+            self._stage_shown = (state.stage, text)
         title = Text()
         for s in state.stages:
             title.append(f" {STAGE_LABELS[s]} ", "reverse" if s == state.stage else "dim")

@@ -112,3 +112,28 @@ async def test_split_view_diff_of_1000_against_1024_columns(tmp_path, softmax_li
         await pilot.press("d")  # no third row: comparing stops
         await pilot.pause(0.3)
         assert "vs" not in str(app.query_one("#split-status").render())
+
+
+@run_async
+async def test_split_view_without_a_source_map_says_why(tmp_path):
+    """The committed fixture's records carry no source map (results from before it existed)."""
+    from tui_helpers import GELU_H200
+
+    app = make_app(tmp_path, GELU_H200)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        await pilot.press("3")
+        await pilot.pause(0.1)
+        select = app.query_one("#ptx-kernel", Select)
+        before = str(select.value)
+        await pilot.press("s")  # single view: the next view of the same kernel
+        await pilot.pause(0.2)
+        assert str(select.value) != before and str(select.value).split(": ")[0] == before.split(": ")[0]
+        await pilot.press("v")
+        await pilot.pause(0.3)
+        source = app.query_one("#split-source", CodeLines)
+        assert "no source map for this kernel" in "\n".join(shown(app, source))
+        await pilot.press("d")  # nothing to compare with: a notice, no crash
+        await pilot.pause(0.2)
+        assert app.query_one(SplitView).state is None
