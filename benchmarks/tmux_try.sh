@@ -52,6 +52,20 @@ done
 tmux send-keys -t "$T" 3 n
 sleep 1
 snap ptx-next-highlight
+tmux send-keys -t "$T" v   # the PTX pane's split view (v, n, d, s): kernel source | PTX, line to line
+sleep 1.5
+snap ptx-split
+tmux send-keys -t "$T" n   # the next source line with loads, shuffles or mma: its PTX marked
+sleep 1
+snap ptx-split-next
+tmux send-keys -t "$T" d   # compare with the same kernel at another sweep point (lecture06-softmax-1000)
+sleep 1.5
+snap ptx-split-diff
+tmux send-keys -t "$T" s   # the right-hand stage cycles (PTX -> SASS for Triton)
+sleep 1.5
+snap ptx-split-stage
+tmux send-keys -t "$T" v
+sleep 0.5
 tmux resize-window -t "$T" -x 80 -y 24 2>/dev/null || tmux resize-pane -t "$T" -x 80 -y 24
 sleep 1.5
 tmux send-keys -t "$T" 1
@@ -60,6 +74,13 @@ snap small-80x24-timing
 tmux send-keys -t "$T" b
 sleep 1
 snap small-80x24-no-sidebar
+tmux send-keys -t "$T" 3
+sleep 1
+tmux send-keys -t "$T" v n   # the split view at 80x24: source above the stage
+sleep 1.5
+snap small-80x24-ptx-split
+tmux send-keys -t "$T" v 1
+sleep 0.5
 tmux send-keys -t "$T" '?'
 sleep 1
 snap small-80x24-help

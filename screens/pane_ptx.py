@@ -1,6 +1,8 @@
 """PTX: the highlighted PTX (or SASS) of one implementation's kernel, its instruction counts,
 resources and launch geometry. `n`/`N` jump between highlighted instructions, `f` filters the
-kind jumped to (all, loads, stores, barriers, ...).
+kind jumped to (all, loads, stores, barriers, ...), `s` cycles the stage shown (TTIR, TTGIR, LLIR,
+PTX, SASS). `v` splits the view: the kernel source beside the stage, line to line (ptx_split);
+`d` there compares with the same kernel under another specialisation (another sweep point).
 
 Attributes down: `model`. What is shown is picked in the pane's own Selects.
 """
@@ -15,23 +17,29 @@ from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.widgets import Select, Static
 
+from workbench.ptx.launch_diff import diff_kernels
+
 from . import fmt
 from .keys import KeyScroll
 from .model import Row, RunModel
-from .ptx_view import PtxView, render_ptx
+from .ptx_split import SplitView
+from .ptx_view import STAGE_LABELS, PtxView, SplitState, render_ptx
 
 ALL = "all kinds"
 
 
 class PtxPane(Vertical):
     BINDINGS = [Binding("n", "jump(1)", "Next"), Binding("N", "jump(-1)", "Prev"),
-                Binding("f", "next_kind", "Filter")]
+                Binding("f", "next_kind", "Filter"), Binding("v", "split", "Source"),
+                Binding("s", "next_stage", "Stage"), Binding("d", "diff", "Diff")]
 
     model: reactive[RunModel | None] = reactive(None, always_update=True, init=False)
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._view: PtxView | None = None
+        self._split_on = False
+        self._compare_row: Row | None = None   # the row `d` compares with (same implementation)
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="pane-bar"):
@@ -41,6 +49,10 @@ class PtxPane(Vertical):
         yield Static("", id="ptx-summary", classes="summary")
         with KeyScroll(id="ptx-scroll", can_focus=True):
             yield Static("", id="ptx-code")
+        yield SplitView(id="ptx-split")
+
+    def on_mount(self) -> None:
+        self.query_one(SplitView).display = False
 
     def watch_model(self, model: RunModel | None) -> None:
         if not self.is_mounted:
@@ -87,6 +99,8 @@ class PtxPane(Vertical):
         self._set_options("#ptx-kind", [(ALL, ALL)] + [(k, k) for k in kinds])
         self.query_one("#ptx-summary", Static).update(summary(row, kernel))
         self._paint()
+        if self._split_on:
+            self._show_split(row, choice)
 
     def _paint(self, scroll: bool = False) -> None:
         code = self.query_one("#ptx-code", Static)
@@ -129,6 +143,10 @@ class PtxPane(Vertical):
             self._view.kind = None if event.value in (ALL, Select.NULL) else str(event.value)
 
     def action_jump(self, step: int) -> None:
+        if self._split_on:
+            if not self.query_one(SplitView).jump(step):
+                self.notify("no source line with loads, stores, shuffles or mma here", severity="warning", timeout=2)
+            return
         if self._view and self._view.jump(step) is not None:
             self._paint(scroll=True)
         elif self._view:
@@ -139,6 +157,79 @@ class PtxPane(Vertical):
             kinds = [ALL] + self._view.kinds
             now = self._view.kind or ALL
             self.query_one("#ptx-kind", Select).value = kinds[(kinds.index(now) + 1) % len(kinds)]
+
+
+    # -- the split view: source beside a stage (ptx_split) ---------------------------------------------
+    def _show_split(self, row: Row | None, choice) -> None:
+        kernel, _, view = str(choice).partition(": ")
+        state = split_state(row, kernel, view, other=self._compared(row, kernel))
+        self.query_one(SplitView).show(state, f"source · {kernel}", _no_split_reason(row, kernel))
+
+    def _compared(self, row: Row | None, kernel: str) -> tuple[str, dict] | None:
+        other = self._compare_row
+        entry = kernel_record(other, kernel) if other is not None and other is not row else None
+        return (_title(other), entry) if entry else None
+
+    def action_split(self) -> None:
+        self._split_on = not self._split_on
+        self.query_one(KeyScroll).display = not self._split_on
+        self.query_one("#ptx-summary").display = not self._split_on  # the status line says it per line
+        self.query_one(SplitView).display = self._split_on
+        self._show()
+        self.query_one("#split-source" if self._split_on else "#ptx-scroll").focus()
+
+    def on_descendant_focus(self, event) -> None:
+        if self._split_on and event.widget.id == "ptx-scroll":  # the app focuses the single view
+            self.query_one("#split-source").focus()
+
+    def action_next_stage(self) -> None:
+        """The next view of the same kernel, in compile order (the source stays on the left)."""
+        row, select = self._row(), self.query_one("#ptx-kernel", Select)
+        kernel = str(select.value).partition(": ")[0]
+        views = [f"{kernel}: {s}" for s in STAGE_LABELS if f"{kernel}: {s}" in text_views(row.ptx_texts if row else {})]
+        if views:
+            now = views.index(select.value) if select.value in views else -1
+            select.value = views[(now + 1) % len(views)]
+
+    def action_diff(self) -> None:
+        """Compare with the next row of the same implementation (another sweep point); after the
+        last, stop comparing."""
+        row = self._row()
+        kernel = str(self.query_one("#ptx-kernel", Select).value).partition(": ")[0]
+        candidates = [r for r in self._rows() if row and r is not row and r.label == row.label
+                      and kernel_record(r, kernel)]
+        if not self._split_on or not candidates:
+            self.notify("nothing to compare: run ptx for this implementation at two sweep points, "
+                        "then `v` and `d`", severity="warning", timeout=3)
+            return
+        now = candidates.index(self._compare_row) if self._compare_row in candidates else -1
+        self._compare_row = candidates[now + 1] if now + 1 < len(candidates) else None
+        self._show()
+
+
+def split_state(row: Row | None, kernel: str, view: str, other: tuple[str, dict] | None = None) -> SplitState | None:
+    """The split view's state for one kernel of a row, None without a source map or source text."""
+    texts = (row.ptx_texts or {}).get(kernel) if row else None
+    entry = kernel_record(row, kernel) if row else None
+    if not isinstance(texts, dict) or not texts.get("source") or not entry:
+        return None
+    stages = {s: texts[s] for s in STAGE_LABELS if isinstance(texts.get(s), str) and texts[s].strip()}
+    language = "cuda" if str(entry.get("source_file") or "").endswith((".cu", ".cuh")) else "python"
+    diff = diff_kernels(entry, other[1]) if other else None
+    return SplitState(texts["source"], entry["source_map"], stages, view if view in stages else "ptx",
+                      language, diff, other[0] if other else None)
+
+
+def _no_split_reason(row: Row | None, kernel: str) -> str:
+    if row is not None and kernel_record(row, kernel):
+        return "results files keep the source map, not the texts: run ptx again to see them"
+    return "no source map for this kernel: run ptx on a Triton or CUDA kernel (library kernels have none)"
+
+
+def kernel_record(row: Row, kernel: str) -> dict | None:
+    """The record entry of `kernel` in a row's ptx, if it has a source map."""
+    found = next((k for k in (row.ptx or {}).get("kernels", ()) if k.get("name") == kernel), None)
+    return found if found and found.get("source_map") else None
 
 
 def summary(row: Row | None, kernel) -> Text:

@@ -2,7 +2,7 @@
 a catalog and a session that need no torch, and waiting for the app to settle.
 
 A fixture (tests/fixtures/tui_*.json) is {"doc": a results document, "samples": label[@sweep]
--> ms, "ptx_texts": label -> kernel -> {"ptx", "sass"}, "logs": [[label, level, text]]}.
+-> ms, "ptx_texts": label[@sweep] -> kernel -> {"ptx", "sass"}, "logs": [[label, level, text]]}.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ def _emit(record: dict, data: dict, on_event, delay_s: float) -> None:
     if record["profile"]:
         on_event(ev.Profile(row, record["profile"]))
     if record["ptx"]:
-        on_event(ev.Ptx(row, record["ptx"], data["ptx_texts"].get(record["label"], {})))
+        texts = data["ptx_texts"]  # keyed label, or label@sweep where the sweep points differ
+        on_event(ev.Ptx(row, record["ptx"], texts.get(key, texts.get(record["label"], {}))))
     if record["error"]:
         on_event(ev.Error(row, record["error"]))
     on_event(ev.Result(row, record))

@@ -14,5 +14,7 @@ Public API (the engine and the TUI use these; nothing here imports Textual):
 
 Modules: triton_aot (ahead-of-time compile that mirrors the launch's specialisation), nvcc (CUDA
 PTX and cubin), inductor (torch.compile's kernels), resources (ptxas -v, cuobjdump -res-usage),
-sass (cuobjdump -sass), record (one kernel's entry), launch (occupancy arithmetic), tools.
+sass (cuobjdump -sass), record (one kernel's entry), launch (occupancy arithmetic), tools;
+source maps: lineinfo (PTX .loc, nvdisasm -gp), irlocs (TTIR/TTGIR/LLIR locations), source_map
+and attach (`kernels[i].source_map`, `stages`), launch_diff (specialisation, per-line diffs).
 """

@@ -21,9 +21,11 @@ from typing import Any, Mapping
 
 from workbench.errors import UnavailableError, WorkbenchError
 from workbench.ptx import launch as geometry
+from workbench.ptx.attach import map_cuda_kernel
 from workbench.ptx.notes import NoteContext
 from workbench.ptx.record import TritonArtifacts, kernel_entry, triton_kernel
 from workbench.ptx.resources import Resources, parse_ptxas_log
+from workbench.ptx.source_map import KernelSource, python_source
 from workbench.ptx.tools import ToolError
 from workbench.ptx.triton_aot import refuse_interpreter
 from workbench.registry import REGISTRY, BuildContext, Impl, ImplKind, Op
@@ -141,7 +143,7 @@ def _triton_record(op: Op, impl: Impl, spec: Any, params: dict, target: Any, mac
                       block_elems=_block_elems(build.spec.constexprs),
                       expect_tensor_cores="tt.dot" in (art.asm.get("ttir") or "") or op.matmul_like)
     entry, texts, kernel_notes = triton_kernel(art, ctx, extra={"hash": getattr(compiled, "hash", None)},
-                                               cache_dir=cache_dir)
+                                               cache_dir=cache_dir, source=python_source(build.jit_fn))
     return _record(aot.target_name(build.target), source, [entry], notes + kernel_notes,
                    triton=triton.__version__, config=build.config), {entry["name"]: texts}
 
@@ -195,6 +197,7 @@ def _cuda_record(op: Op, impl: Impl, spec: Any, params: dict, target: Any, machi
                              sass=sass.get(k.mangled), ctx=ctx, extra={"mangled": k.mangled})
         entries.append(entry)
         texts[k.display] = {"ptx": k.entry.text, "sass": sass.get(k.mangled)}
+        notes += map_cuda_kernel(entry, texts[k.display], out, k, source.path)
     if entries:
         notes.append("shared_bytes is static shared memory: dynamic shared memory is set at launch")
     return _record(name, "nvcc", entries, notes, nvcc=nvcc_version(out.nvcc)), texts
@@ -222,7 +225,8 @@ def _inductor_record(op: Op, impl: Impl, spec: Any, params: dict, target: Any, m
         if k.artifacts is None:
             notes.append(f"{k.name}: compiled kernel not found ({k.found_by})")
             continue
-        entry, k_texts, k_notes = triton_kernel(k.artifacts, ctx, extra={"found_by": k.found_by})
+        entry, k_texts, k_notes = triton_kernel(k.artifacts, ctx, extra={"found_by": k.found_by},
+                                                source=KernelSource(k.source, None) if k.source else None)
         entry["name"] = k.name
         entries.append(entry)
         texts[k.name] = {**k_texts, "source": k.source}

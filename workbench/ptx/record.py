@@ -1,7 +1,8 @@
 """One kernel's entry in the `ptx` record, and its texts, from PTX, resources and SASS.
 
 The entry (CONTRACTS.md): {"name", "counts", "registers", "spills", "shared_bytes", "notes"}, plus
-extras: "resources_from" (which tool said so), "elements_per_thread", "sass_lines", "sass_counts".
+extras: "resources_from" (which tool said so), "elements_per_thread", "sass_lines", "sass_counts",
+and from the source map (attach.py): "source_map", "stages", "source_file", "specialisation".
 `spills` is in bytes per thread (ptxas spill stores, or local memory where only that is known).
 """
 
@@ -12,10 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from workbench.ptx.attach import SASS_PTX_CACHE, map_triton_kernel, sass_table
 from workbench.ptx.counts import split_kernels, summarize
 from workbench.ptx.notes import NoteContext, elements_per_thread, kernel_notes
 from workbench.ptx.resources import Resources, cubin_resources
 from workbench.ptx.sass import disassemble, instruction_lines, sass_counts
+from workbench.ptx.source_map import KernelSource
 from workbench.ptx.tools import ToolError, cache_key, default_cache_dir
 
 TRITON_IRS = ("ttir", "ttgir", "llir")
@@ -80,12 +83,14 @@ class TritonArtifacts:
 
 
 def triton_kernel(art: TritonArtifacts, ctx: NoteContext, extra: Mapping[str, Any] | None = None,
-                  cache_dir: Path | None = None) -> tuple[dict, dict[str, Any], list[str]]:
+                  cache_dir: Path | None = None, source: KernelSource | None = None
+                  ) -> tuple[dict, dict[str, Any], list[str]]:
     """(entry, texts, notes) for one Triton kernel: resources from the loaded kernel where it ran,
-    else from `cuobjdump -res-usage` on Triton's cubin; SASS from that cubin."""
+    else from `cuobjdump -res-usage` on Triton's cubin; SASS from that cubin; the source map
+    (attach.py) against `source`, the kernel's source file (it becomes texts["source"])."""
     notes: list[str] = []
     shared = art.metadata.get("shared")
-    sass, from_cubin = None, Resources()
+    sass, from_cubin, sass_to_ptx = None, Resources(), None
     cubin = art.asm.get("cubin")
     if cubin:
         # cuobjdump's output is cached by the cubin's content (a repeat costs a file read)
@@ -98,6 +103,7 @@ def triton_kernel(art: TritonArtifacts, ctx: NoteContext, extra: Mapping[str, An
                 sass = disassemble(path, cache / "sass.txt").get(art.name)
             except ToolError as exc:
                 notes.append(f"no SASS or resources from the cubin: {exc}")
+            sass_to_ptx = sass_table(path, cache / SASS_PTX_CACHE, art.name, notes)
     else:
         notes.append("no cubin: SASS and assembler resources unavailable")
     if art.loaded_registers is not None:
@@ -111,4 +117,5 @@ def triton_kernel(art: TritonArtifacts, ctx: NoteContext, extra: Mapping[str, An
     entry = kernel_entry(art.name, art.asm.get("ptx", ""), resources=resources,
                          resources_from=resources_from, sass=sass, ctx=ctx, extra=extra)
     texts = {"ptx": art.asm.get("ptx"), "sass": sass, **{k: art.asm.get(k) for k in TRITON_IRS}}
+    notes += map_triton_kernel(entry, texts, sass_to_ptx, source)
     return entry, texts, notes
