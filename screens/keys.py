@@ -14,6 +14,11 @@ from textual.widgets import DataTable, Input, OptionList, RichLog, SelectionList
 
 LIST_KEYS = [Binding("j", "cursor_down", "Down", show=False),
               Binding("k", "cursor_up", "Up", show=False)]
+# on the run list (screens.run_actions does the work); u, undo, works everywhere
+RUN_LIST_KEYS = [Binding("d,delete", "app.delete_run", "Delete run"),
+                 Binding("c", "app.duplicate_run", "Copy run"),
+                 Binding("K", "app.move_run(-1)", "Move run up", show=False),
+                 Binding("J", "app.move_run(1)", "Move run down", show=False)]
 SCROLL_KEYS = [Binding("j", "scroll_down", "Down", show=False),
                 Binding("k", "scroll_up", "Up", show=False)]
 
