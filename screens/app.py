@@ -42,6 +42,7 @@ from .workspace import Workspace
 MIN_SIZE = (60, 20)
 NARROW = 100  # below this width the sidebar is a narrow run/implementation list; e shows the spec
 WIDE = 140
+SHORT = 30  # below this height the panes drop their top and bottom border lines
 MAX_NOTICES = 3  # notices on screen at once; the oldest goes first (every one is in the Log too)
 GENERAL_KEYS = [Binding("ctrl+p", "palette", "Command palette: every action, ops, implementations, sessions"),
                 Binding("tab", "focus_next", "Next field (shift+tab: previous)"),
@@ -127,6 +128,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         self.set_class(small, "-too-small")
         self.set_class(width < NARROW, "-narrow")
         self.set_class(width >= WIDE, "-wide")
+        self.set_class(height < SHORT, "-short")
         if small:
             self.clear_notifications()  # nothing may cover the notice
         self.query_one("#too-small", Static).update(

@@ -82,7 +82,6 @@ def medians(plt, rows: Sequence[Row], metric: str) -> Text:
         return Text("no timed results (check failed, unavailable, or not benchmarked)")
     log = wants_log(v for _, v in points)
     plt.xscale("log" if log else "linear")
-    legend = list(zip(styles(), (row.label for row, _ in points)))
     for y, (((color, _), marker), (row, value)) in enumerate(reversed(list(zip(styles(), points))), start=1):
         lo, hi = (metric_value(row, row.get("timing", q), metric) for q in ("p20_ms", "p80_ms"))
         if lo is not None and hi is not None:
@@ -90,7 +89,8 @@ def medians(plt, rows: Sequence[Row], metric: str) -> Text:
         plt.scatter([value], [y], color=color, marker=marker)
     plt.yticks(list(range(1, len(points) + 1)), [r.label for r, _ in reversed(points)])
     plt.ylim(0.5, len(points) + 0.5)
-    return caption(legend, f"x {METRICS[metric]}: glyph median, ─ p20..p80 (m: metric)", log_x=log)
+    # the names are on the y axis: no legend needed
+    return caption([], f"x {METRICS[metric]}: glyph median, ─ p20..p80 (m: metric)", log_x=log)
 
 
 def sweep(plt, rows: Sequence[Row], metric: str, param: str) -> Text:

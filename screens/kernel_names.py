@@ -13,7 +13,7 @@ The rules: a template argument that is a number, a builtin type or from `std::` 
 wrapper (`BinaryFunctor<..., MulFunctor<float>>`, a lambda inside `GeluCUDAKernelImpl(...)`)
 stands for what it wraps, innermost first; an argument that repeats the kernel's own name
 (`SoftMaxForwardEpilogue` of `cunn_SoftMaxForward`) is dropped. Names the parser does not
-understand are shown as they are. `fit(name, width)` then ellipsises to a column's width.
+understand are shown as they are. `fit_name(name, width)` then cuts it to a column's width, the template argument kept.
 Mangled names are demangled by binutils' `c++filt` (one process per batch), where it exists.
 """
 
@@ -53,6 +53,18 @@ def fit(text: str, width: int) -> str:
     if width <= 0 or len(text) <= width:
         return text
     return text[:max(width - 1, 0)] + ELLIPSIS
+
+
+def fit_name(text: str, width: int) -> str:
+    """A short kernel name cut to `width`, keeping its `<argument>` (what it computes) whole
+    where it can: `vectorized_elementwise_kernel<MulFunctor>` -> `vectorized_…<MulFunctor>`."""
+    if len(text) <= width or not text.endswith(">") or "<" not in text:
+        return fit(text, width)
+    base, _, args = text.partition("<")
+    room = width - len(args) - 1
+    if room < 4:  # too narrow to keep the argument: cut the whole
+        return fit(text, width)
+    return fit(base, room) + "<" + args
 
 
 def demangle(name: str) -> str:

@@ -78,7 +78,7 @@ class FieldInput(Input):
 
     BINDINGS = [Binding("tab", "app.focus_next", "Next field", show=False),
                 Binding("shift+tab", "app.focus_previous", "Previous field", show=False),
-                Binding("escape", "leave", "Leave the field", show=False)]
+                Binding("escape", "leave", "Back to the list")]
 
     _last_hint = 0.0
 

@@ -23,6 +23,7 @@ from .model import Row, RunModel
 
 COLUMNS = (("name", "name"), ("device µs", "self_device_us"), ("CPU µs", "self_cpu_us"),
            ("%", "pct"), ("calls", "calls"), ("kind", "kind"))
+FIXED_COLUMNS = 3  # name, device µs, CPU µs: the times stay in view; %, calls, kind may scroll
 MIN_NAME_WIDTH = 16
 
 
@@ -40,7 +41,8 @@ class ProfilePane(Vertical):
     def compose(self) -> ComposeResult:
         yield Select[str]([], id="profile-impl", compact=True, prompt="implementation")
         yield Static("", id="profile-summary", classes="summary")
-        yield KeyDataTable(id="profile-table", cursor_type="row", zebra_stripes=True, fixed_columns=1)
+        yield KeyDataTable(id="profile-table", cursor_type="row", zebra_stripes=True,
+                           fixed_columns=FIXED_COLUMNS)
         yield Static("", id="kernel-detail", classes="row-detail")
 
     def on_resize(self) -> None:
@@ -78,7 +80,8 @@ class ProfilePane(Vertical):
         cells = [[_cell(item.get(key) if device or key != "self_device_us" else None)  # no device events: '-'
                   for _, key in COLUMNS[1:]] for item in items]
         table = self.query_one(KeyDataTable)
-        width = max(MIN_NAME_WIDTH, table.size.width - _others_width(cells) - 3)
+        # the name gets what the times and % leave (calls and kind may scroll off at 80 columns)
+        width = max(MIN_NAME_WIDTH, table.size.width - _others_width(cells, 3) - 3)
         names = display_names(self._names, items, width)
         table.clear(columns=True)
         table.add_column(COLUMNS[0][0], key=COLUMNS[0][1], width=width)
@@ -144,13 +147,13 @@ def display_names(names: list[str], items: list[dict], width: int) -> list[str]:
             variants.append(name)
         number = variants.index(name) + 1
         suffix = f" ·{number}" if number > 1 else ""
-        shown.append(kernel_names.fit(text, width - len(suffix)) + suffix)
+        shown.append(kernel_names.fit_name(text, width - len(suffix)) + suffix)
     return shown
 
 
-def _others_width(cells: list[list[str]]) -> int:
-    """Cells the non-name columns take: each its widest cell or label, plus padding."""
-    widths = [len(label) for label, _ in COLUMNS[1:]]
+def _others_width(cells: list[list[str]], count: int) -> int:
+    """Cells the first `count` non-name columns take: each its widest cell or label, plus padding."""
+    widths = [len(label) for label, _ in COLUMNS[1:1 + count]]
     for row in cells:
         widths = [max(w, len(str(c))) for w, c in zip(widths, row)]
     return sum(w + 2 for w in widths)

@@ -145,24 +145,18 @@ def table_cells(row: Row) -> tuple[str, ...]:
 
 
 def row_detail(row: Row) -> Text:
-    """The highlighted row in full: its status and whole error, then every figure by name."""
+    """The highlighted row's long cells in full: status with its whole error, check, timer and
+    notes (the figures are in the table)."""
     timing = (row.record or {}).get("timing") or {}
-    traffic = (row.record or {}).get("traffic") or {}
     text = Text(f"{fmt.row_title(row.label, row.sweep_value)}: {row.status}", style="bold")
     if row.error and row.status != "ok":
         text.append(f": {fmt.tui_text(row.error)}", style="bold red" if row.status == "failed" else "yellow")
-    figures = [f"median {fmt.ms(timing.get('median_ms'))} (p20 {fmt.ms(timing.get('p20_ms'))}, "
-               f"p80 {fmt.ms(timing.get('p80_ms'))}, n {timing.get('n') or len(row.samples_ms) or '-'})"
-               if timing.get("median_ms") is not None else "",
-               f"{fmt.number(traffic.get('gbps'))} GB/s, {fmt.percent(traffic.get('pct_of_ceiling'))} of "
-               f"{traffic.get('ceiling') or 'the ceiling'}" if traffic.get("gbps") is not None else "",
-               f"check {fmt.check(row.check)}" if row.check else "",
-               f"timer {fmt.timer(timing.get('timer') or row.timer, _interpreted(row))}"
-               if (timing.get("timer") or row.timer) else "",
-               notes(timing, (row.record or {}).get("flags") or ())]
-    figures = [f for f in figures if f]
-    if figures:
-        text.append("\n" + " · ".join(figures))
+    timer = timing.get("timer") or row.timer
+    parts = [f"check {fmt.check(row.check)}" if row.check else "",
+             f"timer {fmt.timer(timer, _interpreted(row))}" if timer else "",
+             notes(timing, (row.record or {}).get("flags") or ())]
+    for part in filter(None, parts):
+        text.append(f" · {part}")
     return text
 
 
