@@ -62,7 +62,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         Binding("r", "run", "Run"),
         Binding("F", "force_run", "Run anyway (rows too large too)", show=False),
         Binding("escape", "cancel", "Cancel"),
-        Binding("e", "edit_spec", "Spec"),
+        Binding("e", "edit_spec", "Edit spec"),
         Binding("ctrl+s", "save", "Save"),
         Binding("ctrl+o", "open", "Open"),
         Binding("question_mark", "help", "Help", key_display="?"),

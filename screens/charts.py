@@ -20,6 +20,8 @@ from .model import Row
 COLORS = (("cyan", "cyan"), ("orange", "dark_orange"), ("green", "green"), ("magenta", "magenta"),
           ("blue", "blue"), ("red", "red"), ("cyan+", "bright_cyan"), ("green+", "bright_green"))
 MARKERS = ("◆", "●", "▲", "■", "✚", "★", "◇", "○")
+# lines in half blocks: in the app, braille lines on a log axis drifted off their points
+LINE = "hd"
 Point = tuple[str, Any, Any, Any]  # (implementation label, sweep value or None, x, y)
 METRICS = {"time": "median ms", "gbps": "GB/s", "tflops": "TFLOP/s"}
 LOG_RATIO = 20.0  # an axis spanning more than this factor is drawn logarithmic
@@ -107,7 +109,7 @@ def sweep(plt, rows: Sequence[Row], metric: str, param: str) -> Text:
         xs, ys, lost = keep_points(xs, ys, log_x, log_y)
         dropped += lost
         if xs:
-            plt.plot(xs, ys, color=color, marker="braille")
+            plt.plot(xs, ys, color=color, marker=LINE)
             plt.scatter(xs, ys, color=color, marker=marker)
         legend.append((style, label))
     return caption(legend, f"y {METRICS[metric]}, x {param} (m: metric)", log_x, log_y, dropped)
@@ -142,7 +144,7 @@ def roofline(plt, points: Sequence[Point], copy_gbps: float | None, peak_tflops:
         kept = [(x, y) for _, _, x, y in group if _ok(x, True) and _ok(y, True)]
         dropped += len(group) - len(kept)
         if len(kept) > 1:
-            plt.plot([x for x, _ in kept], [y for _, y in kept], color=color, marker="braille")
+            plt.plot([x for x, _ in kept], [y for _, y in kept], color=color, marker=LINE)
         if kept:
             plt.scatter([x for x, _ in kept], [y for _, y in kept], color=color, marker=marker)
         legend.append((style, label + sweep_span(param, [p[1] for p in group])))
@@ -166,7 +168,7 @@ def _ceiling(plt, x_lo: float, x_hi: float, copy_gbps, peak_tflops) -> str:
     grid = [x_lo * (x_hi / x_lo) ** (i / 40) for i in range(41)]
     roof = [min(x * copy_gbps / 1000, peak_tflops if is_number(peak_tflops) else math.inf)
             for x in grid]
-    plt.plot(grid, roof, color="gray", marker="braille")
+    plt.plot(grid, roof, color="gray", marker="·")
     return f"grey line: the ceiling, {copy_gbps:.0f} GB/s copy" + (
         f", {peak_tflops:.0f} TFLOP/s" if is_number(peak_tflops) else "")
 

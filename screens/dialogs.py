@@ -166,3 +166,19 @@ class OpenScreen(ModalScreen[tuple[Path, bool] | None]):
     @on(OptionList.OptionSelected, "#open-known")
     def _picked(self, event: OptionList.OptionSelected) -> None:
         self.dismiss((Path(event.option.id), False))
+
+
+class TextScreen(ModalScreen[None]):
+    """A long text in full (a kernel's whole name), wrapped and scrollable; escape closes."""
+
+    BINDINGS = [Binding("escape,enter,q", "dismiss", "Close")]
+
+    def __init__(self, title: str, text: str) -> None:
+        super().__init__()
+        self._title, self._text = title, text
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(f"{self._title} (escape closes)", classes="dialog-title")
+            with VerticalScroll():
+                yield Static(self._text, markup=False, id="text-body")

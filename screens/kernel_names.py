@@ -62,8 +62,8 @@ def fit_name(text: str, width: int) -> str:
         return fit(text, width)
     base, _, args = text.partition("<")
     room = width - len(args) - 1
-    if room < 4:  # too narrow to keep the argument: cut the whole
-        return fit(text, width)
+    if room < 4:  # the argument alone is wider: keep as much of it as fits, it says more
+        return ELLIPSIS + "<" + fit(args[:-1], width - 3) + ">"
     return fit(base, room) + "<" + args
 
 

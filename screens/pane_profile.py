@@ -3,7 +3,7 @@ kernels per call, and CPU against device time.
 
 Kernel names are shortened for the table (screens.kernel_names: demangled, namespaces dropped,
 template arguments collapsed, cut to the width left by the time columns, which stay in view);
-the highlighted row's full name is on the line under the table.
+the highlighted row's full name is on the line under the table, and enter shows it whole.
 
 Attributes down: `model`. The implementation shown is picked in the pane's own Select.
 """
@@ -18,6 +18,7 @@ from textual.reactive import reactive
 from textual.widgets import DataTable, Select, Static
 
 from . import fmt, kernel_names
+from .dialogs import TextScreen
 from .keys import KeyDataTable
 from .model import Row, RunModel
 
@@ -28,7 +29,8 @@ MIN_NAME_WIDTH = 16
 
 
 class ProfilePane(Vertical):
-    BINDINGS = [Binding("s", "next_sort", "Sort")]
+    BINDINGS = [Binding("s", "next_sort", "Sort"),
+                Binding("enter", "show_name", "Whole kernel name", show=False)]
 
     model: reactive[RunModel | None] = reactive(None, always_update=True, init=False)
 
@@ -81,8 +83,9 @@ class ProfilePane(Vertical):
                   for _, key in COLUMNS[1:]] for item in items]
         table = self.query_one(KeyDataTable)
         # the name gets what the times and % leave (calls and kind may scroll off at 80 columns)
-        width = max(MIN_NAME_WIDTH, table.size.width - _others_width(cells, 3) - 3)
-        names = display_names(self._names, items, width)
+        room = max(MIN_NAME_WIDTH, table.size.width - _others_width(cells, 3) - 3)
+        names = display_names(self._names, items, room)
+        width = min(room, max((len(n) for n in names), default=MIN_NAME_WIDTH))  # no gap to the times
         table.clear(columns=True)
         table.add_column(COLUMNS[0][0], key=COLUMNS[0][1], width=width)
         for label, key in COLUMNS[1:]:
@@ -97,12 +100,25 @@ class ProfilePane(Vertical):
         self._show_detail()
 
     def _show_detail(self) -> None:
+        self.query_one("#kernel-detail", Static).update(self._highlighted_name())
+
+    def _highlighted_name(self) -> str:
         table = self.query_one(KeyDataTable)
-        text = ""
-        if table.row_count and 0 <= table.cursor_row < table.row_count:
-            key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
-            text = self._names[int(key)]
-        self.query_one("#kernel-detail", Static).update(text)
+        if not table.row_count or not 0 <= table.cursor_row < table.row_count:
+            return ""
+        key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+        return self._names[int(key)]
+
+    @on(DataTable.RowSelected, "#profile-table")
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_show_name()
+
+    def action_show_name(self) -> None:
+        """The highlighted kernel's whole name, in a dialog (it can be 900 characters)."""
+        name = self._highlighted_name()
+        if name:
+            self.app.push_screen(TextScreen("Kernel name", name))
 
     def action_next_sort(self) -> None:
         column = (self._sort[0] + 1) % len(COLUMNS)

@@ -277,3 +277,24 @@ async def test_help_explains_every_mark(tmp_path):
         marks = " ".join(mark for mark, _ in MARKS)
         for mark in ("◐", "✗", "✓", "↔", "⚠", "…", "█"):
             assert mark in marks, mark
+
+
+@run_async
+async def test_enter_on_a_profile_row_shows_the_whole_kernel_name(tmp_path):
+    from workbench.screens.dialogs import TextScreen
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        await pilot.press("2")
+        table = app.query_one("#profile-table", DataTable)
+        assert app.focused is table
+        shown = str(table.get_row_at(table.cursor_row)[0])
+        assert shown.startswith("vector") and "MulFunctor>" in shown and "void" not in shown
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, TextScreen))
+        body = str(app.screen.query_one("#text-body", Static).render())
+        assert body.startswith("void at::native::vectorized_elementwise_kernel<4, MulFunctor>")
+        await pilot.press("escape")
+        assert not isinstance(app.screen, TextScreen)
