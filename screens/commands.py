@@ -88,10 +88,11 @@ def _run_commands(ws, run) -> list[SystemCommand]:
     if ws.index is not None:
         title = f"run {ws.index}: {dict(ws.run_titles()).get(ws.index, '')}"
         commands += [
-            SystemCommand(f"Delete {title} (d)", "u brings it back", run("delete_run")),
-            SystemCommand(f"Duplicate {title} (c)", "a copy right after it, without results", run("duplicate_run")),
-            SystemCommand(f"Move {title} up (K)", "reorder the session's runs", run("move_run(-1)")),
-            SystemCommand(f"Move {title} down (J)", "reorder the session's runs", run("move_run(1)")),
+            SystemCommand(f"Delete {title} (d)", "u brings it back", run(f"delete_run({ws.index})")),
+            SystemCommand(f"Duplicate {title} (c)", "a copy right after it, without results",
+                          run(f"duplicate_run({ws.index})")),
+            SystemCommand(f"Move {title} up (K)", "reorder the session's runs", run(f"move_run(-1, {ws.index})")),
+            SystemCommand(f"Move {title} down (J)", "reorder the session's runs", run(f"move_run(1, {ws.index})")),
         ]
     if ws.removed:
         last = ws.removed[-1]

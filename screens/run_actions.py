@@ -13,28 +13,35 @@ import dataclasses
 from textual.binding import Binding
 
 from . import editing, sessions_io
+from .sidebar import OpList
 
 UNDO_KEY = Binding("u", "undo_delete", "Undo delete", show=False)
 
 
 class RunsMixin:
     """Mixed into WorkbenchApp: uses its `ws`, `running`, `report`, `show_run`,
-    `schedule_autosave`, `data_dir` and `log_pane`."""
+    `schedule_autosave`, `data_dir` and `log_pane`. A key acts on the run highlighted in the run
+    list (that is where the keys are), a palette command on the run it names."""
 
-    def _runs_editable(self) -> bool:
+    def _target(self, index: int | None) -> int | None:
+        """The run a run-list key acts on: `index` (the palette names it), else the run
+        highlighted in the list; None (with a notice) when there is none or runs may not change."""
         if self.running:
             self.notify("a run is in progress: runs are deleted or moved once it is over (escape cancels)",
                         severity="warning")
-            return False
-        if self.ws.index is None:
-            what = "a new run (not in the session until it is run)" if self.ws.run else "no run"
-            self.notify(f"this is {what}: pick a run in the list", severity="warning")
-            return False
-        return True
+            return None
+        if index is None:
+            index = self.query_one(OpList).highlighted_run()
+        if index is None or not 0 <= index < len(self.ws.session.runs):
+            self.notify("highlight a run in the list first (a new run, + op, joins the session when run)",
+                        severity="warning")
+            return None
+        return index
 
-    async def action_delete_run(self) -> None:
-        if self._runs_editable():
-            removed = self.ws.delete_run(self.ws.index)
+    async def action_delete_run(self, index: int | None = None) -> None:
+        index = self._target(index)
+        if index is not None:
+            removed = self.ws.delete_run(index)
             await self._runs_changed(f"deleted run {removed.index} ({removed.run.op}): u brings it back")
 
     async def action_undo_delete(self) -> None:
@@ -46,17 +53,18 @@ class RunsMixin:
             restored = self.ws.undo_delete()
             await self._runs_changed(f"run {restored.index} ({restored.run.op}) is back")
 
-    async def action_duplicate_run(self) -> None:
-        if self._runs_editable():
-            index = self.ws.duplicate_run(self.ws.index)
-            await self._runs_changed(f"run {index} is a copy of run {index - 1}")
+    async def action_duplicate_run(self, index: int | None = None) -> None:
+        index = self._target(index)
+        if index is not None:
+            copy = self.ws.duplicate_run(index)
+            await self._runs_changed(f"run {copy} is a copy of run {index}")
 
-    async def action_move_run(self, delta: int) -> None:
-        if self._runs_editable():
-            before = self.ws.index
-            after = self.ws.move_run(before, delta)
-            if after != before:
-                await self._runs_changed(f"run {before} is now run {after}")
+    async def action_move_run(self, delta: int, index: int | None = None) -> None:
+        index = self._target(index)
+        if index is not None:
+            after = self.ws.move_run(index, delta)
+            if after != index:
+                await self._runs_changed(f"run {index} is now run {after}")
 
     async def action_set_dtype(self, dtype: str) -> None:
         ws = self.ws

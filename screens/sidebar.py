@@ -38,6 +38,13 @@ class OpList(KeyOptionList):
             ids = [o.id for o in options]
             self.highlighted = ids.index(current) if current in ids else None
 
+    def highlighted_run(self) -> int | None:
+        """The index of the run highlighted in the list (None: an op, or nothing)."""
+        if self.highlighted is None:
+            return None
+        kind, _, value = (self.get_option_at_index(self.highlighted).id or "").partition(":")
+        return int(value) if kind == "run" else None
+
     @on(OptionList.OptionSelected)
     def _picked(self, event: OptionList.OptionSelected) -> None:
         event.stop()

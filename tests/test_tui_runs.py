@@ -298,3 +298,18 @@ async def test_enter_on_a_profile_row_shows_the_whole_kernel_name(tmp_path):
         assert body.startswith("void at::native::vectorized_elementwise_kernel<4, MulFunctor>")
         await pilot.press("escape")
         assert not isinstance(app.screen, TextScreen)
+
+
+@run_async
+async def test_run_list_keys_act_on_the_highlighted_run_not_the_one_on_screen(tmp_path):
+    """In tmux a first try pressed j then d: the run on screen went, not the highlighted one."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        app.query_one("#op-list").focus()
+        await pilot.press("j", "d")
+        await pilot.pause(0.2)
+        assert ops(app) == ["gelu"]
+        await pilot.press("u")
+        await pilot.pause(0.2)
+        assert ops(app) == ["gelu", "softmax"]
