@@ -43,6 +43,7 @@ MIN_SIZE = (60, 20)
 NARROW = 100  # below this width the sidebar is a narrow run/implementation list; e shows the spec
 WIDE = 140
 SHORT = 30  # below this height the panes drop their top and bottom border lines
+TALL = 36   # below this height (or NARROW width) the spec editor takes the lists' place on e
 MAX_NOTICES = 3  # notices on screen at once; the oldest goes first (every one is in the Log too)
 GENERAL_KEYS = [Binding("ctrl+p", "palette", "Command palette: every action, ops, implementations, sessions"),
                 Binding("tab", "focus_next", "Next field (shift+tab: previous)"),
@@ -127,6 +128,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         small = width < MIN_SIZE[0] or height < MIN_SIZE[1]
         self.set_class(small, "-too-small")
         self.set_class(width < NARROW, "-narrow")
+        self.set_class(width < NARROW or height < TALL, "-spec-apart")
         self.set_class(width >= WIDE, "-wide")
         self.set_class(height < SHORT, "-short")
         if small:
@@ -180,6 +182,11 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         target = "#sweep-params" if field == "sweep" else ".shape"
         fields = self.query_one(SpecEditor).query(target).results(Input)
         self.call_after_refresh(lambda: next(fields, self.query_one("#dtype")).focus())
+
+    def on_descendant_focus(self, event) -> None:
+        """A spec field got the keyboard (e, tab, a click): the spec editor is shown."""
+        if self.query_one(SpecEditor) in event.widget.ancestors_with_self:
+            self.add_class("-spec")
 
     def leave_field(self) -> None:
         """Escape in a sidebar field: back to the run list, where single keys work again."""

@@ -49,10 +49,25 @@ class KeySelectionList(SelectionList):
 
 
 class KeyDataTable(DataTable):
-    """j/k move the cursor; h/l (like left/right) scroll columns that do not fit into view."""
+    """j/k move the cursor; h/l and left/right scroll the columns that do not fit, a whole
+    column at a time (a row-cursor DataTable scrolls one character per key)."""
 
-    BINDINGS = LIST_KEYS + [Binding("h", "cursor_left", "Left", show=False),
-                            Binding("l", "cursor_right", "Right", show=False)]
+    BINDINGS = LIST_KEYS + [Binding("h,left", "columns(-1)", "Scroll left", show=False),
+                            Binding("l,right", "columns(1)", "Scroll right", show=False)]
+
+    def action_columns(self, delta: int) -> None:
+        """Bring the next (delta 1) or previous (-1) scrolled column to the left edge."""
+        if self.cursor_type in ("cell", "column"):
+            (self.action_cursor_right if delta > 0 else self.action_cursor_left)()
+            return
+        widths = [column.get_render_width(self) for column in self.ordered_columns]
+        fixed = sum(widths[:self.fixed_columns])
+        starts = [sum(widths[:i]) - fixed for i in range(self.fixed_columns, len(widths))]
+        if delta > 0:
+            target = next((x for x in starts if x > self.scroll_x + 0.5), self.max_scroll_x)
+        else:
+            target = next((x for x in reversed(starts) if x < self.scroll_x - 0.5), 0)
+        self.scroll_to(x=min(target, self.max_scroll_x), animate=False)
 
     def replace_rows(self, rows: Iterable[Iterable]) -> None:
         """All rows anew; auto-width columns shrink back to fit (clear() keeps their widths)."""

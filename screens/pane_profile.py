@@ -82,6 +82,7 @@ class ProfilePane(Vertical):
         cells = [[_cell(item.get(key) if device or key != "self_device_us" else None)  # no device events: '-'
                   for _, key in COLUMNS[1:]] for item in items]
         table = self.query_one(KeyDataTable)
+        cursor = table.cursor_row if table.row_count else 0  # kept across a redraw or a resize
         # the name gets what the times and % leave (calls and kind may scroll off at 80 columns)
         room = max(MIN_NAME_WIDTH, table.size.width - _others_width(cells, 3) - 3)
         names = display_names(self._names, items, room)
@@ -93,6 +94,8 @@ class ProfilePane(Vertical):
         for index, (name, rest) in enumerate(zip(names, cells)):
             table.add_row(name, *rest, key=str(index))
         self._apply_sort()
+        if table.row_count:
+            table.move_cursor(row=min(cursor, table.row_count - 1), animate=False)
         self._show_detail()
 
     @on(DataTable.RowHighlighted, "#profile-table")

@@ -258,10 +258,17 @@ async def test_at_80x24_the_sidebar_is_narrow_and_the_spec_one_key_away(tmp_path
         table.focus()
         columns = [str(c.label) for c in table.columns.values()]
         assert columns[:4] == ["impl", "status", "median", "spread"] and columns[-1] == "notes"
+        await pilot.press("l")
+        await pilot.pause(0.1)
+        first = list(table.columns.values())[4].get_render_width(table)
+        assert table.scroll_x == min(first, table.max_scroll_x)  # one whole column per key
         for _ in range(len(columns)):
             await pilot.press("l")
         await pilot.pause(0.2)
-        assert table.scroll_x > 0  # the rest scrolls sideways, past the fixed columns
+        assert 0 < table.scroll_x == table.max_scroll_x  # the last column (notes) in view
+        await pilot.press(*"h" * len(columns))
+        await pilot.pause(0.2)
+        assert table.scroll_x == 0
 
 
 @run_async
