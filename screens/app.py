@@ -24,7 +24,7 @@ from . import sessions_io
 from .commands import PANE_TITLES, ImplsProvider, OpsProvider, SessionsProvider, action_commands
 from .dialogs import ConfirmScreen, HelpScreen
 from .editor import EditorMixin
-from .keys import LIST_KEYS, RUN_LIST_KEYS
+from .keys import RUN_LIST_KEYS, KeyDataTable
 from .pane_log import LogPane
 from .pane_profile import ProfilePane
 from .pane_ptx import PtxPane
@@ -205,7 +205,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
     def action_help(self) -> None:
         groups = [("Everywhere", self.BINDINGS + GENERAL_KEYS), ("Run list", RUN_LIST_KEYS),
                   ("Timing pane", TimingPane.BINDINGS), ("Profile pane", ProfilePane.BINDINGS),
-                  ("PTX pane", PtxPane.BINDINGS), ("Lists and tables", LIST_KEYS)]
+                  ("PTX pane", PtxPane.BINDINGS), ("Lists and tables", KeyDataTable.BINDINGS)]
         on_show = {"timing": "Timing pane", "profile": "Profile pane", "ptx": "PTX pane"}.get(
             self.query_one(TabbedContent).active)
         # the pane on show first (a few lines), then the keys that work everywhere: both are in
