@@ -17,7 +17,9 @@ from workbench.cost import Cost
 from workbench.cuda_build import load_cuda
 from workbench.dtypes import DType
 from workbench.errors import LimitError
+from workbench.inputs import large_and_subnormal, periodic_fill_, seeded_normal
 from workbench.kernel_source import CudaSource, TritonLaunch, triton_ptr
+from workbench.chunking import CheckChunks
 from workbench.registry import BuildContext, Op
 from workbench.spec import Spec
 from workbench.triton_support import jit, tl
@@ -39,17 +41,29 @@ ADD = Op(
     "add", AddSpec,
     description="Elementwise x + y over M x N",
     test_specs=[{"M": 1, "N": 1000}, {"M": 257, "N": 257}, {"M": 3, "N": 4097}],
+    check_chunks=CheckChunks.flat(0, 1),
 )
 
 
 # -- inputs and reference --------------------------------------------------------------------
 @ADD.inputs
-def make_inputs(spec: AddSpec, device: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two seeded standard-normal tensors of shape (M, N) in spec.dtype."""
-    gen = torch.Generator(device=device).manual_seed(seed)
-    x = torch.randn(spec.M, spec.N, generator=gen, device=device, dtype=torch.float32)
-    y = torch.randn(spec.M, spec.N, generator=gen, device=device, dtype=torch.float32)
-    return x.to(spec.dtype.torch), y.to(spec.dtype.torch)
+def make_inputs(spec: AddSpec, device: str, seed: int, out=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two seeded standard-normal tensors of shape (M, N) in spec.dtype (out: refill those)."""
+    x, y = out or (None, None)
+    return (seeded_normal((spec.M, spec.N), spec.dtype.torch, device, seed, 0, out=x),
+            seeded_normal((spec.M, spec.N), spec.dtype.torch, device, seed, 1, out=y))
+
+
+@ADD.special_inputs
+def special_inputs(spec: AddSpec, inputs, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Seeded x, y with, every 16 elements, pairs whose sum overflows to +inf, cancels to 0,
+    is -0 (-0 + -0), inf + finite, -inf + -inf, inf + -inf (NaN), NaN + finite, two subnormals."""
+    x, y = make_inputs(spec, str(inputs[0].device), seed, out=inputs)
+    big, tiny = large_and_subnormal(x.dtype)
+    inf, nan = float("inf"), float("nan")
+    periodic_fill_(x, [big, -big, 0.0, -0.0, inf, -inf, inf, nan, tiny, 1.0], 16)
+    periodic_fill_(y, [big, big, -0.0, -0.0, 1.0, -inf, -inf, 2.0, tiny, -1.0], 16)
+    return x, y
 
 
 @ADD.reference()

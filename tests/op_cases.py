@@ -21,7 +21,7 @@ from typing import Any, Iterable
 import torch
 
 from workbench.registry import BuildContext, Impl, Op, Registry
-from workbench.verify import check_output
+from workbench.verify import RowCheck
 
 SEED = 0
 LAYOUTS = ("transposed", "sliced")
@@ -116,8 +116,12 @@ def relayout(t: Any, layout: str | None) -> Any:
     raise ValueError(f"unknown layout {layout!r}; allowed: {', '.join(LAYOUTS)}")
 
 
-def run_case(registry: Registry, case: Case, device: str, *, interpret: bool = False) -> dict:
-    """Build, run once and check; returns {"check": CheckReport dict, "detail", "passed", "id"}.
+def run_case(registry: Registry, case: Case, device: str, *, interpret: bool = False,
+             after_first_call=lambda: None) -> dict:
+    """Build, run and check as the engine does (workbench.verify.RowCheck: the first call, the
+    op's special-values set, then a second seeded set in the same tensors after two more calls);
+    returns {"check": CheckReport dict, "detail", "passed", "id"}. after_first_call() runs right
+    after the first call (the launch recorder reads that call's launches then).
 
     Raises whatever the build or the call raises.
     """
@@ -127,8 +131,14 @@ def run_case(registry: Registry, case: Case, device: str, *, interpret: bool = F
     ctx = BuildContext(device=device, fp32_precision=case.fp32_precision, interpret=interpret)
     fn = impl.builder(spec, impl.resolve_params(case.params), ctx)
     inputs = op.make_inputs(spec, device, SEED)
-    out = fn(*(relayout(t, case.layout) for t in inputs))
-    report = check_output(op, impl, spec, ctx, inputs, out)
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    check = RowCheck(op, impl, spec, ctx, inputs, SEED, sync=sync)
+
+    def call(*tensors):
+        return fn(*(relayout(t, case.layout) for t in tensors))
+    out = call(*inputs)
+    after_first_call()
+    report = check.run_all(call, out)
     return {"id": case.id, "passed": report.passed, "check": report.as_dict(), "detail": report.detail}
 
 
