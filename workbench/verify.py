@@ -152,9 +152,11 @@ class RowCheck:
     """
 
     def __init__(self, op: Op, impl: Impl, spec: Spec, ctx: BuildContext, inputs: tuple, seed: int,
-                 sync: Callable[[], None] = lambda: None, chunk_elements: int = CHUNK_ELEMENTS):
+                 sync: Callable[[], None] = lambda: None, chunk_elements: int = CHUNK_ELEMENTS,
+                 observe: Callable[[str, Any], None] | None = None):
         self.op, self.impl, self.spec, self.ctx = op, impl, spec, ctx
         self.inputs, self.seed, self.sync, self.chunk_elements = inputs, seed, sync, chunk_elements
+        self.observe = observe  # observe(set name, output) before each set's check (calibration)
         self.prints = self._fingerprints()
         self.reports: list[CheckReport] = []
 
@@ -185,11 +187,16 @@ class RowCheck:
         self.op.make_inputs(self.spec, self._device(), self.seed + SECOND_SEED_OFFSET, out=self.inputs)
         return self._call("timed", fn)
 
-    def run_all(self, fn: Callable[..., Any], out: Any, timed_calls: int = 2) -> CheckReport:
-        """The engine's sequence without the timing: first, special, `timed_calls` untimed calls
-        on set "first", then the timed set; stops at the first failing set. Returns `report`."""
-        if self.first(out).passed and (self.special(fn) or self.reports[-1]).passed:
+    def run_all(self, fn: Callable[..., Any], out: Any, timed_calls: int = 2,
+                before_call: Callable[[], None] = lambda: None) -> CheckReport:
+        """The engine's sequence without the timing: first (of `out`, released then), special,
+        `timed_calls` calls on set "first" (each after before_call(), e.g. an L2 flush), then the
+        timed set; stops at the first failing set. Returns `report`."""
+        passed = self.first(out).passed
+        del out
+        if passed and (self.special(fn) or self.reports[-1]).passed:
             for _ in range(timed_calls):
+                before_call()
                 fn(*self.inputs)
             self.sync()
             self.timed(fn)
@@ -209,6 +216,8 @@ class RowCheck:
         return self._check(name, out)
 
     def _check(self, name: str, out: Any) -> CheckReport:
+        if self.observe is not None:
+            self.observe(name, out)
         report = self._inputs_gate(name) or compare_output(
             self.op, self.impl, self.spec, self.ctx, self.inputs, out, input_set=name,
             chunk_elements=self.chunk_elements)

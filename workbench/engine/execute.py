@@ -104,6 +104,7 @@ class RowRunner:
         dev.reset_peak()
         inputs = op.make_inputs(spec, row.device, row.settings.seed)
         check = RowCheck(op, impl, spec, ctx, inputs, row.settings.seed, sync=dev.sync)  # fingerprints first
+        dev.restart_peak()  # the fingerprints' scratch is the check's, not the row's
         if watch is not None:
             watch.start()
         t0 = time.perf_counter()
