@@ -117,14 +117,15 @@ def manual_gelu(x: torch.Tensor) -> torch.Tensor:
 
 
 @GELU.impl("manual", math="tanh", moved_bytes=manual_bytes_moved,
-           tolerance_scale={"float16": 512.0, "bfloat16": 4096.0})
+           tolerance_scale={"float16": 512.0, "bfloat16": 8192.0})
 def build_manual(spec: GeluSpec, params, ctx: BuildContext):
     """Hand-written PyTorch formula: nine eager kernels.
 
-    Tolerance factor (workbench.tolerance) 512 in float16, 4096 in bfloat16: each operator rounds
+    Tolerance factor (workbench.tolerance) 512 in float16, 8192 in bfloat16: each operator rounds
     to the dtype, so tanh(a) near -1 keeps ~8 bits and 1 + tanh(a) cancels: for x < -3 the
-    output is off by up to ~u_dtype * |x| absolute (CPU: at most 176x the default float16
-    tolerance, 118x bfloat16's; least passing factor 256 and 2048, benchmarks/calibrate_check.py).
+    output is off by up to ~u_dtype * |x| absolute (CPU: up to 176x the default float16
+    tolerance; least passing factor 256 float16, 4096 bfloat16 over the test specs and tiny
+    shapes, seeds 0-2, benchmarks/calibrate_check.py; x2 margin).
     """
     return manual_gelu
 

@@ -106,21 +106,24 @@ def _with_precision(fn, ctx: BuildContext):
 
 
 # The product rounds to the dtype before GeLU, whose slope amplifies that rounding where GeLU is
-# small (c < 0): relative errors up to ~4 u in bfloat16 (CPU: least passing factor 64 bfloat16,
-# 1 float16 at 0.92 of the default, benchmarks/calibrate_check.py). Factors with a 2x margin:
-UNFUSED_FACTOR = {"float16": 2.0, "bfloat16": 128.0}
+# small (c < 0): relative errors up to ~4 u in bfloat16 (CPU: least passing factors 128 float16
+# and 512 bfloat16 over K = 1 .. 4097, seeds 0-2; small K is the worst, where the accumulation
+# term is small; benchmarks/calibrate_check.py). Factors with a 2x margin:
+UNFUSED_FACTOR = {"float16": 256.0, "bfloat16": 1024.0}
 
 
 @MATMUL_GELU.impl("manual", math="tanh", moved_bytes=unfused_bytes_moved, tolerance_scale=UNFUSED_FACTOR)
 def build_manual(spec: MatmulGeluSpec, params, ctx: BuildContext):
-    """Matmul then GeLU: two kernels, the product round-trips through HBM. Tolerance factor
-    UNFUSED_FACTOR (the product is rounded to the dtype before GeLU)."""
+    """Matmul then GeLU: two kernels, the product round-trips through HBM.
+
+    Tolerance factor UNFUSED_FACTOR (the product is rounded to the dtype before GeLU)."""
     return _with_precision(matmul_then_gelu, ctx)
 
 
 @MATMUL_GELU.impl("compiled", math="tanh", tolerance_scale=UNFUSED_FACTOR)
 def build_compiled(spec: MatmulGeluSpec, params, ctx: BuildContext):
     """torch.compile(manual, dynamic=False): cuBLAS plus an Inductor GeLU kernel unless autotuned.
+
     Tolerance factor UNFUSED_FACTOR, as manual's (the product is rounded before the GeLU kernel)."""
     return _with_precision(torch.compile(matmul_then_gelu, dynamic=False), ctx)
 

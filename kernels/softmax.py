@@ -139,15 +139,17 @@ def manual_softmax(x: torch.Tensor) -> torch.Tensor:
 
 # The unfused forms in half precision round x - max, exp and the sum to the dtype: an entry
 # e^(x - max) with x - max = -10 carries ~10 u of relative error, and the dominant entry ~2 u in
-# norm (CPU: least passing factors 64 float16 and 2048 bfloat16 for manual, 64 and 512 for CPU
-# Inductor's compiled form, benchmarks/calibrate_check.py). Factors with a 2x margin:
-UNFUSED_HALF_FACTOR = {"float16": 128.0, "bfloat16": 4096.0}
+# norm (CPU: least passing factors 256 float16 and 2048 bfloat16 for manual over the test specs
+# and tiny shapes, seeds 0-2; 64 and 512 for CPU Inductor's compiled form at the test specs;
+# benchmarks/calibrate_check.py). Factors with a 2x margin:
+UNFUSED_HALF_FACTOR = {"float16": 512.0, "bfloat16": 4096.0}
 
 
 @SOFTMAX.impl("manual", moved_bytes=manual_bytes_moved, tolerance_scale=UNFUSED_HALF_FACTOR)
 def build_manual(spec: SoftmaxSpec, params, ctx: BuildContext):
-    """Hand-written PyTorch formula: five eager kernels, ~8MN elements moved. Tolerance factor
-    UNFUSED_HALF_FACTOR in half precision (each operator rounds to the dtype)."""
+    """Hand-written PyTorch formula: five eager kernels, ~8MN elements moved.
+
+    Tolerance factor UNFUSED_HALF_FACTOR in half precision (each operator rounds to the dtype)."""
     return manual_softmax
 
 
@@ -160,6 +162,7 @@ def build_pytorch(spec: SoftmaxSpec, params, ctx: BuildContext):
 @SOFTMAX.impl("compiled", tolerance_scale=UNFUSED_HALF_FACTOR)
 def build_compiled(spec: SoftmaxSpec, params, ctx: BuildContext):
     """torch.compile(manual_softmax, dynamic=False): Inductor fuses the five kernels into one.
+
     Tolerance factor UNFUSED_HALF_FACTOR in half precision: Inductor's CPU code rounds the
     intermediates to the dtype as eager does (its GPU code computes in float32)."""
     return torch.compile(manual_softmax, dynamic=False)
