@@ -33,7 +33,8 @@ ENVIRONMENT_KEYS = ("device", "sm_count", "l2_bytes", "driver", "cuda", "torch",
                     "ceilings", "datasheet")
 RECORD_KEYS = ("run_index", "op", "impl", "label", "params", "shape", "dtype", "sweep_value",
                "status", "error", "device", "build_ms", "peak_mem_bytes", "timing", "check",
-               "traffic", "launch", "profile", "ptx", "recompiles", "flags", "fp32_precision")
+               "traffic", "launch", "profile", "ptx", "recompiles", "flags", "fp32_precision",
+               "tuned")
 TIMING_KEYS = ("timer", "median_ms", "p20_ms", "p80_ms", "min_ms", "mean_ms", "n", "flush_l2",
                "launch_bound", "device_median_ms", "clock_fell", "samples_ms", "launch_floor_ms",
                "sm_clock_mhz", "throttle", "flush_kind", "host_launch_ms", "headroom_ms", "batches",
