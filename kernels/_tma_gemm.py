@@ -60,7 +60,9 @@ def tma_supported(dtype: str, k: int, n: int) -> bool:
 
 @jit
 def _tile_ids(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
-    """(pid_m, pid_n) of a tile in GROUP_M-grouped order (the tutorial's L2-friendly walk)."""
+    """(pid_m, pid_n) of a tile in GROUP_M-grouped order: GROUP_M tile rows walked column by
+    column, so that the programs running at the same time share A rows and B columns in L2 (the
+    Triton tutorial's walk; GROUP_M = 1 is row-major order). Both GEMM kernels use it."""
     num_pid_in_group = GROUP_M * num_pid_n
     group_id = tile_id // num_pid_in_group
     first_pid_m = group_id * GROUP_M

@@ -32,7 +32,11 @@ from workbench.spec import Spec
 from workbench.triton_support import jit, tl
 
 from ._autotune import attach, can_tune, choose
-from ._tma_gemm import TMA_VERSION, candidate_configs, sm_count, tma_launch, tma_runner, tma_supported
+from ._tma_gemm import TMA_VERSION, _tile_ids, candidate_configs, sm_count, tma_launch, tma_runner, tma_supported
+
+# Tuning times the candidates on a second, seeded A and B: only while each tensor is at most 2^28
+# elements (8192^3 is 2^26); past that the first candidate runs untimed.
+TUNE_MAX_ELEMENTS = 2**28
 
 CU_FILE = Path(__file__).with_name("matmul.cu")
 # Shared memory one block may opt in to on sm_90 (H100/H200): 227 KiB (CUDA C Programming Guide,
@@ -156,15 +160,8 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     without, within the spread, so the common case keeps the tutorial's int32 arithmetic)."""
     # Grouped ordering: walk GROUP_M tile rows column by column, so that the programs running at
     # the same time reuse the same A rows and B columns from L2 (the tutorial's 90 -> 54 loads).
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
+    # (kernels/_tma_gemm.py's _tile_ids: the same walk for both GEMM kernels.)
+    pid_m, pid_n = _tile_ids(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
 
     # Rows/columns past M/N wrap around (% M, % N): they load valid data and are never stored,
     # which keeps the main-loop loads unmasked along M and N. Only the K tail is masked.
@@ -340,7 +337,8 @@ def gemm_builder(spec: MatmulSpec, params, ctx: BuildContext, activation: str, o
     if not use_tma(spec, params):
         return matmul_runner(tile_config(spec, params, ctx, op_name), input_precision(ctx), activation, op_name)
     sms = sm_count(ctx)
-    tuning = make_inputs(spec, ctx.device, 1) if can_tune(ctx) else None
+    small = max(spec.M * spec.K, spec.K * spec.N, spec.M * spec.N) <= TUNE_MAX_ELEMENTS
+    tuning = make_inputs(spec, ctx.device, 1) if can_tune(ctx) and small else None
     run = (lambda config: tma_runner(spec, config, activation, sms)(*tuning)) if tuning else None
     tuned = choose(ctx, op_name, "triton", spec, candidate_configs(), run, version=TMA_VERSION)
     return attach(tma_runner(spec, tuned.config, activation, sms), tuned)
