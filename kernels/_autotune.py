@@ -199,14 +199,21 @@ def choose(ctx: Any, op: str, impl: str, spec: Any, candidates: Sequence[Config]
     """The config of (op, impl) at `spec` on the run's device.
 
     With `run`, a builder's call: tuned now (or cached). Without, a launch's call (PTX view,
-    launch geometry): the cached choice, else the first candidate. No GPU: the first candidate.
+    launch geometry; ctx may be None there): the cached choice, else the first candidate. No GPU:
+    the first candidate.
     """
-    if not can_tune(ctx):
+    if not (can_tune(ctx) if run is not None or ctx is not None else _gpu_here()):
         return default_choice(candidates, "no CUDA device here: nothing timed")
     key = TuneKey(op, impl, device_tag() or "?", spec_shape(spec), str(spec.dtype), version)
     if run is None:
         return cached_config(key, cache_root(ctx)) or default_choice(candidates, f"not tuned yet for {key.text()}")
     return autotune(key, candidates, run, cache_root(ctx))
+
+
+def _gpu_here() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def attach(fn: Callable[..., Any], tuned: Tuned) -> Callable[..., Any]:

@@ -217,9 +217,9 @@ def test_the_int32_contrast_kernel_multiplies_in_32_bits():
 
 
 @pytest.mark.parametrize("index_64", [False, True])
-def test_matmul_pointer_kernel_is_the_same_with_64_bit_offsets(index_64):
-    """INDEX_64 (set by the launch for tensors of 2^31 elements or more) forced at a small size
-    under the interpreter gives the product."""
+def test_matmul_and_cdist_kernels_are_the_same_with_64_bit_offsets(index_64):
+    """INDEX_64 (set by the launches for tensors of 2^31 elements or more) forced at a small size
+    under the interpreter gives the product and the distances."""
     import subprocess
     import sys
 
@@ -230,6 +230,11 @@ c = torch.empty(70, 50)
 mm._matmul_kernel[(mm.cdiv(70, 32) * mm.cdiv(50, 32),)](a, b, c, 70, 50, 40, 40, 1, 50, 1, 50, 1, BLOCK_M=32,
     BLOCK_N=32, BLOCK_K=16, GROUP_M=2, INPUT_PRECISION="ieee", ACTIVATION="none", INDEX_64={index_64})
 assert torch.allclose(c, a @ b, atol=1e-4, rtol=1e-4), (c - a @ b).abs().max()
+import workbench.kernels.cdist as cd
+x, y = torch.randn(70, 8), torch.randn(50, 8)
+out = torch.empty(70, 50)
+cd._cdist_kernel[(3, 2)](x, y, out, 70, 50, 8, 8, 1, 8, 1, 50, 1, BLOCK_M=32, BLOCK_N=32, INDEX_64={index_64})
+assert torch.allclose(out, torch.cdist(x, y), atol=1e-4, rtol=1e-4)
 """
     env = {"TRITON_INTERPRET": "1", "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
