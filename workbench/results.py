@@ -56,7 +56,7 @@ CANCELLED_ERROR = "cancelled"  # the error of a row a cancel stopped before it f
 # Sub-records that are either None or a dict with exactly these keys.
 SUB_RECORD_KEYS = {"timing": TIMING_KEYS, "check": CHECK_KEYS, "traffic": TRAFFIC_KEYS,
                    "launch": LAUNCH_KEYS, "profile": PROFILE_KEYS}
-CSV_LEFT_OUT = ("ptx", "samples_ms", "rows")  # not scalars: in the JSON document only
+CSV_LEFT_OUT = ("ptx", "samples_ms", "rows", "timings_ms")  # not scalars / per-row keys: in the JSON document only
 
 
 def blank(keys: Iterable[str], **values: Any) -> dict:
