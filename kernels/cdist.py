@@ -126,12 +126,17 @@ def build_compiled(spec: CdistSpec, params, ctx: BuildContext):
 
 @jit
 def _cdist_kernel(x_ptr, y_ptr, out_ptr, M, N, D, stride_xm, stride_xd, stride_yn, stride_yd,
-                  stride_om, stride_on, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """One program per BLOCK_M x BLOCK_N tile of out; one rank-1 update per d (direct difference)."""
+                  stride_om, stride_on, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  INDEX_64: tl.constexpr = False):
+    """One program per BLOCK_M x BLOCK_N tile of out; one rank-1 update per d (direct difference).
+    INDEX_64: offsets in int64, for tensors of 2^31 elements or more (set only there)."""
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    if INDEX_64:  # m * stride_om (or m * stride_xm) passes 2^31
+        offs_m = offs_m.to(tl.int64)
+        offs_n = offs_n.to(tl.int64)
     mask_m = offs_m < M
     mask_n = offs_n < N
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -161,8 +166,9 @@ def _triton_launch(spec: CdistSpec, params) -> TritonLaunch:
     return TritonLaunch(
         kernel=_cdist_kernel,
         signature={"x_ptr": ptr, "y_ptr": ptr, "out_ptr": ptr, **{name: "i32" for name in ints},
-                   "BLOCK_M": "constexpr", "BLOCK_N": "constexpr"},
-        constexprs={"BLOCK_M": block_m, "BLOCK_N": block_n},
+                   "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "INDEX_64": "constexpr"},
+        constexprs={"BLOCK_M": block_m, "BLOCK_N": block_n,
+                    "INDEX_64": max(spec.M * spec.D, spec.N * spec.D, spec.M * spec.N) >= 2**31},
         grid=(-(-spec.M // block_m), -(-spec.N // block_n), 1),
         num_warps=num_warps,
         scalars={"M": spec.M, "N": spec.N, "D": spec.D, "stride_xm": spec.D, "stride_xd": 1,
@@ -180,11 +186,10 @@ def build_triton(spec: CdistSpec, params, ctx: BuildContext):
         (m, d), (n, d_y) = x.shape, y.shape
         if d != d_y:
             raise ValueError(f"cdist: point dimensions differ: x is {m}x{d}, y is {n}x{d_y}")
-        if max(x.numel(), y.numel(), m * n) >= 2**31:
-            raise LimitError("cdist triton: a tensor of 2^31 elements or more overflows the kernel's int32 offsets")
         out = torch.empty((m, n), dtype=x.dtype, device=x.device)
         grid = (-(-m // block_m), -(-n // block_n))
         _cdist_kernel[grid](x, y, out, m, n, d, x.stride(0), x.stride(1), y.stride(0), y.stride(1),
-                            out.stride(0), out.stride(1), BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
+                            out.stride(0), out.stride(1), BLOCK_M=block_m, BLOCK_N=block_n,
+                            INDEX_64=max(x.numel(), y.numel(), out.numel()) >= 2**31, num_warps=num_warps)
         return out
     return run

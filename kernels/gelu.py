@@ -227,18 +227,24 @@ def build_cuda(spec: GeluSpec, params, ctx: BuildContext):
 
 @jit
 def _gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
-    """One program per BLOCK_SIZE elements; float32 arithmetic; masked tail."""
-    pid = tl.program_id(0).to(tl.int64)
-    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    mask = offsets < n_elements
-    x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
-    a = 0.7978845608028654 * (x + 0.044715 * x * x * x)
-    # tanh(a) = 1 - 2 / (exp(2a) + 1): finite for every a (the lecture's (e-1)/(e+1) is inf/inf
-    # for a > 44), and portable across Triton versions and the interpreter (P8: tanh moved
-    # between tl.math and libdevice).
-    tanh = 1.0 - 2.0 / (tl.exp(2.0 * a) + 1.0)
-    y = 0.5 * x * (1.0 + tanh)
-    tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
+    """One program per BLOCK_SIZE elements; float32 arithmetic; masked tail; correct past 2^31
+    elements."""
+    # The block's start in 64 bits, added to the pointers once; the lanes and the mask stay
+    # int32. Per-element int64 offsets cost up to 1.2% on the H200 (float32, 16384^2); this form
+    # costs nothing measurable, and int32 offsets alone would wrap past 2^31 elements.
+    start = tl.program_id(0).to(tl.int64) * BLOCK_SIZE
+    lanes = tl.arange(0, BLOCK_SIZE)
+    mask = lanes < tl.minimum(n_elements - start, BLOCK_SIZE).to(tl.int32)
+    x = tl.load(x_ptr + start + lanes, mask=mask).to(tl.float32)
+    # 0.5 x (1 + tanh a) = x sigmoid(2a) = x / (1 + 2^u), u = -2 log2(e) a: one exp2 and one
+    # division, finite for every x (2^u = inf gives x / inf = -0), and portable across Triton
+    # versions and the interpreter (P8: tanh moved between tl.math and libdevice). The form
+    # 1 - 2 / (exp(2a) + 1) did the same math in 4 more operations: 93% of copy in float16
+    # against 101% for this one (H200, 16384^2).
+    # u = K1 x + K3 x^3 with K1 = -2 log2(e) sqrt(2/pi) = -2.3022..., K3 = 0.044715 K1.
+    u = x * (x * x * -0.10294323958002350 + -2.3022081981443250)
+    y = x / (1.0 + tl.exp2(u))
+    tl.store(y_ptr + start + lanes, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 def _triton_launch(spec: GeluSpec, params) -> TritonLaunch:

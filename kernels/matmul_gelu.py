@@ -24,7 +24,7 @@ from workbench.registry import BuildContext, Op
 from workbench.spec import Spec
 
 from .gelu import FLOPS_PER_ELEMENT as GELU_FLOPS_PER_ELEMENT, reference_tanh as gelu_reference
-from .matmul import TRITON_PARAMS, fp32_precision, input_precision, matmul_launch, matmul_runner, tile_config
+from .matmul import TRITON_PARAMS, fp32_precision, gemm_builder, matmul_launch
 from .matmul import make_inputs as matmul_inputs, special_inputs as matmul_special_inputs
 
 
@@ -135,6 +135,6 @@ def _triton_launch(spec: MatmulGeluSpec, params, ctx: BuildContext | None = None
 @MATMUL_GELU.impl("triton", math="tanh", needs=["triton"], params=TRITON_PARAMS,
                   interpreter_dtypes=["float16"], triton_launch=_triton_launch)
 def build_triton(spec: MatmulGeluSpec, params, ctx: BuildContext):
-    """Triton matmul (kernels/matmul.py) with GeLU applied to the tile in its epilogue."""
-    cfg = tile_config(spec, params, ctx, "matmul_gelu")
-    return matmul_runner(cfg, input_precision(ctx), "gelu", "matmul_gelu")
+    """Triton matmul (kernels/matmul.py: the tuned TMA kernel in 16-bit dtypes) with GeLU applied
+    to the tile in its epilogue, tuned on its own (the epilogue changes the best tile)."""
+    return gemm_builder(spec, params, ctx, "gelu", "matmul_gelu")

@@ -3,9 +3,17 @@
 // dtype dispatch) lives in kernels/softmax.py and is passed to load_inline.
 //
 //   y[i, j] = exp(x[i, j] - m_i) / sum_k exp(x[i, k] - m_i),   m_i = max_k x[i, k]
+//
+// Two kernels: `softmax_onepass_kernel` (the `cuda` implementation) reads each row from HBM once:
+// the row stays in registers between the reduction and the output. A row up to
+// THREADS * PACKS * VEC elements lives in one block; a longer one is split over a thread-block
+// cluster of up to 16 blocks (sm_90), which merge their partial (max, sum) pairs through
+// distributed shared memory (QuACK's design, Dao-AILab, 2025), so a 262144-wide row is still read
+// once. `softmax_kernel` (two passes, the row re-read from L2) takes the rows longer than that.
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include <cooperative_groups.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -122,4 +130,300 @@ extern "C" cudaError_t softmax_f16(const void* x, void* y, int64_t rows, int col
 }
 extern "C" cudaError_t softmax_bf16(const void* x, void* y, int64_t rows, int cols, cudaStream_t s) {
     return launch_softmax((const __nv_bfloat16*)x, (__nv_bfloat16*)y, rows, cols, s);
+}
+
+// ==== one pass: the row in registers (a block, or a cluster of blocks) ========================
+namespace cg = cooperative_groups;
+
+namespace onepass {
+
+// VEC elements of T moved as one access (16 bytes when VEC * sizeof(T) == 16): get(k) reads
+// element k as float, set2(k, a, b) writes elements k and k + 1 (k even).
+template <typename T, int VEC>
+struct alignas(sizeof(T) * VEC) Pack {
+    T v[VEC];
+    __device__ __forceinline__ float get(int k) const { return to_float(v[k]); }
+    __device__ __forceinline__ void set2(int k, float a, float b) { v[k] = from_float<T>(a); v[k + 1] = from_float<T>(b); }
+    __device__ __forceinline__ void set1(int k, float a) { v[k] = from_float<T>(a); }
+};
+
+// Eight 16-bit values kept as four 32-bit words: as T v[8], ptxas splits every word into two
+// registers (32 instead of 16 per 16-byte pack; a bfloat16 row of 32 elements per thread then
+// takes 52 registers and half the blocks per SM). A bfloat16 is the high half of a float.
+template <>
+struct alignas(16) Pack<__nv_bfloat16, 8> {
+    uint32_t w[4];
+    __device__ __forceinline__ float get(int k) const {
+        return __uint_as_float((k & 1) ? (w[k >> 1] & 0xffff0000u) : (w[k >> 1] << 16));
+    }
+    __device__ __forceinline__ void set2(int k, float a, float b) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+        w[k >> 1] = *reinterpret_cast<uint32_t*>(&h);
+    }
+};
+template <>
+struct alignas(16) Pack<__half, 8> {
+    uint32_t w[4];
+    __device__ __forceinline__ float get(int k) const {
+        const __half2 h = *reinterpret_cast<const __half2*>(&w[k >> 1]);
+        return (k & 1) ? __high2float(h) : __low2float(h);
+    }
+    __device__ __forceinline__ void set2(int k, float a, float b) {
+        __half2 h = __floats2half2_rn(a, b);
+        w[k >> 1] = *reinterpret_cast<uint32_t*>(&h);
+    }
+};
+
+constexpr float LOG2E = 1.4426950408889634f;
+
+// 2^x on the special-function unit (one MUFU.EX2; relative error ~2^-22, PTX ISA "ex2").
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// Merge the pair (m2, s2) into (m, s): m a max, s a sum of 2^((x - m) log2e). Empty is (-inf, 0).
+__device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
+    const float m_new = fmaxf(m, m2);
+    const float a = (m == -INFINITY) ? 0.0f : s * ex2((m - m_new) * LOG2E);
+    const float b = (m2 == -INFINITY) ? 0.0f : s2 * ex2((m2 - m_new) * LOG2E);
+    m = m_new;
+    s = a + b;
+}
+
+// Butterfly over the 32 lanes (shfl.sync.bfly): afterwards every lane holds the warp's pair.
+__device__ __forceinline__ void warp_merge(float& m, float& s) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, offset);
+        const float s2 = __shfl_xor_sync(0xffffffffu, s, offset);
+        merge(m, s, m2, s2);
+    }
+}
+
+// The block's pair from every thread's pair: shuffles in each warp, then warp 0 merges the
+// per-warp pairs. Every thread returns the block's pair.
+template <int THREADS>
+__device__ __forceinline__ float2 block_merge(float m, float s, float2* warp_pairs) {
+    constexpr int WARPS = THREADS / 32;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    warp_merge(m, s);
+    if (WARPS == 1) return make_float2(m, s);
+    if (lane == 0) warp_pairs[warp] = make_float2(m, s);
+    __syncthreads();
+    if (warp == 0) {
+        float2 p = lane < WARPS ? warp_pairs[lane] : make_float2(-INFINITY, 0.0f);
+        warp_merge(p.x, p.y);
+        if (lane == 0) warp_pairs[WARPS] = p;
+    }
+    __syncthreads();
+    return warp_pairs[WARPS];
+}
+
+// One row, or one 1/CLUSTER slice of it, per block; THREADS threads hold PACKS packs of VEC
+// elements each (16-byte loads when VEC * sizeof(T) == 16): a slice of THREADS * PACKS * VEC
+// columns, pack p of thread t at pack index p * THREADS + t (consecutive threads, consecutive
+// 16-byte packs: coalesced). Every load is issued before the first use. Pass 1 (registers only):
+// each thread's max, then its sum of exp; the (max, sum) pairs merge across the block and, with
+// IN_CLUSTER, across the cluster through distributed shared memory. Pass 2 (registers only):
+// y = exp(x - max) / sum. VEC > 1 needs n_cols % VEC == 0 and 16-byte-aligned rows.
+template <typename T, int VEC, int THREADS, int PACKS, bool IN_CLUSTER>
+__global__ void __launch_bounds__(THREADS)
+softmax_onepass_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
+    using P = Pack<T, VEC>;
+    constexpr int SLICE = THREADS * PACKS * VEC;
+    __shared__ float2 warp_pairs[THREADS / 32 + 1];
+    __shared__ float2 block_pair;  // this block's pair, read by the cluster's other blocks
+
+    int part = 0, parts = 1;
+    if constexpr (IN_CLUSTER) {
+        part = (int)cg::this_cluster().block_rank();
+        parts = (int)cg::this_cluster().num_blocks();
+    }
+    const int64_t row = (int64_t)blockIdx.x / parts;  // grid.x = rows * parts: rows past 65535 fit
+    const int col0 = part * SLICE;
+    const int n_packs = (min(n_cols - col0, SLICE) + VEC - 1) / VEC;  // may be <= 0 for the last parts
+    const P* x_p = reinterpret_cast<const P*>(x + row * n_cols + col0);
+    P* y_p = reinterpret_cast<P*>(y + row * n_cols + col0);
+
+    P p[PACKS];
+#pragma unroll
+    for (int j = 0; j < PACKS; ++j) {
+        const int i = j * THREADS + (int)threadIdx.x;
+        if (i < n_packs) p[j] = x_p[i];
+    }
+    // n_cols % VEC == 0 when VEC > 1, so a pack is wholly inside the row or wholly outside.
+    float m = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < PACKS; ++j) {
+        if (j * THREADS + (int)threadIdx.x < n_packs) {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) m = fmaxf(m, p[j].get(k));
+        }
+    }
+    float s = 0.0f;
+    if (m != -INFINITY) {  // a thread with no element (or only -inf) keeps the empty pair
+        const float m_l2 = m * LOG2E;
+#pragma unroll
+        for (int j = 0; j < PACKS; ++j) {
+            if (j * THREADS + (int)threadIdx.x < n_packs) {
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) s += ex2(fmaf(p[j].get(k), LOG2E, -m_l2));
+            }
+        }
+    }
+    float2 pair = block_merge<THREADS>(m, s, warp_pairs);
+    if constexpr (IN_CLUSTER) {
+        cg::cluster_group cluster = cg::this_cluster();
+        if (threadIdx.x == 0) block_pair = pair;
+        cluster.sync();  // every block's pair is written (release/acquire across the cluster)
+        if (threadIdx.x < 32) {
+            const int lane = (int)threadIdx.x;
+            float2 q = lane < parts ? *cluster.map_shared_rank(&block_pair, lane) : make_float2(-INFINITY, 0.0f);
+            warp_merge(q.x, q.y);
+            if (lane == 0) warp_pairs[0] = q;
+        }
+        __syncthreads();
+        pair = warp_pairs[0];
+        // Arrive now, wait at the end: no block may exit while another still reads its pair.
+        cluster.barrier_arrive();
+    }
+    const float row_max_l2 = pair.x * LOG2E;
+    const float inv_sum = 1.0f / pair.y;
+#pragma unroll
+    for (int j = 0; j < PACKS; ++j) {
+        const int i = j * THREADS + (int)threadIdx.x;
+        if (i < n_packs) {
+            P o;
+            if constexpr (VEC == 1) {
+                o.set1(0, ex2(fmaf(p[j].get(0), LOG2E, -row_max_l2)) * inv_sum);
+            } else {
+#pragma unroll
+                for (int k = 0; k < VEC; k += 2)
+                    o.set2(k, ex2(fmaf(p[j].get(k), LOG2E, -row_max_l2)) * inv_sum,
+                           ex2(fmaf(p[j].get(k + 1), LOG2E, -row_max_l2)) * inv_sum);
+            }
+            y_p[i] = o;
+        }
+    }
+    if constexpr (IN_CLUSTER) cg::this_cluster().barrier_wait();
+}
+
+}  // namespace onepass
+
+// ---- launchers ------------------------------------------------------------------------------
+// The instantiated (THREADS, PACKS) configurations, as elements per thread E = PACKS * VEC:
+// E = 32 for the default ladder (THREADS 32..1024), plus the variants the H200 exploration
+// compared (E = 16 and 64). Codes: dtype 0 float32, 1 float16, 2 bfloat16.
+template <typename T, int VEC, int THREADS, int PACKS>
+static cudaError_t launch_config(const T* x, T* y, int64_t rows, int cols, int cluster, cudaStream_t stream) {
+    if (cluster <= 1) {
+        onepass::softmax_onepass_kernel<T, VEC, THREADS, PACKS, false>
+            <<<(unsigned int)rows, THREADS, 0, stream>>>(x, y, cols);
+        return cudaGetLastError();
+    }
+    auto kernel = onepass::softmax_onepass_kernel<T, VEC, THREADS, PACKS, true>;
+    if (cluster > 8) {  // 16 blocks is a non-portable cluster size on sm_90: opt in once
+        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        if (err != cudaSuccess) return err;
+    }
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3((unsigned int)(rows * cluster), 1, 1);
+    config.blockDim = dim3(THREADS, 1, 1);
+    config.dynamicSmemBytes = 0;
+    config.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned int)cluster;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    return cudaLaunchKernelEx(&config, kernel, x, y, cols);
+}
+
+// X(THREADS, PACKS) for one VEC: every configuration the dispatch below can launch.
+#define ONEPASS_CONFIGS_V4(X) X(32, 8) X(64, 8) X(128, 8) X(256, 8) X(512, 8) X(1024, 8) \
+    X(1024, 4) X(256, 16) X(64, 4) X(128, 2) X(32, 4)
+#define ONEPASS_CONFIGS_V8(X) X(32, 4) X(64, 4) X(128, 4) X(256, 4) X(512, 4) X(1024, 4) \
+    X(1024, 2) X(256, 8) X(128, 16) X(512, 8) X(1024, 8) X(512, 2)
+#define ONEPASS_CONFIGS_V1(X) X(32, 16) X(64, 16) X(128, 16) X(256, 16) X(512, 16) X(1024, 16)
+
+#define ONEPASS_CASE(THR, PK) \
+    if (threads == THR && packs == PK) return launch_config<T, VEC, THR, PK>(x, y, rows, cols, cluster, stream);
+
+template <typename T, int VEC>
+static cudaError_t dispatch(const T* x, T* y, int64_t rows, int cols, int threads, int packs, int cluster,
+                            cudaStream_t stream) {
+    if constexpr (VEC * sizeof(T) == 16 && sizeof(T) == 4) { ONEPASS_CONFIGS_V4(ONEPASS_CASE) }
+    if constexpr (VEC * sizeof(T) == 16 && sizeof(T) == 2) { ONEPASS_CONFIGS_V8(ONEPASS_CASE) }
+    if constexpr (VEC == 1) { ONEPASS_CONFIGS_V1(ONEPASS_CASE) }
+    return cudaErrorInvalidConfiguration;  // not an instantiated configuration
+}
+
+// Elements per thread of the default ladder, and the largest cluster (sm_90: 16, non-portable).
+static const int ELEMS_PER_THREAD = 32;
+static const int MAX_CLUSTER = 16;
+
+// The default configuration for a row of n_cols: the fewest threads (>= 32) that hold the row
+// at ELEMS_PER_THREAD per thread in one block (<= 1024 threads); past that, 512-thread blocks in
+// the smallest power-of-two cluster that holds it (<= 16 blocks, so rows up to
+// 16 * 512 * 32 = 262144 columns). Returns 0 when the row is too long for one pass.
+extern "C" int softmax_onepass_plan(int n_cols, int vec, int* threads, int* packs, int* cluster) {
+    // Scalar rows (n_cols % VEC != 0) hold 16 per thread: 32 scalars at 1024 threads spill.
+    const int packs_per_thread = vec == 1 ? ELEMS_PER_THREAD / 2 : ELEMS_PER_THREAD / vec;
+    const int64_t n_packs = ((int64_t)n_cols + vec - 1) / vec;
+    int t = 32;
+    while (t < 1024 && (int64_t)t * packs_per_thread < n_packs) t *= 2;
+    if ((int64_t)t * packs_per_thread >= n_packs) {
+        *threads = t; *packs = packs_per_thread; *cluster = 1;
+        return 1;
+    }
+    int c = 2;
+    while (c < MAX_CLUSTER && (int64_t)c * 512 * packs_per_thread < n_packs) c *= 2;
+    if ((int64_t)c * 512 * packs_per_thread < n_packs) return 0;
+    *threads = 512; *packs = packs_per_thread; *cluster = c;
+    return 1;
+}
+
+// threads, packs, cluster: an instantiated configuration, or threads = 0 for the plan above.
+static bool onepass_vec_ok(int cols, int itemsize, const void* x, const void* y) {
+    return (cols % (16 / itemsize) == 0) && ((uintptr_t)x % 16 == 0) && ((uintptr_t)y % 16 == 0);
+}
+
+// Whether the one-pass kernel takes (rows, cols) with the default plan: 1 yes, 0 no (the row is
+// longer than a 16-block cluster holds, or rows * cluster blocks exceed the grid).
+extern "C" int softmax_onepass_fits(int64_t rows, int cols, int itemsize, const void* x, const void* y) {
+    int threads, packs, cluster;
+    const int vec = onepass_vec_ok(cols, itemsize, x, y) ? 16 / itemsize : 1;
+    if (!softmax_onepass_plan(cols, vec, &threads, &packs, &cluster)) return 0;
+    return rows * cluster <= 0x7fffffffLL ? 1 : 0;
+}
+
+template <typename T>
+static cudaError_t launch_onepass(const T* x, T* y, int64_t rows, int cols, int threads, int packs, int cluster,
+                                  cudaStream_t stream) {
+    constexpr int VEC = 16 / sizeof(T);
+    if (rows == 0 || cols == 0) return cudaSuccess;
+    const bool vec_ok = onepass_vec_ok(cols, (int)sizeof(T), x, y);
+    if (threads == 0 && !softmax_onepass_plan(cols, vec_ok ? VEC : 1, &threads, &packs, &cluster))
+        return cudaErrorInvalidValue;  // too long for one pass: softmax_onepass_fits says so first
+    if (cluster > 1 && rows * cluster > 0x7fffffffLL) return cudaErrorInvalidValue;
+    return vec_ok ? dispatch<T, VEC>(x, y, rows, cols, threads, packs, cluster, stream)
+                  : dispatch<T, 1>(x, y, rows, cols, threads, packs, cluster, stream);
+}
+
+// Plain launchers (extern "C" so the binding can declare them without templates).
+extern "C" cudaError_t softmax_onepass_f32(const void* x, void* y, int64_t rows, int cols, int threads,
+                                           int packs, int cluster, cudaStream_t s) {
+    return launch_onepass((const float*)x, (float*)y, rows, cols, threads, packs, cluster, s);
+}
+extern "C" cudaError_t softmax_onepass_f16(const void* x, void* y, int64_t rows, int cols, int threads,
+                                           int packs, int cluster, cudaStream_t s) {
+    return launch_onepass((const __half*)x, (__half*)y, rows, cols, threads, packs, cluster, s);
+}
+extern "C" cudaError_t softmax_onepass_bf16(const void* x, void* y, int64_t rows, int cols, int threads,
+                                            int packs, int cluster, cudaStream_t s) {
+    return launch_onepass((const __nv_bfloat16*)x, (__nv_bfloat16*)y, rows, cols, threads, packs, cluster, s);
 }

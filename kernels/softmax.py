@@ -9,11 +9,15 @@ The unfused `manual` form launches five kernels and moves ~8MN elements against 
 kernels' 2MN (the lecture's worked example, section 6.1). `triton` holds a whole row in one
 block, so a row too long for one block fails naming `triton_looped`, which streams the row
 in blocks with an online (running max, running sum) pair (Milakov & Gimelshein, "Online
-normalizer calculation for softmax", 2018).
+normalizer calculation for softmax", 2018). `cuda` reads every row once: the row stays in
+registers, one block per row, or a thread-block cluster per row for long rows (up to 262144
+columns; kernels/_onepass.py has its plan), and only longer rows take a two-pass kernel.
+`triton`'s num_warps and `cuda`'s cluster shape are tuned on the device (kernels/_autotune.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,10 +34,17 @@ from workbench.registry import BuildContext, Op
 from workbench.spec import Spec
 from workbench.triton_support import jit, next_power_of_2, tl
 
+from ._autotune import attach, can_tune, choose, default_choice
+from ._onepass import cluster_candidates, config_from, fits, geometry
+
 CU_FILE = Path(__file__).with_name("softmax.cu")
 # One row in registers: 16384 float32 over 16 warps is 32 values per thread (plus the exps);
 # longer rows spill, so `triton` stops here and names `triton_looped`.
 MAX_BLOCK_SIZE = 16384
+# Tuning times candidates on a second, seeded copy of the inputs (and their outputs): up to 2^30
+# elements (4 GiB of float32: the long rows, 4096 x 262144, where the tuned cluster shape is worth
+# 73% -> 85% of copy on the H200); larger problems take the first candidate untimed.
+TUNE_MAX_ELEMENTS = 2**30
 
 
 # -- spec ------------------------------------------------------------------------------------
@@ -177,9 +188,11 @@ def _softmax_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK_SIZE
     mask = cols < n_cols
     x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
     x = x - tl.max(x, axis=0)          # on-chip reduction; padding stays -inf
-    numerator = tl.exp(x)              # exp(-inf) = 0: padding adds nothing to the sum
-    denominator = tl.sum(numerator, axis=0)
-    y = numerator / denominator
+    # exp(x) as 2^(x log2 e): one ex2.approx per element (tl.exp adds nothing but the multiply);
+    # exp(-inf) = 0, so padding adds nothing to the sum.
+    numerator = tl.exp2(x * 1.4426950408889634)
+    # One reciprocal per row, then a multiply per element, instead of a division per element.
+    y = numerator * (1.0 / tl.sum(numerator, axis=0))
     tl.store(y_ptr + row * y_row_stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
@@ -208,8 +221,18 @@ def _row_launch(kernel, spec: SoftmaxSpec, block: int, num_warps: int) -> Triton
     )
 
 
-def _triton_launch(spec: SoftmaxSpec, params) -> TritonLaunch:
-    return _row_launch(_softmax_kernel, spec, *_one_block(spec))
+def _warps_candidates(block: int, rule: int) -> list[dict[str, int]]:
+    """num_warps to compare: the rule's first, then twice and half of it (1..32 warps). On the H200
+    at 16384 columns the best differed by dtype (32 in float32, 8 in float16, 16 in bfloat16),
+    each by about 1% over the others."""
+    return [{"num_warps": w} for w in dict.fromkeys((rule, rule * 2, rule // 2)) if 1 <= w <= 32]
+
+
+def _triton_launch(spec: SoftmaxSpec, params, ctx: BuildContext | None = None) -> TritonLaunch:
+    block, rule = _one_block(spec)
+    tuned = choose(ctx, "softmax", "triton", spec, _warps_candidates(block, rule))
+    return dataclasses.replace(_row_launch(_softmax_kernel, spec, block, tuned.config["num_warps"]),
+                               note=tuned.note)
 
 
 def _rows_unit_stride(x: torch.Tensor) -> torch.Tensor:
@@ -232,8 +255,23 @@ def _row_runner(kernel, block: int, num_warps: int, *, whole_row: bool):
 
 @SOFTMAX.impl("triton", needs=["triton"], triton_launch=_triton_launch)
 def build_triton(spec: SoftmaxSpec, params, ctx: BuildContext):
-    """Triton, the lecture's kernel: one program per row, the row in one block (N <= 16384)."""
-    return _row_runner(_softmax_kernel, *_one_block(spec), whole_row=True)
+    """Triton, the lecture's kernel: one program per row, the row in one block (N <= 16384);
+    num_warps tuned on the device (kernels/_autotune.py)."""
+    block, rule = _one_block(spec)
+    tuning = tuning_inputs(spec, ctx)
+
+    def run(config):
+        return _row_runner(_softmax_kernel, block, config["num_warps"], whole_row=True)(*tuning)
+    tuned = choose(ctx, "softmax", "triton", spec, _warps_candidates(block, rule), run if tuning else None)
+    return attach(_row_runner(_softmax_kernel, block, tuned.config["num_warps"], whole_row=True), tuned)
+
+
+def tuning_inputs(spec: SoftmaxSpec, ctx: BuildContext) -> tuple[torch.Tensor, ...] | None:
+    """Seeded inputs to time candidate configs on, or None (no GPU; or over TUNE_MAX_ELEMENTS,
+    where a second copy of the inputs would crowd the device: the default config then)."""
+    if not can_tune(ctx) or spec.M * spec.N > TUNE_MAX_ELEMENTS:
+        return None
+    return make_inputs(spec, ctx.device, 1)
 
 
 # -- Triton: one program per row, streamed in column blocks (online softmax) ------------------
@@ -282,7 +320,7 @@ def build_triton_looped(spec: SoftmaxSpec, params, ctx: BuildContext):
     return _row_runner(_softmax_looped_kernel, *_looped_config(params), whole_row=False)
 
 
-# -- CUDA: one block per row, warp-shuffle reductions ------------------------------------------
+# -- CUDA: one pass, the row in registers (a block, or a cluster of blocks) ---------------------
 _CPP_BINDING = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -290,8 +328,14 @@ _CPP_BINDING = r"""
 extern "C" cudaError_t softmax_f32(const void*, void*, int64_t, int, cudaStream_t);
 extern "C" cudaError_t softmax_f16(const void*, void*, int64_t, int, cudaStream_t);
 extern "C" cudaError_t softmax_bf16(const void*, void*, int64_t, int, cudaStream_t);
+extern "C" cudaError_t softmax_onepass_f32(const void*, void*, int64_t, int, int, int, int, cudaStream_t);
+extern "C" cudaError_t softmax_onepass_f16(const void*, void*, int64_t, int, int, int, int, cudaStream_t);
+extern "C" cudaError_t softmax_onepass_bf16(const void*, void*, int64_t, int, int, int, int, cudaStream_t);
+extern "C" int softmax_onepass_fits(int64_t, int, int, const void*, const void*);
 
-torch::Tensor softmax_rows(torch::Tensor x) {
+// threads, packs, cluster: a configuration of the one-pass kernel, threads = 0 for its plan. A row
+// too long for one pass (softmax_onepass_fits) takes the two-pass kernel.
+torch::Tensor softmax_rows(torch::Tensor x, int64_t threads, int64_t packs, int64_t cluster) {
     TORCH_CHECK(x.is_cuda(), "softmax: x must be a CUDA tensor");
     TORCH_CHECK(x.dim() == 2, "softmax: x must be 2-D (M, N), got ", x.dim(), " dims");
     TORCH_CHECK(x.is_contiguous(), "softmax: x must be contiguous");
@@ -302,32 +346,70 @@ torch::Tensor softmax_rows(torch::Tensor x) {
     auto stream = at::cuda::getCurrentCUDAStream();
     int64_t rows = x.size(0);
     int cols = (int)x.size(1);
+    const bool onepass = softmax_onepass_fits(rows, cols, (int)x.element_size(), x.data_ptr(), y.data_ptr());
+    const int t = (int)threads, p = (int)packs, c = (int)cluster;
     cudaError_t err;
     switch (x.scalar_type()) {
-        case at::kFloat: err = softmax_f32(x.data_ptr(), y.data_ptr(), rows, cols, stream); break;
-        case at::kHalf: err = softmax_f16(x.data_ptr(), y.data_ptr(), rows, cols, stream); break;
-        case at::kBFloat16: err = softmax_bf16(x.data_ptr(), y.data_ptr(), rows, cols, stream); break;
+        case at::kFloat: err = onepass ? softmax_onepass_f32(x.data_ptr(), y.data_ptr(), rows, cols, t, p, c, stream)
+                                       : softmax_f32(x.data_ptr(), y.data_ptr(), rows, cols, stream); break;
+        case at::kHalf: err = onepass ? softmax_onepass_f16(x.data_ptr(), y.data_ptr(), rows, cols, t, p, c, stream)
+                                      : softmax_f16(x.data_ptr(), y.data_ptr(), rows, cols, stream); break;
+        case at::kBFloat16: err = onepass ? softmax_onepass_bf16(x.data_ptr(), y.data_ptr(), rows, cols, t, p, c, stream)
+                                          : softmax_bf16(x.data_ptr(), y.data_ptr(), rows, cols, stream); break;
         default: TORCH_CHECK(false, "softmax: dtype must be float32, float16 or bfloat16, got ", x.scalar_type());
     }
-    TORCH_CHECK(err == cudaSuccess, "softmax launch failed: ", cudaGetErrorString(err));
+    TORCH_CHECK(err == cudaSuccess, "softmax launch failed (threads ", t, ", packs ", p, ", cluster ", c, "): ",
+                cudaGetErrorString(err));
     return y;
 }
 """
+PLAN = {"threads": 0, "packs": 0, "cluster": 0}  # the one-pass kernel's own plan
 
 
-def _cuda_launch(spec: SoftmaxSpec, params) -> tuple[tuple[int, ...], int]:
-    """Mirrors launch_softmax in softmax.cu (16-byte packs when N allows, ~4 packs per thread)."""
+def _cuda_config(spec: SoftmaxSpec, ctx: BuildContext | None, run=None):
+    """The tuned one-pass configuration: clustered rows compare CLUSTER_SHAPES (H200: 73-85% of
+    copy in float32 by shape alone); one-block rows and two-pass rows have nothing to tune."""
+    candidates = [c.params() for c in cluster_candidates(spec.N, spec.dtype.itemsize)]
+    if not candidates:
+        return default_choice([PLAN], "one-block row: the plan, nothing to tune")
+    return choose(ctx, "softmax", "cuda", spec, candidates, run)
+
+
+def _two_pass_threads(spec: SoftmaxSpec) -> int:
+    """Threads per block of launch_softmax in softmax.cu (~4 packs per thread, 32..1024)."""
     vec = 16 // spec.dtype.itemsize
     packs = spec.N // vec if spec.N % vec == 0 else spec.N
     threads = 32
     while threads < 1024 and threads * 4 < packs:
         threads *= 2
-    return (spec.M, 1, 1), threads
+    return threads
 
 
-@SOFTMAX.impl("cuda", needs=["cuda_device", "nvcc"], moved_bytes=reread_bytes_moved,
-              cuda_source=CudaSource(CU_FILE, ("softmax_kernel",), launch=_cuda_launch))
+def _cuda_launch(spec: SoftmaxSpec, params, ctx: BuildContext | None = None) -> tuple[tuple[int, ...], int]:
+    """The launch geometry softmax_rows uses: the one-pass kernel's (tuned) configuration, or the
+    two-pass kernel's one block per row."""
+    if not fits(spec.M, spec.N, spec.dtype.itemsize):
+        return (spec.M, 1, 1), _two_pass_threads(spec)
+    config = config_from(_cuda_config(spec, ctx).config, spec.N, spec.dtype.itemsize)
+    return geometry(spec.M, config)
+
+
+def cuda_bytes_moved(spec: SoftmaxSpec) -> int:
+    """The ideal 2MN when the one-pass kernel takes the row, else the two-pass re-read."""
+    return cost(spec).bytes if fits(spec.M, spec.N, spec.dtype.itemsize) else reread_bytes_moved(spec)
+
+
+@SOFTMAX.impl("cuda", needs=["cuda_device", "nvcc"], moved_bytes=cuda_bytes_moved,
+              cuda_source=CudaSource(CU_FILE, ("softmax_onepass_kernel", "softmax_kernel"), launch=_cuda_launch))
 def build_cuda(spec: SoftmaxSpec, params, ctx: BuildContext):
-    """CUDA C++: one block per row, online (max, sum) merged with __shfl_xor_sync, 16-byte loads."""
+    """CUDA C++, one pass: the row in registers, read once; rows past one block split over a
+    thread-block cluster (distributed shared memory, tuned shape); rows past 262144 (16-byte
+    packs) take the two-pass kernel."""
     module = load_cuda("wb_softmax", CU_FILE, _CPP_BINDING, ["softmax_rows"], ctx.build_dir)
-    return lambda x: module.softmax_rows(x.contiguous())
+    tuning = tuning_inputs(spec, ctx)
+
+    def run_with(config):
+        t, p, c = (int(config[k]) for k in ("threads", "packs", "cluster"))
+        return lambda x: module.softmax_rows(x.contiguous(), t, p, c)
+    tuned = _cuda_config(spec, ctx, (lambda config: run_with(config)(*tuning)) if tuning else None)
+    return attach(run_with(tuned.config), tuned)

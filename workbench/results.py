@@ -35,7 +35,8 @@ ENVIRONMENT_KEYS = ("device", "sm_count", "l2_bytes", "driver", "cuda", "torch",
                     "ceilings", "datasheet")
 RECORD_KEYS = ("run_index", "op", "impl", "label", "params", "shape", "dtype", "sweep_value",
                "status", "error", "device", "build_ms", "peak_mem_bytes", "timing", "check",
-               "traffic", "launch", "profile", "ptx", "recompiles", "flags", "fp32_precision", "estimate")
+               "traffic", "launch", "profile", "ptx", "recompiles", "flags", "fp32_precision", "estimate",
+               "tuned")
 TIMING_KEYS = ("timer", "median_ms", "p20_ms", "p80_ms", "min_ms", "mean_ms", "n", "flush_l2",
                "launch_bound", "device_median_ms", "clock_fell", "samples_ms", "launch_floor_ms",
                "sm_clock_mhz", "throttle", "flush_kind", "host_launch_ms", "headroom_ms", "batches",
@@ -58,7 +59,7 @@ CANCELLED_ERROR = "cancelled"  # the error of a row a cancel stopped before it f
 # Sub-records that are either None or a dict with exactly these keys.
 SUB_RECORD_KEYS = {"timing": TIMING_KEYS, "check": CHECK_KEYS, "traffic": TRAFFIC_KEYS,
                    "launch": LAUNCH_KEYS, "profile": PROFILE_KEYS}
-CSV_LEFT_OUT = ("ptx", "samples_ms", "rows")  # not scalars: in the JSON document only
+CSV_LEFT_OUT = ("ptx", "samples_ms", "rows", "timings_ms")  # not scalars / per-row keys: in the JSON document only
 
 
 def blank(keys: Iterable[str], **values: Any) -> dict:

@@ -81,7 +81,7 @@ def matmul_dot(registry: Any, gpu: bool, quick: bool) -> tuple[list[dict], dict]
     record, texts = _launched(op, "triton", spec) if gpu else ptx_record(op, "triton", spec)
     kernel = record["kernels"][0]
     t = texts[kernel["name"]]
-    line = _line(t, "tl.dot(", "def _matmul_kernel(")
+    line = _line(t, "tl.dot(", f"def {kernel['name']}(")  # the TMA kernel in bf16 (kernels/_tma_gemm.py)
     entry = _entry(kernel, line)
     problems = [p for p, bad in (("not the launched kernel", gpu and record["source"] != "launched"),
                                  ("no wgmma on the tl.dot line", not entry.get("counts", {}).get("wgmma")),
@@ -151,7 +151,7 @@ def gelu_cuda(registry: Any, gpu: bool, quick: bool) -> tuple[list[dict], dict]:
 
     op = registry.op("gelu")
     record, texts = ptx_record(op, "cuda", op.make_spec({"M": 1024, "N": 1024}, "float32"))
-    kernel = next((k for k in record["kernels"] if "4, 2>" in k["name"]), None)
+    kernel = next((k for k in record["kernels"] if "4, 1>" in k["name"]), None)  # float, VEC=4, UNROLL=1
     if kernel is None:
         return [{"case": "gelu_cuda", "verdict": f"skipped: {'; '.join(record['notes'])[:80]}"}], {"ptx": record}
     t = texts[kernel["name"]]

@@ -112,6 +112,7 @@ class RowRunner:
         out = fn(*inputs)
         dev.sync()
         record["build_ms"] = (time.perf_counter() - t0) * 1e3
+        record["tuned"] = getattr(fn, "tuned", None)  # an autotuned kernel's choice (kernels/_autotune.py)
         record["peak_mem_bytes"] = dev.peak_bytes()
         if watch is not None:
             watch.after_build()

@@ -1,0 +1,103 @@
+"""The Python side of softmax.cu's one-pass kernel: its launch plan, the cluster configurations
+the autotuner compares, and the launch geometry the PTX view shows (torch-free, no GPU needed).
+
+`onepass_plan` mirrors `softmax_onepass_plan` in softmax.cu: the fewest threads (32..1024) that
+hold the row at 32 elements per thread (16 for rows of odd length, which load scalars) in one
+block; past that, 512-thread blocks in the smallest power-of-two cluster (<= 16) that holds it.
+A row longer than that (262144 columns in 16-byte packs) takes the two-pass kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+ELEMS_PER_THREAD = 32
+MAX_CLUSTER = 16  # sm_90's largest (non-portable) thread-block cluster
+# (threads, packs) instantiated in softmax.cu for clustered rows, per elements per 16-byte pack.
+# The H200 exploration (4096 x 262144) found no single rule: float32 ran 85% of copy as 8 x 1024
+# threads x 8 packs and 73% as the plan's 16 x 512 x 8; bfloat16 80% as the plan's 16 x 512 x 4
+# and 72% as 8 x 1024 x 4. So clustered rows are tuned over these.
+CLUSTER_SHAPES = {4: ((512, 8), (1024, 8), (1024, 4), (256, 16)),
+                  8: ((512, 4), (512, 8), (1024, 8), (256, 8), (1024, 4)),
+                  1: ((512, 16), (1024, 16))}
+
+
+@dataclass(frozen=True)
+class OnepassConfig:
+    """threads per block, packs per thread, blocks per cluster (1: no cluster), pack width."""
+
+    threads: int
+    packs: int
+    cluster: int
+    vec: int
+
+    @property
+    def elements(self) -> int:
+        """Columns the configuration holds (one row)."""
+        return self.threads * self.packs * self.vec * self.cluster
+
+    def params(self) -> dict[str, int]:
+        return {"threads": self.threads, "packs": self.packs, "cluster": self.cluster}
+
+
+def pack_width(n_cols: int, itemsize: int) -> int:
+    """Elements per 16-byte pack when the row length allows it (the pointers are torch's, aligned)."""
+    vec = 16 // itemsize
+    return vec if n_cols % vec == 0 else 1
+
+
+def onepass_plan(n_cols: int, itemsize: int) -> OnepassConfig | None:
+    """softmax.cu's default plan for a row of n_cols, or None when it needs the two-pass kernel."""
+    vec = pack_width(n_cols, itemsize)
+    per_thread = ELEMS_PER_THREAD // 2 if vec == 1 else ELEMS_PER_THREAD // vec
+    n_packs = -(-n_cols // vec)
+    threads = 32
+    while threads < 1024 and threads * per_thread < n_packs:
+        threads *= 2
+    if threads * per_thread >= n_packs:
+        return OnepassConfig(threads, per_thread, 1, vec)
+    cluster = 2
+    while cluster < MAX_CLUSTER and cluster * 512 * per_thread < n_packs:
+        cluster *= 2
+    if cluster * 512 * per_thread < n_packs:
+        return None
+    return OnepassConfig(512, per_thread, cluster, vec)
+
+
+def cluster_candidates(n_cols: int, itemsize: int) -> list[OnepassConfig]:
+    """The configurations the autotuner compares for a clustered row: the plan first, then every
+    instantiated (threads, packs) in the smallest cluster that holds the row. Empty for a row
+    that fits one block (nothing to tune) or needs the two-pass kernel."""
+    plan = onepass_plan(n_cols, itemsize)
+    if plan is None or plan.cluster == 1:
+        return []
+    vec, out = plan.vec, [plan]
+    n_packs = -(-n_cols // vec)
+    for threads, packs in CLUSTER_SHAPES[vec]:
+        cluster = 2
+        while cluster < MAX_CLUSTER and cluster * threads * packs < n_packs:
+            cluster *= 2
+        cfg = OnepassConfig(threads, packs, cluster, vec)
+        if cluster * threads * packs >= n_packs and cfg not in out:
+            out.append(cfg)
+    return out
+
+
+def fits(n_rows: int, n_cols: int, itemsize: int) -> bool:
+    """Whether the one-pass kernel takes the problem (softmax_onepass_fits in softmax.cu)."""
+    plan = onepass_plan(n_cols, itemsize)
+    return plan is not None and n_rows * plan.cluster <= 2**31 - 1
+
+
+def geometry(n_rows: int, config: OnepassConfig) -> tuple[tuple[int, int, int], int]:
+    """(grid, threads per block): one block per row, or `cluster` blocks per row."""
+    return (n_rows * config.cluster, 1, 1), config.threads
+
+
+def config_from(params: Any, n_cols: int, itemsize: int) -> OnepassConfig | None:
+    """A tuned {threads, packs, cluster} as an OnepassConfig (threads 0: the plan)."""
+    if not params or not params.get("threads"):
+        return onepass_plan(n_cols, itemsize)
+    return OnepassConfig(int(params["threads"]), int(params["packs"]), int(params["cluster"]),
+                         pack_width(n_cols, itemsize))

@@ -1,0 +1,241 @@
+"""The kernels' autotuning (kernels/_autotune.py), the one-pass softmax plan (kernels/_onepass.py),
+the TMA GEMM's path choice, and 64-bit offsets past 2^31 elements (#14 part 4): CPU-only tests
+(nothing is timed; timings here are stand-ins passed to the tuner)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import workbench.kernels
+from workbench.kernels import _autotune as at
+from workbench.kernels import _onepass as op1
+from workbench.kernels.matmul import TRITON_PARAMS, use_tma
+from workbench.registry import BuildContext, discover
+
+REGISTRY = discover()
+KERNELS = Path(workbench.kernels.__file__).parent
+
+
+# -- autotune ------------------------------------------------------------------------------------
+def _key(**kw):
+    return at.TuneKey("softmax", "triton", "NVIDIA H200 sm_90", {"M": 64, "N": 1024}, "float32", **kw)
+
+
+class _Out:
+    """A stand-in output: the tuner compares outputs with torch.allclose on .float()."""
+
+    def __init__(self, value):
+        import torch
+        self.t = torch.full((4,), float(value))
+
+    def float(self):
+        return self.t
+
+
+def test_autotune_picks_the_fastest_agreeing_config_and_caches_it(tmp_path):
+    import torch
+
+    outputs = {4: 1.0, 8: 1.0, 16: 2.0, 32: 1.0}  # 16 computes something else
+    times = {4: 0.9, 8: 0.5, 16: 0.1, 32: 0.7}
+    calls = []
+
+    def run(config):
+        calls.append(config["num_warps"])
+        if config["num_warps"] == 32:
+            raise RuntimeError("out of resources: shared memory")
+        return torch.full((4,), outputs[config["num_warps"]])
+
+    def bench(fn):
+        return times[calls[-1]] if fn() is not None else None
+
+    candidates = [{"num_warps": w} for w in (4, 8, 16, 32)]
+    tuned = at.autotune(_key(), candidates, run, tmp_path, bench=bench)
+    assert tuned.config == {"num_warps": 8} and tuned.source == "tuned"
+    assert set(tuned.timings_ms) == {"num_warps=4", "num_warps=8"}
+    assert "num_warps=16 (output differs" in tuned.note and "num_warps=32 (RuntimeError" in tuned.note
+    saved = json.loads(_key().file(tmp_path).read_text())
+    assert saved["config"] == {"num_warps": 8} and saved["key"] == _key().text()
+    again = at.autotune(_key(), candidates, lambda c: pytest.fail("a cached choice is not re-timed"), tmp_path)
+    assert again.source == "cached" and again.config == {"num_warps": 8}
+    assert at.cached_config(_key(version="2"), tmp_path) is None  # another version: tuned afresh
+
+
+def test_autotune_refuses_no_candidates_and_all_failing(tmp_path):
+    with pytest.raises(ValueError):
+        at.autotune(_key(), [], lambda c: None, tmp_path)
+
+    def run(config):
+        if config["num_warps"] != 4:
+            raise RuntimeError("boom")
+        return _Out(1)
+    with pytest.raises(RuntimeError, match="no candidate ran"):
+        at.autotune(_key(), [{"num_warps": 4}], run, tmp_path, bench=lambda fn: (_ for _ in ()).throw(RuntimeError("x")))
+
+
+def test_without_a_gpu_the_first_candidate_is_the_config_and_the_note_says_why():
+    spec = REGISTRY.op("softmax").make_spec({"M": 4, "N": 1024}, "float32")
+    tuned = at.choose(BuildContext(device="cpu"), "softmax", "triton", spec, [{"num_warps": 4}, {"num_warps": 8}],
+                      run=lambda c: pytest.fail("nothing is timed without a GPU"))
+    assert tuned.config == {"num_warps": 4} and tuned.source == "default" and "no CUDA device" in tuned.note
+    assert at.spec_shape(spec) == {"M": 4, "N": 1024}
+
+
+def test_a_corrupt_cache_file_is_a_miss(tmp_path):
+    path = _key().file(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text("{not json")
+    assert at.cached_config(_key(), tmp_path) is None
+
+
+def test_the_result_row_carries_the_choice():
+    op = REGISTRY.op("softmax")
+    spec = op.make_spec({"M": 4, "N": 1024}, "float32")
+    fn = op.get_impl("triton").builder(spec, {}, BuildContext(device="cpu", interpret=True))
+    assert fn.tuned["config"] == {"num_warps": 4} and fn.tuned["source"] == "default"
+
+
+# -- the one-pass softmax plan ---------------------------------------------------------------------
+@pytest.mark.parametrize("n_cols, itemsize, want", [
+    (16384, 4, (512, 8, 1, 4)), (16384, 2, (512, 4, 1, 8)), (1024, 4, (32, 8, 1, 4)),
+    (262144, 4, (512, 8, 16, 4)), (262144, 2, (512, 4, 16, 8)), (4097, 4, (512, 16, 1, 1)),
+    (1, 4, (32, 16, 1, 1)), (65536, 4, (512, 8, 4, 4))])
+def test_onepass_plan(n_cols, itemsize, want):
+    plan = op1.onepass_plan(n_cols, itemsize)
+    assert (plan.threads, plan.packs, plan.cluster, plan.vec) == want
+    assert plan.elements >= n_cols
+
+
+def test_rows_past_a_16_block_cluster_take_the_two_pass_kernel():
+    assert op1.onepass_plan(524288, 4) is None and not op1.fits(4, 524288, 4)
+    assert op1.onepass_plan(262145, 4) is None  # odd length: scalar packs, 16 per thread
+    assert op1.fits(4096, 262144, 4) and not op1.fits(2**28, 262144, 4)  # rows x 16 blocks over the grid
+
+
+def _instantiated() -> dict[int, set[tuple[int, int]]]:
+    """(threads, packs) of the ONEPASS_CONFIGS_V* macros in softmax.cu, by pack width."""
+    text = (KERNELS / "softmax.cu").read_text()
+    out = {}
+    for vec_name, vec in (("V4", 4), ("V8", 8), ("V1", 1)):
+        body = re.search(rf"#define ONEPASS_CONFIGS_{vec_name}\(X\)(.*?)\n(?!\s)", text, re.S).group(1)
+        out[vec] = {(int(a), int(b)) for a, b in re.findall(r"X\((\d+), (\d+)\)", body)}
+    return out
+
+
+@pytest.mark.parametrize("n_cols", [1, 100, 1024, 4096, 16384, 20000, 65536, 131072, 262144])
+@pytest.mark.parametrize("itemsize", [4, 2])
+def test_every_config_the_python_side_asks_for_is_instantiated(n_cols, itemsize):
+    have = _instantiated()
+    configs = op1.cluster_candidates(n_cols, itemsize) or [op1.onepass_plan(n_cols, itemsize)]
+    for cfg in filter(None, configs):
+        assert (cfg.threads, cfg.packs) in have[cfg.vec], cfg
+        assert cfg.elements >= n_cols and cfg.cluster <= op1.MAX_CLUSTER
+
+
+def test_cluster_candidates_start_with_the_plan_and_cover_the_measured_winners():
+    fp32 = op1.cluster_candidates(262144, 4)
+    assert fp32[0] == op1.onepass_plan(262144, 4)
+    assert op1.OnepassConfig(1024, 8, 8, 4) in fp32  # 85% of copy on the H200, the plan 73%
+    assert op1.cluster_candidates(16384, 4) == []     # one block: nothing to tune
+
+
+def test_cuda_softmax_geometry_and_traffic_follow_the_plan():
+    op = REGISTRY.op("softmax")
+    impl = op.get_impl("cuda")
+    long_rows = op.make_spec({"M": 4096, "N": 262144}, "float32")
+    assert impl.cuda_source.launch(long_rows, {}) == ((4096 * 16, 1, 1), 512)
+    assert impl.cost(op, long_rows).moved == op.cost(long_rows).bytes  # read once
+    too_long = op.make_spec({"M": 2, "N": 524288}, "float32")
+    assert impl.cuda_source.launch(too_long, {}) == ((2, 1, 1), 1024)
+    assert impl.cost(op, too_long).moved > op.cost(too_long).bytes  # two passes
+
+
+# -- the TMA GEMM path ------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype, shape, params, want", [
+    ("bfloat16", (8192, 8192, 8192), {}, True), ("float16", (1, 1000, 64), {}, True),
+    ("float32", (4096, 4096, 4096), {}, False), ("bfloat16", (257, 257, 257), {}, False),
+    ("bfloat16", (4096, 4096, 4096), {"GROUP_M": 1}, False), ("bfloat16", (4096, 4096, 4096), {"autotune": False}, False)])
+def test_which_kernel_a_triton_gemm_takes(dtype, shape, params, want):
+    op = REGISTRY.op("matmul")
+    spec = op.make_spec(dict(zip("MNK", shape)), dtype)
+    assert use_tma(spec, {**TRITON_PARAMS, **params}) is want
+
+
+def test_the_tma_launch_is_the_tuned_kernel_for_the_ptx_view():
+    op = REGISTRY.op("matmul_gelu")
+    spec = op.make_spec({"M": 8192, "N": 8192, "K": 8192}, "bfloat16")
+    launch = op.get_impl("triton").triton_launch(spec, op.get_impl("triton").resolve_params({}))
+    assert launch.kernel.__name__ == "_tma_matmul_kernel" and launch.grid == (132, 1, 1)
+    assert launch.constexprs["ACTIVATION"] == "gelu" and launch.signature["a_desc"] == "tensordesc<bf16[128, 64]>"
+    assert "autotune: first config" in launch.note
+
+
+# -- past 2^31 elements -------------------------------------------------------------------------------
+def _first_use_of_ctaid(ptx: str) -> str:
+    """The opcode of the first instruction reading the register that holds %ctaid.x."""
+    reg = re.search(r"mov\.u32\s+(%r\d+),\s*%ctaid\.x;", ptx).group(1)
+    for line in ptx.splitlines():
+        line = line.strip()
+        if re.search(rf"{re.escape(reg)}\b", line) and "%ctaid" not in line:
+            return line.split()[0]
+    raise AssertionError("ctaid register unused")
+
+
+@pytest.mark.parametrize("op_name", ["gelu", "add"])
+def test_elementwise_triton_kernels_form_the_block_start_in_64_bits(op_name):
+    """The program id goes straight into a 64-bit product (mul.wide / cvt to 64 bits), so
+    pid * BLOCK_SIZE cannot wrap past 2^31 elements; the lecture's int32 form multiplies in 32
+    bits first (shown by the contrast kernel below)."""
+    from workbench.ptx.extract import ptx_record
+
+    op = REGISTRY.op(op_name)
+    spec = op.make_spec({"M": 1, "N": 2**31 + 2**20}, "float16")
+    record, texts = ptx_record(op, "triton", spec)
+    if not texts:
+        pytest.skip(f"no ahead-of-time PTX here: {record['notes']}")
+    assert re.match(r"(mul\.wide|cvt\.[su]64)", _first_use_of_ctaid(next(iter(texts.values()))["ptx"]))
+
+
+def test_the_int32_contrast_kernel_multiplies_in_32_bits():
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    @triton.jit
+    def int32_copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)  # wraps past 2^31
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+    src = ASTSource(fn=int32_copy, signature={"x_ptr": "*fp16", "y_ptr": "*fp16", "n": "i64", "BLOCK": "constexpr"},
+                    constexprs={"BLOCK": 1024}, attrs={(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]})
+    ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+    assert not re.match(r"(mul\.wide|cvt\.[su]64)", _first_use_of_ctaid(ptx))
+
+
+@pytest.mark.parametrize("index_64", [False, True])
+def test_matmul_and_cdist_kernels_are_the_same_with_64_bit_offsets(index_64):
+    """INDEX_64 (set by the launches for tensors of 2^31 elements or more) forced at a small size
+    under the interpreter gives the product and the distances."""
+    import subprocess
+    import sys
+
+    code = f"""
+import torch, workbench.kernels.matmul as mm
+a, b = torch.randn(70, 40), torch.randn(40, 50)
+c = torch.empty(70, 50)
+mm._matmul_kernel[(mm.cdiv(70, 32) * mm.cdiv(50, 32),)](a, b, c, 70, 50, 40, 40, 1, 50, 1, 50, 1, BLOCK_M=32,
+    BLOCK_N=32, BLOCK_K=16, GROUP_M=2, INPUT_PRECISION="ieee", ACTIVATION="none", INDEX_64={index_64})
+assert torch.allclose(c, a @ b, atol=1e-4, rtol=1e-4), (c - a @ b).abs().max()
+import workbench.kernels.cdist as cd
+x, y = torch.randn(70, 8), torch.randn(50, 8)
+out = torch.empty(70, 50)
+cd._cdist_kernel[(3, 2)](x, y, out, 70, 50, 8, 8, 1, 8, 1, 50, 1, BLOCK_M=32, BLOCK_N=32, INDEX_64={index_64})
+assert torch.allclose(out, torch.cdist(x, y), atol=1e-4, rtol=1e-4)
+"""
+    env = {"TRITON_INTERPRET": "1", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
