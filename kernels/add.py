@@ -87,43 +87,7 @@ def build_compiled(spec: AddSpec, params, ctx: BuildContext):
     return torch.compile(add_expr, dynamic=False)
 
 
-_CPP_BINDING = r"""
-#include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
-extern "C" cudaError_t add_f32(const void*, const void*, void*, int64_t, cudaStream_t);
-extern "C" cudaError_t add_f16(const void*, const void*, void*, int64_t, cudaStream_t);
-extern "C" cudaError_t add_bf16(const void*, const void*, void*, int64_t, cudaStream_t);
-
-torch::Tensor add_vec(torch::Tensor x, torch::Tensor y) {
-    TORCH_CHECK(x.is_cuda() && y.is_cuda(), "add: x and y must be CUDA tensors");
-    TORCH_CHECK(x.is_contiguous() && y.is_contiguous(), "add: x and y must be contiguous");
-    TORCH_CHECK(x.sizes() == y.sizes(), "add: shapes differ: ", x.sizes(), " vs ", y.sizes());
-    TORCH_CHECK(x.scalar_type() == y.scalar_type(), "add: dtypes differ: ", x.scalar_type(), " vs ", y.scalar_type());
-    TORCH_CHECK(x.device() == y.device(), "add: x and y must be on the same device");
-    const at::cuda::CUDAGuard guard(x.device());
-    auto z = torch::empty_like(x);
-    auto stream = at::cuda::getCurrentCUDAStream();
-    cudaError_t err;
-    switch (x.scalar_type()) {
-        case at::kFloat: err = add_f32(x.data_ptr(), y.data_ptr(), z.data_ptr(), x.numel(), stream); break;
-        case at::kHalf: err = add_f16(x.data_ptr(), y.data_ptr(), z.data_ptr(), x.numel(), stream); break;
-        case at::kBFloat16: err = add_bf16(x.data_ptr(), y.data_ptr(), z.data_ptr(), x.numel(), stream); break;
-        default: TORCH_CHECK(false, "add: dtype must be float32, float16 or bfloat16, got ", x.scalar_type());
-    }
-    TORCH_CHECK(err == cudaSuccess, "add launch failed: ", cudaGetErrorString(err));
-    return z;
-}
-"""
-
-
-@ADD.impl("cuda", needs=["cuda_device", "nvcc"], cuda_source=CudaSource(CU_FILE, ("add_vec_kernel",)))
-def build_cuda(spec: AddSpec, params, ctx: BuildContext):
-    """CUDA C++: 16-byte vector loads and stores, two packs in flight per thread."""
-    module = load_cuda("wb_add", CU_FILE, _CPP_BINDING, ["add_vec"], ctx.build_dir)
-    return lambda x, y: module.add_vec(x.contiguous(), y.contiguous())
-
-
+# -- Triton ------------------------------------------------------------------------------------
 @jit
 def _add_kernel(x_ptr, y_ptr, z_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
     """One program per BLOCK_SIZE elements; masked tail."""
@@ -168,3 +132,41 @@ def build_triton(spec: AddSpec, params, ctx: BuildContext):
         _add_kernel[((n + block - 1) // block,)](x, y, z, n, BLOCK_SIZE=block, num_warps=num_warps)
         return z
     return run
+
+
+# -- CUDA --------------------------------------------------------------------------------------
+_CPP_BINDING = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+extern "C" cudaError_t add_f32(const void*, const void*, void*, int64_t, cudaStream_t);
+extern "C" cudaError_t add_f16(const void*, const void*, void*, int64_t, cudaStream_t);
+extern "C" cudaError_t add_bf16(const void*, const void*, void*, int64_t, cudaStream_t);
+
+torch::Tensor add_vec(torch::Tensor x, torch::Tensor y) {
+    TORCH_CHECK(x.is_cuda() && y.is_cuda(), "add: x and y must be CUDA tensors");
+    TORCH_CHECK(x.is_contiguous() && y.is_contiguous(), "add: x and y must be contiguous");
+    TORCH_CHECK(x.sizes() == y.sizes(), "add: shapes differ: ", x.sizes(), " vs ", y.sizes());
+    TORCH_CHECK(x.scalar_type() == y.scalar_type(), "add: dtypes differ: ", x.scalar_type(), " vs ", y.scalar_type());
+    TORCH_CHECK(x.device() == y.device(), "add: x and y must be on the same device");
+    const at::cuda::CUDAGuard guard(x.device());
+    auto z = torch::empty_like(x);
+    auto stream = at::cuda::getCurrentCUDAStream();
+    cudaError_t err;
+    switch (x.scalar_type()) {
+        case at::kFloat: err = add_f32(x.data_ptr(), y.data_ptr(), z.data_ptr(), x.numel(), stream); break;
+        case at::kHalf: err = add_f16(x.data_ptr(), y.data_ptr(), z.data_ptr(), x.numel(), stream); break;
+        case at::kBFloat16: err = add_bf16(x.data_ptr(), y.data_ptr(), z.data_ptr(), x.numel(), stream); break;
+        default: TORCH_CHECK(false, "add: dtype must be float32, float16 or bfloat16, got ", x.scalar_type());
+    }
+    TORCH_CHECK(err == cudaSuccess, "add launch failed: ", cudaGetErrorString(err));
+    return z;
+}
+"""
+
+
+@ADD.impl("cuda", needs=["cuda_device", "nvcc"], cuda_source=CudaSource(CU_FILE, ("add_vec_kernel",)))
+def build_cuda(spec: AddSpec, params, ctx: BuildContext):
+    """CUDA C++: 16-byte vector loads and stores, two packs in flight per thread."""
+    module = load_cuda("wb_add", CU_FILE, _CPP_BINDING, ["add_vec"], ctx.build_dir)
+    return lambda x, y: module.add_vec(x.contiguous(), y.contiguous())

@@ -125,6 +125,57 @@ def build_compiled(spec: GeluSpec, params, ctx: BuildContext):
     return torch.compile(manual_gelu, dynamic=False)
 
 
+# -- Triton ------------------------------------------------------------------------------------
+@jit
+def _gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    """One program per BLOCK_SIZE elements; float32 arithmetic; masked tail."""
+    pid = tl.program_id(0).to(tl.int64)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
+    a = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    # tanh(a) = 1 - 2 / (exp(2a) + 1): finite for every a (the lecture's (e-1)/(e+1) is inf/inf
+    # for a > 44), and portable across Triton versions and the interpreter (P8: tanh moved
+    # between tl.math and libdevice).
+    tanh = 1.0 - 2.0 / (tl.exp(2.0 * a) + 1.0)
+    y = 0.5 * x * (1.0 + tanh)
+    tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _triton_launch(spec: GeluSpec, params) -> TritonLaunch:
+    numel = spec.M * spec.N
+    block = int(params["BLOCK_SIZE"])
+    ptr = triton_ptr(spec.dtype)
+    return TritonLaunch(
+        kernel=_gelu_kernel,
+        signature={"x_ptr": ptr, "y_ptr": ptr, "n_elements": "i32" if numel < 2**31 else "i64",
+                   "BLOCK_SIZE": "constexpr"},
+        constexprs={"BLOCK_SIZE": block},
+        grid=((numel + block - 1) // block, 1, 1),
+        num_warps=int(params["num_warps"]),
+        scalars={"n_elements": numel},
+    )
+
+
+@GELU.impl("triton", math="tanh", needs=["triton"], params={"BLOCK_SIZE": 1024, "num_warps": 4},
+           interpreter_dtypes=["float32", "float16", "bfloat16"], triton_launch=_triton_launch)
+def build_triton(spec: GeluSpec, params, ctx: BuildContext):
+    """Triton: one program per BLOCK_SIZE elements, fused, float32 arithmetic."""
+    block = int(params["BLOCK_SIZE"])
+    if block & (block - 1):
+        raise LimitError(f"BLOCK_SIZE must be a power of two, got {block}")
+    num_warps = int(params["num_warps"])
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        n = x.numel()
+        _gelu_kernel[((n + block - 1) // block,)](x, y, n, BLOCK_SIZE=block, num_warps=num_warps)
+        return y
+    return run
+
+
+# -- CUDA --------------------------------------------------------------------------------------
 _CPP_BINDING = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -200,52 +251,3 @@ def build_cuda(spec: GeluSpec, params, ctx: BuildContext):
     """CUDA C++: float arithmetic, 16-byte vector loads and stores, grid-stride loop."""
     module = _load_module(ctx)
     return lambda x: module.gelu_vec(x.contiguous())
-
-
-@jit
-def _gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
-    """One program per BLOCK_SIZE elements; float32 arithmetic; masked tail."""
-    pid = tl.program_id(0).to(tl.int64)
-    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    mask = offsets < n_elements
-    x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
-    a = 0.7978845608028654 * (x + 0.044715 * x * x * x)
-    # tanh(a) = 1 - 2 / (exp(2a) + 1): finite for every a (the lecture's (e-1)/(e+1) is inf/inf
-    # for a > 44), and portable across Triton versions and the interpreter (P8: tanh moved
-    # between tl.math and libdevice).
-    tanh = 1.0 - 2.0 / (tl.exp(2.0 * a) + 1.0)
-    y = 0.5 * x * (1.0 + tanh)
-    tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
-
-
-def _triton_launch(spec: GeluSpec, params) -> TritonLaunch:
-    numel = spec.M * spec.N
-    block = int(params["BLOCK_SIZE"])
-    ptr = triton_ptr(spec.dtype)
-    return TritonLaunch(
-        kernel=_gelu_kernel,
-        signature={"x_ptr": ptr, "y_ptr": ptr, "n_elements": "i32" if numel < 2**31 else "i64",
-                   "BLOCK_SIZE": "constexpr"},
-        constexprs={"BLOCK_SIZE": block},
-        grid=((numel + block - 1) // block, 1, 1),
-        num_warps=int(params["num_warps"]),
-        scalars={"n_elements": numel},
-    )
-
-
-@GELU.impl("triton", math="tanh", needs=["triton"], params={"BLOCK_SIZE": 1024, "num_warps": 4},
-           interpreter_dtypes=["float32", "float16", "bfloat16"], triton_launch=_triton_launch)
-def build_triton(spec: GeluSpec, params, ctx: BuildContext):
-    """Triton: one program per BLOCK_SIZE elements, fused, float32 arithmetic."""
-    block = int(params["BLOCK_SIZE"])
-    if block & (block - 1):
-        raise LimitError(f"BLOCK_SIZE must be a power of two, got {block}")
-    num_warps = int(params["num_warps"])
-
-    def run(x: torch.Tensor) -> torch.Tensor:
-        x = x.contiguous()
-        y = torch.empty_like(x)
-        n = x.numel()
-        _gelu_kernel[((n + block - 1) // block,)](x, y, n, BLOCK_SIZE=block, num_warps=num_warps)
-        return y
-    return run

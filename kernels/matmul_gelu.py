@@ -23,7 +23,8 @@ from workbench.registry import BuildContext, Op
 from workbench.spec import Spec
 
 from .gelu import FLOPS_PER_ELEMENT as GELU_FLOPS_PER_ELEMENT, reference_tanh as gelu_reference
-from .matmul import TRITON_PARAMS, fp32_precision, input_precision, matmul_launch, matmul_runner, tile_config
+from ._gemm import TRITON_PARAMS, input_precision, matmul_launch, matmul_runner, tile_config
+from .matmul import fp32_precision
 
 
 # -- spec ------------------------------------------------------------------------------------
@@ -122,6 +123,6 @@ def _triton_launch(spec: MatmulGeluSpec, params, ctx: BuildContext | None = None
 @MATMUL_GELU.impl("triton", math="tanh", needs=["triton"], params=TRITON_PARAMS,
                   interpreter_dtypes=["float16"], triton_launch=_triton_launch)
 def build_triton(spec: MatmulGeluSpec, params, ctx: BuildContext):
-    """Triton matmul (kernels/matmul.py) with GeLU applied to the tile in its epilogue."""
+    """Triton matmul (kernels/_gemm.py) with GeLU applied to the tile in its epilogue."""
     cfg = tile_config(spec, params, ctx, "matmul_gelu")
     return matmul_runner(cfg, input_precision(ctx), "gelu", "matmul_gelu")

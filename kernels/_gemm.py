@@ -1,0 +1,192 @@
+"""The Triton GEMM shared by `matmul` and `matmul_gelu` (the Triton tutorial's "Matrix Multiplication").
+
+    C = act(A @ B)        A: (M, K), B: (K, N) -> C: (M, N); act: none or GeLU (tanh form)
+
+BLOCK_M x BLOCK_N tiles, K in BLOCK_K steps, and programs ordered in groups of GROUP_M tile rows so
+that neighbouring programs share A and B tiles in L2 (GROUP_M = 1 is plain row-major order).
+float32 accumulation; float32 inputs follow the run's `fp32_precision` through `tl.dot(...,
+input_precision=...)`. The GeLU epilogue runs on the tile while it is still in registers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import torch
+
+from workbench.dtypes import DType
+from workbench.errors import LimitError
+from workbench.kernel_source import TritonLaunch, triton_ptr
+from workbench.registry import BuildContext
+from workbench.spec import Spec
+from workbench.triton_support import jit, tl
+
+# Shared memory one block may opt in to on sm_90 (H100/H200): 227 KiB (CUDA C Programming Guide,
+# "Compute Capabilities", table of technical specifications). Used where no device can be asked.
+SM90_MAX_SHARED_BYTES = 232448
+
+
+@jit
+def _gelu_tanh(x):
+    """GeLU, tanh form, on a float32 tile (as kernels/gelu.py: tanh a = 1 - 2 / (exp(2a) + 1))."""
+    a = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    return 0.5 * x * (2.0 - 2.0 / (tl.exp(2.0 * a) + 1.0))
+
+
+@jit
+def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                   stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                   GROUP_M: tl.constexpr, INPUT_PRECISION: tl.constexpr, ACTIVATION: tl.constexpr):
+    """One program per BLOCK_M x BLOCK_N tile of C; float32 accumulator; optional GeLU epilogue."""
+    # Grouped ordering: walk GROUP_M tile rows column by column, so that the programs running at
+    # the same time reuse the same A rows and B columns from L2 (the tutorial's 90 -> 54 loads).
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+
+    # Rows/columns past M/N wrap around (% M, % N): they load valid data and are never stored,
+    # which keeps the main-loop loads unmasked along M and N. Only the K tail is masked.
+    offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_left = K - k * BLOCK_K
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    if ACTIVATION == "gelu":
+        acc = _gelu_tanh(acc)  # fused epilogue: the tile is still in registers
+    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
+    c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+
+
+TRITON_PARAMS = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """A validated Triton matmul configuration."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    group_m: int
+    num_warps: int
+    num_stages: int
+
+    @property
+    def constexprs(self) -> dict[str, int]:
+        return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "BLOCK_K": self.block_k,
+                "GROUP_M": self.group_m}
+
+    def shared_bytes(self, dtype: DType, precision: str) -> int:
+        """Shared memory Triton 3.6 allocates for the pipelined A and B tiles on sm_90, as read from
+        ahead-of-time compiles: num_stages buffers on the tensor-core path (16-bit, or float32 as
+        tf32), num_stages - 1 on the FMA path (float32 as ieee). The 16-bit default is 144 KiB;
+        float32 as tf32 at the same tile is 288 KiB, over the limit (use BLOCK_K=32)."""
+        buffers = self.num_stages - 1 if (dtype == DType.float32 and precision == "ieee") else self.num_stages
+        return max(buffers, 1) * (self.block_m * self.block_k + self.block_k * self.block_n) * dtype.itemsize
+
+
+def tile_config(spec: Spec, params: Mapping[str, int], ctx: BuildContext | None = None,
+                op_name: str = "matmul") -> TileConfig:
+    """The Triton config from impl params. Raises LimitError naming a block size that is not a
+    power of two, or a config over the device's shared memory per block (sm_90's without one)."""
+    cfg = TileConfig(*(int(params[k]) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")))
+    for name, value in (("BLOCK_M", cfg.block_m), ("BLOCK_N", cfg.block_n), ("BLOCK_K", cfg.block_k)):
+        if value < 16 or value & (value - 1):
+            raise LimitError(f"{op_name} triton: {name} must be a power of two >= 16 (tl.dot), got {value}")
+    if cfg.group_m < 1:
+        raise LimitError(f"{op_name} triton: GROUP_M must be >= 1 (1 = row-major order), got {cfg.group_m}")
+    precision = input_precision(ctx)
+    need, limit = cfg.shared_bytes(spec.dtype, precision), _max_shared_bytes(ctx)
+    if need > limit:
+        raise LimitError(
+            f"{op_name} triton: BLOCK_M={cfg.block_m} BLOCK_N={cfg.block_n} BLOCK_K={cfg.block_k} "
+            f"num_stages={cfg.num_stages} needs {need // 1024} KiB of shared memory ({spec.dtype}, {precision}), "
+            f"over the limit of {limit // 1024} KiB per block; lower BLOCK_K, num_stages or the tile")
+    return cfg
+
+
+def _max_shared_bytes(ctx: BuildContext | None) -> int:
+    """Opt-in shared memory per block of the run's device (sm_90's where there is no device)."""
+    if ctx is not None and ctx.is_cuda and torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(torch.device(ctx.device))
+        return int(getattr(props, "shared_memory_per_block_optin", SM90_MAX_SHARED_BYTES))
+    return SM90_MAX_SHARED_BYTES
+
+
+def input_precision(ctx: BuildContext | None) -> str:
+    """tl.dot's input_precision: the run's fp32_precision (it only matters for float32 inputs)."""
+    return ctx.fp32_precision if ctx is not None else "ieee"
+
+
+def check_int32_offsets(op_name: str, *numels: int) -> None:
+    """The kernel's offsets are int32: refuse tensors of 2^31 elements or more."""
+    big = max(numels)
+    if big >= 2**31:
+        raise LimitError(f"{op_name} triton: a tensor of {big} elements overflows the kernel's int32 "
+                         f"offsets (limit 2^31 - 1 elements)")
+
+
+def matmul_launch(spec: Spec, params, *, activation: str = "none", ctx: BuildContext | None = None,
+                  op_name: str = "matmul") -> TritonLaunch:
+    """The launch `build_triton` performs, for ahead-of-time PTX (contiguous A, B and C)."""
+    cfg = tile_config(spec, params, ctx, op_name)
+    ptr = triton_ptr(spec.dtype)
+    ints = ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm", "stride_cn")
+    grid = cdiv(spec.M, cfg.block_m) * cdiv(spec.N, cfg.block_n)
+    return TritonLaunch(
+        kernel=_matmul_kernel,
+        signature={"a_ptr": ptr, "b_ptr": ptr, "c_ptr": ptr, **{name: "i32" for name in ints},
+                   **{name: "constexpr" for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M",
+                                                     "INPUT_PRECISION", "ACTIVATION")}},
+        constexprs={**cfg.constexprs, "INPUT_PRECISION": input_precision(ctx), "ACTIVATION": activation},
+        grid=(grid, 1, 1),
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+        scalars={"M": spec.M, "N": spec.N, "K": spec.K, "stride_am": spec.K, "stride_ak": 1,
+                 "stride_bk": spec.N, "stride_bn": 1, "stride_cm": spec.N, "stride_cn": 1},
+    )
+
+
+def matmul_runner(cfg: TileConfig, precision: str, activation: str, op_name: str):
+    """The timed callable: C = act(A @ B) through `_matmul_kernel` (any strides; C contiguous)."""
+    def run(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        (m, k), (k_b, n) = a.shape, b.shape
+        if k != k_b:
+            raise ValueError(f"{op_name}: inner dimensions differ: A is {m}x{k}, B is {k_b}x{n}")
+        check_int32_offsets(op_name, a.numel(), b.numel(), m * n)
+        c = torch.empty((m, n), dtype=a.dtype, device=a.device)
+        grid = (cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n),)
+        try:
+            _matmul_kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                                 c.stride(0), c.stride(1), **cfg.constexprs, INPUT_PRECISION=precision,
+                                 ACTIVATION=activation, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        except Exception as exc:  # Triton's OutOfResources, where our estimate was too low
+            if type(exc).__name__ == "OutOfResources":
+                raise LimitError(f"{op_name} triton: {exc}; lower BLOCK_K, num_stages or the tile") from exc
+            raise
+        return c
+    return run
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division: programs or blocks needed to cover a elements b at a time."""
+    return -(-a // b)
