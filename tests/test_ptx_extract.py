@@ -340,9 +340,10 @@ def test_launched_kernel_is_reported_when_its_hash_matches(registry, monkeypatch
     spec = op.make_spec({"M": 32, "N": 32})
     launch = impl.triton_launch(spec, impl.resolve_params({}))
     compiled = aot.aot_compile(build_source(launch, resolve_target("sm_90")))
-    jit_fn = aot.unwrap_jit(launch.kernel)
+    from workbench.ptx.triton_cache import launched_ptx, unwrap_jit
+    jit_fn = unwrap_jit(launch.kernel)
     monkeypatch.setattr(jit_fn, "device_caches", {0: ({"key": compiled}, {}, None, None, None)})
-    assert aot.launched_ptx(jit_fn) == {compiled.hash: compiled.asm["ptx"]}
+    assert launched_ptx(jit_fn) == {compiled.hash: compiled.asm["ptx"]}
 
     @_dc(frozen=True)
     class _Gpu:

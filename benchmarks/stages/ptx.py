@@ -46,6 +46,7 @@ def _compare_launched(op: Any, impl: Any, spec: Any) -> tuple[str, str]:
     from triton import knobs
 
     from workbench.ptx import triton_aot as aot
+    from workbench.ptx.triton_cache import launched_kernels
     from workbench.registry import BuildContext
 
     from workbench.ptx.extract import triton_launch_of
@@ -56,7 +57,7 @@ def _compare_launched(op: Any, impl: Any, spec: Any) -> tuple[str, str]:
     torch.cuda.synchronize()
     build = aot.build_source(triton_launch_of(impl, spec, params, ctx), aot.resolve_target(None, True))
     found = aot.find_launched(build)
-    kernels = aot.launched_kernels(build.jit_fn)
+    kernels = launched_kernels(build.jit_fn)
     if found is None and not kernels:
         return "no launch", "the JIT cache is empty after the launch"
     launched = found[0] if found else kernels[-1].compiled  # else: the newest, to show how it differs

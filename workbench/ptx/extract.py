@@ -105,6 +105,7 @@ def _default_target(machine: Any) -> str:
 def _triton_record(op: Op, impl: Impl, spec: Any, params: dict, target: Any, machine: Any,
                    prefer_launched: bool, cache_dir: Any, build_ctx: BuildContext | None) -> tuple[dict, Texts]:
     from workbench.ptx import triton_aot as aot
+    from workbench.ptx.triton_cache import launched_kernels
 
     name = target_name_or_default(target, machine)
     if impl.triton_launch is None:
@@ -129,7 +130,7 @@ def _triton_record(op: Op, impl: Impl, spec: Any, params: dict, target: Any, mac
             compiled, how = found
             source = "launched"
             notes.append(f"the kernel a real launch compiled ({how})")
-        elif aot.launched_kernels(build.jit_fn):
+        elif launched_kernels(build.jit_fn):
             notes.append("launched kernels of this function exist, none with this launch's specialisation: "
                          "showing the ahead-of-time compile")
     if compiled is None:

@@ -29,6 +29,7 @@ from typing import Any
 
 from workbench.errors import UnavailableError, WorkbenchError
 from workbench.kernel_source import TritonLaunch
+from workbench.ptx.triton_cache import launched_kernels, unwrap_jit
 
 DEFAULT_CAPABILITY = 90  # H200 (sm_90) when no GPU is present
 POINTER_DIVISIBILITY = 16
@@ -92,16 +93,6 @@ def target_name(target: Any) -> str:
 
 
 # -- specialisation ----------------------------------------------------------------------------
-def unwrap_jit(kernel: Any) -> Any:
-    """The JITFunction under autotune/heuristics wrappers (each keeps the wrapped one as `.fn`)."""
-    seen = 0
-    while type(kernel).__name__ != "JITFunction" and hasattr(kernel, "fn") and seen < 8:
-        kernel, seen = kernel.fn, seen + 1
-    if type(kernel).__name__ != "JITFunction":
-        raise AotError(f"{kernel!r} is not a @triton.jit function")
-    return kernel
-
-
 @dataclass
 class Specialisation:
     """signature (name -> type or "constexpr"), constexprs (name -> value), attrs (arg index ->
@@ -285,48 +276,6 @@ def expected_hash(build: AotBuild) -> str | None:
         return None
 
 
-# -- kernels a real launch compiled ---------------------------------------------------------------
-@dataclass(frozen=True)
-class LaunchedKernel:
-    """A kernel the JIT compiled for a real launch: device, cache key, the CompiledKernel."""
-
-    device: Any
-    key: Any
-    compiled: Any
-
-    @property
-    def ptx(self) -> str | None:
-        asm = getattr(self.compiled, "asm", None) or {}
-        return asm.get("ptx") if hasattr(asm, "get") else None
-
-
-def launched_kernels(jit_fn: Any) -> list[LaunchedKernel]:
-    """Every kernel in a JITFunction's device cache (3.3+: `device_caches`; older: `cache`)."""
-    jit_fn = unwrap_jit(jit_fn)
-    found: list[LaunchedKernel] = []
-    caches = getattr(jit_fn, "device_caches", None)
-    if caches is not None:
-        per_device = [(device, entry[0] if isinstance(entry, tuple) else entry)
-                      for device, entry in list(caches.items())]
-    else:
-        per_device = list((getattr(jit_fn, "cache", None) or {}).items())
-    for device, kernel_cache in per_device:
-        for key, kernel in list(kernel_cache.items()):
-            if not hasattr(kernel, "asm") and hasattr(kernel, "result"):  # async compile: a future
-                kernel = kernel.result()
-            found.append(LaunchedKernel(device, key, kernel))
-    return found
-
-
-def launched_ptx(jit_fn: Any) -> dict[str, str]:
-    """PTX of every kernel a real launch of `jit_fn` compiled, keyed by its compile hash."""
-    out: dict[str, str] = {}
-    for lk in launched_kernels(jit_fn):
-        if lk.ptx is not None:
-            out[str(getattr(lk.compiled, "hash", lk.key))] = lk.ptx
-    return out
-
-
 def find_launched(build: AotBuild) -> tuple[Any, str] | None:
     """(CompiledKernel, how it matched) of a real launch with exactly this build's compile hash
     (same source, specialisation, options and target), or None.
@@ -341,11 +290,3 @@ def find_launched(build: AotBuild) -> tuple[Any, str] | None:
         if getattr(lk.compiled, "hash", None) == want:
             return lk.compiled, "same compile hash as the ahead-of-time build"
     return None
-
-
-def loaded_resources(compiled: Any) -> tuple[int | None, int | None]:
-    """(registers, local bytes) from a kernel the driver has loaded (n_regs, n_spills x 4), else Nones."""
-    if getattr(compiled, "module", None) is None:
-        return None, None
-    n_regs, n_spills = getattr(compiled, "n_regs", None), getattr(compiled, "n_spills", None)
-    return n_regs, (n_spills * 4 if n_spills is not None else None)  # driver.c: LOCAL_SIZE_BYTES / 4
