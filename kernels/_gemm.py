@@ -22,6 +22,23 @@ from workbench.registry import BuildContext
 from workbench.spec import Spec
 from workbench.triton_support import jit, tl
 
+from ._utils import cdiv, check_int32_offsets, seeded_randn
+
+@dataclass(frozen=True)
+class GemmSpec(Spec):
+    """A: (M, K) @ B: (K, N) -> (M, N); an op subclasses it with its own docstring."""
+
+    M: int = 4096
+    N: int = 4096
+    K: int = 4096
+    dtype: DType = DType.bfloat16
+
+
+def gemm_inputs(spec: GemmSpec, device: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Seeded standard-normal A (M, K) and B (K, N) in spec.dtype (A @ B has std sqrt(K))."""
+    return seeded_randn(device, seed, spec.dtype, (spec.M, spec.K), (spec.K, spec.N))
+
+
 # Shared memory one block may opt in to on sm_90 (H100/H200): 227 KiB (CUDA C Programming Guide,
 # "Compute Capabilities", table of technical specifications). Used where no device can be asked.
 SM90_MAX_SHARED_BYTES = 232448
@@ -106,14 +123,13 @@ class TileConfig:
 
 def tile_config(spec: Spec, params: Mapping[str, int], ctx: BuildContext | None = None,
                 op_name: str = "matmul") -> TileConfig:
-    """The Triton config from impl params. Raises LimitError naming a block size that is not a
-    power of two, or a config over the device's shared memory per block (sm_90's without one)."""
+    """The Triton config from resolved impl params (resolve_params has refused block sizes that
+    are not powers of two and GROUP_M < 1). Raises LimitError naming a block size under 16 (tl.dot
+    needs 16) or a config over the device's shared memory per block (sm_90's without one)."""
     cfg = TileConfig(*(int(params[k]) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")))
     for name, value in (("BLOCK_M", cfg.block_m), ("BLOCK_N", cfg.block_n), ("BLOCK_K", cfg.block_k)):
-        if value < 16 or value & (value - 1):
-            raise LimitError(f"{op_name} triton: {name} must be a power of two >= 16 (tl.dot), got {value}")
-    if cfg.group_m < 1:
-        raise LimitError(f"{op_name} triton: GROUP_M must be >= 1 (1 = row-major order), got {cfg.group_m}")
+        if value < 16:
+            raise LimitError(f"{op_name} triton: {name} must be >= 16 (tl.dot), got {value}")
     precision = input_precision(ctx)
     need, limit = cfg.shared_bytes(spec.dtype, precision), _max_shared_bytes(ctx)
     if need > limit:
@@ -137,18 +153,12 @@ def input_precision(ctx: BuildContext | None) -> str:
     return ctx.fp32_precision if ctx is not None else "ieee"
 
 
-def check_int32_offsets(op_name: str, *numels: int) -> None:
-    """The kernel's offsets are int32: refuse tensors of 2^31 elements or more."""
-    big = max(numels)
-    if big >= 2**31:
-        raise LimitError(f"{op_name} triton: a tensor of {big} elements overflows the kernel's int32 "
-                         f"offsets (limit 2^31 - 1 elements)")
-
-
 def matmul_launch(spec: Spec, params, *, activation: str = "none", ctx: BuildContext | None = None,
                   op_name: str = "matmul") -> TritonLaunch:
-    """The launch `build_triton` performs, for ahead-of-time PTX (contiguous A, B and C)."""
+    """The one launch of the GEMM on contiguous A, B and C (the run and the PTX view alike).
+    Raises LimitError for a config over the shared memory or tensors past int32 offsets."""
     cfg = tile_config(spec, params, ctx, op_name)
+    check_int32_offsets(f"{op_name} triton", spec.M * spec.K, spec.K * spec.N, spec.M * spec.N)
     ptr = triton_ptr(spec.dtype)
     ints = ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm", "stride_cn")
     grid = cdiv(spec.M, cfg.block_m) * cdiv(spec.N, cfg.block_n)
@@ -164,29 +174,3 @@ def matmul_launch(spec: Spec, params, *, activation: str = "none", ctx: BuildCon
         scalars={"M": spec.M, "N": spec.N, "K": spec.K, "stride_am": spec.K, "stride_ak": 1,
                  "stride_bk": spec.N, "stride_bn": 1, "stride_cm": spec.N, "stride_cn": 1},
     )
-
-
-def matmul_runner(cfg: TileConfig, precision: str, activation: str, op_name: str):
-    """The timed callable: C = act(A @ B) through `_matmul_kernel` (any strides; C contiguous)."""
-    def run(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        (m, k), (k_b, n) = a.shape, b.shape
-        if k != k_b:
-            raise ValueError(f"{op_name}: inner dimensions differ: A is {m}x{k}, B is {k_b}x{n}")
-        check_int32_offsets(op_name, a.numel(), b.numel(), m * n)
-        c = torch.empty((m, n), dtype=a.dtype, device=a.device)
-        grid = (cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n),)
-        try:
-            _matmul_kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                                 c.stride(0), c.stride(1), **cfg.constexprs, INPUT_PRECISION=precision,
-                                 ACTIVATION=activation, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-        except Exception as exc:  # Triton's OutOfResources, where our estimate was too low
-            if type(exc).__name__ == "OutOfResources":
-                raise LimitError(f"{op_name} triton: {exc}; lower BLOCK_K, num_stages or the tile") from exc
-            raise
-        return c
-    return run
-
-
-def cdiv(a: int, b: int) -> int:
-    """Ceiling division: programs or blocks needed to cover a elements b at a time."""
-    return -(-a // b)

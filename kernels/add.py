@@ -2,8 +2,10 @@
 
     z = x + y        x, y: (M, N) -> z: (M, N)
 
-dtypes: float32, float16, bfloat16. The fused kernels add in float32 and round once to the
-dtype, which is the correctly rounded sum (the same result as a native add in that dtype).
+dtypes: float32, float16, bfloat16 (`cupy`: float32). The fused kernels add in float32 and
+round once to the dtype, which is the correctly rounded sum (the same result as a native add in
+that dtype). `cupy` runs a CUDA kernel through CuPy's RawKernel instead of load_inline
+(workbench/backends/cupy.py): the same kind of kernel, another launch path.
 """
 
 from __future__ import annotations
@@ -13,26 +15,23 @@ from pathlib import Path
 
 import torch
 
+from workbench.backends.cupy import raw_kernel
 from workbench.cost import Cost
 from workbench.cuda_build import load_cuda
-from workbench.dtypes import DType
-from workbench.errors import LimitError
-from workbench.kernel_source import CudaSource, TritonLaunch, triton_ptr
+from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource, triton_index, triton_ptr
 from workbench.registry import BuildContext, Op
-from workbench.spec import Spec
 from workbench.triton_support import jit, tl
 
+from ._utils import MatrixSpec, cdiv, elementwise_runner, seeded_randn
+
 CU_FILE = Path(__file__).with_name("add.cu")
+CUPY_CU_FILE = Path(__file__).with_name("add_cupy.cu")
 
 
 # -- spec ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class AddSpec(Spec):
+class AddSpec(MatrixSpec):
     """x, y: (M, N) -> (M, N)."""
-
-    M: int = 16384
-    N: int = 16384
-    dtype: DType = DType.float32
 
 
 ADD = Op(
@@ -46,10 +45,7 @@ ADD = Op(
 @ADD.inputs
 def make_inputs(spec: AddSpec, device: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Two seeded standard-normal tensors of shape (M, N) in spec.dtype."""
-    gen = torch.Generator(device=device).manual_seed(seed)
-    x = torch.randn(spec.M, spec.N, generator=gen, device=device, dtype=torch.float32)
-    y = torch.randn(spec.M, spec.N, generator=gen, device=device, dtype=torch.float32)
-    return x.to(spec.dtype.torch), y.to(spec.dtype.torch)
+    return seeded_randn(device, seed, spec.dtype, (spec.M, spec.N), (spec.M, spec.N))
 
 
 @ADD.reference()
@@ -102,36 +98,23 @@ def _add_kernel(x_ptr, y_ptr, z_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
 
 
 def _triton_launch(spec: AddSpec, params) -> TritonLaunch:
-    numel = spec.M * spec.N
-    block = int(params["BLOCK_SIZE"])
+    numel, block = spec.M * spec.N, int(params["BLOCK_SIZE"])
     ptr = triton_ptr(spec.dtype)
     return TritonLaunch(
         kernel=_add_kernel,
-        signature={"x_ptr": ptr, "y_ptr": ptr, "z_ptr": ptr, "n_elements": "i32" if numel < 2**31 else "i64",
+        signature={"x_ptr": ptr, "y_ptr": ptr, "z_ptr": ptr, "n_elements": triton_index(numel),
                    "BLOCK_SIZE": "constexpr"},
         constexprs={"BLOCK_SIZE": block},
-        grid=((numel + block - 1) // block, 1, 1),
+        grid=(cdiv(numel, block), 1, 1),
         num_warps=int(params["num_warps"]),
         scalars={"n_elements": numel},
     )
 
 
-@ADD.impl("triton", needs=["triton"], params={"BLOCK_SIZE": 1024, "num_warps": 4},
-          triton_launch=_triton_launch)
+@ADD.impl("triton", params={"BLOCK_SIZE": 1024, "num_warps": 4}, source=TritonSource(_triton_launch))
 def build_triton(spec: AddSpec, params, ctx: BuildContext):
     """Triton: one program per BLOCK_SIZE elements."""
-    block = int(params["BLOCK_SIZE"])
-    if block < 1 or block & (block - 1):
-        raise LimitError(f"add triton: BLOCK_SIZE must be a power of two, got {block}")
-    num_warps = int(params["num_warps"])
-
-    def run(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        x, y = x.contiguous(), y.contiguous()
-        z = torch.empty_like(x)
-        n = x.numel()
-        _add_kernel[((n + block - 1) // block,)](x, y, z, n, BLOCK_SIZE=block, num_warps=num_warps)
-        return z
-    return run
+    return elementwise_runner(_triton_launch(spec, params))
 
 
 # -- CUDA --------------------------------------------------------------------------------------
@@ -165,8 +148,36 @@ torch::Tensor add_vec(torch::Tensor x, torch::Tensor y) {
 """
 
 
-@ADD.impl("cuda", needs=["cuda_device", "nvcc"], cuda_source=CudaSource(CU_FILE, ("add_vec_kernel",)))
+@ADD.impl("cuda", source=CudaSource(CU_FILE, ("add_vec_kernel",)))
 def build_cuda(spec: AddSpec, params, ctx: BuildContext):
     """CUDA C++: 16-byte vector loads and stores, two packs in flight per thread."""
     module = load_cuda("wb_add", CU_FILE, _CPP_BINDING, ["add_vec"], ctx.build_dir)
     return lambda x, y: module.add_vec(x.contiguous(), y.contiguous())
+
+
+# -- CuPy: the same float4 add, compiled by NVRTC and launched by CuPy -------------------------
+CUPY_THREADS = 256
+
+
+def _cupy_launch(spec: AddSpec, params) -> tuple[tuple[int, ...], int]:
+    """One float4 pack per thread per step of the grid-stride loop, one pass over the tensor."""
+    packs = max(1, spec.M * spec.N // 4)
+    return (min(cdiv(packs, CUPY_THREADS), 2**31 - 1), 1, 1), CUPY_THREADS
+
+
+CUPY_SOURCE = CudaSource(CUPY_CU_FILE, ("add_f32_kernel",), launch=_cupy_launch)
+
+
+@ADD.impl("cupy", dtypes=["float32"], source=CUPY_SOURCE)
+def build_cupy(spec: AddSpec, params, ctx: BuildContext):
+    """CuPy RawKernel (NVRTC): 16-byte float4 loads and stores, grid-stride, on torch's stream."""
+    launch = raw_kernel(CUPY_SOURCE, "add_f32_kernel")
+    grid, threads = _cupy_launch(spec, params)
+
+    def run(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x, y = x.contiguous(), y.contiguous()
+        z = torch.empty_like(x)
+        aligned = (x.data_ptr() | y.data_ptr() | z.data_ptr()) % 16 == 0
+        launch(grid, (threads, 1, 1), x, y, z, x.numel(), aligned)
+        return z
+    return run

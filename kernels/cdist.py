@@ -17,13 +17,12 @@ import torch
 
 from workbench.cost import Cost
 from workbench.dtypes import DType
-from workbench.errors import LimitError
-from workbench.kernel_source import TritonLaunch, triton_ptr
+from workbench.kernel_source import TritonLaunch, TritonSource, triton_ptr
 from workbench.registry import BuildContext, Op
 from workbench.spec import Spec
 from workbench.triton_support import jit, tl
 
-from .matmul import fp32_precision
+from ._utils import cdiv, check_int32_offsets, matrix_runner, seeded_randn
 
 # The float64 reference materialises (rows, N, D) differences: this many elements per chunk.
 REFERENCE_CHUNK_ELEMENTS = 2**26
@@ -54,10 +53,7 @@ CDIST = Op(
 @CDIST.inputs
 def make_inputs(spec: CdistSpec, device: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Seeded standard-normal points x (M, D) and y (N, D)."""
-    gen = torch.Generator(device=device).manual_seed(seed)
-    x = torch.randn(spec.M, spec.D, generator=gen, device=device, dtype=torch.float32)
-    y = torch.randn(spec.N, spec.D, generator=gen, device=device, dtype=torch.float32)
-    return x.to(spec.dtype.torch), y.to(spec.dtype.torch)
+    return seeded_randn(device, seed, spec.dtype, (spec.M, spec.D), (spec.N, spec.D))
 
 
 @CDIST.reference()
@@ -104,12 +100,11 @@ def build_manual(spec: CdistSpec, params, ctx: BuildContext):
 
 @CDIST.impl("pytorch")
 def build_pytorch(spec: CdistSpec, params, ctx: BuildContext):
-    """torch.cdist: the matmul form above 25 rows (cuBLAS plus pow/sum/clamp/sqrt kernels)."""
-    def run(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        # Checked at float32 tolerance, so its matmul must be IEEE float32, never TF32.
-        with fp32_precision("ieee"):
-            return torch.cdist(x, y)
-    return run
+    """torch.cdist: the matmul form above 25 rows (cuBLAS plus pow/sum/clamp/sqrt kernels).
+
+    Its matmul runs IEEE float32 (cdist is not matmul-like: engine/precision.py), as the check's
+    float32 tolerance assumes."""
+    return torch.cdist
 
 
 @CDIST.impl("compiled")
@@ -140,16 +135,9 @@ def _cdist_kernel(x_ptr, y_ptr, out_ptr, M, N, D, stride_xm, stride_xd, stride_y
     tl.store(out_ptrs, tl.sqrt(acc), mask=mask_m[:, None] & mask_n[None, :])
 
 
-def _tile(params) -> tuple[int, int, int]:
-    block_m, block_n, num_warps = int(params["BLOCK_M"]), int(params["BLOCK_N"]), int(params["num_warps"])
-    for name, value in (("BLOCK_M", block_m), ("BLOCK_N", block_n)):
-        if value < 1 or value & (value - 1):
-            raise LimitError(f"cdist triton: {name} must be a power of two, got {value}")
-    return block_m, block_n, num_warps
-
-
 def _triton_launch(spec: CdistSpec, params) -> TritonLaunch:
-    block_m, block_n, num_warps = _tile(params)
+    block_m, block_n = int(params["BLOCK_M"]), int(params["BLOCK_N"])
+    check_int32_offsets("cdist triton", spec.M * spec.D, spec.N * spec.D, spec.M * spec.N)
     ptr = triton_ptr(spec.dtype)
     ints = ("M", "N", "D", "stride_xm", "stride_xd", "stride_yn", "stride_yd", "stride_om", "stride_on")
     return TritonLaunch(
@@ -157,28 +145,14 @@ def _triton_launch(spec: CdistSpec, params) -> TritonLaunch:
         signature={"x_ptr": ptr, "y_ptr": ptr, "out_ptr": ptr, **{name: "i32" for name in ints},
                    "BLOCK_M": "constexpr", "BLOCK_N": "constexpr"},
         constexprs={"BLOCK_M": block_m, "BLOCK_N": block_n},
-        grid=(-(-spec.M // block_m), -(-spec.N // block_n), 1),
-        num_warps=num_warps,
+        grid=(cdiv(spec.M, block_m), cdiv(spec.N, block_n), 1),
+        num_warps=int(params["num_warps"]),
         scalars={"M": spec.M, "N": spec.N, "D": spec.D, "stride_xm": spec.D, "stride_xd": 1,
                  "stride_yn": spec.D, "stride_yd": 1, "stride_om": spec.N, "stride_on": 1},
     )
 
 
-@CDIST.impl("triton", needs=["triton"], params={"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4},
-            triton_launch=_triton_launch)
+@CDIST.impl("triton", params={"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4}, source=TritonSource(_triton_launch))
 def build_triton(spec: CdistSpec, params, ctx: BuildContext):
     """Triton: tiles of distances by direct difference, float32 FMA (no cancellation, P12)."""
-    block_m, block_n, num_warps = _tile(params)
-
-    def run(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        (m, d), (n, d_y) = x.shape, y.shape
-        if d != d_y:
-            raise ValueError(f"cdist: point dimensions differ: x is {m}x{d}, y is {n}x{d_y}")
-        if max(x.numel(), y.numel(), m * n) >= 2**31:
-            raise LimitError("cdist triton: a tensor of 2^31 elements or more overflows the kernel's int32 offsets")
-        out = torch.empty((m, n), dtype=x.dtype, device=x.device)
-        grid = (-(-m // block_m), -(-n // block_n))
-        _cdist_kernel[grid](x, y, out, m, n, d, x.stride(0), x.stride(1), y.stride(0), y.stride(1),
-                            out.stride(0), out.stride(1), BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
-        return out
-    return run
+    return matrix_runner(_triton_launch(spec, params), spec.M, spec.N, where="cdist triton")

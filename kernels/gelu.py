@@ -20,12 +20,11 @@ import torch.nn.functional as F
 
 from workbench.cost import Cost
 from workbench.cuda_build import load_cuda
-from workbench.dtypes import DType
-from workbench.errors import LimitError
-from workbench.kernel_source import CudaSource, TritonLaunch, triton_ptr
+from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource, triton_index, triton_ptr
 from workbench.registry import BuildContext, Op
-from workbench.spec import Spec
 from workbench.triton_support import jit, tl
+
+from ._utils import MatrixSpec, cdiv, elementwise_runner, seeded_randn
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)  # 0.7978845608...; the lecture rounds it to 0.79788456
 CU_FILE = Path(__file__).with_name("gelu.cu")
@@ -33,12 +32,8 @@ CU_FILE = Path(__file__).with_name("gelu.cu")
 
 # -- spec ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class GeluSpec(Spec):
+class GeluSpec(MatrixSpec):
     """x: (M, N) -> (M, N)."""
-
-    M: int = 16384
-    N: int = 16384
-    dtype: DType = DType.float32
 
 
 GELU = Op(
@@ -52,9 +47,7 @@ GELU = Op(
 @GELU.inputs
 def make_inputs(spec: GeluSpec, device: str, seed: int) -> tuple[torch.Tensor]:
     """One seeded standard-normal x of shape (M, N) in spec.dtype, scaled x3 to reach both tails."""
-    gen = torch.Generator(device=device).manual_seed(seed)
-    x = 3.0 * torch.randn(spec.M, spec.N, generator=gen, device=device, dtype=torch.float32)
-    return (x.to(spec.dtype.torch),)
+    return seeded_randn(device, seed, spec.dtype, (spec.M, spec.N), scales=(3.0,))
 
 
 @GELU.reference("tanh")
@@ -143,36 +136,23 @@ def _gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
 
 
 def _triton_launch(spec: GeluSpec, params) -> TritonLaunch:
-    numel = spec.M * spec.N
-    block = int(params["BLOCK_SIZE"])
+    numel, block = spec.M * spec.N, int(params["BLOCK_SIZE"])
     ptr = triton_ptr(spec.dtype)
     return TritonLaunch(
         kernel=_gelu_kernel,
-        signature={"x_ptr": ptr, "y_ptr": ptr, "n_elements": "i32" if numel < 2**31 else "i64",
-                   "BLOCK_SIZE": "constexpr"},
+        signature={"x_ptr": ptr, "y_ptr": ptr, "n_elements": triton_index(numel), "BLOCK_SIZE": "constexpr"},
         constexprs={"BLOCK_SIZE": block},
-        grid=((numel + block - 1) // block, 1, 1),
+        grid=(cdiv(numel, block), 1, 1),
         num_warps=int(params["num_warps"]),
         scalars={"n_elements": numel},
     )
 
 
-@GELU.impl("triton", math="tanh", needs=["triton"], params={"BLOCK_SIZE": 1024, "num_warps": 4},
-           interpreter_dtypes=["float32", "float16", "bfloat16"], triton_launch=_triton_launch)
+@GELU.impl("triton", math="tanh", params={"BLOCK_SIZE": 1024, "num_warps": 4},
+           source=TritonSource(_triton_launch, interpreter_dtypes=("float32", "float16", "bfloat16")))
 def build_triton(spec: GeluSpec, params, ctx: BuildContext):
     """Triton: one program per BLOCK_SIZE elements, fused, float32 arithmetic."""
-    block = int(params["BLOCK_SIZE"])
-    if block & (block - 1):
-        raise LimitError(f"BLOCK_SIZE must be a power of two, got {block}")
-    num_warps = int(params["num_warps"])
-
-    def run(x: torch.Tensor) -> torch.Tensor:
-        x = x.contiguous()
-        y = torch.empty_like(x)
-        n = x.numel()
-        _gelu_kernel[((n + block - 1) // block,)](x, y, n, BLOCK_SIZE=block, num_warps=num_warps)
-        return y
-    return run
+    return elementwise_runner(_triton_launch(spec, params))
 
 
 # -- CUDA --------------------------------------------------------------------------------------
@@ -234,19 +214,17 @@ def _load_module(ctx: BuildContext):
 
 
 def _naive_launch(spec: GeluSpec, params) -> tuple[tuple[int, ...], int]:
-    return ((spec.M * spec.N + 1023) // 1024, 1, 1), 1024
+    return (cdiv(spec.M * spec.N, 1024), 1, 1), 1024
 
 
-@GELU.impl("cuda_naive", math="tanh", needs=["cuda_device", "nvcc"],
-           cuda_source=CudaSource(CU_FILE, ("gelu_naive_kernel",), launch=_naive_launch))
+@GELU.impl("cuda_naive", math="tanh", source=CudaSource(CU_FILE, ("gelu_naive_kernel",), launch=_naive_launch))
 def build_cuda_naive(spec: GeluSpec, params, ctx: BuildContext):
     """The lecture's CUDA kernel: one element per thread, 1024 threads, double-precision literals."""
     module = _load_module(ctx)
     return lambda x: module.gelu_naive(x.contiguous())
 
 
-@GELU.impl("cuda", math="tanh", needs=["cuda_device", "nvcc"],
-           cuda_source=CudaSource(CU_FILE, ("gelu_vec_kernel",)))
+@GELU.impl("cuda", math="tanh", source=CudaSource(CU_FILE, ("gelu_vec_kernel",)))
 def build_cuda(spec: GeluSpec, params, ctx: BuildContext):
     """CUDA C++: float arithmetic, 16-byte vector loads and stores, grid-stride loop."""
     module = _load_module(ctx)

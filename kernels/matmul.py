@@ -4,7 +4,7 @@
 
 dtypes: float32, float16, bfloat16; every implementation accumulates in float32.
 float32 follows the run's `fp32_precision` (MEASUREMENT.md rule 7): "ieee" or "tf32", set on
-torch (`torch.backends.cuda.matmul.fp32_precision`, only while the implementation runs) and on
+torch by the engine for the row (engine/precision.py, never inside the timed call) and on
 Triton's `tl.dot(..., input_precision=...)` alike; the check's tolerance follows it (P9) and
 grows with sqrt(K).
 The Triton kernel is the Triton tutorial's tiled, GROUP_M-ordered GEMM (kernels/_gemm.py); the
@@ -13,34 +13,26 @@ same kernel, with a GeLU epilogue, is `matmul_gelu`'s fused implementation.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import torch
 
 from workbench.cost import Cost
 from workbench.cuda_build import load_cuda
-from workbench.dtypes import DType
-from workbench.kernel_source import CudaSource, TritonLaunch
+from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource
 from workbench.registry import BuildContext, Op
-from workbench.spec import Spec
 
-from ._gemm import TRITON_PARAMS, cdiv, input_precision, matmul_launch, matmul_runner, tile_config
+from ._gemm import TRITON_PARAMS, GemmSpec, gemm_inputs, matmul_launch
+from ._utils import cdiv, matrix_runner
 
 CU_FILE = Path(__file__).with_name("matmul.cu")
 
 
 # -- spec ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class MatmulSpec(Spec):
+class MatmulSpec(GemmSpec):
     """A: (M, K) @ B: (K, N) -> (M, N)."""
-
-    M: int = 4096
-    N: int = 4096
-    K: int = 4096
-    dtype: DType = DType.bfloat16
 
 
 MATMUL = Op(
@@ -57,10 +49,7 @@ MATMUL = Op(
 @MATMUL.inputs
 def make_inputs(spec: MatmulSpec, device: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Seeded standard-normal A (M, K) and B (K, N) in spec.dtype."""
-    gen = torch.Generator(device=device).manual_seed(seed)
-    a = torch.randn(spec.M, spec.K, generator=gen, device=device, dtype=torch.float32)
-    b = torch.randn(spec.K, spec.N, generator=gen, device=device, dtype=torch.float32)
-    return a.to(spec.dtype.torch), b.to(spec.dtype.torch)
+    return gemm_inputs(spec, device, seed)
 
 
 @MATMUL.reference()
@@ -90,43 +79,17 @@ def naive_bytes_moved(spec: MatmulSpec) -> int:
     )
 
 
-# -- precision -------------------------------------------------------------------------------
-@contextlib.contextmanager
-def fp32_precision(precision: str) -> Iterator[None]:
-    """Run the block with torch's float32 matmul precision set to "ieee" or "tf32" (rule 7).
-
-    Sets `torch.backends.cuda.matmul.fp32_precision` (never the deprecated allow_tf32, which
-    must not be mixed with it) and restores the previous value, so nothing leaks past the call.
-    """
-    backend = torch.backends.cuda.matmul
-    previous = backend.fp32_precision
-    backend.fp32_precision = precision
-    try:
-        yield
-    finally:
-        backend.fp32_precision = previous
-
-
-def with_fp32_precision(fn, precision: str):
-    """`fn` wrapped so that every call runs under `fp32_precision(precision)`."""
-    def run(*args):
-        with fp32_precision(precision):
-            return fn(*args)
-    return run
-
-
 # -- implementations: PyTorch ----------------------------------------------------------------
 @MATMUL.impl("pytorch")
 def build_pytorch(spec: MatmulSpec, params, ctx: BuildContext):
     """torch.matmul: cuBLAS (cuBLASLt) on the GPU."""
-    return with_fp32_precision(torch.matmul, ctx.fp32_precision)
+    return torch.matmul
 
 
 @MATMUL.impl("compiled")
 def build_compiled(spec: MatmulSpec, params, ctx: BuildContext):
     """torch.compile(torch.matmul, dynamic=False): Inductor's choice (cuBLAS unless autotuned)."""
-    return with_fp32_precision(torch.compile(torch.matmul, dynamic=False), ctx.fp32_precision)
-
+    return torch.compile(torch.matmul, dynamic=False)
 
 
 # -- implementation: Triton, tiled with grouped program ordering (kernels/_gemm.py) ----------
@@ -134,12 +97,11 @@ def _triton_launch(spec: MatmulSpec, params, ctx: BuildContext | None = None) ->
     return matmul_launch(spec, params, ctx=ctx)
 
 
-@MATMUL.impl("triton", needs=["triton"], params=TRITON_PARAMS,
-             interpreter_dtypes=["float32", "float16"], triton_launch=_triton_launch)
+@MATMUL.impl("triton", params=TRITON_PARAMS,
+             source=TritonSource(_triton_launch, interpreter_dtypes=("float32", "float16")))
 def build_triton(spec: MatmulSpec, params, ctx: BuildContext):
     """Triton tutorial matmul: tiled, GROUP_M-grouped program order, tl.dot on tensor cores."""
-    cfg = tile_config(spec, params, ctx)
-    return matmul_runner(cfg, input_precision(ctx), "none", "matmul")
+    return matrix_runner(_triton_launch(spec, params, ctx), spec.M, spec.N, where="matmul triton")
 
 
 # -- implementations: CUDA -------------------------------------------------------------------
@@ -206,16 +168,15 @@ def _tiled_launch(spec: MatmulSpec, params) -> tuple[tuple[int, ...], int]:
     return (cdiv(spec.N, 128), cdiv(spec.M, 128), 1), 256
 
 
-@MATMUL.impl("cuda_naive", dtypes=["float32"], needs=["cuda_device", "nvcc"], moved_bytes=naive_bytes_moved,
-             cuda_source=CudaSource(CU_FILE, ("matmul_naive_kernel",), launch=_naive_launch))
+@MATMUL.impl("cuda_naive", dtypes=["float32"], moved_bytes=naive_bytes_moved,
+             source=CudaSource(CU_FILE, ("matmul_naive_kernel",), launch=_naive_launch))
 def build_cuda_naive(spec: MatmulSpec, params, ctx: BuildContext):
     """CUDA C++, the lecture's triple loop: one thread per output, float32, IEEE FMA."""
     module = _load_module(ctx)
     return lambda a, b: module.matmul_naive(a.contiguous(), b.contiguous())
 
 
-@MATMUL.impl("cuda", needs=["cuda_device", "nvcc"],
-             cuda_source=CudaSource(CU_FILE, ("matmul_tiled_kernel",), launch=_tiled_launch))
+@MATMUL.impl("cuda", source=CudaSource(CU_FILE, ("matmul_tiled_kernel",), launch=_tiled_launch))
 def build_cuda(spec: MatmulSpec, params, ctx: BuildContext):
     """CUDA C++: 128x128 shared-memory tiles, 8x8 outputs per thread, float32 FMA (no tensor cores)."""
     module = _load_module(ctx)

@@ -18,24 +18,18 @@ import torch.nn.functional as F
 
 from workbench.cost import Cost
 from workbench.dtypes import DType
-from workbench.kernel_source import TritonLaunch
+from workbench.kernel_source import TritonLaunch, TritonSource
 from workbench.registry import BuildContext, Op
-from workbench.spec import Spec
 
+from ._gemm import TRITON_PARAMS, GemmSpec, gemm_inputs, matmul_launch
+from ._utils import matrix_runner
 from .gelu import FLOPS_PER_ELEMENT as GELU_FLOPS_PER_ELEMENT, reference_tanh as gelu_reference
-from ._gemm import TRITON_PARAMS, input_precision, matmul_launch, matmul_runner, tile_config
-from .matmul import fp32_precision
 
 
 # -- spec ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class MatmulGeluSpec(Spec):
+class MatmulGeluSpec(GemmSpec):
     """A: (M, K) @ B: (K, N), then GeLU -> (M, N)."""
-
-    M: int = 4096
-    N: int = 4096
-    K: int = 4096
-    dtype: DType = DType.bfloat16
 
 
 MATMUL_GELU = Op(
@@ -55,10 +49,7 @@ def make_inputs(spec: MatmulGeluSpec, device: str, seed: int) -> tuple[torch.Ten
     """Seeded standard-normal A (M, K) and B (K, N), as matmul's: A @ B has std sqrt(K), which
     the tolerance's sqrt(K) growth assumes (at K = 64 a third of the outputs lie in GeLU's
     curved region |c| < 3)."""
-    gen = torch.Generator(device=device).manual_seed(seed)
-    a = torch.randn(spec.M, spec.K, generator=gen, device=device, dtype=torch.float32)
-    b = torch.randn(spec.K, spec.N, generator=gen, device=device, dtype=torch.float32)
-    return a.to(spec.dtype.torch), b.to(spec.dtype.torch)
+    return gemm_inputs(spec, device, seed)
 
 
 @MATMUL_GELU.reference("tanh")
@@ -95,34 +86,24 @@ def matmul_then_gelu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return F.gelu(a @ b, approximate="tanh")
 
 
-def _with_precision(fn, ctx: BuildContext):
-    precision = ctx.fp32_precision
-
-    def run(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        with fp32_precision(precision):
-            return fn(a, b)
-    return run
-
-
 @MATMUL_GELU.impl("manual", math="tanh", moved_bytes=unfused_bytes_moved)
 def build_manual(spec: MatmulGeluSpec, params, ctx: BuildContext):
     """Matmul then GeLU: two kernels, the product round-trips through HBM."""
-    return _with_precision(matmul_then_gelu, ctx)
+    return matmul_then_gelu
 
 
 @MATMUL_GELU.impl("compiled", math="tanh")
 def build_compiled(spec: MatmulGeluSpec, params, ctx: BuildContext):
     """torch.compile(manual, dynamic=False): cuBLAS plus an Inductor GeLU kernel unless autotuned."""
-    return _with_precision(torch.compile(matmul_then_gelu, dynamic=False), ctx)
+    return torch.compile(matmul_then_gelu, dynamic=False)
 
 
 def _triton_launch(spec: MatmulGeluSpec, params, ctx: BuildContext | None = None) -> TritonLaunch:
     return matmul_launch(spec, params, activation="gelu", ctx=ctx, op_name="matmul_gelu")
 
 
-@MATMUL_GELU.impl("triton", math="tanh", needs=["triton"], params=TRITON_PARAMS,
-                  interpreter_dtypes=["float16"], triton_launch=_triton_launch)
+@MATMUL_GELU.impl("triton", math="tanh", params=TRITON_PARAMS,
+                  source=TritonSource(_triton_launch, interpreter_dtypes=("float16",)))
 def build_triton(spec: MatmulGeluSpec, params, ctx: BuildContext):
     """Triton matmul (kernels/_gemm.py) with GeLU applied to the tile in its epilogue."""
-    cfg = tile_config(spec, params, ctx, "matmul_gelu")
-    return matmul_runner(cfg, input_precision(ctx), "gelu", "matmul_gelu")
+    return matrix_runner(_triton_launch(spec, params, ctx), spec.M, spec.N, where="matmul_gelu triton")

@@ -27,7 +27,7 @@ from workbench.dtypes import DType
 from workbench.registry import BuildContext, Op
 from workbench.spec import Spec
 
-from .matmul import fp32_precision
+from ._utils import seeded_randn
 
 # FLOPs per element of the erf GeLU forward (x/sqrt2, erf counted as 1, 1+, *x, *0.5) and of
 # its backward (the derivative Phi(x) + x phi(x): exp and erf as 1 each, about 8 in all).
@@ -68,12 +68,8 @@ def make_inputs(spec: MlpSpec, device: str, seed: int) -> tuple[torch.Tensor, to
     first layer's gradient still fades to ~1e-4, where its check falls under atol. b is normal
     with std 0.1.
     """
-    gen = torch.Generator(device=device).manual_seed(seed)
-    x = torch.randn(spec.batch, spec.dim, generator=gen, device=device, dtype=torch.float32)
-    w = torch.randn(spec.layers, spec.dim, spec.dim, generator=gen, device=device, dtype=torch.float32)
-    b = torch.randn(spec.layers, spec.dim, generator=gen, device=device, dtype=torch.float32)
-    w = w * math.sqrt(2.0 / spec.dim)
-    return x.to(spec.dtype.torch), w.to(spec.dtype.torch), (0.1 * b).to(spec.dtype.torch)
+    return seeded_randn(device, seed, spec.dtype, (spec.batch, spec.dim), (spec.layers, spec.dim, spec.dim),
+                        (spec.layers, spec.dim), scales=(1.0, math.sqrt(2.0 / spec.dim), 0.1))
 
 
 def forward(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor]) -> torch.Tensor:
@@ -147,11 +143,10 @@ def cost(spec: MlpSpec) -> Cost:
 
 # -- implementations -------------------------------------------------------------------------
 def _runner(fwd, spec: MlpSpec, ctx: BuildContext):
-    precision, steps = ctx.fp32_precision, spec.steps
+    steps = spec.steps
 
     def run(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        with fp32_precision(precision):
-            return train_steps(fwd, x, w, b, steps)
+        return train_steps(fwd, x, w, b, steps)
     return run
 
 

@@ -21,12 +21,12 @@ import torch
 
 from workbench.cost import Cost
 from workbench.cuda_build import load_cuda
-from workbench.dtypes import DType
 from workbench.errors import LimitError
-from workbench.kernel_source import CudaSource, TritonLaunch, triton_ptr
+from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource, triton_ptr
 from workbench.registry import BuildContext, Op
-from workbench.spec import Spec
 from workbench.triton_support import jit, next_power_of_2, tl
+
+from ._utils import MatrixSpec, elementwise_runner, num_warps_for, seeded_randn
 
 CU_FILE = Path(__file__).with_name("softmax.cu")
 # One row in registers: 16384 float32 over 16 warps is 32 values per thread (plus the exps);
@@ -36,12 +36,10 @@ MAX_BLOCK_SIZE = 16384
 
 # -- spec ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class SoftmaxSpec(Spec):
+class SoftmaxSpec(MatrixSpec):
     """x: (M, N) -> (M, N), softmax along N."""
 
-    M: int = 16384
     N: int = 4096
-    dtype: DType = DType.float32
 
 
 SOFTMAX = Op(
@@ -55,9 +53,7 @@ SOFTMAX = Op(
 @SOFTMAX.inputs
 def make_inputs(spec: SoftmaxSpec, device: str, seed: int) -> tuple[torch.Tensor]:
     """One seeded x of shape (M, N): standard normal scaled x4, so rows have a dominant entry."""
-    gen = torch.Generator(device=device).manual_seed(seed)
-    x = 4.0 * torch.randn(spec.M, spec.N, generator=gen, device=device, dtype=torch.float32)
-    return (x.to(spec.dtype.torch),)
+    return seeded_randn(device, seed, spec.dtype, (spec.M, spec.N), scales=(4.0,))
 
 
 @SOFTMAX.reference()
@@ -155,9 +151,7 @@ def _one_block(spec: SoftmaxSpec) -> tuple[int, int]:
         raise LimitError(
             f"softmax triton: a row of N={spec.N} needs BLOCK_SIZE={block}, over the one-block limit "
             f"MAX_BLOCK_SIZE={MAX_BLOCK_SIZE}; use triton_looped (online softmax over column blocks)")
-    # More warps for longer rows keep values per thread bounded (Triton's fused-softmax tutorial).
-    num_warps = 4 if block < 2048 else 8 if block < 4096 else 16
-    return block, num_warps
+    return block, num_warps_for(block)
 
 
 def _row_launch(kernel, spec: SoftmaxSpec, block: int, num_warps: int) -> TritonLaunch:
@@ -177,28 +171,10 @@ def _triton_launch(spec: SoftmaxSpec, params) -> TritonLaunch:
     return _row_launch(_softmax_kernel, spec, *_one_block(spec))
 
 
-def _rows_unit_stride(x: torch.Tensor) -> torch.Tensor:
-    """x with unit column stride (a row-strided slice is kept; a transposed view is copied)."""
-    return x if x.stride(-1) == 1 else x.contiguous()
-
-
-def _row_runner(kernel, block: int, num_warps: int, *, whole_row: bool):
-    """The timed callable: one program per row. whole_row: the kernel needs N <= BLOCK_SIZE."""
-    def run(x: torch.Tensor) -> torch.Tensor:
-        x = _rows_unit_stride(x)
-        y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-        n_rows, n_cols = x.shape
-        if whole_row and n_cols > block:
-            raise LimitError(f"softmax triton: built for rows of at most {block} columns, got N={n_cols}")
-        kernel[(n_rows,)](x, y, x.stride(0), y.stride(0), n_cols, BLOCK_SIZE=block, num_warps=num_warps)
-        return y
-    return run
-
-
-@SOFTMAX.impl("triton", needs=["triton"], triton_launch=_triton_launch)
+@SOFTMAX.impl("triton", source=TritonSource(_triton_launch))
 def build_triton(spec: SoftmaxSpec, params, ctx: BuildContext):
     """Triton, the lecture's kernel: one program per row, the row in one block (N <= 16384)."""
-    return _row_runner(_softmax_kernel, *_one_block(spec), whole_row=True)
+    return elementwise_runner(_triton_launch(spec, params))
 
 
 # -- Triton: one program per row, streamed in column blocks (online softmax) ------------------
@@ -229,10 +205,11 @@ def _softmax_looped_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLO
 
 
 def _looped_config(params) -> tuple[int, int]:
+    """(BLOCK_SIZE, num_warps); BLOCK_SIZE over MAX_BLOCK_SIZE raises LimitError (resolve_params
+    has already refused one that is not a power of two)."""
     block = int(params["BLOCK_SIZE"])
-    if block < 1 or block & (block - 1) or block > MAX_BLOCK_SIZE:
-        raise LimitError(f"softmax triton_looped: BLOCK_SIZE must be a power of two <= {MAX_BLOCK_SIZE}, "
-                         f"got {block}")
+    if block > MAX_BLOCK_SIZE:
+        raise LimitError(f"softmax triton_looped: BLOCK_SIZE must be <= {MAX_BLOCK_SIZE}, got {block}")
     return block, int(params["num_warps"])
 
 
@@ -240,11 +217,11 @@ def _looped_launch(spec: SoftmaxSpec, params) -> TritonLaunch:
     return _row_launch(_softmax_looped_kernel, spec, *_looped_config(params))
 
 
-@SOFTMAX.impl("triton_looped", needs=["triton"], params={"BLOCK_SIZE": 2048, "num_warps": 8},
-              moved_bytes=reread_bytes_moved, triton_launch=_looped_launch)
+@SOFTMAX.impl("triton_looped", params={"BLOCK_SIZE": 2048, "num_warps": 8},
+              moved_bytes=reread_bytes_moved, source=TritonSource(_looped_launch))
 def build_triton_looped(spec: SoftmaxSpec, params, ctx: BuildContext):
     """Triton, online softmax: one program per row streaming BLOCK_SIZE columns at a time (any N)."""
-    return _row_runner(_softmax_looped_kernel, *_looped_config(params), whole_row=False)
+    return elementwise_runner(_looped_launch(spec, params))
 
 
 # -- CUDA: one block per row, warp-shuffle reductions ------------------------------------------
@@ -290,8 +267,8 @@ def _cuda_launch(spec: SoftmaxSpec, params) -> tuple[tuple[int, ...], int]:
     return (spec.M, 1, 1), threads
 
 
-@SOFTMAX.impl("cuda", needs=["cuda_device", "nvcc"], moved_bytes=reread_bytes_moved,
-              cuda_source=CudaSource(CU_FILE, ("softmax_kernel",), launch=_cuda_launch))
+@SOFTMAX.impl("cuda", moved_bytes=reread_bytes_moved,
+              source=CudaSource(CU_FILE, ("softmax_kernel",), launch=_cuda_launch))
 def build_cuda(spec: SoftmaxSpec, params, ctx: BuildContext):
     """CUDA C++: one block per row, online (max, sum) merged with __shfl_xor_sync, 16-byte loads."""
     module = load_cuda("wb_softmax", CU_FILE, _CPP_BINDING, ["softmax_rows"], ctx.build_dir)

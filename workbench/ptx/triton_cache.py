@@ -1,9 +1,9 @@
 """What Triton's JIT has compiled in this process: the kernels a real launch left in a
 JITFunction's device cache, and the resources a loaded kernel reports.
 
-Read-only inspection of `JITFunction.device_caches` (Triton 3.3+; kept as a tuple whose first
-item is the kernel cache) or the older `cache` dict; an asynchronously compiled entry is a
-future whose `result()` is the CompiledKernel.
+Read-only inspection of `JITFunction.device_caches` (Triton 3.3+: per device a tuple whose first
+item is the kernel cache); an asynchronously compiled entry is a future whose `result()` is the
+CompiledKernel.
 """
 
 from __future__ import annotations
@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.errors import WorkbenchError
+
+
+# The device keys under which ptx/triton_aot.py's stand-in driver caches its compiles.
+AOT_DEVICE_PREFIX = "workbench-aot-"
 
 
 class NotJitError(WorkbenchError):
@@ -44,16 +48,15 @@ class LaunchedKernel:
 
 
 def launched_kernels(jit_fn: Any) -> list[LaunchedKernel]:
-    """Every kernel in a JITFunction's device cache (3.3+: `device_caches`; older: `cache`)."""
+    """Every kernel a real launch left in a JITFunction's device cache (`device_caches`, Triton
+    3.3+), without the ahead-of-time compiles made against the stand-in driver (ptx/triton_aot.py,
+    cached under device keys starting with AOT_DEVICE_PREFIX)."""
     jit_fn = unwrap_jit(jit_fn)
     found: list[LaunchedKernel] = []
-    caches = getattr(jit_fn, "device_caches", None)
-    if caches is not None:
-        per_device = [(device, entry[0] if isinstance(entry, tuple) else entry)
-                      for device, entry in list(caches.items())]
-    else:
-        per_device = list((getattr(jit_fn, "cache", None) or {}).items())
-    for device, kernel_cache in per_device:
+    for device, entry in list(jit_fn.device_caches.items()):
+        if str(device).startswith(AOT_DEVICE_PREFIX):
+            continue
+        kernel_cache = entry[0] if isinstance(entry, tuple) else entry
         for key, kernel in list(kernel_cache.items()):
             if not hasattr(kernel, "asm") and hasattr(kernel, "result"):  # async compile: a future
                 kernel = kernel.result()

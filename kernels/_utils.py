@@ -1,0 +1,84 @@
+"""What the op files share (the way Liger-Kernel keeps one ops/utils.py): seeded inputs, the
+common spec shape, ceiling division, the num_warps rule, and the timed callables around a
+Triton launch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from workbench.dtypes import DType
+from workbench.errors import LimitError
+from workbench.kernel_source import TritonLaunch
+from workbench.spec import Spec
+
+
+@dataclass(frozen=True)
+class MatrixSpec(Spec):
+    """An (M, N) matrix in `dtype`; an op subclasses it with its own docstring (and defaults)."""
+
+    M: int = 16384
+    N: int = 16384
+    dtype: DType = DType.float32
+
+
+def seeded_randn(device: str, seed: int, dtype: DType, *shapes: tuple[int, ...],
+                 scales: tuple[float, ...] | None = None) -> tuple[torch.Tensor, ...]:
+    """Standard-normal tensors of `shapes`, drawn in order from one generator seeded with `seed`
+    on `device`, in float32 (so every dtype sees the same values, rounded once), each times its
+    scale (default 1), then cast to `dtype`."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    scales = scales or (1.0,) * len(shapes)
+    drawn = [torch.randn(*shape, generator=gen, device=device, dtype=torch.float32) for shape in shapes]
+    return tuple((t if s == 1.0 else s * t).to(dtype.torch) for t, s in zip(drawn, scales))
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division (triton.cdiv): programs or blocks needed to cover a elements b at a time."""
+    return -(-a // b)
+
+
+def num_warps_for(block_size: int) -> int:
+    """Warps for a block that holds one row of block_size elements: more warps for longer rows
+    keep the values per thread bounded (Triton's fused-softmax tutorial)."""
+    return 4 if block_size < 2048 else 8 if block_size < 4096 else 16
+
+
+def check_int32_offsets(where: str, *numels: int) -> None:
+    """The kernel's offsets are int32: refuse tensors of 2^31 elements or more (LimitError)."""
+    big = max(numels)
+    if big >= 2**31:
+        raise LimitError(f"{where}: a tensor of {big} elements overflows the kernel's int32 "
+                         f"offsets (limit 2^31 - 1 elements)")
+
+
+def elementwise_runner(launch: TritonLaunch) -> Callable[..., torch.Tensor]:
+    """The timed callable of an elementwise kernel f(in_ptr..., out_ptr, ...): the inputs made
+    contiguous, one output like the first, one `launch.run`."""
+    def run(*inputs: torch.Tensor) -> torch.Tensor:
+        inputs = tuple(x.contiguous() for x in inputs)
+        out = torch.empty_like(inputs[0])
+        launch.run(*inputs, out)
+        return out
+    return run
+
+
+def matrix_runner(launch: TritonLaunch, rows: int, cols: int, out_dtype: torch.dtype | None = None,
+                  where: str = "triton") -> Callable[..., torch.Tensor]:
+    """The timed callable of a kernel f(in_ptr..., out_ptr, ...) writing a (rows, cols) matrix:
+    inputs made contiguous, one `launch.run`. Triton's OutOfResources (shared memory over the
+    device's limit) becomes a LimitError naming the knobs."""
+    def run(*inputs: torch.Tensor) -> torch.Tensor:
+        inputs = tuple(x.contiguous() for x in inputs)
+        out = torch.empty((rows, cols), dtype=out_dtype or inputs[0].dtype, device=inputs[0].device)
+        try:
+            launch.run(*inputs, out)
+        except Exception as exc:
+            if type(exc).__name__ == "OutOfResources":
+                raise LimitError(f"{where}: {exc}; lower BLOCK_K, num_stages or the tile") from exc
+            raise
+        return out
+    return run
