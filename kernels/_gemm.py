@@ -15,6 +15,7 @@ from typing import Mapping
 
 import torch
 
+from workbench.cost import Cost
 from workbench.dtypes import DType
 from workbench.errors import LimitError
 from workbench.kernel_source import TritonLaunch, triton_ptr
@@ -32,6 +33,26 @@ class GemmSpec(Spec):
     N: int = 4096
     K: int = 4096
     dtype: DType = DType.bfloat16
+
+
+# Awkward GEMM shapes: a square 257, one row against 1000 columns, a K of 4097 (one past a K tile).
+GEMM_TEST_SPECS = ({"M": 257, "N": 257, "K": 257}, {"M": 1, "N": 1000, "K": 64}, {"M": 100, "N": 130, "K": 4097})
+
+
+def gemm_k(spec: GemmSpec) -> int:
+    """The reduction length of A @ B (the check's tolerance grows with sqrt(K))."""
+    return spec.K
+
+
+def gemm_cost(spec: GemmSpec, epilogue_flops_per_element: int = 0) -> Cost:
+    """C = act(A @ B): A and B read once, C written once; 2MNK FLOPs plus the epilogue's per output."""
+    size = spec.dtype.itemsize
+    return Cost(
+        bytes_read=(spec.M * spec.K + spec.K * spec.N) * size,  # A and B, each read once
+        bytes_written=spec.M * spec.N * size,                    # C, written once
+        flops=(2 * spec.M * spec.N * spec.K                      # one multiply-add per (m, n, k)
+               + epilogue_flops_per_element * spec.M * spec.N),  # the activation on each output
+    )
 
 
 def gemm_inputs(spec: GemmSpec, device: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

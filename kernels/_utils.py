@@ -10,6 +10,7 @@ from typing import Callable
 
 import torch
 
+from workbench.cost import Cost
 from workbench.dtypes import DType
 from workbench.errors import LimitError
 from workbench.kernel_source import TritonLaunch
@@ -23,6 +24,21 @@ class MatrixSpec(Spec):
     M: int = 16384
     N: int = 16384
     dtype: DType = DType.float32
+
+
+# Awkward (M, N) shapes every matrix op is tested at: one row of 1000 columns (not a multiple of a
+# block), a square 257 (one past a power of two), 4097 columns (one past a block of 4096).
+MATRIX_TEST_SPECS = ({"M": 1, "N": 1000}, {"M": 257, "N": 257}, {"M": 3, "N": 4097})
+
+
+def elementwise_cost(spec: MatrixSpec, flops_per_element: int, inputs: int = 1) -> Cost:
+    """An elementwise or row-wise op over (M, N): each input read once, the output written once."""
+    numel = spec.M * spec.N
+    return Cost(
+        bytes_read=inputs * numel * spec.dtype.itemsize,   # every input, read once
+        bytes_written=numel * spec.dtype.itemsize,         # the output, written once
+        flops=flops_per_element * numel,
+    )
 
 
 def seeded_randn(device: str, seed: int, dtype: DType, *shapes: tuple[int, ...],

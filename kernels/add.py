@@ -22,7 +22,7 @@ from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource, trit
 from workbench.registry import BuildContext, Op
 from workbench.triton_support import jit, tl
 
-from ._utils import MatrixSpec, cdiv, elementwise_runner, seeded_randn
+from ._utils import MATRIX_TEST_SPECS, MatrixSpec, cdiv, elementwise_cost, elementwise_runner, seeded_randn
 
 CU_FILE = Path(__file__).with_name("add.cu")
 CUPY_CU_FILE = Path(__file__).with_name("add_cupy.cu")
@@ -37,7 +37,7 @@ class AddSpec(MatrixSpec):
 ADD = Op(
     "add", AddSpec,
     description="Elementwise x + y over M x N",
-    test_specs=[{"M": 1, "N": 1000}, {"M": 257, "N": 257}, {"M": 3, "N": 4097}],
+    test_specs=MATRIX_TEST_SPECS,
 )
 
 
@@ -57,12 +57,8 @@ def reference(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 # -- cost model ------------------------------------------------------------------------------
 @ADD.cost_model
 def cost(spec: AddSpec) -> Cost:
-    numel = spec.M * spec.N
-    return Cost(
-        bytes_read=2 * numel * spec.dtype.itemsize,  # x and y, each read once
-        bytes_written=numel * spec.dtype.itemsize,   # z, written once
-        flops=numel,                                 # one add per element
-    )
+    """x and y read once, z written once, one add per element."""
+    return elementwise_cost(spec, flops_per_element=1, inputs=2)
 
 
 # -- implementations -------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource, trit
 from workbench.registry import BuildContext, Op
 from workbench.triton_support import jit, tl
 
-from ._utils import MatrixSpec, cdiv, elementwise_runner, seeded_randn
+from ._utils import MATRIX_TEST_SPECS, MatrixSpec, cdiv, elementwise_cost, elementwise_runner, seeded_randn
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)  # 0.7978845608...; the lecture rounds it to 0.79788456
 CU_FILE = Path(__file__).with_name("gelu.cu")
@@ -39,7 +39,7 @@ class GeluSpec(MatrixSpec):
 GELU = Op(
     "gelu", GeluSpec,
     description="GeLU (tanh approximation), elementwise over M x N",
-    test_specs=[{"M": 1, "N": 1000}, {"M": 257, "N": 257}, {"M": 3, "N": 4097}],
+    test_specs=MATRIX_TEST_SPECS,
 )
 
 
@@ -70,12 +70,8 @@ FLOPS_PER_ELEMENT = 9
 
 @GELU.cost_model
 def cost(spec: GeluSpec) -> Cost:
-    numel = spec.M * spec.N
-    return Cost(
-        bytes_read=numel * spec.dtype.itemsize,      # x, read once
-        bytes_written=numel * spec.dtype.itemsize,   # y, written once
-        flops=FLOPS_PER_ELEMENT * numel,
-    )
+    """x read once, y written once, FLOPS_PER_ELEMENT per element."""
+    return elementwise_cost(spec, FLOPS_PER_ELEMENT)
 
 
 def manual_bytes_moved(spec: GeluSpec) -> int:

@@ -23,7 +23,7 @@ from workbench.cuda_build import load_cuda
 from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource
 from workbench.registry import BuildContext, Op
 
-from ._gemm import TRITON_PARAMS, GemmSpec, gemm_inputs, matmul_launch
+from ._gemm import GEMM_TEST_SPECS, TRITON_PARAMS, GemmSpec, gemm_cost, gemm_inputs, gemm_k, matmul_launch
 from ._utils import cdiv, matrix_runner
 
 CU_FILE = Path(__file__).with_name("matmul.cu")
@@ -38,9 +38,8 @@ class MatmulSpec(GemmSpec):
 MATMUL = Op(
     "matmul", MatmulSpec,
     description="Matrix multiply A (M x K) @ B (K x N)",
-    test_specs=[{"M": 257, "N": 257, "K": 257}, {"M": 1, "N": 1000, "K": 64},
-                {"M": 100, "N": 130, "K": 4097}],
-    reduction_length=lambda spec: spec.K,
+    test_specs=GEMM_TEST_SPECS,
+    reduction_length=gemm_k,
     matmul_like=True,
 )
 
@@ -61,12 +60,8 @@ def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 # -- cost model ------------------------------------------------------------------------------
 @MATMUL.cost_model
 def cost(spec: MatmulSpec) -> Cost:
-    size = spec.dtype.itemsize
-    return Cost(
-        bytes_read=(spec.M * spec.K + spec.K * spec.N) * size,  # A and B, each read once
-        bytes_written=spec.M * spec.N * size,                    # C, written once
-        flops=2 * spec.M * spec.N * spec.K,                      # one multiply-add per (m, n, k)
-    )
+    """A and B read once, C written once, one multiply-add per (m, n, k)."""
+    return gemm_cost(spec)
 
 
 def naive_bytes_moved(spec: MatmulSpec) -> int:

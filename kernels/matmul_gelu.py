@@ -21,7 +21,7 @@ from workbench.dtypes import DType
 from workbench.kernel_source import TritonLaunch, TritonSource
 from workbench.registry import BuildContext, Op
 
-from ._gemm import TRITON_PARAMS, GemmSpec, gemm_inputs, matmul_launch
+from ._gemm import GEMM_TEST_SPECS, TRITON_PARAMS, GemmSpec, gemm_cost, gemm_inputs, gemm_k, matmul_launch
 from ._utils import matrix_runner
 from .gelu import FLOPS_PER_ELEMENT as GELU_FLOPS_PER_ELEMENT, reference_tanh as gelu_reference
 
@@ -36,9 +36,8 @@ MATMUL_GELU = Op(
     "matmul_gelu", MatmulGeluSpec,
     description="gelu(A @ B), tanh GeLU fused into the matmul epilogue",
     dtypes=[DType.float16, DType.bfloat16],
-    test_specs=[{"M": 257, "N": 257, "K": 257}, {"M": 1, "N": 1000, "K": 64},
-                {"M": 100, "N": 130, "K": 4097}],
-    reduction_length=lambda spec: spec.K,
+    test_specs=GEMM_TEST_SPECS,
+    reduction_length=gemm_k,
     matmul_like=True,
 )
 
@@ -61,13 +60,8 @@ def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 # -- cost model ------------------------------------------------------------------------------
 @MATMUL_GELU.cost_model
 def cost(spec: MatmulGeluSpec) -> Cost:
-    size = spec.dtype.itemsize
-    return Cost(
-        bytes_read=(spec.M * spec.K + spec.K * spec.N) * size,  # A and B, each read once
-        bytes_written=spec.M * spec.N * size,                    # Y, written once
-        flops=(2 * spec.M * spec.N * spec.K                      # the product: a multiply-add per (m, n, k)
-               + GELU_FLOPS_PER_ELEMENT * spec.M * spec.N),      # GeLU on each output (kernels/gelu.py)
-    )
+    """The product's (A and B read once, Y written once, 2MNK) plus GeLU on each output (kernels/gelu.py)."""
+    return gemm_cost(spec, epilogue_flops_per_element=GELU_FLOPS_PER_ELEMENT)
 
 
 def unfused_bytes_moved(spec: MatmulGeluSpec) -> int:

@@ -26,7 +26,7 @@ from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource, trit
 from workbench.registry import BuildContext, Op
 from workbench.triton_support import jit, next_power_of_2, tl
 
-from ._utils import MatrixSpec, elementwise_runner, num_warps_for, seeded_randn
+from ._utils import MATRIX_TEST_SPECS, MatrixSpec, elementwise_cost, elementwise_runner, num_warps_for, seeded_randn
 
 CU_FILE = Path(__file__).with_name("softmax.cu")
 # One row in registers: 16384 float32 over 16 warps is 32 values per thread (plus the exps);
@@ -45,7 +45,7 @@ class SoftmaxSpec(MatrixSpec):
 SOFTMAX = Op(
     "softmax", SoftmaxSpec,
     description="Row softmax of an M x N matrix",
-    test_specs=[{"M": 1, "N": 1000}, {"M": 257, "N": 257}, {"M": 3, "N": 4097}, {"M": 5, "N": 1}],
+    test_specs=[*MATRIX_TEST_SPECS, {"M": 5, "N": 1}],  # and rows of one element
 )
 
 
@@ -71,12 +71,8 @@ FLOPS_PER_ELEMENT = 5
 
 @SOFTMAX.cost_model
 def cost(spec: SoftmaxSpec) -> Cost:
-    numel = spec.M * spec.N
-    return Cost(
-        bytes_read=numel * spec.dtype.itemsize,     # x, read once
-        bytes_written=numel * spec.dtype.itemsize,  # y, written once
-        flops=FLOPS_PER_ELEMENT * numel,
-    )
+    """x read once, y written once, FLOPS_PER_ELEMENT per element."""
+    return elementwise_cost(spec, FLOPS_PER_ELEMENT)
 
 
 def manual_bytes_moved(spec: SoftmaxSpec) -> int:

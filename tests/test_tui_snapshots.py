@@ -17,6 +17,8 @@ from tui_helpers import (GELU_H200, SOFTMAX_SWEEP, fake_catalog, fake_opener, fa
                          fixture_engine, loaded, wait_for)
 from workbench.screens.app import WorkbenchApp
 
+pytestmark = pytest.mark.slow  # every test here runs the whole Textual app (pyproject markers)
+
 DATA_DIR = Path("/tmp/workbench-tui-snapshots")  # fixed: paths appear in the Log pane
 SIZE = (110, 34)
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workbench import fmt
 from workbench.engine.plan import RunOptions, default_cache_dir, run_plan
 from workbench.events import Error, Log, Result
 from workbench.session_model import ImplRef, RunSpec, Session, Settings
@@ -107,15 +108,16 @@ def warm_builds(session: Session, build_dir: Path, budget_s: float, workers: int
                 running.remove(entry)
                 if proc.returncode != 0:
                     err.seek(0)
-                    notes.append(f"warm {task["op"]} {task["impl"]} {task["dtype"]}: exit {proc.returncode}: "
+                    notes.append(f"warm {task['op']} {task['impl']} {task['dtype']}: exit {proc.returncode}: "
                                  f"{err.read().strip().splitlines()[-1:]}")
                 err.close()
         if time.monotonic() > deadline:
             for task, err, proc in running:
                 proc.kill()
                 err.close()
-                notes.append(f"warm {task["op"]} {task["impl"]} {task["dtype"]}: cut at the {budget_s:.0f} s warm-up budget")
-            notes += [f"warm {t["op"]} {t["impl"]} {t["dtype"]}: not started (warm-up budget)" for t in pending]
+                notes.append(f"warm {task['op']} {task['impl']} {task['dtype']}: "
+                             f"cut at the {budget_s:.0f} s warm-up budget")
+            notes += [f"warm {t['op']} {t['impl']} {t['dtype']}: not started (warm-up budget)" for t in pending]
             break
     return notes
 
@@ -199,19 +201,11 @@ def _row(rec: dict) -> dict:
         "op": rec["op"], "impl": rec["label"], "dtype": rec["dtype"],
         "shape": "x".join(str(v) for v in (rec["shape"] or {}).values()),
         "status": rec["status"],
-        "check": _check_text(check),
+        "check": fmt.check(check) if check else None,
         "median_ms": timing.get("median_ms"),
         "value": value, "unit": ("TFLOP/s" if flops else "GB/s") if value is not None else None,
         "note": "; ".join(notes) or None,
     }
-
-
-def _check_text(check: dict) -> str | None:
-    if not check:
-        return None
-    if check.get("passed"):
-        return f"ok (rel_l2 {check['rel_l2_err']:.1e})"
-    return f"FAILED at {check.get('first_bad_index')} (max_abs {check.get('max_abs_err'):.2e})"
 
 
 if __name__ == "__main__":  # one warm-up task: python -m benchmarks.stages._op_runs TASK_JSON BUILD_DIR

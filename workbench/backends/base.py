@@ -148,10 +148,11 @@ class Backend:
         """Raise WorkbenchError when `source` is not what this kind declares."""
         if source is None:
             return
-        if self.source_type is None or not isinstance(source, self.source_type):
-            want = self.source_type.__name__ if self.source_type else "no source"
-            raise WorkbenchError(f"{impl_name}: source= must be a {want} for kind {self.kind!r}, "
-                                 f"got {type(source).__name__}")
+        if self.source_type is None:
+            raise WorkbenchError(f"{impl_name}: kind {self.kind!r} takes no source=, got {type(source).__name__}")
+        if not isinstance(source, self.source_type):
+            raise WorkbenchError(f"{impl_name}: source= must be a {self.source_type.__name__} for kind "
+                                 f"{self.kind!r}, got {type(source).__name__}")
 
 
 _BACKENDS: dict[str, Backend] = {}
