@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from workbench.kernel_source import TritonSource
 from workbench.machine import find_nvcc
 from workbench.ptx.extract import ptx_record
 from workbench.ptx.launch_diff import diff_records
@@ -117,7 +118,7 @@ def test_every_triton_impl_has_every_stage_and_a_map(registry):
     seen = 0
     for op in registry.ops.values():
         for impl in op.impls.values():
-            if impl.triton_launch is None:
+            if not isinstance(impl.source, TritonSource):
                 continue
             dtypes = [d for d in op.dtypes if impl.supports(d)]
             spec = op.make_spec(op.test_specs[0] if op.test_specs else None, dtypes[0])

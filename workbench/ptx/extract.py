@@ -43,8 +43,8 @@ def ptx_record(op: Op | str, impl: Impl | str, spec: Any, params: Mapping[str, A
     """The `ptx` record and the texts of `impl` at `spec` with `params` (defaults where missing).
 
     target: "sm_90", 90, a GPUTarget (default: this GPU's arch, else sm_90); machine: a
-    workbench.machine.Machine (default: probe()); prefer_launched: for Triton, say so when launched
-    kernels of the function exist but none is this launch's; cache_dir: where nvcc outputs are
+    workbench.machine.Machine (default: probe()); prefer_launched: for Triton on its GPU, report the
+    kernel the run compiled (`launched`; False: always an ahead-of-time compile); cache_dir: where nvcc outputs are
     cached (default: the user cache dir; also holds cuobjdump outputs of Triton cubins); ctx: the
     run's BuildContext (fp32_precision reaches a launch that takes `ctx`). Raises
     UnavailableError in a process where Triton runs interpreted.

@@ -82,7 +82,8 @@ def triton_record(job: PtxJob) -> tuple[dict, Texts]:
     launch: TritonLaunch = job.source
     try:
         build = aot.build_source(launch, aot.resolve_target(job.target, job.has_cuda))
-        compiled, launched = aot.compile_launch(build)
+        # prefer_launched=False: an ahead-of-time compile even on the GPU (the stand-in driver)
+        compiled, launched = aot.compile_launch(build, stand_in=None if job.prefer_launched else True)
     except UnavailableError:
         raise
     except Exception as exc:  # never crash on API drift or a failed compile: say why
