@@ -8,6 +8,9 @@
 # each pane (1..5), shrinks the window to 80x24, saves with ctrl+s, quits with q (answering y
 # when it asks because a run is still active). Every capture is OUT_DIR/NN-what.txt; the
 # session's autosave and the saved file land under OUT_DIR/xdg-data (XDG_DATA_HOME).
+# Issue #17's evidence: the results table scrolled column by column at 80x24 (every column
+# reachable), the Profile pane's shortened kernel names with one whole name (enter), and the
+# focused pane (a heavy border in the .txt captures; colours too in the NN-what.ansi ones).
 set -u
 OUT_DIR=${1:?usage: tmux_try.sh OUT_DIR [SESSION] [RUN_WAIT_S]}
 SESSION=${2:-}
@@ -19,6 +22,10 @@ n=0
 snap() {  # snap NAME: capture the visible pane to OUT_DIR/NN-NAME.txt
   n=$((n + 1))
   tmux capture-pane -p -t "$T" > "$OUT_DIR/$(printf %02d $n)-$1.txt" 2>&1
+}
+snap_colour() {  # snap_colour NAME: the same with colours and attributes (escape sequences)
+  n=$((n + 1))
+  tmux capture-pane -p -e -t "$T" > "$OUT_DIR/$(printf %02d $n)-$1.ansi" 2>&1
 }
 tmux kill-session -t "$T" 2>/dev/null
 tmux new-session -d -s "$T" -x 200 -y 50 \
@@ -66,11 +73,42 @@ sleep 1.5
 snap ptx-split-stage
 tmux send-keys -t "$T" v
 sleep 0.5
+tmux send-keys -t "$T" 2     # Profile: the second kernel row highlighted, its whole name below
+sleep 1
+tmux send-keys -t "$T" j
+sleep 1
+snap profile-kernel-names
+snap_colour profile-focused-pane
+tmux send-keys -t "$T" Enter  # the highlighted kernel's whole name in a dialog
+sleep 1
+snap profile-whole-kernel-name
+tmux send-keys -t "$T" Escape
+sleep 0.5
+tmux send-keys -t "$T" Tab    # focus moves on: the border that is heavy moves with it
+sleep 0.5
+snap focus-moved-by-tab
 tmux resize-window -t "$T" -x 80 -y 24 2>/dev/null || tmux resize-pane -t "$T" -x 80 -y 24
 sleep 1.5
 tmux send-keys -t "$T" 1
 sleep 1
 snap small-80x24-timing
+snap_colour small-80x24-timing-focused
+for step in 1 2 3 4; do  # every column reachable: l scrolls past impl/status/median/spread
+  tmux send-keys -t "$T" l l l
+  sleep 0.7
+  snap "small-80x24-results-scrolled-$step"
+done
+tmux send-keys -t "$T" 2
+sleep 1
+tmux send-keys -t "$T" j
+sleep 1
+snap small-80x24-profile-kernel-names
+tmux send-keys -t "$T" e     # the spec editor takes the lists' place at 80 columns
+sleep 1
+snap small-80x24-spec-editor
+tmux send-keys -t "$T" Escape
+sleep 0.5
+tmux send-keys -t "$T" 1
 tmux send-keys -t "$T" b
 sleep 1
 snap small-80x24-no-sidebar

@@ -23,7 +23,7 @@ from workbench.registry import BuildContext
 from workbench.spec import Spec
 from workbench.triton_support import jit, tl
 
-from ._utils import cdiv, check_int32_offsets, seeded_randn
+from ._utils import cdiv, check_int32_offsets
 
 @dataclass(frozen=True)
 class GemmSpec(Spec):
@@ -53,11 +53,6 @@ def gemm_cost(spec: GemmSpec, epilogue_flops_per_element: int = 0) -> Cost:
         flops=(2 * spec.M * spec.N * spec.K                      # one multiply-add per (m, n, k)
                + epilogue_flops_per_element * spec.M * spec.N),  # the activation on each output
     )
-
-
-def gemm_inputs(spec: GemmSpec, device: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Seeded standard-normal A (M, K) and B (K, N) in spec.dtype (A @ B has std sqrt(K))."""
-    return seeded_randn(device, seed, spec.dtype, (spec.M, spec.K), (spec.K, spec.N))
 
 
 # Shared memory one block may opt in to on sm_90 (H100/H200): 227 KiB (CUDA C Programming Guide,

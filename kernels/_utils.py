@@ -1,6 +1,6 @@
-"""What the op files share (the way Liger-Kernel keeps one ops/utils.py): seeded inputs, the
-common spec shape, ceiling division, the num_warps rule, and the timed callables around a
-Triton launch.
+"""What the op files share (the way Liger-Kernel keeps one ops/utils.py): the common spec shape
+and test shapes, the elementwise cost, ceiling division, the num_warps rule, and the timed
+callables around a Triton launch (seeded inputs: workbench.inputs.seeded_normal).
 """
 
 from __future__ import annotations
@@ -39,17 +39,6 @@ def elementwise_cost(spec: MatrixSpec, flops_per_element: int, inputs: int = 1) 
         bytes_written=numel * spec.dtype.itemsize,         # the output, written once
         flops=flops_per_element * numel,
     )
-
-
-def seeded_randn(device: str, seed: int, dtype: DType, *shapes: tuple[int, ...],
-                 scales: tuple[float, ...] | None = None) -> tuple[torch.Tensor, ...]:
-    """Standard-normal tensors of `shapes`, drawn in order from one generator seeded with `seed`
-    on `device`, in float32 (so every dtype sees the same values, rounded once), each times its
-    scale (default 1), then cast to `dtype`."""
-    gen = torch.Generator(device=device).manual_seed(seed)
-    scales = scales or (1.0,) * len(shapes)
-    drawn = [torch.randn(*shape, generator=gen, device=device, dtype=torch.float32) for shape in shapes]
-    return tuple((t if s == 1.0 else s * t).to(dtype.torch) for t, s in zip(drawn, scales))
 
 
 def cdiv(a: int, b: int) -> int:

@@ -18,11 +18,13 @@ import torch
 from workbench.backends.cupy import raw_kernel
 from workbench.cost import Cost
 from workbench.cuda_build import load_cuda
+from workbench.inputs import large_and_subnormal, periodic_fill_, seeded_normal
+from workbench.chunking import CheckChunks
 from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource, triton_index, triton_ptr
 from workbench.registry import BuildContext, Op
 from workbench.triton_support import jit, tl
 
-from ._utils import MATRIX_TEST_SPECS, MatrixSpec, cdiv, elementwise_cost, elementwise_runner, seeded_randn
+from ._utils import MATRIX_TEST_SPECS, MatrixSpec, cdiv, elementwise_cost, elementwise_runner
 
 CU_FILE = Path(__file__).with_name("add.cu")
 CUPY_CU_FILE = Path(__file__).with_name("add_cupy.cu")
@@ -38,14 +40,29 @@ ADD = Op(
     "add", AddSpec,
     description="Elementwise x + y over M x N",
     test_specs=MATRIX_TEST_SPECS,
+    check_chunks=CheckChunks.flat(0, 1),
 )
 
 
 # -- inputs and reference --------------------------------------------------------------------
 @ADD.inputs
-def make_inputs(spec: AddSpec, device: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two seeded standard-normal tensors of shape (M, N) in spec.dtype."""
-    return seeded_randn(device, seed, spec.dtype, (spec.M, spec.N), (spec.M, spec.N))
+def make_inputs(spec: AddSpec, device: str, seed: int, out=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two seeded standard-normal tensors of shape (M, N) in spec.dtype (out: refill those)."""
+    x, y = out or (None, None)
+    return (seeded_normal((spec.M, spec.N), spec.dtype.torch, device, seed, 0, out=x),
+            seeded_normal((spec.M, spec.N), spec.dtype.torch, device, seed, 1, out=y))
+
+
+@ADD.special_inputs
+def special_inputs(spec: AddSpec, inputs, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Seeded x, y with, every 16 elements, pairs whose sum overflows to +inf, cancels to 0,
+    is -0 (-0 + -0), inf + finite, -inf + -inf, inf + -inf (NaN), NaN + finite, two subnormals."""
+    x, y = make_inputs(spec, str(inputs[0].device), seed, out=inputs)
+    big, tiny = large_and_subnormal(x.dtype)
+    inf, nan = float("inf"), float("nan")
+    periodic_fill_(x, [big, -big, 0.0, -0.0, inf, -inf, inf, nan, tiny, 1.0], 16)
+    periodic_fill_(y, [big, big, -0.0, -0.0, 1.0, -inf, -inf, 2.0, tiny, -1.0], 16)
+    return x, y
 
 
 @ADD.reference()

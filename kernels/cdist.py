@@ -17,12 +17,14 @@ import torch
 
 from workbench.cost import Cost
 from workbench.dtypes import DType
+from workbench.inputs import seeded_normal
+from workbench.chunking import CheckChunks
 from workbench.kernel_source import TritonLaunch, TritonSource, triton_ptr
 from workbench.registry import BuildContext, Op
 from workbench.spec import Spec
 from workbench.triton_support import jit, tl
 
-from ._utils import cdiv, check_int32_offsets, matrix_runner, seeded_randn
+from ._utils import cdiv, check_int32_offsets, matrix_runner
 
 # The float64 reference materialises (rows, N, D) differences: this many elements per chunk.
 REFERENCE_CHUNK_ELEMENTS = 2**26
@@ -46,14 +48,21 @@ CDIST = Op(
     test_specs=[{"M": 1, "N": 1000, "D": 3}, {"M": 257, "N": 257, "D": 16},
                 {"M": 30, "N": 26, "D": 1000}, {"M": 3, "N": 4097, "D": 5}],
     reduction_length=lambda spec: spec.D,
+    # The reference holds the (rows, N, D) differences and their squares, REFERENCE_CHUNK_ELEMENTS
+    # at most, and its row pieces twice while they are concatenated.
+    check_chunks=CheckChunks.rows(0, reference_bytes=lambda spec, chunk_out: (
+        2 * 8 * min(chunk_out * spec.D, REFERENCE_CHUNK_ELEMENTS) + 2 * 8 * chunk_out)),
 )
 
 
 # -- inputs and reference --------------------------------------------------------------------
 @CDIST.inputs
-def make_inputs(spec: CdistSpec, device: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Seeded standard-normal points x (M, D) and y (N, D)."""
-    return seeded_randn(device, seed, spec.dtype, (spec.M, spec.D), (spec.N, spec.D))
+def make_inputs(spec: CdistSpec, device: str, seed: int, out=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Seeded standard-normal points x (M, D) and y (N, D) (out: refill those). No special set:
+    points far from the origin are where torch.cdist's matmul form loses digits (P12)."""
+    x, y = out or (None, None)
+    return (seeded_normal((spec.M, spec.D), spec.dtype.torch, device, seed, 0, out=x),
+            seeded_normal((spec.N, spec.D), spec.dtype.torch, device, seed, 1, out=y))
 
 
 @CDIST.reference()

@@ -20,11 +20,13 @@ import torch.nn.functional as F
 
 from workbench.cost import Cost
 from workbench.cuda_build import load_cuda
+from workbench.inputs import large_and_subnormal, periodic_fill_, seeded_normal
+from workbench.chunking import CheckChunks
 from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource, triton_index, triton_ptr
 from workbench.registry import BuildContext, Op
 from workbench.triton_support import jit, tl
 
-from ._utils import MATRIX_TEST_SPECS, MatrixSpec, cdiv, elementwise_cost, elementwise_runner, seeded_randn
+from ._utils import MATRIX_TEST_SPECS, MatrixSpec, cdiv, elementwise_cost, elementwise_runner
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)  # 0.7978845608...; the lecture rounds it to 0.79788456
 CU_FILE = Path(__file__).with_name("gelu.cu")
@@ -40,14 +42,29 @@ GELU = Op(
     "gelu", GeluSpec,
     description="GeLU (tanh approximation), elementwise over M x N",
     test_specs=MATRIX_TEST_SPECS,
+    check_chunks=CheckChunks.flat(0),
 )
 
 
 # -- inputs and references -------------------------------------------------------------------
 @GELU.inputs
-def make_inputs(spec: GeluSpec, device: str, seed: int) -> tuple[torch.Tensor]:
-    """One seeded standard-normal x of shape (M, N) in spec.dtype, scaled x3 to reach both tails."""
-    return seeded_randn(device, seed, spec.dtype, (spec.M, spec.N), scales=(3.0,))
+def make_inputs(spec: GeluSpec, device: str, seed: int, out=None) -> tuple[torch.Tensor]:
+    """One seeded standard-normal x of shape (M, N) in spec.dtype, scaled x3 to reach both tails
+    (out: refill that tensor in place)."""
+    return (seeded_normal((spec.M, spec.N), spec.dtype.torch, device, seed, 0, scale=3.0,
+                          out=out[0] if out else None),)
+
+
+@GELU.special_inputs
+def special_inputs(spec: GeluSpec, inputs, seed: int) -> tuple[torch.Tensor]:
+    """Seeded x with, every 16 elements: 0, -0, NaN, +-0.25 x the dtype's max (x^3 overflows
+    inside the kernels; 2x does not), +-a subnormal, and -5.5, -8, -12 (the tail where 1 + tanh
+    cancels). No inf: the tanh formula gives -inf * 0 = NaN at -inf (the float64 reference too),
+    and torch 2.13's CPU F.gelu (erf form, `pytorch_erf`) returns NaN at +inf."""
+    (x,) = make_inputs(spec, str(inputs[0].device), seed, out=inputs)
+    big, tiny = large_and_subnormal(x.dtype, 0.25)
+    periodic_fill_(x, [0.0, -0.0, float("nan"), big, -big, tiny, -tiny, -5.5, -8.0, -12.0], 16)
+    return (x,)
 
 
 @GELU.reference("tanh")
@@ -90,9 +107,17 @@ def manual_gelu(x: torch.Tensor) -> torch.Tensor:
     return 0.5 * x * (1 + torch.tanh(0.79788456 * (x + 0.044715 * x * x * x)))
 
 
-@GELU.impl("manual", math="tanh", moved_bytes=manual_bytes_moved)
+@GELU.impl("manual", math="tanh", moved_bytes=manual_bytes_moved,
+           tolerance_scale={"float16": 512.0, "bfloat16": 8192.0})
 def build_manual(spec: GeluSpec, params, ctx: BuildContext):
-    """Hand-written PyTorch formula: nine eager kernels."""
+    """Hand-written PyTorch formula: nine eager kernels.
+
+    Tolerance factor (workbench.tolerance) 512 in float16, 8192 in bfloat16: each operator rounds
+    to the dtype, so tanh(a) near -1 keeps ~8 bits and 1 + tanh(a) cancels: for x < -3 the
+    output is off by up to ~u_dtype * |x| absolute (CPU: up to 176x the default float16
+    tolerance; least passing factor 256 float16, 4096 bfloat16 over the test specs and tiny
+    shapes, seeds 0-2, benchmarks/calibrate_check.py; x2 margin).
+    """
     return manual_gelu
 
 

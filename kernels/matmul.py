@@ -20,10 +20,13 @@ import torch
 
 from workbench.cost import Cost
 from workbench.cuda_build import load_cuda
+from workbench.dtypes import DType
+from workbench.inputs import seeded_normal
+from workbench.chunking import CheckChunks
 from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource
 from workbench.registry import BuildContext, Op
 
-from ._gemm import GEMM_TEST_SPECS, TRITON_PARAMS, GemmSpec, gemm_cost, gemm_inputs, gemm_k, matmul_launch
+from ._gemm import GEMM_TEST_SPECS, TRITON_PARAMS, GemmSpec, gemm_cost, gemm_k, matmul_launch
 from ._utils import cdiv, matrix_runner
 
 CU_FILE = Path(__file__).with_name("matmul.cu")
@@ -41,14 +44,36 @@ MATMUL = Op(
     test_specs=GEMM_TEST_SPECS,
     reduction_length=gemm_k,
     matmul_like=True,
+    check_chunks=CheckChunks.rows(0),
 )
 
 
 # -- inputs and reference --------------------------------------------------------------------
 @MATMUL.inputs
-def make_inputs(spec: MatmulSpec, device: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Seeded standard-normal A (M, K) and B (K, N) in spec.dtype."""
-    return gemm_inputs(spec, device, seed)
+def make_inputs(spec: MatmulSpec, device: str, seed: int, out=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Seeded standard-normal A (M, K) and B (K, N) in spec.dtype (out: refill those)."""
+    a, b = out or (None, None)
+    return (seeded_normal((spec.M, spec.K), spec.dtype.torch, device, seed, 0, out=a),
+            seeded_normal((spec.K, spec.N), spec.dtype.torch, device, seed, 1, out=b))
+
+
+# Exponents of the special set's scaling (A * 2^s, B * 2^-s: the same products): float16's range
+# is 2^-24..65504, so 2^8 keeps A finite and makes many entries of B subnormal.
+SPECIAL_EXPONENT = {DType.float16: 8, DType.bfloat16: 40, DType.float32: 40}
+
+
+def special_inputs(spec, inputs, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Seeded A * 2^s and B * 2^-s (large magnitudes in A, tiny and subnormal ones in B; the
+    exact products are unchanged) with every 7th column of A set to -0."""
+    a, b = make_inputs(spec, str(inputs[0].device), seed, out=inputs)
+    shift = 2.0 ** SPECIAL_EXPONENT[spec.dtype]
+    a.mul_(shift)
+    b.mul_(1.0 / shift)
+    a[:, ::7].fill_(-0.0)
+    return a, b
+
+
+MATMUL.special_inputs(special_inputs)
 
 
 @MATMUL.reference()

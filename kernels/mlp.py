@@ -24,10 +24,10 @@ import torch.nn.functional as F
 
 from workbench.cost import Cost
 from workbench.dtypes import DType
+from workbench.inputs import seeded_normal
 from workbench.registry import BuildContext, Op
 from workbench.spec import Spec
 
-from ._utils import seeded_randn
 
 # FLOPs per element of the erf GeLU forward (x/sqrt2, erf counted as 1, 1+, *x, *0.5) and of
 # its backward (the derivative Phi(x) + x phi(x): exp and erf as 1 each, about 8 in all).
@@ -55,21 +55,28 @@ MLP = Op(
     # CPU stay within a tenth of this tolerance in every dtype up to 1024 x 16 layers.
     reduction_length=lambda spec: spec.dim * spec.layers,
     matmul_like=True,
+    # No check_chunks: both outputs depend on every input. The loss and the norm are float32
+    # in every dtype (a half-precision sum would overflow).
+    out_dtype=lambda spec: DType.float32,
 )
 
 
 # -- inputs and reference --------------------------------------------------------------------
 @MLP.inputs
-def make_inputs(spec: MlpSpec, device: str, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def make_inputs(spec: MlpSpec, device: str, seed: int, out=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Seeded x (batch, dim), W (layers, dim, dim), b (layers, dim).
 
     W is normal with std sqrt(2/dim) (He initialisation), so activations keep an O(1) scale
     over tens of layers (nn.Linear's default shrinks them by ~3x per layer); at 64 layers the
     first layer's gradient still fades to ~1e-4, where its check falls under atol. b is normal
-    with std 0.1.
+    with std 0.1. out: refill those tensors in place.
     """
-    return seeded_randn(device, seed, spec.dtype, (spec.batch, spec.dim), (spec.layers, spec.dim, spec.dim),
-                        (spec.layers, spec.dim), scales=(1.0, math.sqrt(2.0 / spec.dim), 0.1))
+    x, w, b = out or (None, None, None)
+    dtype = spec.dtype.torch
+    return (seeded_normal((spec.batch, spec.dim), dtype, device, seed, 0, out=x),
+            seeded_normal((spec.layers, spec.dim, spec.dim), dtype, device, seed, 1,
+                          scale=math.sqrt(2.0 / spec.dim), out=w),
+            seeded_normal((spec.layers, spec.dim), dtype, device, seed, 2, scale=0.1, out=b))
 
 
 def forward(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor]) -> torch.Tensor:

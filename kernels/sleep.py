@@ -5,7 +5,8 @@ section 1.3 profiles a 50 ms `time.sleep` before any kernel).
 
 No device work: zero bytes and zero FLOPs. A timer must report ~sleep_ms; a profiler must show
 no kernels. The check is only that the call returned: it returns its input sentinel, and the
-reference returns the same. dtype is the sentinel's (any of the three).
+reference returns the same. dtype is the sentinel's (any of the three); its value is seeded, so
+the check's second input set differs from the first.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import torch
 
 from workbench.cost import Cost
 from workbench.dtypes import DType
+from workbench.chunking import CheckChunks
+from workbench.inputs import seeded_normal
 from workbench.registry import BuildContext, Op
 from workbench.spec import Spec
 
@@ -41,14 +44,15 @@ SLEEP = Op(
     "sleep", SleepSpec,
     description="Host sleep of sleep_ms (calibrates timing and profiling)",
     test_specs=[{"sleep_ms": 0}, {"sleep_ms": 2}],
+    check_chunks=CheckChunks.flat(0),
 )
 
 
 # -- inputs and reference --------------------------------------------------------------------
 @SLEEP.inputs
-def make_inputs(spec: SleepSpec, device: str, seed: int) -> tuple[torch.Tensor]:
-    """A one-element sentinel (the value 1) on the device."""
-    return (torch.ones(1, dtype=spec.dtype.torch, device=device),)
+def make_inputs(spec: SleepSpec, device: str, seed: int, out=None) -> tuple[torch.Tensor]:
+    """A one-element seeded sentinel on the device (out: refill that tensor)."""
+    return (seeded_normal((1,), spec.dtype.torch, device, seed, 0, out=out[0] if out else None),)
 
 
 @SLEEP.reference()

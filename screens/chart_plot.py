@@ -13,7 +13,7 @@ from typing import Callable
 from rich.text import Text
 from textual_plotext import PlotextPlot
 
-Draw = Callable[[object], str]  # draws into `plt`, returns the caption
+Draw = Callable[[object], "str | Text"]  # draws into `plt`, returns the caption
 
 
 class ChartPlot(PlotextPlot):
@@ -23,7 +23,7 @@ class ChartPlot(PlotextPlot):
         super().__init__(**kwargs)
         self._draw_fn: Draw | None = None
 
-    def draw(self, fn: Draw) -> str:
+    def draw(self, fn: Draw) -> "str | Text":
         """Keep `fn` for every later render; returns its caption (or what went wrong)."""
         self._draw_fn = fn
         try:

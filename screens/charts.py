@@ -1,20 +1,28 @@
 """Drawing the charts into a textual-plotext `Plot` (plain functions over plain data).
 
-Every function clears the plot's data first and returns a caption line (what was dropped,
-which axes are logarithmic) for the pane to show under the chart.
+Every function clears the plot's data first and returns a caption (rich Text): the legend, one
+glyph and colour per series (so NO_COLOR and colour-blind readers can tell them apart), with
+the sweep values a series covers, then what was dropped and which axes are logarithmic. The
+legend lives under the chart, never over the data (plotext's own legend is not used).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
+
+from rich.text import Text
 
 from .fmt import is_number
 from .model import Row
 
-COLORS = ("cyan", "orange", "green", "magenta", "blue", "red", "cyan+", "green+")
-# one marker per implementation in the roofline, so points are told apart without colour too
+# (plotext colour, the same colour in rich) per series, and one glyph per series beside it
+COLORS = (("cyan", "cyan"), ("orange", "dark_orange"), ("green", "green"), ("magenta", "magenta"),
+          ("blue", "blue"), ("red", "red"), ("cyan+", "bright_cyan"), ("green+", "bright_green"))
 MARKERS = ("◆", "●", "▲", "■", "✚", "★", "◇", "○")
+# lines in half blocks: in the app, braille lines on a log axis drifted off their points
+LINE = "hd"
+Point = tuple[str, Any, Any, Any]  # (implementation label, sweep value or None, x, y)
 METRICS = {"time": "median ms", "gbps": "GB/s", "tflops": "TFLOP/s"}
 LOG_RATIO = 20.0  # an axis spanning more than this factor is drawn logarithmic
 
@@ -53,38 +61,41 @@ def setup(plt) -> None:
     plt.clear_figure()
 
 
-def live_samples(plt, rows: Sequence[Row]) -> str:
-    """Every sample so far, one line per implementation (x: sample number, y: ms)."""
+def live_samples(plt, rows: Sequence[Row]) -> Text:
+    """Every sample so far, one series per implementation (x: sample number, y: ms)."""
     setup(plt)
-    drawn = 0
-    for color, row in zip(_colors(), rows):
+    legend = []
+    for style, row in zip(styles(), rows):
         if row.samples_ms:
-            plt.plot(list(range(1, len(row.samples_ms) + 1)), row.samples_ms,
-                     label=row.label, color=color, marker="braille")
-            drawn += 1
-    return "samples as they arrive: y ms, x sample number" if drawn else "waiting for samples…"
+            (color, _), marker = style
+            plt.scatter(list(range(1, len(row.samples_ms) + 1)), row.samples_ms, color=color, marker=marker)
+            legend.append((style, row.label))
+    if not legend:
+        return Text("waiting for samples…")
+    return caption(legend, "samples as they arrive: y ms, x sample number")
 
 
-def medians(plt, rows: Sequence[Row], metric: str) -> str:
+def medians(plt, rows: Sequence[Row], metric: str) -> Text:
     """Median per implementation with its p20..p80 bar, one line each (names on the y axis)."""
     setup(plt)
     points = [(row, metric_value(row, row.get("timing", "median_ms"), metric)) for row in rows]
     points = [(row, v) for row, v in points if v is not None]
     if not points:
-        return "no timed results (check failed, unavailable, or not benchmarked)"
+        return Text("no timed results (check failed, unavailable, or not benchmarked)")
     log = wants_log(v for _, v in points)
     plt.xscale("log" if log else "linear")
-    for y, (color, (row, value)) in enumerate(zip(_colors(), reversed(points)), start=1):
+    for y, (((color, _), marker), (row, value)) in enumerate(reversed(list(zip(styles(), points))), start=1):
         lo, hi = (metric_value(row, row.get("timing", q), metric) for q in ("p20_ms", "p80_ms"))
         if lo is not None and hi is not None:
             plt.plot([lo, hi], [y, y], color=color, marker="─")
-        plt.scatter([value], [y], color=color, marker="◆")
+        plt.scatter([value], [y], color=color, marker=marker)
     plt.yticks(list(range(1, len(points) + 1)), [r.label for r, _ in reversed(points)])
     plt.ylim(0.5, len(points) + 0.5)
-    return _caption(log, False, 0, f"x {METRICS[metric]}: ◆ median, ─ p20..p80 (m: metric)")
+    # the names are on the y axis: no legend needed
+    return caption([], f"x {METRICS[metric]}: glyph median, ─ p20..p80 (m: metric)", log_x=log)
 
 
-def sweep(plt, rows: Sequence[Row], metric: str, param: str) -> str:
+def sweep(plt, rows: Sequence[Row], metric: str, param: str) -> Text:
     """The metric against the swept value, one line per implementation; log axes where they help."""
     setup(plt)
     series = _series(rows, metric)
@@ -92,14 +103,16 @@ def sweep(plt, rows: Sequence[Row], metric: str, param: str) -> str:
     log_y = wants_log(y for _, ys in series.values() for y in ys)
     plt.xscale("log" if log_x else "linear")
     plt.yscale("log" if log_y else "linear")
-    dropped = 0
-    for color, (label, (xs, ys)) in zip(_colors(), series.items()):
+    dropped, legend = 0, []
+    for style, (label, (xs, ys)) in zip(styles(), series.items()):
+        (color, _), marker = style
         xs, ys, lost = keep_points(xs, ys, log_x, log_y)
         dropped += lost
         if xs:
-            plt.plot(xs, ys, label=label, color=color, marker="braille")
-            plt.scatter(xs, ys, color=color, marker="●")
-    return _caption(log_x, log_y, dropped, f"y {METRICS[metric]}, x {param} (m: metric)")
+            plt.plot(xs, ys, color=color, marker=LINE)
+            plt.scatter(xs, ys, color=color, marker=marker)
+        legend.append((style, label))
+    return caption(legend, f"y {METRICS[metric]}, x {param} (m: metric)", log_x, log_y, dropped)
 
 
 def _series(rows: Sequence[Row], metric: str) -> dict[str, tuple[list, list]]:
@@ -111,23 +124,42 @@ def _series(rows: Sequence[Row], metric: str) -> dict[str, tuple[list, list]]:
     return series
 
 
-def roofline(plt, points: Sequence[tuple[str, float | None, float | None]],
-             copy_gbps: float | None, peak_tflops: float | None) -> str:
-    """Achieved TFLOP/s against intensity (FLOP/byte), both log, under the measured ceilings."""
+def roofline(plt, points: Sequence[Point], copy_gbps: float | None, peak_tflops: float | None,
+             param: str = "") -> Text:
+    """Achieved TFLOP/s against intensity (FLOP/byte), both log, under the measured ceilings:
+    one glyph per implementation, its sweep points joined in sweep order."""
     setup(plt)
-    xs = [x for _, x, _ in points if is_number(x) and x > 0]
+    xs = [x for _, _, x, _ in points if is_number(x) and x > 0]
     if not xs:
-        return "no points: run bench to place the implementations"
+        return Text("no points: run bench to place the implementations")
     plt.xscale("log")
     plt.yscale("log")
-    caption = _ceiling(plt, min(xs) / 4, max(xs) * 4, copy_gbps, peak_tflops)
-    dropped = 0
-    for index, (color, (label, x, y)) in enumerate(zip(_colors(), points)):
-        if _ok(x, True) and _ok(y, True):
-            plt.scatter([x], [y], label=label, color=color, marker=MARKERS[index % len(MARKERS)])
-        else:
-            dropped += 1
-    return _caption(True, True, dropped, f"roofline: y TFLOP/s, x FLOP/byte · {caption}")
+    ceiling = _ceiling(plt, min(xs) / 4, max(xs) * 4, copy_gbps, peak_tflops)
+    groups: dict[str, list[Point]] = {}
+    for point in points:
+        groups.setdefault(point[0], []).append(point)
+    dropped, legend = 0, []
+    for style, (label, group) in zip(styles(), groups.items()):
+        (color, _), marker = style
+        kept = [(x, y) for _, _, x, y in group if _ok(x, True) and _ok(y, True)]
+        dropped += len(group) - len(kept)
+        if len(kept) > 1:
+            plt.plot([x for x, _ in kept], [y for _, y in kept], color=color, marker=LINE)
+        if kept:
+            plt.scatter([x for x, _ in kept], [y for _, y in kept], color=color, marker=marker)
+        legend.append((style, label + sweep_span(param, [p[1] for p in group])))
+    return caption(legend, f"roofline: y TFLOP/s, x FLOP/byte · {ceiling}", True, True, dropped)
+
+
+def sweep_span(param: str, values: Sequence) -> str:
+    """' N 256…65536' for a series over sweep values ('' when it is one unswept point)."""
+    values = [_scalar(v) for v in values if v is not None]
+    if not values:
+        return ""
+    name = f" {param}" if param else ""
+    if len(values) == 1:
+        return f"{name} {values[0]}"
+    return f"{name} {values[0]}…{values[-1]}"
 
 
 def _ceiling(plt, x_lo: float, x_hi: float, copy_gbps, peak_tflops) -> str:
@@ -136,25 +168,37 @@ def _ceiling(plt, x_lo: float, x_hi: float, copy_gbps, peak_tflops) -> str:
     grid = [x_lo * (x_hi / x_lo) ** (i / 40) for i in range(41)]
     roof = [min(x * copy_gbps / 1000, peak_tflops if is_number(peak_tflops) else math.inf)
             for x in grid]
-    plt.plot(grid, roof, color="gray", marker="braille", label="ceiling")
-    return f"ceiling: {copy_gbps:.0f} GB/s copy" + (
+    plt.plot(grid, roof, color="gray", marker="·")
+    return f"grey line: the ceiling, {copy_gbps:.0f} GB/s copy" + (
         f", {peak_tflops:.0f} TFLOP/s" if is_number(peak_tflops) else "")
 
 
-def _caption(log_x: bool, log_y: bool, dropped: int, extra: str = "") -> str:
-    parts = [extra] if extra else []
+def caption(legend: Sequence[tuple[tuple, str]], what: str, log_x: bool = False, log_y: bool = False,
+            dropped: int = 0) -> Text:
+    """The legend (glyph and name per series, in its colour), then `what`, log axes, drops."""
+    text = Text()
+    for ((_, rich_color), marker), label in legend:
+        text.append(f"{marker} {label}", style=rich_color)
+        text.append("  ")
+    if legend:
+        text.append("\n")
+    parts = [what] if what else []
     axes = [a for a, on in (("x", log_x), ("y", log_y)) if on]
     if axes:
         parts.append(f"log {' and '.join(axes)}")
     if dropped:
         parts.append(f"dropped {dropped} zero/NaN point{'s' if dropped > 1 else ''}")
-    return " · ".join(parts)
+    text.append(" · ".join(parts), style="dim")
+    return text
 
 
 def _scalar(value):
     return value[0] if isinstance(value, (list, tuple)) and value else value
 
 
-def _colors():
+def styles():
+    """((plotext colour, rich colour), glyph) per series, repeating after len(MARKERS)."""
+    index = 0
     while True:
-        yield from COLORS
+        yield COLORS[index % len(COLORS)], MARKERS[index % len(MARKERS)]
+        index += 1

@@ -17,6 +17,34 @@ from textual.widgets.option_list import Option
 from .keys import KeyOptionList
 
 
+# Every mark drawn on screen, and what it says (the ? screen lists them under the keys).
+MARKS = (
+    ("✓", "implementation or action ticked: it runs"),
+    ("◐", "can do some of the ticked actions here, not all (the detail below the list says which)"),
+    ("✗", "can do none of the ticked actions here (struck through; the detail says why)"),
+    ("↔N", "in the run list: the run sweeps N"),
+    ("(ptx)", "in the run list: the run does not bench, only the actions named"),
+    ("+ op", "in the run list: a new run of that op (joins the session when run)"),
+    ("━ border", "the focused section or pane: the keyboard is there"),
+    ("⚠", "the results shown are for another spec than the one being edited (r runs it)"),
+    ("◆ ● ▲ ■ ✚ ★", "one glyph per implementation in the charts, as in the legend under them"),
+    ("─", "in the Timing chart: p20..p80 of the samples around the median"),
+    ("…", "a cell or name cut to fit: the full text is on the line under the table"),
+    ("█", "in the Traffic pane: bytes moved, relative to the implementation moving most"),
+    ("! ✗", "in the Log pane: a warning, an error"),
+)
+
+
+def marks_table() -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("[u]Marks on screen[/u]", "")
+    for mark, meaning in MARKS:
+        table.add_row(mark, meaning)
+    return table
+
+
 def bindings_table(groups: Iterable[tuple[str, Iterable]]) -> Table:
     """A table of (where, bindings): key as the footer shows it, and what it does."""
     table = Table.grid(padding=(0, 2))
@@ -71,6 +99,7 @@ class HelpScreen(ModalScreen[None]):
             yield Label("Keys (single keys are off while typing in a field)", classes="dialog-title")
             with VerticalScroll():
                 yield Static(bindings_table(self._groups), id="help-table")
+                yield Static(marks_table(), id="help-marks")
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -97,27 +126,59 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(event.button.id == "yes")
 
 
-class OpenScreen(ModalScreen[Path | None]):
-    """Pick a known session or type a path; enter opens, escape cancels."""
+class OpenScreen(ModalScreen[tuple[Path, bool] | None]):
+    """Pick a known session or type a path; enter opens, escape cancels. A typed path that does
+    not exist is named, and enter again starts a new session there. Answers (path, create)."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
 
     def __init__(self, known: list[tuple[str, Path]]) -> None:
         super().__init__()
         self._known = known
+        self._missing: Path | None = None  # the missing path enter was pressed on once
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="open-box"):
             yield Label("Open a session", classes="dialog-title")
             yield Input(placeholder="path/to/session.yaml (enter to open)", id="open-path")
+            yield Static("", id="open-problem", classes="problem")
             yield KeyOptionList(*[Option(label, id=str(path)) for label, path in self._known],
                                 id="open-known")
 
     @on(Input.Submitted, "#open-path")
     def _typed(self, event: Input.Submitted) -> None:
-        if event.value.strip():
-            self.dismiss(Path(event.value.strip()).expanduser())
+        if not event.value.strip():
+            return
+        path = Path(event.value.strip()).expanduser()
+        if path.exists() or path == self._missing:
+            self.dismiss((path, not path.exists()))
+            return
+        self._missing = path
+        self.query_one("#open-problem", Static).update(
+            f"{path}: no such file. Enter again starts a new session there (ctrl+s writes it); "
+            "escape cancels.")
+
+    @on(Input.Changed, "#open-path")
+    def _changed(self, event: Input.Changed) -> None:
+        self._missing = None
+        self.query_one("#open-problem", Static).update("")
 
     @on(OptionList.OptionSelected, "#open-known")
     def _picked(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(Path(event.option.id))
+        self.dismiss((Path(event.option.id), False))
+
+
+class TextScreen(ModalScreen[None]):
+    """A long text in full (a kernel's whole name), wrapped and scrollable; escape closes."""
+
+    BINDINGS = [Binding("escape,enter,q", "dismiss", "Close")]
+
+    def __init__(self, title: str, text: str) -> None:
+        super().__init__()
+        self._title, self._text = title, text
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(f"{self._title} (escape closes)", classes="dialog-title")
+            with VerticalScroll():
+                yield Static(self._text, markup=False, id="text-body")

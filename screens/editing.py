@@ -17,6 +17,7 @@ from workbench.session_model import ImplRef, RunSpec, Session, Sweep
 from .catalog import OpInfo
 
 DEFAULT_ACTIONS = ("check", "bench")
+INT64_MAX = 2 ** 63 - 1  # torch sizes are int64: a dimension beyond it cannot even be allocated
 
 
 def default_run(op: OpInfo) -> RunSpec:
@@ -107,6 +108,7 @@ def parse_sweep(params_text: str, values_text: str, op: OpInfo) -> Sweep | None:
             if param in op.shape_fields:
                 ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
                 problem = None if ok else f"must be a positive integer, got {show(value)}"
+                problem = problem or _too_large(value)
             else:
                 default = next(i.params[param] for i in op.impls if param in i.params)
                 problem = param_problem(param, value, default)
@@ -139,7 +141,16 @@ def _positive_int(name: str, text: str) -> int:
         raise ValueError(f"{name}: must be an integer, got {text.strip()!r}") from None
     if value < 0:
         raise ValueError(f"{name}: must not be negative, got {value}")
+    problem = _too_large(value)
+    if problem:
+        raise ValueError(f"{name}: {problem}")
     return value
+
+
+def _too_large(value: int) -> str | None:
+    if value <= INT64_MAX:
+        return None
+    return f"must be at most 2^63-1 = {INT64_MAX:,} (torch sizes are int64), got {value:.3g}"
 
 
 def row_count(run: RunSpec, op: OpInfo) -> int:

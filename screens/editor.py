@@ -50,7 +50,9 @@ class EditorMixin:
     def show_results(self) -> None:
         model = self.ws.model()
         sweep = self.ws.run.sweep if self.ws.run else None
-        self.query_one(TimingPane).sweep_param = ", ".join(sweep.params) if sweep else ""
+        param = ", ".join(sweep.params) if sweep else ""
+        self.query_one(TimingPane).sweep_param = param
+        self.query_one(TrafficPane).sweep_param = param
         self.mark_stale()
         for pane in RESULT_PANES:
             try:
@@ -123,8 +125,6 @@ class EditorMixin:
             self._toggle_impl(message.value)
         elif message.kind == "session":
             self.open_path(message.value)
-        elif message.kind == "force":
-            self.action_force_run()
 
     def _toggle_impl(self, name: str) -> None:
         chosen = editing.selected(self.ws.run, self.ws.op)
@@ -146,12 +146,10 @@ class EditorMixin:
                      i.reason(ws.run.actions, editing.dtype_of(ws.run, ws.op)) or i.description,
                      "impl", i.name) for i in ws.op.impls]
         if kind == "session":
-            runs = [(f"run {i}: {title}", "this session", "run", i) for i, title in ws.run_titles()]
-            files = [(f"open {label}", str(path), "session", path)
+            runs = [(f"show run {i}: {title}", "a run of this session", "run", i) for i, title in ws.run_titles()]
+            files = [(f"open session {label}", str(path), "session", path)
                      for label, path in sessions_io.known_sessions(self.data_dir)]
-            force = [("Run anyway (force)", "run this run, rows estimated too large included",
-                      "force", None)]
-            return force + runs + files
+            return runs + files
         return []
 
     # -- autosave ---------------------------------------------------------------------------

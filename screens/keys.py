@@ -14,6 +14,11 @@ from textual.widgets import DataTable, Input, OptionList, RichLog, SelectionList
 
 LIST_KEYS = [Binding("j", "cursor_down", "Down", show=False),
               Binding("k", "cursor_up", "Up", show=False)]
+# on the run list (screens.run_actions does the work); u, undo, works everywhere
+RUN_LIST_KEYS = [Binding("d,delete", "app.delete_run", "Delete run"),
+                 Binding("c", "app.duplicate_run", "Copy run"),
+                 Binding("K", "app.move_run(-1)", "Move run up", show=False),
+                 Binding("J", "app.move_run(1)", "Move run down", show=False)]
 SCROLL_KEYS = [Binding("j", "scroll_down", "Down", show=False),
                 Binding("k", "scroll_up", "Up", show=False)]
 
@@ -44,10 +49,25 @@ class KeySelectionList(SelectionList):
 
 
 class KeyDataTable(DataTable):
-    """j/k move the cursor; h/l (like left/right) scroll columns that do not fit into view."""
+    """j/k move the cursor; h/l and left/right scroll the columns that do not fit, a whole
+    column at a time (a row-cursor DataTable scrolls one character per key)."""
 
-    BINDINGS = LIST_KEYS + [Binding("h", "cursor_left", "Left", show=False),
-                            Binding("l", "cursor_right", "Right", show=False)]
+    BINDINGS = LIST_KEYS + [Binding("h,left", "columns(-1)", "Scroll left", show=False),
+                            Binding("l,right", "columns(1)", "Scroll right", show=False)]
+
+    def action_columns(self, delta: int) -> None:
+        """Bring the next (delta 1) or previous (-1) scrolled column to the left edge."""
+        if self.cursor_type in ("cell", "column"):
+            (self.action_cursor_right if delta > 0 else self.action_cursor_left)()
+            return
+        widths = [column.get_render_width(self) for column in self.ordered_columns]
+        fixed = sum(widths[:self.fixed_columns])
+        starts = [sum(widths[:i]) - fixed for i in range(self.fixed_columns, len(widths))]
+        if delta > 0:
+            target = next((x for x in starts if x > self.scroll_x + 0.5), self.max_scroll_x)
+        else:
+            target = next((x for x in reversed(starts) if x < self.scroll_x - 0.5), 0)
+        self.scroll_to(x=min(target, self.max_scroll_x), animate=False)
 
     def replace_rows(self, rows: Iterable[Iterable]) -> None:
         """All rows anew; auto-width columns shrink back to fit (clear() keeps their widths)."""
@@ -73,7 +93,7 @@ class FieldInput(Input):
 
     BINDINGS = [Binding("tab", "app.focus_next", "Next field", show=False),
                 Binding("shift+tab", "app.focus_previous", "Previous field", show=False),
-                Binding("escape", "leave", "Leave the field", show=False)]
+                Binding("escape", "leave", "Back to the list")]
 
     _last_hint = 0.0
 

@@ -32,6 +32,13 @@ class LoadFailed(Message):
 
 
 @dataclass
+class OpenFailed(Message):
+    """A session chosen with ctrl+o or the palette could not be opened (the current one stays)."""
+
+    error: str
+
+
+@dataclass
 class SessionOpened(Message):
     """A session file was read (ctrl+o, the palette), with its saved results if any."""
 

@@ -1,6 +1,10 @@
 """Profile: per implementation, the profiler's kernel table (sortable: click a header or press s),
 kernels per call, and CPU against device time.
 
+Kernel names are shortened for the table (screens.kernel_names: demangled, namespaces dropped,
+template arguments collapsed, cut to the width left by the time columns, which stay in view);
+the highlighted row's full name is on the line under the table, and enter shows it whole.
+
 Attributes down: `model`. The implementation shown is picked in the pane's own Select.
 """
 
@@ -13,32 +17,39 @@ from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import DataTable, Select, Static
 
-from . import fmt
+from . import fmt, kernel_names
+from .dialogs import TextScreen
 from .keys import KeyDataTable
 from .model import Row, RunModel
 
-COLUMNS = (("name", "name"), ("kind", "kind"), ("calls", "calls"),
-           ("device µs", "self_device_us"), ("CPU µs", "self_cpu_us"), ("%", "pct"))
+COLUMNS = (("name", "name"), ("device µs", "self_device_us"), ("CPU µs", "self_cpu_us"),
+           ("%", "pct"), ("calls", "calls"), ("kind", "kind"))
+FIXED_COLUMNS = 3  # name, device µs, CPU µs: the times stay in view; %, calls, kind may scroll
+MIN_NAME_WIDTH = 16
 
 
 class ProfilePane(Vertical):
-    BINDINGS = [Binding("s", "next_sort", "Sort")]
+    BINDINGS = [Binding("s", "next_sort", "Sort"),
+                Binding("enter", "show_name", "Whole kernel name", show=False)]
 
     model: reactive[RunModel | None] = reactive(None, always_update=True, init=False)
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self._sort = (3, True)  # column index, descending
+        self._sort = (1, True)  # column index, descending: device time first
+        self._shown: Row | None = None
+        self._names: list[str] = []  # full names, by row key
 
     def compose(self) -> ComposeResult:
         yield Select[str]([], id="profile-impl", compact=True, prompt="implementation")
         yield Static("", id="profile-summary", classes="summary")
-        yield KeyDataTable(id="profile-table", cursor_type="row", zebra_stripes=True)
+        yield KeyDataTable(id="profile-table", cursor_type="row", zebra_stripes=True,
+                           fixed_columns=FIXED_COLUMNS)
+        yield Static("", id="kernel-detail", classes="row-detail")
 
-    def on_mount(self) -> None:
-        table = self.query_one(KeyDataTable)
-        for label, key in COLUMNS:
-            table.add_column(label, key=key)
+    def on_resize(self) -> None:
+        if self._shown is not None:
+            self._show(self._shown)
 
     def watch_model(self, model: RunModel | None) -> None:
         rows = [r for r in (model.rows.values() if model else ()) if r.profile]
@@ -62,17 +73,59 @@ class ProfilePane(Vertical):
         return next((r for r in rows if _title(r) == title), None)
 
     def _show(self, row: Row | None) -> None:
+        self._shown = row
         profile = row.profile if row else None
         self.query_one("#profile-summary", Static).update(summary(profile))
         device = bool((profile or {}).get("device_events"))
-        self.query_one(KeyDataTable).replace_rows(  # no device events: '-', never rows of 0
-            [_cell(item.get(key) if device or key != "self_device_us" else None) for _, key in COLUMNS]
-            for item in (profile or {}).get("rows", ()))
+        items = list((profile or {}).get("rows", ()))
+        self._names = [str(item.get("name") or "") for item in items]
+        cells = [[_cell(item.get(key) if device or key != "self_device_us" else None)  # no device events: '-'
+                  for _, key in COLUMNS[1:]] for item in items]
+        table = self.query_one(KeyDataTable)
+        cursor = table.cursor_row if table.row_count else 0  # kept across a redraw or a resize
+        # the name gets what the times and % leave (calls and kind may scroll off at 80 columns)
+        room = max(MIN_NAME_WIDTH, table.size.width - _others_width(cells, 3) - 3)
+        names = display_names(self._names, items, room)
+        width = min(room, max((len(n) for n in names), default=MIN_NAME_WIDTH))  # no gap to the times
+        table.clear(columns=True)
+        table.add_column(COLUMNS[0][0], key=COLUMNS[0][1], width=width)
+        for label, key in COLUMNS[1:]:
+            table.add_column(label, key=key)
+        for index, (name, rest) in enumerate(zip(names, cells)):
+            table.add_row(name, *rest, key=str(index))
         self._apply_sort()
+        if table.row_count:
+            table.move_cursor(row=min(cursor, table.row_count - 1), animate=False)
+        self._show_detail()
+
+    @on(DataTable.RowHighlighted, "#profile-table")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_detail()
+
+    def _show_detail(self) -> None:
+        self.query_one("#kernel-detail", Static).update(self._highlighted_name())
+
+    def _highlighted_name(self) -> str:
+        table = self.query_one(KeyDataTable)
+        if not table.row_count or not 0 <= table.cursor_row < table.row_count:
+            return ""
+        key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+        return self._names[int(key)]
+
+    @on(DataTable.RowSelected, "#profile-table")
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_show_name()
+
+    def action_show_name(self) -> None:
+        """The highlighted kernel's whole name, in a dialog (it can be 900 characters)."""
+        name = self._highlighted_name()
+        if name:
+            self.app.push_screen(TextScreen("Kernel name", name))
 
     def action_next_sort(self) -> None:
-        column, descending = self._sort
-        self._sort = ((column + 1) % len(COLUMNS), column + 1 >= 2)
+        column = (self._sort[0] + 1) % len(COLUMNS)
+        self._sort = (column, COLUMNS[column][1] not in ("name", "kind"))  # figures: largest first
         self._apply_sort()
 
     @on(DataTable.HeaderSelected)
@@ -100,6 +153,29 @@ def summary(profile: dict | None) -> str:
     if not profile.get("device_events"):
         return f"no device rows here (CPU-only profile) · CPU {cpu:.1f} µs"
     return f"kernels per call {kernels if kernels is not None else '-'} · device {device:.1f} µs · CPU {cpu:.1f} µs"
+
+
+def display_names(names: list[str], items: list[dict], width: int) -> list[str]:
+    """Kernel rows shortened (screens.kernel_names) and cut to `width`; operators and runtime
+    calls only cut. Two different kernels that shorten alike are told apart by `·2`, `·3`."""
+    shown, seen = [], {}
+    for name, item in zip(names, items):
+        text = kernel_names.short(name) if item.get("kind", "kernel") == "kernel" else name
+        variants = seen.setdefault(text, [])
+        if name not in variants:
+            variants.append(name)
+        number = variants.index(name) + 1
+        suffix = f" ·{number}" if number > 1 else ""
+        shown.append(kernel_names.fit_name(text, width - len(suffix)) + suffix)
+    return shown
+
+
+def _others_width(cells: list[list[str]], count: int) -> int:
+    """Cells the first `count` non-name columns take: each its widest cell or label, plus padding."""
+    widths = [len(label) for label, _ in COLUMNS[1:1 + count]]
+    for row in cells:
+        widths = [max(w, len(str(c))) for w, c in zip(widths, row)]
+    return sum(w + 2 for w in widths)
 
 
 def _title(row: Row) -> str:

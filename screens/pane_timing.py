@@ -1,5 +1,9 @@
 """Timing: a chart that grows while samples arrive, then medians with p20..p80 (or the sweep),
-beside the results table. `m` switches time / GB/s / TFLOP/s.
+above the results table. `m` switches time / GB/s / TFLOP/s.
+
+The table's columns come in priority order (status and the time figures first, notes last);
+impl, status, median and spread stay in view while the rest scrolls sideways (left/right,
+h/l); a long cell is cut with `…`, and the highlighted row's full text is on the line below.
 
 Attributes down: `model` (a RunModel, set again whenever it changed). The chart is redrawn
 here, on the UI thread, by refreshing the plot widget itself.
@@ -7,23 +11,27 @@ here, on the UI thread, by refreshing the plot widget itself.
 
 from __future__ import annotations
 
+from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical
 from textual.reactive import reactive
-from textual.widgets import Static
+from textual.widgets import DataTable, Static
 
 from workbench.results import INTERPRETER_FLAG
 
 from . import charts, fmt
 from .chart_plot import ChartPlot
+from .kernel_names import fit
 from .keys import KeyDataTable
 from .model import Row, RunModel
 
-COLUMNS = ("impl", "status", "median", "spread", "n", "GB/s", "TFLOP/s", "% ceil",
-           "build", "check", "timer", "notes")
+COLUMNS = ("impl", "status", "median", "spread", "GB/s", "% ceil", "TFLOP/s", "n",
+           "check", "build", "timer", "notes")
+FIXED_COLUMNS = 4  # impl, status, median, spread: always in view while the rest scrolls
 METRIC_ORDER = tuple(charts.METRICS)
-STATUS_WIDTH = 24  # the whole error is in the Log pane
+STATUS_WIDTH = 16  # the whole error is on the row's detail line and in the Log pane
 
 
 class TimingPane(Container):
@@ -34,12 +42,15 @@ class TimingPane(Container):
     sweep_param: reactive[str] = reactive("", init=False)
     # (shape, dtype, swept params) of the run as edited now: results of another spec are marked
     current: reactive[tuple | None] = reactive(None, always_update=True, init=False)
+    _rows: tuple[Row, ...] | list[Row] = ()  # the rows in the table, in its order
 
     def compose(self) -> ComposeResult:
         with Vertical(id="timing-chart"):
             yield ChartPlot(id="timing-plot")
             yield Static("", id="timing-caption", classes="caption")
-        yield KeyDataTable(id="results-table", cursor_type="row", zebra_stripes=True)
+        yield KeyDataTable(id="results-table", cursor_type="row", zebra_stripes=True,
+                           fixed_columns=FIXED_COLUMNS)
+        yield Static("", id="row-detail", classes="row-detail")
 
     def on_mount(self) -> None:
         self.query_one(KeyDataTable).add_columns(*COLUMNS)
@@ -71,7 +82,9 @@ class TimingPane(Container):
         caption = plot.draw(lambda plt: self._chart(plt, rows, metric, param)) if rows \
             else "no results yet: press r to run"
         stale = stale_note(rows, self.current)
-        self.query_one("#timing-caption", Static).update(f"{stale}\n{caption}" if stale else caption)
+        if stale:
+            caption = Text.assemble((stale, "bold yellow"), "\n", caption)
+        self.query_one("#timing-caption", Static).update(caption)
         plot.display = bool(rows)
 
     @staticmethod
@@ -87,8 +100,19 @@ class TimingPane(Container):
         table = self.query_one(KeyDataTable)
         cursor = table.cursor_row
         table.replace_rows(table_cells(row) for row in rows)
+        self._rows = rows
         if rows:
             table.move_cursor(row=min(cursor, len(rows) - 1), animate=False)
+        self._show_detail(table.cursor_row)
+
+    @on(DataTable.RowHighlighted, "#results-table")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_detail(event.cursor_row)
+
+    def _show_detail(self, index: int) -> None:
+        rows = self._rows
+        detail = row_detail(rows[index]) if 0 <= index < len(rows) else ""
+        self.query_one("#row-detail", Static).update(detail)
 
 
 def stale_note(rows: list[Row], current: tuple | None) -> str | None:
@@ -113,14 +137,29 @@ def table_cells(row: Row) -> tuple[str, ...]:
     traffic = (row.record or {}).get("traffic") or {}
     median = timing.get("median_ms")
     status = row.status if not row.error or row.status == "ok" else f"{row.status}: {fmt.tui_text(row.error)}"
-    status = status if len(status) <= STATUS_WIDTH else status[:STATUS_WIDTH - 1] + "…"
-    return (fmt.row_title(row.label, row.sweep_value), status, fmt.ms(median),
+    return (fmt.row_title(row.label, row.sweep_value), fit(status, STATUS_WIDTH), fmt.ms(median),
             fmt.spread(timing.get("p20_ms"), timing.get("p80_ms"), median),
-            str(timing.get("n") or len(row.samples_ms) or "-"),
-            fmt.number(traffic.get("gbps")), fmt.number(traffic.get("tflops")),
-            fmt.percent(traffic.get("pct_of_ceiling")), fmt.ms(row.build_ms), fmt.check(row.check),
+            fmt.number(traffic.get("gbps")), fmt.percent(traffic.get("pct_of_ceiling")),
+            fmt.number(traffic.get("tflops")), str(timing.get("n") or len(row.samples_ms) or "-"),
+            fmt.check(row.check), fmt.ms(row.build_ms),
             fmt.timer(timing.get("timer") or row.timer, _interpreted(row)),
             notes(timing, (row.record or {}).get("flags") or ()))
+
+
+def row_detail(row: Row) -> Text:
+    """The highlighted row's long cells in full: status with its whole error, check, timer and
+    notes (the figures are in the table)."""
+    timing = (row.record or {}).get("timing") or {}
+    text = Text(f"{fmt.row_title(row.label, row.sweep_value)}: {row.status}", style="bold")
+    if row.error and row.status != "ok":
+        text.append(f": {fmt.tui_text(row.error)}", style="bold red" if row.status == "failed" else "yellow")
+    timer = timing.get("timer") or row.timer
+    parts = [f"check {fmt.check(row.check)}" if row.check else "",
+             f"timer {fmt.timer(timer, _interpreted(row))}" if timer else "",
+             notes(timing, (row.record or {}).get("flags") or ())]
+    for part in filter(None, parts):
+        text.append(f" · {part}")
+    return text
 
 
 def notes(timing: dict, flags=()) -> str:

@@ -23,6 +23,7 @@ BAR_WIDTH = 12
 
 class TrafficPane(Vertical):
     model: reactive[RunModel | None] = reactive(None, always_update=True, init=False)
+    sweep_param: reactive[str] = reactive("", init=False)  # named in the roofline's legend
 
     def compose(self) -> ComposeResult:
         yield Static("", id="traffic-summary", classes="summary")
@@ -51,9 +52,10 @@ class TrafficPane(Vertical):
         ceilings = environment.get("ceilings") or {}
         dtype = next((r.record.get("dtype") for r in rows if r.record), None)
         peak = (ceilings.get("matmul_tflops") or {}).get(dtype)
-        points = [(r.label, _traffic(r).get("intensity"), _traffic(r).get("tflops")) for r in rows]
-        copy = ceilings.get("copy_gbps")
-        caption = plot.draw(lambda plt: charts.roofline(plt, points, copy, peak))
+        points = [(r.label, r.sweep_value, _traffic(r).get("intensity"), _traffic(r).get("tflops"))
+                  for r in rows]
+        copy, param = ceilings.get("copy_gbps"), self.sweep_param
+        caption = plot.draw(lambda plt: charts.roofline(plt, points, copy, peak, param))
         self.query_one("#roofline-caption", Static).update(caption)
 
 

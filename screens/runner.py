@@ -68,6 +68,10 @@ class RunnerMixin:
             self._run_pending = False
             self.action_run()
 
+    def forget_pending_run(self) -> None:
+        """Nothing will open (loading failed): drop an r pressed while loading."""
+        self._run_pending, self._session_shown = False, True
+
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         """Dim Run while a run is in flight and Cancel while none is (the footer shows it)."""
         if action in ("run", "force_run") and self.running:
@@ -141,8 +145,6 @@ class RunnerMixin:
         line = describe(event)
         if line:
             self.log_pane.add(*line)
-        if isinstance(event, ev.Error):
-            self.notify(fmt.tui_text(event.message), title=event.row[1], severity="error", timeout=6)
         self._dirty = True
 
     def _progress(self, event: ev.Event) -> None:
@@ -168,6 +170,10 @@ class RunnerMixin:
         self.run_bar.progress(self._total, self._total)
         self.run_bar.status = summary(message.doc, message.cancelled)
         self.log_pane.add(self.run_bar.status, "warning" if message.cancelled else "info")
+        failed = sum(r.get("status") == "failed" for r in message.doc.get("results", ()))
+        if failed:  # one notice for the run; each error is in the Log pane and the row's detail
+            self.notify(f"{failed} row(s) failed: the errors are in the Log pane (5) and under the "
+                        f"results table", severity="error", timeout=6)
         too_large = [r for r in message.doc.get("results", ())
                      if r.get("status") == "skipped" and fmt.CLI_FORCE_HINT in (r.get("error") or "")]
         if too_large:

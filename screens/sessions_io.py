@@ -35,21 +35,31 @@ def data_dir() -> Path:
 
 
 def open_session(path: Path | None, *, kernels: Iterable[str] = (), has_cuda: bool = False,
-                 data: Path) -> Opened:
-    """Read `path` (None: the shipped default). Raises WorkbenchError for a bad session."""
+                 data: Path, create: bool = False) -> Opened:
+    """Read `path` (None: the default session, the user's saved copy of it first).
+
+    A missing `path` is a new, empty session there only with `create` (the open dialog asked);
+    otherwise WorkbenchError names it. Raises WorkbenchError for a bad session too."""
     from workbench import session as ws
+    from workbench.errors import WorkbenchError
 
     notes: tuple[str, ...] = ()
     if path is None:
         name = ws.default_session_name(has_cuda)
         try:
-            path = ws.shipped_path(name)
-        except ValueError:
+            path = ws.saved_copy(name, data) or ws.shipped_path(name)
+        except WorkbenchError:
             return Opened(BLANK, None, None, ("no shipped default session: starting empty",))
         if name != ws.DEFAULT_SESSION:
             notes = (f"no GPU here: opening the CPU-sized session {name!r}",)
     if not path.exists():
-        return Opened(Session(name=path.stem, runs=()), path, None, (f"{path}: new session",))
+        if not create:
+            raise WorkbenchError(f"{path}: no such session file")
+        return Opened(Session(name=path.stem, runs=()), path, None,
+                      (f"{path}: a new session (pick an op, press r; ctrl+s writes the file)",))
+    if ws.shipped_original(path, data) is not None:
+        notes += (f"your saved copy of the shipped session {path.stem!r} "
+                  f"(ctrl+p \"open shipped original\" goes back to it)",)
     session = ws.load_session(path, kernels=kernels)
     session, restored = _restore_autosave(session, path, data, kernels)
     results, recovered = _recover_rows(ws.results_path(path, data))
@@ -144,9 +154,17 @@ def write_results(doc: dict, path: Path) -> Path:
 
 
 def known_sessions(data: Path) -> list[tuple[str, Path]]:
-    """Shipped sessions and the user's saved ones, as (label, path)."""
-    from workbench import session as ws
+    """The user's saved sessions, then the shipped ones, as (label, path)."""
+    from workbench import session_paths as paths
 
-    shipped = [(f"{name} (shipped)", ws.shipped_path(name)) for name in ws.shipped_names()]
     saved = sorted((data / "sessions").glob("*.yaml")) if (data / "sessions").is_dir() else []
-    return shipped + [(f"{p.stem} ({p.parent})", p) for p in saved]
+    mine = [(f"{p.stem} (saved copy, {p.parent})" if paths.shipped_original(p, data) else f"{p.stem} ({p.parent})", p)
+            for p in saved]
+    return mine + [(f"{name} (shipped)", paths.shipped_path(name)) for name in paths.shipped_names()]
+
+
+def shipped_original(path: Path | None, data: Path) -> Path | None:
+    """The shipped session that `path` is a saved copy of (None if it is not one)."""
+    from workbench import session_paths as paths
+
+    return paths.shipped_original(path, data) if path is not None else None

@@ -17,15 +17,17 @@ from textual.widgets.option_list import Option
 from textual.widgets.selection_list import Selection
 
 from .catalog import ImplInfo, OpInfo
-from .keys import FieldInput, KeyOptionList, KeySelectionList
+from .keys import RUN_LIST_KEYS, FieldInput, KeyOptionList, KeySelectionList
 from .messages import Choice, ImplsPicked, ParamsEdited
 
 
 class OpList(KeyOptionList):
     """The session's runs, then every op as `+ op` (a new run of it); Enter or a click picks one.
 
-    Option ids: `run:<index>` or `op:<name>`.
+    Option ids: `run:<index>` or `op:<name>`. d deletes the run, c copies it, K / J move it.
     """
+
+    BINDINGS = RUN_LIST_KEYS
 
     def show(self, runs: Iterable[tuple[int, str]], ops: Iterable[str], current: str) -> None:
         options = [Option(f"{i} {title}", id=f"run:{i}") for i, title in runs]
@@ -35,6 +37,13 @@ class OpList(KeyOptionList):
             self.add_options(options)
             ids = [o.id for o in options]
             self.highlighted = ids.index(current) if current in ids else None
+
+    def highlighted_run(self) -> int | None:
+        """The index of the run highlighted in the list (None: an op, or nothing)."""
+        if self.highlighted is None:
+            return None
+        kind, _, value = (self.get_option_at_index(self.highlighted).id or "").partition(":")
+        return int(value) if kind == "run" else None
 
     @on(OptionList.OptionSelected)
     def _picked(self, event: OptionList.OptionSelected) -> None:

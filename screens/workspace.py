@@ -8,6 +8,7 @@ is run, when it joins the session (`begin_run`).
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.session_model import RunSpec, Session
@@ -16,6 +17,17 @@ from . import editing
 from .catalog import Catalog, OpInfo
 from .model import RunModel
 from .sessions_io import BLANK, merge_results
+
+
+@dataclass(frozen=True)
+class RunEntry:
+    """A run with what it had: its results on screen and its records in the results document
+    (a deleted run kept for undo, or a copy about to join)."""
+
+    index: int
+    run: RunSpec
+    model: RunModel | None
+    records: tuple[dict, ...]
 
 
 class Workspace:
@@ -29,11 +41,12 @@ class Workspace:
         self.models: dict[int, RunModel] = {}
         self.saved_results: dict | None = None
         self._draft_model = RunModel()
+        self.removed: list[RunEntry] = []       # deleted runs, the last one first to come back
 
     # -- opening ----------------------------------------------------------------------------
     def open(self, session: Session, path: Path | None, results: dict | None) -> None:
         self.session, self.path, self.saved_results = session, path, results
-        self.drafts, self.index, self.run = {}, None, None
+        self.drafts, self.index, self.run, self.removed = {}, None, None, []
         indices = {r.get("run_index") for r in (results or {}).get("results", ())}
         self.models = {i: RunModel.from_doc(results, i) for i in indices if isinstance(i, int)}
         if session.runs and self.catalog and self.catalog.op(session.runs[0].op):
@@ -97,3 +110,62 @@ class Workspace:
         ops = self.catalog.ops if self.catalog else {}
         return [(i, editing.title(r, ops[r.op]) if r.op in ops else r.op)
                 for i, r in enumerate(self.session.runs)]
+
+    # -- managing runs: delete (and undo), duplicate, reorder -------------------------------
+    def delete_run(self, index: int) -> RunEntry:
+        """Take run `index` out of the session, with its results; `undo_delete` puts it back."""
+        records = tuple(r for r in self._records() if r.get("run_index") == index)
+        removed = RunEntry(index, self.session.runs[index], self.models.get(index), records)
+        self._reorder([i for i in range(len(self.session.runs)) if i != index])
+        self.removed.append(removed)
+        if self.session.runs:
+            self.pick_run(min(index, len(self.session.runs) - 1))
+        else:
+            self.pick_op(removed.run.op)
+        return removed
+
+    def undo_delete(self) -> RunEntry | None:
+        """The last deleted run back at its place (None when nothing was deleted)."""
+        if not self.removed:
+            return None
+        removed = self.removed.pop()
+        order: list[int | None] = list(range(len(self.session.runs)))
+        order.insert(min(removed.index, len(order)), None)
+        self._reorder(order, removed)
+        self.pick_run(order.index(None))
+        return removed
+
+    def duplicate_run(self, index: int) -> int:
+        """A copy of run `index` (without its results) right after it; returns the copy's index."""
+        order: list[int | None] = list(range(len(self.session.runs)))
+        order.insert(index + 1, None)
+        self._reorder(order, RunEntry(index + 1, self.session.runs[index], None, ()))
+        self.pick_run(index + 1)
+        return index + 1
+
+    def move_run(self, index: int, delta: int) -> int:
+        """Move run `index` by `delta` places (clamped to the list); returns where it went."""
+        order = list(range(len(self.session.runs)))
+        target = max(0, min(len(order) - 1, index + delta))
+        order.insert(target, order.pop(index))
+        self._reorder(order)
+        self.pick_run(target)
+        return target
+
+    def _records(self) -> list[dict]:
+        return list((self.saved_results or {}).get("results", ()))
+
+    def _reorder(self, order: list[int | None], new: RunEntry | None = None) -> None:
+        """Runs, models and result records in `order` (old indices; None: `new` goes there)."""
+        runs, models, records, old = [], {}, [], self._records()
+        for index, was in enumerate(order):
+            run, model = (new.run, new.model) if was is None else (self.session.runs[was], self.models.get(was))
+            mine = new.records if was is None else [r for r in old if r.get("run_index") == was]
+            runs.append(run)
+            if model is not None:
+                models[index] = model
+            records += [{**r, "run_index": index} for r in mine]
+        self.session = dataclasses.replace(self.session, runs=tuple(runs))
+        self.models = models
+        if self.saved_results is not None:
+            self.saved_results = {**self.saved_results, "results": records}

@@ -23,7 +23,7 @@ import torch
 from workbench.engine.precision import effective_fp32_precision, fp32_precision
 from workbench.kernel_source import TritonLaunch
 from workbench.registry import BuildContext, Impl, Op, Registry
-from workbench.verify import check_output
+from workbench.verify import RowCheck
 
 SEED = 0
 LAYOUTS = ("transposed", "sliced")
@@ -118,8 +118,12 @@ def relayout(t: Any, layout: str | None) -> Any:
     raise ValueError(f"unknown layout {layout!r}; allowed: {', '.join(LAYOUTS)}")
 
 
-def run_case(registry: Registry, case: Case, device: str, *, interpret: bool = False) -> dict:
-    """Build, run once and check; returns {"check": CheckReport dict, "detail", "passed", "id"}.
+def run_case(registry: Registry, case: Case, device: str, *, interpret: bool = False,
+             after_first_call=lambda: None) -> dict:
+    """Build, run and check as the engine does (workbench.verify.RowCheck: the first call, the
+    op's special-values set, then a second seeded set in the same tensors after two more calls);
+    returns {"check": CheckReport dict, "detail", "passed", "id"}. after_first_call() runs right
+    after the first call (the launch recorder reads that call's launches then).
 
     Raises whatever the build or the call raises.
     """
@@ -131,8 +135,14 @@ def run_case(registry: Registry, case: Case, device: str, *, interpret: bool = F
     with fp32_precision(precision):  # as the engine sets it for a row (engine/precision.py)
         fn = impl.builder(spec, impl.resolve_params(case.params), ctx)
         inputs = op.make_inputs(spec, device, SEED)
-        out = fn(*(relayout(t, case.layout) for t in inputs))
-    report = check_output(op, impl, spec, ctx, inputs, out)
+        sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+        check = RowCheck(op, impl, spec, ctx, inputs, SEED, sync=sync)
+
+        def call(*tensors):
+            return fn(*(relayout(t, case.layout) for t in tensors))
+        out = call(*inputs)
+        after_first_call()
+        report = check.run_all(call, out)
     return {"id": case.id, "passed": report.passed, "check": report.as_dict(), "detail": report.detail}
 
 

@@ -157,3 +157,34 @@ def test_an_estimate_reads_at_a_glance():
 
     assert [duration_text(s) for s in (3, 600, 12600, 1.6e10)] == ["3 s", "10 min", "3.5 h", "1.85e+05 days"]
     assert Estimate(1.6e10, 2**31, 1.0).describe() == "estimated 1.85e+05 days and 2.0 GiB"
+
+
+def test_the_2_31_element_add_is_estimated_as_what_a_chunked_check_needs():
+    """Issue 14: a float16 add of 2^31 + 2^20 elements was estimated at 204 GiB and skipped; a
+    chunked check of it peaked at 18.3 GiB on the H200 (12 GiB of it inputs and output)."""
+    from workbench.engine.estimate import check_bytes_of, l2_flush_bytes
+
+    op = discover().op("add")
+    spec = op.make_spec({"M": 1, "N": 2**31 + 2**20}, "float16")
+    impl = op.get_impl("triton")
+    est = estimate_row(impl.cost(op, spec), "cuda", ("check", "bench"), itemsize=2, warmup_ms=25, rep_ms=100,
+                       min_samples=10, footprint_bytes=op.footprint_bytes(spec),
+                       check_bytes=check_bytes_of(op, impl, spec), flush_bytes=l2_flush_bytes(60 * 2**20))
+    assert 12 * 2**30 < est.memory_bytes < 16 * 2**30, est
+    assert est.footprint_bytes == 3 * spec.N * 2 and est.flush_bytes == 256 * 2**20
+    assert skip_reason(est, 300.0, memory_bytes=int(139.8 * 2**30)) is None
+    assert "footprint 12.0 + max(scratch 0.0, check 1.4) + flush 0.2 GiB" in est.describe()
+    assert set(est.as_dict()) == {"seconds", "memory_bytes", "footprint_bytes", "scratch_bytes", "check_bytes",
+                                  "flush_bytes"}
+
+
+def test_every_admitted_row_carries_its_estimate():
+    row, registry = _one_row("pytorch", ("bench",), shape={"M": 64, "N": 64})
+    adm = admit(row, registry, NO_GPU_WITH_NVCC, force=False, interpret=True, memory_bytes=2**34)
+    assert adm.exec_row.estimate["footprint_bytes"] == 2 * 64 * 64 * 4
+    assert adm.exec_row.record()["estimate"] == adm.exec_row.estimate
+    forced = admit(row, registry, NO_GPU_WITH_NVCC, force=True, interpret=True, memory_bytes=2**34)
+    assert forced.exec_row.estimate == adm.exec_row.estimate
+    big, registry = _one_row("triton", ("bench",), shape={"M": 65536, "N": 65536})
+    skipped = admit(big, registry, NO_GPU_WITH_NVCC, force=False, interpret=True, memory_bytes=2**34)
+    assert skipped.final["estimate"]["memory_bytes"] > 0 and skipped.final["error"].startswith("estimated")

@@ -13,7 +13,7 @@ import pytest
 
 from op_cases import PLUGINS, Case, describe, run_child
 from workbench.checking import compare
-from workbench.dtypes import DType, tolerance
+from workbench.tolerance import tolerance
 from workbench.machine import probe
 from workbench.registry import discover
 
@@ -63,7 +63,7 @@ def test_the_tanh_form_fails_the_erf_check():
     gelu = REGISTRY.op("gelu")
     spec = gelu.make_spec({"M": 1, "N": 1000}, "float32")
     (x,) = gelu.make_inputs(spec, "cpu", 0)
-    report = compare(F.gelu(x, approximate="tanh"), gelu.reference_fn("erf")(x.double()), tolerance(DType.float32))
+    report = compare(F.gelu(x, approximate="tanh"), gelu.reference_fn("erf")(x.double()), tolerance("float32"))
     assert not report.passed and report.max_abs_err > 1e-4
 
 

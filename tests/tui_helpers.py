@@ -26,9 +26,10 @@ SOFTMAX_SWEEP = FIXTURES / "tui_softmax_sweep_h200.json"
 ACTIONS = ("check", "bench", "profile", "ptx")
 
 
-def fixture_engine(path: Path = GELU_H200, *, delay_s: float = 0.0, fail: str | None = None):
-    """A stand-in for run_plan that emits the fixture's events (and raises `fail` if given)."""
-    data = json.loads(path.read_text())
+def fixture_engine(path: Path | dict = GELU_H200, *, delay_s: float = 0.0, fail: str | None = None):
+    """A stand-in for run_plan that emits the fixture's events (and raises `fail` if given);
+    `path` is a fixture file, or fixture data (`fixture_from_results`)."""
+    data = path if isinstance(path, dict) else json.loads(path.read_text())
 
     def engine(session, *, on_event, stop: threading.Event | None = None, options=None) -> dict:
         if fail:
@@ -39,6 +40,14 @@ def fixture_engine(path: Path = GELU_H200, *, delay_s: float = 0.0, fail: str | 
             _emit(record, data, on_event, delay_s)
         return {**data["doc"], "cancelled": bool(stop and stop.is_set())}
     return engine
+
+
+def fixture_from_results(path: Path, run_index: int) -> dict:
+    """Fixture data from a committed results document (results/h200/*.json): run `run_index`'s
+    records as run 0, no samples, no PTX texts (real profiler kernel names, for instance)."""
+    doc = json.loads(path.read_text())
+    records = [{**r, "run_index": 0} for r in doc["results"] if r["run_index"] == run_index]
+    return {"doc": {**doc, "results": records}, "samples": {}, "ptx_texts": {}, "logs": []}
 
 
 def _emit(record: dict, data: dict, on_event, delay_s: float) -> None:

@@ -12,6 +12,7 @@ import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
+import inspect
 import sys
 from pathlib import Path
 from types import MappingProxyType
@@ -19,6 +20,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from workbench.backends import Action, Backend, Need, backend, kinds  # noqa: F401  (Action, Need: re-exported)
 from workbench.backends.base import needs_of
+from workbench.chunking import CheckChunks
 from workbench.cost import Cost
 from workbench.dtypes import DType
 from workbench.errors import LimitError, UnknownNameError, WorkbenchError
@@ -74,7 +76,9 @@ class Impl:
     it declares); dtypes: the dtypes it supports (None: all of the op's); moved_bytes: what its
     kernels really move (unfused forms); source: where its kernel comes from, of the type its
     backend declares (kernel_source.TritonSource, CudaSource; None for library kinds);
-    tolerance_scale: extra tolerance factor (>= 1) for a declared approximation.
+    tolerance_scale: extra tolerance factor (>= 1) for a declared approximation, one number or
+    per dtype name ({"bfloat16": 4.0}: the unfused forms round once per operator in half
+    precision); the reason belongs in the builder's docstring (workbench.tolerance).
     """
 
     op: str
@@ -86,8 +90,14 @@ class Impl:
     dtypes: tuple[DType, ...] | None = None
     moved_bytes: Callable[[Spec], int] | None = None
     source: Any = None
-    tolerance_scale: float = 1.0
+    tolerance_scale: float | Mapping[str, float] = 1.0
     description: str = ""
+
+    def tolerance_factor(self, dtype: DType | str) -> float:
+        """The declared tolerance factor for `dtype` (1.0 where none is declared)."""
+        if isinstance(self.tolerance_scale, Mapping):
+            return float(self.tolerance_scale.get(str(dtype), 1.0))
+        return float(self.tolerance_scale)
 
     @property
     def kind(self) -> str:
@@ -163,13 +173,19 @@ class Op:
 
     name: the op's name in sessions; spec: its frozen Spec dataclass; dtypes: supported;
     test_specs: small awkward specs for the generated tests (shape dicts, dtype from the test);
-    reduction_length: spec -> K for matmul-like ops (tolerance grows with sqrt(K));
-    matmul_like: whether fp32_precision applies to it.
+    reduction_length: spec -> K for matmul-like ops (the check's float32 accumulation term);
+    sum_length: spec -> N of a sum of positive terms that scales every output (softmax's
+    denominator; a relative term of the check);
+    matmul_like: whether fp32_precision applies to it; check_chunks: how the float64 reference
+    may be computed in pieces (workbench.chunking; None: whole); out_dtype: spec -> the dtype the
+    output must have (default the spec's dtype).
     """
 
     def __init__(self, name: str, spec: type[Spec], *, description: str = "",
                  dtypes: Iterable[DType] = tuple(DType), test_specs: Iterable[Mapping[str, int]] = (),
-                 reduction_length: Callable[[Spec], int] | None = None, matmul_like: bool = False,
+                 reduction_length: Callable[[Spec], int] | None = None,
+                 sum_length: Callable[[Spec], int] | None = None, matmul_like: bool = False,
+                 check_chunks: CheckChunks | None = None, out_dtype: Callable[[Spec], DType] | None = None,
                  registry: "Registry | None" = None):
         self.name = name
         self.spec = spec
@@ -177,7 +193,11 @@ class Op:
         self.dtypes = tuple(DType.parse(d) for d in dtypes)
         self.test_specs = tuple(dict(s) for s in test_specs)
         self.reduction_length = reduction_length
+        self.sum_length = sum_length
         self.matmul_like = matmul_like
+        self.check_chunks = check_chunks
+        self._out_dtype = out_dtype
+        self._special: Callable[..., Any] | None = None
         self._impls: dict[str, Impl] = {}
         self._references: dict[str, Callable[..., Any]] = {}
         self._inputs: Callable[..., tuple] | None = None
@@ -187,8 +207,18 @@ class Op:
 
     # -- declaration decorators -------------------------------------------------------------
     def inputs(self, fn: Callable[..., tuple]) -> Callable[..., tuple]:
-        """Register the seeded input factory: fn(spec, device: str, seed: int) -> tuple of tensors."""
+        """Register the seeded input factory: fn(spec, device: str, seed: int) -> tuple of tensors.
+        It may take a keyword `out` (a tuple of its own earlier tensors) and fill those in place
+        (workbench.inputs.seeded_normal): the check's second input set then keeps the pointers
+        without a second copy in memory."""
         self._inputs = fn
+        return fn
+
+    def special_inputs(self, fn: Callable[..., tuple]) -> Callable[..., tuple]:
+        """Register an extra input set of special values used only by the check:
+        fn(spec, inputs, seed) fills the tensors of `inputs` (the factory's) in place and returns
+        them (large magnitudes, -0, denormals, inf/NaN where meaningful)."""
+        self._special = fn
         return fn
 
     def reference(self, math: str = "default") -> Callable:
@@ -241,10 +271,26 @@ class Op:
             raise UnknownNameError(f"dtype for {self.name}", spec.dtype.value, [d.value for d in self.dtypes])
         return spec
 
-    def make_inputs(self, spec: Spec, device: str = "cpu", seed: int = 0) -> tuple:
+    def make_inputs(self, spec: Spec, device: str = "cpu", seed: int = 0, out: tuple | None = None) -> tuple:
+        """The seeded inputs; with `out`, the same tensors refilled in place where the factory
+        takes `out`, else new tensors copied into them (a second set in memory meanwhile)."""
         if self._inputs is None:
             raise WorkbenchError(f"{self.name}: no input factory registered")
-        return tuple(self._inputs(spec, device, seed))
+        if out is None:
+            return tuple(self._inputs(spec, device, seed))
+        if "out" in inspect.signature(self._inputs).parameters:
+            return tuple(self._inputs(spec, device, seed, out=tuple(out)))
+        for old, new in zip(out, self._inputs(spec, device, seed)):
+            old.copy_(new)
+        return tuple(out)
+
+    def fill_special(self, spec: Spec, inputs: tuple, seed: int = 0) -> tuple | None:
+        """Fill `inputs` in place with the op's special-values set; None when it declares none."""
+        return None if self._special is None else tuple(self._special(spec, tuple(inputs), seed))
+
+    def out_dtype(self, spec: Spec) -> DType:
+        """The dtype the output must have (the check's dtype gate)."""
+        return DType.parse(self._out_dtype(spec)) if self._out_dtype is not None else spec.dtype
 
     def reference_fn(self, math: str = "default") -> Callable[..., Any]:
         try:

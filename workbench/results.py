@@ -4,7 +4,9 @@ Every key is always present; what was not measured is None (JSON null). The engi
 skeletons made here; replay, the TUI and `--compare` read documents through the helpers below.
 
 Keys this module adds to the contract (extensions, never renames):
-- record: `recompiles` (torch.compile graphs compiled after the build, `compiled` impls only),
+- record: `estimate` (the size estimate made before the row ran: seconds, memory_bytes and its
+  parts footprint_bytes, scratch_bytes, check_bytes, flush_bytes; None when none was made),
+  `recompiles` (torch.compile graphs compiled after the build, `compiled` impls only),
   `flags` (list of one-line notes: above-ceiling, below launch floor, interpreter timing ...),
   `fp32_precision` ("ieee" | "tf32" for float32 matmul-like ops, else None);
 - timing: `launch_floor_ms`, `sm_clock_mhz` ({min, median, max, n} or None), `throttle` (list),
@@ -33,12 +35,13 @@ ENVIRONMENT_KEYS = ("device", "sm_count", "l2_bytes", "driver", "cuda", "torch",
                     "ceilings", "datasheet")
 RECORD_KEYS = ("run_index", "op", "impl", "label", "params", "shape", "dtype", "sweep_value",
                "status", "error", "device", "build_ms", "peak_mem_bytes", "timing", "check",
-               "traffic", "launch", "profile", "ptx", "recompiles", "flags", "fp32_precision")
+               "traffic", "launch", "profile", "ptx", "recompiles", "flags", "fp32_precision", "estimate")
 TIMING_KEYS = ("timer", "median_ms", "p20_ms", "p80_ms", "min_ms", "mean_ms", "n", "flush_l2",
                "launch_bound", "device_median_ms", "clock_fell", "samples_ms", "launch_floor_ms",
                "sm_clock_mhz", "throttle", "flush_kind", "host_launch_ms", "headroom_ms", "batches",
                "below_launch_floor", "device_median_source", "device_median_l2_warm")
-CHECK_KEYS = ("passed", "max_abs_err", "max_rel_err", "rel_l2_err", "first_bad_index", "atol", "rtol")
+CHECK_KEYS = ("passed", "gate", "max_abs_err", "max_rel_err", "rel_l2_err", "first_bad_index", "atol", "rtol",
+              "norm_rtol", "ref_rms", "nonfinite_mismatches", "chunks", "input_set", "sets_checked")
 TRAFFIC_KEYS = ("bytes_read", "bytes_written", "bytes", "bytes_moved_est", "flops", "gbps", "tflops",
                 "intensity", "bound", "ceiling", "pct_of_ceiling", "l2_resident", "peak", "pct_of_peak",
                 "pct_of_copy", "pct_of_cublas", "speedup_vs_pytorch")

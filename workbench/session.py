@@ -7,14 +7,14 @@ The file format is CONTRACTS.md "Session file"; the model is `workbench.session_
 Loading runs no code from the file: a `!!python/...` tag is a problem, reported before
 anything (even the session's own `plugins`) is imported. Shipped sessions are package data
 of `workbench.sessions`, read through importlib.resources; they are read-only, so saving one
-and its results go to the user data directory (`user_session_path`, `results_path`).
+and its results go to the user data directory (`user_session_path`, `results_path`), and that
+saved copy is what the shipped name finds from then on (`workbench.session_paths`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib.resources
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -25,6 +25,11 @@ from workbench.fileio import atomic_write_text
 from workbench.registry import Registry, discover
 from workbench.session_checks import check_runs
 from workbench.session_model import Session
+from workbench.session_paths import (DEFAULT_CPU_SESSION, DEFAULT_SESSION, SHIPPED_PACKAGE,
+                                     SHIPPED_PREFIX, default_session_name, is_shipped,
+                                     resolve_session_path, results_path, save_target, saved_copy,
+                                     shipped_names, shipped_original, shipped_path,
+                                     user_session_path)
 from workbench.session_schema import build_session, session_to_data
 from workbench.session_yaml import Problem, Problems, read_yaml
 
@@ -33,12 +38,9 @@ __all__ = [
     "session_to_data", "dump_session", "save_session", "validate_session", "load_plugins",
     "file_sha256", "shipped_names", "shipped_path", "is_shipped", "resolve_session_path",
     "default_session_name", "results_path", "user_session_path", "save_target", "plugin_path",
-    "with_resolved_plugins",
+    "with_resolved_plugins", "saved_copy", "shipped_original", "SHIPPED_PREFIX",
+    "DEFAULT_SESSION", "DEFAULT_CPU_SESSION", "SHIPPED_PACKAGE",
 ]
-
-SHIPPED_PACKAGE = "workbench.sessions"
-DEFAULT_SESSION = "default"
-DEFAULT_CPU_SESSION = "default-cpu"
 
 
 class SessionError(WorkbenchError):
@@ -197,65 +199,4 @@ def file_sha256(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-# -- shipped sessions and where files go -----------------------------------------------------
-def _shipped_dir() -> Path:
-    return Path(str(importlib.resources.files(SHIPPED_PACKAGE)))
-
-
-def shipped_names() -> list[str]:
-    """Names of the sessions shipped as package data (file stems), sorted."""
-    return sorted(p.name[:-5] for p in importlib.resources.files(SHIPPED_PACKAGE).iterdir()
-                  if p.name.endswith(".yaml"))
-
-
-def shipped_path(name: str) -> Path:
-    """Path of a shipped session by name; raises WorkbenchError naming the shipped ones."""
-    path = _shipped_dir() / f"{name}.yaml"
-    if not path.is_file():
-        raise WorkbenchError(f"no shipped session {name!r}; shipped: {', '.join(shipped_names())}")
-    return path
-
-
-def is_shipped(path: str | Path) -> bool:
-    """Whether `path` is one of the shipped (read-only) session files."""
-    try:
-        return Path(path).resolve().parent == _shipped_dir().resolve()
-    except OSError:
-        return False
-
-
-def resolve_session_path(arg: str | Path) -> Path:
-    """A FILE argument: an existing path, else the name of a shipped session (`lecture06-gelu`).
-
-    Raises WorkbenchError naming the shipped sessions when neither exists.
-    """
-    path = Path(arg).expanduser()
-    if path.exists():
-        return path
-    name = path.name[:-5] if path.name.endswith(".yaml") else path.name
-    if str(arg) in (name, f"{name}.yaml") and name in shipped_names():
-        return shipped_path(name)
-    raise WorkbenchError(f"{arg}: no such session file; shipped sessions: {', '.join(shipped_names())}")
-
-
-def default_session_name(has_cuda: bool) -> str:
-    """The session `workbench` opens without FILE: `default`, or `default-cpu` without a GPU."""
-    return DEFAULT_SESSION if has_cuda else DEFAULT_CPU_SESSION
-
-
-def user_session_path(name: str, data_dir: str | Path) -> Path:
-    """Where a user's copy of a shipped session is saved: DATA_DIR/sessions/NAME.yaml."""
-    return Path(data_dir) / "sessions" / f"{name}.yaml"
-
-
-def save_target(session_path: str | Path, data_dir: str | Path) -> Path:
-    """Where saving the session opened from `session_path` writes (a copy for a shipped one)."""
-    path = Path(session_path)
-    return user_session_path(path.stem, data_dir) if is_shipped(path) else path
-
-
-def results_path(session_path: str | Path, data_dir: str | Path) -> Path:
-    """NAME.results.json beside a user's session; in DATA_DIR/sessions for a shipped one."""
-    path = Path(session_path)
-    folder = Path(data_dir) / "sessions" if is_shipped(path) else path.parent
-    return folder / f"{path.stem}.results.json"
+# -- shipped sessions and where files go: workbench.session_paths (no torch), re-exported here --

@@ -96,7 +96,10 @@ def build_triton(spec: ReluSpec, params, ctx):
 GELU = REGISTRY.op("gelu")
 
 
-@GELU.impl("manual_erf", math="erf")
+@GELU.impl("manual_erf", math="erf", tolerance_scale={"float16": 512.0, "bfloat16": 4096.0})
 def build_manual_erf(spec, params, ctx):
-    """Exact GeLU by hand, 0.5 x (1 + erf(x / sqrt 2)): checked against the erf reference."""
+    """Exact GeLU by hand, 0.5 x (1 + erf(x / sqrt 2)): checked against the erf reference.
+
+    Tolerance factor 512 (float16) and 4096 (bfloat16), as the shipped `manual`: each operator
+    rounds to the dtype, and 1 + erf cancels for x << 0 (workbench.tolerance)."""
     return lambda x: 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))

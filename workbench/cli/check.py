@@ -13,7 +13,7 @@ from workbench.cli.common import EXIT_OK, EXIT_USAGE, Env, print_problems, write
 def run_check(args: argparse.Namespace, env: Env, err: Console) -> int:
     from workbench.session import SessionError, load_session, resolve_session_path
 
-    path = resolve_session_path(args.check)
+    path = resolve_session_path(args.check, env.data_dir)
     try:
         session = load_session(path, kernels=args.kernels)
     except SessionError as exc:

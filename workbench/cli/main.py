@@ -140,7 +140,7 @@ def _dispatch(args: argparse.Namespace, argv: list[str], env: Env, err: Console)
 def run_tui(args: argparse.Namespace, env: Env, err: Console) -> int:
     """The TUI: nothing here imports torch (the first frame must come in well under a second);
     without FILE the app itself picks `default` or `default-cpu` once it has probed the GPU."""
-    path = tui_session_path(args.file) if args.file else None
+    path = tui_session_path(args.file, env.data_dir) if args.file else None
     try:
         from workbench.screens.app import run as run_app
         from workbench.screens.options import AppOptions
@@ -157,20 +157,12 @@ def run_tui(args: argparse.Namespace, env: Env, err: Console) -> int:
     return int(result or 0)
 
 
-def tui_session_path(arg: str) -> Path:
-    """FILE for the TUI: an existing path or a shipped session's name (like
-    `workbench.session.resolve_session_path`, without importing the registry and torch)."""
-    import importlib.resources
+def tui_session_path(arg: str, data_dir: Path | None = None) -> Path:
+    """FILE for the TUI: an existing path or a shipped session's name (its saved copy first),
+    through the torch-free `workbench.session_paths`."""
+    from workbench.session_paths import resolve_session_path
 
-    path = Path(arg).expanduser()
-    if path.exists():
-        return path
-    shipped = Path(str(importlib.resources.files("workbench.sessions")))
-    names = sorted(p.stem for p in shipped.glob("*.yaml"))
-    name = path.name[:-5] if path.name.endswith(".yaml") else path.name
-    if str(arg) in (name, f"{name}.yaml") and name in names:
-        return shipped / f"{name}.yaml"
-    raise WorkbenchError(f"{arg}: no such session file; shipped sessions: {', '.join(names)}")
+    return resolve_session_path(arg, data_dir)
 
 
 if __name__ == "__main__":  # pragma: no cover

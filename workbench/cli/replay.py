@@ -89,9 +89,12 @@ def _prepare(args, argv, env: Env, err: Console) -> _Prepared | None:
     """Everything checked before a row runs: the session, --compare's baseline and GPU, --resume's
     rows; None after saying what is wrong (exit 2)."""
     from workbench.session import (SessionError, file_sha256, load_session, resolve_session_path,
-                                   with_resolved_plugins)
+                                   shipped_original, with_resolved_plugins)
 
-    path = resolve_session_path(args.replay)
+    path = resolve_session_path(args.replay, env.data_dir)
+    if shipped_original(path, env.data_dir) and not Path(args.replay).expanduser().exists():
+        err.print(f"{args.replay}: your saved copy {path} (shipped:{args.replay} runs the shipped original)",
+                  markup=False)
     try:
         session = load_session(path, kernels=args.kernels)
     except SessionError as exc:

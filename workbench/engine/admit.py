@@ -7,7 +7,8 @@ Availability is per action (CONTRACTS.md "Results"; reasons from `workbench.mach
   is `unavailable` with the reason and its ptx filled;
 - ptx unavailable but exec available -> exec runs, status from it, a flag names the reason.
 Size: a row estimated far beyond timeout_s or the device's memory is `skipped` (error = the
-estimate) unless forced; its ptx (size-independent, ahead of time) still runs when asked.
+estimate) unless forced; its ptx (size-independent, ahead of time) still runs when asked. Every
+row that could execute carries its estimate (the record's `estimate`), forced or not.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from workbench.dtypes import DType
-from workbench.engine.estimate import estimate_row, skip_reason
+from workbench.engine.estimate import check_bytes_of, estimate_row, l2_flush_bytes, skip_reason
 from workbench.engine.rows import Row
 from workbench.machine import Machine, unavailable_reason
 from workbench.registry import Registry
@@ -61,8 +62,10 @@ def admit(row: Row, registry: Registry, machine: Machine, *, force: bool, interp
     if not runs_exec and not runs_ptx:
         return _finished(row, "unavailable", exec_reason or ptx_reason or "nothing to do")
     override = ("unavailable", exec_reason) if exec_reason else None
-    if runs_exec and not force:
-        reason = _too_large(row, op, impl, dtype, interpret, memory_bytes)
+    if runs_exec:
+        est = _estimate(row, op, impl, dtype, interpret)
+        row = dataclasses.replace(row, estimate=est.as_dict())
+        reason = None if force else skip_reason(est, row.settings.timeout_s, memory_bytes)
         if reason and not runs_ptx:
             return _finished(row, "skipped", reason)
         if reason:
@@ -79,14 +82,14 @@ def admit(row: Row, registry: Registry, machine: Machine, *, force: bool, interp
     return admission
 
 
-def _too_large(row: Row, op, impl, dtype: DType, interpret: bool, memory_bytes: int | None) -> str | None:
+def _estimate(row: Row, op, impl, dtype: DType, interpret: bool):
     if row.device.startswith("cuda"):
         way = "cuda"
     else:
         way = "interpreter" if interpret and impl.backend.interpreted(row.device) else "cpu"
     spec = op.make_spec(row.shape, row.dtype)
     s = row.settings
-    est = estimate_row(impl.cost(op, spec), way, row.exec_actions, itemsize=dtype.itemsize,
-                       warmup_ms=s.warmup_ms, rep_ms=s.rep_ms, min_samples=s.min_samples,
-                       footprint_bytes=op.footprint_bytes(spec))
-    return skip_reason(est, s.timeout_s, memory_bytes)
+    return estimate_row(impl.cost(op, spec), way, row.exec_actions, itemsize=dtype.itemsize,
+                        warmup_ms=s.warmup_ms, rep_ms=s.rep_ms, min_samples=s.min_samples,
+                        footprint_bytes=op.footprint_bytes(spec), check_bytes=check_bytes_of(op, impl, spec),
+                        flush_bytes=l2_flush_bytes(None) if way == "cuda" and s.flush_l2 else 0)

@@ -5,6 +5,14 @@ the estimate in `error`, unless --force.
 Rates are deliberately conservative (slow) so that only rows that are surely too large are
 skipped. Measured on a 2-core CPU box (GeLU, ideal bytes): eager torch ~2-6 GB/s, the Triton
 interpreter ~6 MB/s; the rates below are about 10x slower still.
+
+Memory is a model of the row's device peak (issue 14): footprint (inputs and outputs; the op's
+`@footprint` where its traffic is not its memory) + max(implementation scratch, check workspace)
+(an unfused form's intermediates are freed before the check starts) + the L2 flush buffer (CUDA
+only). The check workspace is `workbench.chunking.check_workspace_bytes`: float64 copies of the
+inputs the reference takes whole, one chunk of the rest, and the reference's and comparison's
+temporaries for one chunk (about 1 GiB at 2^24 output elements a chunk), not float64 copies of
+everything.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workbench.cost import Cost
+from workbench.engine.timing import MIN_FLUSH_BYTES
 
 # bytes/s of the bytes an implementation moves, and FLOP/s, per way of running
 RATES = {
@@ -21,7 +30,8 @@ RATES = {
 }
 TIME_FACTOR = 3.0        # skip when the estimate exceeds 3x timeout_s ("far beyond")
 MEMORY_FRACTION = 0.9    # skip when the estimate exceeds 90% of the device's memory
-REFERENCE_CALLS = 4.0    # the float64 reference and comparison cost about 4 calls
+REFERENCE_CALLS = 4.0    # the float64 reference and comparison of one input set cost about 4 calls
+CHECK_SETS = 3           # the first call, the special-values set, the timed call (workbench.verify)
 PROFILE_CALLS = 6        # one warm-up and five profiled calls
 # Unfused forms allocate intermediates the size of their inputs/outputs, a few alive at once;
 # traffic beyond that is re-reads through the caches (cuda_naive matmul's 2*M*N*K loads) and
@@ -31,14 +41,37 @@ SCRATCH_IO_FACTOR = 4
 
 @dataclass(frozen=True)
 class Estimate:
-    """Estimated wall time of a whole row (s) and peak memory on its device (bytes)."""
+    """Estimated wall time of a whole row (s) and peak memory on its device (bytes), with the
+    memory's parts: footprint, implementation scratch, check workspace, L2 flush buffer."""
 
     seconds: float
     memory_bytes: int
     call_s: float
+    footprint_bytes: int = 0
+    scratch_bytes: int = 0
+    check_bytes: int = 0
+    flush_bytes: int = 0
 
     def describe(self) -> str:
-        return f"estimated {duration_text(self.seconds)} and {self.memory_bytes / 2**30:.1f} GiB"
+        """'estimated 3 s and 18.3 GiB (footprint 12.0 + max(scratch 0.0, check 1.4) + flush 0.3 GiB)'."""
+        text = f"estimated {duration_text(self.seconds)} and {self.memory_bytes / 2**30:.1f} GiB"
+        if not self.footprint_bytes:
+            return text
+        gib = [x / 2**30 for x in (self.footprint_bytes, self.scratch_bytes, self.check_bytes, self.flush_bytes)]
+        return (text + f" (footprint {gib[0]:.1f} + max(scratch {gib[1]:.1f}, check {gib[2]:.1f}) "
+                f"+ flush {gib[3]:.1f} GiB)")
+
+    def as_dict(self) -> dict:
+        """The record's `estimate` field (CONTRACTS.md)."""
+        return {"seconds": self.seconds, "memory_bytes": self.memory_bytes,
+                "footprint_bytes": self.footprint_bytes, "scratch_bytes": self.scratch_bytes,
+                "check_bytes": self.check_bytes, "flush_bytes": self.flush_bytes}
+
+
+def l2_flush_bytes(l2_bytes: int | None) -> int:
+    """The flush buffer the bench stage allocates on a CUDA device (engine/timing.make_l2_flush:
+    max(2 x L2, 256 MiB))."""
+    return max(2 * int(l2_bytes or 0), MIN_FLUSH_BYTES)
 
 
 def duration_text(seconds: float) -> str:
@@ -57,18 +90,21 @@ def call_seconds(cost: Cost, way: str) -> float:
 
 def estimate_row(cost: Cost, way: str, actions: tuple[str, ...], *, itemsize: int,
                  warmup_ms: float, rep_ms: float, min_samples: int,
-                 footprint_bytes: int | None = None) -> Estimate:
+                 footprint_bytes: int | None = None, check_bytes: int | None = None,
+                 flush_bytes: int = 0) -> Estimate:
     """Time and memory of one row.
 
-    way: "cpu" | "interpreter" | "cuda"; itemsize: bytes per element of the spec's dtype (the
-    float64 reference holds 8/itemsize times the inputs and outputs); footprint_bytes: what one
-    call keeps resident (Op.footprint_bytes; default the cost's ideal bytes).
+    way: "cpu" | "interpreter" | "cuda"; itemsize: bytes per element of the spec's dtype;
+    footprint_bytes: what one call keeps resident (Op.footprint_bytes; default the cost's ideal
+    bytes); check_bytes: the check's workspace (workbench.chunking.check_workspace_bytes; default
+    float64 copies of four times the footprint, for an op that cannot say); flush_bytes: the L2
+    flush buffer (l2_flush_bytes, CUDA rows that bench).
     """
     call_s = call_seconds(cost, way)
     calls = 1.0                                     # build: the first call
     seconds = 0.0
     if "check" in actions:
-        calls += REFERENCE_CALLS
+        calls += CHECK_SETS * REFERENCE_CALLS + (CHECK_SETS - 1)  # references, and two more calls
     if "bench" in actions:
         calls += 1 + min_samples                    # warm-up (>= 1 call), then >= min_samples
         seconds += (warmup_ms + rep_ms) / 1e3       # the time budgets themselves
@@ -76,9 +112,13 @@ def estimate_row(cost: Cost, way: str, actions: tuple[str, ...], *, itemsize: in
         calls += PROFILE_CALLS
     io_bytes = cost.bytes if footprint_bytes is None else footprint_bytes
     scratch = min(max(cost.moved - cost.bytes, 0), SCRATCH_IO_FACTOR * io_bytes)  # intermediates
-    reference = 4 * io_bytes * 8 // max(itemsize, 1) if "check" in actions else 0
-    return Estimate(seconds=seconds + calls * call_s, memory_bytes=io_bytes + scratch + reference,
-                    call_s=call_s)
+    check = 0
+    if "check" in actions:
+        check = check_bytes if check_bytes is not None else 4 * io_bytes * 8 // max(itemsize, 1)
+    flush = flush_bytes if "bench" in actions else 0
+    return Estimate(seconds=seconds + calls * call_s, memory_bytes=io_bytes + max(scratch, check) + flush,
+                    call_s=call_s, footprint_bytes=io_bytes, scratch_bytes=scratch, check_bytes=check,
+                    flush_bytes=flush)
 
 
 def skip_reason(estimate: Estimate, timeout_s: float, memory_bytes: int | None) -> str | None:
@@ -89,3 +129,22 @@ def skip_reason(estimate: Estimate, timeout_s: float, memory_bytes: int | None) 
         return (f"{estimate.describe()}: more than the device's {memory_bytes / 2**30:.1f} GiB "
                 f"(run with --force to try)")
     return None
+
+
+def check_bytes_of(op, impl, spec) -> int | None:
+    """The check workspace of one row (workbench.chunking.check_workspace_bytes), from the input
+    and output shapes found on torch's meta device (no memory, no values); None when the op's
+    inputs or reference cannot run there (estimate_row then assumes the conservative default)."""
+    from workbench.chunking import check_workspace_bytes
+
+    try:
+        import torch
+
+        inputs = op.make_inputs(spec, "meta", 0)
+        shapes = [tuple(t.shape) for t in inputs if torch.is_tensor(t)]
+        upcast = [t.to(torch.float64) if torch.is_tensor(t) and t.is_floating_point() else t for t in inputs]
+        out_elements = op.reference_fn(impl.math)(*upcast).numel()
+    except Exception:  # a plugin's factory with a device generator, a reference meta cannot run
+        return None
+    whole = op.footprint_bytes(spec) * 8 // max(spec.dtype.itemsize, 1) if hasattr(spec, "dtype") else 0
+    return check_workspace_bytes(op.check_chunks, spec, shapes, out_elements, whole)

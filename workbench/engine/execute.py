@@ -3,7 +3,9 @@
 build_ms is the builder's time plus the first synchronised call (JIT, autotune, torch.compile,
 load_inline all land there: MEASUREMENT.md rule 2, P2). peak_mem_bytes is the device memory
 the row itself allocated at its peak during build and bench (the float64 check is excluded);
-None on CPU.
+None on CPU. The check (workbench.verify.RowCheck) runs on the first call's output, on the op's
+special-values set, and once more after timing on a second seeded set written into the same
+input tensors; a failure there clears the timing (a wrong result gets no speed).
 """
 
 from __future__ import annotations
@@ -76,14 +78,19 @@ class RowRunner:
         dev.apply_precision(ctx.fp32_precision)
         self.channel.event(Started(row.key, row.op, row.impl, spec.label, row.device))
         watch = impl.backend.watch()
-        fn, inputs, out = self._build(row, record, op, impl, spec, params, ctx, dev, watch)
-        if not self._check(row, record, op, impl, spec, ctx, inputs, out):
+        fn, inputs, out, check = self._build(row, record, op, impl, spec, params, ctx, dev, watch)
+        if not self._check(row, record, op, spec, ctx, check, lambda: check.first(out)):
             return
         del out
+        if not self._check(row, record, op, spec, ctx, check, lambda: check.special(fn)):
+            return
         if "bench" in row.actions:
             dev.bench(row, record, op, impl, spec, params, fn, inputs)
         if "profile" in row.actions:
             dev.profile(row, record, fn, inputs)
+        if not self._check(row, record, op, spec, ctx, check, lambda: check.timed(fn)):
+            record["timing"] = record["traffic"] = None  # a wrong result gets no speed (rule 6)
+            return
         if watch is not None:
             watch.finish(row, record, self.channel)
         if "ptx" in row.actions:
@@ -93,8 +100,12 @@ class RowRunner:
             record["status"] = "ok"
 
     def _build(self, row, record, op, impl, spec, params, ctx, dev, watch):
+        from workbench.verify import RowCheck
+
         dev.reset_peak()
         inputs = op.make_inputs(spec, row.device, row.settings.seed)
+        check = RowCheck(op, impl, spec, ctx, inputs, row.settings.seed, sync=dev.sync)  # fingerprints first
+        dev.restart_peak()  # the fingerprints' scratch is the check's, not the row's
         if watch is not None:
             watch.start()
         t0 = time.perf_counter()
@@ -106,22 +117,22 @@ class RowRunner:
         if watch is not None:
             watch.after_build()
         self.channel.event(Built(row.key, record["build_ms"]))
-        return fn, inputs, out
+        return fn, inputs, out, check
 
-    def _check(self, row, record, op, impl, spec, ctx, inputs, out) -> bool:
-        from workbench.verify import check_output, uses_tf32
+    def _check(self, row, record, op, spec, ctx, check, step) -> bool:
+        """Run one check step (first call, special set, timed call); False when it failed."""
+        from workbench.verify import failure_text, uses_tf32
 
         if op.matmul_like and str(spec.dtype) == "float32":
             record["fp32_precision"] = "tf32" if uses_tf32(op, spec, ctx) else "ieee"
-        report = check_output(op, impl, spec, ctx, inputs, out)
-        record["check"] = report.as_dict()
+        if step() is None:  # no special set
+            return True
+        record["check"] = check.report.as_dict()
         self.channel.event(Checked(row.key, record["check"]))
-        if report.passed:
+        if check.passed:
             return True
         record["status"] = "failed"
-        record["error"] = "check failed: " + (report.detail or (
-            f"max_abs_err {report.max_abs_err:.3g}, first bad index {report.first_bad_index} "
-            f"(atol {report.atol:g}, rtol {report.rtol:g})"))
+        record["error"] = failure_text(check.report)
         return False
 
     def _ptx_only(self, row: Row, record: dict) -> None:

@@ -26,7 +26,8 @@ class Row:
     shape/params: the spec's size fields and the implementation's parameter overrides after
     the sweep value is applied; device: a torch device string ("cpu", "cuda:0"); actions:
     normalised (bench and profile imply check), in the order check, bench, profile, ptx;
-    error: why the row cannot even be described (bad sweep parameter, bad shape), or None.
+    error: why the row cannot even be described (bad sweep parameter, bad shape), or None;
+    estimate: the size estimate admission made (engine/estimate.Estimate.as_dict), or None.
     """
 
     run_index: int
@@ -41,6 +42,7 @@ class Row:
     settings: Settings
     device: str
     error: str | None = None
+    estimate: Mapping[str, Any] | None = None
 
     @property
     def key(self) -> RowKey:
@@ -54,7 +56,8 @@ class Row:
         """The result record skeleton of this row (status and measurements None)."""
         return new_record(run_index=self.run_index, op=self.op, impl=self.impl, label=self.label,
                           params=dict(self.params), shape=dict(self.shape), dtype=self.dtype,
-                          sweep_value=self.sweep_value, device=self.device)
+                          sweep_value=self.sweep_value, device=self.device,
+                          estimate=dict(self.estimate) if self.estimate is not None else None)
 
 
 def resolve_device(setting: str, has_cuda: bool) -> str:

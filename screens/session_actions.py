@@ -1,0 +1,138 @@
+"""Sessions in the app: loading at start (after the first frame), ctrl+o, ctrl+s, and the way
+back from a saved copy to the shipped original. File work goes through `sessions_io`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual import work
+from textual.widgets import OptionList, Static
+
+from . import sessions_io
+from .dialogs import OpenScreen
+from .messages import LoadFailed, Loaded, OpenFailed, SessionOpened
+from .spec_editor import SpecEditor
+
+
+class SessionMixin:
+    """Mixed into WorkbenchApp: its `ws`, `data_dir`, `report`, `show_run`, `run_bar`,
+    `log_pane`, `running` and the runner's `run_if_pending` / `forget_pending_run`."""
+
+    # -- loading ----------------------------------------------------------------------------
+    @work(thread=True, exit_on_error=False, group="load")
+    def _load(self) -> None:
+        """Import the ops, probe the machine, read the session: all after the first frame."""
+        try:
+            catalog = (self._catalog_loader or _load_catalog)(self._kernels(), self._device())
+        except Exception as exc:  # shown as a notification and a Log line, never a traceback
+            self.post_message(LoadFailed(f"{type(exc).__name__}: {exc}"))
+            return
+        self.post_message(Loaded(catalog))
+        try:
+            opened = self._open(self._session_arg, catalog.gpu)
+        except Exception as exc:
+            # The file is left as it is (a save goes elsewhere); the ops are there to start afresh.
+            text, where = str(exc), self._session_arg
+            self.post_message(LoadFailed(f"{where}: {text}" if where and str(where) not in text else text))
+            self.post_message(SessionOpened(sessions_io.BLANK, None, None,
+                                            ("starting an empty session: pick an op (+ ...) to add a run",)))
+            return
+        self.post_message(SessionOpened(opened.session, opened.path, opened.results, opened.notes))
+
+    def _open(self, path: Path | None, gpu: bool, create: bool = False) -> sessions_io.Opened:
+        if self._opener is not None:
+            return self._opener(path, gpu)
+        return sessions_io.open_session(path, kernels=self._kernels(), has_cuda=gpu,
+                                        data=self.data_dir, create=create)
+
+    def _kernels(self) -> list[str]:
+        return [str(p) for p in getattr(self._options, "kernels", None) or ()]
+
+    def _device(self) -> str:
+        return getattr(self._options, "device", None) or "auto"
+
+    def on_loaded(self, message: Loaded) -> None:
+        self.ws.catalog = message.catalog
+        self.run_bar.status = "ready"
+        self.log_pane.add(f"machine: {message.catalog.machine}")
+
+    def on_load_failed(self, message: LoadFailed) -> None:
+        self.run_bar.status = "could not load"
+        self.forget_pending_run()
+        self.report(message.error)
+
+    def on_open_failed(self, message: OpenFailed) -> None:
+        self.report(message.error)
+
+    async def on_session_opened(self, message: SessionOpened) -> None:
+        self.ws.open(message.session, message.path, message.results)
+        if not self.running:
+            self.run_bar.status = "ready"
+        for note in message.notes:
+            self.report(note, "warning" if "not restored" in note else "information")
+        await self.show_run()
+        if self.focused is None or self.focused.id == "sidebar":
+            self.query_one("#op-list", OptionList).focus()
+        self.run_if_pending()
+
+    # -- ctrl+s, ctrl+o ---------------------------------------------------------------------
+    def action_save(self) -> None:
+        if self.ws.catalog is None:
+            return
+        if not self.ws.session.runs:
+            self.report("nothing to save yet: a session needs at least one run (press r)", "warning")
+            return
+        problem = self.query_one(SpecEditor).problem
+        if problem:  # the session still holds the last valid value: saving it would hide the error
+            self.report(f"not saved: {problem} (fix the field first)")
+            return
+        try:
+            target = sessions_io.save(self.ws.session, self.ws.path, self.data_dir)
+        except (OSError, ValueError, TypeError) as exc:
+            self.report(f"not saved: {exc}")
+            return
+        self.ws.path = target
+        self.query_one("#title-bar", Static).update(self.title_text())
+        self.report(f"saved {target}", "information")
+
+    def action_open(self) -> None:
+        if self.running:
+            self.notify("a run is in progress: cancel it (escape) before opening another session",
+                        severity="warning")
+        elif self.ws.catalog is not None:
+            known = sessions_io.known_sessions(self.data_dir)
+            self.push_screen(OpenScreen(known), self._open_answer)
+
+    def _open_answer(self, answer: tuple[Path, bool] | None) -> None:
+        if answer is not None:
+            self.open_path(*answer)
+
+    def action_open_original(self) -> None:
+        """From a saved copy of a shipped session back to the shipped original."""
+        original = sessions_io.shipped_original(self.ws.path, self.data_dir)
+        if original is None:
+            self.notify("this session is not a saved copy of a shipped one", severity="warning")
+        elif self.running:
+            self.notify("a run is in progress: cancel it (escape) first", severity="warning")
+        else:
+            self.open_path(original)
+
+    @work(thread=True, exit_on_error=False, group="open")
+    def open_path(self, path: Path | None, create: bool = False) -> None:
+        """Open `path`; a missing file is an error unless `create` (the dialog asked twice)."""
+        if path is None or self.running:
+            return
+        try:
+            opened = self._open(path, self.ws.catalog.gpu, create)
+        except Exception as exc:
+            text = str(exc)  # a SessionError already starts with its file
+            self.post_message(OpenFailed(text if str(path) in text else f"{path}: {text}"))
+            return
+        self.post_message(SessionOpened(opened.session, opened.path, opened.results, opened.notes))
+
+
+def _load_catalog(kernels: list[str], device: str):
+    from .catalog import load_catalog
+
+    return load_catalog(kernels, device)

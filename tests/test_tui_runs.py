@@ -1,0 +1,322 @@
+"""Pilot tests of issue #17's flows: managing runs (delete and undo, copy, move), the palette's
+actions, a saved copy of a shipped session reopening, ctrl+o on a missing file, field bounds,
+notices, focus, the narrow layout and the marks explained under `?`."""
+
+from __future__ import annotations
+
+import json
+
+from textual.command import CommandList
+from textual.widgets import DataTable, Input, Static
+
+from tui_helpers import (fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async,
+                         wait_for)
+from workbench.screens.app import WorkbenchApp
+from workbench.screens.dialogs import HelpScreen, OpenScreen
+
+
+def make_app(tmp_path, **kwargs) -> WorkbenchApp:
+    kwargs.setdefault("opener", fake_opener())
+    kwargs.setdefault("engine", fixture_engine())
+    return WorkbenchApp(kwargs.pop("path", None), None, catalog_loader=lambda k, d: fake_catalog(),
+                        data_dir=tmp_path, **kwargs)
+
+
+def ops(app) -> list[str]:
+    return [run.op for run in app.ws.session.runs]
+
+
+def messages(app) -> list[str]:
+    return [n.message for n in app._notifications]
+
+
+def saved_records(tmp_path) -> list[tuple[int, str]]:
+    doc = json.loads((tmp_path / "sessions" / "tui-fixture.results.json").read_text())
+    return sorted({(r["run_index"], r["op"]) for r in doc["results"]})
+
+
+async def palette(pilot, query: str) -> None:
+    """Open ctrl+p, type `query`, wait for a hit starting with it, pick it."""
+    app = pilot.app
+    await pilot.press("ctrl+p")
+    await pilot.press(*query)
+
+    def first() -> str:
+        lists = app.screen.query(CommandList)
+        return str(lists.first().get_option_at_index(0).prompt) if lists and lists.first().option_count else ""
+    await wait_for(pilot, lambda: first().startswith(query))
+    await pilot.press("enter")
+    await pilot.pause(0.2)
+
+
+@run_async
+async def test_delete_a_run_with_its_results_and_undo_brings_both_back(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        assert saved_records(tmp_path) == [(0, "gelu")]
+        app.query_one("#op-list").focus()
+        await pilot.press("d")
+        await pilot.pause(0.2)
+        assert ops(app) == ["softmax"] and app.ws.index == 0
+        assert app.query_one("#results-table", DataTable).row_count == 0  # softmax never ran
+        assert saved_records(tmp_path) == []
+        assert any("u brings it back" in m for m in messages(app))
+        await pilot.press("u")
+        await pilot.pause(0.2)
+        assert ops(app) == ["gelu", "softmax"] and app.ws.index == 0
+        assert app.query_one("#results-table", DataTable).row_count == 6
+        assert saved_records(tmp_path) == [(0, "gelu")]
+
+
+@run_async
+async def test_copy_and_move_runs_keep_results_with_their_run(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        app.query_one("#op-list").focus()
+        await pilot.press("c")  # a copy of gelu, right after it, without results
+        await pilot.pause(0.2)
+        assert ops(app) == ["gelu", "gelu", "softmax"] and app.ws.index == 1
+        assert 1 not in app.ws.models
+        await pilot.press("K")  # the copy moves up: the original (with results) is now run 1
+        await pilot.pause(0.2)
+        assert app.ws.index == 0 and saved_records(tmp_path) == [(1, "gelu")]
+        await pilot.press("J", "J")
+        await pilot.pause(0.2)
+        assert app.ws.index == 2 and saved_records(tmp_path) == [(0, "gelu")]
+        assert "gelu" in str(app.query_one("#op-list").get_option("run:2").prompt)
+
+
+@run_async
+async def test_runs_are_not_moved_under_a_run_in_flight(tmp_path):
+    app = make_app(tmp_path, engine=fixture_engine(delay_s=0.2))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.running)
+        app.query_one("#op-list").focus()
+        await pilot.press("d")
+        await pilot.pause(0.1)
+        assert ops(app) == ["gelu", "softmax"]
+        assert any("run is in progress" in m for m in messages(app))
+
+
+@run_async
+async def test_the_palette_holds_every_action(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        titles = " | ".join(c.title for c in app.get_system_commands(app.screen))
+        for words in ("Save the session", "Run the run on screen", "Cancel the run", "dtype: float16",
+                      "Edit the sweep", "Delete run 0", "Duplicate run 0", "Move run 0", "Pane: Profile"):
+            assert words in titles, words
+        await palette(pilot, "dtype: bfloat16")
+        assert app.ws.session.runs[0].dtype == "bfloat16"
+        await palette(pilot, "Delete run 0")
+        assert ops(app) == ["softmax"]
+        await palette(pilot, "Undo delete")
+        assert ops(app) == ["gelu", "softmax"]
+        await palette(pilot, "Edit the sweep")
+        await wait_for(pilot, lambda: app.focused is not None and app.focused.id == "sweep-params")
+        await pilot.press("escape")
+        await palette(pilot, "open session lecture06-gelu")  # sessions by name
+        await wait_for(pilot, lambda: app.ws.path is not None and app.ws.path.name == "lecture06-gelu.yaml")
+
+
+@run_async
+async def test_a_saved_copy_of_a_shipped_session_is_what_opens_next_time(tmp_path):
+    from workbench.session import resolve_session_path, shipped_path
+
+    def app() -> WorkbenchApp:  # the real opener: the shipped default-cpu (fake catalog, no GPU)
+        return WorkbenchApp(None, None, engine=fixture_engine(), data_dir=tmp_path,
+                            catalog_loader=lambda k, d: fake_catalog(gpu=False))
+    first = app()
+    async with first.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        assert first.ws.path == shipped_path("default-cpu")
+        first.query_one("#op-list").focus()
+        await pilot.press("d")  # an edit: the first run goes
+        await pilot.press("ctrl+s")
+        await pilot.pause(0.3)
+    copy = tmp_path / "sessions" / "default-cpu.yaml"
+    assert copy.exists()
+    second = app()
+    async with second.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        assert second.ws.path == copy and len(second.ws.session.runs) == 2
+        assert any("saved copy" in m for m in messages(second))
+        assert "your copy" in str(second.query_one("#title-bar", Static).render())
+        await palette(pilot, "Open shipped original")
+        await wait_for(pilot, lambda: second.ws.path == shipped_path("default-cpu"))
+        assert len(second.ws.session.runs) == 3
+    assert resolve_session_path("default-cpu", tmp_path) == copy          # what --replay finds
+    assert resolve_session_path("shipped:default-cpu", tmp_path) == shipped_path("default-cpu")
+    assert resolve_session_path("default-cpu") == shipped_path("default-cpu")
+
+
+@run_async
+async def test_ctrl_o_on_a_missing_file_says_so_and_asks_before_a_new_session(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        app._opener = None  # the real open_session from here on (the fixture session at start)
+        missing = tmp_path / "nope.yaml"
+        app.open_path(missing)
+        await wait_for(pilot, lambda: any("no such session file" in m for m in messages(app)))
+        assert app.ws.session.name == "tui-fixture"
+        await pilot.press("ctrl+o")
+        await wait_for(pilot, lambda: isinstance(app.screen, OpenScreen))
+        app.screen.query_one("#open-path", Input).value = str(missing)
+        await pilot.press("enter")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, OpenScreen)
+        assert "no such file" in str(app.screen.query_one("#open-problem", Static).render())
+        await pilot.press("enter")  # asked twice: a new session there
+        await wait_for(pilot, lambda: app.ws.path == missing)
+        assert app.ws.session.runs == () and not missing.exists()
+
+
+@run_async
+async def test_a_shape_the_op_cannot_take_is_refused_naming_the_bound(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        await pilot.press("e")
+        await pilot.pause(0.1)
+        m = app.focused
+        assert isinstance(m, Input) and m.name == "M"
+        m.value = str(10 ** 29)
+        await pilot.pause(0.2)
+        problem = app.query_one("SpecEditor").problem
+        assert "at most 2^63-1" in problem and "M" in problem
+        shown = app.query_one("#spec-problem", Static)
+        assert shown.region.width > 0 and shown.region.height >= 2  # wrapped, not cut
+        assert app.ws.session.runs[0].shape["M"] == 16384
+        await pilot.press("escape")
+        assert not app.has_class("-spec") and app.focused.id == "op-list"
+
+
+@run_async
+async def test_errors_stay_in_the_log_and_notices_do_not_pile_up(tmp_path):
+    from tui_helpers import GELU_H200
+
+    data = json.loads(GELU_H200.read_text())
+    data["doc"]["results"] = [{**r, "status": "failed", "error": f"RuntimeError: boom {i} [x]"}
+                              for i, r in enumerate(data["doc"]["results"])]
+    app = make_app(tmp_path, engine=fixture_engine(data))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        errors = [m for m in messages(app) if "boom" in m]
+        assert errors == [] and sum("row(s) failed" in m for m in messages(app)) == 1
+        log = [t for level, t in app.log_pane.entries if level == "error"]
+        assert sum("boom" in t for t in log) >= 6
+        detail = str(app.query_one("#row-detail", Static).render())
+        assert "RuntimeError: boom 0 [x]" in detail  # the whole error, brackets and all
+        for i in range(8):
+            app.report(f"notice {i}")
+        assert len(app._notifications) <= 3
+        await pilot.resize_terminal(50, 15)
+        await pilot.pause(0.2)
+        assert len(app._notifications) == 0  # nothing covers "terminal too small"
+
+
+@run_async
+async def test_focus_is_drawn_as_a_heavy_border_and_moves_with_the_keyboard(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await pilot.pause(0.1)
+        runs = app.query_one("#op-list")
+        assert app.focused is runs and runs.styles.border_top[0] == "heavy"
+        assert app.query_one("#impls").styles.border_top[0] == "round"
+        await pilot.press("2")
+        await pilot.pause(0.1)
+        assert app.query_one("#panes").styles.border_top[0] == "heavy"
+        assert runs.styles.border_top[0] == "round"
+
+
+@run_async
+async def test_at_80x24_the_sidebar_is_narrow_and_the_spec_one_key_away(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        assert app.has_class("-narrow") and app.query_one("#sidebar").size.width <= 28
+        assert not app.query_one("#spec").display
+        await pilot.press("e")
+        await pilot.pause(0.1)
+        assert app.query_one("#spec").display and not app.query_one("#op-list").display
+        fields = [w for w in app.query_one("#spec").query("Input, Select, SelectionList")]
+        bottom = app.query_one("#main").region.bottom
+        assert all(0 < w.region.bottom <= bottom for w in fields)  # every field in view
+        await pilot.press("escape")
+        table = app.query_one("#results-table", DataTable)
+        table.focus()
+        columns = [str(c.label) for c in table.columns.values()]
+        assert columns[:4] == ["impl", "status", "median", "spread"] and columns[-1] == "notes"
+        await pilot.press("l")
+        await pilot.pause(0.1)
+        first = list(table.columns.values())[4].get_render_width(table)
+        assert table.scroll_x == min(first, table.max_scroll_x)  # one whole column per key
+        for _ in range(len(columns)):
+            await pilot.press("l")
+        await pilot.pause(0.2)
+        assert 0 < table.scroll_x == table.max_scroll_x  # the last column (notes) in view
+        await pilot.press(*"h" * len(columns))
+        await pilot.pause(0.2)
+        assert table.scroll_x == 0
+
+
+@run_async
+async def test_help_explains_every_mark(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, HelpScreen)
+        from workbench.screens.dialogs import MARKS
+
+        marks = " ".join(mark for mark, _ in MARKS)
+        for mark in ("◐", "✗", "✓", "↔", "⚠", "…", "█"):
+            assert mark in marks, mark
+
+
+@run_async
+async def test_enter_on_a_profile_row_shows_the_whole_kernel_name(tmp_path):
+    from workbench.screens.dialogs import TextScreen
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        await pilot.press("2")
+        table = app.query_one("#profile-table", DataTable)
+        assert app.focused is table
+        shown = str(table.get_row_at(table.cursor_row)[0])
+        assert shown.startswith("vector") and "MulFunctor>" in shown and "void" not in shown
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, TextScreen))
+        body = str(app.screen.query_one("#text-body", Static).render())
+        assert body.startswith("void at::native::vectorized_elementwise_kernel<4, MulFunctor>")
+        await pilot.press("escape")
+        assert not isinstance(app.screen, TextScreen)
+
+
+@run_async
+async def test_run_list_keys_act_on_the_highlighted_run_not_the_one_on_screen(tmp_path):
+    """In tmux a first try pressed j then d: the run on screen went, not the highlighted one."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        app.query_one("#op-list").focus()
+        await pilot.press("j", "d")
+        await pilot.pause(0.2)
+        assert ops(app) == ["gelu"]
+        await pilot.press("u")
+        await pilot.pause(0.2)
+        assert ops(app) == ["gelu", "softmax"]
