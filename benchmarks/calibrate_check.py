@@ -87,15 +87,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.ops and op.name not in args.ops.split(","):
             continue
         for impl in shipped(op):
-            if impl.kind.value not in kinds:
+            if impl.kind not in kinds:
                 continue
             extra = [] if args.test_specs_only else EXTRA_SPECS.get(op.name, [])
             for shape in [*op.test_specs, *extra]:
                 for dtype in op.dtypes:
                     if not impl.supports(dtype):
                         continue
-                    if impl.kind.value == "compiled":
-                        torch._dynamo.reset()
+                    watch = impl.backend.watch()  # compiled: dynamo reset, each shape compiles fresh
+                    if watch is not None:
+                        watch.start()
                     try:
                         rows += calibrate_one(op, impl, op.make_spec(shape, dtype), args.device)
                     except Exception as exc:  # one line per failing case; the rest still run

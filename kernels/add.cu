@@ -3,18 +3,7 @@
 // dtype dispatch) lives in kernels/add.py and is passed to load_inline.
 //
 //   z = x + y
-#include <cuda_runtime.h>
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-#include <stdint.h>
-
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T from_float(float v);
-template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+#include "common.cuh"  // to_float / from_float, cdiv
 
 // Each thread moves 16 bytes per load and store (ld.global.v4), VEC = 16 / sizeof(T) elements,
 // UNROLL packs of each input in flight before any arithmetic; consecutive threads touch

@@ -2,8 +2,10 @@
 
     z = x + y        x, y: (M, N) -> z: (M, N)
 
-dtypes: float32, float16, bfloat16. The fused kernels add in float32 and round once to the
-dtype, which is the correctly rounded sum (the same result as a native add in that dtype).
+dtypes: float32, float16, bfloat16 (`cupy`: float32). The fused kernels add in float32 and
+round once to the dtype, which is the correctly rounded sum (the same result as a native add in
+that dtype). `cupy` runs a CUDA kernel through CuPy's RawKernel instead of load_inline
+(workbench/backends/cupy.py): the same kind of kernel, another launch path.
 """
 
 from __future__ import annotations
@@ -13,34 +15,31 @@ from pathlib import Path
 
 import torch
 
+from workbench.backends.cupy import raw_kernel
 from workbench.cost import Cost
 from workbench.cuda_build import load_cuda
-from workbench.dtypes import DType
-from workbench.errors import LimitError
 from workbench.inputs import large_and_subnormal, periodic_fill_, seeded_normal
-from workbench.kernel_source import CudaSource, TritonLaunch, triton_ptr
 from workbench.chunking import CheckChunks
+from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource, triton_index, triton_ptr
 from workbench.registry import BuildContext, Op
-from workbench.spec import Spec
 from workbench.triton_support import jit, tl
 
+from ._utils import MATRIX_TEST_SPECS, MatrixSpec, cdiv, elementwise_cost, elementwise_runner
+
 CU_FILE = Path(__file__).with_name("add.cu")
+CUPY_CU_FILE = Path(__file__).with_name("add_cupy.cu")
 
 
 # -- spec ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class AddSpec(Spec):
+class AddSpec(MatrixSpec):
     """x, y: (M, N) -> (M, N)."""
-
-    M: int = 16384
-    N: int = 16384
-    dtype: DType = DType.float32
 
 
 ADD = Op(
     "add", AddSpec,
     description="Elementwise x + y over M x N",
-    test_specs=[{"M": 1, "N": 1000}, {"M": 257, "N": 257}, {"M": 3, "N": 4097}],
+    test_specs=MATRIX_TEST_SPECS,
     check_chunks=CheckChunks.flat(0, 1),
 )
 
@@ -75,12 +74,8 @@ def reference(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 # -- cost model ------------------------------------------------------------------------------
 @ADD.cost_model
 def cost(spec: AddSpec) -> Cost:
-    numel = spec.M * spec.N
-    return Cost(
-        bytes_read=2 * numel * spec.dtype.itemsize,  # x and y, each read once
-        bytes_written=numel * spec.dtype.itemsize,   # z, written once
-        flops=numel,                                 # one add per element
-    )
+    """x and y read once, z written once, one add per element."""
+    return elementwise_cost(spec, flops_per_element=1, inputs=2)
 
 
 # -- implementations -------------------------------------------------------------------------
@@ -101,6 +96,43 @@ def build_compiled(spec: AddSpec, params, ctx: BuildContext):
     return torch.compile(add_expr, dynamic=False)
 
 
+# -- Triton ------------------------------------------------------------------------------------
+@jit
+def _add_kernel(x_ptr, y_ptr, z_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    """One program per BLOCK_SIZE elements; masked tail; correct past 2^31 elements."""
+    # The block's start in 64 bits, moved into the pointers once; the lanes stay int32 (see
+    # kernels/gelu.py: per-element int64 offsets cost up to 1% on the H200, this form nothing).
+    start = tl.program_id(0).to(tl.int64) * BLOCK_SIZE
+    lanes = tl.arange(0, BLOCK_SIZE)
+    mask = lanes < tl.minimum(n_elements - start, BLOCK_SIZE).to(tl.int32)
+    # Added in float32 and rounded once: the correctly rounded sum in every dtype, and the
+    # Triton interpreter has no bfloat16 arithmetic (numpy), only conversions.
+    x = tl.load(x_ptr + start + lanes, mask=mask).to(tl.float32)
+    y = tl.load(y_ptr + start + lanes, mask=mask).to(tl.float32)
+    tl.store(z_ptr + start + lanes, (x + y).to(z_ptr.dtype.element_ty), mask=mask)
+
+
+def _triton_launch(spec: AddSpec, params) -> TritonLaunch:
+    numel, block = spec.M * spec.N, int(params["BLOCK_SIZE"])
+    ptr = triton_ptr(spec.dtype)
+    return TritonLaunch(
+        kernel=_add_kernel,
+        signature={"x_ptr": ptr, "y_ptr": ptr, "z_ptr": ptr, "n_elements": triton_index(numel),
+                   "BLOCK_SIZE": "constexpr"},
+        constexprs={"BLOCK_SIZE": block},
+        grid=(cdiv(numel, block), 1, 1),
+        num_warps=int(params["num_warps"]),
+        scalars={"n_elements": numel},
+    )
+
+
+@ADD.impl("triton", params={"BLOCK_SIZE": 1024, "num_warps": 4}, source=TritonSource(_triton_launch))
+def build_triton(spec: AddSpec, params, ctx: BuildContext):
+    """Triton: one program per BLOCK_SIZE elements."""
+    return elementwise_runner(_triton_launch(spec, params))
+
+
+# -- CUDA --------------------------------------------------------------------------------------
 _CPP_BINDING = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -131,56 +163,36 @@ torch::Tensor add_vec(torch::Tensor x, torch::Tensor y) {
 """
 
 
-@ADD.impl("cuda", needs=["cuda_device", "nvcc"], cuda_source=CudaSource(CU_FILE, ("add_vec_kernel",)))
+@ADD.impl("cuda", source=CudaSource(CU_FILE, ("add_vec_kernel",)))
 def build_cuda(spec: AddSpec, params, ctx: BuildContext):
     """CUDA C++: 16-byte vector loads and stores, one pack of each input per thread, int64 indexing."""
     module = load_cuda("wb_add", CU_FILE, _CPP_BINDING, ["add_vec"], ctx.build_dir)
     return lambda x, y: module.add_vec(x.contiguous(), y.contiguous())
 
 
-@jit
-def _add_kernel(x_ptr, y_ptr, z_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
-    """One program per BLOCK_SIZE elements; masked tail; correct past 2^31 elements."""
-    # The block's start in 64 bits, moved into the pointers once; the lanes stay int32 (see
-    # kernels/gelu.py: per-element int64 offsets cost up to 1% on the H200, this form nothing).
-    start = tl.program_id(0).to(tl.int64) * BLOCK_SIZE
-    lanes = tl.arange(0, BLOCK_SIZE)
-    mask = lanes < tl.minimum(n_elements - start, BLOCK_SIZE).to(tl.int32)
-    # Added in float32 and rounded once: the correctly rounded sum in every dtype, and the
-    # Triton interpreter has no bfloat16 arithmetic (numpy), only conversions.
-    x = tl.load(x_ptr + start + lanes, mask=mask).to(tl.float32)
-    y = tl.load(y_ptr + start + lanes, mask=mask).to(tl.float32)
-    tl.store(z_ptr + start + lanes, (x + y).to(z_ptr.dtype.element_ty), mask=mask)
+# -- CuPy: the same float4 add, compiled by NVRTC and launched by CuPy -------------------------
+CUPY_THREADS = 256
 
 
-def _triton_launch(spec: AddSpec, params) -> TritonLaunch:
-    numel = spec.M * spec.N
-    block = int(params["BLOCK_SIZE"])
-    ptr = triton_ptr(spec.dtype)
-    return TritonLaunch(
-        kernel=_add_kernel,
-        signature={"x_ptr": ptr, "y_ptr": ptr, "z_ptr": ptr, "n_elements": "i32" if numel < 2**31 else "i64",
-                   "BLOCK_SIZE": "constexpr"},
-        constexprs={"BLOCK_SIZE": block},
-        grid=((numel + block - 1) // block, 1, 1),
-        num_warps=int(params["num_warps"]),
-        scalars={"n_elements": numel},
-    )
+def _cupy_launch(spec: AddSpec, params) -> tuple[tuple[int, ...], int]:
+    """One float4 pack per thread per step of the grid-stride loop, one pass over the tensor."""
+    packs = max(1, spec.M * spec.N // 4)
+    return (min(cdiv(packs, CUPY_THREADS), 2**31 - 1), 1, 1), CUPY_THREADS
 
 
-@ADD.impl("triton", needs=["triton"], params={"BLOCK_SIZE": 1024, "num_warps": 4},
-          triton_launch=_triton_launch)
-def build_triton(spec: AddSpec, params, ctx: BuildContext):
-    """Triton: one program per BLOCK_SIZE elements."""
-    block = int(params["BLOCK_SIZE"])
-    if block < 1 or block & (block - 1):
-        raise LimitError(f"add triton: BLOCK_SIZE must be a power of two, got {block}")
-    num_warps = int(params["num_warps"])
+CUPY_SOURCE = CudaSource(CUPY_CU_FILE, ("add_f32_kernel",), launch=_cupy_launch)
+
+
+@ADD.impl("cupy", dtypes=["float32"], source=CUPY_SOURCE)
+def build_cupy(spec: AddSpec, params, ctx: BuildContext):
+    """CuPy RawKernel (NVRTC): 16-byte float4 loads and stores, grid-stride, on torch's stream."""
+    launch = raw_kernel(CUPY_SOURCE, "add_f32_kernel")
+    grid, threads = _cupy_launch(spec, params)
 
     def run(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         x, y = x.contiguous(), y.contiguous()
         z = torch.empty_like(x)
-        n = x.numel()
-        _add_kernel[((n + block - 1) // block,)](x, y, z, n, BLOCK_SIZE=block, num_warps=num_warps)
+        aligned = (x.data_ptr() | y.data_ptr() | z.data_ptr()) % 16 == 0
+        launch(grid, (threads, 1, 1), x, y, z, x.numel(), aligned)
         return z
     return run

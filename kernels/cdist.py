@@ -17,15 +17,14 @@ import torch
 
 from workbench.cost import Cost
 from workbench.dtypes import DType
-from workbench.errors import LimitError
 from workbench.inputs import seeded_normal
-from workbench.kernel_source import TritonLaunch, triton_ptr
 from workbench.chunking import CheckChunks
+from workbench.kernel_source import TritonLaunch, TritonSource, triton_ptr
 from workbench.registry import BuildContext, Op
 from workbench.spec import Spec
 from workbench.triton_support import jit, tl
 
-from .matmul import fp32_precision
+from ._utils import cdiv, matrix_runner
 
 # The float64 reference materialises (rows, N, D) differences: this many elements per chunk.
 REFERENCE_CHUNK_ELEMENTS = 2**26
@@ -110,12 +109,11 @@ def build_manual(spec: CdistSpec, params, ctx: BuildContext):
 
 @CDIST.impl("pytorch")
 def build_pytorch(spec: CdistSpec, params, ctx: BuildContext):
-    """torch.cdist: the matmul form above 25 rows (cuBLAS plus pow/sum/clamp/sqrt kernels)."""
-    def run(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        # Checked at float32 tolerance, so its matmul must be IEEE float32, never TF32.
-        with fp32_precision("ieee"):
-            return torch.cdist(x, y)
-    return run
+    """torch.cdist: the matmul form above 25 rows (cuBLAS plus pow/sum/clamp/sqrt kernels).
+
+    Its matmul runs IEEE float32 (cdist is not matmul-like: engine/precision.py), as the check's
+    float32 tolerance assumes."""
+    return torch.cdist
 
 
 @CDIST.impl("compiled")
@@ -151,16 +149,8 @@ def _cdist_kernel(x_ptr, y_ptr, out_ptr, M, N, D, stride_xm, stride_xd, stride_y
     tl.store(out_ptrs, tl.sqrt(acc), mask=mask_m[:, None] & mask_n[None, :])
 
 
-def _tile(params) -> tuple[int, int, int]:
-    block_m, block_n, num_warps = int(params["BLOCK_M"]), int(params["BLOCK_N"]), int(params["num_warps"])
-    for name, value in (("BLOCK_M", block_m), ("BLOCK_N", block_n)):
-        if value < 1 or value & (value - 1):
-            raise LimitError(f"cdist triton: {name} must be a power of two, got {value}")
-    return block_m, block_n, num_warps
-
-
 def _triton_launch(spec: CdistSpec, params) -> TritonLaunch:
-    block_m, block_n, num_warps = _tile(params)
+    block_m, block_n = int(params["BLOCK_M"]), int(params["BLOCK_N"])
     ptr = triton_ptr(spec.dtype)
     ints = ("M", "N", "D", "stride_xm", "stride_xd", "stride_yn", "stride_yd", "stride_om", "stride_on")
     return TritonLaunch(
@@ -169,27 +159,14 @@ def _triton_launch(spec: CdistSpec, params) -> TritonLaunch:
                    "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "INDEX_64": "constexpr"},
         constexprs={"BLOCK_M": block_m, "BLOCK_N": block_n,
                     "INDEX_64": max(spec.M * spec.D, spec.N * spec.D, spec.M * spec.N) >= 2**31},
-        grid=(-(-spec.M // block_m), -(-spec.N // block_n), 1),
-        num_warps=num_warps,
+        grid=(cdiv(spec.M, block_m), cdiv(spec.N, block_n), 1),
+        num_warps=int(params["num_warps"]),
         scalars={"M": spec.M, "N": spec.N, "D": spec.D, "stride_xm": spec.D, "stride_xd": 1,
                  "stride_yn": spec.D, "stride_yd": 1, "stride_om": spec.N, "stride_on": 1},
     )
 
 
-@CDIST.impl("triton", needs=["triton"], params={"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4},
-            triton_launch=_triton_launch)
+@CDIST.impl("triton", params={"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4}, source=TritonSource(_triton_launch))
 def build_triton(spec: CdistSpec, params, ctx: BuildContext):
     """Triton: tiles of distances by direct difference, float32 FMA (no cancellation, P12)."""
-    block_m, block_n, num_warps = _tile(params)
-
-    def run(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        (m, d), (n, d_y) = x.shape, y.shape
-        if d != d_y:
-            raise ValueError(f"cdist: point dimensions differ: x is {m}x{d}, y is {n}x{d_y}")
-        out = torch.empty((m, n), dtype=x.dtype, device=x.device)
-        grid = (-(-m // block_m), -(-n // block_n))
-        _cdist_kernel[grid](x, y, out, m, n, d, x.stride(0), x.stride(1), y.stride(0), y.stride(1),
-                            out.stride(0), out.stride(1), BLOCK_M=block_m, BLOCK_N=block_n,
-                            INDEX_64=max(x.numel(), y.numel(), out.numel()) >= 2**31, num_warps=num_warps)
-        return out
-    return run
+    return matrix_runner(_triton_launch(spec, params), spec.M, spec.N, where="cdist triton")

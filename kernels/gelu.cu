@@ -3,18 +3,7 @@
 // (tensor checks, dtype dispatch) lives in kernels/gelu.py and is passed to load_inline.
 //
 //   y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-#include <cuda_runtime.h>
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-#include <stdint.h>
-
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T from_float(float v);
-template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+#include "common.cuh"  // to_float / from_float, cdiv
 
 // The lecture's kernel (section 3.2): one element per thread, 1024 threads per block. Its
 // literals are double, so the arithmetic runs in double precision, as the lecture wrote it.
@@ -74,8 +63,6 @@ __global__ void gelu_vec_kernel(const T* __restrict__ in, T* __restrict__ out, i
         out[i] = from_float<T>(gelu_f(to_float(in[i])));
     }
 }
-
-static inline unsigned int cdiv(int64_t a, int64_t b) { return (unsigned int)((a + b - 1) / b); }
 
 template <typename T>
 static cudaError_t launch_naive(const T* in, T* out, int n, cudaStream_t stream) {

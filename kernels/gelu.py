@@ -20,14 +20,13 @@ import torch.nn.functional as F
 
 from workbench.cost import Cost
 from workbench.cuda_build import load_cuda
-from workbench.dtypes import DType
-from workbench.errors import LimitError
 from workbench.inputs import large_and_subnormal, periodic_fill_, seeded_normal
-from workbench.kernel_source import CudaSource, TritonLaunch, triton_ptr
 from workbench.chunking import CheckChunks
+from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource, triton_index, triton_ptr
 from workbench.registry import BuildContext, Op
-from workbench.spec import Spec
 from workbench.triton_support import jit, tl
+
+from ._utils import MATRIX_TEST_SPECS, MatrixSpec, cdiv, elementwise_cost, elementwise_runner
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)  # 0.7978845608...; the lecture rounds it to 0.79788456
 CU_FILE = Path(__file__).with_name("gelu.cu")
@@ -35,18 +34,14 @@ CU_FILE = Path(__file__).with_name("gelu.cu")
 
 # -- spec ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class GeluSpec(Spec):
+class GeluSpec(MatrixSpec):
     """x: (M, N) -> (M, N)."""
-
-    M: int = 16384
-    N: int = 16384
-    dtype: DType = DType.float32
 
 
 GELU = Op(
     "gelu", GeluSpec,
     description="GeLU (tanh approximation), elementwise over M x N",
-    test_specs=[{"M": 1, "N": 1000}, {"M": 257, "N": 257}, {"M": 3, "N": 4097}],
+    test_specs=MATRIX_TEST_SPECS,
     check_chunks=CheckChunks.flat(0),
 )
 
@@ -92,12 +87,8 @@ FLOPS_PER_ELEMENT = 9
 
 @GELU.cost_model
 def cost(spec: GeluSpec) -> Cost:
-    numel = spec.M * spec.N
-    return Cost(
-        bytes_read=numel * spec.dtype.itemsize,      # x, read once
-        bytes_written=numel * spec.dtype.itemsize,   # y, written once
-        flops=FLOPS_PER_ELEMENT * numel,
-    )
+    """x read once, y written once, FLOPS_PER_ELEMENT per element."""
+    return elementwise_cost(spec, FLOPS_PER_ELEMENT)
 
 
 def manual_bytes_moved(spec: GeluSpec) -> int:
@@ -148,6 +139,50 @@ def build_compiled(spec: GeluSpec, params, ctx: BuildContext):
     return torch.compile(manual_gelu, dynamic=False)
 
 
+# -- Triton ------------------------------------------------------------------------------------
+@jit
+def _gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    """One program per BLOCK_SIZE elements; float32 arithmetic; masked tail; correct past 2^31
+    elements."""
+    # The block's start in 64 bits, added to the pointers once; the lanes and the mask stay
+    # int32. Per-element int64 offsets cost up to 1.2% on the H200 (float32, 16384^2); this form
+    # costs nothing measurable, and int32 offsets alone would wrap past 2^31 elements.
+    start = tl.program_id(0).to(tl.int64) * BLOCK_SIZE
+    lanes = tl.arange(0, BLOCK_SIZE)
+    mask = lanes < tl.minimum(n_elements - start, BLOCK_SIZE).to(tl.int32)
+    x = tl.load(x_ptr + start + lanes, mask=mask).to(tl.float32)
+    # 0.5 x (1 + tanh a) = x sigmoid(2a) = x / (1 + 2^u), u = -2 log2(e) a: one exp2 and one
+    # division, finite for every x (2^u = inf gives x / inf = -0), and portable across Triton
+    # versions and the interpreter (P8: tanh moved between tl.math and libdevice). The form
+    # 1 - 2 / (exp(2a) + 1) did the same math in 4 more operations: 93% of copy in float16
+    # against 101% for this one (H200, 16384^2).
+    # u = K1 x + K3 x^3 with K1 = -2 log2(e) sqrt(2/pi) = -2.3022..., K3 = 0.044715 K1.
+    u = x * (x * x * -0.10294323958002350 + -2.3022081981443250)
+    y = x / (1.0 + tl.exp2(u))
+    tl.store(y_ptr + start + lanes, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _triton_launch(spec: GeluSpec, params) -> TritonLaunch:
+    numel, block = spec.M * spec.N, int(params["BLOCK_SIZE"])
+    ptr = triton_ptr(spec.dtype)
+    return TritonLaunch(
+        kernel=_gelu_kernel,
+        signature={"x_ptr": ptr, "y_ptr": ptr, "n_elements": triton_index(numel), "BLOCK_SIZE": "constexpr"},
+        constexprs={"BLOCK_SIZE": block},
+        grid=(cdiv(numel, block), 1, 1),
+        num_warps=int(params["num_warps"]),
+        scalars={"n_elements": numel},
+    )
+
+
+@GELU.impl("triton", math="tanh", params={"BLOCK_SIZE": 1024, "num_warps": 4},
+           source=TritonSource(_triton_launch, interpreter_dtypes=("float32", "float16", "bfloat16")))
+def build_triton(spec: GeluSpec, params, ctx: BuildContext):
+    """Triton: one program per BLOCK_SIZE elements, fused, float32 arithmetic."""
+    return elementwise_runner(_triton_launch(spec, params))
+
+
+# -- CUDA --------------------------------------------------------------------------------------
 _CPP_BINDING = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -206,75 +241,18 @@ def _load_module(ctx: BuildContext):
 
 
 def _naive_launch(spec: GeluSpec, params) -> tuple[tuple[int, ...], int]:
-    return ((spec.M * spec.N + 1023) // 1024, 1, 1), 1024
+    return (cdiv(spec.M * spec.N, 1024), 1, 1), 1024
 
 
-@GELU.impl("cuda_naive", math="tanh", needs=["cuda_device", "nvcc"],
-           cuda_source=CudaSource(CU_FILE, ("gelu_naive_kernel",), launch=_naive_launch))
+@GELU.impl("cuda_naive", math="tanh", source=CudaSource(CU_FILE, ("gelu_naive_kernel",), launch=_naive_launch))
 def build_cuda_naive(spec: GeluSpec, params, ctx: BuildContext):
     """The lecture's CUDA kernel: one element per thread, 1024 threads, double-precision literals."""
     module = _load_module(ctx)
     return lambda x: module.gelu_naive(x.contiguous())
 
 
-@GELU.impl("cuda", math="tanh", needs=["cuda_device", "nvcc"],
-           cuda_source=CudaSource(CU_FILE, ("gelu_vec_kernel",)))
+@GELU.impl("cuda", math="tanh", source=CudaSource(CU_FILE, ("gelu_vec_kernel",)))
 def build_cuda(spec: GeluSpec, params, ctx: BuildContext):
     """CUDA C++: float arithmetic, 16-byte vector loads and stores, grid-stride loop."""
     module = _load_module(ctx)
     return lambda x: module.gelu_vec(x.contiguous())
-
-
-@jit
-def _gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
-    """One program per BLOCK_SIZE elements; float32 arithmetic; masked tail; correct past 2^31
-    elements."""
-    # The block's start in 64 bits, added to the pointers once; the lanes and the mask stay
-    # int32. Per-element int64 offsets cost up to 1.2% on the H200 (float32, 16384^2); this form
-    # costs nothing measurable, and int32 offsets alone would wrap past 2^31 elements.
-    start = tl.program_id(0).to(tl.int64) * BLOCK_SIZE
-    lanes = tl.arange(0, BLOCK_SIZE)
-    mask = lanes < tl.minimum(n_elements - start, BLOCK_SIZE).to(tl.int32)
-    x = tl.load(x_ptr + start + lanes, mask=mask).to(tl.float32)
-    # 0.5 x (1 + tanh a) = x sigmoid(2a) = x / (1 + 2^u), u = -2 log2(e) a: one exp2 and one
-    # division, finite for every x (2^u = inf gives x / inf = -0), and portable across Triton
-    # versions and the interpreter (P8: tanh moved between tl.math and libdevice). The form
-    # 1 - 2 / (exp(2a) + 1) did the same math in 4 more operations: 93% of copy in float16
-    # against 101% for this one (H200, 16384^2).
-    # u = K1 x + K3 x^3 with K1 = -2 log2(e) sqrt(2/pi) = -2.3022..., K3 = 0.044715 K1.
-    u = x * (x * x * -0.10294323958002350 + -2.3022081981443250)
-    y = x / (1.0 + tl.exp2(u))
-    tl.store(y_ptr + start + lanes, y.to(y_ptr.dtype.element_ty), mask=mask)
-
-
-def _triton_launch(spec: GeluSpec, params) -> TritonLaunch:
-    numel = spec.M * spec.N
-    block = int(params["BLOCK_SIZE"])
-    ptr = triton_ptr(spec.dtype)
-    return TritonLaunch(
-        kernel=_gelu_kernel,
-        signature={"x_ptr": ptr, "y_ptr": ptr, "n_elements": "i32" if numel < 2**31 else "i64",
-                   "BLOCK_SIZE": "constexpr"},
-        constexprs={"BLOCK_SIZE": block},
-        grid=((numel + block - 1) // block, 1, 1),
-        num_warps=int(params["num_warps"]),
-        scalars={"n_elements": numel},
-    )
-
-
-@GELU.impl("triton", math="tanh", needs=["triton"], params={"BLOCK_SIZE": 1024, "num_warps": 4},
-           interpreter_dtypes=["float32", "float16", "bfloat16"], triton_launch=_triton_launch)
-def build_triton(spec: GeluSpec, params, ctx: BuildContext):
-    """Triton: one program per BLOCK_SIZE elements, fused, float32 arithmetic."""
-    block = int(params["BLOCK_SIZE"])
-    if block & (block - 1):
-        raise LimitError(f"BLOCK_SIZE must be a power of two, got {block}")
-    num_warps = int(params["num_warps"])
-
-    def run(x: torch.Tensor) -> torch.Tensor:
-        x = x.contiguous()
-        y = torch.empty_like(x)
-        n = x.numel()
-        _gelu_kernel[((n + block - 1) // block,)](x, y, n, BLOCK_SIZE=block, num_warps=num_warps)
-        return y
-    return run

@@ -6,20 +6,7 @@
 //
 // Both kernels run on the CUDA cores (FMA) with a float accumulator; neither uses tensor cores,
 // which is why cuBLAS (`pytorch`) and Triton's tl.dot are far ahead in 16-bit dtypes.
-#include <cuda_runtime.h>
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-#include <stdint.h>
-
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T from_float(float v);
-template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
-
-static inline unsigned int cdiv(int64_t a, int64_t b) { return (unsigned int)((a + b - 1) / b); }
+#include "common.cuh"  // to_float / from_float, cdiv
 
 // The lecture's triple loop on the GPU (section 7): one thread per output element. threadIdx.x
 // runs along a row of C, so a warp reads 32 consecutive B elements (coalesced) and one A element

@@ -18,34 +18,27 @@ import torch.nn.functional as F
 
 from workbench.cost import Cost
 from workbench.dtypes import DType
-from workbench.kernel_source import TritonLaunch
 from workbench.chunking import CheckChunks
+from workbench.kernel_source import TritonLaunch, TritonSource
 from workbench.registry import BuildContext, Op
-from workbench.spec import Spec
 
+from ._gemm import GEMM_TEST_SPECS, TRITON_PARAMS, GemmSpec, gemm_builder, gemm_cost, gemm_k, matmul_launch
 from .gelu import FLOPS_PER_ELEMENT as GELU_FLOPS_PER_ELEMENT, reference_tanh as gelu_reference
-from .matmul import TRITON_PARAMS, fp32_precision, gemm_builder, matmul_launch
 from .matmul import make_inputs as matmul_inputs, special_inputs as matmul_special_inputs
 
 
 # -- spec ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class MatmulGeluSpec(Spec):
+class MatmulGeluSpec(GemmSpec):
     """A: (M, K) @ B: (K, N), then GeLU -> (M, N)."""
-
-    M: int = 4096
-    N: int = 4096
-    K: int = 4096
-    dtype: DType = DType.bfloat16
 
 
 MATMUL_GELU = Op(
     "matmul_gelu", MatmulGeluSpec,
     description="gelu(A @ B), tanh GeLU fused into the matmul epilogue",
     dtypes=[DType.float16, DType.bfloat16],
-    test_specs=[{"M": 257, "N": 257, "K": 257}, {"M": 1, "N": 1000, "K": 64},
-                {"M": 100, "N": 130, "K": 4097}],
-    reduction_length=lambda spec: spec.K,
+    test_specs=GEMM_TEST_SPECS,
+    reduction_length=gemm_k,
     matmul_like=True,
     check_chunks=CheckChunks.rows(0),
 )
@@ -71,13 +64,8 @@ def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 # -- cost model ------------------------------------------------------------------------------
 @MATMUL_GELU.cost_model
 def cost(spec: MatmulGeluSpec) -> Cost:
-    size = spec.dtype.itemsize
-    return Cost(
-        bytes_read=(spec.M * spec.K + spec.K * spec.N) * size,  # A and B, each read once
-        bytes_written=spec.M * spec.N * size,                    # Y, written once
-        flops=(2 * spec.M * spec.N * spec.K                      # the product: a multiply-add per (m, n, k)
-               + GELU_FLOPS_PER_ELEMENT * spec.M * spec.N),      # GeLU on each output (kernels/gelu.py)
-    )
+    """The product's (A and B read once, Y written once, 2MNK) plus GeLU on each output (kernels/gelu.py)."""
+    return gemm_cost(spec, epilogue_flops_per_element=GELU_FLOPS_PER_ELEMENT)
 
 
 def unfused_bytes_moved(spec: MatmulGeluSpec) -> int:
@@ -96,15 +84,6 @@ def matmul_then_gelu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return F.gelu(a @ b, approximate="tanh")
 
 
-def _with_precision(fn, ctx: BuildContext):
-    precision = ctx.fp32_precision
-
-    def run(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        with fp32_precision(precision):
-            return fn(a, b)
-    return run
-
-
 # The product rounds to the dtype before GeLU, whose slope amplifies that rounding where GeLU is
 # small (c < 0): relative errors up to ~4 u in bfloat16 (CPU: least passing factors 128 float16
 # and 512 bfloat16 over K = 1 .. 4097, seeds 0-2; small K is the worst, where the accumulation
@@ -117,7 +96,7 @@ def build_manual(spec: MatmulGeluSpec, params, ctx: BuildContext):
     """Matmul then GeLU: two kernels, the product round-trips through HBM.
 
     Tolerance factor UNFUSED_FACTOR (the product is rounded to the dtype before GeLU)."""
-    return _with_precision(matmul_then_gelu, ctx)
+    return matmul_then_gelu
 
 
 @MATMUL_GELU.impl("compiled", math="tanh", tolerance_scale=UNFUSED_FACTOR)
@@ -125,16 +104,16 @@ def build_compiled(spec: MatmulGeluSpec, params, ctx: BuildContext):
     """torch.compile(manual, dynamic=False): cuBLAS plus an Inductor GeLU kernel unless autotuned.
 
     Tolerance factor UNFUSED_FACTOR, as manual's (the product is rounded before the GeLU kernel)."""
-    return _with_precision(torch.compile(matmul_then_gelu, dynamic=False), ctx)
+    return torch.compile(matmul_then_gelu, dynamic=False)
 
 
 def _triton_launch(spec: MatmulGeluSpec, params, ctx: BuildContext | None = None) -> TritonLaunch:
     return matmul_launch(spec, params, activation="gelu", ctx=ctx, op_name="matmul_gelu")
 
 
-@MATMUL_GELU.impl("triton", math="tanh", needs=["triton"], params=TRITON_PARAMS,
-                  interpreter_dtypes=["float16"], triton_launch=_triton_launch)
+@MATMUL_GELU.impl("triton", math="tanh", params=TRITON_PARAMS,
+                  source=TritonSource(_triton_launch, interpreter_dtypes=("float16",)))
 def build_triton(spec: MatmulGeluSpec, params, ctx: BuildContext):
-    """Triton matmul (kernels/matmul.py: the tuned TMA kernel in 16-bit dtypes) with GeLU applied
-    to the tile in its epilogue, tuned on its own (the epilogue changes the best tile)."""
-    return gemm_builder(spec, params, ctx, "gelu", "matmul_gelu")
+    """Triton matmul (kernels/_gemm.py: the tuned TMA kernel in 16-bit dtypes) with GeLU applied to
+    the tile in its epilogue, tuned on its own (the epilogue changes the best tile)."""
+    return gemm_builder(spec, params, ctx, "gelu", "matmul_gelu", matmul_inputs)

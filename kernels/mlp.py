@@ -28,7 +28,6 @@ from workbench.inputs import seeded_normal
 from workbench.registry import BuildContext, Op
 from workbench.spec import Spec
 
-from .matmul import fp32_precision
 
 # FLOPs per element of the erf GeLU forward (x/sqrt2, erf counted as 1, 1+, *x, *0.5) and of
 # its backward (the derivative Phi(x) + x phi(x): exp and erf as 1 each, about 8 in all).
@@ -151,11 +150,10 @@ def cost(spec: MlpSpec) -> Cost:
 
 # -- implementations -------------------------------------------------------------------------
 def _runner(fwd, spec: MlpSpec, ctx: BuildContext):
-    precision, steps = ctx.fp32_precision, spec.steps
+    steps = spec.steps
 
     def run(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        with fp32_precision(precision):
-            return train_steps(fwd, x, w, b, steps)
+        return train_steps(fwd, x, w, b, steps)
     return run
 
 

@@ -15,15 +15,8 @@
 #include <cuda_bf16.h>
 #include <cooperative_groups.h>
 #include <math.h>
-#include <stdint.h>
 
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T from_float(float v);
-template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+#include "common.cuh"  // to_float / from_float, cdiv
 
 // A running (max m, sum s of exp(x - m)) pair. s is rescaled only when the max grows, so
 // the common case costs one exp per element.

@@ -25,17 +25,16 @@ import torch
 
 from workbench.cost import Cost
 from workbench.cuda_build import load_cuda
-from workbench.dtypes import DType
 from workbench.errors import LimitError
 from workbench.inputs import seeded_normal
-from workbench.kernel_source import CudaSource, TritonLaunch, triton_ptr
 from workbench.chunking import CheckChunks
+from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource, triton_ptr
 from workbench.registry import BuildContext, Op
-from workbench.spec import Spec
 from workbench.triton_support import jit, next_power_of_2, tl
 
 from ._autotune import attach, can_tune, choose, default_choice
 from ._onepass import cluster_candidates, config_from, fits, geometry
+from ._utils import MATRIX_TEST_SPECS, MatrixSpec, elementwise_cost, elementwise_runner, num_warps_for
 
 CU_FILE = Path(__file__).with_name("softmax.cu")
 # One row in registers: 16384 float32 over 16 warps is 32 values per thread (plus the exps);
@@ -49,18 +48,16 @@ TUNE_MAX_ELEMENTS = 2**30
 
 # -- spec ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class SoftmaxSpec(Spec):
+class SoftmaxSpec(MatrixSpec):
     """x: (M, N) -> (M, N), softmax along N."""
 
-    M: int = 16384
     N: int = 4096
-    dtype: DType = DType.float32
 
 
 SOFTMAX = Op(
     "softmax", SoftmaxSpec,
     description="Row softmax of an M x N matrix",
-    test_specs=[{"M": 1, "N": 1000}, {"M": 257, "N": 257}, {"M": 3, "N": 4097}, {"M": 5, "N": 1}],
+    test_specs=[*MATRIX_TEST_SPECS, {"M": 5, "N": 1}],  # and rows of one element
     check_chunks=CheckChunks.rows(0),
     sum_length=lambda spec: spec.N,  # the denominator's float32 sum scales every output
 )
@@ -108,12 +105,8 @@ FLOPS_PER_ELEMENT = 5
 
 @SOFTMAX.cost_model
 def cost(spec: SoftmaxSpec) -> Cost:
-    numel = spec.M * spec.N
-    return Cost(
-        bytes_read=numel * spec.dtype.itemsize,     # x, read once
-        bytes_written=numel * spec.dtype.itemsize,  # y, written once
-        flops=FLOPS_PER_ELEMENT * numel,
-    )
+    """x read once, y written once, FLOPS_PER_ELEMENT per element."""
+    return elementwise_cost(spec, FLOPS_PER_ELEMENT)
 
 
 def manual_bytes_moved(spec: SoftmaxSpec) -> int:
@@ -203,9 +196,7 @@ def _one_block(spec: SoftmaxSpec) -> tuple[int, int]:
         raise LimitError(
             f"softmax triton: a row of N={spec.N} needs BLOCK_SIZE={block}, over the one-block limit "
             f"MAX_BLOCK_SIZE={MAX_BLOCK_SIZE}; use triton_looped (online softmax over column blocks)")
-    # More warps for longer rows keep values per thread bounded (Triton's fused-softmax tutorial).
-    num_warps = 4 if block < 2048 else 8 if block < 4096 else 16
-    return block, num_warps
+    return block, num_warps_for(block)
 
 
 def _row_launch(kernel, spec: SoftmaxSpec, block: int, num_warps: int) -> TritonLaunch:
@@ -235,25 +226,7 @@ def _triton_launch(spec: SoftmaxSpec, params, ctx: BuildContext | None = None) -
                                note=tuned.note)
 
 
-def _rows_unit_stride(x: torch.Tensor) -> torch.Tensor:
-    """x with unit column stride (a row-strided slice is kept; a transposed view is copied)."""
-    return x if x.stride(-1) == 1 else x.contiguous()
-
-
-def _row_runner(kernel, block: int, num_warps: int, *, whole_row: bool):
-    """The timed callable: one program per row. whole_row: the kernel needs N <= BLOCK_SIZE."""
-    def run(x: torch.Tensor) -> torch.Tensor:
-        x = _rows_unit_stride(x)
-        y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-        n_rows, n_cols = x.shape
-        if whole_row and n_cols > block:
-            raise LimitError(f"softmax triton: built for rows of at most {block} columns, got N={n_cols}")
-        kernel[(n_rows,)](x, y, x.stride(0), y.stride(0), n_cols, BLOCK_SIZE=block, num_warps=num_warps)
-        return y
-    return run
-
-
-@SOFTMAX.impl("triton", needs=["triton"], triton_launch=_triton_launch)
+@SOFTMAX.impl("triton", source=TritonSource(_triton_launch))
 def build_triton(spec: SoftmaxSpec, params, ctx: BuildContext):
     """Triton, the lecture's kernel: one program per row, the row in one block (N <= 16384);
     num_warps tuned on the device (kernels/_autotune.py)."""
@@ -261,9 +234,9 @@ def build_triton(spec: SoftmaxSpec, params, ctx: BuildContext):
     tuning = tuning_inputs(spec, ctx)
 
     def run(config):
-        return _row_runner(_softmax_kernel, block, config["num_warps"], whole_row=True)(*tuning)
+        return elementwise_runner(_row_launch(_softmax_kernel, spec, block, config["num_warps"]))(*tuning)
     tuned = choose(ctx, "softmax", "triton", spec, _warps_candidates(block, rule), run if tuning else None)
-    return attach(_row_runner(_softmax_kernel, block, tuned.config["num_warps"], whole_row=True), tuned)
+    return attach(elementwise_runner(_row_launch(_softmax_kernel, spec, block, tuned.config["num_warps"])), tuned)
 
 
 def tuning_inputs(spec: SoftmaxSpec, ctx: BuildContext) -> tuple[torch.Tensor, ...] | None:
@@ -302,10 +275,11 @@ def _softmax_looped_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLO
 
 
 def _looped_config(params) -> tuple[int, int]:
+    """(BLOCK_SIZE, num_warps); BLOCK_SIZE over MAX_BLOCK_SIZE raises LimitError (resolve_params
+    has already refused one that is not a power of two)."""
     block = int(params["BLOCK_SIZE"])
-    if block < 1 or block & (block - 1) or block > MAX_BLOCK_SIZE:
-        raise LimitError(f"softmax triton_looped: BLOCK_SIZE must be a power of two <= {MAX_BLOCK_SIZE}, "
-                         f"got {block}")
+    if block > MAX_BLOCK_SIZE:
+        raise LimitError(f"softmax triton_looped: BLOCK_SIZE must be <= {MAX_BLOCK_SIZE}, got {block}")
     return block, int(params["num_warps"])
 
 
@@ -313,11 +287,11 @@ def _looped_launch(spec: SoftmaxSpec, params) -> TritonLaunch:
     return _row_launch(_softmax_looped_kernel, spec, *_looped_config(params))
 
 
-@SOFTMAX.impl("triton_looped", needs=["triton"], params={"BLOCK_SIZE": 2048, "num_warps": 8},
-              moved_bytes=reread_bytes_moved, triton_launch=_looped_launch)
+@SOFTMAX.impl("triton_looped", params={"BLOCK_SIZE": 2048, "num_warps": 8},
+              moved_bytes=reread_bytes_moved, source=TritonSource(_looped_launch))
 def build_triton_looped(spec: SoftmaxSpec, params, ctx: BuildContext):
     """Triton, online softmax: one program per row streaming BLOCK_SIZE columns at a time (any N)."""
-    return _row_runner(_softmax_looped_kernel, *_looped_config(params), whole_row=False)
+    return elementwise_runner(_looped_launch(spec, params))
 
 
 # -- CUDA: one pass, the row in registers (a block, or a cluster of blocks) ---------------------
@@ -399,8 +373,8 @@ def cuda_bytes_moved(spec: SoftmaxSpec) -> int:
     return cost(spec).bytes if fits(spec.M, spec.N, spec.dtype.itemsize) else reread_bytes_moved(spec)
 
 
-@SOFTMAX.impl("cuda", needs=["cuda_device", "nvcc"], moved_bytes=cuda_bytes_moved,
-              cuda_source=CudaSource(CU_FILE, ("softmax_onepass_kernel", "softmax_kernel"), launch=_cuda_launch))
+@SOFTMAX.impl("cuda", moved_bytes=cuda_bytes_moved,
+              source=CudaSource(CU_FILE, ("softmax_onepass_kernel", "softmax_kernel"), launch=_cuda_launch))
 def build_cuda(spec: SoftmaxSpec, params, ctx: BuildContext):
     """CUDA C++, one pass: the row in registers, read once; rows past one block split over a
     thread-block cluster (distributed shared memory, tuned shape); rows past 262144 (16-byte

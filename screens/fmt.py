@@ -1,76 +1,11 @@
-"""Number formatting for tables and labels: pure functions, units in the output."""
+"""Formatting for the TUI: the numbers come from workbench.fmt (the one formatter the CLI
+tables use too); here only what is the TUI's own (timer marks, row titles, the F-key hint)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-
-def is_number(value: Any) -> bool:
-    """A real, finite number (bools and NaN are not)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def ms(value: float | None) -> str:
-    """A duration given in ms, shown in the unit that reads best (µs below 1 ms, s above 10 s)."""
-    if not is_number(value):
-        return "-"
-    if value < 1.0:
-        return f"{value * 1000:.3g} µs"
-    if value < 10_000:
-        return f"{value:.4g} ms"
-    return f"{value / 1000:.3g} s"
-
-
-def spread(p20: float | None, p80: float | None, median: float | None) -> str:
-    """p20..p80 as a ± percentage of the median, e.g. '±0.4%'."""
-    if not (is_number(p20) and is_number(p80) and is_number(median)) or median <= 0:
-        return "-"
-    pct = (p80 - p20) / 2 / median * 100
-    return f"±{pct:.2g}%" if pct < 10 else f"±{pct:.0f}%"
-
-
-def number(value: float | None, digits: int = 4) -> str:
-    if not is_number(value):
-        return "-"
-    if abs(value) >= 10 ** digits:
-        return f"{value:,.0f}"
-    return f"{value:.{digits}g}"
-
-
-def si(value: float | None) -> str:
-    """A count with an SI prefix: 2415919104 -> '2.42 G'."""
-    if not is_number(value):
-        return "-"
-    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}"
-    return f"{value:.3g}"
-
-
-def percent(value: float | None) -> str:
-    return f"{value:.1f}%" if is_number(value) else "-"
-
-
-def size_bytes(value: int | None) -> str:
-    """Bytes in binary units: 2147483648 -> '2 GiB'."""
-    if not is_number(value):
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.3g} {unit}" if unit != "B" else f"{int(value)} B"
-        value /= 1024
-    return "-"
-
-
-def check(record: dict | None) -> str:
-    """'pass', 'FAIL (max rel 3e-2)' or '-' from a check record."""
-    if not record:
-        return "-"
-    if record.get("passed"):
-        return "pass"
-    rel = record.get("max_rel_err")
-    return f"FAIL (rel {rel:.1g})" if is_number(rel) else "FAIL"
+from workbench.fmt import check, is_number, ms, number, percent, si, size_bytes, spread  # noqa: F401
 
 
 def timer(name: str | None, interpreted: bool = False) -> str:

@@ -19,6 +19,8 @@ from textual.containers import Container, Vertical
 from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
+from workbench.results import INTERPRETER_FLAG
+
 from . import charts, fmt
 from .chart_plot import ChartPlot
 from .kernel_names import fit
@@ -175,4 +177,5 @@ def notes(timing: dict, flags=()) -> str:
 
 
 def _interpreted(row: Row) -> bool:
-    return row.impl.split("_")[0] == "triton" and (row.record or {}).get("device", "cpu") == "cpu"
+    """The engine flags a record timed under a CPU interpreter (results.INTERPRETER_FLAG)."""
+    return INTERPRETER_FLAG in ((row.record or {}).get("flags") or ())

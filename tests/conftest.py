@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing.process
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from workbench.machine import Machine, probe
@@ -17,3 +23,52 @@ def registry() -> Registry:
 @pytest.fixture(scope="session")
 def machine() -> Machine:
     return probe()
+
+
+# -- `slow`: the tests that start Python child processes (pyproject's marker) ------------------------
+# A test that starts an engine child, an op child, the CLI or an interpreter without the `slow`
+# marker fails here, naming the marker, so `pytest -m "not slow"` stays quick and the marks stay
+# true. Tools (nvcc, cuobjdump) are not children in this sense.
+class ChildProcessInQuickTest(AssertionError):
+    pass
+
+
+def _python_argv(args, kwargs) -> bool:
+    argv = args[0] if args else kwargs.get("args")
+    first = argv[0] if isinstance(argv, (list, tuple)) and argv else str(argv or "").split(" ")[0]
+    return Path(str(first)).name.startswith("python") or str(first) == sys.executable
+
+
+@contextlib.contextmanager
+def _no_children(where: str):
+    popen_init, process_start = subprocess.Popen.__init__, multiprocessing.process.BaseProcess.start
+
+    def refuse(what: str):
+        raise ChildProcessInQuickTest(f"{where} starts a child process ({what}): mark it "
+                                      "@pytest.mark.slow, so `pytest -m 'not slow'` stays quick")
+
+    def guarded_popen(self, *args, **kwargs):
+        if _python_argv(args, kwargs):
+            refuse("a Python subprocess")
+        popen_init(self, *args, **kwargs)
+
+    def guarded_start(self):
+        refuse("multiprocessing")
+
+    subprocess.Popen.__init__, multiprocessing.process.BaseProcess.start = guarded_popen, guarded_start
+    try:
+        yield
+    finally:
+        subprocess.Popen.__init__, multiprocessing.process.BaseProcess.start = popen_init, process_start
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    with contextlib.nullcontext() if item.get_closest_marker("slow") else _no_children(item.nodeid):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    with contextlib.nullcontext() if item.get_closest_marker("slow") else _no_children(item.nodeid):
+        yield

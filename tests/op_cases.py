@@ -20,6 +20,8 @@ from typing import Any, Iterable
 
 import torch
 
+from workbench.engine.precision import effective_fp32_precision, fp32_precision
+from workbench.kernel_source import TritonLaunch
 from workbench.registry import BuildContext, Impl, Op, Registry
 from workbench.verify import RowCheck
 
@@ -69,7 +71,7 @@ def correctness_cases(registry: Registry, kinds: Iterable[str], *, first_spec_on
     for op in shipped_ops(registry):
         specs = op.test_specs[:1] if first_spec_only else op.test_specs
         for impl in shipped_impls(op):
-            if impl.kind.value not in kinds:
+            if impl.kind not in kinds:
                 continue
             for shape in specs:
                 for dtype in op.dtypes:
@@ -89,7 +91,7 @@ def layout_cases(registry: Registry, kinds: Iterable[str], layouts: Iterable[str
     for op in shipped_ops(registry):
         for impl in shipped_impls(op):
             dtype = next(d for d in op.dtypes if impl.supports(d))
-            if impl.kind.value in kinds:
+            if impl.kind in kinds:
                 cases += [Case(op.name, impl.name, layout_spec(op), dtype.value, layout) for layout in layouts]
     return cases
 
@@ -128,17 +130,19 @@ def run_case(registry: Registry, case: Case, device: str, *, interpret: bool = F
     op = registry.op(case.op)
     impl = op.get_impl(case.impl)
     spec = op.make_spec(case.shape, case.dtype)
-    ctx = BuildContext(device=device, fp32_precision=case.fp32_precision, interpret=interpret)
-    fn = impl.builder(spec, impl.resolve_params(case.params), ctx)
-    inputs = op.make_inputs(spec, device, SEED)
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-    check = RowCheck(op, impl, spec, ctx, inputs, SEED, sync=sync)
+    precision = effective_fp32_precision(op, case.fp32_precision)
+    ctx = BuildContext(device=device, fp32_precision=precision, interpret=interpret)
+    with fp32_precision(precision):  # as the engine sets it for a row (engine/precision.py)
+        fn = impl.builder(spec, impl.resolve_params(case.params), ctx)
+        inputs = op.make_inputs(spec, device, SEED)
+        sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+        check = RowCheck(op, impl, spec, ctx, inputs, SEED, sync=sync)
 
-    def call(*tensors):
-        return fn(*(relayout(t, case.layout) for t in tensors))
-    out = call(*inputs)
-    after_first_call()
-    report = check.run_all(call, out)
+        def call(*tensors):
+            return fn(*(relayout(t, case.layout) for t in tensors))
+        out = call(*inputs)
+        after_first_call()
+        report = check.run_all(call, out)
     return {"id": case.id, "passed": report.passed, "check": report.as_dict(), "detail": report.detail}
 
 
@@ -193,7 +197,7 @@ def launch_problems(expected, launches: list[dict]) -> list[str]:
     seen = launches[0]
     problems = []
     if seen["kernel"] is not expected.kernel:
-        problems.append("launched another kernel than triton_launch declares")
+        problems.append("launched another kernel than its TritonLaunch declares")
     grid = tuple(seen["grid"]) + (1,) * (3 - len(tuple(seen["grid"])))
     if grid != tuple(expected.grid) + (1,) * (3 - len(expected.grid)):
         problems.append(f"grid {grid} != declared {tuple(expected.grid)}")
@@ -221,17 +225,12 @@ def launch_problems(expected, launches: list[dict]) -> list[str]:
 
 def declared_launch(registry: Registry, case: Case, device: str):
     """The implementation's TritonLaunch for this case (None where it declares none)."""
-    import inspect
-
     op = registry.op(case.op)
     impl = op.get_impl(case.impl)
-    if impl.triton_launch is None:
-        return None
     spec = op.make_spec(case.shape, case.dtype)
-    params = impl.resolve_params(case.params)
-    if "ctx" in inspect.signature(impl.triton_launch).parameters:
-        return impl.triton_launch(spec, params, ctx=BuildContext(device=device, fp32_precision=case.fp32_precision))
-    return impl.triton_launch(spec, params)
+    ctx = BuildContext(device=device, fp32_precision=effective_fp32_precision(op, case.fp32_precision))
+    launch = impl.backend.kernel_source(impl, spec, impl.resolve_params(case.params), ctx)
+    return launch if isinstance(launch, TritonLaunch) else None
 
 
 # -- running cases in a child process ------------------------------------------------------------

@@ -12,6 +12,8 @@ from workbench.engine.plan import RunOptions, run_plan
 from workbench.results import missing_keys
 from workbench.session_model import ImplRef, RunSpec, Session, Settings
 
+pytestmark = pytest.mark.slow  # every test here starts child processes (tests/conftest.py)
+
 SETTINGS = Settings(device="cpu", warmup_ms=1.0, rep_ms=5.0, min_samples=3, timeout_s=120.0)
 
 

@@ -12,6 +12,8 @@ from workbench.machine import probe
 from workbench.registry import discover
 from wrong_impls import EXPECTED_GATES, PREFIX, applicable, shipped_ops
 
+pytestmark = pytest.mark.slow  # every test here starts child processes (tests/conftest.py)
+
 REGISTRY = discover()
 # The op's smallest spec with every dim > 1: a softmax special set then has a shifted row, and a
 # tail is a real tail.

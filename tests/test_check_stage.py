@@ -18,6 +18,7 @@ from benchmarks.stages import check as stage  # noqa: E402
 from op_cases import PLUGINS  # noqa: E402
 
 
+@pytest.mark.slow
 def test_a_crashing_task_loses_only_itself(tmp_path):
     tasks = [stage._task("case", "gelu", "pytorch", {"M": 3, "N": 100}, "float32"),
              stage._task("case", "crashy", "manual_segv", {"N": 2}, "float32"),
@@ -39,6 +40,7 @@ def test_a_crashing_task_loses_only_itself(tmp_path):
     assert summary["wrong_failed_with_gate"] == 1 and summary["wrong_passed"] == []
 
 
+@pytest.mark.slow
 def test_the_stage_runs_end_to_end_and_writes_its_json(tmp_path, monkeypatch):
     monkeypatch.setattr(stage, "ONLY", ("sleep",))
     table = stage.run(True, tmp_path)

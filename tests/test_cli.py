@@ -190,6 +190,7 @@ def test_tui_resolves_a_shipped_name_without_the_registry(capsys, fake_app):
     assert code == 2 and "shipped sessions" in err
 
 
+@pytest.mark.slow
 def test_tui_path_imports_no_torch():
     code = ("import sys, types; m = types.ModuleType('workbench.screens.app'); "
             "m.run = lambda path, options: 0; sys.modules['workbench.screens.app'] = m; "

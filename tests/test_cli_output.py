@@ -75,6 +75,7 @@ def test_dev_full_is_written_through_and_its_error_keeps_the_data(capsys, sessio
     assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
 
 
+@pytest.mark.slow
 def test_dev_stdout_writes_to_the_descriptor_and_appends(tmp_path, session_file):
     """`-o /dev/stdout >> log` appends: the descriptor is written, the file is never reopened
     (which would truncate it) or replaced."""

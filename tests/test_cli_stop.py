@@ -23,6 +23,8 @@ import pytest
 
 from workbench import journal
 
+pytestmark = pytest.mark.slow  # every test here starts child processes (tests/conftest.py)
+
 SESSION = """schema_version: 1
 name: stop-test
 settings: {device: cpu, warmup_ms: 1, rep_ms: 1, min_samples: 3, timeout_s: 60}

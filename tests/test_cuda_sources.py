@@ -13,6 +13,7 @@ import pytest
 
 import workbench.kernels
 from op_cases import shipped_impls, shipped_ops
+from workbench.kernel_source import CudaSource
 from workbench.machine import find_nvcc
 from workbench.registry import discover
 
@@ -24,8 +25,8 @@ REGISTRY = discover()
 
 def declared_kernels(cu: Path) -> set[str]:
     return {kernel for op in shipped_ops(REGISTRY) for impl in shipped_impls(op)
-            if impl.cuda_source and impl.cuda_source.path.resolve() == cu.resolve()
-            for kernel in impl.cuda_source.kernels}
+            if isinstance(impl.source, CudaSource) and impl.source.path.resolve() == cu.resolve()
+            for kernel in impl.source.kernels}
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +47,8 @@ def ptx(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
 
 
 def test_every_cuda_impl_source_is_a_shipped_cu_file():
-    declared = {impl.cuda_source.path.resolve() for op in shipped_ops(REGISTRY) for impl in shipped_impls(op)
-                if impl.cuda_source}
+    declared = {impl.source.path.resolve() for op in shipped_ops(REGISTRY) for impl in shipped_impls(op)
+                if isinstance(impl.source, CudaSource)}
     assert declared and declared <= {cu.resolve() for cu in CU_FILES}
 
 

@@ -61,6 +61,7 @@ def _by_row(doc: dict) -> dict:
     return {(r["impl"], r["sweep_value"]): r for r in doc["results"]}
 
 
+@pytest.mark.slow
 def test_segfault_and_timeout_fail_only_their_row(tmp_path):
     session = _session(
         RunSpec(op="crashy", impls=(ImplRef("manual_segv"),), sweep=Sweep(("N",), (1, 2, 3))),
@@ -86,6 +87,7 @@ def test_segfault_and_timeout_fail_only_their_row(tmp_path):
     assert any(isinstance(e, Log) and e.row == crash_key and "Segmentation fault" in e.text for e in events)
 
 
+@pytest.mark.slow
 def test_wrong_result_fails_and_output_is_captured(tmp_path, capfd):
     session = _session(RunSpec(op="crashy", impls=(ImplRef("manual_wrong"), ImplRef("manual_noisy"))))
     doc, events = _run(session, tmp_path)
@@ -101,6 +103,7 @@ def test_wrong_result_fails_and_output_is_captured(tmp_path, capfd):
     assert "noisy" not in out + err
 
 
+@pytest.mark.slow
 def test_cancel_returns_within_3_s(tmp_path):
     stop = threading.Event()
     stopped_at: list[float] = []
@@ -131,6 +134,7 @@ def test_estimated_too_large_is_skipped_without_force(tmp_path):
     assert not any(isinstance(e, Started) for e in events)
 
 
+@pytest.mark.slow
 def test_three_children_after_the_first_are_warm_spares(tmp_path):
     """One child per (run, impl) still, but each after the first was started ahead of need (a
     spare warmed up while the previous row ran); no spare outlives the run."""
@@ -146,6 +150,7 @@ def test_three_children_after_the_first_are_warm_spares(tmp_path):
     assert multiprocessing.active_children() == []
 
 
+@pytest.mark.slow
 def test_cpu_rows_start_no_spare_by_default(tmp_path):
     """A spare importing torch would share the cores that time a CPU row: off unless asked."""
     before = dict(supervisor.STARTS)
@@ -156,6 +161,7 @@ def test_cpu_rows_start_no_spare_by_default(tmp_path):
     assert starts.get("cold") == 2 and not starts.get("spare_started")
 
 
+@pytest.mark.slow
 def test_a_spare_that_died_while_waiting_is_replaced():
     pool = supervisor.SparePool()
     key = supervisor.ChildKey(interpret=False, plugin_paths=(), device="cpu")

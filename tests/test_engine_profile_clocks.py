@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from workbench.engine.clocks import ClockSampler, clock_fell, clock_fields, reason_names
-from workbench.engine.compile_watch import CompileWatch
+from workbench.backends.compiled import CompileWatch
 from workbench.engine.profile import build_profile, profile_calls
 from workbench.results import PROFILE_KEYS, PROFILE_ROW_KEYS, blank
 

@@ -13,7 +13,7 @@ import pytest
 import workbench.kernels
 from workbench.kernels import _autotune as at
 from workbench.kernels import _onepass as op1
-from workbench.kernels.matmul import TRITON_PARAMS, use_tma
+from workbench.kernels._gemm import TRITON_PARAMS, use_tma
 from workbench.registry import BuildContext, discover
 
 REGISTRY = discover()
@@ -224,7 +224,7 @@ def test_matmul_and_cdist_kernels_are_the_same_with_64_bit_offsets(index_64):
     import sys
 
     code = f"""
-import torch, workbench.kernels.matmul as mm
+import torch, workbench.kernels._gemm as mm
 a, b = torch.randn(70, 40), torch.randn(40, 50)
 c = torch.empty(70, 50)
 mm._matmul_kernel[(mm.cdiv(70, 32) * mm.cdiv(50, 32),)](a, b, c, 70, 50, 40, 40, 1, 50, 1, 50, 1, BLOCK_M=32,

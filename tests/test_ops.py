@@ -47,11 +47,13 @@ def check(case: Case) -> None:
     assert result["passed"], describe(result)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_matches_reference(case: Case) -> None:
     check(case)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", LAYOUT_CASES, ids=lambda c: c.id)
 def test_noncontiguous_inputs(case: Case) -> None:
     """A transposed view or a strided slice gives the same result (never silently wrong)."""

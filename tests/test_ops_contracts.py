@@ -4,6 +4,8 @@ precision switch (rule 7), and the declarations the engine and the PTX view rely
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -11,9 +13,9 @@ from op_cases import shipped_impls, shipped_ops
 from workbench.cost import Cost
 from workbench.dtypes import DType
 from workbench.errors import LimitError, SpecError, UnknownNameError
-from workbench.kernel_source import TritonLaunch
+from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource
 from workbench.machine import probe, unavailable_reason
-from workbench.registry import BuildContext, ImplKind, Need, discover
+from workbench.registry import BuildContext, discover
 
 REGISTRY = discover()
 OPS = shipped_ops(REGISTRY)
@@ -137,14 +139,31 @@ def test_block_sizes_must_be_powers_of_two(op_name, impl_name, params):
         build(op_name, impl_name, shape, op.dtypes[0].value, params)
 
 
-# -- fp32 precision (rule 7): set only while an implementation runs -------------------------------
-def test_fp32_precision_is_set_during_the_call_and_restored():
-    from workbench.kernels.matmul import with_fp32_precision
+# -- fp32 precision (rule 7): the engine owns it, no implementation sets it ---------------------
+def test_fp32_precision_is_set_for_the_block_and_restored():
+    from workbench.engine.precision import fp32_precision
 
     backend = torch.backends.cuda.matmul
     before = backend.fp32_precision
-    seen = with_fp32_precision(lambda: backend.fp32_precision, "tf32")()
+    with fp32_precision("tf32"):
+        seen = backend.fp32_precision
     assert seen == "tf32" and backend.fp32_precision == before
+
+
+def test_only_matmul_like_ops_run_at_tf32():
+    from workbench.engine.precision import effective_fp32_precision
+
+    assert effective_fp32_precision(REGISTRY.op("matmul"), "tf32") == "tf32"
+    assert effective_fp32_precision(REGISTRY.op("cdist"), "tf32") == "ieee"  # torch.cdist's matmul stays IEEE
+    assert effective_fp32_precision(REGISTRY.op("matmul"), "ieee") == "ieee"
+
+
+def test_no_kernel_file_sets_the_precision():
+    """The engine sets it once per row, outside the timed call (it cost ~2 us a call)."""
+    import workbench.kernels as shipped
+
+    for path in Path(shipped.__file__).parent.glob("*.py"):
+        assert "fp32_precision =" not in path.read_text() and "with fp32_precision" not in path.read_text(), path
 
 
 @pytest.mark.parametrize("op_name", [op.name for op in OPS if op.matmul_like])
@@ -153,7 +172,7 @@ def test_matmul_like_torch_impls_leave_the_global_precision_alone(op_name):
     spec = op.make_spec(op.test_specs[0], "float32" if DType.float32 in op.dtypes else op.dtypes[0])
     before = torch.backends.cuda.matmul.fp32_precision
     for impl in shipped_impls(op):
-        if impl.kind in (ImplKind.pytorch, ImplKind.manual):
+        if impl.backend.source_type is None:  # library kinds (pytorch, manual)
             fn = impl.builder(spec, impl.resolve_params({}), BuildContext(fp32_precision="tf32"))
             fn(*op.make_inputs(spec, "cpu", 0))
             assert torch.backends.cuda.matmul.fp32_precision == before, impl.name
@@ -165,9 +184,9 @@ def test_triton_matmul_launch_follows_the_precision():
     spec = op.make_spec({"M": 64, "N": 64, "K": 64}, "float32")
     params = impl.resolve_params({"BLOCK_K": 32})
     for precision in ("ieee", "tf32"):
-        launch = impl.triton_launch(spec, params, ctx=BuildContext(fp32_precision=precision))
+        launch = impl.backend.kernel_source(impl, spec, params, BuildContext(fp32_precision=precision))
         assert launch.constexprs["INPUT_PRECISION"] == precision
-    assert impl.triton_launch(spec, params).constexprs["INPUT_PRECISION"] == "ieee"
+    assert impl.backend.kernel_source(impl, spec, params).constexprs["INPUT_PRECISION"] == "ieee"
 
 
 # -- cost models ------------------------------------------------------------------------------
@@ -212,17 +231,18 @@ def test_impls_declare_what_they_need(op_name):
     assert op.matmul_like == (op.reduction_length is not None and op_name != "cdist")
     for impl in shipped_impls(op):
         assert impl.description, impl.name
-        if impl.kind is ImplKind.triton:
-            assert Need.triton in impl.needs and impl.triton_launch is not None, impl.name
-            spec = op.make_spec(op.test_specs[0], op.dtypes[0])
-            launch = impl.triton_launch(spec, impl.resolve_params({}))
-            assert isinstance(launch, TritonLaunch) and len(launch.grid) == 3
-            assert set(launch.signature) == set(launch.kernel.arg_names)
-        if impl.kind is ImplKind.cuda:
-            assert {Need.cuda_device, Need.nvcc} <= impl.needs, impl.name
-            assert impl.cuda_source is not None and impl.cuda_source.path.exists(), impl.name
-            text = impl.cuda_source.path.read_text()
-            assert all(f"{kernel}(" in text or f"{kernel}<" in text for kernel in impl.cuda_source.kernels)
+        assert impl.backend.needs <= impl.needs, impl.name
+        source_type = impl.backend.source_type
+        if source_type in (TritonSource, CudaSource):  # their kernels are declared, for the PTX view
+            assert isinstance(impl.source, source_type), impl.name
+        spec = op.make_spec(op.test_specs[0], next(d for d in op.dtypes if impl.supports(d)))
+        source = impl.backend.kernel_source(impl, spec, impl.resolve_params({}))
+        if isinstance(source, TritonLaunch):
+            assert len(source.grid) == 3 and list(source.signature) == list(source.kernel.arg_names), impl.name
+        if isinstance(source, CudaSource):
+            assert source.path.exists(), impl.name
+            text = source.path.read_text()
+            assert all(f"{kernel}(" in text or f"{kernel}<" in text for kernel in source.kernels)
 
 
 def test_sleep_sleeps_and_returns_its_sentinel():

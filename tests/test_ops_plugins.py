@@ -34,6 +34,7 @@ def plugin_results(tmp_path_factory):
                      plugins=[PLUGINS / "wrong_ops.py", PLUGINS / "my_ops.py"])
 
 
+@pytest.mark.slow
 def test_wrong_implementation_is_caught_at_its_first_bad_index(plugin_results):
     result = plugin_results[WRONG.id]
     assert "error" not in result, describe(result)
@@ -41,6 +42,7 @@ def test_wrong_implementation_is_caught_at_its_first_bad_index(plugin_results):
     assert result["check"]["first_bad_index"] == [2, 4094]  # flat 12288: the first of the 3-element tail
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", EXAMPLE, ids=lambda c: c.id)
 def test_example_plugin_checks_out(case, plugin_results):
     result = plugin_results[case.id]
@@ -48,6 +50,7 @@ def test_example_plugin_checks_out(case, plugin_results):
     assert not result.get("launch_problems"), describe(result)
 
 
+@pytest.mark.slow
 def test_plugin_ops_stay_out_of_this_process(plugin_results):
     assert "relu" not in REGISTRY
     assert "manual_notail" not in REGISTRY.op("gelu").impls
@@ -64,6 +67,7 @@ def test_the_tanh_form_fails_the_erf_check():
     assert not report.passed and report.max_abs_err > 1e-4
 
 
+@pytest.mark.slow
 def test_core_and_kernels_import_without_textual():
     code = textwrap.dedent("""
         import importlib, pkgutil, sys

@@ -5,7 +5,7 @@ Without a GPU the kernels run under Triton's CPU interpreter, which must be chos
 kernels are imported (TRITON_INTERPRET): one child process per op runs all of that op's cases
 (tests/op_child.py) and reports JSON. Dtypes the interpreter cannot do (bfloat16 through
 tl.dot: numpy has no bfloat16) are skipped with that reason. Each launch is also compared with
-the implementation's `triton_launch` (kernel, grid, constexprs, num_warps, num_stages, pointer
+the implementation's TritonLaunch (kernel, grid, constexprs, num_warps, num_stages, pointer
 dtypes, integer arguments): that declaration is what the ahead-of-time PTX is compiled from.
 """
 
@@ -20,6 +20,8 @@ from op_cases import Case, correctness_cases, describe, layout_cases, run_child
 from workbench.dtypes import DType
 from workbench.machine import probe, unavailable_reason
 from workbench.registry import discover
+
+pytestmark = pytest.mark.slow  # every test here starts child processes (tests/conftest.py)
 
 REGISTRY = discover()
 MACHINE = probe()
@@ -79,4 +81,4 @@ def test_triton_matches_reference(case: Case, op_results) -> None:
     assert result["passed"], describe(result)
     assert not result.get("launch_problems"), describe(result)
     if case.layout is None:
-        assert "launch_problems" in result, f"{case.impl} declares no triton_launch"
+        assert "launch_problems" in result, f"{case.impl} declares no TritonLaunch (source=TritonSource(...))"

@@ -15,11 +15,11 @@ import pytest
 
 from workbench.dtypes import DType
 from workbench.errors import UnavailableError
-from workbench.kernel_source import TritonLaunch, triton_ptr
+from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource, triton_ptr
 from workbench.machine import find_nvcc
 from workbench.ptx.extract import NO_KERNEL_SOURCE, launch_record, ptx_record
-from workbench.ptx.triton_aot import build_source, interpreter_active, resolve_target
-from workbench.registry import ImplKind, Op, Registry, discover
+from workbench.ptx.triton_aot import aot_compile, build_source, interpreter_active, resolve_target, specialisation
+from workbench.registry import Op, Registry, discover
 from workbench.spec import Spec
 from workbench.triton_support import HAVE_TRITON, jit, tl
 
@@ -62,7 +62,7 @@ class _MNSpec(Spec):
 
 def _local_op(name: str, launch, *, matmul_like: bool = False) -> Op:
     op = Op(name, _MNSpec, registry=Registry(), matmul_like=matmul_like)
-    op.impl("triton", needs=["triton"], triton_launch=launch)(lambda spec, params, ctx: None)
+    op.impl("triton", source=TritonSource(launch))(lambda spec, params, ctx: None)
     op.impl("pytorch")(lambda spec, params, ctx: None)
     return op
 
@@ -130,17 +130,26 @@ def test_gelu_triton_sass_where_cuobjdump_exists(gelu_triton):
         assert "LDG.E.128" in texts[kernel["name"]]["sass"]
 
 
+def _launch(op, impl_name, shape):
+    impl = op.get_impl(impl_name)
+    return impl.backend.kernel_source(impl, op.make_spec(shape), impl.resolve_params({}))
+
+
+def _specialised(launch, target):
+    build = build_source(launch, target)
+    return specialisation(aot_compile(build), build.jit_fn)
+
+
 @needs_triton
+@needs_compiled_triton
 def test_specialisation_mirrors_the_launch(registry):
+    """Triton's own specialisation of the launch's arguments (read back from the compiled kernel)."""
     op, target = registry.op("gelu"), resolve_target("sm_90")
-    impl = op.get_impl("triton")
-    aligned = build_source(impl.triton_launch(op.make_spec({"M": 64, "N": 64}), impl.resolve_params({})), target)
-    assert aligned.spec.divisible == [0, 1, 2]  # both pointers, and n_elements = 4096
-    odd = build_source(impl.triton_launch(op.make_spec({"M": 1, "N": 1000}), impl.resolve_params({})), target)
-    assert odd.spec.divisible == [0, 1]         # 1000 is not a multiple of 16: not specialised
+    assert _specialised(_launch(op, "triton", {"M": 64, "N": 64}), target)["divisible"] == [0, 1, 2]
+    assert _specialised(_launch(op, "triton", {"M": 1, "N": 1000}), target)["divisible"] == [0, 1]  # 1000 % 16
     one = _local_op("one_row", _row_max_launch)
-    built = build_source(_row_max_launch(one.make_spec({"M": 1, "N": 1}), {}), target)
-    assert built.spec.signature["n_cols"] == "constexpr" and built.spec.constexprs["n_cols"] == 1
+    built = _specialised(_row_max_launch(one.make_spec({"M": 1, "N": 1}), {}), target)
+    assert built["signature"]["n_cols"] == "constexpr" and built["constexprs"]["n_cols"] == 1
 
 
 @needs_triton
@@ -181,7 +190,7 @@ def test_registered_triton_impls_give_ptx(registry):
     seen = 0
     for op in registry.ops.values():
         for impl in op.impls.values():
-            if impl.triton_launch is None:
+            if not isinstance(impl.source, TritonSource):
                 continue
             spec = _spec_for(op, impl)
             record, texts = ptx_record(op, impl, spec, target="sm_90")
@@ -218,7 +227,7 @@ def test_registered_cuda_impls_give_ptx(registry, tmp_path_factory):
     seen = 0
     for op in registry.ops.values():
         for impl in op.impls.values():
-            if impl.cuda_source is None:
+            if not isinstance(impl.source, CudaSource):
                 continue
             record, texts = ptx_record(op, impl, _spec_for(op, impl), cache_dir=cache)
             assert record["source"] == "nvcc" and record["kernels"], (op.name, impl.name, record["notes"])
@@ -250,7 +259,7 @@ def test_no_nvcc_is_a_note(registry, monkeypatch, tmp_path):
 def test_library_kernels_have_no_source(registry):
     for op in registry.ops.values():
         for impl in op.impls.values():
-            if impl.kind in (ImplKind.pytorch, ImplKind.manual):
+            if impl.backend.source_type is None:  # library kinds (pytorch, manual)
                 record, texts = ptx_record(op, impl, _spec_for(op, impl))
                 assert record["kernels"] == [] and texts == {} and record["notes"] == [NO_KERNEL_SOURCE]
 
@@ -287,62 +296,73 @@ def test_launch_record_from_the_declared_launch(registry, gelu_triton):
     assert any("registers and shared memory unknown" in n for n in naive["notes"])
 
 
-# -- the ahead-of-time build has the launch's cache key --------------------------------------------------
-def _jit_hash(jit_fn, args, kwargs, target):
-    """The compile hash JITFunction.run would compute for this call (its binder and _pack_args,
-    without a GPU: meta tensors stand in for the arguments, at address 0, i.e. aligned)."""
-    import hashlib
-    from triton import knobs
-    from triton._C.libtriton import get_cache_invalidating_env_vars
-    from triton.compiler.compiler import ASTSource, make_backend
-    from triton.runtime.cache import get_cache_key
-    from triton.runtime.jit import create_function_from_signature
-    backend = make_backend(target)
-    binder = create_function_from_signature(jit_fn.signature, jit_fn.params, backend)
-    kwargs = dict(kwargs, debug=bool(jit_fn.debug or knobs.runtime.debug),
-                  instrumentation_mode=knobs.compilation.instrumentation_mode)
-    bound, specialization, options = binder(*args, **kwargs)
-    options, signature, constexprs, attrs = jit_fn._pack_args(backend, kwargs, bound, specialization, options)
-    src = ASTSource(jit_fn, signature, constexprs, attrs)
-    opts = backend.parse_options(dict(options.__dict__, **src.parse_options()))
-    return hashlib.sha256(get_cache_key(src, backend, opts, get_cache_invalidating_env_vars()).encode()).hexdigest()
-
-
+# -- the ahead-of-time build is the launch's own compile ---------------------------------------------------
 @needs_triton
 @needs_compiled_triton
 @pytest.mark.parametrize("shape", [{"M": 64, "N": 64}, {"M": 1, "N": 1000}, {"M": 1, "N": 1}])
 def test_aot_build_has_the_launch_cache_key(registry, shape):
+    """The builder's real call (CPU tensors, caught before the launch by Triton's jit_cache_hook
+    under the stand-in driver) and the ahead-of-time compile reach the same JIT cache key and
+    compile options: Triton computed both, so no private option list is copied."""
     import torch
-    try:
-        from triton.runtime.jit import create_function_from_signature  # noqa: F401
-    except ImportError:
-        pytest.skip("this Triton has no create_function_from_signature to emulate the launch with")
-    from workbench.ptx.triton_aot import expected_hash
+    from triton import knobs
+    from workbench.ptx import triton_aot as aot
     op, target = registry.op("gelu"), resolve_target("sm_90")
     impl = op.get_impl("triton")
     spec, params = op.make_spec(shape), impl.resolve_params({})
-    launch = impl.triton_launch(spec, params)
-    x = torch.empty(spec.M * spec.N, device="meta")
-    launched = _jit_hash(launch.kernel, (x, x, spec.M * spec.N),
-                         {"BLOCK_SIZE": params["BLOCK_SIZE"], "num_warps": params["num_warps"]}, target)
-    assert expected_hash(build_source(launch, target)) == launched
+    seen = []
+
+    def hook(*, key, compile, **_):
+        seen.append((key, {k: v for k, v in compile.items() if k != "key" and "warmup" not in k}))
+        return True  # stop before compiling (and before any launch)
+    fn = impl.builder(spec, params, None)
+    previous, knobs.runtime.jit_cache_hook = knobs.runtime.jit_cache_hook, hook
+    try:
+        with aot.stand_in_driver(target):
+            aot.unwrap_jit(_launch(op, "triton", shape).kernel).device_caches.clear()
+            fn(torch.randn(spec.M, spec.N))                                   # the run: real tensors
+            build = build_source(_launch(op, "triton", shape), target)
+            build.jit_fn.warmup(*build.args, grid=tuple(build.launch.grid), **build.kwargs)  # the AOT call
+    finally:
+        knobs.runtime.jit_cache_hook = previous
+    assert len(seen) == 2 and seen[0][0] == seen[1][0], seen
+    assert str(seen[0][1]) == str(seen[1][1])
+
+
+class _FakeGpuDriver:
+    """A driver for device 0 of an sm_90 GPU that never launches (warmup only): it stands in for
+    the real one, so the JIT's own device cache fills as a real launch would fill it."""
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device=None):
+        return 0
+
+    def get_current_target(self):
+        return resolve_target("sm_90")
 
 
 @needs_triton
 @needs_compiled_triton
-def test_launched_kernel_is_reported_when_its_hash_matches(registry, monkeypatch):
-    """A kernel in the JIT's device cache with the build's hash is `source: launched` (the cache
-    is filled by hand here: a real launch needs a GPU)."""
+def test_launched_kernel_is_reported_when_the_launch_compiled_it(registry, monkeypatch):
+    """On a GPU of the target's arch the record is `source: launched` when the launch's own
+    kernel is in the JIT cache (filled here through warmup on a fake device 0: a real launch
+    needs a GPU), and `aot` with a note for another specialisation."""
+    from collections import defaultdict
     from dataclasses import dataclass as _dc
+    from triton.runtime.driver import driver
     from workbench.ptx import triton_aot as aot
+    from workbench.ptx.triton_cache import launched_ptx
     op = registry.op("gelu")
     impl = op.get_impl("triton")
     spec = op.make_spec({"M": 32, "N": 32})
-    launch = impl.triton_launch(spec, impl.resolve_params({}))
-    compiled = aot.aot_compile(build_source(launch, resolve_target("sm_90")))
-    jit_fn = aot.unwrap_jit(launch.kernel)
-    monkeypatch.setattr(jit_fn, "device_caches", {0: ({"key": compiled}, {}, None, None, None)})
-    assert aot.launched_ptx(jit_fn) == {compiled.hash: compiled.asm["ptx"]}
+    build = build_source(_launch(op, "triton", {"M": 32, "N": 32}), resolve_target("sm_90"))
+    monkeypatch.setattr(build.jit_fn, "device_caches", defaultdict(build.jit_fn.create_binder))
+    monkeypatch.setattr(aot, "this_gpu_capability", lambda: 90)
+    monkeypatch.setattr(driver, "_active", _FakeGpuDriver())
+    compiled = build.jit_fn.warmup(*build.args, grid=tuple(build.launch.grid), **build.kwargs)  # "the launch"
+    assert launched_ptx(build.jit_fn) == {compiled.hash: compiled.asm["ptx"]}
 
     @_dc(frozen=True)
     class _Gpu:

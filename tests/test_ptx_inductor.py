@@ -83,12 +83,12 @@ def test_inductor_record_from_collected_kernels(monkeypatch):
     op = discover().op("gelu")
     triton_impl = op.get_impl("triton")
     spec = op.make_spec({"M": 64, "N": 64})
-    build = aot.build_source(triton_impl.triton_launch(spec, triton_impl.resolve_params({})),
+    build = aot.build_source(triton_impl.backend.kernel_source(triton_impl, spec, triton_impl.resolve_params({})),
                              aot.resolve_target("sm_90"))
     art = TritonArtifacts.from_compiled(aot.aot_compile(build))
     kernels = [InductorKernel("triton_poi_fused_add_mul_tanh_0", "def triton_poi...", art, "autotuner launcher")]
     monkeypatch.setattr("workbench.ptx.inductor.inductor_kernels", lambda *a, **k: (kernels, []))
-    monkeypatch.setattr(extract, "_default_target", lambda machine: "sm_90")
+    monkeypatch.setattr("workbench.ptx.extractors.default_target", lambda has_cuda: "sm_90")
     monkeypatch.setattr(op, "make_inputs", lambda *a, **k: ())  # no CUDA tensors here
     record, texts = extract.ptx_record(op, "compiled", spec, machine=_GpuMachine())
     assert record["source"] == "inductor" and record["target"] == "sm_90"

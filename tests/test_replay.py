@@ -24,6 +24,8 @@ from workbench.compare import compare_documents
 from workbench.results import missing_keys
 from workbench.session import load_session, shipped_path
 
+pytestmark = pytest.mark.slow  # every test here starts child processes (tests/conftest.py)
+
 PLUGIN = Path(__file__).parent / "plugins" / "cli_plugin.py"
 CPU_TIMERS = {"perf_counter", "interpreter"}
 

@@ -6,6 +6,8 @@ test_tui_snapshots.py.
 
 from __future__ import annotations
 
+import pytest
+
 import subprocess
 import sys
 import threading
@@ -18,6 +20,8 @@ from tui_helpers import (gated_catalog, fake_catalog, fake_opener, fixture_engin
 from workbench.screens.app import WorkbenchApp
 from workbench.screens.dialogs import ConfirmScreen, HelpScreen
 from workbench.screens.pane_log import LogPane
+
+pytestmark = pytest.mark.slow  # every test here runs the whole Textual app (pyproject markers)
 
 
 def make_app(tmp_path, engine=None, catalog_loader=None, **kwargs) -> WorkbenchApp:
@@ -44,6 +48,7 @@ def log_text(app) -> str:
     return "\n".join(text for _, text in app.query_one(LogPane).entries)
 
 
+@pytest.mark.slow
 def test_app_module_imports_no_torch_and_fast():
     """The first frame must not wait for torch, Triton or the kernels."""
     code = ("import sys, time; t = time.perf_counter(); import workbench.screens.app; "

@@ -148,6 +148,7 @@ def test_a_shipped_name_finds_the_saved_copy_and_shipped_prefix_the_original(tmp
         resolve_session_path("no-such-session", tmp_path)
 
 
+@pytest.mark.slow
 def test_the_session_path_lookup_imports_no_torch():
     import subprocess
     import sys
@@ -157,6 +158,7 @@ def test_the_session_path_lookup_imports_no_torch():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@pytest.mark.slow
 def test_check_of_a_shipped_name_uses_the_saved_copy(tmp_path):
     import os
     import subprocess

@@ -6,6 +6,8 @@ Slow-ish (one engine run: execution children are spawned), so it is the only rea
 
 from __future__ import annotations
 
+import pytest
+
 import json
 
 from textual.widgets import DataTable, Input, OptionList, SelectionList, Static
@@ -56,6 +58,7 @@ async def choose(pilot, selector: str, names: set[str], chosen) -> None:
     await wait_for(pilot, lambda: set(chosen()) == names)
 
 
+@pytest.mark.slow
 @run_async
 async def test_pick_edit_run_save_reopen(tmp_path):
     path = tmp_path / "mine.yaml"

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from textual.widgets import DataTable, Input, SelectionList, Static, TabbedContent
 
 from tui_helpers import (SOFTMAX_SWEEP, fake_catalog, fake_opener, fake_session, fixture_engine,
                          loaded, ran, run_async, wait_for)
 from workbench.screens.app import WorkbenchApp
+
+pytestmark = pytest.mark.slow  # every test here runs the whole Textual app (pyproject markers)
 
 
 def make_app(tmp_path, engine=None, **kwargs) -> WorkbenchApp:
@@ -54,6 +57,7 @@ import sys, pathlib
 sys.path.insert(0, {tests!r})
 from tui_helpers import fake_catalog, fake_opener, fixture_engine
 from workbench.screens.app import WorkbenchApp
+
 app = WorkbenchApp(None, None, engine=fixture_engine(delay_s=0.5),
                    catalog_loader=lambda k, d: fake_catalog(), opener=fake_opener(),
                    data_dir=pathlib.Path({data!r}))

@@ -8,6 +8,8 @@ from textual.widgets import Static
 from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async
 from workbench.screens.app import WorkbenchApp
 
+pytestmark = pytest.mark.slow  # every test here runs the whole Textual app (pyproject markers)
+
 
 def make_app(tmp_path) -> WorkbenchApp:
     return WorkbenchApp(None, None, engine=fixture_engine(), opener=fake_opener(),

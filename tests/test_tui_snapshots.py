@@ -19,6 +19,8 @@ from tui_helpers import (GELU_H200, SOFTMAX_SWEEP, fake_catalog, fake_opener, fa
 from workbench.screens.app import WorkbenchApp
 from workbench.session_model import ImplRef, RunSpec, Session
 
+pytestmark = pytest.mark.slow  # every test here runs the whole Textual app (pyproject markers)
+
 DATA_DIR = Path("/tmp/workbench-tui-snapshots")  # fixed: paths appear in the Log pane
 SIZE = (120, 40)
 SIZES = {"80x24": (80, 24), "120x40": (120, 40), "200x50": (200, 50)}

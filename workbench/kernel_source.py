@@ -1,31 +1,40 @@
-"""How an implementation's kernel source is found for PTX and launch geometry.
+"""Where an implementation's kernel comes from: the plain data a backend answers with.
 
-A Triton implementation declares `triton_launch(spec, params) -> TritonLaunch`: the JIT
-function and exactly the signature, constexprs, num_warps and grid its builder launches with,
-so the ahead-of-time PTX is the PTX of the real launch. A CUDA implementation declares a
-`CudaSource`: the `.cu` file beside the op file (only `__global__` kernels and plain launchers,
-so `nvcc -ptx` compiles it alone) and the kernel names it launches.
+`Impl.source` is one of these (which one its backend, workbench.backends, says):
+
+- `TritonSource(launch)`: `launch(spec, params[, ctx]) -> TritonLaunch`, the JIT function and
+  exactly the signature, constexprs, grid and num_warps of the builder's launch. The builder
+  calls `TritonLaunch.run(*tensors)`, so the ahead-of-time PTX is the PTX of the real launch;
+- `CudaSource`: the `.cu` beside the op file (only `__global__` kernels and plain launchers, so
+  `nvcc -ptx` compiles it alone) and the kernel names it launches;
+- `INDUCTOR`: the Triton kernels torch.compile generates when the builder runs (a GPU is needed).
+
+The PTX view (workbench/ptx/extract.py) dispatches on these types, never on a kind's name.
+Nothing here imports torch or Triton; `plain()` gives what a torch-free manifest needs.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from workbench.errors import WorkbenchError
+
 
 @dataclass(frozen=True)
 class TritonLaunch:
-    """One Triton launch, as the builder performs it.
+    """One Triton launch: what the builder runs and what the ahead-of-time compile specialises.
 
     kernel: the `@triton.jit` function; signature: argument name -> Triton type string
-    ("*fp32", "*bf16", "i32", "fp32", "constexpr"); constexprs: meta-parameter values
-    (BLOCK_SIZE, ...); grid: programs per axis; note: where the config came from
-    (e.g. "autotune: first config, nothing cached"); scalars: the values of the integer
-    arguments the builder passes (n_elements, strides), so the ahead-of-time compile
-    specialises them as the launch does (a multiple of 16 gets `tt.divisibility`, which lets
-    masked loads vectorize; 1 becomes a constant). An integer argument left out is compiled
-    unspecialised, which can turn 16-byte vector loads into scalar ones.
+    ("*fp32", "*bf16", "i32", "fp32", "constexpr"), in the kernel's argument order; constexprs:
+    meta-parameter values (BLOCK_SIZE, ...); grid: programs per axis; note: where the config came
+    from (e.g. "autotune: first config, nothing cached"); scalars: the values of the non-pointer
+    arguments (n_elements, strides), passed by `run` and specialised by the ahead-of-time compile as
+    the JIT specialises them (a multiple of 16 gets `tt.divisibility`, which lets masked loads
+    vectorize; 1 becomes a constant).
     """
 
     kernel: Any
@@ -36,6 +45,58 @@ class TritonLaunch:
     num_stages: int = 3
     note: str = ""
     scalars: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def pointers(self) -> tuple[str, ...]:
+        """The pointer arguments, in signature order: `run`'s tensors bind to these."""
+        return tuple(name for name, kind in self.signature.items() if kind.startswith("*"))
+
+    @functools.cached_property
+    def _options(self) -> dict[str, Any]:
+        return {**self.scalars, **self.constexprs, "num_warps": int(self.num_warps),
+                "num_stages": int(self.num_stages)}
+
+    def run(self, *tensors: Any) -> Any:
+        """Launch on `tensors` (one per pointer argument, in signature order; contiguous, of the
+        spec this launch was made for): `kernel[grid](...)` with the declared scalars,
+        constexprs, num_warps and num_stages. Raises WorkbenchError for a wrong tensor count."""
+        names = self.pointers
+        if len(tensors) != len(names):
+            raise WorkbenchError(f"{getattr(self.kernel, '__name__', self.kernel)}: {len(tensors)} tensors "
+                                 f"for {len(names)} pointer arguments ({', '.join(names)})")
+        return self.kernel[self.grid](**dict(zip(names, tensors)), **self._options)
+
+    def geometry(self, spec: Any = None, params: Any = None) -> tuple[tuple[int, ...], int]:
+        """(grid, threads per block)."""
+        return tuple(self.grid), int(self.num_warps) * 32
+
+
+@dataclass(frozen=True)
+class TritonSource:
+    """A Triton implementation's source: launch(spec, params) -> TritonLaunch, optionally taking
+    `ctx` (a BuildContext: a matmul's tl.dot precision follows ctx.fp32_precision);
+    interpreter_dtypes: the dtypes the CPU interpreter can run (None: all)."""
+
+    launch: Callable[..., TritonLaunch] | None
+    interpreter_dtypes: tuple[Any, ...] | None = None
+
+    def launch_for(self, spec: Any, params: Mapping[str, Any], ctx: Any = None) -> TritonLaunch:
+        if self.launch is None:
+            raise WorkbenchError("this TritonSource was rebuilt from plain data: it has no launch")
+        if ctx is not None and _takes_ctx(self.launch):
+            return self.launch(spec, params, ctx=ctx)
+        return self.launch(spec, params)
+
+    def plain(self) -> dict[str, Any]:
+        dtypes = self.interpreter_dtypes
+        return {"type": "triton", "interpreter_dtypes": None if dtypes is None else [str(d) for d in dtypes]}
+
+
+def _takes_ctx(fn: Callable[..., Any]) -> bool:
+    try:
+        return "ctx" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -50,6 +111,26 @@ class CudaSource:
     launch: Callable[[Any, Mapping[str, Any]], tuple[tuple[int, ...], int]] | None = None
     extra_nvcc_flags: tuple[str, ...] = field(default_factory=tuple)
 
+    def geometry(self, spec: Any, params: Any) -> tuple[tuple[int, ...], int] | None:
+        return self.launch(spec, params) if self.launch is not None else None
+
+    def plain(self) -> dict[str, Any]:
+        return {"type": "cuda", "path": str(self.path), "kernels": list(self.kernels),
+                "extra_nvcc_flags": list(self.extra_nvcc_flags)}
+
+
+@dataclass(frozen=True)
+class InductorKernels:
+    """The kernels torch.compile (Inductor) generates when the builder runs: known only then."""
+
+    def geometry(self, spec: Any = None, params: Any = None) -> None:
+        return None
+
+    def plain(self) -> dict[str, Any]:
+        return {"type": "inductor"}
+
+
+INDUCTOR = InductorKernels()
 
 TRITON_DTYPE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
@@ -57,3 +138,8 @@ TRITON_DTYPE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 def triton_ptr(dtype: object) -> str:
     """Triton signature string for a pointer to `dtype` (a DType or its name): '*fp32'."""
     return "*" + TRITON_DTYPE[str(dtype)]
+
+
+def triton_index(numel: int) -> str:
+    """The integer type of an element count or offset bound: 'i32' below 2^31, else 'i64'."""
+    return "i32" if numel < 2**31 else "i64"

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.dtypes import DType
-from workbench.registry import Action, Impl, Need
+from workbench.backends import Action
+from workbench.registry import Impl
 
 NVCC_FALLBACKS = ("/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc")
 
@@ -64,36 +65,17 @@ def probe() -> Machine:
 
 def unavailable_reason(impl: Impl, action: Action | str, machine: Machine,
                        dtype: DType | None = None, device: str = "auto") -> str | None:
-    """Why `impl` cannot do `action` here, or None when it can.
+    """Why `impl` cannot do `action` here, or None when it can: its backend's answer
+    (workbench.backends.base.Backend.unavailable).
 
     device: the session's device setting ("auto", "cpu", "cuda", "cuda:N").
     """
-    action = Action(action)
-    if dtype is not None and not impl.supports(dtype):
-        allowed = ", ".join(d.value for d in impl.dtypes or ())
-        return f"{impl.name} supports {allowed} only, not {dtype.value}"
-    wants_cpu = device == "cpu" or not machine.has_cuda
-    if Need.triton in impl.needs and not machine.triton:
-        return "Triton is not installed"
-    if action is Action.ptx:
-        if Need.nvcc in impl.needs and machine.nvcc is None:
-            return "nvcc not found (needed for CUDA PTX)"
-        return None
-    if Need.cuda_device in impl.needs and wants_cpu:
-        return "needs a CUDA GPU (none here)" if not machine.has_cuda else "needs a CUDA device; device is cpu"
-    if Need.nvcc in impl.needs and machine.nvcc is None:
-        return "nvcc not found (load_inline needs it)"
-    if Need.nvcc in impl.needs and not machine.ninja:
-        return "ninja not found (load_inline needs it: pip install ninja)"
-    if Need.triton in impl.needs and wants_cpu and dtype is not None:
-        allowed = impl.interpreter_dtypes
-        if allowed is not None and dtype not in allowed:
-            return f"the Triton interpreter cannot run {dtype.value} here (CPU numpy has no {dtype.value} arithmetic)"
-    return None
+    return impl.backend.unavailable(impl, action, machine, dtype, device)
 
 
 def note(impl: Impl, machine: Machine, device: str = "auto") -> str:
     """A short marker for what runs, e.g. 'Triton interpreter only' (empty when nothing to say)."""
-    if Need.triton in impl.needs and (device == "cpu" or not machine.has_cuda):
-        return "Triton interpreter only (not GPU speed)"
+    interpreter = impl.backend.interpreter
+    if interpreter and (device == "cpu" or not machine.has_cuda):
+        return f"{interpreter} only (not GPU speed)"
     return ""

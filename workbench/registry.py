@@ -14,59 +14,33 @@ import importlib.metadata
 import importlib.util
 import inspect
 import sys
-from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping
 
+from workbench.backends import Action, Backend, Need, backend, kinds  # noqa: F401  (Action, Need: re-exported)
+from workbench.backends.base import needs_of
 from workbench.chunking import CheckChunks
 from workbench.cost import Cost
 from workbench.dtypes import DType
 from workbench.errors import LimitError, UnknownNameError, WorkbenchError
 from workbench.params import param_problem
-from workbench.kernel_source import CudaSource, TritonLaunch
+from workbench.kernel_source import TritonSource
 from workbench.spec import Spec
 
 ENTRY_POINT_GROUP = "workbench.ops"
 
 
-class ImplKind(StrEnum):
-    """The five implementation kinds (CONTRACTS.md, "Implementations")."""
-
-    manual = "manual"      # hand-written PyTorch formula
-    pytorch = "pytorch"    # the built-in op
-    compiled = "compiled"  # torch.compile of the manual (or built-in) form, dynamic=False
-    cuda = "cuda"          # CUDA C++ through load_inline
-    triton = "triton"
-
-
-class Need(StrEnum):
-    """What an implementation needs to run (checked per action by `workbench.machine`)."""
-
-    cuda_device = "cuda_device"
-    nvcc = "nvcc"
-    triton = "triton"
-
-
-class Action(StrEnum):
-    check = "check"
-    bench = "bench"
-    profile = "profile"
-    ptx = "ptx"
-
-
-def parse_impl_name(name: str) -> ImplKind:
-    """Validate a `kind[_variant]` name and return its kind.
-
-    Raises WorkbenchError naming the value and the allowed kinds.
-    """
+def parse_impl_name(name: str) -> str:
+    """Validate a `kind[_variant]` name and return its kind (a registered backend's, see
+    workbench.backends). Raises WorkbenchError naming the value and the allowed kinds."""
     kind, _, variant = str(name).partition("_")
     ok_variant = not _ or (variant and all(c.isalnum() or c == "_" for c in variant))
-    if kind not in ImplKind.__members__ or not ok_variant or name != name.lower():
+    if kind not in kinds() or not ok_variant or name != name.lower():
         raise WorkbenchError(
             f"implementation name {name!r} must be kind or kind_variant (lower case), "
-            f"kind one of: {', '.join(ImplKind)}")
-    return ImplKind(kind)
+            f"kind one of: {', '.join(kinds())}")
+    return kind
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,9 +72,10 @@ class Impl:
 
     name: `kind[_variant]`; math: which mathematical variant it computes (checked against the
     op's reference of that variant); params: implementation parameters with their defaults
-    (BLOCK_SIZE, GROUP_M, num_warps); needs: what it needs to run; dtypes: the dtypes it
-    supports (None: all of the op's); interpreter_dtypes: for Triton, the dtypes the CPU
-    interpreter can do (None: all); moved_bytes: what its kernels really move (unfused forms);
+    (BLOCK_SIZE, GROUP_M, num_warps); needs: what it needs to run (its backend's needs plus any
+    it declares); dtypes: the dtypes it supports (None: all of the op's); moved_bytes: what its
+    kernels really move (unfused forms); source: where its kernel comes from, of the type its
+    backend declares (kernel_source.TritonSource, CudaSource; None for library kinds);
     tolerance_scale: extra tolerance factor (>= 1) for a declared approximation, one number or
     per dtype name ({"bfloat16": 4.0}: the unfused forms round once per operator in half
     precision); the reason belongs in the builder's docstring (workbench.tolerance).
@@ -113,10 +88,8 @@ class Impl:
     params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     needs: frozenset[Need] = frozenset()
     dtypes: tuple[DType, ...] | None = None
-    interpreter_dtypes: tuple[DType, ...] | None = None
     moved_bytes: Callable[[Spec], int] | None = None
-    triton_launch: Callable[[Spec, Mapping[str, Any]], TritonLaunch] | None = None
-    cuda_source: CudaSource | None = None
+    source: Any = None
     tolerance_scale: float | Mapping[str, float] = 1.0
     description: str = ""
 
@@ -127,8 +100,20 @@ class Impl:
         return float(self.tolerance_scale)
 
     @property
-    def kind(self) -> ImplKind:
+    def kind(self) -> str:
         return parse_impl_name(self.name)
+
+    @property
+    def backend(self) -> Backend:
+        """The registered backend of this implementation's kind (workbench.backends)."""
+        return backend(self.kind)
+
+    def describe(self) -> dict[str, Any]:
+        """Plain data (no callables, no torch): enough for a manifest and for availability."""
+        return {"name": self.name, "kind": self.kind, "math": self.math, "params": dict(self.params),
+                "dtypes": None if self.dtypes is None else [d.value for d in self.dtypes],
+                "needs": sorted(self.needs), "description": self.description,
+                "source": self.source.plain() if self.source is not None else None}
 
     def resolve_params(self, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
         """Defaults updated with `overrides`; an unknown parameter raises UnknownNameError, a
@@ -152,6 +137,35 @@ class Impl:
         if self.moved_bytes is None:
             return ideal
         return dataclasses.replace(ideal, bytes_moved_est=int(self.moved_bytes(spec)))
+
+
+# Impl fields of the first API, still accepted from plugins: each maps onto `source=`.
+LEGACY_SOURCE_FIELDS = ("triton_launch", "interpreter_dtypes", "cuda_source")
+
+
+def _impl_fields(where: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """Op.impl's options as validated Impl fields: needs (the backend's plus the declared ones),
+    dtypes, params, and `source` checked against the backend (built from the legacy
+    triton_launch / interpreter_dtypes / cuda_source fields where a plugin still uses them).
+    Raises WorkbenchError or UnknownNameError naming the bad value."""
+    fields = {k: v for k, v in options.items() if k not in LEGACY_SOURCE_FIELDS}
+    owner = backend(parse_impl_name(where.rpartition("/")[2]))
+    legacy = {k: options[k] for k in LEGACY_SOURCE_FIELDS if options.get(k) is not None}
+    if legacy:
+        if fields.get("source") is not None:
+            raise WorkbenchError(f"{where}: give source= only (not also {', '.join(legacy)})")
+        fields["source"] = legacy.get("cuda_source") or TritonSource(
+            legacy.get("triton_launch"), legacy.get("interpreter_dtypes"))
+    source = fields.get("source")
+    if isinstance(source, TritonSource) and source.interpreter_dtypes is not None:
+        source = dataclasses.replace(source, interpreter_dtypes=tuple(DType.parse(d) for d in source.interpreter_dtypes))
+        fields["source"] = source
+    owner.check_source(where, source)
+    fields["needs"] = owner.needs | needs_of(fields.get("needs", ()))
+    if fields.get("dtypes") is not None:
+        fields["dtypes"] = tuple(DType.parse(d) for d in fields["dtypes"])
+    fields["params"] = MappingProxyType(dict(fields.get("params", {})))
+    return fields
 
 
 class Op:
@@ -233,14 +247,9 @@ class Op:
         def wrap(builder: Builder) -> Builder:
             if name in self._impls:
                 raise WorkbenchError(f"{self.name}: implementation {name!r} is registered twice")
-            options.setdefault("description", (builder.__doc__ or "").strip().split("\n")[0])
-            options["needs"] = frozenset(Need(n) for n in options.get("needs", ()))
-            if options.get("dtypes") is not None:
-                options["dtypes"] = tuple(DType.parse(d) for d in options["dtypes"])
-            if options.get("interpreter_dtypes") is not None:
-                options["interpreter_dtypes"] = tuple(DType.parse(d) for d in options["interpreter_dtypes"])
-            options["params"] = MappingProxyType(dict(options.get("params", {})))
-            self._impls[name] = Impl(op=self.name, name=name, builder=builder, **options)
+            fields = _impl_fields(f"{self.name}/{name}", options)
+            fields.setdefault("description", (builder.__doc__ or "").strip().split("\n")[0])
+            self._impls[name] = Impl(op=self.name, name=name, builder=builder, **fields)
             return builder
         return wrap
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from typing import Any, Iterable, Mapping
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from workbench import fmt
 from workbench.results import INTERPRETER_FLAG
 
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "unavailable": "dim", "skipped": "yellow"}
@@ -56,15 +56,7 @@ def _csv_cell(value: Any) -> Any:
 
 
 # -- table -----------------------------------------------------------------------------------
-def fmt_num(value: Any, digits: int = 4) -> str:
-    """A number with `digits` significant digits; '-' for null or not finite."""
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-        return "-"
-    if not math.isfinite(value):
-        return str(value)
-    if value != 0 and (abs(value) >= 10 ** digits):
-        return f"{value:,.0f}"
-    return f"{value:.{digits}g}"
+fmt_num = fmt.number  # the one number formatter of the CLI and the TUI (workbench/fmt.py)
 
 
 def shape_text(shape: Mapping[str, Any] | None) -> str:
@@ -72,11 +64,8 @@ def shape_text(shape: Mapping[str, Any] | None) -> str:
 
 
 def _check_cell(check: Mapping[str, Any] | None) -> Text:
-    if not check:
-        return Text("-")
-    rel = check.get("rel_l2_err")
-    err = f" {rel:.1e}" if isinstance(rel, (int, float)) and math.isfinite(rel) else ""
-    return Text(f"pass{err}", "green") if check.get("passed") else Text(f"FAIL{err}", "bold red")
+    style = "" if not check else "green" if check.get("passed") else "bold red"
+    return Text(fmt.check(check), style)
 
 
 def _notes(record: Mapping[str, Any]) -> str:

@@ -19,10 +19,11 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workbench import fmt
 from workbench.engine.plan import RunOptions, default_cache_dir, run_plan
 from workbench.events import Error, Log, Result
 from workbench.session_model import ImplRef, RunSpec, Session, Settings
@@ -62,39 +63,26 @@ def session_of(name: str, runs: list[OpRun], settings: Settings, *, dtype_major:
     return Session(name=name, runs=tuple(specs), settings=settings)
 
 
-@dataclass(frozen=True)
-class WarmTask:
-    """Build one implementation at one shape and dtype, call it once."""
-
-    op: str
-    impl: str
-    params: dict[str, Any]
-    shape: dict[str, int]
-    dtype: str | None
-    fp32_precision: str
-    device: str = "cuda:0"
-
-
-WARM_KINDS = ("compiled", "cuda", "triton")
+WARM_KINDS = ("compiled", "cuda", "triton")  # the kinds with an on-disk build cache worth warming
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def warm_tasks(session: Session, device: str = "cuda:0") -> list[WarmTask]:
-    """The session's compiled, CUDA and Triton rows as warm-up tasks (available ones only)."""
+def warm_tasks(session: Session, device: str = "cuda:0") -> list[dict]:
+    """The session's available compiled, CUDA and Triton rows (engine/rows.expand) as warm-up
+    tasks: {op, impl, params, shape, dtype, fp32_precision, device}, plain data for a child."""
     from workbench.dtypes import DType
+    from workbench.engine.rows import expand
     from workbench.machine import probe, unavailable_reason
     from workbench.registry import discover
 
-    registry, machine, tasks = discover(), probe(), []
-    for run in session.runs:
-        op = registry.op(run.op)
-        refs = run.impls if run.impls is not None else tuple(ImplRef(name) for name in op.impls)
-        for ref in refs:
-            impl = op.get_impl(ref.name)
-            dtype = DType.parse(run.dtype) if run.dtype else None
-            if impl.kind.value in WARM_KINDS and unavailable_reason(impl, "check", machine, dtype) is None:
-                tasks.append(WarmTask(run.op, ref.name, dict(ref.params), dict(run.shape), run.dtype,
-                                      session.settings.fp32_precision, device))
+    registry, machine = discover(), probe()
+    tasks = []
+    for row in expand(session, registry, has_cuda=machine.has_cuda, device_override=device):
+        impl = registry.op(row.op).get_impl(row.impl)
+        dtype = DType.parse(row.dtype) if row.dtype else None
+        if row.error is None and impl.kind in WARM_KINDS and unavailable_reason(impl, "check", machine, dtype) is None:
+            tasks.append({"op": row.op, "impl": row.impl, "params": dict(row.params), "shape": dict(row.shape),
+                          "dtype": row.dtype, "fp32_precision": row.settings.fp32_precision, "device": row.device})
     return tasks
 
 
@@ -110,7 +98,7 @@ def warm_builds(session: Session, build_dir: Path, budget_s: float, workers: int
     while pending or running:
         while pending and len(running) < workers:
             task = pending.pop(0)
-            cmd = [sys.executable, "-m", "benchmarks.stages._op_runs", json.dumps(asdict(task)), str(build_dir)]
+            cmd = [sys.executable, "-m", "benchmarks.stages._op_runs", json.dumps(task), str(build_dir)]
             err = tempfile.TemporaryFile("w+")  # a file, not a pipe: a chatty build cannot block on it
             running.append((task, err, subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)))
         time.sleep(0.2)
@@ -120,32 +108,36 @@ def warm_builds(session: Session, build_dir: Path, budget_s: float, workers: int
                 running.remove(entry)
                 if proc.returncode != 0:
                     err.seek(0)
-                    notes.append(f"warm {task.op} {task.impl} {task.dtype}: exit {proc.returncode}: "
+                    notes.append(f"warm {task['op']} {task['impl']} {task['dtype']}: exit {proc.returncode}: "
                                  f"{err.read().strip().splitlines()[-1:]}")
                 err.close()
         if time.monotonic() > deadline:
             for task, err, proc in running:
                 proc.kill()
                 err.close()
-                notes.append(f"warm {task.op} {task.impl} {task.dtype}: cut at the {budget_s:.0f} s warm-up budget")
-            notes += [f"warm {t.op} {t.impl} {t.dtype}: not started (warm-up budget)" for t in pending]
+                notes.append(f"warm {task['op']} {task['impl']} {task['dtype']}: "
+                             f"cut at the {budget_s:.0f} s warm-up budget")
+            notes += [f"warm {t['op']} {t['impl']} {t['dtype']}: not started (warm-up budget)" for t in pending]
             break
     return notes
 
 
-def _warm_one(task: WarmTask, build_dir: Path) -> None:
+def _warm_one(task: dict, build_dir: Path) -> None:
     import torch
 
+    from workbench.engine.precision import effective_fp32_precision, fp32_precision
     from workbench.registry import BuildContext, discover
 
-    op = discover().op(task.op)
-    impl = op.get_impl(task.impl)
-    spec = op.make_spec(task.shape, task.dtype)
-    ctx = BuildContext(device=task.device, fp32_precision=task.fp32_precision, build_dir=build_dir,
-                       interpret=not task.device.startswith("cuda"))
-    fn = impl.builder(spec, impl.resolve_params(task.params), ctx)
-    fn(*op.make_inputs(spec, task.device, 0))
-    if task.device.startswith("cuda"):
+    op = discover().op(task["op"])
+    impl = op.get_impl(task["impl"])
+    spec = op.make_spec(task["shape"], task["dtype"])
+    device, precision = task["device"], effective_fp32_precision(op, task["fp32_precision"])
+    ctx = BuildContext(device=device, fp32_precision=precision, build_dir=build_dir,
+                       interpret=not device.startswith("cuda"))
+    with fp32_precision(precision):
+        fn = impl.builder(spec, impl.resolve_params(task["params"]), ctx)
+        fn(*op.make_inputs(spec, device, 0))
+    if device.startswith("cuda"):
         torch.cuda.synchronize()
 
 
@@ -209,20 +201,12 @@ def _row(rec: dict) -> dict:
         "op": rec["op"], "impl": rec["label"], "dtype": rec["dtype"],
         "shape": "x".join(str(v) for v in (rec["shape"] or {}).values()),
         "status": rec["status"],
-        "check": _check_text(check),
+        "check": fmt.check(check) if check else None,
         "median_ms": timing.get("median_ms"),
         "value": value, "unit": ("TFLOP/s" if flops else "GB/s") if value is not None else None,
         "note": "; ".join(notes) or None,
     }
 
 
-def _check_text(check: dict) -> str | None:
-    if not check:
-        return None
-    if check.get("passed"):
-        return f"ok (rel_l2 {check['rel_l2_err']:.1e})"
-    return f"FAILED at {check.get('first_bad_index')} (max_abs {check.get('max_abs_err'):.2e})"
-
-
 if __name__ == "__main__":  # one warm-up task: python -m benchmarks.stages._op_runs TASK_JSON BUILD_DIR
-    _warm_one(WarmTask(**json.loads(sys.argv[1])), Path(sys.argv[2]))
+    _warm_one(json.loads(sys.argv[1]), Path(sys.argv[2]))

@@ -86,15 +86,16 @@ class GpuTruth:
         import torch
 
         from workbench.engine.plan import default_cache_dir
-        from workbench.registry import BuildContext, ImplKind
+        from workbench.registry import BuildContext
 
         op = self.registry.op(case.op)
         impl = op.get_impl(case.impl)
         spec = op.make_spec(case.shape, case.dtype)
         ctx = BuildContext(device=self.device, fp32_precision="ieee", interpret=False,
                            build_dir=default_cache_dir() / "build")
-        if impl.kind is ImplKind.compiled:
-            torch._dynamo.reset()  # every shape compiles fresh, as the engine does (compile_watch.py)
+        watch = impl.backend.watch()  # compiled: dynamo reset, every shape compiles fresh, as in the engine
+        if watch is not None:
+            watch.start()
         inputs = op.make_inputs(spec, self.device, 0)
         t0 = time.perf_counter()
         fn = impl.builder(spec, impl.resolve_params({}), ctx)

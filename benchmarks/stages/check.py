@@ -81,7 +81,7 @@ def case_groups(registry, gpu: bool, quick: bool) -> list[list[dict]]:
             for dtype in op.dtypes:
                 if unavailable_reason(impl, "check", machine, dtype) is not None:
                     continue
-                chosen = specs[:1] if quick or impl.kind.value == "compiled" or not gpu else specs
+                chosen = specs[:1] if quick or impl.kind == "compiled" or not gpu else specs
                 tasks += [_task("case", op.name, impl.name, dict(s), dtype.value) for s in chosen]
         if op.name == "matmul" and gpu:
             shape = {"M": 100, "N": 130, "K": 300}

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from workbench.kernel_source import TritonSource
+
 TITLE = "PTX: AOT vs launched, nvcc, SASS, Inductor"
 MID_CAP = 4096         # each shape field capped here (quick: QUICK_CAP)
 QUICK_CAP = 1024
@@ -41,35 +43,32 @@ def _first_difference(a: str, b: str) -> str | None:
 
 
 def _compare_launched(op: Any, impl: Any, spec: Any) -> tuple[str, str]:
-    """Launch once on the GPU, then recompile ahead of time (forced) and compare. (verdict, detail)."""
+    """Launch once on the GPU, then compile the same TritonLaunch ahead of time against the
+    stand-in driver (the path used without a GPU), forced fresh, and compare. (verdict, detail)."""
     import torch
     from triton import knobs
 
     from workbench.ptx import triton_aot as aot
     from workbench.registry import BuildContext
 
-    from workbench.ptx.extract import triton_launch_of
-
     params, ctx = impl.resolve_params({}), BuildContext(device="cuda")
     fn = impl.builder(spec, params, ctx)
     fn(*op.make_inputs(spec, "cuda", 0))
     torch.cuda.synchronize()
-    build = aot.build_source(triton_launch_of(impl, spec, params, ctx), aot.resolve_target(None, True))
-    found = aot.find_launched(build)
-    kernels = aot.launched_kernels(build.jit_fn)
-    if found is None and not kernels:
-        return "no launch", "the JIT cache is empty after the launch"
-    launched = found[0] if found else kernels[-1].compiled  # else: the newest, to show how it differs
+    build = aot.build_source(impl.backend.kernel_source(impl, spec, params, ctx), aot.resolve_target(None, True))
+    launched, found = aot.compile_launch(build)
+    if not found:
+        return "no launch", "the launch's kernel is not in the JIT cache after the launch"
     previous = knobs.compilation.always_compile
     knobs.compilation.always_compile = True  # an independent compile, not the launch's cache entry
     try:
-        fresh = aot.aot_compile(build)
+        fresh, _ = aot.compile_launch(build, stand_in=True)
     finally:
         knobs.compilation.always_compile = previous
     diff = _first_difference(launched.asm["ptx"], fresh.asm["ptx"])
-    if found is None:
+    if launched.hash != fresh.hash:
         return "hash differs", f"launched {launched.hash[:12]} vs AOT {fresh.hash[:12]}; {diff or 'same PTX text'}"
-    return ("yes" if diff is None else "ptx differs"), diff or found[1]
+    return ("yes" if diff is None else "ptx differs"), diff or "same compile hash and PTX as the launch"
 
 
 def _row(op: Any, impl: Any, record: dict, kernel: dict | None, aot_eq: str, launch: dict | None) -> dict:
@@ -108,13 +107,13 @@ def run(quick: bool, out: Path) -> list[dict]:
     rows, records = [], []
     for op in registry.ops.values():
         for impl in op.impls.values():
-            if impl.triton_launch is None and impl.cuda_source is None:
+            if impl.source is None:
                 continue
             t0 = time.perf_counter()
             spec = _mid_spec(op, impl, quick)
             aot_eq, detail = "-", ""
             try:
-                if impl.triton_launch is not None and gpu:
+                if isinstance(impl.source, TritonSource) and gpu:
                     aot_eq, detail = _compare_launched(op, impl, spec)
                 ctx = BuildContext(device="cuda" if gpu else "cpu")
                 record, texts = ptx_record(op, impl, spec, ctx=ctx)

@@ -17,7 +17,7 @@ import torch
 
 from workbench.cost import Cost
 from workbench.dtypes import DType
-from workbench.kernel_source import TritonLaunch, triton_ptr
+from workbench.kernel_source import TritonLaunch, TritonSource, triton_ptr
 from workbench.registry import REGISTRY, Op
 from workbench.spec import Spec
 from workbench.triton_support import jit, tl
@@ -71,7 +71,7 @@ def _relu_kernel(x_ptr, y_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
 
 
 def _relu_launch(spec: ReluSpec, params) -> TritonLaunch:
-    """The launch below, declared for the ahead-of-time PTX view."""
+    """The one launch: the builder runs it, the PTX view compiles it ahead of time."""
     numel, block = spec.M * spec.N, params["BLOCK_SIZE"]
     return TritonLaunch(kernel=_relu_kernel, grid=(-(-numel // block), 1, 1),
                         signature={"x_ptr": triton_ptr(spec.dtype), "y_ptr": triton_ptr(spec.dtype),
@@ -79,15 +79,15 @@ def _relu_launch(spec: ReluSpec, params) -> TritonLaunch:
                         constexprs={"BLOCK_SIZE": block}, scalars={"n_elements": numel})
 
 
-@RELU.impl("triton", needs=["triton"], params={"BLOCK_SIZE": 1024}, triton_launch=_relu_launch)
+@RELU.impl("triton", params={"BLOCK_SIZE": 1024}, source=TritonSource(_relu_launch))
 def build_triton(spec: ReluSpec, params, ctx):
     """Triton: one program per BLOCK_SIZE elements."""
-    block = params["BLOCK_SIZE"]
+    launch = _relu_launch(spec, params)
 
     def run(x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
         y = torch.empty_like(x)
-        _relu_kernel[(-(-x.numel() // block),)](x, y, x.numel(), BLOCK_SIZE=block)
+        launch.run(x, y)
         return y
     return run
 

@@ -44,11 +44,10 @@ def inventory(kernels: list[str], device: str) -> dict[str, Any]:
         impls = []
         for impl in op.impls.values():
             available = {a: unavailable_reason(impl, a, machine, dtype=dtype, device=device) for a in ACTIONS}
+            described = impl.describe()
             impls.append({
-                "name": impl.name, "kind": impl.kind.value, "math": impl.math, "params": dict(impl.params),
-                "dtypes": [d.value for d in (impl.dtypes or op.dtypes)],
-                "interpreter_dtypes": None if impl.interpreter_dtypes is None else [d.value for d in impl.interpreter_dtypes],
-                "needs": sorted(n.value for n in impl.needs), "description": impl.description,
+                **described, "dtypes": [d.value for d in (impl.dtypes or op.dtypes)],
+                "interpreter_dtypes": (described["source"] or {}).get("interpreter_dtypes"),
                 "unavailable": available, "note": note(impl, machine, device) or None,
             })
         ops.append({"name": op.name, "description": op.description, "shape": default.shape,

@@ -20,7 +20,7 @@ from workbench.dtypes import DType
 from workbench.engine.estimate import check_bytes_of, estimate_row, l2_flush_bytes, skip_reason
 from workbench.engine.rows import Row
 from workbench.machine import Machine, unavailable_reason
-from workbench.registry import Need, Registry
+from workbench.registry import Registry
 
 
 @dataclass
@@ -86,7 +86,7 @@ def _estimate(row: Row, op, impl, dtype: DType, interpret: bool):
     if row.device.startswith("cuda"):
         way = "cuda"
     else:
-        way = "interpreter" if interpret and Need.triton in impl.needs else "cpu"
+        way = "interpreter" if interpret and impl.backend.interpreted(row.device) else "cpu"
     spec = op.make_spec(row.shape, row.dtype)
     s = row.settings
     return estimate_row(impl.cost(op, spec), way, row.exec_actions, itemsize=dtype.itemsize,

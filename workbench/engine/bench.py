@@ -17,7 +17,6 @@ from workbench.engine.stats import StopRule, median_rel_error, summarize
 from workbench.engine.timing import flush_kind, make_timer, measure_run
 from workbench.engine.traffic import above_peak, reference_flags, traffic_record
 from workbench.events import Log, Samples
-from workbench.registry import Need
 from workbench.results import INTERPRETER_FLAG, TIMING_KEYS, blank
 
 CANCEL_POLL_S = 0.05  # cancel is finished within 3 s (CONTRACTS.md): 50 ms of polling is plenty
@@ -26,7 +25,7 @@ CANCEL_POLL_S = 0.05  # cancel is finished within 3 s (CONTRACTS.md): 50 ms of p
 def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ceilings) -> None:
     """Fill record["timing"] and ["traffic"] (and status/error/flags on a ceiling breach)."""
     settings = row.settings
-    interpreted = dev.job.interpret and Need.triton in impl.needs
+    interpreted = dev.job.interpret and impl.backend.interpreted(dev.device)
     timer = make_timer(dev.device, interpreted=interpreted)
     flush = dev.flush() if settings.flush_l2 else None
     rule = StopRule(rep_ms=settings.rep_ms, min_samples=settings.min_samples,

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from workbench.engine.ceilings import (COPY_BYTES, MATMUL_KEYS, MATMUL_N, MATMUL_SIZES, CeilingCache, copy_gbps,
                                        matmul_tflops)
+from workbench.engine.precision import fp32_precision
 from workbench.engine.stats import StopRule, summarize
 from workbench.engine.timing import Timer, flush_kind, measure
 
@@ -48,7 +49,7 @@ def measure_matmul_tflops(device: str, key: str, timer: Timer, n: int = MATMUL_N
     a = torch.randn(n, n, device=device, dtype=dtype, generator=gen)
     b = torch.randn(n, n, device=device, dtype=dtype, generator=gen)
     out = torch.empty(n, n, device=device, dtype=dtype)
-    with fp32_precision(device, "tf32" if key == "tf32" else "ieee"):
+    with fp32_precision("tf32" if key == "tf32" else "ieee"):  # engine/precision.py owns it
         samples = measure(lambda: torch.mm(a, b, out=out), timer, rule, warmup_ms=25.0, flush=flush)
     return matmul_tflops(n, summarize(samples).median_ms)
 
@@ -61,26 +62,6 @@ def measure_matmul_ceiling(device: str, key: str, timer: Timer, sizes: tuple[int
     itemsize = 2 if key in ("bfloat16", "float16") else 4
     fits = [n for n in sizes if memory_bytes is None or 3 * n * n * itemsize <= memory_bytes // 4]
     return max(measure_matmul_tflops(device, key, timer, n=n, rule=rule, flush=flush) for n in fits or [min(sizes)])
-
-
-class fp32_precision:
-    """Temporarily set torch's CUDA float32 matmul precision (no-op on CPU)."""
-
-    def __init__(self, device: str, value: str):
-        import torch
-
-        self.matmul = torch.backends.cuda.matmul if device.startswith("cuda") else None
-        self.value = value
-
-    def __enter__(self):
-        if self.matmul is not None:
-            self.attr = "fp32_precision" if hasattr(self.matmul, "fp32_precision") else "allow_tf32"
-            self.saved = getattr(self.matmul, self.attr)
-            setattr(self.matmul, self.attr, self.value if self.attr == "fp32_precision" else self.value == "tf32")
-
-    def __exit__(self, *exc):
-        if self.matmul is not None:
-            setattr(self.matmul, self.attr, self.saved)
 
 
 def reference_measurers(device: str, timer: Timer, memory_bytes: int | None,

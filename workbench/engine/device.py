@@ -40,14 +40,11 @@ class DeviceSession:
         return self._flush
 
     def apply_precision(self, fp32_precision: str) -> None:
-        """Set torch's float32 matmul precision (rule 7) with the new API where it exists."""
-        if not self.is_cuda:
-            return
-        matmul = self.torch.backends.cuda.matmul
-        if hasattr(matmul, "fp32_precision"):
-            matmul.fp32_precision = "tf32" if fp32_precision == "tf32" else "ieee"
-        else:  # torch < 2.9: the older switch (never mixed with the new one)
-            matmul.allow_tf32 = fp32_precision == "tf32"
+        """Set torch's float32 matmul precision for the row (rule 7; engine/precision.py owns it)."""
+        from workbench.engine.precision import set_fp32_precision
+
+        if self.is_cuda:
+            set_fp32_precision(fp32_precision)
 
     def reset_peak(self) -> None:
         """Start a peak-memory window (the flush buffer is allocated first, outside it)."""

@@ -16,12 +16,12 @@ from typing import Any
 
 from workbench.engine.calibrate import calibrate
 from workbench.engine.child import ChildJob, Channel
-from workbench.engine.compile_watch import CompileWatch
 from workbench.engine.device import DeviceSession
+from workbench.engine.precision import effective_fp32_precision
 from workbench.engine.rows import Row
 from workbench.engine.timing import Cancelled
 from workbench.events import Built, Checked, Error, Result, Started
-from workbench.registry import BuildContext, ImplKind, Registry
+from workbench.registry import BuildContext, Registry
 
 
 def one_line(exc: BaseException) -> str:
@@ -64,7 +64,8 @@ class RowRunner:
         op = self.registry.op(row.op)
         impl = op.get_impl(row.impl)
         spec = op.make_spec(row.shape, row.dtype)
-        ctx = BuildContext(device=row.device, fp32_precision=row.settings.fp32_precision,
+        precision = effective_fp32_precision(op, row.settings.fp32_precision)
+        ctx = BuildContext(device=row.device, fp32_precision=precision,
                            interpret=self.job.interpret,
                            build_dir=Path(self.job.build_dir) if self.job.build_dir else None)
         return op, impl, spec, impl.resolve_params(row.params), ctx
@@ -74,9 +75,9 @@ class RowRunner:
         dev = self.device(row)
         if "bench" in row.actions:  # references once per device, off the row's clock (calibrate.py)
             calibrate(dev)
-        dev.apply_precision(row.settings.fp32_precision)
+        dev.apply_precision(ctx.fp32_precision)
         self.channel.event(Started(row.key, row.op, row.impl, spec.label, row.device))
-        watch = CompileWatch() if impl.kind is ImplKind.compiled else None
+        watch = impl.backend.watch()
         fn, inputs, out, check = self._build(row, record, op, impl, spec, params, ctx, dev, watch)
         if not self._check(row, record, op, spec, ctx, check, lambda: check.first(out)):
             return

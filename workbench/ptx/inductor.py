@@ -71,9 +71,6 @@ def _loaded_modules() -> list[Any]:
     from torch._inductor.codecache import PyCodeCache
     mods = list(getattr(PyCodeCache, "modules", []) or [])
     mods += list((getattr(PyCodeCache, "modules_no_attr", {}) or {}).values())
-    cache = getattr(PyCodeCache, "cache", None)  # older torch
-    if isinstance(cache, dict):
-        mods += list(cache.values())
     return mods
 
 
@@ -119,15 +116,11 @@ def inductor_kernels(fn_builder: Any, inputs: tuple, *, device: str = "cuda") ->
 
     if not torch.cuda.is_available():
         raise RuntimeError(NO_GPU_NOTE)
-    fresh = getattr(inductor_utils, "fresh_cache", None) or getattr(inductor_utils, "fresh_inductor_cache")
     tmp = Path(tempfile.mkdtemp(prefix="wb-inductor-"))
     notes: list[str] = []
     try:
         with ExitStack() as stack:
-            try:
-                stack.enter_context(fresh(dir=str(tmp), delete=False))
-            except TypeError:  # older signature without dir/delete
-                stack.enter_context(fresh())
+            stack.enter_context(inductor_utils.fresh_cache(dir=str(tmp), delete=False))  # torch >= 2.7
             stack.enter_context(inductor_config.patch(compile_threads=1))
             fn = fn_builder()
             _, codes = inductor_utils.run_and_get_code(fn, *inputs)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from workbench.cuda_build import source_bundle
 from workbench.errors import UnavailableError
 from workbench.machine import find_nvcc
 from workbench.ptx.counts import KernelText, split_kernels
@@ -26,7 +27,6 @@ from workbench.ptx.tools import cache_key, default_cache_dir, demangle, run_tool
 # -O3 as cuda_build.load_cuda passes it; -lineinfo adds the .loc lines and line tables the source
 # map reads (the SASS is the same with and without it: checked on gelu, softmax, matmul .cu)
 BASE_FLAGS = ("-O3", "-lineinfo")
-_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 # The C++ type a kernel template is instantiated with, per dtype (as the .cu files spell them).
 CXX_TYPES = {"float32": ("float",), "float16": ("__half", "half"), "bfloat16": ("__nv_bfloat16", "nv_bfloat16")}
 
@@ -55,20 +55,6 @@ def nvcc_version(nvcc: str) -> str:
     return m.group(0) if m else out.strip().splitlines()[-1] if out.strip() else ""
 
 
-def _source_bundle(cu_path: Path) -> str:
-    """The source plus every local header it includes (recursively), for the cache key."""
-    seen: dict[Path, str] = {}
-    todo = [cu_path.resolve()]
-    while todo:
-        path = todo.pop()
-        if path in seen or not path.is_file():
-            continue
-        text = path.read_text(errors="replace")
-        seen[path] = text
-        todo += [(path.parent / inc).resolve() for inc in _INCLUDE.findall(text)]
-    return "\0".join(f"{p.name}\0{t}" for p, t in sorted(seen.items()))
-
-
 def compile_cu(cu_path: Path, arch: str = "sm_90", extra_flags: Iterable[str] = (),
                cache_dir: Path | None = None) -> NvccOutput:
     """PTX, cubin and ptxas log of `cu_path` for `arch`; cached. Raises UnavailableError without
@@ -78,7 +64,7 @@ def compile_cu(cu_path: Path, arch: str = "sm_90", extra_flags: Iterable[str] = 
         raise UnavailableError("nvcc not found: CUDA PTX needs the CUDA compiler (nvcc)")
     cu_path = Path(cu_path)
     flags = (*BASE_FLAGS, f"-arch={arch}", *extra_flags)
-    key = cache_key(_source_bundle(cu_path), "\0".join(flags), tool_identity(nvcc), nvcc_version(nvcc))
+    key = cache_key(source_bundle(cu_path), "\0".join(flags), tool_identity(nvcc), nvcc_version(nvcc))
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     final = root / f"{cu_path.stem}-{key}"
     if (final / "ok").exists():

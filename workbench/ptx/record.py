@@ -60,7 +60,7 @@ class TritonArtifacts:
 
     @classmethod
     def from_compiled(cls, compiled: Any) -> "TritonArtifacts":
-        from workbench.ptx.triton_aot import loaded_resources
+        from workbench.ptx.triton_cache import loaded_resources
         meta = compiled.metadata
         metadata = meta._asdict() if hasattr(meta, "_asdict") else dict(vars(meta))
         regs, local = loaded_resources(compiled)

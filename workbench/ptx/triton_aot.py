@@ -1,37 +1,34 @@
-"""Triton PTX without a launch (MEASUREMENT.md P10): compile ahead of time as the launch would.
+"""Triton PTX without running the kernel (MEASUREMENT.md P10): the launch's own compile.
 
-`aot_compile(launch, target)` feeds `triton.compile` an `ASTSource` built from the
-implementation's `TritonLaunch`, specialised the way the JIT specialises a real launch:
+`compile_launch(build)` hands the implementation's `TritonLaunch` to Triton's public
+`JITFunction.warmup`: pointer arguments as their torch dtypes (warmup's MockTensor, address 0,
+so aligned as torch allocations are), the integer arguments by value (`TritonLaunch.scalars`),
+constexprs, num_warps and num_stages as keywords. Triton itself then binds, specialises (a
+multiple of 16 gets `tt.divisibility`, 1 becomes a constant), chooses the compile options and
+compiles: the kernel has the launch's cache key by construction, in every Triton version, with no
+copy of `JITFunction.run`'s private option list or specialisation rules.
 
-- pointer arguments get `tt.divisibility = 16` (torch allocations are 256-byte aligned; the JIT
-  marks a pointer whose address is a multiple of 16 the same way). Without it no load is
-  vectorized: `ld.global.b32` where the launch runs `ld.global.v4.b32`;
-- integer arguments whose value is given in `TritonLaunch.scalars` are specialised by Triton's own
-  rule (`native_specialize_impl`: a multiple of 16 gets `tt.divisibility`, 1 becomes a constant,
-  i32/i64 by range); a masked load `offsets < n` vectorizes only when n is a multiple of 16;
-- `do_not_specialize` / `do_not_specialize_on_alignment` parameters are left alone, as the JIT does;
-- compile options as the JIT passes them (num_warps, num_stages, debug, instrumentation_mode),
-  so that on a GPU the ahead-of-time compile has the same cache key as the launch.
-
-The API moved between Triton versions: 3.3+ takes `ASTSource(fn, signature, constexprs, attrs)`
-with attrs `{(arg_index,): [["tt.divisibility", 16]]}` for a divisible argument and `[]` for one
-the JIT specialised but found not divisible (the key is part of the cache hash, so it is kept); 3.0-3.2 took `constants` and an
-`AttrsDescriptor` (handled best effort, untested here). Nothing here reads environment variables;
+On a GPU whose arch is the target, warmup runs on the real driver, so a kernel the run already
+compiled is found in the JIT cache (`launched`). Elsewhere (no GPU, or another arch) it runs
+against a stand-in driver that only answers "which device, stream and target" for the target:
+warmup never launches, so nothing else is asked of it. Nothing here reads environment variables;
 whether Triton runs interpreted is read from `triton.knobs` and from the kernel object itself.
 """
 
 from __future__ import annotations
 
-import hashlib
-import inspect
+import contextlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from workbench.errors import UnavailableError, WorkbenchError
-from workbench.kernel_source import TritonLaunch
+from workbench.kernel_source import TRITON_DTYPE, TritonLaunch
+from workbench.ptx.triton_cache import AOT_DEVICE_PREFIX, launched_kernels, unwrap_jit
 
 DEFAULT_CAPABILITY = 90  # H200 (sm_90) when no GPU is present
-POINTER_DIVISIBILITY = 16
+# An integer argument without a value in TritonLaunch.scalars is compiled with this one: not 1 and
+# not a multiple of 16, so the JIT specialises it to nothing (as a launch with an odd value would).
+UNSPECIALISED_INT = 17
 
 
 class AotError(WorkbenchError):
@@ -41,13 +38,9 @@ class AotError(WorkbenchError):
 # -- interpreter guard -------------------------------------------------------------------------
 def interpreter_active(kernel: Any = None) -> bool:
     """Whether Triton runs interpreted in this process (knob), or `kernel` is an interpreted one."""
-    try:
-        from triton import knobs
-        if bool(knobs.runtime.interpret):
-            return True
-    except Exception:  # older Triton without knobs: only the kernel object tells
-        pass
-    return kernel is not None and type(kernel).__name__ == "InterpretedFunction"
+    from triton import knobs
+
+    return bool(knobs.runtime.interpret) or (kernel is not None and type(kernel).__name__ == "InterpretedFunction")
 
 
 def refuse_interpreter(kernel: Any = None) -> None:
@@ -66,12 +59,18 @@ def resolve_target(target: Any = None, has_cuda: bool = False) -> Any:
     if isinstance(target, GPUTarget):
         return target
     if target is None:
-        if has_cuda:
-            import torch
-            major, minor = torch.cuda.get_device_capability()
-            return GPUTarget("cuda", major * 10 + minor, 32)
-        return GPUTarget("cuda", DEFAULT_CAPABILITY, 32)
+        return GPUTarget("cuda", this_gpu_capability() if has_cuda else DEFAULT_CAPABILITY, 32)
     return GPUTarget("cuda", capability_of(target), 32)
+
+
+def this_gpu_capability() -> int | None:
+    """90 for an sm_90 GPU; None without one."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    major, minor = torch.cuda.get_device_capability()
+    return major * 10 + minor
 
 
 def capability_of(target: Any) -> int:
@@ -91,261 +90,134 @@ def target_name(target: Any) -> str:
     return f"sm_{capability_of(target)}"
 
 
-# -- specialisation ----------------------------------------------------------------------------
-def unwrap_jit(kernel: Any) -> Any:
-    """The JITFunction under autotune/heuristics wrappers (each keeps the wrapped one as `.fn`)."""
-    seen = 0
-    while type(kernel).__name__ != "JITFunction" and hasattr(kernel, "fn") and seen < 8:
-        kernel, seen = kernel.fn, seen + 1
-    if type(kernel).__name__ != "JITFunction":
-        raise AotError(f"{kernel!r} is not a @triton.jit function")
-    return kernel
-
-
+# -- the warmup call of a launch ----------------------------------------------------------------
 @dataclass
-class Specialisation:
-    """signature (name -> type or "constexpr"), constexprs (name -> value), attrs (arg index ->
-    the JIT's specialisation string: "D" for divisible by 16, "" for specialised but not
-    divisible; arguments the JIT does not specialise are absent), notes (what was assumed)."""
+class AotBuild:
+    """What `compile_launch` passes to `JITFunction.warmup`: args (torch dtypes for pointers,
+    values for the rest, in the kernel's order), kwargs (constexprs, num_warps, num_stages),
+    the target, and notes on what was assumed."""
 
-    signature: dict[str, str] = field(default_factory=dict)
-    constexprs: dict[str, Any] = field(default_factory=dict)
-    attrs: dict[int, str] = field(default_factory=dict)
+    jit_fn: Any
+    launch: TritonLaunch
+    target: Any
+    args: list[Any]
+    kwargs: dict[str, Any]
     notes: list[str] = field(default_factory=list)
 
     @property
-    def divisible(self) -> list[int]:
-        """Argument indices that get tt.divisibility = 16."""
-        return [i for i, attr in self.attrs.items() if attr == "D"]
-
-
-def specialise(jit_fn: Any, launch: TritonLaunch, backend: Any = None) -> Specialisation:
-    """Mirror the JIT's specialisation of a launch (see the module docstring). Raises AotError."""
-    spec = Specialisation()
-    unknown_ints = []
-    for index, param in enumerate(jit_fn.params):
-        name = param.name
-        if param.is_constexpr:
-            spec.signature[name] = "constexpr"
-            spec.constexprs[name] = _constexpr_value(launch, param)
-            continue
-        declared = launch.signature.get(name)
-        if declared is None:
-            raise AotError(f"{jit_fn.__name__}: argument {name!r} is missing from TritonLaunch.signature")
-        if declared == "constexpr":
-            spec.signature[name] = "constexpr"
-            spec.constexprs[name] = launch.constexprs.get(name, launch.scalars.get(name))
-            continue
-        spec.signature[name] = declared
-        if param.do_not_specialize:  # the JIT leaves it alone: no attribute at all
-            continue
-        align = not param.do_not_specialize_on_alignment
-        if declared.startswith("*"):
-            spec.attrs[index] = "D" if align else ""  # torch allocations are 16-byte aligned
-        elif declared[0] in "iu" and name in launch.scalars:
-            ty, divisible = _int_specialisation(backend, launch.scalars[name], declared, align)
-            if ty == "constexpr":
-                spec.signature[name] = "constexpr"
-                spec.constexprs[name] = launch.scalars[name]
-                spec.notes.append(f"{name}={launch.scalars[name]} specialised to a constant, as the launch does")
-                continue
-            spec.signature[name] = ty
-            spec.attrs[index] = "D" if divisible else ""
-        elif declared[0] in "iu":
-            unknown_ints.append(name)
-            spec.attrs[index] = ""
-    if unknown_ints:
-        spec.notes.append(
-            f"integer argument(s) {', '.join(unknown_ints)} without a value in TritonLaunch.scalars: "
-            "compiled without divisibility (a launch with a multiple of 16 may vectorize further)")
-    return spec
-
-
-def _constexpr_value(launch: TritonLaunch, param: Any) -> Any:
-    if param.name in launch.constexprs:
-        return launch.constexprs[param.name]
-    if param.has_default:
-        return param.default
-    raise AotError(f"constexpr {param.name!r} has no value in TritonLaunch.constexprs and no default")
-
-
-def _int_specialisation(backend: Any, value: int, declared: str, align: bool) -> tuple[str, bool]:
-    """(type, divisible by 16) for an integer argument, by Triton's own rule where it is exposed."""
-    try:
-        from triton._C.libtriton import native_specialize_impl
-        ty, attr = native_specialize_impl(type(backend) if backend is not None else _base_backend(),
-                                          value, False, True, align)
-        return ty, bool(attr) and "D" in str(attr)
-    except Exception:  # older Triton: the same rule written out
-        if value == 1:
-            return "constexpr", False
-        ty = "i32" if -2**31 <= value < 2**31 else ("u64" if value >= 2**63 else "i64")
-        return (ty if declared.startswith("i") else declared), align and value % 16 == 0
-
-
-def _base_backend() -> Any:
-    from triton.backends.compiler import BaseBackend
-    return BaseBackend
-
-
-# -- compile -------------------------------------------------------------------------------------
-@dataclass
-class AotBuild:
-    """The ASTSource, options and target of one launch, ready for `triton.compile`."""
-
-    source: Any
-    options: dict[str, Any]
-    target: Any
-    spec: Specialisation
-    jit_fn: Any
-
-    @property
     def config(self) -> dict[str, Any]:
-        return {"num_warps": self.options.get("num_warps"), "num_stages": self.options.get("num_stages"),
-                **{k: v for k, v in self.spec.constexprs.items() if isinstance(v, (int, float, bool, str))}}
+        plain = {k: v for k, v in self.launch.constexprs.items() if isinstance(v, (int, float, bool, str))}
+        return {"num_warps": self.launch.num_warps, "num_stages": self.launch.num_stages, **plain}
 
 
 def build_source(launch: TritonLaunch, target: Any) -> AotBuild:
-    """An ASTSource for `launch` in this Triton's API (3.3+ or, best effort, 3.0-3.2)."""
-    from triton.compiler import ASTSource
-    from triton.compiler.compiler import make_backend
+    """The warmup call of `launch` for `target`. Raises AotError naming a pointer argument with
+    no dtype in the signature or a constexpr with no value."""
+    import torch
 
     jit_fn = unwrap_jit(launch.kernel)
     refuse_interpreter(jit_fn)
-    backend = make_backend(target)
-    spec = specialise(jit_fn, launch, backend)
-    params = inspect.signature(ASTSource.__init__).parameters
-    if "constexprs" in params:  # Triton >= 3.3
-        attrs = {(i,): _parse_attr(backend, attr) for i, attr in spec.attrs.items()}
-        source = ASTSource(fn=jit_fn, signature=spec.signature, constexprs=spec.constexprs, attrs=attrs)
-    elif "constants" in params:
-        source = _legacy_source(ASTSource, jit_fn, spec)
-    else:
-        raise AotError(f"unknown ASTSource API: parameters {list(params)}")
-    return AotBuild(source, _jit_options(jit_fn, launch), target, spec, jit_fn)
+    args, kwargs, missing = [], {}, []
+    for param in jit_fn.params:
+        name, declared = param.name, launch.signature.get(param.name)
+        if param.is_constexpr or declared == "constexpr":
+            if name in launch.constexprs or name in launch.scalars:
+                kwargs[name] = launch.constexprs.get(name, launch.scalars.get(name))
+            elif not param.has_default:
+                raise AotError(f"constexpr {name!r} has no value in TritonLaunch.constexprs and no default")
+            continue
+        if declared is None:
+            raise AotError(f"{jit_fn.__name__}: argument {name!r} is missing from TritonLaunch.signature")
+        if declared.startswith("*"):
+            args.append(_torch_dtype(torch, declared, name))
+        elif name in launch.scalars:
+            args.append(launch.scalars[name])
+        else:
+            args.append(UNSPECIALISED_INT if declared[0] in "iu" else 1.5)
+            missing.append(name)
+    kwargs.update(num_warps=int(launch.num_warps), num_stages=int(launch.num_stages))
+    notes = [f"{n}={v} specialised to a constant, as the launch does"
+             for n, v in launch.scalars.items() if v == 1 and n in jit_fn.arg_names]
+    if missing:
+        notes.append(f"argument(s) {', '.join(missing)} without a value in TritonLaunch.scalars: compiled "
+                     "without divisibility (a launch with a multiple of 16 may vectorize further)")
+    return AotBuild(jit_fn, launch, target, args, kwargs, notes)
 
 
-def _parse_attr(backend: Any, attr: str) -> list:
-    """The backend's attribute list for a specialisation string ("D" -> tt.divisibility 16)."""
+def _torch_dtype(torch: Any, declared: str, name: str) -> Any:
+    by_name = {short: getattr(torch, long) for long, short in TRITON_DTYPE.items()}
     try:
-        return backend.parse_attr(attr)
-    except Exception:
-        return [["tt.divisibility", POINTER_DIVISIBILITY]] if "D" in attr else []
+        return by_name[declared[1:]]
+    except KeyError:
+        raise AotError(f"pointer {name!r}: {declared!r} is not one of "
+                       f"{', '.join('*' + s for s in by_name)}") from None
 
 
-def _legacy_source(ast_source: Any, jit_fn: Any, spec: Specialisation) -> Any:
-    """Triton 3.0-3.2: constants and an AttrsDescriptor (best effort; not tested here)."""
+def compile_launch(build: AotBuild, stand_in: bool | None = None) -> tuple[Any, bool]:
+    """(CompiledKernel, whether a real launch had compiled it already) for the build; Triton's
+    on-disk cache makes a repeat fast. stand_in: use the stand-in driver (None: unless this GPU's
+    arch is the target). Raises AotError with Triton's message when it fails."""
+    on_this_gpu = not stand_in if stand_in is not None else this_gpu_capability() == capability_of(build.target)
+    before = {id(k.compiled) for k in launched_kernels(build.jit_fn)} if on_this_gpu else set()
     try:
-        from triton.backends.compiler import AttrsDescriptor  # 3.2
-        attrs = AttrsDescriptor.from_hints({i: POINTER_DIVISIBILITY for i in spec.divisible})
-        return ast_source(fn=jit_fn, signature=spec.signature, constants=spec.constexprs, attrs=attrs)
-    except ImportError:
-        from triton.compiler.compiler import AttrsDescriptor  # 3.0, 3.1: keys are argument indices
-        names = jit_fn.arg_names
-        signature = {names.index(k): v for k, v in spec.signature.items() if v != "constexpr"}
-        constants = {names.index(k): v for k, v in spec.constexprs.items()}
-        attrs = AttrsDescriptor(divisible_by_16=tuple(spec.divisible), equal_to_1=())
-        return ast_source(fn=jit_fn, signature=signature, constants=constants, attrs=attrs)
-
-
-def _jit_options(jit_fn: Any, launch: TritonLaunch) -> dict[str, Any]:
-    """Compile options exactly as JITFunction.run passes them (same cache key as the launch)."""
-    options: dict[str, Any] = {"num_warps": int(launch.num_warps), "num_stages": int(launch.num_stages)}
-    try:
-        from triton import knobs
-        options["debug"] = bool(getattr(jit_fn, "debug", None) or knobs.runtime.debug)
-        options["instrumentation_mode"] = knobs.compilation.instrumentation_mode
-    except Exception:  # older Triton: its defaults
-        pass
-    return options
+        with contextlib.nullcontext() if on_this_gpu else stand_in_driver(build.target):
+            compiled = build.jit_fn.warmup(*build.args, grid=tuple(build.launch.grid), **build.kwargs)
+    except Exception as exc:
+        text = str(exc).strip()
+        raise AotError(f"triton compile failed for {build.jit_fn.__name__}: {type(exc).__name__}: "
+                       f"{text.splitlines()[-1] if text else ''}") from exc
+    if hasattr(compiled, "result"):  # an asynchronous compile: a future
+        compiled = compiled.result()
+    return compiled, id(compiled) in before
 
 
 def aot_compile(build: AotBuild) -> Any:
-    """triton.compile the build (Triton's on-disk cache makes a repeat fast); raises AotError."""
-    import triton
+    """The CompiledKernel of the build (see compile_launch)."""
+    return compile_launch(build)[0]
 
+
+def specialisation(compiled: Any, jit_fn: Any) -> dict[str, Any]:
+    """What the JIT specialised, read from the kernel's source: {"signature": name -> type or
+    "constexpr", "constexprs": name -> value, "divisible": argument indices with tt.divisibility}."""
+    src = compiled.src
+    names = list(jit_fn.arg_names)
+    constexprs = {names[path[0]]: value for path, value in dict(src.constants).items() if len(path) == 1}
+    divisible = sorted(path[0] for path, attrs in dict(src.attrs).items()
+                       if any(a[0] == "tt.divisibility" for a in attrs))
+    return {"signature": dict(src.signature), "constexprs": constexprs, "divisible": divisible}
+
+
+# -- the stand-in driver --------------------------------------------------------------------------
+class _StandInDriver:
+    """Answers the three questions `JITFunction.run(warmup=True)` asks of a driver, for `target`:
+    the device (a key of the JIT's per-device cache, one per target), the stream, the target."""
+
+    def __init__(self, target: Any):
+        self.target = target
+
+    def get_current_device(self) -> str:
+        return AOT_DEVICE_PREFIX + target_name(self.target)
+
+    def get_current_stream(self, device: Any = None) -> int:
+        return 0
+
+    def get_current_target(self) -> Any:
+        return self.target
+
+
+@contextlib.contextmanager
+def stand_in_driver(target: Any) -> Iterator[None]:
+    """Make the stand-in the active Triton driver for the block, then put the previous one back
+    (`DriverConfig.set_active`; the previous active driver is read where Triton keeps it, and is
+    usually none at all in a process without a GPU)."""
+    from triton.runtime.driver import driver
+
+    previous = getattr(driver, "_active", None)
+    driver.set_active(_StandInDriver(target))
     try:
-        return triton.compile(build.source, target=build.target, options=build.options)
-    except Exception as exc:
-        raise AotError(f"triton.compile failed for {build.jit_fn.__name__}: {type(exc).__name__}: "
-                       f"{str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}") from exc
-
-
-def expected_hash(build: AotBuild) -> str | None:
-    """The cache hash `triton.compile` gives this build (CompiledKernel.hash), without compiling."""
-    try:
-        from triton._C.libtriton import get_cache_invalidating_env_vars
-        from triton.compiler.compiler import make_backend
-        from triton.runtime.cache import get_cache_key
-        backend = make_backend(build.target)
-        options = backend.parse_options(dict(build.options, **build.source.parse_options()))
-        key = get_cache_key(build.source, backend, options, get_cache_invalidating_env_vars())
-        return hashlib.sha256(key.encode("utf-8")).hexdigest()
-    except Exception:  # API moved: the caller falls back to matching constants
-        return None
-
-
-# -- kernels a real launch compiled ---------------------------------------------------------------
-@dataclass(frozen=True)
-class LaunchedKernel:
-    """A kernel the JIT compiled for a real launch: device, cache key, the CompiledKernel."""
-
-    device: Any
-    key: Any
-    compiled: Any
-
-    @property
-    def ptx(self) -> str | None:
-        asm = getattr(self.compiled, "asm", None) or {}
-        return asm.get("ptx") if hasattr(asm, "get") else None
-
-
-def launched_kernels(jit_fn: Any) -> list[LaunchedKernel]:
-    """Every kernel in a JITFunction's device cache (3.3+: `device_caches`; older: `cache`)."""
-    jit_fn = unwrap_jit(jit_fn)
-    found: list[LaunchedKernel] = []
-    caches = getattr(jit_fn, "device_caches", None)
-    if caches is not None:
-        per_device = [(device, entry[0] if isinstance(entry, tuple) else entry)
-                      for device, entry in list(caches.items())]
-    else:
-        per_device = list((getattr(jit_fn, "cache", None) or {}).items())
-    for device, kernel_cache in per_device:
-        for key, kernel in list(kernel_cache.items()):
-            if not hasattr(kernel, "asm") and hasattr(kernel, "result"):  # async compile: a future
-                kernel = kernel.result()
-            found.append(LaunchedKernel(device, key, kernel))
-    return found
-
-
-def launched_ptx(jit_fn: Any) -> dict[str, str]:
-    """PTX of every kernel a real launch of `jit_fn` compiled, keyed by its compile hash."""
-    out: dict[str, str] = {}
-    for lk in launched_kernels(jit_fn):
-        if lk.ptx is not None:
-            out[str(getattr(lk.compiled, "hash", lk.key))] = lk.ptx
-    return out
-
-
-def find_launched(build: AotBuild) -> tuple[Any, str] | None:
-    """(CompiledKernel, how it matched) of a real launch with exactly this build's compile hash
-    (same source, specialisation, options and target), or None.
-
-    Only an exact match counts: in a sweep the JIT cache holds kernels of other shapes with the
-    same constexprs (e.g. n = 4096 and n = 4097), and one of those is not the kernel of this row.
-    """
-    want = expected_hash(build)
-    if want is None:
-        return None
-    for lk in launched_kernels(build.jit_fn):
-        if getattr(lk.compiled, "hash", None) == want:
-            return lk.compiled, "same compile hash as the ahead-of-time build"
-    return None
-
-
-def loaded_resources(compiled: Any) -> tuple[int | None, int | None]:
-    """(registers, local bytes) from a kernel the driver has loaded (n_regs, n_spills x 4), else Nones."""
-    if getattr(compiled, "module", None) is None:
-        return None, None
-    n_regs, n_spills = getattr(compiled, "n_regs", None), getattr(compiled, "n_spills", None)
-    return n_regs, (n_spills * 4 if n_spills is not None else None)  # driver.c: LOCAL_SIZE_BYTES / 4
+        yield
+    finally:
+        if previous is not None:
+            driver.set_active(previous)
+        elif hasattr(driver, "_active"):
+            driver._active = None  # as it was: resolved again on first use

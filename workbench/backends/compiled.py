@@ -1,4 +1,7 @@
-"""torch.compile honesty for `compiled` implementations (MEASUREMENT.md rule 8).
+"""`compiled`: torch.compile (Inductor), and its honesty watch (MEASUREMENT.md rule 8).
+
+Runs wherever torch.compile runs; its kernels are the Triton kernels Inductor generates when the
+builder runs (`INDUCTOR`: the PTX view collects them on a GPU).
 
 Each row of a compiled implementation starts from `torch._dynamo.reset()`, so every new shape
 compiles fresh inside build_ms and a sweep never reaches dynamo's recompile limit (after which
@@ -15,7 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from workbench.backends.base import Backend
 from workbench.events import Log
+from workbench.kernel_source import INDUCTOR, InductorKernels
+
+COMPILED = Backend("compiled", "torch.compile of the manual (or built-in) form, dynamic=False",
+                   source_type=InductorKernels)
 
 
 def _counters() -> Any:
@@ -63,3 +71,13 @@ class CompileWatch:
             record["status"] = "failed"
             record["error"] = ("torch.compile compiled no graph: the row ran eager code and is not "
                                "labelled compiled (recompile limit or a graph break)")
+
+
+@COMPILED.source
+def _inductor(impl, spec, params, ctx):
+    return INDUCTOR
+
+
+@COMPILED.watcher
+def _watch() -> CompileWatch:
+    return CompileWatch()

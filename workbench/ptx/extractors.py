@@ -1,0 +1,188 @@
+"""One `ptx` record per kind of kernel source (workbench.kernel_source), as ptx/extract.py
+dispatches them (`EXTRACTORS`: source type -> extractor):
+
+- `TritonLaunch`: the kernel that ran (`source: launched`, from the JIT's cache after a real
+  launch on a GPU) or, before any launch or without a GPU, the launch's own compile through
+  `JITFunction.warmup` (`source: aot`; see triton_aot);
+- `CudaSource`: `nvcc -ptx` / `nvcc -cubin -Xptxas -v` of the `.cu` (`source: nvcc`);
+- `InductorKernels`: the Triton kernels Inductor generated, on a GPU (`source: inductor`).
+
+A missing tool or a failed compile gives a record with a note saying why, never an exception.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from workbench.errors import UnavailableError
+from workbench.kernel_source import CudaSource, InductorKernels, TritonLaunch
+from workbench.ptx.attach import map_cuda_kernel
+from workbench.ptx.notes import NoteContext
+from workbench.ptx.record import TritonArtifacts, kernel_entry, triton_kernel
+from workbench.ptx.resources import Resources, parse_ptxas_log
+from workbench.ptx.source_map import KernelSource, python_source
+from workbench.ptx.tools import ToolError
+from workbench.registry import BuildContext, Impl, Op
+
+Texts = dict[str, dict[str, Any]]
+
+
+@dataclass
+class PtxJob:
+    """One ptx_record call: the resolved op, impl, spec and params, the backend's kernel source,
+    and the options (see ptx/extract.ptx_record)."""
+
+    op: Op
+    impl: Impl
+    spec: Any
+    params: dict
+    source: Any
+    target: Any
+    machine: Any
+    prefer_launched: bool
+    cache_dir: Any
+    ctx: BuildContext | None
+
+    @property
+    def has_cuda(self) -> bool:
+        return bool(getattr(self.machine, "has_cuda", False))
+
+    @property
+    def target_name(self) -> str:
+        from workbench.ptx.triton_aot import target_name
+        return target_name(self.target) if self.target is not None else default_target(self.has_cuda)
+
+    @property
+    def itemsize(self) -> int | None:
+        return getattr(getattr(self.spec, "dtype", None), "itemsize", None)
+
+
+def default_target(has_cuda: bool) -> str:
+    """This GPU's arch, else sm_90 (H200)."""
+    if has_cuda:
+        import torch
+        major, minor = torch.cuda.get_device_capability()
+        return f"sm_{major}{minor}"
+    return "sm_90"
+
+
+def record(target: str, source: str | None, kernels: list[dict], notes: list[str], **extra: Any) -> dict:
+    """A CONTRACTS `ptx` record."""
+    return {"target": target, "source": source, "kernels": kernels, "notes": notes, **extra}
+
+
+# -- triton --------------------------------------------------------------------------------------
+def triton_record(job: PtxJob) -> tuple[dict, Texts]:
+    import triton
+
+    from workbench.ptx import triton_aot as aot
+    from workbench.ptx.triton_cache import launched_kernels
+
+    launch: TritonLaunch = job.source
+    try:
+        build = aot.build_source(launch, aot.resolve_target(job.target, job.has_cuda))
+        # prefer_launched=False: an ahead-of-time compile even on the GPU (the stand-in driver)
+        compiled, launched = aot.compile_launch(build, stand_in=None if job.prefer_launched else True)
+    except UnavailableError:
+        raise
+    except Exception as exc:  # never crash on API drift or a failed compile: say why
+        return record(job.target_name, "aot", [], [f"ahead-of-time compile failed: {exc}"],
+                      triton=triton.__version__), {}
+    notes = [config_note(build.config, launch.note)] + build.notes
+    if launched:
+        notes.append("the kernel a real launch compiled (found in the JIT cache)")
+    elif job.prefer_launched and job.has_cuda and launched_kernels(build.jit_fn):
+        notes.append("launched kernels of this function exist, none with this launch's specialisation: "
+                     "showing the ahead-of-time compile")
+    art = TritonArtifacts.from_compiled(compiled)
+    ctx = NoteContext(itemsize=job.itemsize, threads=launch.num_warps * 32,
+                      block_elems=block_elems(launch.constexprs),
+                      expect_tensor_cores="tt.dot" in (art.asm.get("ttir") or "") or job.op.matmul_like)
+    entry, texts, kernel_notes = triton_kernel(art, ctx, extra={"hash": getattr(compiled, "hash", None)},
+                                               cache_dir=job.cache_dir, source=python_source(build.jit_fn))
+    return record(aot.target_name(build.target), "launched" if launched else "aot", [entry],
+                  notes + kernel_notes, triton=triton.__version__, config=build.config), {entry["name"]: texts}
+
+
+def config_note(config: Mapping[str, Any], launch_note: str) -> str:
+    cfg = ", ".join(f"{k}={v}" for k, v in config.items())
+    return f"config: {cfg}" + (f" ({launch_note})" if launch_note else " (the implementation's TritonLaunch)")
+
+
+def block_elems(constexprs: Mapping[str, Any]) -> int | None:
+    """The elements one program handles when a single BLOCK* constexpr says so (1-D kernels)."""
+    if "BLOCK_SIZE" in constexprs:
+        return int(constexprs["BLOCK_SIZE"])
+    blocks = [v for k, v in constexprs.items() if k.startswith("BLOCK") and isinstance(v, int)]
+    return blocks[0] if len(blocks) == 1 else None
+
+
+# -- cuda ------------------------------------------------------------------------------------------
+def cuda_record(job: PtxJob) -> tuple[dict, Texts]:
+    from workbench.ptx.nvcc import compile_cu, match_kernels, nvcc_version
+    from workbench.ptx.sass import disassemble
+
+    name, source = job.target_name, job.source
+    try:
+        out = compile_cu(source.path, name, source.extra_nvcc_flags, cache_dir=job.cache_dir)
+    except (UnavailableError, ToolError, OSError) as exc:
+        return record(name, "nvcc", [], [str(exc)]), {}
+    notes = [f"nvcc {' '.join(out.flags)} {source.path.name}" + (" (cached)" if out.cached else "")]
+    kernels, match_notes = match_kernels(out.ptx, source.kernels, getattr(job.spec, "dtype", None))
+    notes += match_notes
+    resources = parse_ptxas_log(out.ptxas_log)
+    try:
+        sass = disassemble(out.cubin, out.cubin.with_name("sass.txt"))
+    except ToolError as exc:
+        sass = {}
+        notes.append(f"no SASS: {exc}")
+    ctx = NoteContext(itemsize=job.itemsize, expect_tensor_cores=job.op.matmul_like)
+    entries, texts = [], {}
+    for k in kernels:
+        entry = kernel_entry(k.display, k.entry.text, resources=resources.get(k.mangled, Resources()),
+                             resources_from="ptxas -v" if k.mangled in resources else None,
+                             sass=sass.get(k.mangled), ctx=ctx, extra={"mangled": k.mangled})
+        entries.append(entry)
+        texts[k.display] = {"ptx": k.entry.text, "sass": sass.get(k.mangled)}
+        notes += map_cuda_kernel(entry, texts[k.display], out, k, source.path)
+    if entries:
+        notes.append("shared_bytes is static shared memory: dynamic shared memory is set at launch")
+    return record(name, "nvcc", entries, notes, nvcc=nvcc_version(out.nvcc)), texts
+
+
+# -- torch.compile -----------------------------------------------------------------------------------
+def inductor_record(job: PtxJob) -> tuple[dict, Texts]:
+    from workbench.ptx.inductor import NO_GPU_NOTE, inductor_kernels
+
+    name, here = job.target_name, default_target(job.has_cuda)
+    if not job.has_cuda:
+        return record(name, "inductor", [], [NO_GPU_NOTE]), {}
+    if job.target is not None and name != here:
+        return record(name, "inductor", [], [f"{NO_GPU_NOTE} of {name} (this GPU is {here})"]), {}
+    ctx_build = job.ctx if job.ctx is not None and job.ctx.is_cuda else BuildContext(device="cuda")
+    try:
+        inputs = job.op.make_inputs(job.spec, "cuda", 0)
+        kernels, notes = inductor_kernels(lambda: job.impl.builder(job.spec, job.params, ctx_build), inputs)
+    except Exception as exc:  # a compile failure is a finding, not a crash of the row
+        return record(name, "inductor", [], [f"Inductor kernels not collected: {type(exc).__name__}: {exc}"]), {}
+    ctx = NoteContext(itemsize=job.itemsize, expect_tensor_cores=job.op.matmul_like)
+    entries, texts = [], {}
+    for k in kernels:
+        if k.artifacts is None:
+            notes.append(f"{k.name}: compiled kernel not found ({k.found_by})")
+            continue
+        entry, k_texts, k_notes = triton_kernel(k.artifacts, ctx, extra={"found_by": k.found_by},
+                                                source=KernelSource(k.source, None) if k.source else None)
+        entry["name"] = k.name
+        entries.append(entry)
+        texts[k.name] = {**k_texts, "source": k.source}
+        notes += k_notes + k.artifacts.notes
+    return record(name, "inductor", entries, notes), texts
+
+
+EXTRACTORS: dict[type, Callable[[PtxJob], tuple[dict, Texts]]] = {
+    TritonLaunch: triton_record,
+    CudaSource: cuda_record,
+    InductorKernels: inductor_record,
+}
