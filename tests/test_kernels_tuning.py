@@ -146,10 +146,10 @@ def test_cuda_softmax_geometry_and_traffic_follow_the_plan():
     op = REGISTRY.op("softmax")
     impl = op.get_impl("cuda")
     long_rows = op.make_spec({"M": 4096, "N": 262144}, "float32")
-    assert impl.cuda_source.launch(long_rows, {}) == ((4096 * 16, 1, 1), 512)
+    assert impl.source.launch(long_rows, {}) == ((4096 * 16, 1, 1), 512)
     assert impl.cost(op, long_rows).moved == op.cost(long_rows).bytes  # read once
     too_long = op.make_spec({"M": 2, "N": 524288}, "float32")
-    assert impl.cuda_source.launch(too_long, {}) == ((2, 1, 1), 1024)
+    assert impl.source.launch(too_long, {}) == ((2, 1, 1), 1024)
     assert impl.cost(op, too_long).moved > op.cost(too_long).bytes  # two passes
 
 
@@ -167,7 +167,7 @@ def test_which_kernel_a_triton_gemm_takes(dtype, shape, params, want):
 def test_the_tma_launch_is_the_tuned_kernel_for_the_ptx_view():
     op = REGISTRY.op("matmul_gelu")
     spec = op.make_spec({"M": 8192, "N": 8192, "K": 8192}, "bfloat16")
-    launch = op.get_impl("triton").triton_launch(spec, op.get_impl("triton").resolve_params({}))
+    launch = op.get_impl("triton").source.launch_for(spec, op.get_impl("triton").resolve_params({}))
     assert launch.kernel.__name__ == "_tma_matmul_kernel" and launch.grid == (132, 1, 1)
     assert launch.constexprs["ACTIVATION"] == "gelu" and launch.signature["a_desc"] == "tensordesc<bf16[128, 64]>"
     assert "autotune: first config" in launch.note
@@ -216,6 +216,7 @@ def test_the_int32_contrast_kernel_multiplies_in_32_bits():
     assert not re.match(r"(mul\.wide|cvt\.[su]64)", _first_use_of_ctaid(ptx))
 
 
+@pytest.mark.slow  # a Python subprocess under TRITON_INTERPRET
 @pytest.mark.parametrize("index_64", [False, True])
 def test_matmul_and_cdist_kernels_are_the_same_with_64_bit_offsets(index_64):
     """INDEX_64 (set by the launches for tensors of 2^31 elements or more) forced at a small size
