@@ -117,6 +117,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
 
     def on_unmount(self) -> None:
         self.stop_run()
+        self.close_workers()
         if self._autosave_timer is not None:
             self.autosave_now()
         self._unwatch_terminal()

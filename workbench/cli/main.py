@@ -26,7 +26,8 @@ from typing import Sequence
 from rich.console import Console
 
 import workbench
-from workbench.cli.common import EXIT_CODES_TEXT, EXIT_INTERRUPTED, EXIT_USAGE, Env, check_output_path, read_env
+from workbench.cli.common import (EXIT_CODES_TEXT, EXIT_INTERRUPTED, EXIT_USAGE, Env, check_output_path, read_env,
+                                  run_options)
 from workbench.errors import WorkbenchError
 
 DEVICE_RE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
@@ -143,16 +144,12 @@ def run_tui(args: argparse.Namespace, env: Env, err: Console) -> int:
     path = tui_session_path(args.file, env.data_dir) if args.file else None
     try:
         from workbench.screens.app import run as run_app
-        from workbench.screens.options import AppOptions
     except ImportError as exc:  # a build without the TUI, or textual missing
         where = path or "default-cpu"
         err.print(f"the TUI cannot start ({exc}); run the session headless instead: "
                   f"workbench --replay {where}", markup=False)
         return EXIT_USAGE
-    kernels = tuple(str(Path(k).expanduser().resolve()) for k in args.kernels)
-    options = AppOptions(device=args.device, kernels=kernels,
-                         argv=("workbench", *([args.file] if args.file else [])),
-                         cache_dir=env.cache_dir, build_dir=env.cache_dir / "build")
+    options = run_options(args, env, argv=("workbench", *([args.file] if args.file else [])))
     result = run_app(path, options)
     return int(result or 0)
 
