@@ -1,7 +1,8 @@
 """What the app can offer: ops, their implementations and what this machine can run, as plain data.
 
-`load_catalog` imports the registry, the kernels and torch, so it runs in a worker after the
-first frame; everything else here is plain data the widgets read (no torch, no registry objects).
+`load_catalog` reads the ops' declarations (workbench/manifest.py: cached, no torch; the first
+start after a kernel file changes builds the manifest in a subprocess) and probes the machine
+through NVML, in a thread after the first frame; everything else here is plain data.
 Availability is per action and dtype (CONTRACTS.md): `ImplInfo.reasons[(action, dtype)]`.
 """
 
@@ -71,11 +72,11 @@ class Catalog:
 
 
 def load_catalog(kernel_paths: Iterable[str] = (), device: str = "auto") -> Catalog:
-    """Discover ops through the registry's one door and probe the machine (imports torch)."""
+    """The ops' declarations (the registry's one door, through the manifest) and the machine."""
     from workbench.machine import probe
-    from workbench.registry import discover
+    from workbench.manifest import declare
 
-    registry = discover(list(kernel_paths))
+    registry = declare(list(kernel_paths))
     machine = probe()
     ops = {name: _op_info(op, machine, device) for name, op in sorted(registry.ops.items())}
     return Catalog(ops=ops, machine=_machine_line(machine), gpu=machine.has_cuda)

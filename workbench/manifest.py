@@ -124,7 +124,10 @@ def manifests(found: list[Source], cache_dir: Path | None) -> dict[str, dict]:
         else:
             missing.append((source, path))
     if missing:
-        built = build_in_subprocess([s for s, _ in missing])
+        # every source up to the last missing one is loaded (a plugin may add implementations to
+        # an op an earlier source declares); only the missing ones are described
+        last = max(found.index(s) for s, _ in missing)
+        built = build_in_subprocess(found[:last + 1], {s.key for s, _ in missing})
         for source, path in missing:
             out[source.key] = built[source.key]
             if path is not None and built[source.key].get("error") is None:
@@ -149,10 +152,12 @@ def _write(path: Path, data: dict) -> None:
         pass
 
 
-def build_in_subprocess(found: list[Source]) -> dict[str, dict]:
-    """Import the sources in a fresh interpreter (workbench/manifest_build.py): key -> manifest.
-    Raises WorkbenchError when the interpreter itself fails (a plugin that crashes it)."""
-    request = [{"key": s.key, "load": s.load, "entry_point": s.entry_point} for s in found]
+def build_in_subprocess(found: list[Source], wanted: set[str]) -> dict[str, dict]:
+    """Import the sources in order in a fresh interpreter (workbench/manifest_build.py); returns
+    key -> manifest for the `wanted` ones. Raises WorkbenchError when the interpreter itself
+    fails (a plugin that crashes it)."""
+    request = [{"key": s.key, "load": s.load, "entry_point": s.entry_point, "describe": s.key in wanted}
+               for s in found]
     try:
         proc = subprocess.run([sys.executable, "-m", "workbench.manifest_build"], input=json.dumps(request),
                               capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
@@ -174,8 +179,9 @@ def declare(paths: Iterable[str | Path] = (), *, entry_points: bool = True, regi
     registry = registry if registry is not None else Registry()
     registry.declared = True  # session.py loads later plugins into it the same way
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    found = [s for s in sources(paths, entry_points=entry_points) if s.key not in registry.loaded_sources]
-    built = manifests(found, cache_dir) if found else {}
+    every = sources(paths, entry_points=entry_points)
+    found = [s for s in every if s.key not in registry.loaded_sources]
+    built = manifests(every, cache_dir) if found else {}
     for source in found:
         data = built[source.key]
         if data.get("error"):

@@ -1,7 +1,8 @@
 """Build manifests of plugin sources (run by workbench/manifest.py in a fresh interpreter).
 
-stdin: a JSON list of {"key", "load", "entry_point"} in load order; stdout: one JSON line,
-source key -> {"version", "ops": [...], "error": null | "one line"}. Importing the sources
+stdin: a JSON list of {"key", "load", "entry_point", "describe"} in load order; stdout: one JSON
+line, source key -> {"version", "ops": [...], "error": null | "one line"} for the sources to
+describe (the others are loaded first because later ones may extend their ops). Importing the sources
 imports torch; nothing here runs a kernel. Each source's manifest holds what it added to the
 registry (new ops, and implementations added to an op an earlier source declared).
 """
@@ -33,6 +34,8 @@ def main() -> int:
         before = {name: set(op.impls) for name, op in REGISTRY.ops.items()}
         try:
             _load(source)
+            if not source["describe"]:
+                continue
             out[source["key"]] = {"version": MANIFEST_VERSION, "ops": describe_registry(REGISTRY, before),
                                   "error": None}
         except Exception as exc:  # WorkbenchError names the plugin; anything else is a bug of ours

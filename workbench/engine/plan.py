@@ -57,9 +57,13 @@ def default_cache_dir() -> Path:
 def worker_env(cache_dir: Path) -> dict[str, str]:
     """What the core sets in every worker: Inductor's and Triton's caches under workbench's
     cache folder, so a second process start finds its kernels compiled (the core reads no
-    environment itself; these are written, for the worker's libraries to read)."""
+    environment itself; these are written, for the worker's libraries to read). Inductor
+    compiles in the worker itself (one compile thread): its pool of compile subprocesses costs a
+    Python and torch start per worker, the cost warm workers exist to remove, and with the FX
+    graph cache warm nothing is compiled (docs/engine.md, "Warm workers")."""
     return {"TORCHINDUCTOR_CACHE_DIR": str(Path(cache_dir) / "inductor"),
-            "TRITON_CACHE_DIR": str(Path(cache_dir) / "triton")}
+            "TRITON_CACHE_DIR": str(Path(cache_dir) / "triton"),
+            "TORCHINDUCTOR_COMPILE_THREADS": "1"}
 
 
 def new_pool(options: RunOptions = RunOptions(), *, on_cuda: bool | None = None) -> WorkerPool:

@@ -74,14 +74,15 @@ class Baseline:
         return sorted(keys)
 
     def reset(self) -> None:
+        import sys
+
         import torch
 
-        import torch._dynamo
-
-        torch._dynamo.reset()
+        if "torch._dynamo" in sys.modules:  # nothing to reset where nothing compiled (its import costs ~1.5 s)
+            sys.modules["torch._dynamo"].reset()
         _write_switches(torch, self.switches)
-        gc.collect()
         if self.device.startswith("cuda"):
+            gc.collect()  # device memory held by garbage goes back (host memory is not measured)
             torch.cuda.set_stream(torch.cuda.default_stream(self.device))
             torch.cuda.synchronize(self.device)
             torch.cuda.empty_cache()
@@ -126,20 +127,29 @@ def _read_switches(torch: Any) -> dict[str, Any]:
 
 
 def _write_switches(torch: Any, switches: dict[str, Any]) -> None:
-    torch.set_default_dtype(switches["default_dtype"])
-    torch.set_grad_enabled(switches["grad_enabled"])
-    torch.use_deterministic_algorithms(switches["deterministic"])
+    """Put back the switches that differ from `switches` (only those: setting some is not free,
+    torch.use_deterministic_algorithms imports dynamo, ~2.5 s the first time)."""
+    now = _read_switches(torch)
+    changed = {k for k, v in switches.items() if now.get(k) != v}
+    if not changed:
+        return
     matmul = torch.backends.cuda.matmul
-    # The new fp32_precision API and the legacy switches must not be mixed (torch raises): write
-    # the one that was read; float32_matmul_precision maps onto it in torch >= 2.9.
+    setters = {
+        "default_dtype": torch.set_default_dtype,
+        "grad_enabled": torch.set_grad_enabled,
+        "deterministic": torch.use_deterministic_algorithms,
+        "float32_matmul_precision": torch.set_float32_matmul_precision,
+        "cudnn_benchmark": lambda v: setattr(torch.backends.cudnn, "benchmark", v),
+        "cudnn_deterministic": lambda v: setattr(torch.backends.cudnn, "deterministic", v),
+        "cudnn_allow_tf32": lambda v: setattr(torch.backends.cudnn, "allow_tf32", v),
+        "fp16_reduced": lambda v: setattr(matmul, "allow_fp16_reduced_precision_reduction", v),
+        "bf16_reduced": lambda v: setattr(matmul, "allow_bf16_reduced_precision_reduction", v),
+        "matmul_fp32_precision": lambda v: setattr(matmul, "fp32_precision", v),
+        "matmul_allow_tf32": lambda v: setattr(matmul, "allow_tf32", v),
+    }
+    # The new fp32_precision API and the legacy switches must not be mixed (torch raises): where
+    # the new one exists it is the one written, and it covers float32_matmul_precision.
     if "matmul_fp32_precision" in switches:
-        matmul.fp32_precision = switches["matmul_fp32_precision"]
-    else:
-        torch.set_float32_matmul_precision(switches["float32_matmul_precision"])
-        matmul.allow_tf32 = switches["matmul_allow_tf32"]
-    torch.backends.cudnn.benchmark = switches["cudnn_benchmark"]
-    torch.backends.cudnn.deterministic = switches["cudnn_deterministic"]
-    if "matmul_fp32_precision" not in switches:
-        torch.backends.cudnn.allow_tf32 = switches["cudnn_allow_tf32"]
-    matmul.allow_fp16_reduced_precision_reduction = switches["fp16_reduced"]
-    matmul.allow_bf16_reduced_precision_reduction = switches["bf16_reduced"]
+        changed -= {"float32_matmul_precision", "cudnn_allow_tf32"}
+    for name in sorted(changed):
+        setters[name](switches[name])

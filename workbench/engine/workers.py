@@ -221,5 +221,15 @@ class WorkerPool:
 
 @atexit.register
 def _close_all_pools() -> None:
+    """At interpreter exit: every pool's workers, then the zygote (which would otherwise leave a
+    moment later, once it sees its pipe to this process close)."""
     for pool in list(_POOLS):
         pool.close()
+    from multiprocessing import forkserver
+
+    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)  # CPython 3.8+
+    if callable(stop):
+        try:
+            stop()
+        except (OSError, ChildProcessError):
+            pass
