@@ -179,9 +179,12 @@ def declare(paths: Iterable[str | Path] = (), *, entry_points: bool = True, regi
     registry = registry if registry is not None else Registry()
     registry.declared = True  # session.py loads later plugins into it the same way
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    every = sources(paths, entry_points=entry_points)
-    found = [s for s in every if s.key not in registry.loaded_sources]
-    built = manifests(every, cache_dir) if found else {}
+    # sources declared into this registry before (a session's plugins come after the entry
+    # points and --kernels) are loaded first when a manifest is built: a plugin may extend them
+    earlier = list(getattr(registry, "declared_sources", []))
+    found = [s for s in sources(paths, entry_points=entry_points) if s.key not in registry.loaded_sources]
+    registry.declared_sources = earlier + found
+    built = manifests(earlier + found, cache_dir) if found else {}
     for source in found:
         data = built[source.key]
         if data.get("error"):
