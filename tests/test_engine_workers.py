@@ -126,13 +126,14 @@ def test_a_killed_workbench_leaves_no_worker_behind(tmp_path):
         match = PID.match(line.strip())
         worker_pid = int(match[1]) if match else None
     assert worker_pid is not None and _alive(worker_pid)
+    zygote_pid = int(Path(f"/proc/{worker_pid}/stat").read_text().split(")")[-1].split()[1])
     time.sleep(0.5)  # the hang has started
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(10)
     deadline = time.monotonic() + 10
-    while _alive(worker_pid) and time.monotonic() < deadline:
+    while (_alive(worker_pid) or _alive(zygote_pid)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(worker_pid)
+    assert not _alive(worker_pid) and not _alive(zygote_pid)
 
 
 def test_a_closed_pool_leaves_no_process(tmp_path):

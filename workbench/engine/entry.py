@@ -12,6 +12,8 @@ from __future__ import annotations
 import faulthandler
 import os
 import signal
+import threading
+import time
 import warnings
 from typing import Any, Mapping
 
@@ -19,17 +21,51 @@ from workbench.engine.capture import redirect_output
 
 PR_SET_PDEATHSIG = 1
 SIGKILL = 9
+WATCH_S = 1.0
 
 
-def die_with_parent() -> None:
-    """Linux: the kernel kills this worker if the thread that started it goes (a killed TUI; under
-    the forkserver, the zygote, which itself leaves when the workbench process is gone)."""
+def die_with_parent(workbench_pid: int) -> None:
+    """No worker outlives the workbench process `workbench_pid` (exited, killed, hung up):
+
+    - Linux's parent-death signal kills this worker when the thread that started it goes (under
+      spawn, the pool's starter thread in the workbench; under the forkserver, the zygote);
+    - the zygote leaves once no process holds its "alive" pipe, but it hands that pipe to each
+      child it forks (so children could fork through it too): a worker that kept it would keep
+      the zygote, and so itself, alive after a SIGKILL of the workbench. It is closed here;
+    - a watchdog thread ends the worker within WATCH_S when `workbench_pid` is gone (any
+      platform, any start method)."""
     try:
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, SIGKILL)
-    except (OSError, AttributeError):  # not Linux: the parent's cleanup still kills workers
+    except (OSError, AttributeError):  # not Linux: the watchdog below still ends the worker
         pass
+    _close_zygote_pipe()
+    threading.Thread(target=_watch, args=(workbench_pid,), name="workbench-watchdog", daemon=True).start()
+
+
+def _close_zygote_pipe() -> None:
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)  # CPython's forkserver (3.8+), if used
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        server._forkserver_alive_fd = None
+
+
+def _watch(workbench_pid: int) -> None:
+    while True:
+        time.sleep(WATCH_S)
+        try:
+            os.kill(workbench_pid, 0)
+        except ProcessLookupError:
+            os._exit(1)
+        except PermissionError:  # the pid now belongs to another user's process: ours is gone
+            os._exit(1)
 
 
 def set_environment(interpret: bool, env: Mapping[str, str]) -> None:
@@ -47,14 +83,14 @@ def set_environment(interpret: bool, env: Mapping[str, str]) -> None:
 
 
 def worker_entry(log_path: str, interpret: bool, plugin_paths: tuple[str, ...], device: str,
-                 env: Mapping[str, str], conn: Any, job_conn: Any, stop: Any) -> None:
+                 env: Mapping[str, str], conn: Any, job_conn: Any, stop: Any, workbench_pid: int) -> None:
     """Redirect output, set the environment, warm up, then serve jobs (engine/worker.py)."""
     # Ctrl+C in a terminal reaches the whole process group: the parent cancels (stop flag, then
     # kill at 2 s); a worker that also took the SIGINT printed a half traceback into the log.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     redirect_output(log_path)
     faulthandler.enable()  # a segfault prints the Python stack into the log before dying
-    die_with_parent()
+    die_with_parent(workbench_pid)
     set_environment(interpret, env)
     from workbench.engine.worker import serve
 

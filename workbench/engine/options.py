@@ -20,8 +20,11 @@ class RunOptions:
     the host's cores that a starting spare would share); strict: one fresh worker process per
     row (for untrusted plugin code: no state can pass between rows; each row pays a start);
     start_method: "forkserver" (a zygote with torch imported forks the workers) | "spawn" |
-    None (forkserver where the platform has it); done: records of rows already finished (by
-    row key, from a stopped run's journal: `--resume`), put in the document as they are, not run."""
+    None (forkserver where the platform has it); build_ahead: compile a run's Triton and CUDA
+    kernels in a worker of their own while its rows are timed (engine/build_ahead.py; None:
+    where that does not disturb timing, i.e. CUDA rows that are not launch-bound; False: never;
+    never in strict mode); done: records of rows already finished (by row key, from a stopped
+    run's journal: `--resume`), put in the document as they are, not run."""
 
     device: str | None = None
     kernels: tuple[str, ...] = ()
@@ -34,4 +37,5 @@ class RunOptions:
     warm_spare: bool | None = None
     strict: bool = False
     start_method: str | None = None
+    build_ahead: bool | None = None
     done: Mapping[Any, dict] = field(default_factory=dict)

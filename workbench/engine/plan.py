@@ -28,16 +28,17 @@ from pathlib import Path
 from typing import Callable
 
 from workbench.engine.admit import Admission, admit
+from workbench.engine.build_ahead import worth_building_ahead
 from workbench.engine.ceilings import CeilingCache, datasheet_for
 from workbench.engine.environment import DeviceInfo, environment_record, host_memory_bytes
 from workbench.engine.options import RunOptions
 from workbench.engine.planning import CostedRegistry, fact_key, queried_specs, with_spec_errors
-from workbench.engine.protocol import Mode, WorkerKey
+from workbench.engine.protocol import ChildJob, Mode, WorkerKey
 from workbench.engine.relative import relate_to_pytorch
 from workbench.engine.rows import Row, expand
-from workbench.engine.supervisor import Supervisor, query, worker_key
+from workbench.engine.supervisor import Background, Supervisor, query, worker_key
 from workbench.engine.workers import WorkerPool
-from workbench.events import Event, Result, Started
+from workbench.events import Event, Log, Result, Started
 from workbench.machine import probe
 from workbench.manifest import declare, sources_digest
 from workbench.provenance import provenance, utc_now_iso
@@ -114,7 +115,8 @@ def _run(session, options, plan, pool, on_event, stop, started, cache_dir) -> di
     info = _main_info(main, worker)
     run = _PlanRun(rows, on_event, stop, pool, dict(cache_dir=str(cache_dir), build_dir=str(build_dir),
                                                     trace_dir=str(options.trace_dir) if options.trace_dir else None),
-                   plan, strict=options.strict)
+                   plan, strict=options.strict, registry=registry,
+                   build_ahead=options.build_ahead is not False and not options.strict)
     doc = new_document(_provenance(session, options, started),
                        environment_record(info, worker.cuda_version if worker else None))  # now: cancel is quick
     groups = [list(g) for _run_index, g in itertools.groupby(rows, key=lambda r: r.run_index)]
@@ -197,9 +199,10 @@ def _memory_bytes(row: Row, info: DeviceInfo) -> int | None:
 class _PlanRun:
     """Records by row key, merging of ptx and availability, exactly one Result per row."""
 
-    def __init__(self, rows, on_event, stop, pool: WorkerPool, child_args: dict, plan: _Plan, strict: bool = False):
+    def __init__(self, rows, on_event, stop, pool: WorkerPool, child_args: dict, plan: _Plan, strict: bool = False,
+                 registry=None, build_ahead: bool = False):
         self.rows, self.on_event, self.stop, self.pool = rows, on_event, stop, pool
-        self.plan, self.strict = plan, strict
+        self.plan, self.strict, self.registry, self.build_ahead = plan, strict, registry, build_ahead
         self.child_args = child_args
         self.records: dict = {}
         self.admissions: dict = {}
@@ -221,6 +224,23 @@ class _PlanRun:
         if ptx_rows:
             jobs.insert(0, (Mode.ptx, ptx_rows, False))
         keys = [_key(self.plan, rows, interp) for _mode, rows, interp in jobs] + [then]
+        ahead = self._start_building_ahead(exec_rows, interpret)
+        try:
+            self._run_jobs(jobs, keys)
+        finally:
+            for line in ahead.finish() if ahead else ():
+                self.on_event(Log(exec_rows[0].key, line))
+
+    def _start_building_ahead(self, rows: list[Row], interpret: bool) -> Background | None:
+        """The run's Triton and CUDA kernels compiled into the shared caches by a worker of their
+        own while the rows are timed (engine/build_ahead.py says when that is allowed)."""
+        if not self.build_ahead or interpret or not worth_building_ahead(rows, self.registry):
+            return None
+        key = dataclasses.replace(_key(self.plan, rows, interpret), role="build")
+        job = ChildJob(Mode.build, tuple(rows), key.plugin_paths, interpret, "", **self.child_args)
+        return Background(self.pool, key, job)
+
+    def _run_jobs(self, jobs, keys) -> None:
         for index, (mode, rows, _interp) in enumerate(jobs):
             if self.stop.is_set():
                 return

@@ -40,10 +40,11 @@ class Message(StrEnum):
 
 class Mode(StrEnum):
     """What a job does: exec = check/bench/profile (and ptx where Triton is compiled);
-    ptx = PTX only, in a worker without TRITON_INTERPRET."""
+    ptx = PTX only, in a worker without TRITON_INTERPRET; build = build ahead."""
 
     exec = "exec"
     ptx = "ptx"
+    build = "build"  # compile into the on-disk caches only, no Result (engine/build_ahead.py)
 
 
 STOP = b"stop"  # parent -> worker: leave now (the pool is closing or the worker is discarded)
@@ -58,12 +59,14 @@ class WorkerKey:
     """What a worker is set up with before its jobs are known; a worker serves any job with the
     same key. interpret: TRITON_INTERPRET=1 (CPU execution); plugin_paths: --kernels and the
     session's plugins; device: "cpu" or "cuda:N"; sources: the content digest of the plugin
-    files (workbench/manifest.py): a worker that imported older sources is never reused."""
+    files (workbench/manifest.py): a worker that imported older sources is never reused;
+    role: "" for the workers that time rows, "build" for the one that builds ahead."""
 
     interpret: bool
     plugin_paths: tuple[str, ...]
     device: str
     sources: str = ""
+    role: str = ""
 
 
 @dataclass(frozen=True)

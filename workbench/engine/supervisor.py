@@ -84,6 +84,35 @@ def query(pool: WorkerPool, key: WorkerKey, specs: list[tuple], clock: Callable[
     raise WorkbenchError(f"{death_message(code, 'start-up')} while loading the plugins{last}")
 
 
+class Background:
+    """A job handed to a worker without waiting for it (the build-ahead job): `finish()` after
+    the rows it ran beside gives the worker back if it said DONE, else stops it (nothing may
+    keep compiling beside the next run's timing)."""
+
+    def __init__(self, pool: WorkerPool, key: WorkerKey, job: ChildJob):
+        self.pool, self.worker = pool, pool.take(key)
+        self.worker.stop.clear()
+        self.worker.give(pickle.dumps(dataclasses.replace(job, log_path=str(self.worker.log_path))))
+        self.done = False
+
+    def finish(self) -> list[str]:
+        """Read what arrived; returns the worker's log lines (row marks dropped)."""
+        try:
+            while not self.done and self.worker.conn.poll(0):
+                kind, payload = self.worker.conn.recv()
+                self.worker.note(kind, payload)
+                self.done = kind == Message.done
+        except (EOFError, OSError):
+            pass
+        lines = [line for line in self.worker.tail.read_lines() if row_mark(line) is None]
+        if self.done and self.worker.alive():
+            self.pool.give_back(self.worker)
+        else:
+            self.worker.stop.set()
+            self.pool.retire(self.worker)
+        return lines
+
+
 class Supervisor:
     """Runs rows in the pool's workers. on_event gets every non-Result event; on_result(row,
     record) gets each finished row (including rows failed by a crash or timeout). prestarted:

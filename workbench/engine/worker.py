@@ -16,7 +16,7 @@ import pickle
 from typing import Any
 
 from workbench.engine.capture import mark_row
-from workbench.engine.protocol import STOP, Channel, ChildJob, Message, Query, SpecFacts, WorkerFacts
+from workbench.engine.protocol import STOP, Channel, ChildJob, Message, Mode, Query, SpecFacts, WorkerFacts
 
 
 def prepare(plugin_paths: tuple[str, ...], device: str) -> tuple[Any, str | None]:
@@ -96,6 +96,8 @@ def run_job(job: ChildJob, runner: Any, error: str | None, channel: Channel, sto
         _fail_all(job, channel, error or "the registry could not be loaded")
         return error
     runner.bind(job, channel, stop)
+    if job.mode == Mode.build:
+        return _build_ahead(job, runner, channel, stop)
     for index, row in enumerate(job.rows):
         if stop.is_set():
             return "cancelled"
@@ -104,6 +106,22 @@ def run_job(job: ChildJob, runner: Any, error: str | None, channel: Channel, sto
         if leave is not None:
             return leave
     return "strict mode: one process per row" if job.last else None
+
+
+def _build_ahead(job: ChildJob, runner: Any, channel: Channel, stop: Any) -> str | None:
+    """Compile each row's kernel into the on-disk caches (engine/build_ahead.py); a failure is
+    the timing worker's to report when it builds the row itself, so it is only logged here."""
+    from workbench.engine.build_ahead import prebuild
+
+    for index, row in enumerate(job.rows):
+        if stop.is_set():
+            return "cancelled"
+        mark_row(index)
+        try:
+            print(f"built ahead: {row.label}: {prebuild(runner.registry, row, job.interpret, job.build_dir)}")
+        except Exception as exc:  # noqa: BLE001 - not this worker's row to fail
+            print(f"not built ahead: {row.label}: {type(exc).__name__}: {exc}".splitlines()[0])
+    return None
 
 
 def describe(registry: Any, error: str | None, query: Query) -> list[SpecFacts]:

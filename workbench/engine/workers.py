@@ -15,8 +15,8 @@ long-lived thread, because Linux's parent-death signal (entry.die_with_parent) f
 
 No worker outlives its pool: `close()` stops and kills them (run_plan's private pool in a
 `finally`, the TUI's when it exits, any pool at interpreter exit); a killed parent takes the
-zygote with it (it leaves when its pipe to the parent closes) and the workers with the zygote
-(parent-death signal).
+zygote with it (it leaves when its pipe to the parent closes) and each worker ends itself
+(parent-death signal from the zygote, and a watchdog on the workbench's pid: entry.py).
 """
 
 from __future__ import annotations
@@ -71,7 +71,8 @@ class WorkerProcess:
         self.stop = context.Event()
         self.facts: WorkerFacts | None = None
         self.jobs = 0
-        args = (log_path, key.interpret, key.plugin_paths, key.device, dict(env), child_conn, job_recv, self.stop)
+        args = (log_path, key.interpret, key.plugin_paths, key.device, dict(env), child_conn, job_recv, self.stop,
+                os.getpid())
         self.proc = context.Process(target=worker_entry, args=args, name="workbench-worker", daemon=False)
         try:
             self.proc.start()  # raises in an unguarded __main__ under spawn, before anything runs
