@@ -19,7 +19,8 @@ RUN_LIMIT_S = 240
 KEY_PRESSES = 10
 
 
-async def drive(folder: Path, side: int, gpu: bool, quick: bool) -> dict:
+async def drive(folder: Path, side: int, gpu: bool, quick: bool, session_file) -> dict:
+    """The three TUI figures; session_file(folder, name, impls, side, gpu, rep_ms) writes a session."""
     from workbench.engine.options import RunOptions
     from workbench.screens.app import WorkbenchApp
 
@@ -37,7 +38,8 @@ async def drive(folder: Path, side: int, gpu: bool, quick: bool) -> dict:
         figures["default_session_tui_s"] = (time.monotonic() - t0, {"statuses": statuses, "file": str(session)})
         await _pick_run(pilot, 0)
         figures["tui_rerun_after_edit_s"] = await _rerun_after_edit(pilot, side)
-    figures["key_latency_midrun_ms"] = await _key_latency(folder, options, side, gpu)
+    path = session_file(folder, "streaming", ("pytorch", "triton"), side, gpu, rep_ms=8000)
+    figures["key_latency_midrun_ms"] = await _key_latency(path, folder, options)
     return figures
 
 
@@ -113,14 +115,12 @@ def _first_samples(app) -> list[float]:
     return seen
 
 
-async def _key_latency(folder: Path, options, side: int, gpu: bool):
+async def _key_latency(path: Path, folder: Path, options):
     """Pane keys while a long run streams: press -> pane shown, median of KEY_PRESSES."""
     from textual.widgets import TabbedContent
 
-    from benchmarks.stages.overhead import _session_file
     from workbench.screens.app import WorkbenchApp
 
-    path = _session_file(folder, "streaming", ("pytorch", "triton"), side, gpu, rep_ms=8000)
     app = WorkbenchApp(path, options, data_dir=folder / "data-keys")
     latencies = []
     async with app.run_test(size=(200, 50)) as pilot:

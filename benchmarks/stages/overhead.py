@@ -184,7 +184,7 @@ def _tui(folder: Path, env: dict, side: int, gpu: bool, quick: bool) -> dict:
     from benchmarks.stages._overhead_tui import drive
 
     os.environ.update({k: env[k] for k in ("XDG_CACHE_HOME", "XDG_DATA_HOME")})  # the app reads its paths
-    return asyncio.run(drive(folder, side, gpu, quick))
+    return asyncio.run(drive(folder, side, gpu, quick, _session_file))
 
 
 def _rows(figures: Figures) -> list[dict]:

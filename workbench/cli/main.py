@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threshold", type=float, default=0.05,
                         help="relative median change that counts as slower/faster (default 0.05)")
     parser.add_argument("--force", action="store_true", help="run rows estimated too large")
+    parser.add_argument("--strict", action="store_true",
+                        help="one fresh worker process per row (for untrusted plugin code; each row pays a start)")
     parser.add_argument("-v", "--verbose", action="store_true", help="also print the children's info log lines")
     parser.add_argument("--version", action="version", version=f"workbench {workbench.__version__}")
     return parser
@@ -78,6 +80,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         parser.error(f"--device must be auto, cpu, cuda or cuda:N, got {args.device!r}")
     if (args.compare or args.force or args.resume) and not args.replay:
         parser.error("--compare, --force and --resume go with --replay FILE")
+    if args.strict and (args.check or args.list or args.doctor):
+        parser.error("--strict goes with --replay FILE or the TUI")
     if args.resume is not None and args.output is None:
         args.output = args.resume
     _pick_format(parser, args)
