@@ -149,6 +149,7 @@ def _list(env: dict):
 def _warm_vs_strict(folder: Path, side: int, gpu: bool, rounds: int) -> dict:
     """Medians of the same rows in a warm worker and in strict mode (a fresh process per row),
     interleaved; ratio per implementation (warm / strict), which must be within 1% of 1."""
+    from workbench.engine import workers
     from workbench.engine.plan import RunOptions, new_pool, run_plan
     from workbench.session import load_session
 
@@ -156,6 +157,7 @@ def _warm_vs_strict(folder: Path, side: int, gpu: bool, rounds: int) -> dict:
     session = load_session(_session_file(folder, "warm-vs-strict", impls, side, gpu, rep_ms=200))
     cache = folder / "cache" / "workbench"
     medians: dict[str, dict[str, list]] = {i: {"warm": [], "strict": []} for i in impls}
+    before = dict(workers.STARTS)
     with new_pool(RunOptions(cache_dir=cache)) as pool:
         for _ in range(rounds):
             for mode in ("warm", "strict"):
@@ -170,8 +172,9 @@ def _warm_vs_strict(folder: Path, side: int, gpu: bool, rounds: int) -> dict:
         strict = [m for m in got["strict"] if m]
         ratios[impl] = statistics.median(warm) / statistics.median(strict) if warm and strict else None
     worst = max((abs(r - 1) for r in ratios.values() if r), default=None)
-    return {"warm_vs_strict_worst": (worst, {"ratios": ratios, "medians_ms": medians, "within_1pct":
-                                             worst is not None and worst <= 0.01})}
+    starts = {k: v - before.get(k, 0) for k, v in workers.STARTS.items()}  # "replaced" > rounds: faults
+    return {"warm_vs_strict_worst": (worst, {"ratios": ratios, "medians_ms": medians, "worker_starts": starts,
+                                             "within_1pct": worst is not None and worst <= 0.01})}
 
 
 def _tui(folder: Path, env: dict, side: int, gpu: bool, quick: bool) -> dict:
