@@ -20,7 +20,8 @@ KEY_PRESSES = 10
 
 
 async def drive(folder: Path, side: int, gpu: bool, quick: bool, session_file) -> dict:
-    """The three TUI figures; session_file(folder, name, impls, side, gpu, rep_ms) writes a session."""
+    """The three TUI figures; session_file(folder, name, impls, side, gpu, rep_ms, streaming)
+    writes a session (overhead._session_file)."""
     from workbench.engine.options import RunOptions
     from workbench.screens.app import WorkbenchApp
 
@@ -38,7 +39,7 @@ async def drive(folder: Path, side: int, gpu: bool, quick: bool, session_file) -
         figures["default_session_tui_s"] = (time.monotonic() - t0, {"statuses": statuses, "file": str(session)})
         await _pick_run(pilot, 0)
         figures["tui_rerun_after_edit_s"] = await _rerun_after_edit(pilot, side)
-    path = session_file(folder, "streaming", ("pytorch", "triton"), side, gpu, rep_ms=8000)
+    path = session_file(folder, "streaming", ("pytorch", "triton"), side, gpu, rep_ms=8000, streaming=True)
     figures["key_latency_midrun_ms"] = await _key_latency(path, folder, options)
     return figures
 

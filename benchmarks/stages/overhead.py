@@ -34,7 +34,7 @@ TARGETS = {"five_way_gelu_warm_s": 8.0, "five_way_gelu_cold_s": 25.0, "one_row_w
 SESSION = """\
 schema_version: 1
 name: {name}
-settings: {{device: {device}, warmup_ms: 25, rep_ms: {rep_ms}, timeout_s: 300}}
+settings: {{device: {device}, warmup_ms: 25, rep_ms: {rep_ms}, timeout_s: 300{extra}}}
 runs:
   - op: gelu
     impls: [{impls}]
@@ -113,10 +113,13 @@ def _env(cache: Path) -> dict[str, str]:
     return env
 
 
-def _session_file(folder: Path, name: str, impls, side: int, gpu: bool, rep_ms: int = 100) -> Path:
+def _session_file(folder: Path, name: str, impls, side: int, gpu: bool, rep_ms: int = 100,
+                  streaming: bool = False) -> Path:
+    """A GeLU session; streaming: timing runs to rep_ms (a target error no median reaches)."""
     path = folder / f"{name}.yaml"
+    extra = ", target_rel_error: 0.000001" if streaming else ""
     path.write_text(SESSION.format(name=name, device="auto" if gpu else "cpu", rep_ms=rep_ms,
-                                   impls=", ".join(impls), side=side))
+                                   impls=", ".join(impls), side=side, extra=extra))
     return path
 
 
