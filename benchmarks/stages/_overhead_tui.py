@@ -39,7 +39,8 @@ async def drive(folder: Path, side: int, gpu: bool, quick: bool, session_file) -
         figures["default_session_tui_s"] = (time.monotonic() - t0, {"statuses": statuses, "file": str(session)})
         await _pick_run(pilot, 0)
         figures["tui_rerun_after_edit_s"] = await _rerun_after_edit(pilot, side)
-    path = session_file(folder, "streaming", ("pytorch", "triton"), side, gpu, rep_ms=8000, streaming=True)
+    path = session_file(folder, "streaming", ("pytorch", "triton"), side, gpu, rep_ms=3000 if quick else 8000,
+                        streaming=True)
     figures["key_latency_midrun_ms"] = await _key_latency(path, folder, options)
     return figures
 

@@ -81,8 +81,8 @@ def run(quick: bool, out: Path) -> list[dict]:
         ("five_way_gelu_warm_s", lambda: _replay(folder, env, "five-way", FIVE, side, gpu)),
         ("one_row_warm_s", lambda: _replay(folder, env, "one-row", ("pytorch",), side, gpu)),
         ("list_s", lambda: _list(env)),
-        ("warm_vs_strict", lambda: _warm_vs_strict(folder, side, gpu, 2 if quick else 3)),
         ("tui", lambda: _tui(folder, env, side, gpu, quick)),
+        ("warm_vs_strict", lambda: _warm_vs_strict(folder, side, gpu, quick)),
     ]
     for key, step in steps:
         if time.monotonic() > deadline:
@@ -149,15 +149,16 @@ def _list(env: dict):
     return statistics.median(walls[1:]), {"walls_s": walls}
 
 
-def _warm_vs_strict(folder: Path, side: int, gpu: bool, rounds: int) -> dict:
+def _warm_vs_strict(folder: Path, side: int, gpu: bool, quick: bool) -> dict:
     """Medians of the same rows in a warm worker and in strict mode (a fresh process per row),
     interleaved; ratio per implementation (warm / strict), which must be within 1% of 1."""
     from workbench.engine import workers
     from workbench.engine.plan import RunOptions, new_pool, run_plan
     from workbench.session import load_session
 
-    impls = ("pytorch", "triton", "cuda") if gpu else ("pytorch", "manual")
-    session = load_session(_session_file(folder, "warm-vs-strict", impls, side, gpu, rep_ms=200))
+    impls = (("pytorch", "triton") if quick else ("pytorch", "triton", "cuda")) if gpu else ("pytorch", "manual")
+    rounds = 2 if quick else 3
+    session = load_session(_session_file(folder, "warm-vs-strict", impls, side, gpu, rep_ms=100 if quick else 200))
     cache = folder / "cache" / "workbench"
     medians: dict[str, dict[str, list]] = {i: {"warm": [], "strict": []} for i in impls}
     before = dict(workers.STARTS)

@@ -25,6 +25,7 @@ import atexit
 import concurrent.futures
 import multiprocessing
 import os
+import signal
 import tempfile
 import threading
 import weakref
@@ -222,15 +223,20 @@ class WorkerPool:
 
 @atexit.register
 def _close_all_pools() -> None:
-    """At interpreter exit: every pool's workers, then the zygote (which would otherwise leave a
-    moment later, once it sees its pipe to this process close)."""
+    """At interpreter exit: every pool's workers, then the zygote. The zygote would leave by
+    itself once its pipe to this process closes, a moment after this process is gone, taking
+    ~1 s to tear torch down; waiting for that made exit slow enough for a second SIGTERM to find
+    the default handler back (tests/test_cli_stop.py), so it is killed: its workers are gone."""
     for pool in list(_POOLS):
         pool.close()
     from multiprocessing import forkserver
 
-    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)  # CPython 3.8+
-    if callable(stop):
-        try:
-            stop()
-        except (OSError, ChildProcessError):
-            pass
+    server = getattr(forkserver, "_forkserver", None)
+    pid, stop = getattr(server, "_forkserver_pid", None), getattr(server, "_stop", None)  # CPython 3.8+
+    if pid is None or not callable(stop):
+        return
+    try:
+        os.kill(pid, signal.SIGKILL)
+        stop()  # closes the pipe, reaps the zygote, removes its socket
+    except (OSError, ChildProcessError):
+        pass
