@@ -86,3 +86,17 @@ def test_triton_warmup_gets_the_launchs_exact_arguments_without_tensors():
     _warmup(launch)
     assert seen["args"] == (torch.bfloat16, torch.bfloat16, 1792, 1.0)
     assert seen["kwargs"] == {"grid": (7, 1, 1), "num_warps": 8, "num_stages": 3, "BLOCK": 256}
+
+
+def test_the_planning_query_answers_costs_and_refuses_unaddressable_specs():
+    from workbench.engine.protocol import Query
+    from workbench.engine.worker import describe
+
+    small, huge = (("M", 4), ("N", 8)), (("M", 2**40), ("N", 2**40))
+    ok, refused = describe(discover(), None, Query((("gelu", "manual", small, "float32"),
+                                                    ("gelu", "triton", huge, "float32"))))
+    assert ok.error is None and (ok.bytes_read, ok.bytes_written) == (128, 128)
+    assert ok.bytes_moved_est == 22 * 32 * 4  # the manual form's nine kernels (kernels/gelu.py)
+    assert "at most 2^63-1 bytes" in refused.error
+    (broken,) = describe(None, "plugin x failed to load", Query((("gelu", "manual", small, None),)))
+    assert broken.error == "plugin x failed to load"

@@ -211,6 +211,7 @@ def _declare_op(registry: Registry, data: dict) -> None:
         op = Op(data["name"], spec_class(data["spec"]), description=data["description"], dtypes=data["dtypes"],
                 test_specs=data["test_specs"], matmul_like=data["matmul_like"], registry=registry)
         op.own_spec_check = data["spec"]["own_check"]
+        op.declared = True  # no inputs, references or cost model here: those run in a worker
     for impl in data["impls"]:
         options = {k: impl[k] for k in ("math", "params", "needs", "dtypes", "interpreter_dtypes",
                                         "tolerance_scale", "description")}

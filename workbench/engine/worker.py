@@ -125,7 +125,10 @@ def _build_ahead(job: ChildJob, runner: Any, channel: Channel, stop: Any) -> str
 
 
 def describe(registry: Any, error: str | None, query: Query) -> list[SpecFacts]:
-    """Cost, footprint and the op's own spec rules for each queried (op, impl, shape, dtype)."""
+    """Cost, footprint, the op's own spec rules and addressability (workbench/spec.py) for each
+    queried (op, impl, shape, dtype)."""
+    from workbench.spec import addressable_problem
+
     answers = []
     for op_name, impl_name, shape, dtype in query.specs:
         if registry is None:
@@ -135,10 +138,10 @@ def describe(registry: Any, error: str | None, query: Query) -> list[SpecFacts]:
             op = registry.op(op_name)
             impl = op.get_impl(impl_name)
             spec = op.make_spec(dict(shape), dtype)
-            cost = impl.cost(op, spec)
-            answers.append(SpecFacts(bytes_read=cost.bytes_read, bytes_written=cost.bytes_written,
-                                     flops=cost.flops, bytes_moved_est=cost.bytes_moved_est,
-                                     footprint_bytes=op.footprint_bytes(spec)))
+            cost, footprint = impl.cost(op, spec), op.footprint_bytes(spec)
+            answers.append(SpecFacts(error=addressable_problem(spec, footprint), bytes_read=cost.bytes_read,
+                                     bytes_written=cost.bytes_written, flops=cost.flops,
+                                     bytes_moved_est=cost.bytes_moved_est, footprint_bytes=footprint))
         except Exception as exc:  # the op's own rule (SpecError) or a cost model that raised
             answers.append(SpecFacts(error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
     return answers
