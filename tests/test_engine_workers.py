@@ -81,7 +81,9 @@ def test_changed_process_switches_and_a_failed_probe_replace_the_worker(tmp_path
     env_row = rows[(0, "manual_env")]
     assert env_row["status"] == "ok"
     assert any("CUDA_LAUNCH_BLOCKING" in f and "replaced" in f for f in env_row["flags"])
-    assert rows[(1, "manual_poison")]["status"] == "ok"  # the row itself ran; the probe after it failed
+    poisoned = rows[(1, "manual_poison")]  # its own check may trip over the broken arange too
+    assert any("health probe failed" in f and "replaced" in f for f in poisoned["flags"])
+    assert rows[(1, "manual_pid")]["status"] == "ok"  # the next row: a fresh, healthy worker
     pids = [p[0] for p in _pids(events)]
     assert len(pids) == 3 and len(set(pids)) == 3  # a new worker after each poisoned one
     assert replaced == 2

@@ -26,7 +26,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import workbench
 from workbench.dtypes import DType
@@ -262,5 +262,7 @@ def _describe_impl(impl: Any) -> dict:
         return None if dtypes is None else [d.value for d in dtypes]
     return {"name": impl.name, "math": impl.math, "params": dict(impl.params),
             "needs": sorted(n.value for n in impl.needs), "dtypes": names(impl.dtypes),
-            "interpreter_dtypes": names(impl.interpreter_dtypes), "tolerance_scale": impl.tolerance_scale,
+            "interpreter_dtypes": names(impl.interpreter_dtypes),
+            "tolerance_scale": dict(impl.tolerance_scale) if isinstance(impl.tolerance_scale, Mapping)
+            else impl.tolerance_scale,
             "description": impl.description}

@@ -79,7 +79,7 @@ class RowRunner:
         if problem is not None:
             record["flags"].append(f"{problem}: this worker was replaced after the row")
         self.channel.event(Result(row.key, record))
-        return leave or problem
+        return "; ".join(r for r in (leave, problem) if r) or None
 
     # -- stages -----------------------------------------------------------------------------
     def _resolve(self, row: Row):
