@@ -1,7 +1,8 @@
 """The workbench app: runs, implementations and spec on the left, result panes on the right.
 
-Start it with `run(session_path, options)` (the CLI does). The first frame comes before torch,
-Triton or the kernels are imported: a worker discovers the ops and probes the machine after it.
+Start it with `run(session_path, options)` (the CLI does). The app never imports torch: after
+the first frame a thread reads the ops' declarations (the manifest cache) and probes the machine
+(NVML); rows run in the app's warm workers (runner.py).
 Runs go through the engine's `run_plan` in a thread worker; its events come back as messages.
 
 The concerns live in mixins: editing (editor.py), running (runner.py), sessions on disk
@@ -117,6 +118,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
 
     def on_unmount(self) -> None:
         self.stop_run()
+        self.close_workers()
         if self._autosave_timer is not None:
             self.autosave_now()
         self._unwatch_terminal()

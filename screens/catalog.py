@@ -1,7 +1,8 @@
 """What the app can offer: ops, their implementations and what this machine can run, as plain data.
 
-`load_catalog` imports the registry, the kernels and torch, so it runs in a worker after the
-first frame; everything else here is plain data the widgets read (no torch, no registry objects).
+`load_catalog` reads the ops' declarations (workbench/manifest.py: cached, no torch; the first
+start after a kernel file changes builds the manifest in a subprocess) and probes the machine
+through NVML, in a thread after the first frame; everything else here is plain data.
 Availability is per action and dtype (CONTRACTS.md): `ImplInfo.reasons[(action, dtype)]`.
 """
 
@@ -71,11 +72,11 @@ class Catalog:
 
 
 def load_catalog(kernel_paths: Iterable[str] = (), device: str = "auto") -> Catalog:
-    """Discover ops through the registry's one door and probe the machine (imports torch)."""
+    """The ops' declarations (the registry's one door, through the manifest) and the machine."""
     from workbench.machine import probe
-    from workbench.registry import discover
+    from workbench.manifest import declare
 
-    registry = discover(list(kernel_paths))
+    registry = declare(list(kernel_paths))
     machine = probe()
     ops = {name: _op_info(op, machine, device) for name, op in sorted(registry.ops.items())}
     return Catalog(ops=ops, machine=_machine_line(machine), gpu=machine.has_cuda)
@@ -118,22 +119,20 @@ def _impl_info(impl, op, machine, device: str) -> ImplInfo:
                     reasons=reasons, note=note(impl, machine, device))
 
 
-MAX_TENSOR_BYTES = 2 ** 63 - 1  # torch indexes storage with int64 byte offsets
-
-
 def _validator(op) -> Callable[[Mapping[str, Any], str], str | None]:
     """The op's own rules (its spec), then the bound every op shares: its tensors must be
-    addressable (at most 2^63-1 bytes), or a forced run fails inside torch with an overflow."""
+    addressable (at most 2^63-1 bytes), or a forced run fails inside torch with an overflow.
+    An op declared from the manifest (no cost model in this process) has that bound checked
+    by the worker when the run is planned (workbench/engine/worker.describe)."""
+    from workbench.spec import addressable_problem
+
     def validate(shape: Mapping[str, Any], dtype: str) -> str | None:
         try:
             spec = op.make_spec(shape, dtype)
-            footprint = op.footprint_bytes(spec)
+            footprint = None if getattr(op, "declared", False) else op.footprint_bytes(spec)
         except (ValueError, OverflowError) as exc:
             return str(exc)
-        if footprint > MAX_TENSOR_BYTES:
-            return (f"{spec.label} needs {footprint:.3g} bytes; at most 2^63-1 bytes "
-                    f"({MAX_TENSOR_BYTES / 1e18:.1f} EB) can be addressed (torch sizes are int64)")
-        return None
+        return None if footprint is None else addressable_problem(spec, footprint)
     return validate
 
 

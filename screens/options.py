@@ -1,31 +1,34 @@
-"""The TUI's run options, built by the CLI without importing the engine (and so torch).
-
-The engine's `RunOptions` is made from them in the run worker, after the first frame.
-"""
+"""The TUI's run options are the engine's own `RunOptions` (workbench/engine/options.py: plain
+data, no torch), built by the CLI; this module adds what the app changes per run (force) and the
+pool of warm workers the app keeps for its whole life (started when a session opens, so the first
+`r` finds a worker warming up or warm; closed when the app exits)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from pathlib import Path
+import dataclasses
+from typing import Any
+
+from workbench.engine.options import RunOptions
 
 
-@dataclass(frozen=True)
-class AppOptions:
-    """The fields of `workbench.engine.plan.RunOptions` that the command line sets."""
+def for_run(options: RunOptions | None, force: bool = False) -> RunOptions:
+    """The options of one run: the app's, with force set for a "Run anyway"."""
+    options = options if options is not None else RunOptions()
+    return dataclasses.replace(options, force=True) if force else options
 
-    device: str | None = None
-    kernels: tuple[str, ...] = ()
-    force: bool = False
-    argv: tuple[str, ...] = ()
-    session_sha256: str | None = None
-    cache_dir: Path | None = None
-    build_dir: Path | None = None
 
-    def run_options(self, *, force: bool | None = None):
-        """The engine's RunOptions (imports the engine: call from a worker)."""
-        from workbench.engine.plan import RunOptions
+def new_pool(options: RunOptions | None) -> Any:
+    """The app's worker pool (engine/workers.py), spares as the engine decides for this machine."""
+    from workbench.engine.plan import new_pool as engine_pool
 
-        fields = asdict(self)
-        if force is not None:
-            fields["force"] = force
-        return RunOptions(**fields)
+    return engine_pool(options if options is not None else RunOptions())
+
+
+def prestart(pool: Any, options: RunOptions | None, session: Any) -> None:
+    """Start the worker the session's first run will use (engine/plan.py picks the same key).
+    Raises what planning raises (a plugin that fails to load): the caller logs it."""
+    from workbench.engine.plan import first_key
+
+    key = first_key(session, options if options is not None else RunOptions())
+    if key is not None:
+        pool.prestart(key)

@@ -1,10 +1,17 @@
 """Running: the run on screen goes through the engine's `run_plan` in a thread worker; its events
 come back as messages, are folded into the run's RunModel, and reach the panes a few times a
-second. `escape` sets the stop flag; a failure is a notification and a Log entry."""
+second (every event is kept; only redraws are throttled, so keys are never dropped). `escape`
+sets the stop flag; a failure is a notification and a Log entry.
+
+The app keeps one pool of warm workers (engine/workers.py) for its whole life: the worker for
+the session's first run starts when the session is on screen, and every run reuses it, so `r`
+after an edit costs the kernel, not a process start. The pool closes when the app unmounts
+(quit, hang-up); a killed app takes its workers with it (parent-death signal)."""
 
 from __future__ import annotations
 
 import threading
+import time
 import traceback
 from collections import Counter
 
@@ -18,6 +25,9 @@ from .pane_log import describe
 from .spec_editor import SpecEditor
 
 REFRESH_S = 0.2  # panes redraw at most this often while events stream
+# ...and at most this share of the time: a redraw that took 60 ms (charts on a loaded 2-core host)
+# waits 5x that before the next, so key presses queued behind redraws are answered first.
+REDRAW_SHARE = 0.2
 
 
 class RunnerMixin:
@@ -29,10 +39,12 @@ class RunnerMixin:
         self._journal: journal.Journal | None = None  # finished rows of the run in flight, on disk
         self._done = self._total = 0
         self._dirty = False
+        self._next_redraw = 0.0  # monotonic time before which a streaming run is not redrawn
         self._force = False     # the next run admits rows estimated too large (F)
         self.runs_finished = 0  # runs that ended (done, cancelled or crashed)
         self._run_pending = False  # r pressed before the session had opened: run once it has
         self._session_shown = False  # set when the first session is on screen
+        self._pool = None  # the app's warm workers (created with the first session on screen)
 
     @property
     def running(self) -> bool:
@@ -64,6 +76,7 @@ class RunnerMixin:
     def run_if_pending(self) -> None:
         """The session is on screen: start the run asked for (r) while it was loading."""
         self._session_shown = True
+        self._warm_up()
         if self._run_pending:
             self._run_pending = False
             self.action_run()
@@ -113,29 +126,53 @@ class RunnerMixin:
     def on_cancel_requested(self, message: CancelRequested) -> None:
         self.action_cancel()
 
-    # -- the worker -------------------------------------------------------------------------
+    # -- the worker ---------------------------------------------------------------------------
+    def _engine_pool(self):
+        """The app's pool of warm workers, made on first use (only for the real engine)."""
+        if self._pool is None and self._engine is None:
+            from .options import new_pool
+
+            self._pool = new_pool(self._options)
+        return self._pool
+
+    @work(thread=True, exit_on_error=False, group="warm")
+    def _warm_up(self) -> None:
+        """Start the worker the session's first run needs, before `r` is pressed."""
+        pool = self._engine_pool()
+        if pool is None or not self.ws.session.runs:
+            return
+        from .options import prestart
+
+        try:
+            prestart(pool, self._options, self.ws.session)
+        except Exception as exc:  # a plugin that fails: the run says so again when asked for
+            self.call_from_thread(self.log_pane.add, f"worker not started: {exc}", "warning")
+
+    def close_workers(self) -> None:
+        """Stop the app's workers (called when the app unmounts)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
     @work(thread=True, exit_on_error=False, group="run")
     def _worker(self, session, index: int, stop: threading.Event, force: bool = False) -> None:
         """Call the engine; everything it says is posted to the app (thread-safe)."""
-        engine = self._engine or _run_plan
+        from .options import for_run
+
         try:
-            kwargs = {"options": self._run_options(force)} if self._options is not None or force else {}
-            doc = engine(session, on_event=lambda e: self.post_message(EngineEvent(e)), stop=stop, **kwargs)
+            if self._engine is not None:  # a test's engine: the options only when there are some
+                kwargs = {"options": for_run(self._options, force)} if self._options is not None or force else {}
+                doc = self._engine(session, on_event=self._post_event, stop=stop, **kwargs)
+            else:
+                doc = _run_plan(session, on_event=self._post_event, stop=stop,
+                                options=for_run(self._options, force), workers=self._engine_pool())
         except BaseException as exc:  # noqa: BLE001 - any failure becomes a notification
             self.post_message(RunCrashed(f"run failed: {type(exc).__name__}: {exc}", traceback.format_exc()))
             return
         self.post_message(RunDone(doc or {}, index, stop.is_set()))
 
-    def _run_options(self, force: bool = False):
-        """The engine's RunOptions, built here in the worker (the engine imports torch)."""
-        import dataclasses
-
-        from .options import AppOptions
-
-        options = self._options if self._options is not None else AppOptions()
-        if hasattr(options, "run_options"):
-            return options.run_options(force=True if force else None)
-        return dataclasses.replace(options, force=True) if force else options
+    def _post_event(self, event: ev.Event) -> None:
+        self.post_message(EngineEvent(event))
 
     # -- its messages -----------------------------------------------------------------------
     def on_engine_event(self, message: EngineEvent) -> None:
@@ -158,11 +195,15 @@ class RunnerMixin:
             self.run_bar.progress(self._done, self._total)
 
     def flush_results(self) -> None:
-        """Called on a timer: redraw the panes if events arrived since the last redraw."""
-        if self._dirty:
-            self._dirty = False
-            if self.ws.index == self._running_index:
-                self.show_results()
+        """Called on a timer: redraw the panes if events arrived since the last redraw, no more
+        often than REDRAW_SHARE of the time allows (events are all kept; only redraws wait)."""
+        now = time.monotonic()
+        if not self._dirty or now < self._next_redraw:
+            return
+        self._dirty = False
+        if self.ws.index == self._running_index:
+            self.show_results()
+            self._next_redraw = now + (time.monotonic() - now) / REDRAW_SHARE
 
     def on_run_done(self, message: RunDone) -> None:
         doc = self.ws.finish(message.doc, message.run_index)

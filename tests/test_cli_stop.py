@@ -86,16 +86,16 @@ def test_a_signal_mid_replay_keeps_every_finished_row(tmp_path, signum, to_group
 
 def test_a_second_signal_writes_what_finished_at_once(tmp_path):
     proc = start(tmp_path, "--format", "json")
-    wait_for_line(proc, "[1/4]")
+    wait_for_line(proc, "[2/4]")  # now in the 8 s row's first call: the cancel waits for its kill (2 s)
     proc.send_signal(signal.SIGTERM)
     time.sleep(0.5)                                 # the first is handled (the run is stopping) ...
     proc.send_signal(signal.SIGTERM)                # ... and this one does not wait for the cancel
     out, err = proc.communicate(timeout=60)
     doc = json.loads(out)
     assert proc.returncode == 143, err
-    assert "stopped by a second SIGTERM: writing the 1 finished row(s)" in err
+    assert "stopped by a second SIGTERM: writing the 2 finished row(s)" in err
     assert doc["cancelled"] is True and doc["cancel_signal"] == "SIGTERM"
-    assert doc["results"][0]["status"] == "ok" and doc["results"][0]["sweep_value"] == 20
+    assert [r["status"] for r in doc["results"][:2]] == ["ok", "ok"] and doc["results"][1]["sweep_value"] == 30
 
 
 def test_a_killed_run_leaves_its_journal_and_resume_completes_it(tmp_path):

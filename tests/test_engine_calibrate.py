@@ -9,7 +9,7 @@ import types
 import workbench.engine.calibrate as calibrate
 from workbench.engine.ceilings import CACHE_VERSION, CeilingCache
 from workbench.engine.environment import DeviceInfo
-from workbench.engine.supervisor import CALIBRATION_S, _ChildRun
+from workbench.engine.supervisor import CALIBRATION_S, _JobRun
 
 
 class Channel:
@@ -77,8 +77,9 @@ def test_no_calibration_off_cuda(tmp_path):
 
 def test_the_supervisor_pauses_the_row_clock_while_calibrating():
     now = [0.0]
-    run = object.__new__(_ChildRun)
+    run = object.__new__(_JobRun)
     run.sup = types.SimpleNamespace(clock=lambda: now[0])
+    run.worker = types.SimpleNamespace(note=lambda kind, payload: None)
     run.rows = [types.SimpleNamespace(settings=types.SimpleNamespace(timeout_s=10.0))]
     run.index, run.ready, run.mark, run.failure, run.calibrating_since = 0, True, 0.0, None, None
     now[0] = 2.0
@@ -91,7 +92,7 @@ def test_the_supervisor_pauses_the_row_clock_while_calibrating():
     assert not run._timed_out()
     now[0] = 311.0
     assert run._timed_out() and run.failure == "timed out after 10 s (timeout_s)"
-    stuck = object.__new__(_ChildRun)
+    stuck = object.__new__(_JobRun)
     stuck.sup, stuck.rows, stuck.index, stuck.ready = run.sup, run.rows, 0, True
     stuck.mark, stuck.failure, stuck.calibrating_since = now[0], None, now[0]
     now[0] += CALIBRATION_S + 1

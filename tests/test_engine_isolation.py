@@ -1,23 +1,20 @@
-"""Isolation (CONTRACTS.md "Isolation and events"): a child that segfaults or hangs fails only its
-row, the next row runs in a fresh child; printing never reaches the terminal; cancel is quick.
+"""Isolation (CONTRACTS.md "Isolation and events"): a worker that segfaults or hangs fails only its
+row, the next row runs in a fresh worker; printing never reaches the terminal; cancel is quick.
 
-Each spawned child imports torch (~2-3 s here), so these tests keep the number of children small.
+Workers fork from a zygote that imported torch once; each test keeps the number of workers small.
 """
 
 from __future__ import annotations
 
 import multiprocessing
-import sys
 import threading
 import time
 from pathlib import Path
 
-import pytest
-
-from workbench.engine import supervisor
+from workbench.engine import workers
 from workbench.engine.plan import RunOptions, run_plan
+from workbench.engine.protocol import WorkerKey
 from workbench.events import Error, Log, Result, Started
-from workbench.registry import REGISTRY, discover
 from workbench.results import missing_keys
 from workbench.session_model import ImplRef, RunSpec, Session, Settings, Sweep
 
@@ -25,27 +22,12 @@ PLUGIN = str(Path(__file__).parent / "plugins" / "crashy.py")
 FAST = Settings(device="cpu", warmup_ms=1.0, rep_ms=5.0, min_samples=3, timeout_s=60.0)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _plugin_stays_in_this_module():
-    """run_plan loads the test plugin into this process's registry too (to expand rows); undo
-    that afterwards so other test modules see only the shipped ops."""
-    discover()  # the shipped ops first: they must survive the restore
-    ops, sources, modules = dict(REGISTRY._ops), list(REGISTRY.loaded_sources), set(sys.modules)
-    yield
-    REGISTRY._ops.clear()
-    REGISTRY._ops.update(ops)
-    REGISTRY.loaded_sources[:] = sources
-    for name in set(sys.modules) - modules:
-        if name.startswith("workbench_plugin_"):
-            del sys.modules[name]
-
-
 def _session(*runs: RunSpec) -> Session:
     return Session(name="isolation", runs=runs, settings=FAST)
 
 
 def _run(session: Session, tmp_path: Path, stop: threading.Event | None = None, on_event=None,
-         warm_spare: bool | None = None):
+         warm_spare: bool | None = None, strict: bool = False):
     events: list = []
 
     def collect(event):
@@ -53,7 +35,8 @@ def _run(session: Session, tmp_path: Path, stop: threading.Event | None = None, 
         if on_event:
             on_event(event)
     doc = run_plan(session, on_event=collect, stop=stop,
-                   options=RunOptions(kernels=(PLUGIN,), cache_dir=tmp_path, warm_spare=warm_spare))
+                   options=RunOptions(kernels=(PLUGIN,), cache_dir=tmp_path, warm_spare=warm_spare,
+                                      strict=strict))
     return doc, events
 
 
@@ -134,52 +117,39 @@ def test_estimated_too_large_is_skipped_without_force(tmp_path):
     assert not any(isinstance(e, Started) for e in events)
 
 
-@pytest.mark.slow
-def test_three_children_after_the_first_are_warm_spares(tmp_path):
-    """One child per (run, impl) still, but each after the first was started ahead of need (a
-    spare warmed up while the previous row ran); no spare outlives the run."""
-    before = dict(supervisor.STARTS)
+def test_one_warm_worker_serves_every_row_and_none_outlives_the_run(tmp_path):
+    """Three implementations, one worker: it is reused for each job (no start per (run, impl));
+    run_plan's private pool closes it at the end."""
+    before = dict(workers.STARTS)
     session = _session(RunSpec(op="crashy", impls=(ImplRef("manual"), ImplRef("manual_noisy"),
                                                    ImplRef("manual_wrong"))))
-    doc, events = _run(session, tmp_path, warm_spare=True)  # CPU rows: spares only when asked
-    starts = {k: supervisor.STARTS[k] - before.get(k, 0) for k in supervisor.STARTS}
-    assert [r["status"] for r in doc["results"]] == ["ok", "ok", "failed"]
-    assert starts.get("cold") == 1 and starts.get("spare_taken") == 2
-    assert starts.get("spare_started") == 2 and not starts.get("spare_discarded")  # none after the last
+    doc, events = _run(session, tmp_path)
+    starts = {k: workers.STARTS[k] - before.get(k, 0) for k in workers.STARTS}
+    assert [r["status"] for r in doc["results"]] == ["ok", "ok", "failed"]  # a failed check is no fault
+    assert starts.get("cold") == 1 and starts.get("reused") == 3  # the planning query, then 3 jobs
+    assert not starts.get("spare_started")  # CPU rows: no spare shares the cores being timed
     assert len([e for e in events if isinstance(e, Started)]) == 3
     assert multiprocessing.active_children() == []
 
 
-@pytest.mark.slow
-def test_cpu_rows_start_no_spare_by_default(tmp_path):
-    """A spare importing torch would share the cores that time a CPU row: off unless asked."""
-    before = dict(supervisor.STARTS)
-    session = _session(RunSpec(op="crashy", impls=(ImplRef("manual"), ImplRef("manual_noisy"))))
-    doc, _events = _run(session, tmp_path)
-    starts = {k: supervisor.STARTS[k] - before.get(k, 0) for k in supervisor.STARTS}
-    assert [r["status"] for r in doc["results"]] == ["ok", "ok"]
-    assert starts.get("cold") == 2 and not starts.get("spare_started")
-
-
-@pytest.mark.slow
 def test_a_spare_that_died_while_waiting_is_replaced():
-    pool = supervisor.SparePool()
-    key = supervisor.ChildKey(interpret=False, plugin_paths=(), device="cpu")
-    before = dict(supervisor.STARTS)
-    pool.keep_warm(key)
-    spare = pool.spare
-    assert spare is not None and spare.prestarted
-    spare.proc.kill()
-    spare.proc.join(5.0)
-    child = pool.take(key)
+    pool = workers.WorkerPool(spares=True)
+    key = WorkerKey(interpret=False, plugin_paths=(), device="cpu")
+    before = dict(workers.STARTS)
     try:
-        assert child is not spare and not child.prestarted and child.alive()
-        assert supervisor.STARTS["spare_discarded"] - before.get("spare_discarded", 0) == 1
-        assert supervisor.STARTS["cold"] - before.get("cold", 0) == 1
         pool.keep_warm(key)
-        assert pool.spare is not None
+        spare = pool.spare
+        assert spare is not None and spare.prestarted
+        spare.proc.kill()
+        spare.proc.join(5.0)
+        worker = pool.take(key)
+        assert worker is not spare and not worker.prestarted and worker.alive()
+        assert workers.STARTS["spare_discarded"] - before.get("spare_discarded", 0) == 1
+        assert workers.STARTS["cold"] - before.get("cold", 0) == 1
+        pool.give_back(worker)
+        pool.keep_warm(key)
+        assert pool.spare is None  # an idle warm worker for the key is there: no spare needed
     finally:
-        child.close()
         pool.close()
     assert multiprocessing.active_children() == []
 

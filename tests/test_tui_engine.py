@@ -108,3 +108,28 @@ async def test_pick_edit_run_save_reopen(tmp_path):
         await wait_for(pilot, lambda: again.ws.index == 1)
         await pilot.pause(0.3)
         assert again.query_one("#results-table", DataTable).row_count == 2
+
+
+@run_async
+async def test_the_app_keeps_one_warm_worker_and_leaves_none_when_it_exits(tmp_path):
+    import multiprocessing
+    import os
+
+    path = tmp_path / "mine.yaml"
+    path.write_text(SESSION)
+    app = WorkbenchApp(path, None, data_dir=tmp_path / "data")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await wait_for(pilot, lambda: app._pool is not None and app._pool.workers(), timeout_s=30)
+        started = [w.proc.pid for w in app._pool.workers()]  # prestarted when the session opened
+        await ran(pilot, timeout_s=120)
+        await ran(pilot, timeout_s=120)  # a second run: the same worker, no start
+        assert [w.proc.pid for w in app._pool.workers()] == started
+        assert [r.status for r in app.ws.model().rows.values()] == ["ok"]
+    assert multiprocessing.active_children() == []
+    for pid in started:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        assert open(f"/proc/{pid}/stat").read().split(")")[-1].split()[0] == "Z", f"worker {pid} outlived the app"

@@ -135,12 +135,15 @@ def test_sighup_cancels_the_run_autosaves_and_exits(tmp_path):
     assert list((tmp_path / "autosave").glob("*.yaml")), "the session was not autosaved"
 
 
-def test_app_options_become_the_engines_run_options_in_the_worker():
-    from workbench.screens.options import AppOptions
+def test_the_apps_options_are_the_engines_run_options_with_force_per_run():
+    from workbench.engine.options import RunOptions
+    from workbench.screens.options import for_run
 
-    options = AppOptions(device="cpu", kernels=("/k",), argv=("workbench",)).run_options(force=True)
-    assert type(options).__name__ == "RunOptions"
-    assert (options.device, options.kernels, options.force, options.argv) == ("cpu", ("/k",), True, ("workbench",))
+    options = RunOptions(device="cpu", kernels=("/k",), argv=("workbench",))
+    forced = for_run(options, force=True)
+    assert isinstance(forced, RunOptions) and forced.force and not options.force
+    assert (forced.device, forced.kernels, forced.argv) == ("cpu", ("/k",), ("workbench",))
+    assert for_run(None) == RunOptions()
 
 
 def _ticked(checklist) -> list[str]:

@@ -1,12 +1,17 @@
-"""Data types (the check's tolerances per dtype are in workbench.tolerance)."""
+"""Data types (the check's tolerances per dtype are in workbench.tolerance).
+
+Importable without torch (the front end never imports it): `DType.torch` imports it on use.
+"""
 
 from __future__ import annotations
 
 from enum import StrEnum
-
-import torch
+from typing import TYPE_CHECKING
 
 from workbench.errors import UnknownNameError
+
+if TYPE_CHECKING:
+    import torch
 
 
 class DType(StrEnum):
@@ -17,13 +22,15 @@ class DType(StrEnum):
     bfloat16 = "bfloat16"
 
     @property
-    def torch(self) -> torch.dtype:
-        return _TORCH[self]
+    def torch(self) -> "torch.dtype":
+        import torch
+
+        return getattr(torch, self.value)
 
     @property
     def itemsize(self) -> int:
-        """Bytes per element."""
-        return _TORCH[self].itemsize
+        """Bytes per element (IEEE 754 binary32 / binary16, bfloat16: 4, 2, 2)."""
+        return _ITEMSIZE[self]
 
     @classmethod
     def parse(cls, value: object) -> "DType":
@@ -36,7 +43,7 @@ class DType(StrEnum):
             raise UnknownNameError("dtype", value, [d.value for d in cls]) from None
 
 
-_TORCH = {DType.float32: torch.float32, DType.float16: torch.float16, DType.bfloat16: torch.bfloat16}
+_ITEMSIZE = {DType.float32: 4, DType.float16: 2, DType.bfloat16: 2}
 
 
 class Fp32Precision(StrEnum):

@@ -132,6 +132,24 @@ class InductorKernels:
 
 INDUCTOR = InductorKernels()
 
+
+def source_from_plain(data: Mapping[str, Any] | None) -> Any:
+    """The source a `plain()` dict describes, without its callables (a manifest's declaration:
+    enough for availability, --list and the PTX view's choice; the launch itself lives in the
+    worker). Raises WorkbenchError for an unknown type."""
+    if data is None:
+        return None
+    kind = data.get("type")
+    if kind == "triton":
+        dtypes = data.get("interpreter_dtypes")
+        return TritonSource(None, None if dtypes is None else tuple(dtypes))
+    if kind == "cuda":
+        return CudaSource(Path(data["path"]), tuple(data["kernels"]),
+                          extra_nvcc_flags=tuple(data.get("extra_nvcc_flags", ())))
+    if kind == "inductor":
+        return INDUCTOR
+    raise WorkbenchError(f"unknown kernel source type {kind!r} (allowed: triton, cuda, inductor)")
+
 TRITON_DTYPE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 

@@ -24,7 +24,7 @@ NVCC_FALLBACKS = ("/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc")
 class Machine:
     """Facts about this machine that decide availability.
 
-    has_cuda: torch sees a CUDA device; device_name: its name; nvcc: path or None;
+    has_cuda: NVML sees a CUDA device (the worker's torch decides where rows run); device_name: its name; nvcc: path or None;
     triton: Triton importable; ninja: ninja importable or on PATH (load_inline needs it).
     """
 
@@ -48,15 +48,53 @@ def find_nvcc() -> str | None:
     return next((p for p in NVCC_FALLBACKS if Path(p).exists()), None)
 
 
+@dataclass(frozen=True)
+class GpuFacts:
+    """What NVML says about GPU `index` without torch: name, memory, driver (None: no GPU or
+    no NVML). The worker's torch view (engine/protocol.WorkerFacts) is the one rows run on."""
+
+    name: str
+    memory_bytes: int | None
+    driver: str | None
+
+
+def nvml_gpus() -> list[GpuFacts]:
+    """Every GPU NVML sees (nvidia-ml-py; empty without a driver or the package)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # no NVML library, no driver, no package: no GPU for us
+        return []
+    try:
+        driver = _text(pynvml.nvmlSystemGetDriverVersion())
+        gpus = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            memory = pynvml.nvmlDeviceGetMemoryInfo(handle).total
+            gpus.append(GpuFacts(_text(pynvml.nvmlDeviceGetName(handle)), int(memory), driver))
+        return gpus
+    except Exception:  # a GPU NVML cannot describe: count what was described
+        return []
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 @functools.lru_cache(maxsize=1)
 def probe() -> Machine:
-    """Probe once per process (imports torch; does not initialise CUDA beyond the query)."""
-    import torch
-
-    has_cuda = torch.cuda.is_available()
+    """Probe once per process, without torch: NVML for the GPU (nvidia-ml-py), the PATH for
+    nvcc and ninja, the import system (not an import) for Triton and ninja."""
+    gpus = nvml_gpus()
     return Machine(
-        has_cuda=has_cuda,
-        device_name=torch.cuda.get_device_name(0) if has_cuda else None,
+        has_cuda=bool(gpus),
+        device_name=gpus[0].name if gpus else None,
         nvcc=find_nvcc(),
         triton=importlib.util.find_spec("triton") is not None,
         ninja=importlib.util.find_spec("ninja") is not None or shutil.which("ninja") is not None,

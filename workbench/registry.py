@@ -381,6 +381,9 @@ def _plugin_files(path: Path) -> list[Path]:
     return sorted(p.resolve() for p in path.glob("*.py") if not p.name.startswith("_"))
 
 
+plugin_files = _plugin_files  # public: workbench/manifest.py lists sources without importing them
+
+
 def _import_file(file: Path) -> None:
     digest = hashlib.sha256(str(file).encode()).hexdigest()[:10]
     is_pkg = file.name == "__init__.py"

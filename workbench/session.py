@@ -62,8 +62,10 @@ def load_session(path: str | Path, *, kernels: Iterable[str | Path] = (), regist
     """Read, parse and validate a session file.
 
     kernels: extra plugin paths (--kernels) loaded before validation, as are the session's own
-    `plugins` (relative to the file's folder); registry: where ops are looked up (default: the
-    global registry, filled through `discover`); check_ops False skips the registry checks.
+    `plugins` (relative to the file's folder); registry: where ops are looked up (a given
+    Registry is filled through `discover`, importing the plugins; default: a Registry of the
+    plugins' declarations from the manifest cache, without torch: workbench/manifest.py);
+    check_ops False skips the registry checks.
     Raises SessionError listing every problem (a missing or unreadable file is one problem).
     """
     path = Path(path)
@@ -125,7 +127,7 @@ def load_plugins(plugins: Iterable[str], *, base_dir: str | Path | None = None,
     A plugin is a path, relative to base_dir (the session's folder), to an op file or a folder
     (of op files, or a package). Raises WorkbenchError naming the plugin that failed.
     """
-    registry = discover(kernels, registry=registry)
+    registry = _discover(kernels, registry=registry)
     for plugin in plugins:
         _load_plugin(plugin, base_dir, registry)
     return registry
@@ -133,7 +135,7 @@ def load_plugins(plugins: Iterable[str], *, base_dir: str | Path | None = None,
 
 def _loaded_registry(plugins: list[str], problems: Problems, base_dir, kernels, registry) -> Registry | None:
     try:
-        registry = discover(kernels, registry=registry)
+        registry = _discover(kernels, registry=registry)
     except WorkbenchError as exc:
         problems.add("", str(exc))
         return None
@@ -163,7 +165,16 @@ def _load_plugin(plugin: str, base_dir: str | Path | None, registry: Registry) -
     path = plugin_path(plugin, base_dir)
     if not path.exists():
         raise WorkbenchError(f"plugin {plugin!r}: no such file or folder (looked for {path})")
-    discover([path], entry_points=False, registry=registry)
+    _discover([path], entry_points=False, registry=registry)
+
+
+def _discover(paths, *, entry_points: bool = True, registry: Registry | None = None) -> Registry:
+    """`registry.discover` into a given registry; without one, the declarations (no torch)."""
+    if registry is not None and not getattr(registry, "declared", False):
+        return discover(paths, entry_points=entry_points, registry=registry)
+    from workbench.manifest import declare
+
+    return declare(paths, entry_points=entry_points, registry=registry)
 
 
 # -- saving ----------------------------------------------------------------------------------

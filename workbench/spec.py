@@ -75,3 +75,16 @@ class Spec:
 
     def replace(self, **changes: Any) -> "Spec":
         return dataclasses.replace(self, **changes)
+
+
+MAX_TENSOR_BYTES = 2 ** 63 - 1  # torch indexes storage with int64 byte offsets
+
+
+def addressable_problem(spec: Spec, footprint_bytes: int) -> str | None:
+    """Why a spec whose call keeps `footprint_bytes` resident cannot run at all (its tensors
+    would not be addressable: torch sizes and byte offsets are int64), or None."""
+    if footprint_bytes <= MAX_TENSOR_BYTES:
+        return None
+    return (f"{spec.label} needs {footprint_bytes:.3g} bytes; at most 2^63-1 bytes "
+            f"({MAX_TENSOR_BYTES / 1e18:.1f} EB) can be addressed (torch sizes are int64)")
+

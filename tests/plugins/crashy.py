@@ -87,3 +87,43 @@ def build_noisy(spec, params, ctx):
     print("noisy: python stderr", file=sys.stderr)
     os.write(1, b"noisy: raw fd 1\n")
     return lambda x: 2.0 * x
+
+
+# -- warm-worker probes (tests/test_engine_workers.py) ------------------------------------------
+@CRASHY.impl("manual_pid")
+def build_pid(spec, params, ctx):
+    """Prints the worker's pid and the torch switches it finds (reset between rows?)."""
+    print(f"pid {os.getpid()} dtype {torch.get_default_dtype()} grad {torch.is_grad_enabled()} "
+          f"deterministic {torch.are_deterministic_algorithms_enabled()}")
+    return lambda x: 2.0 * x
+
+
+@CRASHY.impl("manual_state")
+def build_state(spec, params, ctx):
+    """Flips process-wide torch switches and leaves them flipped (the worker must reset them)."""
+    torch.set_default_dtype(torch.float64)
+    torch.set_grad_enabled(False)
+    torch.use_deterministic_algorithms(True)
+    return lambda x: 2.0 * x
+
+
+@CRASHY.impl("manual_raise")
+def build_raise(spec, params, ctx):
+    """Raises a RuntimeError (as a CUDA error surfaces) when N == 2."""
+    if spec.N == 2:
+        raise RuntimeError("CUDA error: an illegal memory access was encountered (simulated)")
+    return lambda x: 2.0 * x
+
+
+@CRASHY.impl("manual_env")
+def build_env(spec, params, ctx):
+    """Sets CUDA_LAUNCH_BLOCKING, a switch read once: its worker must not run another row."""
+    os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
+    return lambda x: 2.0 * x
+
+
+@CRASHY.impl("manual_poison")
+def build_poison(spec, params, ctx):
+    """Breaks torch.arange for the rest of the process (the health probe must notice)."""
+    torch.arange = lambda *a, **k: torch.zeros(4)
+    return lambda x: 2.0 * x

@@ -22,7 +22,7 @@ def run_check(args: argparse.Namespace, env: Env, err: Console) -> int:
                                      "problems": [p.as_dict() for p in exc.problems]}, indent=2) + "\n", args, env)
         print_problems(exc, err)
         return EXIT_USAGE
-    rows = len(session_row_keys(session))
+    rows = len(session_row_keys(session, args.kernels))
     if args.format == "json":
         write_output(json.dumps({"ok": True, "session": str(path), "name": session.name,
                                  "runs": len(session.runs), "rows": rows, "problems": []}, indent=2) + "\n", args, env)
@@ -31,9 +31,17 @@ def run_check(args: argparse.Namespace, env: Env, err: Console) -> int:
     return EXIT_OK
 
 
-def session_row_keys(session) -> list:
-    """The key of every row the session asks for, in document order (engine/rows.row_keys)."""
+def session_row_keys(session, kernels=()) -> list:
+    """The key of every row the session asks for, in document order (engine/rows.row_keys);
+    `impls: all` counted from the ops' declarations (workbench/manifest.py: cached, no torch),
+    with --kernels `kernels` and the session's own plugins (as paths run_plan gets them)."""
     from workbench.engine.rows import row_keys
-    from workbench.registry import REGISTRY
+    from workbench.manifest import declare
 
-    return row_keys(session, lambda op: REGISTRY.op(op).impls)
+    registry = []
+
+    def registered(op: str):
+        if not registry:  # only a run with `impls: all` needs the declarations
+            registry.append(declare([*kernels, *session.plugins]))
+        return registry[0].op(op).impls
+    return row_keys(session, registered)

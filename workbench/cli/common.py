@@ -116,10 +116,10 @@ def print_problems(exc: Exception, err: Console) -> None:
 
 
 def run_options(args: argparse.Namespace, env: Env, *, argv: Sequence[str], session_sha256: str | None = None):
-    """The engine's RunOptions from the command line (imported lazily: torch)."""
-    from workbench.engine.plan import RunOptions
+    """The engine's RunOptions from the command line (plain data, no torch)."""
+    from workbench.engine.options import RunOptions
 
     kernels = tuple(str(Path(k).expanduser().resolve()) for k in args.kernels)  # children may start elsewhere
     return RunOptions(device=args.device, kernels=kernels, force=bool(getattr(args, "force", False)),
                       argv=tuple(argv), session_sha256=session_sha256, cache_dir=env.cache_dir,
-                      build_dir=env.cache_dir / "build")
+                      build_dir=env.cache_dir / "build", strict=bool(getattr(args, "strict", False)))

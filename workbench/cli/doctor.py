@@ -29,12 +29,13 @@ PACKAGES = ("torch", "triton", "textual", "textual-plotext", "rich", "pyyaml", "
 
 
 # -- --list ----------------------------------------------------------------------------------
-def inventory(kernels: list[str], device: str) -> dict[str, Any]:
-    """Every op and implementation with availability per action on this machine."""
+def inventory(kernels: list[str], device: str, cache_dir=None) -> dict[str, Any]:
+    """Every op and implementation with availability per action on this machine (from the
+    declarations in the manifest cache and NVML: no torch, workbench/manifest.py)."""
     from workbench.machine import note, probe, unavailable_reason
-    from workbench.registry import discover
+    from workbench.manifest import declare
 
-    registry = discover(kernels)
+    registry = declare(kernels, cache_dir=cache_dir)
     machine = probe()
     ops = []
     for name in sorted(registry.ops):
@@ -60,7 +61,7 @@ def inventory(kernels: list[str], device: str) -> dict[str, Any]:
 
 
 def run_list(args: argparse.Namespace, env: Env) -> int:
-    data = inventory(args.kernels, args.device or "auto")
+    data = inventory(args.kernels, args.device or "auto", env.cache_dir)
     if args.format == "json":
         write_output(json.dumps(data, indent=2) + "\n", args, env)
     elif args.format == "csv":
@@ -127,7 +128,7 @@ def diagnose(env: Env, kernels: list[str]) -> dict[str, Any]:
         "python": {"version": platform.python_version(), "executable": sys.executable,
                    "platform": platform.platform()},
         "versions": {name: _version(name) for name in PACKAGES},
-        "gpu": _gpu_info(machine),
+        "gpu": _gpu_info(machine, env),
         "tools": {"nvcc": machine.nvcc, "nvcc_version": _nvcc_version(machine.nvcc),
                   "ninja": shutil.which("ninja"), "ninja_importable": machine.ninja,
                   "triton": machine.triton, "triton_interpreted": machine.triton_interpreted},
@@ -161,17 +162,35 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _gpu_info(machine) -> dict[str, Any]:
-    import torch
+def _gpu_info(machine, env: Env) -> dict[str, Any]:
+    """NVML's view (no torch here), then the worker's: torch's CUDA, SM count, L2."""
+    from workbench.machine import nvml_gpus
 
-    info: dict[str, Any] = {"available": machine.has_cuda, "name": machine.device_name,
-                            "torch_cuda": torch.version.cuda, "count": torch.cuda.device_count() if machine.has_cuda else 0}
-    if machine.has_cuda:
-        props = torch.cuda.get_device_properties(0)
-        info.update({"sm_count": props.multi_processor_count, "capability": f"{props.major}.{props.minor}",
-                     "memory_bytes": props.total_memory, "l2_bytes": getattr(props, "L2_cache_size", None),
-                     "driver": _driver_version()})
+    gpus = nvml_gpus()
+    info: dict[str, Any] = {"available": machine.has_cuda, "name": machine.device_name, "count": len(gpus),
+                            "memory_bytes": gpus[0].memory_bytes if gpus else None,
+                            "driver": gpus[0].driver if gpus else _driver_version()}
+    info.update(_worker_view(env, machine.has_cuda))
     return info
+
+
+def _worker_view(env: Env, has_cuda: bool) -> dict[str, Any]:
+    """What a worker's torch sees (one worker started and stopped; its start is the cost)."""
+    from workbench.engine.plan import new_pool
+    from workbench.engine.options import RunOptions
+    from workbench.engine.protocol import WorkerKey
+    from workbench.engine.supervisor import query
+
+    key = WorkerKey(interpret=False, plugin_paths=(), device="cuda:0" if has_cuda else "cpu")
+    try:
+        with new_pool(RunOptions(cache_dir=env.cache_dir, warm_spare=False)) as pool:
+            _answers, facts = query(pool, key, [])
+    except Exception as exc:  # a broken torch install: say so, do not fail the doctor
+        return {"torch_cuda": None, "torch_sees_cuda": None, "worker_error": str(exc)}
+    view = {"torch_cuda": facts.cuda_version, "torch_sees_cuda": facts.has_cuda}
+    props = facts.device_info or {}
+    view.update({k: props.get(k) for k in ("sm_count", "l2_bytes") if props})
+    return view
 
 
 def _driver_version() -> str | None:

@@ -26,7 +26,8 @@ from typing import Sequence
 from rich.console import Console
 
 import workbench
-from workbench.cli.common import EXIT_CODES_TEXT, EXIT_INTERRUPTED, EXIT_USAGE, Env, check_output_path, read_env
+from workbench.cli.common import (EXIT_CODES_TEXT, EXIT_INTERRUPTED, EXIT_USAGE, Env, check_output_path, read_env,
+                                  run_options)
 from workbench.errors import WorkbenchError
 
 DEVICE_RE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
@@ -61,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threshold", type=float, default=0.05,
                         help="relative median change that counts as slower/faster (default 0.05)")
     parser.add_argument("--force", action="store_true", help="run rows estimated too large")
+    parser.add_argument("--strict", action="store_true",
+                        help="one fresh worker process per row (for untrusted plugin code; each row pays a start)")
     parser.add_argument("-v", "--verbose", action="store_true", help="also print the children's info log lines")
     parser.add_argument("--version", action="version", version=f"workbench {workbench.__version__}")
     return parser
@@ -77,6 +80,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         parser.error(f"--device must be auto, cpu, cuda or cuda:N, got {args.device!r}")
     if (args.compare or args.force or args.resume) and not args.replay:
         parser.error("--compare, --force and --resume go with --replay FILE")
+    if args.strict and (args.check or args.list or args.doctor):
+        parser.error("--strict goes with --replay FILE or the TUI")
     if args.resume is not None and args.output is None:
         args.output = args.resume
     _pick_format(parser, args)
@@ -143,16 +148,12 @@ def run_tui(args: argparse.Namespace, env: Env, err: Console) -> int:
     path = tui_session_path(args.file, env.data_dir) if args.file else None
     try:
         from workbench.screens.app import run as run_app
-        from workbench.screens.options import AppOptions
     except ImportError as exc:  # a build without the TUI, or textual missing
         where = path or "default-cpu"
         err.print(f"the TUI cannot start ({exc}); run the session headless instead: "
                   f"workbench --replay {where}", markup=False)
         return EXIT_USAGE
-    kernels = tuple(str(Path(k).expanduser().resolve()) for k in args.kernels)
-    options = AppOptions(device=args.device, kernels=kernels,
-                         argv=("workbench", *([args.file] if args.file else [])),
-                         cache_dir=env.cache_dir, build_dir=env.cache_dir / "build")
+    options = run_options(args, env, argv=("workbench", *([args.file] if args.file else [])))
     result = run_app(path, options)
     return int(result or 0)
 

@@ -49,7 +49,8 @@ def _replay(args, argv, env: Env, err: Console, stop: threading.Event, stopped) 
     ours = ready.provenance
     sink = Sink(args, env, {"provenance": ours, "environment": ready.environment}, ready.done)
     try:
-        with progress(session_row_keys(ready.session), env, err, args.verbose, done=ready.options.done) as show:
+        keys = session_row_keys(ready.session, ready.options.kernels)
+        with progress(keys, env, err, args.verbose, done=ready.options.done) as show:
             def on_event(event) -> None:
                 sink.on_event(event)  # journal and stream first: a row is on disk before it is shown
                 show(event)

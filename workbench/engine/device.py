@@ -1,5 +1,6 @@
-"""Per-device state inside a child: device facts, the L2 flush buffer, precision switches,
-peak-memory accounting, and the bench / profile / ptx stages of a row."""
+"""Per-device state inside a worker: device facts, the L2 flush buffer, precision switches,
+peak-memory accounting, and the bench / profile / ptx stages of a row. One DeviceSession per
+device lives as long as its worker; each job binds its own job, channel and stop flag."""
 
 from __future__ import annotations
 
@@ -10,21 +11,27 @@ from workbench.engine.environment import device_info
 
 
 class DeviceSession:
-    """One torch device as seen by one child. CUDA is initialised on construction for cuda:N."""
+    """One torch device as seen by one worker. CUDA is initialised on construction for cuda:N."""
 
     def __init__(self, device: str, job: Any, channel: Any, stop: Any):
         import torch
 
         self.torch = torch
-        self.device, self.job, self.channel, self.stop = device, job, channel, stop
+        self.device = device
+        self.bind(job, channel, stop)
         self.is_cuda = device.startswith("cuda")
         if self.is_cuda:
             torch.cuda.set_device(torch.device(device))
             torch.cuda.init()
         self.info = device_info(device)
-        self.cache_dir = Path(job.cache_dir) if job.cache_dir else None
         self._flush = None
         self._base_bytes = 0
+        self.kept_bytes = 0  # device memory this session keeps between rows (the flush buffer)
+
+    def bind(self, job: Any, channel: Any, stop: Any) -> None:
+        """The job now running (its cache and trace folders), its event channel and stop flag."""
+        self.job, self.channel, self.stop = job, channel, stop
+        self.cache_dir = Path(job.cache_dir) if job.cache_dir else None
 
     # -- small device helpers ---------------------------------------------------------------
     def sync(self) -> None:
@@ -32,11 +39,13 @@ class DeviceSession:
             self.torch.cuda.synchronize()
 
     def flush(self):
-        """The L2 flush callable (buffer allocated once per child), None on CPU."""
+        """The L2 flush callable (buffer allocated once per worker), None on CPU."""
         from workbench.engine.timing import make_l2_flush
 
         if self._flush is None and self.is_cuda:
+            before = self.torch.cuda.memory_allocated(self.device)
             self._flush = make_l2_flush(self.device, self.info.l2_bytes)
+            self.kept_bytes = self.torch.cuda.memory_allocated(self.device) - before
         return self._flush
 
     def apply_precision(self, fp32_precision: str) -> None:
@@ -59,6 +68,10 @@ class DeviceSession:
         if self.is_cuda:
             self.torch.cuda.synchronize()
             self.torch.cuda.reset_peak_memory_stats(self.device)
+
+    def allocated_bytes(self) -> int:
+        """Device memory allocated now (0 on CPU)."""
+        return int(self.torch.cuda.memory_allocated(self.device)) if self.is_cuda else 0
 
     def peak_bytes(self) -> int | None:
         if not self.is_cuda:

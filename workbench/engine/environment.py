@@ -1,7 +1,8 @@
 """The environment record (MEASUREMENT.md rule 10) and the device facts the engine needs.
 
 Sources: torch.cuda.get_device_properties (name, SM count, L2 size, memory, threads per SM),
-NVML through nvidia-ml-py (driver version), torch.version.cuda, the packages' versions.
+NVML through nvidia-ml-py (driver version), torch.version.cuda (from the worker), the packages'
+versions. device_info runs in a worker (it imports torch); environment_record in the parent.
 Nothing here changes a device setting. On CPU the GPU fields are None.
 """
 
@@ -89,14 +90,15 @@ def package_version(name: str) -> str | None:
         return None
 
 
-def environment_record(info: DeviceInfo) -> dict:
-    """The `environment` of a results document, without ceilings/datasheet (plan adds them)."""
-    import torch
-
+def environment_record(info: DeviceInfo, cuda_version: str | None = None) -> dict:
+    """The `environment` of a results document, without ceilings/datasheet (plan adds them).
+    cuda_version: torch.version.cuda as the worker reports it (the parent does not import
+    torch; its version comes from the package metadata)."""
     on_gpu = info.name != "cpu"
+    torch_version = package_version("torch")
     return {
         "device": info.name, "sm_count": info.sm_count, "l2_bytes": info.l2_bytes,
-        "driver": info.driver, "cuda": torch.version.cuda if on_gpu else None,
-        "torch": torch.__version__.split("+")[0] if torch.__version__ else None,
+        "driver": info.driver, "cuda": cuda_version if on_gpu else None,
+        "torch": torch_version.split("+")[0] if torch_version else None,
         "triton": package_version("triton"), "python": platform.python_version(),
     }

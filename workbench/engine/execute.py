@@ -1,4 +1,4 @@
-"""Inside the child: one row = build -> check -> bench -> profile -> ptx, streaming events.
+"""Inside a worker: one row = build -> check -> bench -> profile -> ptx, streaming events.
 
 build_ms is the builder's time plus the first synchronised call (JIT, autotune, torch.compile,
 load_inline all land there: MEASUREMENT.md rule 2, P2). peak_mem_bytes is the device memory
@@ -6,6 +6,10 @@ the row itself allocated at its peak during build and bench (the float64 check i
 None on CPU. The check (workbench.verify.RowCheck) runs on the first call's output, on the op's
 special-values set, and once more after timing on a second seeded set written into the same
 input tensors; a failure there clears the timing (a wrong result gets no speed).
+
+Builds are cached in the worker (engine/build_cache.py): a row whose implementation was built
+before in this process (same op, implementation, params, spec, dtype and source) skips the
+builder; build_ms is then its first synchronised call only, and a flag says so.
 """
 
 from __future__ import annotations
@@ -14,14 +18,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+from workbench.engine.build_cache import BuildCache, build_key
 from workbench.engine.calibrate import calibrate
-from workbench.engine.child import ChildJob, Channel
 from workbench.engine.device import DeviceSession
 from workbench.engine.precision import effective_fp32_precision
+from workbench.engine.protocol import Channel, ChildJob, Mode
 from workbench.engine.rows import Row
 from workbench.engine.timing import Cancelled
 from workbench.events import Built, Checked, Error, Result, Started
+from workbench.errors import WorkbenchError
 from workbench.registry import BuildContext, Registry
+
+
+CACHED_FLAG = "build cached: built earlier in this worker (build_ms is the first call only)"
 
 
 def one_line(exc: BaseException) -> str:
@@ -31,33 +40,46 @@ def one_line(exc: BaseException) -> str:
 
 
 class RowRunner:
-    """Runs rows in this child; `run(row)` returns False when the child must stop (error)."""
+    """Runs rows in this worker, job after job: `bind(job, channel, stop)`, then `run(row)` per
+    row, which returns why the worker must leave (None: it may take the next row)."""
 
-    def __init__(self, job: ChildJob, registry: Registry, channel: Channel, stop: Any):
-        self.job, self.registry, self.channel, self.stop = job, registry, channel, stop
+    def __init__(self, registry: Registry, interpret: bool, baseline: Any):
+        self.registry, self.interpret, self.baseline = registry, interpret, baseline
         self.devices: dict[str, DeviceSession] = {}
+        self.builds = BuildCache()
+        self.job: ChildJob | None = None
+
+    def bind(self, job: ChildJob, channel: Channel, stop: Any) -> None:
+        self.job, self.channel, self.stop = job, channel, stop
+        for dev in self.devices.values():
+            dev.bind(job, channel, stop)
 
     def device(self, row: Row) -> DeviceSession:
         if row.device not in self.devices:
             self.devices[row.device] = DeviceSession(row.device, self.job, self.channel, self.stop)
         return self.devices[row.device]
 
-    def run(self, row: Row) -> bool:
+    def run(self, row: Row) -> str | None:
         record = row.record()
+        leave = None
         try:
-            if self.job.mode == "ptx":
+            if self.job.mode == Mode.ptx:
                 self._ptx_only(row, record)
             else:
                 self._execute(row, record)
         except Cancelled:
-            return False
+            return "cancelled"
         except Exception as exc:
             record.update(status="failed", error=one_line(exc))
             self.channel.event(Error(row.key, record["error"]))
-            self.channel.event(Result(row.key, record))
-            return False
+            # Our own refusals (a limit, no PTX) leave the process as it was; anything else (a
+            # CUDA error, an OOM, a plugin's bug) may have poisoned it.
+            leave = None if isinstance(exc, WorkbenchError) else f"the row raised {type(exc).__name__}"
+        problem = self.baseline.after_row(sum(d.kept_bytes for d in self.devices.values()))
+        if problem is not None:
+            record["flags"].append(f"{problem}: this worker was replaced after the row")
         self.channel.event(Result(row.key, record))
-        return True
+        return "; ".join(r for r in (leave, problem) if r) or None
 
     # -- stages -----------------------------------------------------------------------------
     def _resolve(self, row: Row):
@@ -66,7 +88,7 @@ class RowRunner:
         spec = op.make_spec(row.shape, row.dtype)
         precision = effective_fp32_precision(op, row.settings.fp32_precision)
         ctx = BuildContext(device=row.device, fp32_precision=precision,
-                           interpret=self.job.interpret,
+                           interpret=self.interpret,
                            build_dir=Path(self.job.build_dir) if self.job.build_dir else None)
         return op, impl, spec, impl.resolve_params(row.params), ctx
 
@@ -108,8 +130,9 @@ class RowRunner:
         dev.restart_peak()  # the fingerprints' scratch is the check's, not the row's
         if watch is not None:
             watch.start()
+        key = build_key(row, impl, spec, params, self.interpret)
         t0 = time.perf_counter()
-        fn = impl.builder(spec, params, ctx)
+        fn = self._built(key, impl, spec, params, ctx, dev, record, watch)
         out = fn(*inputs)
         dev.sync()
         record["build_ms"] = (time.perf_counter() - t0) * 1e3
@@ -119,6 +142,22 @@ class RowRunner:
             watch.after_build()
         self.channel.event(Built(row.key, record["build_ms"]))
         return fn, inputs, out, check
+
+    def _built(self, key, impl, spec, params, ctx, dev, record, watch=None):
+        """The cached build, or a fresh one (cached unless its backend watches each build, as
+        torch.compile's does: it resets dynamo and counts the row's own compiles; or unless the
+        builder kept device memory: a cached closure holding tensors would look like a leak,
+        worker_state)."""
+        cacheable = watch is None
+        fn = self.builds.get(key) if cacheable else None
+        if fn is not None:
+            record["flags"].append(CACHED_FLAG)
+            return fn
+        before = dev.allocated_bytes()
+        fn = impl.builder(spec, params, ctx)
+        if cacheable and dev.allocated_bytes() == before:
+            self.builds.put(key, fn)
+        return fn
 
     def _check(self, row, record, op, spec, ctx, check, step) -> bool:
         """Run one check step (first call, special set, timed call); False when it failed."""

@@ -1,61 +1,52 @@
-"""The one core call: `run_plan(session, on_event=..., stop=..., options=...) -> results document`.
+"""The one core call: `run_plan(session, on_event=..., stop=..., options=..., workers=...) -> results document`.
 
 For each run -> each implementation (`all` = every registered one) -> each sweep point, one
 result record (CONTRACTS.md "Results"; every key present, None where not measured), in that
-order. Rows of one (run, implementation) share an execution child (engine/supervisor.py);
-where Triton is interpreted (CPU), or where only PTX is available, the run's ptx actions run
-first, in one separate child without TRITON_INTERPRET. Events reach `on_event` from the calling thread, never from a child; each
-row gets exactly one Result event, carrying the same record as the document.
+order. The parent never imports torch: ops are declared from the manifest (workbench/manifest.py),
+the machine is probed through NVML, and what only plugin code knows (cost models, an op's own
+spec rules, the device's properties) comes from the warm worker that runs the rows
+(engine/planning.py). Rows run in warm workers reused across rows and runs (engine/workers.py,
+engine/supervisor.py); where Triton is interpreted (CPU), or where only PTX is available, the
+run's ptx actions run first, in a worker without TRITON_INTERPRET. Events reach `on_event` from
+the calling thread, never from a worker; each row gets exactly one Result event, carrying the
+same record as the document.
 
-Cancel: when `stop` is set, the running child is stopped (killed at 2 s) and run_plan returns
+workers: a WorkerPool that outlives this call (the TUI keeps one for its whole life, so a
+re-run costs the kernel, not a start); None: a private pool, closed before returning.
+
+Cancel: when `stop` is set, the running worker is stopped (killed at 2 s) and run_plan returns
 within 3 s. Rows that had not finished are in the document with status `skipped` and error
 "cancelled", and the document's `cancelled` is true.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable
 
 from workbench.engine.admit import Admission, admit
+from workbench.engine.build_ahead import worth_building_ahead
 from workbench.engine.ceilings import CeilingCache, datasheet_for
-from workbench.engine.environment import DeviceInfo, device_info, environment_record
+from workbench.engine.environment import DeviceInfo, environment_record, host_memory_bytes
+from workbench.engine.options import RunOptions
+from workbench.engine.planning import CostedRegistry, fact_key, queried_specs, with_spec_errors
+from workbench.engine.protocol import ChildJob, Mode, WorkerKey
 from workbench.engine.relative import relate_to_pytorch
 from workbench.engine.rows import Row, expand
-from workbench.engine.supervisor import ChildKey, SparePool, Supervisor, child_key
-from workbench.events import Event, Result, RowKey, Started
+from workbench.engine.supervisor import Background, Supervisor, query, worker_key
+from workbench.engine.workers import WorkerPool
+from workbench.events import Event, Log, Result, Started
 from workbench.machine import probe
+from workbench.manifest import declare, sources_digest
 from workbench.provenance import provenance, utc_now_iso
-from workbench.registry import discover
 from workbench.results import new_document
 from workbench.session_model import Session
 
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How to run a session. device: overrides every run's device (auto|cpu|cuda|cuda:N);
-    kernels: extra plugin paths (--kernels); force: run rows estimated too large; argv and
-    session_sha256: provenance; cache_dir: ceilings cache (None: the platformdirs user cache
-    folder "workbench"); build_dir: load_inline builds (None: cache_dir/build); trace_dir:
-    write a chrome trace per profiled row there (None: none); warm_spare: keep one spare child
-    started ahead of need (engine/supervisor.py; False: every child starts cold; None, the
-    default: only when every row runs on a CUDA device, since CPU rows are timed on the host's
-    cores that a starting spare would share); done: records of rows already finished (by row
-    key, from a stopped run's journal: `--resume`), put in the document as they are, not run."""
-
-    device: str | None = None
-    kernels: tuple[str, ...] = ()
-    force: bool = False
-    argv: tuple[str, ...] = ()
-    session_sha256: str | None = None
-    cache_dir: Path | None = None
-    build_dir: Path | None = None
-    trace_dir: Path | None = None
-    warm_spare: bool | None = None
-    done: Mapping[RowKey, dict] = field(default_factory=dict)
+__all__ = ["RunOptions", "run_plan", "planned_device_name", "first_key", "default_cache_dir", "worker_env",
+           "new_pool"]
 
 
 def default_cache_dir() -> Path:
@@ -64,44 +55,120 @@ def default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("workbench"))
 
 
+def worker_env(cache_dir: Path) -> dict[str, str]:
+    """What the core sets in every worker: Inductor's and Triton's caches under workbench's
+    cache folder, so a second process start finds its kernels compiled (the core reads no
+    environment itself; these are written, for the worker's libraries to read). Inductor
+    compiles in the worker itself (one compile thread): its pool of compile subprocesses costs a
+    Python and torch start per worker, the cost warm workers exist to remove, and with the FX
+    graph cache warm nothing is compiled (docs/engine.md, "Warm workers")."""
+    return {"TORCHINDUCTOR_CACHE_DIR": str(Path(cache_dir) / "inductor"),
+            "TRITON_CACHE_DIR": str(Path(cache_dir) / "triton"),
+            "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+
+
+def new_pool(options: RunOptions = RunOptions(), *, on_cuda: bool | None = None) -> WorkerPool:
+    """A worker pool for these options (spares: options.warm_spare, else only on CUDA)."""
+    cache_dir = Path(options.cache_dir) if options.cache_dir else default_cache_dir()
+    on_cuda = probe().has_cuda if on_cuda is None else on_cuda
+    spares = on_cuda if options.warm_spare is None else options.warm_spare
+    return WorkerPool(spares=spares, start_method=options.start_method, env=worker_env(cache_dir))
+
+
+@dataclasses.dataclass
+class _Plan:
+    plugin_paths: tuple[str, ...]
+    sources: str
+    registry: object
+    machine: object
+    rows: list[Row]
+
+
 def run_plan(session: Session, *, on_event: Callable[[Event], None],
-             stop: threading.Event | None = None, options: RunOptions = RunOptions()) -> dict:
+             stop: threading.Event | None = None, options: RunOptions = RunOptions(),
+             workers: WorkerPool | None = None) -> dict:
     """Run every row of `session`; return the results document. Raises WorkbenchError for an
     unknown op/implementation or a plugin that fails to load (before anything runs)."""
     stop = stop or threading.Event()
     started = utc_now_iso()
-    plugin_paths, registry, machine, all_rows = _plan_rows(session, options)
-    rows = [r for r in all_rows if r.key not in options.done]  # --resume: only what is missing
     cache_dir = Path(options.cache_dir) if options.cache_dir else default_cache_dir()
-    build_dir = Path(options.build_dir) if options.build_dir else cache_dir / "build"
-    trace_dir = str(options.trace_dir) if options.trace_dir else None
+    plan = _plan(session, options, cache_dir)
     # A spare starting (importing torch) while a CPU row is timed would share the host's cores
     # with that row's timing: seen on a 2-core machine as medians in 4 ms scheduler steps.
-    on_cuda = all(r.device.startswith("cuda") for r in rows)
-    spares = SparePool(enabled=on_cuda if options.warm_spare is None else options.warm_spare)
-    run = _PlanRun(rows, on_event, stop, plugin_paths, str(cache_dir), str(build_dir), trace_dir, spares)
-    info = _main_device(all_rows, machine.has_cuda)
-    doc = new_document(_provenance(session, options, started), environment_record(info))  # now: cancel is quick
-    groups = [list(g) for _run_index, g in itertools.groupby(rows, key=lambda r: r.run_index)]
+    pool = workers or new_pool(options, on_cuda=all(r.device.startswith("cuda") for r in plan.rows
+                                                     if r.key not in options.done))
     try:
-        for index, group in enumerate(groups):
-            if stop.is_set():
-                break
-            interpret = _interpret(group[0], machine)
-            following = groups[index + 1] if index + 1 < len(groups) else None
-            then = (child_key(following, plugin_paths, _interpret(following[0], machine))
-                    if following else None)  # the next run's first child, most likely
-            run.run([admit(r, registry, machine, force=options.force, interpret=interpret,
-                           memory_bytes=_memory_bytes(r, info)) for r in group], interpret=interpret,
-                    then=then)
+        return _run(session, options, plan, pool, on_event, stop, started, cache_dir)
     finally:
-        spares.close()  # a spare nobody took (finish, cancel, error) leaves with the run
+        if workers is None:
+            pool.close()  # a private pool: no worker outlives the call (finish, cancel, error)
+
+
+def _run(session, options, plan, pool, on_event, stop, started, cache_dir) -> dict:
+    build_dir = Path(options.build_dir) if options.build_dir else cache_dir / "build"
+    main = _main_key(plan)
+    todo = [r for r in plan.rows if r.key not in options.done]  # --resume: only what is missing
+    facts, worker = _facts(plan, todo, pool, main)
+    machine = plan.machine if worker is None else dataclasses.replace(plan.machine, has_cuda=worker.has_cuda)
+    rows = with_spec_errors(todo, facts)
+    registry = CostedRegistry(plan.registry, facts)
+    info = _main_info(main, worker)
+    run = _PlanRun(rows, on_event, stop, pool, dict(cache_dir=str(cache_dir), build_dir=str(build_dir),
+                                                    trace_dir=str(options.trace_dir) if options.trace_dir else None),
+                   plan, strict=options.strict, registry=registry,
+                   build_ahead=options.build_ahead is not False and not options.strict)
+    doc = new_document(_provenance(session, options, started),
+                       environment_record(info, worker.cuda_version if worker else None))  # now: cancel is quick
+    groups = [list(g) for _run_index, g in itertools.groupby(rows, key=lambda r: r.run_index)]
+    for index, group in enumerate(groups):
+        if stop.is_set():
+            break
+        interpret = _interpret(group[0], machine)
+        following = groups[index + 1] if index + 1 < len(groups) else None
+        then = _key(plan, following, _interpret(following[0], machine)) if following else None
+        run.run([admit(r, registry, machine, force=options.force, interpret=interpret,
+                       memory_bytes=_memory_bytes(r, info)) for r in group], interpret=interpret, then=then)
     run.cancel_rest()
     doc["environment"].update(_ceilings(info, cache_dir))
-    doc["results"] = [options.done.get(r.key) or run.records[r.key] for r in all_rows]
+    doc["results"] = [options.done.get(r.key) or run.records[r.key] for r in plan.rows]
     relate_to_pytorch(doc["results"])  # traffic.speedup_vs_pytorch (engine/relative.py)
     doc["cancelled"] = stop.is_set()
     return doc
+
+
+def _plan(session: Session, options: RunOptions, cache_dir: Path) -> _Plan:
+    """Plugin paths, their digest, the declared registry, the machine and the expanded rows."""
+    plugin_paths = tuple(str(p) for p in (*options.kernels, *session.plugins))
+    registry, machine = declare(plugin_paths, cache_dir=cache_dir), probe()
+    rows = expand(session, registry, has_cuda=machine.has_cuda, device_override=options.device)
+    return _Plan(plugin_paths, sources_digest(plugin_paths), registry, machine, rows)
+
+
+def _key(plan: _Plan, rows: list[Row], interpret: bool) -> WorkerKey:
+    return worker_key(rows, plan.plugin_paths, interpret, plan.sources)
+
+
+def _main_key(plan: _Plan) -> WorkerKey:
+    """The worker of the main device (the first CUDA row's, else the CPU's exec worker)."""
+    cuda = [r for r in plan.rows if r.device.startswith("cuda")]
+    rows = cuda[:1] or plan.rows[:1]
+    return _key(plan, rows, bool(rows) and _interpret(rows[0], plan.machine))
+
+
+def _facts(plan: _Plan, rows: list[Row], pool: WorkerPool, key: WorkerKey):
+    """The worker's answers for every row of `rows` that needs them, and its facts (None: no
+    worker was needed: nothing runs and the main device is the CPU)."""
+    specs = queried_specs(rows, plan.registry, plan.machine)
+    if not specs and not key.device.startswith("cuda"):
+        return {}, None
+    answers, worker = query(pool, key, specs)
+    return {fact_key(*spec): answer for spec, answer in zip(specs, answers)}, worker
+
+
+def _main_info(key: WorkerKey, worker) -> DeviceInfo:
+    if key.device.startswith("cuda") and worker is not None and worker.device_info:
+        return DeviceInfo(**worker.device_info)
+    return DeviceInfo(name="cpu", memory_bytes=host_memory_bytes(), driver=None)
 
 
 def _interpret(row: Row, machine) -> bool:
@@ -110,22 +177,19 @@ def _interpret(row: Row, machine) -> bool:
 
 def planned_device_name(session: Session, options: RunOptions = RunOptions()) -> str:
     """The `environment.device` that run_plan(session, options) will record ("NVIDIA H200",
-    "cpu"), found without running anything (for --compare's different-GPU check up front)."""
-    _, _, machine, rows = _plan_rows(session, options)
-    return _main_device(rows, machine.has_cuda).name
+    "cpu"), found without running anything (NVML's name; for --compare's check up front)."""
+    cache_dir = Path(options.cache_dir) if options.cache_dir else default_cache_dir()
+    plan = _plan(session, options, cache_dir)
+    on_cuda = plan.machine.has_cuda and any(r.device.startswith("cuda") for r in plan.rows)
+    return plan.machine.device_name if on_cuda else "cpu"
 
 
-def _plan_rows(session: Session, options: RunOptions):
-    """The plugin paths, the registry, the machine probe and the expanded rows of a session."""
-    plugin_paths = tuple(str(p) for p in (*options.kernels, *session.plugins))
-    registry, machine = discover(plugin_paths), probe()
-    rows = expand(session, registry, has_cuda=machine.has_cuda, device_override=options.device)
-    return plugin_paths, registry, machine, rows
-
-
-def _main_device(rows: list[Row], has_cuda: bool) -> DeviceInfo:
-    cuda = next((r.device for r in rows if r.device.startswith("cuda")), None)
-    return device_info(cuda) if cuda and has_cuda else device_info("cpu")
+def first_key(session: Session, options: RunOptions = RunOptions()) -> WorkerKey | None:
+    """The key of the worker run_plan(session, options) will ask first (None: no rows), so a
+    front end can have it warming up before the run is asked for (screens/options.prestart)."""
+    cache_dir = Path(options.cache_dir) if options.cache_dir else default_cache_dir()
+    plan = _plan(session, options, cache_dir)
+    return _main_key(plan) if plan.rows else None
 
 
 def _memory_bytes(row: Row, info: DeviceInfo) -> int | None:
@@ -135,37 +199,57 @@ def _memory_bytes(row: Row, info: DeviceInfo) -> int | None:
 class _PlanRun:
     """Records by row key, merging of ptx and availability, exactly one Result per row."""
 
-    def __init__(self, rows, on_event, stop, plugin_paths, cache_dir, build_dir, trace_dir, spares=None):
-        self.rows, self.on_event, self.stop, self.spares = rows, on_event, stop, spares
-        self.plugin_paths = plugin_paths
-        self.child_args = dict(plugin_paths=plugin_paths, cache_dir=cache_dir, build_dir=build_dir,
-                               trace_dir=trace_dir)
+    def __init__(self, rows, on_event, stop, pool: WorkerPool, child_args: dict, plan: _Plan, strict: bool = False,
+                 registry=None, build_ahead: bool = False):
+        self.rows, self.on_event, self.stop, self.pool = rows, on_event, stop, pool
+        self.plan, self.strict, self.registry, self.build_ahead = plan, strict, registry, build_ahead
+        self.child_args = child_args
         self.records: dict = {}
         self.admissions: dict = {}
         self.ptx_records: dict = {}
 
-    def run(self, admissions: list[Admission], interpret: bool, then: ChildKey | None = None) -> None:
-        """One run: rows decided up front, then one PTX child for the run's separate-PTX rows,
-        then one execution child per implementation. then: the key of the child expected after
-        this run (its spare warms up during this run's last child)."""
+    def run(self, admissions: list[Admission], interpret: bool, then: WorkerKey | None = None) -> None:
+        """One run: rows decided up front, then one PTX job for the run's separate-PTX rows,
+        then one execution job per implementation, each on the pool's warm worker for its key.
+        then: the key of the worker expected after this run (a spare for it warms up meanwhile
+        where the pool has none idle)."""
         for adm in admissions:
             self.admissions[adm.row.key] = adm
             if adm.final is not None:
                 self._emit_final(adm.row, adm.final)
         ptx_rows = [a.ptx_row for a in admissions if a.ptx_row is not None]
         exec_rows = [a.exec_row for a in admissions if a.exec_row is not None]
-        jobs = [("exec", list(rows), interpret) for _impl, rows in
+        jobs = [(Mode.exec, list(rows), interpret) for _impl, rows in
                 itertools.groupby(exec_rows, key=lambda r: (r.label, r.impl))]
         if ptx_rows:
-            jobs.insert(0, ("ptx", ptx_rows, False))
-        keys = [child_key(rows, self.plugin_paths, interp) for _mode, rows, interp in jobs] + [then]
-        for index, (mode, rows, interp) in enumerate(jobs):
+            jobs.insert(0, (Mode.ptx, ptx_rows, False))
+        keys = [_key(self.plan, rows, interp) for _mode, rows, interp in jobs] + [then]
+        ahead = self._start_building_ahead(exec_rows, interpret)
+        try:
+            self._run_jobs(jobs, keys)
+        finally:
+            for line in ahead.finish() if ahead else ():
+                self.on_event(Log(exec_rows[0].key, line))
+
+    def _start_building_ahead(self, rows: list[Row], interpret: bool) -> Background | None:
+        """The run's Triton and CUDA kernels compiled into the shared caches by a worker of their
+        own while the rows are timed (engine/build_ahead.py says when that is allowed)."""
+        if not self.build_ahead or interpret or not worth_building_ahead(rows, self.registry):
+            return None
+        key = dataclasses.replace(_key(self.plan, rows, interpret), role="build")
+        job = ChildJob(Mode.build, tuple(rows), key.plugin_paths, interpret, "", **self.child_args)
+        return Background(self.pool, key, job)
+
+    def _run_jobs(self, jobs, keys) -> None:
+        for index, (mode, rows, _interp) in enumerate(jobs):
             if self.stop.is_set():
                 return
-            on_event, on_result = ((self._ptx_event, self._ptx_result) if mode == "ptx"
+            on_event, on_result = ((self._ptx_event, self._ptx_result) if mode == Mode.ptx
                                    else (self.on_event, self._exec_result))
-            sup = Supervisor(on_event, on_result, self.stop, spares=self.spares)
-            sup.run_rows(rows, mode=mode, interpret=interp, next_key=keys[index + 1], **self.child_args)
+            following = next((k for k in keys[index + 1:] if k != keys[index]), None)
+            sup = Supervisor(on_event, on_result, self.stop, self.pool)
+            sup.run_rows(rows, key=keys[index], mode=mode, next_key=following, strict=self.strict,
+                         **self.child_args)
 
     def _ptx_event(self, event: Event) -> None:
         if not isinstance(event, Started) or self.admissions[event.row].exec_row is None:

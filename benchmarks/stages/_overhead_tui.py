@@ -1,0 +1,151 @@
+"""The TUI parts of stage `overhead`, driven by Textual's Pilot (no terminal needed).
+
+default_session_tui_s: app start -> both runs of the shipped default session finished (r on
+each); tui_rerun_after_edit_s: after the GeLU run finished, the shape is edited and `r` pressed,
+until its first Samples event arrives (pytorch and triton, built before in the app's warm
+worker); key_latency_midrun_ms: while a long run streams samples, a pane key (2, then 1) until
+the pane is on screen, median of KEY_PRESSES.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+from workbench import events as ev
+
+RUN_LIMIT_S = 240
+KEY_PRESSES = 10
+
+
+async def drive(folder: Path, side: int, gpu: bool, quick: bool, session_file) -> dict:
+    """The three TUI figures; session_file(folder, name, impls, side, gpu, rep_ms, streaming)
+    writes a session (overhead._session_file)."""
+    from workbench.engine.options import RunOptions
+    from workbench.screens.app import WorkbenchApp
+
+    options = RunOptions(cache_dir=folder / "cache" / "workbench")
+    figures: dict = {}
+    session = _default_session(folder, side, gpu)
+    t0 = time.monotonic()
+    app = WorkbenchApp(session, options, data_dir=folder / "data")
+    async with app.run_test(size=(200, 50)) as pilot:
+        await _until(pilot, lambda: app.ws.run is not None, 120)
+        statuses = []
+        for index in range(len(app.ws.session.runs)):
+            await _pick_run(pilot, index)
+            statuses += await _run(pilot)
+        figures["default_session_tui_s"] = (time.monotonic() - t0, {"statuses": statuses, "file": str(session)})
+        await _pick_run(pilot, 0)
+        figures["tui_rerun_after_edit_s"] = await _rerun_after_edit(pilot, side)
+    path = session_file(folder, "streaming", ("pytorch", "triton"), side, gpu, rep_ms=3000 if quick else 8000,
+                        streaming=True)
+    figures["key_latency_midrun_ms"] = await _key_latency(path, folder, options)
+    return figures
+
+
+def _default_session(folder: Path, side: int, gpu: bool) -> Path:
+    """The shipped default session (default-cpu without a GPU), its shapes set to side x side."""
+    import dataclasses
+
+    from workbench.session import load_session, save_session, shipped_path
+
+    session = load_session(shipped_path("default" if gpu else "default-cpu"), check_ops=False)
+    runs = tuple(dataclasses.replace(r, shape={k: side for k in r.shape}) for r in session.runs)
+    path = folder / "default-session.yaml"
+    save_session(dataclasses.replace(session, runs=runs), path)
+    return path
+
+
+async def _pick_run(pilot, index: int) -> None:
+    from textual.widgets import OptionList
+
+    options = pilot.app.query_one("#op-list", OptionList)
+    options.focus()
+    options.highlighted = next(i for i, o in enumerate(options.options) if o.id == f"run:{index}")
+    await pilot.press("enter")
+    await _until(pilot, lambda: pilot.app.ws.index == index, 10)
+    pilot.app.query_one("#results-table").focus()
+    await pilot.pause(0.2)
+
+
+async def _run(pilot) -> list[str]:
+    app = pilot.app
+    before = app.runs_finished
+    await pilot.press("r")
+    await _until(pilot, lambda: app.runs_finished > before, RUN_LIMIT_S)
+    model = app.ws.models.get(app.ws.index)
+    return [f"{r.label}:{(r.record or {}).get('status')}" for r in model.rows.values()] if model else []
+
+
+async def _rerun_after_edit(pilot, side: int):
+    """Shape edited (M halved), pytorch and triton ticked, r -> the first Samples event."""
+    from textual.widgets import Input, SelectionList
+
+    app = pilot.app
+    checklist = app.query_one("#impl-list", SelectionList)
+    checklist.deselect_all()
+    for name in ("pytorch", "triton"):
+        checklist.select(name)
+    field = sorted(app.query(".shape").results(Input), key=lambda i: i.name)[0]
+    field.focus()
+    field.value = ""
+    await pilot.press(*str(max(side // 2, 1)))
+    app.query_one("#results-table").focus()
+    await pilot.pause(0.5)
+    first = _first_samples(app)
+    t0 = time.monotonic()
+    before = app.runs_finished
+    await pilot.press("r")
+    await _until(pilot, lambda: first or app.runs_finished > before, RUN_LIMIT_S)
+    seconds = (first[0] - t0) if first else None
+    await _until(pilot, lambda: app.runs_finished > before, RUN_LIMIT_S)
+    return seconds, {"first_samples_seen": bool(first)}
+
+
+def _first_samples(app) -> list[float]:
+    """A list that gets the monotonic time of the first Samples event the engine posts."""
+    seen: list[float] = []
+    post = app._post_event
+
+    def spy(event) -> None:
+        if isinstance(event, ev.Samples) and not seen:
+            seen.append(time.monotonic())
+        post(event)
+    app._post_event = spy
+    return seen
+
+
+async def _key_latency(path: Path, folder: Path, options):
+    """Pane keys while a long run streams: press -> pane shown, median of KEY_PRESSES."""
+    from textual.widgets import TabbedContent
+
+    from workbench.screens.app import WorkbenchApp
+
+    app = WorkbenchApp(path, options, data_dir=folder / "data-keys")
+    latencies = []
+    async with app.run_test(size=(200, 50)) as pilot:
+        await _until(pilot, lambda: app.ws.run is not None, 120)
+        first = _first_samples(app)
+        await pilot.press("r")
+        await _until(pilot, lambda: bool(first), RUN_LIMIT_S)
+        tabs = app.query_one("#panes", TabbedContent)
+        for index in range(KEY_PRESSES):
+            key, pane = ("2", "profile") if index % 2 == 0 else ("1", "timing")
+            t0 = time.monotonic()
+            await pilot.press(key)
+            await _until(pilot, lambda: tabs.active == pane, 10, step_s=0.002)
+            latencies.append((time.monotonic() - t0) * 1e3)
+            await pilot.pause(0.15)
+        streaming = app.running
+        app.stop_run()
+    return statistics.median(latencies), {"latencies_ms": latencies, "run_still_streaming": streaming}
+
+
+async def _until(pilot, condition, timeout_s: float, step_s: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the TUI did not get there in {timeout_s} s")
+        await pilot.pause(step_s)

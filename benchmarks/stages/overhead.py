@@ -1,0 +1,209 @@
+"""Stage `overhead`: what a kernel engineer waits for besides kernels (issue #12's evidence).
+
+    python benchmarks/gpu_evidence.py --stage overhead [--quick] [--out DIR]
+
+Writes `engine-overhead.json` under DIR, a flat object of seconds (targets on the H200):
+five_way_gelu_warm_s (<= 8), five_way_gelu_cold_s (<= 25), one_row_warm_s (<= 3), list_s
+(<= 1), default_session_tui_s (<= 45), tui_rerun_after_edit_s (<= 1.5), key_latency_midrun_ms
+(<= 50). Five-way = manual, pytorch, compiled, cuda, triton GeLU at 16384^2 float32 (--quick:
+4096^2), check + bench, each a whole `python -m workbench --replay` process (wall); cold = empty
+cache folders (workbench's, Inductor's and Triton's live there), warm = the same run again.
+`engine-overhead-detail.json`: every figure's parts, and the warm-worker medians against strict
+(one process per row) medians, interleaved in one process, which must agree within 1%.
+The TUI figures need textual (a Pilot, no terminal); without it they are null with the reason.
+Every figure is written as soon as it is measured; a part that fails leaves null and its error.
+Without a GPU it runs on CPU at small sizes (a dry run of the logic; no target applies).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+TITLE = "Engine overhead: warm workers, torch-free front end, TUI latency"
+ROOT = Path(__file__).resolve().parents[2]
+BUDGET_S = 300
+FIVE = ("manual", "pytorch", "compiled", "cuda", "triton")
+TARGETS = {"five_way_gelu_warm_s": 8.0, "five_way_gelu_cold_s": 25.0, "one_row_warm_s": 3.0, "list_s": 1.0,
+           "default_session_tui_s": 45.0, "tui_rerun_after_edit_s": 1.5, "key_latency_midrun_ms": 50.0}
+SESSION = """\
+schema_version: 1
+name: {name}
+settings: {{device: {device}, warmup_ms: 25, rep_ms: {rep_ms}, timeout_s: 300{extra}}}
+runs:
+  - op: gelu
+    impls: [{impls}]
+    shape: {{M: {side}, N: {side}}}
+    dtype: float32
+    actions: [check, bench]
+"""
+
+
+class Figures:
+    """The flat figures file and the detail file, rewritten after every measurement."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.flat = dict.fromkeys(TARGETS)
+        self.detail: dict = {"errors": {}}
+
+    def put(self, key: str, value, **detail) -> None:
+        if key in self.flat:
+            self.flat[key] = None if value is None else round(float(value), 4)
+        self.detail[key] = {"value": value, **detail}
+        self.save()
+
+    def fail(self, key: str, exc: BaseException) -> None:
+        self.detail["errors"][key] = f"{type(exc).__name__}: {exc}"[:500]
+        self.save()
+
+    def save(self) -> None:
+        (self.folder / "engine-overhead.json").write_text(json.dumps(self.flat, indent=2) + "\n")
+        (self.folder / "engine-overhead-detail.json").write_text(json.dumps(self.detail, indent=2, default=str) + "\n")
+
+
+def run(quick: bool, out: Path) -> list[dict]:
+    gpu = _has_gpu()
+    folder = out / "overhead"
+    folder.mkdir(parents=True, exist_ok=True)
+    figures = Figures(folder)
+    figures.detail.update(gpu=gpu, quick=quick)
+    side = (4096 if quick else 16384) if gpu else 256
+    env = _env(folder / "cache")
+    deadline = time.monotonic() + BUDGET_S
+    steps = [
+        ("five_way_gelu_cold_s", lambda: _replay(folder, env, "five-way", FIVE, side, gpu)),
+        ("five_way_gelu_warm_s", lambda: _replay(folder, env, "five-way", FIVE, side, gpu)),
+        ("one_row_warm_s", lambda: _replay(folder, env, "one-row", ("pytorch",), side, gpu)),
+        ("list_s", lambda: _list(env)),
+        ("tui", lambda: _tui(folder, env, side, gpu, quick)),
+        ("warm_vs_strict", lambda: _warm_vs_strict(folder, side, gpu, quick)),
+    ]
+    for key, step in steps:
+        if time.monotonic() > deadline:
+            figures.fail(key, TimeoutError(f"stage budget {BUDGET_S} s spent before this part"))
+            continue
+        try:
+            result = step()
+        except Exception as exc:  # one part failing never loses the others
+            figures.fail(key, exc)
+            continue
+        for name, (value, detail) in (result.items() if isinstance(result, dict) and key in ("tui", "warm_vs_strict")
+                                      else [(key, result)]):
+            figures.put(name, value, **detail)
+    return _rows(figures)
+
+
+def _has_gpu() -> bool:
+    from workbench.machine import probe
+
+    return probe().has_cuda
+
+
+def _env(cache: Path) -> dict[str, str]:
+    """The environment of every workbench process here: its own (initially empty) cache folders."""
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache), XDG_DATA_HOME=str(cache.parent / "data"))
+    env.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    env.pop("TRITON_CACHE_DIR", None)
+    return env
+
+
+def _session_file(folder: Path, name: str, impls, side: int, gpu: bool, rep_ms: int = 100,
+                  streaming: bool = False) -> Path:
+    """A GeLU session; streaming: timing runs to rep_ms (a target error no median reaches)."""
+    path = folder / f"{name}.yaml"
+    extra = ", target_rel_error: 0.000001" if streaming else ""
+    path.write_text(SESSION.format(name=name, device="auto" if gpu else "cpu", rep_ms=rep_ms,
+                                   impls=", ".join(impls), side=side, extra=extra))
+    return path
+
+
+def _replay(folder: Path, env: dict, name: str, impls, side: int, gpu: bool):
+    """Wall seconds of one whole replay process, with its rows' statuses and build/bench times."""
+    path = _session_file(folder, name, impls, side, gpu)
+    target = folder / f"{name}-{time.monotonic_ns()}.json"
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "workbench", "--replay", str(path), "--format", "json", "-o",
+                           str(target)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    wall_s = time.perf_counter() - t0
+    doc = json.loads(target.read_text()) if target.exists() else {"results": []}
+    rows = {r["label"]: {"status": r["status"], "build_ms": r["build_ms"],
+                         "median_ms": (r["timing"] or {}).get("median_ms"), "error": r["error"]}
+            for r in doc["results"]}
+    return wall_s, {"exit": proc.returncode, "rows": rows, "stderr_tail": proc.stderr[-400:]}
+
+
+def _list(env: dict):
+    """Median wall of five `--list` runs after one that may build the manifest."""
+    walls = []
+    for _ in range(6):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "workbench", "--list"], cwd=ROOT, env=env, capture_output=True,
+                       timeout=120, check=True)
+        walls.append(time.perf_counter() - t0)
+    return statistics.median(walls[1:]), {"walls_s": walls}
+
+
+def _warm_vs_strict(folder: Path, side: int, gpu: bool, quick: bool) -> dict:
+    """Medians of the same rows in a warm worker and in strict mode (a fresh process per row),
+    interleaved; ratio per implementation (warm / strict), which must be within 1% of 1."""
+    from workbench.engine import workers
+    from workbench.engine.plan import RunOptions, new_pool, run_plan
+    from workbench.session import load_session
+
+    impls = (("pytorch", "triton") if quick else ("pytorch", "triton", "cuda")) if gpu else ("pytorch", "manual")
+    rounds = 2 if quick else 3
+    session = load_session(_session_file(folder, "warm-vs-strict", impls, side, gpu, rep_ms=100 if quick else 200))
+    cache = folder / "cache" / "workbench"
+    medians: dict[str, dict[str, list]] = {i: {"warm": [], "strict": []} for i in impls}
+    before = dict(workers.STARTS)
+    with new_pool(RunOptions(cache_dir=cache)) as pool:
+        for _ in range(rounds):
+            for mode in ("warm", "strict"):
+                options = RunOptions(cache_dir=cache, strict=mode == "strict")
+                doc = run_plan(session, on_event=lambda e: None, options=options,
+                               workers=pool if mode == "warm" else None)
+                for r in doc["results"]:
+                    medians[r["label"]][mode].append((r["timing"] or {}).get("median_ms"))
+    ratios = {}
+    for impl, got in medians.items():
+        warm = [m for m in got["warm"] if m]
+        strict = [m for m in got["strict"] if m]
+        ratios[impl] = statistics.median(warm) / statistics.median(strict) if warm and strict else None
+    worst = max((abs(r - 1) for r in ratios.values() if r), default=None)
+    starts = {k: v - before.get(k, 0) for k, v in workers.STARTS.items()}  # "replaced" > rounds: faults
+    return {"warm_vs_strict_worst": (worst, {"ratios": ratios, "medians_ms": medians, "worker_starts": starts,
+                                             "within_1pct": worst is not None and worst <= 0.01})}
+
+
+def _tui(folder: Path, env: dict, side: int, gpu: bool, quick: bool) -> dict:
+    try:
+        import textual  # noqa: F401
+    except ImportError as exc:
+        raise RuntimeError(f"textual is not installed here ({exc}): the TUI figures need it") from None
+    import asyncio
+
+    from benchmarks.stages._overhead_tui import drive
+
+    os.environ.update({k: env[k] for k in ("XDG_CACHE_HOME", "XDG_DATA_HOME")})  # the app reads its paths
+    return asyncio.run(drive(folder, side, gpu, quick, _session_file))
+
+
+def _rows(figures: Figures) -> list[dict]:
+    rows = []
+    for key, target in TARGETS.items():
+        value = figures.flat[key]
+        rows.append({"figure": key, "value": value, "target": target if figures.detail.get("gpu") else None,
+                     "met": None if value is None or not figures.detail.get("gpu") else value <= target,
+                     "error": (figures.detail["errors"].get(key) or figures.detail["errors"].get(
+                         "tui" if "tui" in key or "key" in key else key) or "")[:80] or None})
+    strict = figures.detail.get("warm_vs_strict_worst") or {}
+    rows.append({"figure": "warm/strict median, worst |ratio-1|", "value": strict.get("value"), "target": 0.01,
+                 "met": (strict.get("within_1pct") if strict else None),
+                 "error": figures.detail["errors"].get("warm_vs_strict", "")[:80] or None})
+    return rows

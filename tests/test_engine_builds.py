@@ -1,0 +1,99 @@
+"""The warm worker's build cache key and building ahead's rules (no processes started here)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+from workbench.cost import Cost
+from workbench.engine.build_ahead import _warmup, likely_launch_bound, worth_building_ahead
+from workbench.engine.build_cache import BuildCache, build_key, source_digest
+from workbench.kernel_source import TritonLaunch
+from workbench.registry import discover
+from workbench.session_model import Settings
+
+GELU = discover().op("gelu")
+
+
+def _row(impl: str = "triton", device: str = "cuda:0", shape=None, params=None, precision: str = "ieee"):
+    return SimpleNamespace(op="gelu", impl=impl, label=impl, device=device, shape=shape or {"M": 64, "N": 64},
+                           dtype="float32", params=params or {}, settings=Settings(fp32_precision=precision))
+
+
+def _key(**changes):
+    row = _row(**{k: v for k, v in changes.items() if k != "interpret"})
+    impl = GELU.get_impl(row.impl)
+    spec = GELU.make_spec(row.shape, row.dtype)
+    return build_key(row, impl, spec, impl.resolve_params(row.params), changes.get("interpret", False))
+
+
+def test_the_build_key_changes_with_everything_a_build_depends_on():
+    base = _key()
+    assert _key() == base
+    for change in ({"shape": {"M": 64, "N": 65}}, {"params": {"BLOCK_SIZE": 512}}, {"impl": "manual"},
+                   {"device": "cuda:1"}, {"interpret": True}, {"precision": "tf32"}):
+        assert _key(**change) != base, change
+    assert source_digest(GELU.get_impl("cuda")) != source_digest(GELU.get_impl("triton"))  # the .cu too
+
+
+def test_the_source_digest_follows_the_file(tmp_path):
+    source = tmp_path / "ops.py"
+    source.write_text("def build(spec, params, ctx):\n    return None\n")
+    namespace: dict = {}
+    exec(compile(source.read_text(), str(source), "exec"), namespace)
+    impl = SimpleNamespace(builder=namespace["build"], cuda_source=None)
+    before = source_digest(impl)
+    source.write_text("def build(spec, params, ctx):\n    return 1  # edited\n")
+    assert before and source_digest(impl) != before
+
+
+def test_the_build_cache_is_a_small_lru():
+    cache = BuildCache(max_builds=2)
+    cache.put("a", len)
+    cache.put("b", abs)
+    assert cache.get("a") is len  # a is now the most recent
+    cache.put("c", min)
+    assert cache.get("b") is None and cache.get("a") is len and cache.get("c") is min
+    assert (cache.hits, cache.misses) == (3, 1)
+
+
+class _Registry:
+    def op(self, name):
+        return GELU
+
+
+def test_build_ahead_only_for_cuda_rows_that_are_not_launch_bound():
+    big = {"M": 16384, "N": 16384}
+    assert worth_building_ahead([_row("triton", shape=big), _row("cuda", shape=big)], _Registry())
+    assert not worth_building_ahead([_row("triton", shape=big, device="cpu")], _Registry())
+    assert not worth_building_ahead([_row("triton", shape=big), _row("pytorch", shape={"M": 64, "N": 64})],
+                                    _Registry())  # one small row: nothing compiles beside it
+    assert not worth_building_ahead([_row("manual", shape=big), _row("pytorch", shape=big)], _Registry())
+    assert likely_launch_bound(Cost(4096, 4096, 0)) and not likely_launch_bound(Cost(2**30, 2**30, 0))
+
+
+def test_triton_warmup_compiles_the_launch_without_tensors():
+    """Build-ahead compiles the row's exact launch (the PTX view's warmup call) and touches no
+    device memory: on this CPU it compiles for sm_90 through the stand-in driver."""
+    from workbench.kernels.gelu import GELU
+
+    impl = GELU.get_impl("triton")
+    spec = GELU.make_spec({"M": 64, "N": 96}, "bfloat16")
+    launch = impl.source.launch_for(spec, impl.resolve_params({}))
+    compiled = _warmup(launch, has_cuda=False)
+    assert "ld.global" in compiled.asm["ptx"] and ".target sm_90" in compiled.asm["ptx"]
+
+
+def test_the_planning_query_answers_costs_and_refuses_unaddressable_specs():
+    from workbench.engine.protocol import Query
+    from workbench.engine.worker import describe
+
+    small, huge = (("M", 4), ("N", 8)), (("M", 2**40), ("N", 2**40))
+    ok, refused = describe(discover(), None, Query((("gelu", "manual", small, "float32"),
+                                                    ("gelu", "triton", huge, "float32"))))
+    assert ok.error is None and (ok.bytes_read, ok.bytes_written) == (128, 128)
+    assert ok.bytes_moved_est == 22 * 32 * 4  # the manual form's nine kernels (kernels/gelu.py)
+    assert "at most 2^63-1 bytes" in refused.error
+    (broken,) = describe(None, "plugin x failed to load", Query((("gelu", "manual", small, None),)))
+    assert broken.error == "plugin x failed to load"

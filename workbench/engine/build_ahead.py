@@ -1,0 +1,79 @@
+"""Building ahead: compile the next rows' kernels into the shared on-disk caches while the
+current row is timed, so their builds in the timing worker only load what is already built.
+
+A separate worker (WorkerKey role "build", same cache folders) gets the run's exec rows as a
+Mode.build job and, per row, compiles without launching anything on the GPU:
+- a TritonSource: `JITFunction.warmup(...)`, Triton's public compile-only call, with the
+  launch's exact signature, constexprs, scalars and num_warps (ptx/triton_aot.py's warmup call:
+  pointer arguments as dtypes, so no device memory is touched) -> TRITON_CACHE_DIR;
+- a CudaSource (load_inline, CuPy's NVRTC): the builder itself, which compiles and loads the
+  module and launches nothing -> the build folder the timing worker's build finds up to date.
+torch.compile is not built ahead: Inductor traces with real inputs at the first call, which
+runs on the device. Nothing runs on the GPU, but compilers take host cores: a row whose kernel
+is estimated launch-bound (LAUNCH_BOUND_S) is timed with nothing compiling beside it, so no
+build-ahead starts for a run that has one, and none on a CPU device (timing shares the cores).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workbench.kernel_source import CudaSource, TritonSource
+from workbench.registry import BuildContext
+
+LAUNCH_BOUND_S = 100e-6          # below this estimated call time a row counts as launch-bound
+DEVICE_BYTES_PER_S = 3.0e12      # optimistic (fast) H200-class figures: more rows count as small
+DEVICE_FLOPS_PER_S = 400e12
+
+
+def likely_launch_bound(cost: Any) -> bool:
+    """Whether one call is estimated below LAUNCH_BOUND_S on a fast GPU (cost: a Cost)."""
+    return max(cost.moved / DEVICE_BYTES_PER_S, cost.flops / DEVICE_FLOPS_PER_S) < LAUNCH_BOUND_S
+
+
+def worth_building_ahead(rows: list[Any], registry: Any) -> bool:
+    """A run's exec rows may be built ahead: on CUDA, none launch-bound, some with a Triton or
+    CUDA source (what prebuild compiles)."""
+    if not rows or not all(r.device.startswith("cuda") for r in rows):
+        return False
+    compiles = False
+    for row in rows:
+        op = registry.op(row.op)
+        impl = op.get_impl(row.impl)
+        compiles = compiles or isinstance(impl.source, (TritonSource, CudaSource))
+        try:
+            if likely_launch_bound(impl.cost(op, op.make_spec(row.shape, row.dtype))):
+                return False
+        except Exception:  # no cost known: not built ahead (timing is what must not suffer)
+            return False
+    return compiles
+
+
+def prebuild(registry: Any, row: Any, interpret: bool, build_dir: str | None) -> str:
+    """Compile `row`'s kernel into the on-disk caches without launching; returns what was done
+    ("triton warmup", "cuda build", "nothing"). Raises what the compiler raises."""
+    from pathlib import Path
+
+    op = registry.op(row.op)
+    impl = op.get_impl(row.impl)
+    spec = op.make_spec(row.shape, row.dtype)
+    params = impl.resolve_params(row.params)
+    if interpret:
+        return "nothing"
+    ctx = BuildContext(device=row.device, fp32_precision=row.settings.fp32_precision, interpret=False,
+                       build_dir=Path(build_dir) if build_dir else None)
+    if isinstance(impl.source, CudaSource):
+        impl.builder(spec, params, ctx)
+        return "cuda build"
+    if isinstance(impl.source, TritonSource) and impl.source.launch is not None:
+        _warmup(impl.source.launch_for(spec, params, ctx))
+        return "triton warmup"
+    return "nothing"
+
+
+def _warmup(launch: Any, has_cuda: bool = True) -> Any:
+    """Compile `launch` without running it (ptx/triton_aot.py: the same warmup call as the PTX
+    view's, on the real driver when this GPU is the target); returns the CompiledKernel."""
+    from workbench.ptx.triton_aot import build_source, compile_launch, resolve_target
+
+    return compile_launch(build_source(launch, resolve_target(has_cuda=has_cuda)))[0]

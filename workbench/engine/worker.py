@@ -1,0 +1,157 @@
+"""A warm worker: one process that keeps torch, Triton, Inductor and the CUDA context alive and
+runs job after job (engine/protocol.py is the wire; engine/supervisor.py the other end).
+
+After each row the worker resets what must not leak and probes its health
+(engine/worker_state.py); it leaves (BYE) after a row that raised anything but a WorkbenchError
+(a CUDA error, an OOM, a plugin's own bug: the context may be poisoned), after a failed probe or
+changed process switches, when cancelled, after a job marked `last` (strict mode), or when told
+to stop. A crash, a hang past the timeout or a kill ends it too; the parent replaces it. A failed
+check is not an error. It starts in engine/entry.py, which set the environment first.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from typing import Any
+
+from workbench.engine.capture import mark_row
+from workbench.engine.protocol import STOP, Channel, ChildJob, Message, Mode, Query, SpecFacts, WorkerFacts
+
+
+def prepare(plugin_paths: tuple[str, ...], device: str) -> tuple[Any, str | None]:
+    """Warm-up done before any job is known: import the row runner (torch), discover the
+    registry, initialise CUDA on `device`. Returns (registry, None) or (None, the discovery
+    error as one line); a CUDA start failure is left for the first row (DeviceSession meets it)."""
+    import workbench.engine.execute  # noqa: F401  imports torch: after the environment is set
+    from workbench.registry import discover
+
+    try:
+        registry = discover(plugin_paths)
+    except Exception as exc:  # reported against every row of every job
+        return None, f"{type(exc).__name__}: {exc}".splitlines()[0]
+    if device.startswith("cuda"):
+        try:
+            import torch
+
+            torch.cuda.set_device(torch.device(device))
+            torch.cuda.init()
+        except Exception:  # the row's DeviceSession meets it again and fails that row
+            pass
+    return registry, None
+
+
+def worker_facts(device: str, error: str | None) -> WorkerFacts:
+    import dataclasses
+
+    import torch
+
+    from workbench.engine.environment import device_info
+
+    has_cuda = torch.cuda.is_available()
+    info = None
+    if device.startswith("cuda") and has_cuda:
+        try:
+            info = dataclasses.asdict(device_info(device))
+        except Exception:  # the rows on it fail with the reason
+            info = None
+    return WorkerFacts(pid=os.getpid(), has_cuda=has_cuda, device_info=info,
+                       cuda_version=torch.version.cuda, error=error)
+
+
+def serve(plugin_paths: tuple[str, ...], device: str, interpret: bool, conn: Any, job_conn: Any,
+          stop: Any) -> None:
+    """Warm up, say WARM, then answer jobs until STOP, a closed pipe, or a reason to leave."""
+    from workbench.engine.execute import RowRunner
+    from workbench.engine.worker_state import Baseline
+
+    channel = Channel(conn)
+    registry, error = prepare(plugin_paths, device)
+    baseline = Baseline.capture(device)
+    runner = RowRunner(registry, interpret, baseline) if registry is not None else None
+    try:
+        channel.control(Message.warm, worker_facts(device, error))
+        while True:
+            data = job_conn.recv_bytes()
+            if data == STOP:
+                break
+            job = pickle.loads(data)
+            if isinstance(job, Query):
+                channel.control(Message.answer, describe(registry, error, job))
+                continue
+            leave = run_job(job, runner, error, channel, stop)
+            if leave is not None:
+                channel.control(Message.bye, leave)
+                return
+            channel.control(Message.done)
+        channel.control(Message.bye, None)
+    except (EOFError, OSError, BrokenPipeError):  # the parent closed the pipes: no more jobs
+        return
+
+
+def run_job(job: ChildJob, runner: Any, error: str | None, channel: Channel, stop: Any) -> str | None:
+    """Run the job's rows; returns why the worker must leave, or None to stay for the next job."""
+    channel.control(Message.ready)
+    if runner is None:  # a plugin that fails to import fails every row, one line each
+        _fail_all(job, channel, error or "the registry could not be loaded")
+        return error
+    runner.bind(job, channel, stop)
+    if job.mode == Mode.build:
+        return _build_ahead(job, runner, channel, stop)
+    for index, row in enumerate(job.rows):
+        if stop.is_set():
+            return "cancelled"
+        mark_row(index)
+        leave = runner.run(row)
+        if leave is not None:
+            return leave
+    return "strict mode: one process per row" if job.last else None
+
+
+def _build_ahead(job: ChildJob, runner: Any, channel: Channel, stop: Any) -> str | None:
+    """Compile each row's kernel into the on-disk caches (engine/build_ahead.py); a failure is
+    the timing worker's to report when it builds the row itself, so it is only logged here."""
+    from workbench.engine.build_ahead import prebuild
+
+    for index, row in enumerate(job.rows):
+        if stop.is_set():
+            return "cancelled"
+        mark_row(index)
+        try:
+            print(f"built ahead: {row.label}: {prebuild(runner.registry, row, job.interpret, job.build_dir)}")
+        except Exception as exc:  # noqa: BLE001 - not this worker's row to fail
+            print(f"not built ahead: {row.label}: {type(exc).__name__}: {exc}".splitlines()[0])
+    return None
+
+
+def describe(registry: Any, error: str | None, query: Query) -> list[SpecFacts]:
+    """Cost, footprint, the op's own spec rules and addressability (workbench/spec.py) for each
+    queried (op, impl, shape, dtype)."""
+    from workbench.spec import addressable_problem
+
+    answers = []
+    for op_name, impl_name, shape, dtype in query.specs:
+        if registry is None:
+            answers.append(SpecFacts(error=error))
+            continue
+        try:
+            op = registry.op(op_name)
+            impl = op.get_impl(impl_name)
+            spec = op.make_spec(dict(shape), dtype)
+            cost, footprint = impl.cost(op, spec), op.footprint_bytes(spec)
+            answers.append(SpecFacts(error=addressable_problem(spec, footprint), bytes_read=cost.bytes_read,
+                                     bytes_written=cost.bytes_written, flops=cost.flops,
+                                     bytes_moved_est=cost.bytes_moved_est, footprint_bytes=footprint))
+        except Exception as exc:  # the op's own rule (SpecError) or a cost model that raised
+            answers.append(SpecFacts(error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
+    return answers
+
+
+def _fail_all(job: ChildJob, channel: Channel, message: str) -> None:
+    from workbench.events import Error, Result
+
+    for row in job.rows:
+        record = row.record()
+        record.update(status="failed", error=message.splitlines()[0])
+        channel.event(Error(row.key, record["error"]))
+        channel.event(Result(row.key, record))
