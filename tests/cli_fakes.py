@@ -7,6 +7,7 @@ import json
 import types
 
 import pytest
+from conftest import seed_manifests
 from results_docs import document, record
 
 from workbench import cli, events
@@ -21,6 +22,7 @@ def user_dirs(tmp_path, monkeypatch):
     for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_CACHE_HOME", "cache")):
         monkeypatch.setenv(var, str(tmp_path / sub))
     monkeypatch.delenv("NO_COLOR", raising=False)
+    seed_manifests(tmp_path / "cache" / "workbench")  # the shipped kernels' declarations, built once
 
 
 @pytest.fixture()

@@ -14,6 +14,34 @@ from workbench.machine import Machine, probe
 from workbench.registry import Registry, discover
 
 
+# -- the shipped kernels' manifest, built once per test session ----------------------------------
+# The front end (--list, --check, the TUI catalog) reads declarations from a manifest cached under
+# the user cache folder (workbench/manifest.py); a cold cache builds it in a subprocess. Tests that
+# give the CLI an empty cache folder (cli_fakes.user_dirs) get a copy of it, so only the tests
+# that really start children need the `slow` marker.
+SESSION_MANIFESTS: Path | None = None
+
+
+def pytest_sessionstart(session):
+    """Build (or find fresh) the shipped kernels' manifest in the default user cache folder, before
+    any test runs: tests that read it there (load_session without a registry) and the copies
+    seeded into tests' own cache folders then start nothing."""
+    global SESSION_MANIFESTS
+    from workbench.manifest import default_cache_dir, manifests, sources
+
+    cache = default_cache_dir()
+    manifests(sources(), cache)
+    SESSION_MANIFESTS = cache / "manifest"
+
+
+def seed_manifests(cache_dir: Path) -> None:
+    """Copy the session's manifests into `cache_dir/manifest` (a test's fresh cache folder)."""
+    import shutil
+
+    if SESSION_MANIFESTS is not None and SESSION_MANIFESTS.is_dir():
+        shutil.copytree(SESSION_MANIFESTS, Path(cache_dir) / "manifest", dirs_exist_ok=True)
+
+
 @pytest.fixture(scope="session")
 def registry() -> Registry:
     """The registry with the shipped kernels (entry point `workbench.ops`)."""

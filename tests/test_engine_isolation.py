@@ -10,6 +10,7 @@ import multiprocessing
 import threading
 import time
 from pathlib import Path
+import pytest
 
 from workbench.engine import workers
 from workbench.engine.plan import RunOptions, run_plan
@@ -107,6 +108,7 @@ def test_cancel_returns_within_3_s(tmp_path):
     assert multiprocessing.active_children() == []  # the running child and the spare are gone
 
 
+@pytest.mark.slow
 def test_estimated_too_large_is_skipped_without_force(tmp_path):
     # 2^33 elements: far beyond a 60 s timeout on a CPU (and beyond its memory); no child starts.
     session = _session(RunSpec(op="crashy", impls=(ImplRef("manual"),), shape={"N": 2**33}))
@@ -117,6 +119,7 @@ def test_estimated_too_large_is_skipped_without_force(tmp_path):
     assert not any(isinstance(e, Started) for e in events)
 
 
+@pytest.mark.slow
 def test_one_warm_worker_serves_every_row_and_none_outlives_the_run(tmp_path):
     """Three implementations, one worker: it is reused for each job (no start per (run, impl));
     run_plan's private pool closes it at the end."""
@@ -132,6 +135,7 @@ def test_one_warm_worker_serves_every_row_and_none_outlives_the_run(tmp_path):
     assert multiprocessing.active_children() == []
 
 
+@pytest.mark.slow
 def test_a_spare_that_died_while_waiting_is_replaced():
     pool = workers.WorkerPool(spares=True)
     key = WorkerKey(interpret=False, plugin_paths=(), device="cpu")

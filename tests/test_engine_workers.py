@@ -19,6 +19,9 @@ from workbench.engine.plan import RunOptions, run_plan
 from workbench.engine.protocol import WorkerKey
 from workbench.events import Log
 from workbench.session_model import ImplRef, RunSpec, Session, Settings, Sweep
+import pytest
+
+pytestmark = pytest.mark.slow  # every test here starts worker processes
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "crashy.py")
 FAST = Settings(device="cpu", warmup_ms=1.0, rep_ms=5.0, min_samples=3, timeout_s=60.0)
