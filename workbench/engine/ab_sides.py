@@ -64,22 +64,39 @@ def resolve_side(side: Any, op_name: str, registry: Registry, scratch: Path) -> 
 def _from_file(file: Path, package: str | None, op_name: str, impl_name: str, registry: Registry) -> tuple[Op, Impl]:
     if not file.is_file():
         raise WorkbenchError(f"compare: plugin {file}: no such file")
-    private = Registry()
+    private = _SideRegistry(registry)
     with _private_import(registry, private) as added:
         _import(file, package)
-    if op_name in private:
-        op = private.op(op_name)
-        if impl_name in op.impls:
-            return op, op.impls[impl_name]
+    own = private.op(op_name).impls if private.owns(op_name) else {}
+    if impl_name in own:
+        return private.op(op_name), own[impl_name]
     if impl_name in added.get(op_name, {}):
         return registry.op(op_name), added[op_name][impl_name]
-    found = sorted({*added.get(op_name, {}), *(private.op(op_name).impls if op_name in private else ())})
+    found = sorted({*added.get(op_name, {}), *own})
     raise WorkbenchError(f"compare: {file} registers no implementation {impl_name!r} of {op_name} "
                          f"(it registers: {', '.join(found) or 'none'})")
 
 
+class _SideRegistry(Registry):
+    """Ops a side's file creates live here (shadowing the run's ops of the same name); ops it
+    looks up (`REGISTRY.op("gelu")` to add an implementation) come from the run's registry."""
+
+    def __init__(self, fallback: Registry):
+        super().__init__()
+        self._fallback = fallback
+
+    def add(self, op: Op) -> None:
+        self._ops[op.name] = op
+
+    def op(self, name: str) -> Op:
+        return self._ops[name] if name in self._ops else self._fallback.op(name)
+
+    def owns(self, name: str) -> bool:
+        return name in self._ops
+
+
 @contextlib.contextmanager
-def _private_import(registry: Registry, private: Registry) -> Iterator[dict[str, dict[str, Impl]]]:
+def _private_import(registry: Registry, private: "_SideRegistry") -> Iterator[dict[str, dict[str, Impl]]]:
     """During the block new ops go to `private` and impls added to `registry`'s ops are caught;
     afterwards every op of `registry` is as before. Yields {op name: {impl name: Impl}}."""
     saved_global = registry_module.REGISTRY

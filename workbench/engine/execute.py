@@ -23,11 +23,12 @@ from workbench.engine.build_cache import BuildCache, build_key
 from workbench.engine.calibrate import calibrate
 from workbench.engine.counters_run import counters_row
 from workbench.engine.device import DeviceSession
-from workbench.engine.graph_mode import label_timing, wrap_for_mode
+from workbench.engine.graph_mode import wrap_for_mode
 from workbench.engine.precision import effective_fp32_precision
 from workbench.engine.protocol import Channel, ChildJob, Mode
 from workbench.engine.rows import Row
 from workbench.engine.timing import Cancelled
+from workbench.engine.timing_notes import note_timing
 from workbench.events import Built, Checked, Error, Result, Started
 from workbench.errors import WorkbenchError
 from workbench.registry import BuildContext, Registry
@@ -113,7 +114,7 @@ class RowRunner:
             return
         if "bench" in row.actions:
             dev.bench(row, record, op, impl, spec, params, fn, inputs)
-            label_timing(row, record)
+            note_timing(row, record)
         if "profile" in row.actions:
             dev.profile(row, record, fn, inputs)
         if not self._check(row, record, op, spec, ctx, check, lambda: check.timed(fn)):

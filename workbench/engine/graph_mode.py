@@ -75,12 +75,3 @@ def wrap_for_mode(row: Any, fn: Callable[..., Any], inputs: tuple) -> Callable[.
     if reason:
         raise RuntimeError(reason)
     return GraphCall(fn, inputs)
-
-
-def label_timing(row: Any, record: dict) -> None:
-    """Say in the record how the row was timed: timing.mode and, for graph rows, a flag."""
-    mode = timing_mode(row)
-    if isinstance(record.get("timing"), dict):
-        record["timing"]["mode"] = mode
-        if mode == "graph":
-            record["flags"].append(FLAG_FLUSHED if record["timing"].get("flush_l2") else FLAG_WARM)
