@@ -1,6 +1,7 @@
 """Traffic: the cost model beside what was measured. Ideal bytes against what each
-implementation's kernels really move (manual against fused, side by side), GB/s against the
-ceiling, and a roofline with each implementation on it.
+implementation's kernels really move (manual against fused, side by side), the DRAM bytes Nsight
+Compute measured for one call (the `counters` action; "n/a" with the reason in the summary when
+they could not be), GB/s against the ceiling, and a roofline with each implementation on it.
 
 Attributes down: `model` (a RunModel; its `environment` holds the measured ceilings).
 """
@@ -17,7 +18,7 @@ from .chart_plot import ChartPlot
 from .keys import KeyDataTable
 from .model import Row, RunModel
 
-COLUMNS = ("impl", "ideal", "moved est.", "× ideal", "FLOPs", "FLOP/B", "GB/s", "% ceil", "bound")
+COLUMNS = ("impl", "ideal", "moved est.", "× ideal", "measured", "FLOPs", "FLOP/B", "GB/s", "% ceil", "bound")
 BAR_WIDTH = 12
 
 
@@ -69,9 +70,20 @@ def traffic_cells(row: Row, worst_bytes: int) -> tuple[str, ...]:
     ratio = moved / ideal if fmt.is_number(moved) and fmt.is_number(ideal) and ideal else None
     bar = "█" * max(1, round(BAR_WIDTH * moved / worst_bytes)) if ratio and worst_bytes else ""
     return (fmt.row_title(row.label, row.sweep_value), fmt.size_bytes(ideal), f"{fmt.size_bytes(moved)} {bar}",
-            f"{ratio:.3g}×" if ratio else "-", fmt.si(t.get("flops")),
+            f"{ratio:.3g}×" if ratio else "-", measured_cell((row.record or {}).get("measured")), fmt.si(t.get("flops")),
             fmt.number(t.get("intensity"), 3), fmt.number(t.get("gbps")),
             fmt.percent(t.get("pct_of_ceiling")), str(t.get("bound") or "-"))
+
+
+def measured_cell(measured: dict | None) -> str:
+    """DRAM bytes Nsight Compute measured for one call and their share of the model's moved
+    bytes ("2.14 GiB 99.7%"); "-" when not asked, "n/a" when counters were unavailable."""
+    if not measured:
+        return "-"
+    if measured.get("reason") or not fmt.is_number(measured.get("dram_bytes")):
+        return "n/a"
+    pct = measured.get("pct_of_model")
+    return f"{fmt.size_bytes(measured['dram_bytes'])}" + (f" {pct:.0f}%" if fmt.is_number(pct) else "")
 
 
 def summary(rows: list[Row], model: RunModel | None) -> str:
@@ -88,4 +100,7 @@ def summary(rows: list[Row], model: RunModel | None) -> str:
         parts.append(f"copy ceiling {ceiling:.0f} GB/s" + (f" (datasheet {sheet:.0f})" if fmt.is_number(sheet) else ""))
     else:
         parts.append("no measured ceiling on this device")
+    why = next((m["reason"] for r in rows if (m := (r.record or {}).get("measured")) and m.get("reason")), None)
+    if why:  # counters were asked for and could not be measured: say why once
+        parts.append(f"counters: {why}")
     return " · ".join(parts)

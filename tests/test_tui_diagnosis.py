@@ -60,3 +60,15 @@ def test_ab_session_of_a_sweep_point_fixes_the_swept_field():
     (ab,) = session.runs
     assert ab.shape == {"M": 4096, "N": 1024} and ab.sweep is None
     assert ab.impls[0].params == {"num_warps": 8} and [s.name for s in ab.compare] == ["t8", "pytorch"]
+
+
+def test_traffic_pane_measured_cell_and_reason():
+    from workbench.counters import unmeasured
+    from workbench.screens.model import Row
+    from workbench.screens.pane_traffic import measured_cell, summary
+
+    assert measured_cell(None) == "-"
+    assert measured_cell(unmeasured("no ncu")) == "n/a"
+    assert measured_cell({"reason": None, "dram_bytes": 2 * 2**30, "pct_of_model": 99.6}) == "2 GiB 100%"
+    row = Row(label="pytorch", impl="pytorch", record={"traffic": {"bytes": 8}, "measured": unmeasured("no ncu on PATH")})
+    assert "counters: no ncu on PATH" in summary([row], None)
