@@ -136,3 +136,22 @@ def test_run_under_fake_ncu_without_permission(tmp_path):
     ncu = _fake_ncu(tmp_path, "permission_denied.log", exit_code=1)
     measured = run_under_ncu(ncu, {"op": "gelu"}, timeout_s=60)
     assert measured["reason"].startswith("ERR_NVGPUCTRPERM") and measured["kernels"] == []
+
+
+def test_wrap_for_mode_passes_eager_calls_through_and_refuses_graphs_on_cpu():
+    import dataclasses
+
+    from workbench.engine.graph_mode import graph_reason, wrap_for_mode
+    from workbench.engine.rows import expand
+    from workbench.registry import discover
+
+    session = Session(name="g", settings=FAST, runs=(RunSpec(op="gelu", impls=(ImplRef("manual"), ImplRef("manual+graph")),
+                                                             shape={"M": 2, "N": 2}),))
+    eager, graph = expand(session, discover(), has_cuda=False)
+    assert (eager.settings.timing_mode, graph.settings.timing_mode) == ("eager", "graph")
+    assert graph.impl == "manual" and graph.label == "manual+graph"
+    fn = len
+    assert wrap_for_mode(eager, fn, ()) is fn
+    with pytest.raises(RuntimeError, match="CUDA graphs need a CUDA device"):
+        wrap_for_mode(graph, fn, ())
+    assert graph_reason("cuda:0") is None and graph_reason(dataclasses.replace(graph).device)

@@ -2,8 +2,8 @@
 
 The engine (engine/counters_run.py) runs one row's implementation in a subprocess under
 
-    ncu --clock-control none --profile-from-start off --csv --print-units base
-        --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
+    ncu --clock-control none --profile-from-start off --target-processes all
+        --csv --page raw --print-units base --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
         --log-file LOG  python -m workbench.engine.counters_entry JOB.json
 
 The entry builds the implementation, warms it up, and makes ONE call between cudaProfilerStart
@@ -104,8 +104,8 @@ def failure_reason(log_text: str, returncode: int | None) -> str:
 def ncu_command(ncu: str, log_path: str | Path, program: Iterable[str],
                 max_kernels: int = MAX_KERNELS) -> list[str]:
     """The argv that runs `program` (a Python command line) under ncu (module docstring)."""
-    return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--csv",
-            "--print-units", "base", "--metrics", ",".join(METRICS),
+    return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
+            "--csv", "--page", "raw", "--print-units", "base", "--metrics", ",".join(METRICS),
             "--launch-count", str(max_kernels), "--log-file", str(log_path), *program]
 
 

@@ -61,23 +61,23 @@ def run_under_ncu(ncu: str, job: dict, timeout_s: float, stopped=lambda: False, 
         job_path, log_path = Path(tmp) / "job.json", Path(tmp) / "ncu.log"
         job_path.write_text(json.dumps(job))
         argv = ncu_command(ncu, log_path, [python, "-m", "workbench.engine.counters_entry", str(job_path)])
-        returncode, stderr, why = _run(argv, timeout_s, stopped)
+        returncode, stdout, stderr, why = _run(argv, timeout_s, stopped)
         log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
     if why:
         return unmeasured(why)
-    try:
-        kernels = parse_ncu_csv(log_text)
+    try:  # the report goes to --log-file; an ncu that printed it to stdout is read there
+        kernels = parse_ncu_csv(log_text if '"Kernel Name"' in log_text else stdout)
     except ValueError:
         program = next((ln for ln in stderr.splitlines() if ln.startswith("counters run failed")), None)
-        return unmeasured(program or failure_reason(log_text + "\n" + stderr, returncode))
+        return unmeasured(program or failure_reason("\n".join((log_text, stdout, stderr)), returncode))
     return measured_record(kernels, model_bytes=model_bytes, ideal_bytes=ideal_bytes)
 
 
-def _run(argv: list[str], timeout_s: float, stopped) -> tuple[int | None, str, str | None]:
-    """(exit code, stderr, why it was cut short or None)."""
+def _run(argv: list[str], timeout_s: float, stopped) -> tuple[int | None, str, str, str | None]:
+    """(exit code, stdout, stderr, why it was cut short or None)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    with tempfile.TemporaryFile(mode="w+") as err:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env,
+    with tempfile.TemporaryFile(mode="w+") as out, tempfile.TemporaryFile(mode="w+") as err:
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env,
                                 start_new_session=True, preexec_fn=_die_with_parent)
         deadline = time.monotonic() + timeout_s
         why = None
@@ -91,8 +91,9 @@ def _run(argv: list[str], timeout_s: float, stopped) -> tuple[int | None, str, s
                 break
             time.sleep(POLL_S)
         proc.wait()
+        out.seek(0)
         err.seek(0)
-        return proc.returncode, err.read(), why
+        return proc.returncode, out.read(), err.read(), why
 
 
 def _die_with_parent() -> None:

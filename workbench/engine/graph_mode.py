@@ -39,7 +39,7 @@ class GraphCall:
     def __init__(self, fn: Callable[..., Any], inputs: tuple, warmup_calls: int = WARMUP_CALLS):
         import torch
 
-        self._inputs = tuple(inputs)
+        self._fn, self._inputs, self._torch = fn, tuple(inputs), torch
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):  # warm-up off the capture stream (torch.cuda.graphs' recipe)
@@ -58,6 +58,10 @@ class GraphCall:
     def __call__(self, *args: Any) -> Any:
         if len(args) != len(self._inputs) or any(a is not b for a, b in zip(args, self._inputs)):
             raise ValueError("a CUDA graph replays the tensors it captured; it was called with others")
+        if self._torch.cuda.is_current_stream_capturing():
+            # captured into an outer graph (engine/floor.py's device time): the kernels themselves,
+            # since a graph launch cannot be captured into another graph
+            return self._fn(*args)
         self.graph.replay()
         return self.output
 
