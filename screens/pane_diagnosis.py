@@ -62,13 +62,15 @@ class DiagnosisPane(Vertical):
             yield Static("", id="ab-results")
 
     def on_mount(self) -> None:
-        self.query_one(KeyDataTable).add_columns(*COLUMNS)
-        self.watch_model(self.model)
+        self.query_one("#diagnosis-table", DataTable).add_columns(*COLUMNS)
+        self._show(self.model)
 
     # -- attributes down --------------------------------------------------------------------
     def watch_model(self, model: RunModel | None) -> None:
-        if not self.is_mounted:
-            return
+        if self.is_mounted:
+            self._show(model)
+
+    def _show(self, model: RunModel | None) -> None:
         rows = [r for r in (model.rows.values() if model else ()) if r.record]
         records = [r.record for r in rows]
         environment = (model.environment if model else None) or {}
@@ -118,7 +120,7 @@ class DiagnosisPane(Vertical):
             self.marks.remove(key)
         else:
             self.marks = (self.marks + [key])[-2:]
-        self.watch_model(self.model)
+        self._show(self.model)
 
     def action_compare(self) -> None:
         if len(self.marks) != 2:

@@ -27,9 +27,9 @@ def test_every_part_is_a_valid_session(quick):
         session = session_from_data(data, registry=registry)
         names.append(name)
         assert all(run.op in registry for run in session.runs)
-    assert names == ["counters", "lecture", "ab"]
+    assert names == ["counters", "ab", "lecture"]
     ab = dict(core.parts(quick))["ab"]["runs"]
-    assert [r["compare"] for r in ab] == [["triton", "pytorch"], ["triton", "triton"]]
+    assert [r["compare"] for r in ab] == [["triton", "pytorch"]] + ([] if quick else [["triton", "triton"]])
 
 
 def test_summaries_from_recorded_documents():

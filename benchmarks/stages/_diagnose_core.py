@@ -2,14 +2,14 @@
 and the summary rows read back from their results documents. No torch, no GPU: unit-tested on
 CPU (tests/test_stage_diagnose.py).
 
-Parts, most telling first (a tight budget drops the last):
+Parts in order (a tight budget drops the last runs; --quick keeps the first run or two of each):
 - counters: ncu's DRAM bytes of one call against the cost model, fused GeLU and softmax at
   16384^2 in float32 and bfloat16 (within COUNTERS_TOLERANCE of the model), and the manual
   (unfused) forms against their unfused model;
-- lecture: the lecture's rows with check + bench + profile (+ ptx): manual GeLU (unfused),
-  cuda_naive (FP64), manual softmax, the MLP at dim 128 beside its `+graph` variant
-  (launch-bound), matmul float32 at 4096 and 4097;
-- ab: triton against pytorch softmax in bfloat16 at 16384^2, and triton against triton (A/A).
+- ab: triton against pytorch softmax in bfloat16 at 16384^2, and triton against triton (A/A);
+- lecture: the lecture's rows with check + bench + profile (+ ptx): the MLP at dim 128 beside its
+  `+graph` variant (launch-bound), manual GeLU (unfused), cuda_naive (FP64), manual softmax,
+  matmul float32 at 4096 and 4097.
 """
 
 from __future__ import annotations
@@ -39,22 +39,26 @@ def parts(quick: bool) -> list[tuple[str, dict]]:
         counters += [_run("gelu", ["pytorch", "triton"], "bfloat16", ["check", "counters"], SQUARE),
                      _run("softmax", ["manual", "pytorch", "triton"], "float32", ["check", "counters"], SQUARE)]
     lecture = [
-        _run("gelu", ["manual", "pytorch", "cuda_naive"] + ([] if quick else ["cuda", "triton"]), "float32",
-             ["check", "bench", "profile", "ptx"], SQUARE),
-        _run("softmax", ["manual", "pytorch", "triton"], "float32", ["check", "bench", "profile"], SQUARE),
         _run("mlp", ["pytorch", "pytorch+graph"] + ([] if quick else ["compiled", "compiled+graph"]), "float32",
              ["check", "bench", "profile"], MLP_SHAPE),
-        _run("matmul", ["pytorch", "triton"], "float32", ["check", "bench", "ptx"], {"M": 4096, "N": 4096, "K": 4096},
-             sweep={"params": ["M", "N", "K"], "values": [4096, 4097]}),
+        _run("gelu", ["manual", "pytorch"] + ([] if quick else ["cuda_naive", "cuda"]), "float32",
+             ["check", "bench", "profile", "ptx"], SQUARE),
     ]
-    ab_settings = {"rep_ms": 100.0 if quick else 300.0}
+    if not quick:  # the cuda build (load_inline, ~1 min cold) and these runs are the full stage's
+        lecture += [
+            _run("softmax", ["manual", "pytorch", "triton"], "float32", ["check", "bench", "profile"], SQUARE),
+            _run("matmul", ["pytorch", "triton"], "float32", ["check", "bench", "ptx"], {"M": 4096, "N": 4096, "K": 4096},
+                 sweep={"params": ["M", "N", "K"], "values": [4096, 4097]}),
+        ]
+    ab_settings = {"rep_ms": 100.0 if quick else 300.0}  # 2 x rep_ms for the pair
     ab = [_run("softmax", ["pytorch", "triton"], "bfloat16", ["check"], SQUARE, compare=["triton", "pytorch"],
-               settings=ab_settings),
-          _run("softmax", ["triton"], "bfloat16", ["check"], SQUARE, compare=["triton", "triton"],
                settings=ab_settings)]
+    if not quick:
+        ab.append(_run("softmax", ["triton"], "bfloat16", ["check"], SQUARE, compare=["triton", "triton"],
+                       settings=ab_settings))
     fast = {"warmup_ms": 10.0, "rep_ms": 50.0, "min_samples": 10} if quick else {}
     return [(name, {"schema_version": 1, "name": f"diagnose-{name}", "settings": {"device": "cuda", **fast},
-                    "runs": runs}) for name, runs in (("counters", counters), ("lecture", lecture), ("ab", ab))]
+                    "runs": runs}) for name, runs in (("counters", counters), ("ab", ab), ("lecture", lecture))]
 
 
 # -- summary rows ----------------------------------------------------------------------------

@@ -27,8 +27,8 @@ from pathlib import Path
 from benchmarks.stages._diagnose_core import ab_rows, counters_rows, lecture_rows, merge, parts
 
 TITLE = "diagnose: ncu bytes vs model, lecture diagnoses, A/B with confidence"
-BUDGET_S = 270.0
-QUICK_BUDGET_S = 100.0
+BUDGET_S = 300.0
+QUICK_BUDGET_S = 90.0
 SUMMARIES = {"counters": counters_rows, "lecture": lecture_rows, "ab": ab_rows}
 
 

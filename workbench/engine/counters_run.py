@@ -97,9 +97,13 @@ def _run(argv: list[str], timeout_s: float, stopped) -> tuple[int | None, str, s
 
 
 def _die_with_parent() -> None:
-    from workbench.engine.entry import die_with_parent
+    """In the subprocess, before exec (Linux): killed when the worker that started it dies."""
+    try:
+        import ctypes
 
-    die_with_parent()
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the stop flag and the timeout still kill it
+        pass
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
