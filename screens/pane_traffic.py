@@ -18,7 +18,8 @@ from .chart_plot import ChartPlot
 from .keys import KeyDataTable
 from .model import Row, RunModel
 
-COLUMNS = ("impl", "ideal", "moved est.", "× ideal", "measured", "FLOPs", "FLOP/B", "GB/s", "% ceil", "bound")
+COLUMNS = ("impl", "ideal", "moved est.", "× ideal", "FLOPs", "FLOP/B", "GB/s", "% ceil", "bound")
+MEASURED_AT = 4  # the ncu column goes beside the model's bytes, only when a row has counters
 BAR_WIDTH = 12
 
 
@@ -46,7 +47,12 @@ class TrafficPane(Vertical):
 
     def _fill_table(self, rows: list[Row]) -> None:
         worst = max((_traffic(r).get("bytes_moved_est") or 0 for r in rows), default=0)
-        self.query_one(KeyDataTable).replace_rows(traffic_cells(row, worst) for row in rows)
+        table = self.query_one(KeyDataTable)
+        measured = any((r.record or {}).get("measured") for r in rows)
+        if measured != (len(table.columns) > len(COLUMNS)):
+            table.clear(columns=True)
+            table.add_columns(*columns(measured))
+        table.replace_rows(traffic_cells(row, worst, measured) for row in rows)
 
     def _draw_roofline(self, rows: list[Row], environment: dict) -> None:
         plot = self.query_one(ChartPlot)
@@ -64,15 +70,22 @@ def _traffic(row: Row) -> dict:
     return (row.record or {}).get("traffic") or {}
 
 
-def traffic_cells(row: Row, worst_bytes: int) -> tuple[str, ...]:
+def columns(measured: bool) -> tuple[str, ...]:
+    return COLUMNS[:MEASURED_AT] + ("measured",) + COLUMNS[MEASURED_AT:] if measured else COLUMNS
+
+
+def traffic_cells(row: Row, worst_bytes: int, measured: bool = False) -> tuple[str, ...]:
     t = _traffic(row)
     ideal, moved = t.get("bytes"), t.get("bytes_moved_est")
     ratio = moved / ideal if fmt.is_number(moved) and fmt.is_number(ideal) and ideal else None
     bar = "█" * max(1, round(BAR_WIDTH * moved / worst_bytes)) if ratio and worst_bytes else ""
-    return (fmt.row_title(row.label, row.sweep_value), fmt.size_bytes(ideal), f"{fmt.size_bytes(moved)} {bar}",
-            f"{ratio:.3g}×" if ratio else "-", measured_cell((row.record or {}).get("measured")), fmt.si(t.get("flops")),
-            fmt.number(t.get("intensity"), 3), fmt.number(t.get("gbps")),
-            fmt.percent(t.get("pct_of_ceiling")), str(t.get("bound") or "-"))
+    cells = (fmt.row_title(row.label, row.sweep_value), fmt.size_bytes(ideal), f"{fmt.size_bytes(moved)} {bar}",
+             f"{ratio:.3g}×" if ratio else "-", fmt.si(t.get("flops")),
+             fmt.number(t.get("intensity"), 3), fmt.number(t.get("gbps")),
+             fmt.percent(t.get("pct_of_ceiling")), str(t.get("bound") or "-"))
+    if not measured:
+        return cells
+    return cells[:MEASURED_AT] + (measured_cell((row.record or {}).get("measured")),) + cells[MEASURED_AT:]
 
 
 def measured_cell(measured: dict | None) -> str:

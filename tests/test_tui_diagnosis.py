@@ -72,3 +72,16 @@ def test_traffic_pane_measured_cell_and_reason():
     assert measured_cell({"reason": None, "dram_bytes": 2 * 2**30, "pct_of_model": 99.6}) == "2 GiB 100%"
     row = Row(label="pytorch", impl="pytorch", record={"traffic": {"bytes": 8}, "measured": unmeasured("no ncu on PATH")})
     assert "counters: no ncu on PATH" in summary([row], None)
+
+
+def test_traffic_measured_column_only_with_counters():
+    from workbench.screens.model import Row
+    from workbench.screens.pane_traffic import columns, traffic_cells
+
+    record = {"traffic": {"bytes": 2**31, "bytes_moved_est": 2**31},
+              "measured": {"reason": None, "dram_bytes": 2**31, "pct_of_model": 100.0}}
+    row = Row(label="pytorch", impl="pytorch", record=record)
+    assert "measured" not in columns(False) and columns(True).index("measured") == 4
+    assert len(traffic_cells(row, 2**31)) == len(columns(False))
+    cells = traffic_cells(row, 2**31, measured=True)
+    assert len(cells) == len(columns(True)) and cells[4] == "2 GiB 100%"
