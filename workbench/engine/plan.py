@@ -27,7 +27,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from workbench.diagnosis import diagnose_document
+from workbench.diagnosis import diagnose_document, diagnose_record
 from workbench.engine.ab_plan import ABJobs, ab_rows
 from workbench.engine.admit import Admission, admit
 from workbench.engine.build_ahead import worth_building_ahead
@@ -121,6 +121,7 @@ def _run(session, options, plan, pool, on_event, stop, started, cache_dir) -> di
                    build_ahead=options.build_ahead is not False and not options.strict)
     doc = new_document(_provenance(session, options, started),
                        environment_record(info, worker.cuda_version if worker else None))  # now: cancel is quick
+    run.environment = doc["environment"]
     groups = [list(g) for _run_index, g in itertools.groupby(rows, key=lambda r: r.run_index)]
     ab = ABJobs(ab_rows(session, registry, has_cuda=machine.has_cuda, device_override=options.device),
                 on_event, run.run_ab)  # A/B rows: engine/ab_plan.py
@@ -216,6 +217,7 @@ class _PlanRun:
         self.plan, self.strict, self.registry, self.build_ahead = plan, strict, registry, build_ahead
         self.child_args = child_args
         self.records: dict = {}
+        self.environment: dict = {}  # the document's, for the findings sent with each Result
         self.admissions: dict = {}
         self.ptx_records: dict = {}
 
@@ -296,6 +298,9 @@ class _PlanRun:
 
     def _emit_final(self, row: Row, record: dict) -> None:
         self.records[row.key] = record
+        # the findings so far go out with the Result (a jsonl stream, the TUI); run_plan
+        # re-diagnoses every record once all peers are there (a `+graph` row that came later)
+        record["diagnosis"] = diagnose_record(record, self.environment, list(self.records.values()))
         self.on_event(Result(row.key, record))
 
     def cancel_rest(self) -> None:
