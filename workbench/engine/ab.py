@@ -2,8 +2,9 @@
 process, and their paired ratio with a bootstrap interval (workbench/abstats.py).
 
 One A/B row per (run with `compare: [A, B]`, sweep point). Both sides are built (graph mode
-where a side is `<impl>+graph`) and checked against the op's reference; a side that fails its
-check ends the row ("failed", no ratio). Timing: both warm up, then batches of event pairs with
+where a side is `<impl>+graph`) and checked as every row is (workbench/verify.RowCheck: the
+first call and the special-values set before timing, the second seeded set after it); a side
+that fails a check ends the row ("failed", no ratio). Timing: both warm up, then batches of event pairs with
 the ordinary L2 flush before every call, A and B ALTERNATING inside each batch (ABAB..., the
 next batch BABA...: neither always goes first); pair i is A's and B's i-th sample of a batch.
 The loop stops, after `min_samples` pairs, once the interval's relative half-width is below
@@ -108,15 +109,21 @@ def _done(a_ms: list[float], b_ms: list[float], rule: StopRule, elapsed_ms: floa
 @dataclass
 class _Built:
     label: str
-    call: Callable[[], Any]
+    fn: Callable[..., Any]
+    inputs: tuple
     side: Any
+    check: Any
     error: str | None = None
+
+    def call(self) -> Any:
+        return self.fn(*self.inputs)
 
 
 def ab_row(runner: Any, row: Any) -> dict:
     """Build, check and time both sides of an A/B row; the `ab` entry (module docstring)."""
     from workbench.engine.bench import throttled
     from workbench.engine.timing import make_timer
+    from workbench.verify import failure_text
 
     dev = runner.device(row)
     dev.apply_precision(row.settings.fp32_precision)
@@ -136,6 +143,10 @@ def ab_row(runner: Any, row: Any) -> dict:
     runner.channel.event(Log(row.key, f"A/B {entry['a']} vs {entry['b']}: both checks passed; timing round-robin"))
     pairs = measure_pairs(built[0].call, built[1].call, timer, rule, warmup_ms=s.warmup_ms, flush=flush,
                           cancelled=throttled(runner.stop.is_set))
+    after = [f"{b.label}: {failure_text(b.check.report)}" for b in built if not b.check.timed(b.fn).passed]
+    if after:  # a wrong result gets no speed (rule 6), the timed input set included
+        entry.update(status="failed", error="A/B: a side failed its check after timing; " + "; ".join(after))
+        return entry
     stats = paired_ratio(pairs.a_ms, pairs.b_ms)
     entry.update(stats.as_dict(), a_median_ms=quantile(sorted(pairs.a_ms), 0.5),
                  b_median_ms=quantile(sorted(pairs.b_ms), 0.5), timer=timer.name,
@@ -144,7 +155,8 @@ def ab_row(runner: Any, row: Any) -> dict:
 
 
 def _build_side(runner: Any, row: Any, side: Any, dev: Any, scratch: Path) -> _Built:
-    from workbench.verify import check_output
+    """Build one side and run the row check's first and special sets (workbench/verify.RowCheck)."""
+    from workbench.verify import RowCheck, failure_text
 
     resolved = resolve_side(side, row.op, runner.registry, scratch)
     op, impl = resolved.op, resolved.impl
@@ -153,6 +165,7 @@ def _build_side(runner: Any, row: Any, side: Any, dev: Any, scratch: Path) -> _B
                        interpret=runner.job.interpret,
                        build_dir=Path(runner.job.build_dir) if runner.job.build_dir else None)
     inputs = op.make_inputs(spec, row.device, row.settings.seed)
+    check = RowCheck(op, impl, spec, ctx, inputs, row.settings.seed, sync=dev.sync)  # before the first call
     fn = impl.builder(spec, impl.resolve_params(side.params), ctx)
     if resolved.mode == "graph":
         reason = graph_reason(row.device)
@@ -161,6 +174,9 @@ def _build_side(runner: Any, row: Any, side: Any, dev: Any, scratch: Path) -> _B
         fn = GraphCall(fn, inputs)
     out = fn(*inputs)
     dev.sync()
-    report = check_output(op, impl, spec, ctx, inputs, out)
-    error = None if report.passed else "check failed: " + (report.detail or f"max_abs_err {report.max_abs_err:.3g}")
-    return _Built(side.display, lambda: fn(*inputs), resolved, error)
+    passed = check.first(out).passed
+    del out
+    if passed:
+        check.special(fn)
+    error = None if check.passed else failure_text(check.report)
+    return _Built(side.display, fn, inputs, resolved, check, error)
