@@ -33,6 +33,7 @@ def _run(*runs: RunSpec, settings: Settings = FAST, plugins: tuple[str, ...] = (
     return doc, events
 
 
+@pytest.mark.slow  # run_plan starts engine children
 def test_graph_variant_and_counters_unavailable_on_cpu_with_their_reasons():
     doc, _ = _run(RunSpec(op="gelu", impls=(ImplRef("manual"), ImplRef("manual+graph")), shape={"M": 8, "N": 16},
                           actions=("check", "bench", "counters")))
@@ -45,6 +46,7 @@ def test_graph_variant_and_counters_unavailable_on_cpu_with_their_reasons():
     assert doc["ab"] == []
 
 
+@pytest.mark.slow  # run_plan starts engine children
 def test_ab_round_robin_in_one_worker_on_cpu():
     run = RunSpec(op="gelu", impls=(ImplRef("manual"), ImplRef("pytorch")), shape={"M": 8, "N": 64},
                   actions=("check",), compare=(ABSide("manual"), ABSide("pytorch")))
@@ -58,6 +60,7 @@ def test_ab_round_robin_in_one_worker_on_cpu():
     assert [r["label"] for r in doc["results"]] == ["manual", "pytorch"]  # A/B rows are not results
 
 
+@pytest.mark.slow  # run_plan starts engine children
 def test_ab_side_that_fails_its_check_gets_no_ratio():
     run = RunSpec(op="gelu", impls=(ImplRef("pytorch"),), shape={"M": 3, "N": 4097}, actions=("check",),
                   compare=(ABSide("pytorch"), ABSide("manual_notail", plugin=str(PLUGINS / "wrong_ops.py"))))
@@ -67,6 +70,7 @@ def test_ab_side_that_fails_its_check_gets_no_ratio():
     assert "A/B needs both sides to pass their check" in entry["error"] and "manual_notail" in entry["error"]
 
 
+@pytest.mark.slow  # run_plan starts engine children
 def test_ab_sides_from_a_plugin_file_and_a_git_revision():
     run = RunSpec(op="gelu", impls=(ImplRef("pytorch_erf"),), shape={"M": 4, "N": 32}, actions=("check",),
                   dtype="float32",
@@ -77,6 +81,7 @@ def test_ab_sides_from_a_plugin_file_and_a_git_revision():
     assert entry["a_source"].endswith("my_ops.py") and entry["b_source"] == "git:HEAD:gelu.py"
 
 
+@pytest.mark.slow  # run_plan starts engine children
 def test_ab_unknown_side_in_a_plugin_file_is_one_clear_error():
     run = RunSpec(op="gelu", impls=(ImplRef("pytorch"),), shape={"M": 2, "N": 8}, actions=("check",),
                   compare=(ABSide("pytorch"), ABSide("triton_nope", plugin=str(PLUGINS / "my_ops.py"))))

@@ -25,11 +25,12 @@ from typing import Any, Callable
 from workbench.abstats import half_width, paired_ratio
 from workbench.engine.ab_sides import resolve_side
 from workbench.engine.graph_mode import GraphCall, graph_reason
+from workbench.engine.precision import effective_fp32_precision
 from workbench.engine.stats import StopRule, quantile
 from workbench.engine.timing import Cancelled, Timer, batch_size, headroom_ms, warm_up
 from workbench.errors import WorkbenchError
 from workbench.events import Log
-from workbench.registry import BuildContext, Need
+from workbench.registry import BuildContext
 
 MAX_PAIRS = 5000
 LOOP_RESAMPLES = 500  # bootstrap resamples for the stopping rule (the final interval uses 2000)
@@ -126,7 +127,7 @@ def ab_row(runner: Any, row: Any) -> dict:
     from workbench.verify import failure_text
 
     dev = runner.device(row)
-    dev.apply_precision(row.settings.fp32_precision)
+    dev.apply_precision(effective_fp32_precision(runner.registry.op(row.op), row.settings.fp32_precision))
     scratch = Path(runner.job.build_dir or "/tmp") / "ab-revisions"
     built = [_build_side(runner, row, side, dev, scratch) for side in row.compare]
     entry = new_entry(row, a_impl=built[0].side.impl.name, b_impl=built[1].side.impl.name,
@@ -135,7 +136,7 @@ def ab_row(runner: Any, row: Any) -> dict:
     if failures:
         entry.update(status="failed", error="A/B needs both sides to pass their check; " + "; ".join(failures))
         return entry
-    interpreted = runner.job.interpret and any(Need.triton in b.side.impl.needs for b in built)
+    interpreted = runner.job.interpret and any(b.side.impl.backend.interpreted(row.device) for b in built)
     timer = make_timer(row.device, interpreted=interpreted)
     flush = dev.flush() if row.settings.flush_l2 else None
     s = row.settings
@@ -161,8 +162,8 @@ def _build_side(runner: Any, row: Any, side: Any, dev: Any, scratch: Path) -> _B
     resolved = resolve_side(side, row.op, runner.registry, scratch)
     op, impl = resolved.op, resolved.impl
     spec = op.make_spec(row.shape, row.dtype)
-    ctx = BuildContext(device=row.device, fp32_precision=row.settings.fp32_precision,
-                       interpret=runner.job.interpret,
+    precision = effective_fp32_precision(op, row.settings.fp32_precision)
+    ctx = BuildContext(device=row.device, fp32_precision=precision, interpret=runner.job.interpret,
                        build_dir=Path(runner.job.build_dir) if runner.job.build_dir else None)
     inputs = op.make_inputs(spec, row.device, row.settings.seed)
     check = RowCheck(op, impl, spec, ctx, inputs, row.settings.seed, sync=dev.sync)  # before the first call

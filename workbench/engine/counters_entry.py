@@ -23,6 +23,7 @@ def profiled_call(job: dict) -> int:
     """Build, warm up, profile one call; returns the number of calls made before the profiled one."""
     import torch
 
+    from workbench.engine.precision import effective_fp32_precision, set_fp32_precision
     from workbench.registry import BuildContext, discover
 
     registry = discover(job.get("plugin_paths") or ())
@@ -31,7 +32,9 @@ def profiled_call(job: dict) -> int:
     spec = op.make_spec(job["shape"], job["dtype"])
     device = job["device"]
     torch.cuda.set_device(torch.device(device))
-    ctx = BuildContext(device=device, fp32_precision=job.get("fp32_precision", "ieee"), interpret=False,
+    precision = effective_fp32_precision(op, job.get("fp32_precision", "ieee"))
+    set_fp32_precision(precision)  # as the engine does before a row's build (engine/precision.py)
+    ctx = BuildContext(device=device, fp32_precision=precision, interpret=False,
                        build_dir=Path(job["build_dir"]) if job.get("build_dir") else None)
     inputs = op.make_inputs(spec, device, int(job.get("seed", 0)))
     fn = impl.builder(spec, impl.resolve_params(job.get("params")), ctx)

@@ -40,6 +40,7 @@ class GraphCall:
         import torch
 
         self._fn, self._inputs, self._torch = fn, tuple(inputs), torch
+        self.tuned = getattr(fn, "tuned", None)  # an autotuned kernel's choice stays visible (execute.py)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):  # warm-up off the capture stream (torch.cuda.graphs' recipe)
