@@ -9,6 +9,7 @@ run's own rows keep their results); they join the run's RunModel (`ab`) and the 
 from __future__ import annotations
 
 import dataclasses
+import threading
 from typing import Any
 
 from textual import work
@@ -42,40 +43,46 @@ def ab_session(session: Session, run: RunSpec, a: tuple[str, Any], b: tuple[str,
 
 
 class ABMixin:
-    """Mixed into WorkbenchApp: handles DiagnosisPane.CompareRequested."""
+    """Mixed into WorkbenchApp: handles DiagnosisPane.CompareRequested. While the A/B runs the app
+    counts as running (the runner's stop event): `r` waits, escape cancels it."""
 
     def on_diagnosis_pane_compare_requested(self, message: DiagnosisPane.CompareRequested) -> None:
-        if self.running or getattr(self, "_ab_running", False):
-            self.notify("a run is in progress: the A/B starts once it is over", severity="warning")
+        if self.running:
+            self.notify("a run is in progress: the A/B can start once it is over", severity="warning")
             return
         if self.ws.run is None:
             return
         session = ab_session(self.ws.session, self.ws.run, message.a, message.b)
-        self._ab_running = True
+        self._stop = threading.Event()
+        self.refresh_bindings()
         self.log_pane.add(f"A/B: {message.a[0]} vs {message.b[0]} (round-robin, one worker)")
         self.notify(f"A/B {message.a[0]} vs {message.b[0]}: timing both round-robin…")
-        self._ab_worker(session)
+        self._ab_worker(session, self._stop)
 
     @work(thread=True, exit_on_error=False, group="ab")
-    def _ab_worker(self, session: Session) -> None:
-        import threading
+    def _ab_worker(self, session: Session, stop: threading.Event) -> None:
+        from .options import for_run
 
-        engine = self._engine or _run_plan
         try:
-            kwargs = {"options": self._run_options()} if self._options is not None else {}
-            doc = engine(session, on_event=lambda _e: None, stop=threading.Event(), **kwargs)
+            if self._engine is not None:  # a test's engine
+                kwargs = {"options": for_run(self._options, False)} if self._options is not None else {}
+                doc = self._engine(session, on_event=lambda _e: None, stop=stop, **kwargs)
+            else:
+                doc = _run_plan(session, on_event=lambda _e: None, stop=stop,
+                                options=for_run(self._options, False), workers=self._engine_pool())
         except BaseException as exc:  # noqa: BLE001 - shown as a notification, never a traceback
             self.post_message(CompareDone([], f"A/B failed: {type(exc).__name__}: {exc}"))
             return
         self.post_message(CompareDone(list((doc or {}).get("ab") or [])))
 
     def on_compare_done(self, message: CompareDone) -> None:
-        self._ab_running = False
+        self._stop = None
+        self.refresh_bindings()
         if message.error:
             self.report(message.error)
             return
         model = self.ws.model()
-        model.ab = list(getattr(model, "ab", [])) + message.entries
+        model.ab = model.ab + message.entries
         model.version += 1
         for entry in message.entries:
             self.report(ab_line(entry), "information" if entry.get("status") == "ok" else "error")

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from workbench.abstats import paired_ratio
-from workbench.engine.ab import AB_KEYS, measure_pairs
+from workbench.engine.ab import measure_pairs
+from workbench.engine.ab_plan import AB_KEYS
 from workbench.engine.counters_run import run_under_ncu
 from workbench.engine.plan import RunOptions, run_plan
 from workbench.engine.stats import StopRule

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from workbench.abstats import half_width, paired_ratio
+from workbench.engine.ab_plan import new_entry
 from workbench.engine.ab_sides import resolve_side
 from workbench.engine.graph_mode import GraphCall, graph_reason
 from workbench.engine.precision import effective_fp32_precision
@@ -34,18 +35,6 @@ from workbench.registry import BuildContext
 
 MAX_PAIRS = 5000
 LOOP_RESAMPLES = 500  # bootstrap resamples for the stopping rule (the final interval uses 2000)
-AB_KEYS = ("run_index", "op", "shape", "dtype", "sweep_value", "a", "b", "a_impl", "b_impl", "a_source",
-           "b_source", "ratio", "ci_low", "ci_high", "confidence", "verdict", "n", "a_median_ms",
-           "b_median_ms", "timer", "flush_l2", "batches", "status", "error", "flags")
-
-
-def new_entry(row: Any, **values: Any) -> dict:
-    """An `ab` entry of `row` with every key present (None where not measured)."""
-    a, b = row.compare
-    entry = dict.fromkeys(AB_KEYS)
-    entry.update(run_index=row.run_index, op=row.op, shape=dict(row.shape), dtype=row.dtype,
-                 sweep_value=row.sweep_value, a=a.display, b=b.display, flags=[], **values)
-    return entry
 
 
 @dataclass(frozen=True)

@@ -10,17 +10,32 @@ graph mode on CPU) become entries with status "unavailable" and the reason, with
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from workbench.dtypes import DType
-from workbench.engine.ab import new_entry
 from workbench.engine.graph_mode import graph_reason
 from workbench.engine.rows import Row, points, resolve_device, run_settings
 from workbench.events import Compared, Event
 from workbench.machine import Machine, unavailable_reason
-from workbench.registry import Registry
 from workbench.session_model import ABSide, RunSpec, Session
 from workbench.variants import split_variant
+
+if TYPE_CHECKING:
+    from workbench.registry import Registry
+
+AB_KEYS = ("run_index", "op", "shape", "dtype", "sweep_value", "a", "b", "a_impl", "b_impl", "a_source",
+           "b_source", "ratio", "ci_low", "ci_high", "confidence", "verdict", "n", "a_median_ms",
+           "b_median_ms", "timer", "flush_l2", "batches", "status", "error", "flags")
+
+
+def new_entry(row: Row, **values) -> dict:
+    """An entry of a document's `ab` list (docs/CONTRACTS.md) for an A/B row (`row.compare`
+    holds its two sides), every key of AB_KEYS present, None where not measured."""
+    a, b = row.compare
+    entry = dict.fromkeys(AB_KEYS)
+    entry.update(run_index=row.run_index, op=row.op, shape=dict(row.shape), dtype=row.dtype,
+                 sweep_value=row.sweep_value, a=a.display, b=b.display, flags=[], **values)
+    return entry
 
 
 def ab_rows(session: Session, registry: Registry, *, has_cuda: bool,

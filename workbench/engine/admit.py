@@ -55,10 +55,9 @@ def admit(row: Row, registry: Registry, machine: Machine, *, force: bool, interp
     if row.device.startswith("cuda") and not machine.has_cuda:
         return _finished(row, "unavailable", f"device {row.device} requested but torch sees no CUDA GPU")
     dtype = DType.parse(row.dtype)
-    # counters run the implementation like a check does; a CPU row or no ncu is said in `measured`
     exec_reason = graph_reason(row.device) if row.settings.timing_mode == "graph" else None
-    exec_reason = exec_reason or next((r for a in row.exec_actions if (r := unavailable_reason(
-        impl, "check" if a == "counters" else a, machine, dtype, row.device))), None)
+    exec_reason = exec_reason or next((r for a in row.exec_actions
+                                       if (r := unavailable_reason(impl, a, machine, dtype, row.device))), None)
     ptx_reason = unavailable_reason(impl, "ptx", machine, dtype, row.device) if "ptx" in row.actions else None
     runs_exec = bool(row.exec_actions) and exec_reason is None
     runs_ptx = "ptx" in row.actions and ptx_reason is None
