@@ -11,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from workbench.engine import workers
 from workbench.engine.plan import RunOptions, run_plan
 from workbench.engine.protocol import WorkerKey

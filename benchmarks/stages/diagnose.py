@@ -48,32 +48,38 @@ def run(quick: bool, out: Path) -> list[dict]:
         summary["skipped"].append("no CUDA GPU here: nothing timed")
         _write(out / "diagnose-summary.json", summary)
         return [{"item": "diagnose", "status": "skipped", "note": "no CUDA GPU"}]
+    from workbench.engine.plan import RunOptions, new_pool
+
+    options = RunOptions(argv=tuple(sys.argv))
+    pool = new_pool(options)  # one warm worker per key for the whole stage, as the TUI keeps one
     budget, start = (QUICK_BUDGET_S if quick else BUDGET_S), time.monotonic()
-    for name, data in parts(quick):
-        doc = None
-        for run_data in data["runs"]:
-            label = f"{name}: {run_data['op']} {run_data['dtype']} {run_data['impls']}"
-            if time.monotonic() - start > budget:
-                summary["skipped"].append(f"{label}: not started, stage budget {budget:g} s spent")
-                continue
-            part = _one_run(data, run_data, label, summary)
-            if part is not None:
-                doc = merge(doc, part)
-                _write(out / f"diagnose-{name}.json", doc)
-        summary["rows"] += SUMMARIES[name](doc or {})
-        _write(out / "diagnose-summary.json", summary)
+    try:
+        for name, data in parts(quick):
+            doc = None
+            for run_data in data["runs"]:
+                label = f"{name}: {run_data['op']} {run_data['dtype']} {run_data['impls']}"
+                if time.monotonic() - start > budget:
+                    summary["skipped"].append(f"{label}: not started, stage budget {budget:g} s spent")
+                    continue
+                part = _one_run(data, run_data, label, summary, options, pool)
+                if part is not None:
+                    doc = merge(doc, part)
+                    _write(out / f"diagnose-{name}.json", doc)
+            summary["rows"] += SUMMARIES[name](doc or {})
+            _write(out / "diagnose-summary.json", summary)
+    finally:
+        pool.close()
     return summary["rows"] + [{"item": "skipped", "note": why} for why in summary["skipped"]]
 
 
-def _one_run(data: dict, run_data: dict, label: str, summary: dict) -> dict | None:
-    from workbench.engine.plan import RunOptions, run_plan
+def _one_run(data: dict, run_data: dict, label: str, summary: dict, options, pool) -> dict | None:
+    from workbench.engine.plan import run_plan
     from workbench.session import session_from_data
 
     t0 = time.monotonic()
     try:
         session = session_from_data({**data, "runs": [run_data]})
-        doc = run_plan(session, on_event=lambda _e: None, stop=threading.Event(),
-                       options=RunOptions(argv=tuple(sys.argv)))
+        doc = run_plan(session, on_event=lambda _e: None, stop=threading.Event(), options=options, workers=pool)
     except Exception as exc:  # one run's failure is reported; the others still run
         traceback.print_exc()
         summary["skipped"].append(f"{label}: {type(exc).__name__}: {exc}")
