@@ -22,10 +22,12 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 
 from . import sessions_io
+from .ab_action import ABMixin
 from .commands import PANE_TITLES, ImplsProvider, OpsProvider, SessionsProvider, action_commands
 from .dialogs import ConfirmScreen, HelpScreen
 from .editor import EditorMixin
 from .keys import RUN_LIST_KEYS, KeyDataTable
+from .pane_diagnosis import DiagnosisPane
 from .pane_log import LogPane
 from .pane_profile import ProfilePane
 from .pane_ptx import PtxPane
@@ -53,10 +55,10 @@ GENERAL_KEYS = [Binding("ctrl+p", "palette", "Command palette: every action, ops
                 Binding("ctrl+q", "quit_now", "Quit (asks if a run is active)")]
 PANES = tuple(PANE_TITLES)
 PANE_FOCUS = {"timing": "#results-table", "profile": "#profile-table", "ptx": "#ptx-scroll",
-              "traffic": "#traffic-table", "log": "LogPane"}
+              "traffic": "#traffic-table", "log": "LogPane", "diagnosis": "#diagnosis-table"}
 
 
-class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMixin, App):
+class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMixin, ABMixin, App):
     CSS_PATH = "app.tcss"
     TITLE = "workbench"
     COMMANDS = App.COMMANDS | {OpsProvider, ImplsProvider, SessionsProvider}
@@ -107,7 +109,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
     @staticmethod
     def _panes():
         return (("timing", TimingPane()), ("profile", ProfilePane()), ("ptx", PtxPane()),
-                ("traffic", TrafficPane()), ("log", LogPane()))
+                ("traffic", TrafficPane()), ("log", LogPane()), ("diagnosis", DiagnosisPane()))
 
     def on_mount(self) -> None:
         self._fit(self.size.width, self.size.height)
@@ -207,8 +209,10 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
     def action_help(self) -> None:
         groups = [("Everywhere", self.BINDINGS + GENERAL_KEYS), ("Run list", RUN_LIST_KEYS),
                   ("Timing pane", TimingPane.BINDINGS), ("Profile pane", ProfilePane.BINDINGS),
-                  ("PTX pane", PtxPane.BINDINGS), ("Lists and tables", KeyDataTable.BINDINGS)]
-        on_show = {"timing": "Timing pane", "profile": "Profile pane", "ptx": "PTX pane"}.get(
+                  ("PTX pane", PtxPane.BINDINGS), ("Diagnosis pane", DiagnosisPane.BINDINGS),
+                  ("Lists and tables", KeyDataTable.BINDINGS)]
+        on_show = {"timing": "Timing pane", "profile": "Profile pane", "ptx": "PTX pane",
+                   "diagnosis": "Diagnosis pane"}.get(
             self.query_one(TabbedContent).active)
         # the pane on show first (a few lines), then the keys that work everywhere: both are in
         # view without scrolling at 80x24

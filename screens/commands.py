@@ -17,7 +17,8 @@ from . import sessions_io
 from .catalog import ACTIONS
 from .messages import Choice
 
-PANE_TITLES = {"timing": "Timing", "profile": "Profile", "ptx": "PTX", "traffic": "Traffic", "log": "Log"}
+PANE_TITLES = {"timing": "Timing", "profile": "Profile", "ptx": "PTX", "traffic": "Traffic", "log": "Log",
+               "diagnosis": "Diagnosis"}
 
 
 class _ListProvider(Provider):

@@ -9,6 +9,7 @@ from textual.widgets import Static
 
 from . import editing, sessions_io
 from .messages import Choice, ImplsPicked, ParamsEdited, SpecEdited
+from .pane_diagnosis import DiagnosisPane
 from .pane_profile import ProfilePane
 from .pane_ptx import PtxPane
 from .pane_timing import TimingPane
@@ -17,7 +18,7 @@ from .sidebar import ImplPanel, OpList
 from .spec_editor import SpecEditor
 
 AUTOSAVE_DELAY_S = 0.3
-RESULT_PANES = (TimingPane, ProfilePane, PtxPane, TrafficPane)
+RESULT_PANES = (TimingPane, ProfilePane, PtxPane, TrafficPane, DiagnosisPane)
 
 
 class EditorMixin:

@@ -43,6 +43,7 @@ class RunModel:
     op: str = ""
     rows: dict[tuple[str, Any], Row] = field(default_factory=dict)
     environment: dict | None = None
+    ab: list[dict] = field(default_factory=list)   # A/B entries (engine/ab.py), from Compared events
     finished: bool = False
     version: int = 0                  # bumped on every change; panes redraw when it moves
 
@@ -64,6 +65,7 @@ class RunModel:
     def finish(self, doc: dict | None) -> None:
         doc = doc or {}
         self.environment = doc.get("environment")
+        self.ab = list(doc.get("ab") or self.ab)
         for record in doc.get("results", ()):
             self._take_record(record)
         self.finished = True
@@ -97,7 +99,8 @@ class RunModel:
         model = cls()
         records = [r for r in doc.get("results", ()) if r.get("run_index") == run_index]
         model.op = records[0]["op"] if records else ""
-        model.finish({**doc, "results": records})
+        model.finish({**doc, "results": records,
+                      "ab": [e for e in doc.get("ab") or () if e.get("run_index") == run_index]})
         return model
 
 
@@ -141,5 +144,9 @@ def _error(model: RunModel, e: ev.Error) -> None:
     model.row(e.row).error = e.message
 
 
+def _compared(model: RunModel, e: ev.Compared) -> None:
+    model.ab.append(e.entry)
+
+
 _HANDLERS = {ev.Started: _started, ev.Built: _built, ev.Checked: _checked, ev.Samples: _samples,
-             ev.Result: _result, ev.Profile: _profile, ev.Ptx: _ptx, ev.Error: _error}
+             ev.Result: _result, ev.Profile: _profile, ev.Ptx: _ptx, ev.Error: _error, ev.Compared: _compared}

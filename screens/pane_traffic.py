@@ -1,6 +1,7 @@
 """Traffic: the cost model beside what was measured. Ideal bytes against what each
-implementation's kernels really move (manual against fused, side by side), GB/s against the
-ceiling, and a roofline with each implementation on it.
+implementation's kernels really move (manual against fused, side by side), the DRAM bytes Nsight
+Compute measured for one call (the `counters` action; "n/a" with the reason in the summary when
+they could not be), GB/s against the ceiling, and a roofline with each implementation on it.
 
 Attributes down: `model` (a RunModel; its `environment` holds the measured ceilings).
 """
@@ -18,6 +19,7 @@ from .keys import KeyDataTable
 from .model import Row, RunModel
 
 COLUMNS = ("impl", "ideal", "moved est.", "× ideal", "FLOPs", "FLOP/B", "GB/s", "% ceil", "bound")
+MEASURED_AT = 4  # the ncu column goes beside the model's bytes, only when a row has counters
 BAR_WIDTH = 12
 
 
@@ -45,7 +47,12 @@ class TrafficPane(Vertical):
 
     def _fill_table(self, rows: list[Row]) -> None:
         worst = max((_traffic(r).get("bytes_moved_est") or 0 for r in rows), default=0)
-        self.query_one(KeyDataTable).replace_rows(traffic_cells(row, worst) for row in rows)
+        table = self.query_one(KeyDataTable)
+        measured = any((r.record or {}).get("measured") for r in rows)
+        if measured != (len(table.columns) > len(COLUMNS)):
+            table.clear(columns=True)
+            table.add_columns(*columns(measured))
+        table.replace_rows(traffic_cells(row, worst, measured) for row in rows)
 
     def _draw_roofline(self, rows: list[Row], environment: dict) -> None:
         plot = self.query_one(ChartPlot)
@@ -63,15 +70,33 @@ def _traffic(row: Row) -> dict:
     return (row.record or {}).get("traffic") or {}
 
 
-def traffic_cells(row: Row, worst_bytes: int) -> tuple[str, ...]:
+def columns(measured: bool) -> tuple[str, ...]:
+    return COLUMNS[:MEASURED_AT] + ("measured",) + COLUMNS[MEASURED_AT:] if measured else COLUMNS
+
+
+def traffic_cells(row: Row, worst_bytes: int, measured: bool = False) -> tuple[str, ...]:
     t = _traffic(row)
     ideal, moved = t.get("bytes"), t.get("bytes_moved_est")
     ratio = moved / ideal if fmt.is_number(moved) and fmt.is_number(ideal) and ideal else None
     bar = "█" * max(1, round(BAR_WIDTH * moved / worst_bytes)) if ratio and worst_bytes else ""
-    return (fmt.row_title(row.label, row.sweep_value), fmt.size_bytes(ideal), f"{fmt.size_bytes(moved)} {bar}",
-            f"{ratio:.3g}×" if ratio else "-", fmt.si(t.get("flops")),
-            fmt.number(t.get("intensity"), 3), fmt.number(t.get("gbps")),
-            fmt.percent(t.get("pct_of_ceiling")), str(t.get("bound") or "-"))
+    cells = (fmt.row_title(row.label, row.sweep_value), fmt.size_bytes(ideal), f"{fmt.size_bytes(moved)} {bar}",
+             f"{ratio:.3g}×" if ratio else "-", fmt.si(t.get("flops")),
+             fmt.number(t.get("intensity"), 3), fmt.number(t.get("gbps")),
+             fmt.percent(t.get("pct_of_ceiling")), str(t.get("bound") or "-"))
+    if not measured:
+        return cells
+    return cells[:MEASURED_AT] + (measured_cell((row.record or {}).get("measured")),) + cells[MEASURED_AT:]
+
+
+def measured_cell(measured: dict | None) -> str:
+    """DRAM bytes Nsight Compute measured for one call and their share of the model's moved
+    bytes ("2.14 GiB 99.7%"); "-" when not asked, "n/a" when counters were unavailable."""
+    if not measured:
+        return "-"
+    if measured.get("reason") or not fmt.is_number(measured.get("dram_bytes")):
+        return "n/a"
+    pct = measured.get("pct_of_model")
+    return f"{fmt.size_bytes(measured['dram_bytes'])}" + (f" {pct:.0f}%" if fmt.is_number(pct) else "")
 
 
 def summary(rows: list[Row], model: RunModel | None) -> str:
@@ -88,4 +113,7 @@ def summary(rows: list[Row], model: RunModel | None) -> str:
         parts.append(f"copy ceiling {ceiling:.0f} GB/s" + (f" (datasheet {sheet:.0f})" if fmt.is_number(sheet) else ""))
     else:
         parts.append("no measured ceiling on this device")
+    why = next((m["reason"] for r in rows if (m := (r.record or {}).get("measured")) and m.get("reason")), None)
+    if why:  # counters were asked for and could not be measured: say why once
+        parts.append(f"counters: {why}")
     return " · ".join(parts)

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 import pytest
 
+import pytest
+
 from workbench.engine import workers
 from workbench.engine.plan import RunOptions, run_plan
 from workbench.engine.protocol import WorkerKey

@@ -231,7 +231,7 @@ def test_unknown_keys_at_every_level_with_lines(toy_registry):
     assert found == [
         'colour: unknown key; allowed: schema_version, name, description, plugins, settings, runs (line 3)',
         'settings.rep: unknown key (did you mean "rep_ms"?); allowed: ' + ", ".join(SETTING_KEYS) + " (line 4)",
-        'runs[0].shpe: unknown key (did you mean "shape"?); allowed: op, impls, shape, dtype, actions, sweep, settings (line 7)',
+        'runs[0].shpe: unknown key (did you mean "shape"?); allowed: op, impls, shape, dtype, actions, sweep, settings, compare (line 7)',
         'runs[0].impls[0].parmas: unknown key (did you mean "params"?); allowed: name, params, label (line 8)',
         'runs[0].sweep.step: unknown key; allowed: params, values (line 9)',
     ]
@@ -369,7 +369,7 @@ def test_bad_impl_lists(toy_registry, impls, expected):
 
 
 @pytest.mark.parametrize("actions, expected", [
-    ("[]", "runs[0].actions: must be a non-empty list of check, bench, profile, ptx"),
+    ("[]", "runs[0].actions: must be a non-empty list of check, bench, profile, counters, ptx"),
     ("bench", "runs[0].actions: must be a non-empty list"),
     ("[bench, bench]", 'runs[0].actions[1]: action "bench" is listed twice'),
     ("[time]", 'runs[0].actions[0]: unknown action "time"'),

@@ -2,7 +2,11 @@
 
 A row is `slower` when its p20 is above the baseline's p80 AND its median ratio (current /
 baseline) is above 1 + threshold; `faster` symmetrically (its p80 below the baseline's p20 AND
-baseline / current above 1 + threshold); otherwise `same`. Rows without timing on either side
+baseline / current above 1 + threshold); otherwise `same`. Where both records hold their samples
+(`timing.samples_ms`, setting keep_samples), the A/B statistics replace the p20/p80 test: the
+ratio of medians with a bootstrap interval (workbench/abstats.py, unpaired: the documents were
+timed apart), `slower` when the whole interval is above 1 and the ratio above 1 + threshold,
+`faster` symmetrically; `ci_low`/`ci_high` are then filled. Rows without timing on either side
 are `n/a`; rows on one side only are `new` / `missing`. Rows match by (op, label, shape, dtype,
 sweep_value), the n-th such row of one document with the n-th of the other. Results from
 different GPUs are never compared (`Comparison.different_gpu`).
@@ -17,6 +21,7 @@ from typing import Any, Mapping
 from rich.table import Table
 from rich.text import Text
 
+from workbench.abstats import RatioCI, unpaired_ratio
 from workbench.report import fmt_num, shape_text
 
 VERDICT_STYLE = {"slower": "bold red", "faster": "green", "same": "", "n/a": "dim", "new": "cyan",
@@ -34,12 +39,14 @@ class RowComparison:
     baseline_median_ms: float | None
     median_ms: float | None
     ratio: float | None               # current median / baseline median
+    ci_low: float | None = None       # bootstrap interval of the ratio (both documents hold samples)
+    ci_high: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"op": self.op, "label": self.label, "shape": dict(self.shape), "dtype": self.dtype,
                 "sweep_value": self.sweep_value, "verdict": self.verdict,
                 "baseline_median_ms": self.baseline_median_ms, "median_ms": self.median_ms,
-                "ratio": self.ratio}
+                "ratio": self.ratio, "ci_low": self.ci_low, "ci_high": self.ci_high}
 
 
 @dataclass(frozen=True)
@@ -85,11 +92,31 @@ def verdict(current: Mapping[str, Any], baseline: Mapping[str, Any], threshold: 
             or cur["median_ms"] <= 0):
         return "n/a", None
     ratio = cur["median_ms"] / base["median_ms"]
+    interval = sample_interval(current, baseline)
+    if interval is not None:
+        ci = interval
+        if ci.ci_low > 1 and ci.ratio > 1 + threshold:
+            return "slower", ci.ratio
+        if ci.ci_high < 1 and 1 / ci.ratio > 1 + threshold:
+            return "faster", ci.ratio
+        return "same", ci.ratio
     if cur["p20_ms"] > base["p80_ms"] and ratio > 1 + threshold:
         return "slower", ratio
     if cur["p80_ms"] < base["p20_ms"] and 1 / ratio > 1 + threshold:
         return "faster", ratio
     return "same", ratio
+
+
+def sample_interval(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> RatioCI | None:
+    """The bootstrap interval of current / baseline when both records hold >= 2 samples."""
+    a = (current.get("timing") or {}).get("samples_ms") or []
+    b = (baseline.get("timing") or {}).get("samples_ms") or []
+    if len(a) < 2 or len(b) < 2:
+        return None
+    try:
+        return unpaired_ratio(a, b)
+    except ValueError:  # a zero or non-finite sample: fall back to the p20/p80 rule
+        return None
 
 
 def compare_documents(current: Mapping[str, Any], baseline: Mapping[str, Any], threshold: float = 0.05) -> Comparison:
@@ -107,7 +134,7 @@ def compare_documents(current: Mapping[str, Any], baseline: Mapping[str, Any], t
         if nth < len(candidates):
             base = candidates[nth]
             word, ratio = verdict(record, base, threshold)
-            rows.append(_row(record, word, ratio, base))
+            rows.append(_row(record, word, ratio, base, interval=sample_interval(record, base) if word != "n/a" else None))
         else:
             rows.append(_row(record, "new", None, None))
     for key, records in base_rows.items():
@@ -116,13 +143,14 @@ def compare_documents(current: Mapping[str, Any], baseline: Mapping[str, Any], t
     return Comparison(threshold, _device(current), _device(baseline), rows)
 
 
-def _row(record, word, ratio, base, current_side: bool = True) -> RowComparison:
+def _row(record, word, ratio, base, current_side: bool = True, interval: RatioCI | None = None) -> RowComparison:
     def median(r):
         return ((r or {}).get("timing") or {}).get("median_ms")
     return RowComparison(op=record.get("op"), label=record.get("label"), shape=record.get("shape") or {},
                          dtype=record.get("dtype"), sweep_value=record.get("sweep_value"), verdict=word,
                          baseline_median_ms=median(base), median_ms=median(record) if current_side else None,
-                         ratio=ratio)
+                         ratio=ratio, ci_low=interval.ci_low if interval else None,
+                         ci_high=interval.ci_high if interval else None)
 
 
 def _device(doc: Mapping[str, Any]) -> str | None:
@@ -131,10 +159,13 @@ def _device(doc: Mapping[str, Any]) -> str | None:
 
 def comparison_table(comparison: Comparison) -> Table:
     table = Table(title=comparison.summary(), title_justify="left", header_style="bold", pad_edge=False)
-    for name in ("op", "impl", "shape", "sweep", "baseline ms", "now ms", "ratio", "verdict"):
+    with_ci = any(r.ci_low is not None for r in comparison.rows)
+    for name in ("op", "impl", "shape", "sweep", "baseline ms", "now ms", "ratio", *(["95% CI"] if with_ci else []), "verdict"):
         table.add_column(name, justify="right" if name.endswith("ms") or name == "ratio" else "left")
     for r in comparison.rows:
+        interval = [f"{r.ci_low:.3f}-{r.ci_high:.3f}" if r.ci_low is not None else "-"] if with_ci else []
         table.add_row(r.op, r.label, shape_text(r.shape), "-" if r.sweep_value is None else str(r.sweep_value),
                       fmt_num(r.baseline_median_ms), fmt_num(r.median_ms),
-                      "-" if r.ratio is None else f"{r.ratio:.3f}x", Text(r.verdict, VERDICT_STYLE.get(r.verdict, "")))
+                      "-" if r.ratio is None else f"{r.ratio:.3f}x", *interval,
+                      Text(r.verdict, VERDICT_STYLE.get(r.verdict, "")))
     return table

@@ -70,6 +70,14 @@ class Ptx(Event):
 
 
 @dataclass(frozen=True)
+class Compared(Event):
+    """An A/B comparison finished (one entry of the document's `ab` list, engine/ab.py);
+    row: the A/B row's key (run_index, "A vs B", sweep_value)."""
+
+    entry: dict
+
+
+@dataclass(frozen=True)
 class Error(Event):
     """A one-line error for the row (the row's result record follows with status failed)."""
 

@@ -106,8 +106,11 @@ def unavailable_reason(impl: Impl, action: Action | str, machine: Machine,
     """Why `impl` cannot do `action` here, or None when it can: its backend's answer
     (workbench.backends.base.Backend.unavailable).
 
-    device: the session's device setting ("auto", "cpu", "cuda", "cuda:N").
+    device: the session's device setting ("auto", "cpu", "cuda", "cuda:N"). The `counters`
+    action runs the implementation as a check does (what it needs beyond that, ncu and a GPU,
+    the row's `measured.reason` says: engine/counters_run.py).
     """
+    action = "check" if action == "counters" else action
     return impl.backend.unavailable(impl, action, machine, dtype, device)
 
 

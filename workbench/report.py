@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from workbench import fmt
+from workbench.report_diagnosis import ab_table, diagnosis_table
 from workbench.results import INTERPRETER_FLAG
 
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "unavailable": "dim", "skipped": "yellow"}
@@ -149,6 +150,13 @@ def print_tables(doc: Mapping[str, Any], console: Console) -> None:
         console.print("no results")
     for index, records in group_by_run(results):
         console.print(result_table(records, run_title(records, index)))
+    for index, records in group_by_run(results):  # the diagnosis, then A/B (report_diagnosis.py)
+        findings = diagnosis_table(records, f"diagnosis, {run_title(records, index)}")
+        if findings is not None:
+            console.print(findings)
+    ab = ab_table(doc.get("ab") or [])
+    if ab is not None:
+        console.print(ab)
 
 
 def to_table(doc: Mapping[str, Any], *, width: int = 200, color: bool = False) -> str:

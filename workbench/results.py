@@ -17,6 +17,11 @@ Keys this module adds to the contract (extensions, never renames):
 - profile: `reason` (why there are no device rows), `wall_us` (the profiled region);
 - document: `cancelled` (run_plan was stopped; unfinished rows are `skipped`, error "cancelled"),
   `cancel_signal` (the signal that stopped a replay: "SIGINT" | "SIGTERM" | "SIGHUP", else None).
+- document: `ab` (A/B comparisons with confidence intervals, engine/ab.py);
+- record: `measured` (DRAM bytes and kernel time from Nsight Compute, workbench/counters.py),
+  `diagnosis` (findings [{rule, evidence, suggestion, ...}], workbench/diagnosis/);
+- timing: `mode` ("eager" | "graph": engine/graph_mode.py), `env` (timing-relevant environment
+  switches set in the worker: engine/timing_notes.py).
 """
 
 from __future__ import annotations
@@ -29,18 +34,18 @@ from workbench.fileio import atomic_write_text
 
 SCHEMA_VERSION = 1
 
-DOCUMENT_KEYS = ("schema_version", "provenance", "environment", "results", "cancelled", "cancel_signal")
+DOCUMENT_KEYS = ("schema_version", "provenance", "environment", "results", "cancelled", "cancel_signal", "ab")
 PROVENANCE_KEYS = ("workbench", "git_sha", "session", "session_sha256", "argv", "started")
 ENVIRONMENT_KEYS = ("device", "sm_count", "l2_bytes", "driver", "cuda", "torch", "triton", "python",
                     "ceilings", "datasheet")
 RECORD_KEYS = ("run_index", "op", "impl", "label", "params", "shape", "dtype", "sweep_value",
                "status", "error", "device", "build_ms", "peak_mem_bytes", "timing", "check",
                "traffic", "launch", "profile", "ptx", "recompiles", "flags", "fp32_precision", "estimate",
-               "tuned")
+               "tuned", "measured", "diagnosis")
 TIMING_KEYS = ("timer", "median_ms", "p20_ms", "p80_ms", "min_ms", "mean_ms", "n", "flush_l2",
                "launch_bound", "device_median_ms", "clock_fell", "samples_ms", "launch_floor_ms",
                "sm_clock_mhz", "throttle", "flush_kind", "host_launch_ms", "headroom_ms", "batches",
-               "below_launch_floor", "device_median_source", "device_median_l2_warm")
+               "below_launch_floor", "device_median_source", "device_median_l2_warm", "mode", "env")
 CHECK_KEYS = ("passed", "gate", "max_abs_err", "max_rel_err", "rel_l2_err", "first_bad_index", "atol", "rtol",
               "norm_rtol", "ref_rms", "nonfinite_mismatches", "chunks", "input_set", "sets_checked")
 TRAFFIC_KEYS = ("bytes_read", "bytes_written", "bytes", "bytes_moved_est", "flops", "gbps", "tflops",
@@ -73,10 +78,11 @@ def blank(keys: Iterable[str], **values: Any) -> dict:
 
 
 def new_record(**values: Any) -> dict:
-    """A result record with every key present (None), `flags` an empty list unless given."""
+    """A result record with every key present (None), `flags` and `diagnosis` empty lists unless given."""
     record = blank(RECORD_KEYS, **values)
-    if record["flags"] is None:
-        record["flags"] = []
+    for key in ("flags", "diagnosis"):
+        if record[key] is None:
+            record[key] = []
     return record
 
 
@@ -84,7 +90,7 @@ def new_document(provenance: Mapping[str, Any], environment: Mapping[str, Any]) 
     """The document skeleton: schema_version, provenance, environment, empty results."""
     return {"schema_version": SCHEMA_VERSION, "provenance": blank(PROVENANCE_KEYS, **provenance),
             "environment": blank(ENVIRONMENT_KEYS, **environment), "results": [], "cancelled": False,
-            "cancel_signal": None}
+            "cancel_signal": None, "ab": []}
 
 
 def missing_keys(doc: Mapping[str, Any]) -> list[str]:

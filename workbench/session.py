@@ -155,10 +155,13 @@ def plugin_path(plugin: str, base_dir: str | Path | None) -> Path:
 
 
 def with_resolved_plugins(session: Session, base_dir: str | Path | None) -> Session:
-    """The session with its `plugins` as absolute paths (for run_plan, whose working folder is
-    not the session's). Keep the original for saving: the file keeps its relative paths."""
+    """The session with its `plugins` (and `compare` sides' plugin files) as absolute paths (for
+    run_plan, whose working folder is not the session's). Keep the original for saving: the file keeps its relative paths."""
     resolved = tuple(str(plugin_path(p, base_dir).resolve()) for p in session.plugins)
-    return dataclasses.replace(session, plugins=resolved)
+    runs = tuple(dataclasses.replace(run, compare=tuple(
+        dataclasses.replace(side, plugin=str(plugin_path(side.plugin, base_dir).resolve())) if side.plugin else side
+        for side in run.compare)) if run.compare else run for run in session.runs)
+    return dataclasses.replace(session, plugins=resolved, runs=runs)
 
 
 def _load_plugin(plugin: str, base_dir: str | Path | None, registry: Registry) -> None:

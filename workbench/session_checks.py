@@ -12,9 +12,11 @@ from workbench.dtypes import DType
 from workbench.errors import WorkbenchError
 from workbench.params import param_problem
 from workbench.registry import Impl, Op, Registry
+from workbench.session_compare import check_compare
 from workbench.session_model import RunSpec
 from workbench.session_settings import suggest
 from workbench.session_yaml import Problems, child_path, show
+from workbench.variants import base_name
 
 
 def check_runs(runs: Iterable[tuple[int, RunSpec, frozenset[str]]], registry: Registry,
@@ -41,6 +43,8 @@ def check_run(run: RunSpec, path: str, registry: Registry, problems: Problems,
         _check_spec(op, run.shape, run.dtype, child_path(path, "shape"), problems)
     if run.sweep is not None and impls is not None:
         _check_sweep(run, op, impls, path, problems, dtype_ok and shape_ok)
+    if "impls" not in bad:
+        check_compare(run, op, path, problems)
 
 
 def _check_impls(run: RunSpec, op: Op, path: str, problems: Problems) -> list[Impl] | None:
@@ -51,12 +55,12 @@ def _check_impls(run: RunSpec, op: Op, path: str, problems: Problems) -> list[Im
     allowed = list(op.impls)
     for index, ref in enumerate(run.impls):
         where = child_path(child_path(path, "impls"), index)
-        if ref.name not in op.impls:
+        if base_name(ref.name) not in op.impls:
             name_path = child_path(where, "name") if (ref.params or ref.label) else where
             problems.add(name_path, f"unknown implementation of {op.name} {show(ref.name)}"
                                     f"{suggest(ref.name, allowed)}; allowed: {', '.join(allowed) or '(none)'}")
             continue
-        impl = op.impls[ref.name]
+        impl = op.impls[base_name(ref.name)]
         found.append(impl)
         for key, value in ref.params.items():
             where_param = child_path(child_path(where, "params"), key)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 SCHEMA_VERSION = 1
-ACTIONS = ("check", "bench", "profile", "ptx")
+ACTIONS = ("check", "bench", "profile", "counters", "ptx")
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,8 @@ class Settings:
     flush_l2: bool = True
     fp32_precision: str = "ieee"    # ieee | tf32
     seed: int = 0
+    timing_mode: str = "eager"      # eager | graph (engine/graph_mode.py; `<impl>+graph` per row)
+    keep_samples: bool = False      # keep timing.samples_ms in the results (--compare's intervals)
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,25 @@ class ImplRef:
     @property
     def display(self) -> str:
         return self.label or self.name
+
+
+@dataclass(frozen=True)
+class ABSide:
+    """One side of a run's `compare: [A, B]`: a label of the run's impls or an implementation
+    name (`+graph` allowed), with params/label as in `impls`; plugin: a plugin file that
+    registers `name` (loaded privately for this side); rev: a git revision of the file that
+    defines `name` (that version, loaded privately). engine/ab_sides.py resolves them."""
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    label: str | None = None
+    plugin: str | None = None
+    rev: str | None = None
+
+    @property
+    def display(self) -> str:
+        where = f"@{self.rev}" if self.rev else (f"@{self.plugin.rsplit('/', 1)[-1]}" if self.plugin else "")
+        return self.label or f"{self.name}{where}"
 
 
 @dataclass(frozen=True)
@@ -65,6 +86,7 @@ class RunSpec:
     actions: tuple[str, ...] = ("check", "bench")
     sweep: Sweep | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)  # per-run overrides of Settings
+    compare: tuple[ABSide, ABSide] | None = None  # A/B with confidence (engine/ab.py)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import dataclasses
 from typing import Any, Mapping
 
 from workbench.dtypes import DType
+from workbench.session_compare import compare_to_data, parse_compare
 from workbench.session_model import ACTIONS, SCHEMA_VERSION, ImplRef, RunSpec, Session, Settings, Sweep
 from workbench.session_settings import SETTING_KEYS, SETTING_RULES, check_settings, kind_of, suggest, unknown_keys
 from workbench.session_yaml import Problems, child_path, show
@@ -20,7 +21,7 @@ __all__ = ["Built", "build_session", "session_to_data", "plain", "SETTING_KEYS",
            "check_settings", "kind_of", "suggest", "unknown_keys"]
 
 TOP_KEYS = ("schema_version", "name", "description", "plugins", "settings", "runs")
-RUN_KEYS = ("op", "impls", "shape", "dtype", "actions", "sweep", "settings")
+RUN_KEYS = ("op", "impls", "shape", "dtype", "actions", "sweep", "settings", "compare")
 IMPL_KEYS = ("name", "params", "label")
 SWEEP_KEYS = ("params", "values")
 DEFAULT_ACTIONS = ("check", "bench")
@@ -141,10 +142,11 @@ def _run(data: Any, path: str, problems: Problems) -> tuple[RunSpec, frozenset[s
     actions = field("actions", _actions, data.get("actions"))
     sweep = field("sweep", _sweep, data.get("sweep"))
     settings = field("settings", check_settings, data.get("settings"))
+    compare = field("compare", parse_compare, data.get("compare"))
     if op is None:
         return None
     run = RunSpec(op=op, impls=impls, shape=shape, dtype=dtype, actions=actions, sweep=sweep,
-                  settings=settings)
+                  settings=settings, compare=compare)
     return run, frozenset(bad)
 
 
@@ -282,6 +284,8 @@ def _run_to_data(run: RunSpec) -> dict[str, Any]:
         data["sweep"] = {"params": list(run.sweep.params), "values": plain(run.sweep.values)}
     if run.settings:
         data["settings"] = plain(run.settings)
+    if run.compare is not None:
+        data["compare"] = plain(compare_to_data(run.compare))
     return data
 
 

@@ -12,6 +12,7 @@ from typing import Any, Callable
 from workbench.dtypes import Fp32Precision
 from workbench.session_model import Settings
 from workbench.session_yaml import Problems, child_path, show
+from workbench.variants import TIMING_MODES
 
 DEVICE_RE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 
@@ -83,6 +84,10 @@ def _precision(value: Any) -> tuple[Any, str | None]:
     return (value, None) if value in allowed else (None, f"must be one of {', '.join(allowed)}, got {show(value)}")
 
 
+def _timing_mode(value: Any) -> tuple[Any, str | None]:
+    return (value, None) if value in TIMING_MODES else (None, f"must be one of {', '.join(TIMING_MODES)}, got {show(value)}")
+
+
 SETTING_RULES: dict[str, Callable[[Any], tuple[Any, str | None]]] = {
     "device": _device,
     "warmup_ms": _number(0),
@@ -93,6 +98,8 @@ SETTING_RULES: dict[str, Callable[[Any], tuple[Any, str | None]]] = {
     "flush_l2": _boolean,
     "fp32_precision": _precision,
     "seed": _integer(0),
+    "timing_mode": _timing_mode,
+    "keep_samples": _boolean,
 }
 SETTING_KEYS = tuple(f.name for f in dataclasses.fields(Settings))
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from workbench.dtypes import DType
 from workbench.engine.estimate import check_bytes_of, estimate_row, l2_flush_bytes, skip_reason
+from workbench.engine.graph_mode import graph_reason
 from workbench.engine.rows import Row
 from workbench.machine import Machine, unavailable_reason
 from workbench.registry import Registry
@@ -54,8 +55,9 @@ def admit(row: Row, registry: Registry, machine: Machine, *, force: bool, interp
     if row.device.startswith("cuda") and not machine.has_cuda:
         return _finished(row, "unavailable", f"device {row.device} requested but torch sees no CUDA GPU")
     dtype = DType.parse(row.dtype)
-    exec_reason = next((r for a in row.exec_actions
-                        if (r := unavailable_reason(impl, a, machine, dtype, row.device))), None)
+    exec_reason = graph_reason(row.device) if row.settings.timing_mode == "graph" else None
+    exec_reason = exec_reason or next((r for a in row.exec_actions
+                                       if (r := unavailable_reason(impl, a, machine, dtype, row.device))), None)
     ptx_reason = unavailable_reason(impl, "ptx", machine, dtype, row.device) if "ptx" in row.actions else None
     runs_exec = bool(row.exec_actions) and exec_reason is None
     runs_ptx = "ptx" in row.actions and ptx_reason is None

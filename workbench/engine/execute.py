@@ -18,13 +18,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from workbench.engine.ab import ab_row
 from workbench.engine.build_cache import BuildCache, build_key
 from workbench.engine.calibrate import calibrate
+from workbench.engine.counters_run import counters_row
 from workbench.engine.device import DeviceSession
+from workbench.engine.graph_mode import wrap_for_mode
 from workbench.engine.precision import effective_fp32_precision
 from workbench.engine.protocol import Channel, ChildJob, Mode
 from workbench.engine.rows import Row
 from workbench.engine.timing import Cancelled
+from workbench.engine.timing_notes import note_timing
 from workbench.events import Built, Checked, Error, Result, Started
 from workbench.errors import WorkbenchError
 from workbench.registry import BuildContext, Registry
@@ -65,6 +69,8 @@ class RowRunner:
         try:
             if self.job.mode == Mode.ptx:
                 self._ptx_only(row, record)
+            elif self.job.mode == Mode.ab:
+                record = ab_row(self, row)
             else:
                 self._execute(row, record)
         except Cancelled:
@@ -108,11 +114,14 @@ class RowRunner:
             return
         if "bench" in row.actions:
             dev.bench(row, record, op, impl, spec, params, fn, inputs)
+            note_timing(row, record)
         if "profile" in row.actions:
             dev.profile(row, record, fn, inputs)
         if not self._check(row, record, op, spec, ctx, check, lambda: check.timed(fn)):
             record["timing"] = record["traffic"] = None  # a wrong result gets no speed (rule 6)
             return
+        if "counters" in row.actions:
+            counters_row(dev, row, record, op, impl, spec)
         if watch is not None:
             watch.finish(row, record, self.channel)
         if "ptx" in row.actions:
@@ -132,7 +141,7 @@ class RowRunner:
             watch.start()
         key = build_key(row, impl, spec, params, self.interpret)
         t0 = time.perf_counter()
-        fn = self._built(key, impl, spec, params, ctx, dev, record, watch)
+        fn = wrap_for_mode(row, self._built(key, impl, spec, params, ctx, dev, record, watch), inputs)  # graph_mode.py
         out = fn(*inputs)
         dev.sync()
         record["build_ms"] = (time.perf_counter() - t0) * 1e3

@@ -27,6 +27,8 @@ import threading
 from pathlib import Path
 from typing import Callable
 
+from workbench.diagnosis import diagnose_document, diagnose_record
+from workbench.engine.ab_plan import ABJobs, ab_rows
 from workbench.engine.admit import Admission, admit
 from workbench.engine.build_ahead import worth_building_ahead
 from workbench.engine.ceilings import CeilingCache, datasheet_for
@@ -119,7 +121,10 @@ def _run(session, options, plan, pool, on_event, stop, started, cache_dir) -> di
                    build_ahead=options.build_ahead is not False and not options.strict)
     doc = new_document(_provenance(session, options, started),
                        environment_record(info, worker.cuda_version if worker else None))  # now: cancel is quick
+    run.environment = doc["environment"]
     groups = [list(g) for _run_index, g in itertools.groupby(rows, key=lambda r: r.run_index)]
+    ab = ABJobs(ab_rows(session, registry, has_cuda=machine.has_cuda, device_override=options.device),
+                on_event, run.run_ab)  # A/B rows: engine/ab_plan.py
     for index, group in enumerate(groups):
         if stop.is_set():
             break
@@ -128,10 +133,17 @@ def _run(session, options, plan, pool, on_event, stop, started, cache_dir) -> di
         then = _key(plan, following, _interpret(following[0], machine)) if following else None
         run.run([admit(r, registry, machine, force=options.force, interpret=interpret,
                        memory_bytes=_memory_bytes(r, info)) for r in group], interpret=interpret, then=then)
+        ab.run(group[0].run_index, registry, machine, interpret)
+    for run_index in ab.not_run():  # runs whose rows were all done already (--resume)
+        if not stop.is_set():
+            ab.run(run_index, registry, machine, _interpret(ab.by_run[run_index][0], machine))
     run.cancel_rest()
+    ab.cancel_rest()
     doc["environment"].update(_ceilings(info, cache_dir))
     doc["results"] = [options.done.get(r.key) or run.records[r.key] for r in plan.rows]
+    doc["ab"] = ab.entries
     relate_to_pytorch(doc["results"])  # traffic.speedup_vs_pytorch (engine/relative.py)
+    diagnose_document(doc)  # every record's `diagnosis` (workbench/diagnosis/)
     doc["cancelled"] = stop.is_set()
     return doc
 
@@ -205,6 +217,7 @@ class _PlanRun:
         self.plan, self.strict, self.registry, self.build_ahead = plan, strict, registry, build_ahead
         self.child_args = child_args
         self.records: dict = {}
+        self.environment: dict = {}  # the document's, for the findings sent with each Result
         self.admissions: dict = {}
         self.ptx_records: dict = {}
 
@@ -251,6 +264,13 @@ class _PlanRun:
             sup.run_rows(rows, key=keys[index], mode=mode, next_key=following, strict=self.strict,
                          **self.child_args)
 
+    def run_ab(self, rows: list[Row], on_result: Callable[[Row, dict], None], interpret: bool) -> None:
+        """A/B rows (engine/ab_plan.py) in one worker job of mode "ab" (both sides in it)."""
+        if not self.stop.is_set():
+            sup = Supervisor(self.on_event, on_result, self.stop, self.pool)
+            sup.run_rows(rows, key=_key(self.plan, rows, interpret), mode=Mode.ab, next_key=None,
+                         strict=self.strict, **self.child_args)
+
     def _ptx_event(self, event: Event) -> None:
         if not isinstance(event, Started) or self.admissions[event.row].exec_row is None:
             self.on_event(event)
@@ -278,6 +298,9 @@ class _PlanRun:
 
     def _emit_final(self, row: Row, record: dict) -> None:
         self.records[row.key] = record
+        # the findings so far go out with the Result (a jsonl stream, the TUI); run_plan
+        # re-diagnoses every record once all peers are there (a `+graph` row that came later)
+        record["diagnosis"] = diagnose_record(record, self.environment, list(self.records.values()))
         self.on_event(Result(row.key, record))
 
     def cancel_rest(self) -> None:

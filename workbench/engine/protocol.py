@@ -39,12 +39,14 @@ class Message(StrEnum):
 
 
 class Mode(StrEnum):
-    """What a job does: exec = check/bench/profile (and ptx where Triton is compiled);
-    ptx = PTX only, in a worker without TRITON_INTERPRET; build = build ahead."""
+    """What a job does: exec = check/bench/profile/counters (and ptx where Triton is compiled);
+    ptx = PTX only, in a worker without TRITON_INTERPRET; build = build ahead; ab = A/B rows,
+    both sides built and timed round-robin in this worker (engine/ab.py)."""
 
     exec = "exec"
     ptx = "ptx"
     build = "build"  # compile into the on-disk caches only, no Result (engine/build_ahead.py)
+    ab = "ab"
 
 
 STOP = b"stop"  # parent -> worker: leave now (the pool is closing or the worker is discarded)

@@ -12,11 +12,12 @@ from workbench.events import RowKey
 from workbench.errors import WorkbenchError
 from workbench.results import new_record
 from workbench.session_model import ImplRef, RunSpec, Session, Settings
+from workbench.variants import split_variant
 
 if TYPE_CHECKING:  # the registry imports torch; the row counter below is for torch-free front ends too
     from workbench.registry import Registry
 
-EXEC_ACTIONS = ("check", "bench", "profile")
+EXEC_ACTIONS = ("check", "bench", "profile", "counters")
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,8 @@ class Row:
     normalised (bench and profile imply check), in the order check, bench, profile, ptx;
     error: why the row cannot even be described (bad sweep parameter, bad shape), or None;
     estimate: the size estimate admission made (engine/estimate.Estimate.as_dict), or None.
+    compare: the two sides (session_model.ABSide) of an A/B row (engine/ab.py), else None.
+    A `<impl>+graph` name runs `impl` with settings.timing_mode "graph" (workbench/variants.py).
     """
 
     run_index: int
@@ -43,6 +46,7 @@ class Row:
     device: str
     error: str | None = None
     estimate: Mapping[str, Any] | None = None
+    compare: tuple[Any, ...] | None = None
 
     @property
     def key(self) -> RowKey:
@@ -68,11 +72,11 @@ def resolve_device(setting: str, has_cuda: bool) -> str:
 
 
 def normalise_actions(actions: tuple[str, ...]) -> tuple[str, ...]:
-    """bench and profile imply check (a wrong result gets no speed: rule 6); fixed order."""
+    """bench, profile and counters imply check (a wrong result gets no speed: rule 6); fixed order."""
     wanted = set(actions)
-    if wanted & {"bench", "profile"}:
+    if wanted & {"bench", "profile", "counters"}:
         wanted.add("check")
-    return tuple(a for a in ("check", "bench", "profile", "ptx") if a in wanted)
+    return tuple(a for a in ("check", "bench", "profile", "counters", "ptx") if a in wanted)
 
 
 def run_settings(session: Session, run: RunSpec, device_override: str | None) -> Settings:
@@ -93,9 +97,11 @@ def expand(session: Session, registry: Registry, *, has_cuda: bool,
         settings = run_settings(session, run, device_override)
         device = resolve_device(settings.device, has_cuda)
         for ref in run_refs(run, op.impls):
-            impl = op.get_impl(ref.name)
-            for sweep_value, assigned in _points(run):
-                rows.append(_row(run_index, run, op, impl, ref, settings, device, sweep_value, assigned))
+            name, mode = split_variant(ref.name)
+            impl = op.get_impl(name)
+            ref_settings = dataclasses.replace(settings, timing_mode=mode) if mode else settings
+            for sweep_value, assigned in points(run):
+                rows.append(make_row(run_index, run, op, impl, ref, ref_settings, device, sweep_value, assigned))
     keys = [r.key for r in rows]
     if len(set(keys)) != len(keys):
         dup = next(k for k in keys if keys.count(k) > 1)
@@ -111,7 +117,7 @@ def run_refs(run: RunSpec, registered: Iterable[str]) -> tuple[ImplRef, ...]:
 def run_row_keys(run_index: int, run: RunSpec, registered: Iterable[str]) -> list[RowKey]:
     """The keys of one run's rows in document order, as `expand` makes them (the one row
     counter: `len` of this). registered: the op's implementation names (for `impls: all`)."""
-    return [(run_index, ref.display, value) for ref in run_refs(run, registered) for value, _ in _points(run)]
+    return [(run_index, ref.display, value) for ref in run_refs(run, registered) for value, _ in points(run)]
 
 
 def row_keys(session: Session, registered: Callable[[str], Iterable[str]]) -> list[RowKey]:
@@ -120,13 +126,13 @@ def row_keys(session: Session, registered: Callable[[str], Iterable[str]]) -> li
     return [key for index, run in enumerate(session.runs) for key in run_row_keys(index, run, registered(run.op))]
 
 
-def _points(run: RunSpec) -> list[tuple[Any, dict]]:
+def points(run: RunSpec) -> list[tuple[Any, dict]]:
     if run.sweep is None:
         return [(None, {})]
     return [(value, {name: value for name in run.sweep.params}) for value in run.sweep.values]
 
 
-def _row(run_index, run, op, impl, ref, settings, device, sweep_value, assigned) -> Row:
+def make_row(run_index, run, op, impl, ref, settings, device, sweep_value, assigned) -> Row:
     shape, params, error = dict(run.shape), dict(ref.params), None
     for name, value in assigned.items():
         if name in op.spec.shape_fields():

@@ -30,6 +30,11 @@ PREFIX_KEYS: tuple[tuple[str, str], ...] = (
     ("mma", "mma"),
     ("tcgen05.mma", "tcgen05_mma"),  # extra key (Blackwell; only when present)
 )
+# FP64 work (extra keys, only when present): arithmetic with an .f64 type, and conversions to
+# or from f64 (`cvt.f64.f32`). A float32 kernel with these computes in double precision (the
+# lecture's cuda_naive GeLU: double literals promote the expression).
+FP64_ARITH = frozenset({"add", "sub", "mul", "fma", "mad", "div", "rcp", "sqrt", "rsqrt", "neg", "abs",
+                        "min", "max", "ex2", "lg2", "sin", "cos", "tanh", "copysign"})
 LOAD_STORE_SPACES = ("global", "shared", "local")
 VECTOR_WIDTHS = ("v2", "v4", "v8")
 # Always present, so tables have stable columns; anything else appears only when non-zero.
@@ -123,15 +128,25 @@ def access_bytes(opcode: str) -> int:
     return width * max(bits // 8, 1)
 
 
+def fp64_key(opcode: str) -> str | None:
+    """`fma.rn.f64` -> fp64_arith, `cvt.f64.f32` -> fp64_cvt, others None."""
+    parts = opcode.split(".")
+    if "f64" not in parts[1:]:
+        return None
+    if parts[0] == "cvt":
+        return "fp64_cvt"
+    return "fp64_arith" if parts[0] in FP64_ARITH else None
+
+
 def count_instructions(text: str) -> dict[str, int]:
     """Static counts of one kernel's PTX (or any PTX snippet) in the CONTRACTS keys.
 
-    Every key of BASE_KEYS is present; extra keys (`ld_global_v8`, `ld_local`, `stmatrix`, ...)
-    only when non-zero.
+    Every key of BASE_KEYS is present; extra keys (`ld_global_v8`, `ld_local`, `stmatrix`,
+    `fp64_arith`, `fp64_cvt`, ...) only when non-zero.
     """
     counts = dict.fromkeys(BASE_KEYS, 0)
     for ins in iter_instructions(text):
-        key = load_store_key(ins.opcode) or prefix_key(ins.opcode)
+        key = load_store_key(ins.opcode) or prefix_key(ins.opcode) or fp64_key(ins.opcode)
         if key is None:
             continue
         counts[key] = counts.get(key, 0) + 1

@@ -1,0 +1,148 @@
+"""Diagnosis: what each row's numbers say and what to do (workbench/diagnosis), and A/B.
+
+The table lists the run's rows with their findings; the highlighted row's findings are spelled
+out below it (evidence in numbers, then the prescription). `x` marks a row as A, then B (a third
+mark replaces the oldest); `a` asks for an A/B of the two marked rows: both are timed round-robin
+in one worker and the ratio comes back with its confidence interval (screens/ab_action.py).
+
+Attributes down: `model` (a RunModel: its records, environment and A/B entries).
+Messages up: `DiagnosisPane.CompareRequested(a, b)`, each (label, sweep_value).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import DataTable, Static
+
+from workbench.diagnosis import diagnose_record
+from workbench.report_diagnosis import ab_line
+
+from . import fmt
+from .keys import KeyDataTable
+from .model import Row, RunModel
+
+COLUMNS = ("A/B", "impl", "problems", "findings")
+MARKS = ("A", "B")
+
+
+class DiagnosisPane(Vertical):
+    DEFAULT_CSS = """
+    DiagnosisPane #diagnosis-table { height: 1fr; max-height: 12; }
+    DiagnosisPane #diagnosis-scroll { height: 1fr; border-top: hkey $primary-background-lighten-2; padding: 0 1; }
+    """
+    BINDINGS = [Binding("x", "mark", "Mark A/B"), Binding("a", "compare", "A/B the marked rows")]
+
+    model: reactive[RunModel | None] = reactive(None, always_update=True, init=False)
+
+    class CompareRequested(Message):
+        """Time rows `a` and `b` ((label, sweep_value) each) against each other."""
+
+        def __init__(self, a: tuple[str, Any], b: tuple[str, Any]) -> None:
+            super().__init__()
+            self.a, self.b = a, b
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.marks: list[tuple[str, Any]] = []
+        self._keys: list[tuple[str, Any]] = []
+        self._findings: dict[tuple[str, Any], list[dict]] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="diagnosis-summary", classes="summary")
+        yield KeyDataTable(id="diagnosis-table", cursor_type="row", zebra_stripes=True)
+        with VerticalScroll(id="diagnosis-scroll"):
+            yield Static("", id="diagnosis-detail")
+            yield Static("", id="ab-results")
+
+    def on_mount(self) -> None:
+        self.query_one("#diagnosis-table", DataTable).add_columns(*COLUMNS)
+        self._show(self.model)
+
+    # -- attributes down --------------------------------------------------------------------
+    def watch_model(self, model: RunModel | None) -> None:
+        if self.is_mounted:
+            self._show(model)
+
+    def _show(self, model: RunModel | None) -> None:
+        rows = [r for r in (model.rows.values() if model else ()) if r.record]
+        records = [r.record for r in rows]
+        environment = (model.environment if model else None) or {}
+        self._findings = {(r.label, r.sweep_value): diagnose_record(r.record, environment, records) for r in rows}
+        self._keys = [(r.label, r.sweep_value) for r in rows]
+        self.marks = [m for m in self.marks if m in self._keys]
+        self._fill(rows)
+        problems = sum(f["severity"] == "problem" for found in self._findings.values() for f in found)
+        self.query_one("#diagnosis-summary", Static).update(Text(
+            f"{problems} problem(s) in {len(rows)} row(s) · x marks A then B, a times them round-robin"
+            if rows else "no results yet: run check + bench (profile, ptx and counters add evidence)"))
+        self.query_one("#ab-results", Static).update(Text(ab_text(getattr(model, "ab", ()) if model else ())))
+        self._show_detail()
+
+    def _fill(self, rows: list[Row]) -> None:
+        table = self.query_one(KeyDataTable)
+        cursor = table.cursor_row
+        table.replace_rows(self._cells(row) for row in rows)
+        if rows:
+            table.move_cursor(row=min(cursor, len(rows) - 1), animate=False)
+
+    def _cells(self, row: Row) -> tuple[str, ...]:
+        key = (row.label, row.sweep_value)
+        found = self._findings.get(key, [])
+        mark = MARKS[self.marks.index(key)] if key in self.marks else ""
+        return (mark, fmt.row_title(row.label, row.sweep_value),
+                str(sum(f["severity"] == "problem" for f in found)), ", ".join(f["rule"] for f in found) or "-")
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_detail()
+
+    def _show_detail(self) -> None:
+        key = self._current()
+        text = detail_text(key[0], self._findings.get(key, [])) if key else ""
+        self.query_one("#diagnosis-detail", Static).update(Text(text))  # plain: evidence holds [ ]
+
+    def _current(self) -> tuple[str, Any] | None:
+        row = self.query_one(KeyDataTable).cursor_row
+        return self._keys[row] if 0 <= row < len(self._keys) else None
+
+    # -- actions ----------------------------------------------------------------------------
+    def action_mark(self) -> None:
+        key = self._current()
+        if key is None:
+            return
+        if key in self.marks:
+            self.marks.remove(key)
+        else:
+            self.marks = (self.marks + [key])[-2:]
+        self._show(self.model)
+
+    def action_compare(self) -> None:
+        if len(self.marks) != 2:
+            self.notify("mark two rows with x first (A, then B)", severity="warning")
+            return
+        self.post_message(self.CompareRequested(self.marks[0], self.marks[1]))
+
+
+def detail_text(label: str, findings: list[dict]) -> str:
+    """A row's findings in full: name, evidence, prescription."""
+    if not findings:
+        return f"{label}: nothing to report"
+    parts = []
+    for finding in findings:
+        mark = "■" if finding["severity"] == "problem" else "·"
+        parts.append(f"{mark} {finding['rule']}: {fmt.tui_text(finding['evidence'])}\n"
+                     f"  → {fmt.tui_text(finding['suggestion'])}")
+    return f"{label}\n" + "\n".join(parts)
+
+
+def ab_text(entries) -> str:
+    entries = list(entries)
+    if not entries:
+        return ""
+    return "A/B (ratio = A time / B time, round-robin in one worker)\n" + "\n".join(ab_line(e) for e in entries)

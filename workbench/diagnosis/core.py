@@ -1,0 +1,78 @@
+"""Findings, the context rules see, and the run over every rule (torch-free, plain data).
+
+A rule is a plain function `rule(record, ctx) -> Finding | None` over one result record (the
+results document's own dicts: timing, traffic, profile, ptx, launch, measured) and a Context:
+the document's environment and the other records (peers: the `+graph` variant, the fused form,
+the 4096 beside a 4097). Records of older documents simply lack some keys; a rule that finds
+no evidence returns None. `diagnose` runs RULES in order; a rule may name the findings that make
+it moot (`Rule.unless`: a host-bound row is not "at 0.7% of cuBLAS").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+SEVERITIES = ("problem", "note")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """rule: a short name ("unfused"); evidence: what the numbers say, with the numbers;
+    suggestion: the prescription; severity: "problem" (a fix is known) or "note" (context);
+    data: the key figures as numbers (for tables and tests)."""
+
+    rule: str
+    evidence: str
+    suggestion: str
+    severity: str = "problem"
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {"rule": self.rule, "evidence": self.evidence, "suggestion": self.suggestion,
+                "severity": self.severity, "data": dict(self.data)}
+
+
+@dataclass(frozen=True)
+class Context:
+    """environment: the document's `environment`; peers: every record of the document."""
+
+    environment: Mapping[str, Any] = field(default_factory=dict)
+    peers: Sequence[Mapping[str, Any]] = ()
+
+    def same_point(self, record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        """Other ok records of the same run, shape, dtype and sweep point."""
+        key = _point(record)
+        return [p for p in self.peers if p is not record and p.get("status") == "ok" and _point(p) == key]
+
+    def same_label(self, record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        """Other ok records of the same run and label (a sweep's other points)."""
+        return [p for p in self.peers if p is not record and p.get("status") == "ok"
+                and p.get("run_index") == record.get("run_index") and p.get("label") == record.get("label")]
+
+
+def _point(record: Mapping[str, Any]) -> tuple:
+    return (record.get("run_index"), repr(sorted((record.get("shape") or {}).items())), record.get("dtype"),
+            repr(record.get("sweep_value")))
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    check: Callable[[Mapping[str, Any], Context], Finding | None]
+    unless: tuple[str, ...] = ()
+
+
+def diagnose(record: Mapping[str, Any], ctx: Context, rules: Sequence[Rule]) -> list[dict]:
+    """The findings of one record (problems first, then notes); [] for rows that did not run ok."""
+    if record.get("status") != "ok":
+        return []
+    found: list[Finding] = []
+    for rule in rules:
+        if any(f.rule in rule.unless for f in found):
+            continue
+        finding = rule.check(record, ctx)
+        if finding is not None:
+            found.append(finding)
+    found.sort(key=lambda f: SEVERITIES.index(f.severity))
+    return [f.as_dict() for f in found]

@@ -1,0 +1,128 @@
+"""Rules over timing and the environment: launch-bound (host time >> device time), time that
+does not follow the work, clock drops and power limits, CUDA_LAUNCH_BLOCKING, recompiles, noise.
+
+Launch-bound (the lecture: "CUDA time small, CPU time large -> launch overhead: fuse, bigger
+batches, CUDA graphs"): the device's kernels take under HOST_BOUND of the host's time per call
+(timing.host_launch_ms, measured at warm-up), or of the median; or the engine's own launch-bound
+flag (median under ~20 us or 2x the launch floor); or, across a sweep of one implementation,
+WORK_GREW x the FLOPs and bytes took under TIME_FOLLOWED x the time.
+"""
+
+from __future__ import annotations
+
+from workbench.diagnosis.core import Context, Finding
+from workbench.diagnosis.figures import (Record, device_ms_per_call, graph_peer, kernels_per_call, label, median_ms,
+                                         ms, number, section, x)
+
+HOST_BOUND = 0.5       # device time per call under this fraction of host time: the GPU waits
+WORK_GREW = 3.0        # a sweep whose work grew this much ...
+TIME_FOLLOWED = 1.5    # ... but whose time grew less than this: time is not the work's
+CLOCK_LIMITS = ("sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
+
+
+def _work(record: Record) -> float | None:
+    traffic = section(record, "traffic")
+    return number(traffic.get("flops")) or number(traffic.get("bytes"))
+
+
+def _sweep_evidence(record: Record, ctx: Context) -> str | None:
+    """The widest sweep of this label: work x WORK_GREW, time under x TIME_FOLLOWED."""
+    points = [p for p in [record, *ctx.same_label(record)] if _work(p) and median_ms(p)]
+    if len(points) < 3:
+        return None
+    low, high = min(points, key=_work), max(points, key=_work)
+    grew, took = _work(high) / _work(low), median_ms(high) / median_ms(low)
+    if grew < WORK_GREW or took >= TIME_FOLLOWED:
+        return None
+    return (f"across the sweep {x(grew)} the work took {x(took)} the time "
+            f"({ms(median_ms(low))} at {low.get('sweep_value')}, {ms(median_ms(high))} at {high.get('sweep_value')})")
+
+
+def launch_bound(record: Record, ctx: Context) -> Finding | None:
+    timing = section(record, "timing")
+    median = median_ms(record)
+    if median is None:
+        return None
+    device, source = device_ms_per_call(record)
+    host = number(timing.get("host_launch_ms"))
+    kernels, _ = kernels_per_call(record)
+    evidence = []
+    if device is not None and host and device < HOST_BOUND * host:
+        evidence.append(f"host {ms(host)} per call against {ms(device)} of kernels ({source}, "
+                        f"{100 * device / host:.0f}%)")
+    elif device is not None and device < HOST_BOUND * median and source != "cuda_graph time, L2-warm":
+        evidence.append(f"median {ms(median)} against {ms(device)} of kernels per call ({source})")
+    if timing.get("launch_bound"):
+        floor = number(timing.get("launch_floor_ms"))
+        evidence.append(f"median {ms(median)}" + (f", launch floor {ms(floor)}" if floor else "") +
+                        " (under ~20 us or 2x the floor)")
+    sweep = _sweep_evidence(record, ctx)
+    if sweep:
+        evidence.append(sweep)
+    if not evidence:
+        return None
+    if kernels:
+        evidence.append(f"{kernels} kernels per call")
+    suggestion, data = _graph_prescription(record, ctx, median)
+    data.update(host_ms=host, device_ms=device, median_ms=median, kernels=kernels)
+    return Finding("launch_bound", "; ".join(evidence), suggestion, "problem", data)
+
+
+def _graph_prescription(record: Record, ctx: Context, median: float) -> tuple[str, dict]:
+    if section(record, "timing").get("mode") == "graph":
+        return "already a CUDA graph replay: fuse kernels (torch.compile) or give each launch more work", {}
+    base = ("replay the call as a CUDA graph (`" + label(record) + "+graph` in impls, or timing_mode: graph), "
+            "fuse kernels (torch.compile), or give each launch more work (a bigger batch)")
+    peer = graph_peer(record, ctx.same_point(record))
+    graph_ms = median_ms(peer) if peer is not None else None
+    if graph_ms:
+        return (f"{base}: here `{label(peer)}` takes {ms(graph_ms)}, {x(median / graph_ms)} faster",
+                {"graph_ms": graph_ms, "graph_speedup": median / graph_ms})
+    timing = section(record, "timing")
+    if timing.get("device_median_source") == "cuda_graph" and number(timing.get("device_median_ms")):
+        graph_ms = timing["device_median_ms"]
+        return (f"{base}: a CUDA graph of back-to-back calls took {ms(graph_ms)} per call (L2-warm), "
+                f"{x(median / graph_ms)} faster", {"graph_ms": graph_ms, "graph_speedup": median / graph_ms})
+    return base, {}
+
+
+def clock_drop(record: Record, ctx: Context) -> Finding | None:
+    timing = section(record, "timing")
+    clock = section(timing, "sm_clock_mhz")
+    limits = [r for r in timing.get("throttle") or () if r in CLOCK_LIMITS]
+    if not timing.get("clock_fell") and not limits:
+        return None
+    span = (f"SM clock {clock.get('min'):.0f}-{clock.get('max'):.0f} MHz (median {clock.get('median'):.0f})"
+            if number(clock.get("min")) is not None else "the SM clock fell")
+    evidence = span + " during the timed window" + (f"; limits hit: {', '.join(limits)}" if limits else "")
+    return Finding("clock_drop", evidence, "the figure holds at this clock only: compare implementations in one "
+                   "A/B (round-robin, same clock for both), and watch power/cooling; the workbench never "
+                   "changes clocks", "problem", {"limits": limits, "sm_clock_mhz": dict(clock)})
+
+
+def launch_blocking(record: Record, ctx: Context) -> Finding | None:
+    env = section(section(record, "timing"), "env")
+    value = env.get("CUDA_LAUNCH_BLOCKING")
+    if value in (None, "", "0"):
+        return None
+    return Finding("launch_blocking", f"CUDA_LAUNCH_BLOCKING={value} in the worker's environment: every launch "
+                   "waits for its kernel, so host and device never overlap",
+                   "unset CUDA_LAUNCH_BLOCKING to time (it is a debugging switch)", "problem", {"value": value})
+
+
+def recompiles(record: Record, ctx: Context) -> Finding | None:
+    count = number(record.get("recompiles"))
+    if not count:
+        return None
+    return Finding("recompiles", f"torch.compile compiled {int(count)} more graph(s) after the build",
+                   "each new shape or guard failure recompiles: keep shapes fixed, mark the varying "
+                   "dimension dynamic (torch._dynamo.mark_dynamic), and look for graph breaks "
+                   "(torch._dynamo.explain)", "problem", {"recompiles": int(count)})
+
+
+def noisy(record: Record, ctx: Context) -> Finding | None:
+    flag = next((f for f in record.get("flags") or () if str(f).startswith("median not converged")), None)
+    if flag is None:
+        return None
+    return Finding("noisy", flag, "raise rep_ms, or compare two implementations with `compare: [A, B]` "
+                   "(a round-robin ratio with its confidence interval)", "note", {})
