@@ -38,6 +38,7 @@ from .session_actions import SessionMixin
 from .sidebar import ImplPanel, OpList
 from .spec_editor import SpecEditor
 from .terminal import TerminalMixin
+from .watching import WatchMixin
 from .workspace import Workspace
 
 MIN_SIZE = (60, 20)
@@ -56,7 +57,7 @@ PANE_FOCUS = {"timing": "#results-table", "profile": "#profile-table", "ptx": "#
               "traffic": "#traffic-table", "log": "LogPane"}
 
 
-class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMixin, App):
+class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMixin, WatchMixin, App):
     CSS_PATH = "app.tcss"
     TITLE = "workbench"
     COMMANDS = App.COMMANDS | {OpsProvider, ImplsProvider, SessionsProvider}
@@ -87,6 +88,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         self._engine, self._catalog_loader, self._opener = engine, catalog_loader, opener
         self.data_dir = data_dir or sessions_io.data_dir()
         self._init_runner()
+        self._init_watch()
 
     # -- layout -----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -117,6 +119,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
             self._watch_terminal()
 
     def on_unmount(self) -> None:
+        self.stop_watch()
         self.stop_run()
         self.close_workers()
         if self._autosave_timer is not None:

@@ -89,7 +89,8 @@ class TritonSource:
 
     def plain(self) -> dict[str, Any]:
         dtypes = self.interpreter_dtypes
-        return {"type": "triton", "interpreter_dtypes": None if dtypes is None else [str(d) for d in dtypes]}
+        return {"type": "triton", "interpreter_dtypes": None if dtypes is None else [str(d) for d in dtypes],
+                "launch": self.launch is not None}  # a source without its launch has no PTX (--list says so)
 
 
 def _takes_ctx(fn: Callable[..., Any]) -> bool:

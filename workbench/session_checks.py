@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from workbench.dtypes import DType
-from workbench.errors import WorkbenchError
+from workbench.errors import UnknownNameError, WorkbenchError
 from workbench.params import param_problem
 from workbench.registry import Impl, Op, Registry
 from workbench.session_model import RunSpec
@@ -33,6 +33,8 @@ def check_run(run: RunSpec, path: str, registry: Registry, problems: Problems,
                                              f"allowed: {', '.join(ops) or '(none registered)'}")
         return
     op = registry.op(run.op)
+    if not _check_op_complete(op, child_path(path, "op"), problems):
+        return
     impls = _check_impls(run, op, path, problems)
     impls = None if "impls" in bad else impls
     dtype_ok = _check_dtype(run, op, path, problems) and "dtype" not in bad
@@ -43,9 +45,33 @@ def check_run(run: RunSpec, path: str, registry: Registry, problems: Problems,
         _check_sweep(run, op, impls, path, problems, dtype_ok and shape_ok)
 
 
+def _check_op_complete(op: Op, path: str, problems: Problems) -> bool:
+    """An op the run could not use: no input factory or no cost model registered (a plugin's)."""
+    declared = {"inputs": op._inputs, "cost_model": op._cost}  # what Op.make_inputs / Op.cost need
+    missing = [f"@{op.name.upper()}.{name}" for name, fn in declared.items() if fn is None]
+    if missing:
+        problems.add(path, f"op {op.name!r} registers no {' and no '.join(missing)}; every op needs its "
+                           "input factory and cost model (docs/PLUGINS.md)")
+    return not missing
+
+
+def _check_math(op: Op, impl: Impl, where: str, problems: Problems) -> None:
+    """The reference an implementation is checked against (its `math=` variant) must exist:
+    the run would refuse the row ("unknown reference of gelu 'default'")."""
+    try:
+        op.reference_fn(impl.math)
+    except UnknownNameError as exc:
+        given = f"math={impl.math!r}" if impl.math != "default" else "no math= (so 'default')"
+        choices = " or ".join(f"math={m!r}" for m in exc.allowed) or "a @" + op.name.upper() + ".reference()"
+        problems.add(where, f"{op.name}/{impl.name} declares {given}, but {op.name} has no reference of that "
+                            f"variant (references: {', '.join(exc.allowed) or 'none'}); declare {choices} in its @impl")
+
+
 def _check_impls(run: RunSpec, op: Op, path: str, problems: Problems) -> list[Impl] | None:
     """The selected implementations, or None when a name is unknown."""
     if run.impls is None:
+        for impl in op.impls.values():
+            _check_math(op, impl, child_path(path, "impls"), problems)
         return list(op.impls.values())
     found: list[Impl] = []
     allowed = list(op.impls)
@@ -58,6 +84,7 @@ def _check_impls(run: RunSpec, op: Op, path: str, problems: Problems) -> list[Im
             continue
         impl = op.impls[ref.name]
         found.append(impl)
+        _check_math(op, impl, where, problems)
         for key, value in ref.params.items():
             where_param = child_path(child_path(where, "params"), key)
             if key not in impl.params:

@@ -41,6 +41,7 @@ from workbench.engine.workers import WorkerPool
 from workbench.events import Event, Log, Result, Started
 from workbench.machine import probe
 from workbench.manifest import declare, sources_digest
+from workbench.plugin_sources import plugin_records
 from workbench.provenance import provenance, utc_now_iso
 from workbench.results import new_document
 from workbench.session_model import Session
@@ -289,8 +290,9 @@ class _PlanRun:
                 self._emit_final(row, record)
 
 
-def _provenance(session: Session, options: RunOptions, started: str) -> dict:
-    return provenance(session.name, session_sha256=options.session_sha256, argv=options.argv, started=started)
+def _provenance(session: Session, options: RunOptions, started: str, plugins: list[dict]) -> dict:
+    return provenance(session.name, session_sha256=options.session_sha256, argv=options.argv, started=started,
+                      plugins=plugins)
 
 
 def _ceilings(info: DeviceInfo, cache_dir: Path) -> dict:
