@@ -80,7 +80,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
                  engine: Callable[..., dict] | None = None,
                  catalog_loader: Callable[..., Any] | None = None,
                  opener: Callable[..., sessions_io.Opened] | None = None,
-                 data_dir: Path | None = None) -> None:
+                 data_dir: Path | None = None, watch: bool = False) -> None:
         super().__init__()
         _start_resource_tracker()
         self.ws = Workspace()
@@ -88,7 +88,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         self._engine, self._catalog_loader, self._opener = engine, catalog_loader, opener
         self.data_dir = data_dir or sessions_io.data_dir()
         self._init_runner()
-        self._init_watch()
+        self._init_watch(watch)
 
     # -- layout -----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -249,8 +249,9 @@ def _start_resource_tracker() -> None:
     resource_tracker.ensure_running()
 
 
-def run(session_path: Path | None, options: Any) -> int:
-    """Start the TUI on `session_path` (None: the shipped default); the exit code."""
-    app = WorkbenchApp(session_path, options)
+def run(session_path: Path | None, options: Any, *, watch: bool = False) -> int:
+    """Start the TUI on `session_path` (None: the shipped default); the exit code. watch:
+    re-run what each save of the session or a plugin file changes (screens/watching.py)."""
+    app = WorkbenchApp(session_path, options, watch=watch)
     app.run()
     return app.return_code or 0

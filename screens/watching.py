@@ -1,12 +1,13 @@
 """Watch mode in the app (`workbench FILE --watch`): each save re-runs what it changed.
 
 A thread polls the session file and its plugin files (workbench/file_watch.py). On a save, a
-worker imports the plugins afresh and re-reads the session (workbench/watching.py
-`load_watched`; a file that fails shows `path:line: message` in the Log and a notification,
-and nothing else stops), the catalog is refreshed (a new implementation appears in the list),
-the session is re-opened when its own file changed, and the run on screen runs again through
-the runner. The runner's engine is wrapped (`_run_watched`): rows whose fingerprint the last
-cycle ran keep their result (and their view: samples, PTX text), the rest run, a row whose edit failed keeps its last good result, and one Log line per re-run
+worker declares the plugins afresh (their manifests: workbench/manifest.py) and re-reads the
+session (workbench/watching.py `load_watched`); a file that fails shows `path:line: message` in
+the Log and a notification, and nothing else stops. The catalog is refreshed (a new
+implementation appears in the list), the session is re-opened when its own file changed, and the
+run on screen runs again through the runner. The runner's engine is wrapped (`_run_watched`):
+rows whose fingerprint the last cycle ran keep their result (and their view: samples, PTX text),
+the rest run, a row whose edit failed keeps its last good result, and one Log line per re-run
 row says how it moved (time, GB/s, PTX counts). Saves made during a run are re-run after it.
 """
 
@@ -30,7 +31,8 @@ class WatchMixin:
     Uses the app's `ws`, `_options`, `_engine`, `_running_index`, `running`, `action_run`,
     `_open`, `_kernels`, `_device`, `_catalog_loader`, `report`, `log_pane`."""
 
-    def _init_watch(self) -> None:
+    def _init_watch(self, watch: bool = False) -> None:
+        self._watch_on = watch                       # `workbench FILE --watch`
         self._watch_stop = threading.Event()
         self._watch_paths: tuple[Path, ...] = ()
         self._watch_queued: set[Path] = set()
@@ -41,7 +43,7 @@ class WatchMixin:
 
     @property
     def watching(self) -> bool:
-        return bool(getattr(self._options, "watch", False))
+        return self._watch_on
 
     def stop_watch(self) -> None:
         self._watch_stop.set()
@@ -124,9 +126,9 @@ class WatchMixin:
         kernels = self._kernels()
         try:
             if path is not None and path.exists():
-                session, _, files = load_watched(path, kernels)
+                session, _, files = load_watched(path, kernels, self._cache_dir())
             else:
-                session, files = self.ws.session, self._reload_unsaved(kernels)
+                session, files = self.ws.session, self._declare_unsaved(kernels)
             catalog = (self._catalog_loader or _load_catalog)([*kernels, *session.plugins], self._device())
             opened = self._open(path, catalog.gpu) if path is not None and path.resolve() in paths else None
         except WorkbenchError as exc:
@@ -138,14 +140,16 @@ class WatchMixin:
             self.post_message(SessionOpened(opened.session, opened.path, opened.results, opened.notes))
         self.post_message(WatchReloaded(tuple(files), index if opened is not None else None))
 
-    def _reload_unsaved(self, kernels: list[str]) -> tuple[Path, ...]:
-        """A session that is not on disk: only --kernels (and plugins it names) are reloaded."""
+    def _declare_unsaved(self, kernels: list[str]) -> tuple[Path, ...]:
+        """A session that is not on disk: only --kernels (and plugins it names) are declared."""
+        from workbench.manifest import declare
         from workbench.plugin_sources import registry_files, with_resolved_plugins
-        from workbench.registry import REGISTRY, reload_plugins
 
         paths = [*kernels, *with_resolved_plugins(self.ws.session, Path.cwd()).plugins]
-        reload_plugins(paths, REGISTRY)
-        return tuple(registry_files(paths, REGISTRY))
+        return tuple(registry_files(paths, declare(paths, cache_dir=self._cache_dir())))
+
+    def _cache_dir(self) -> Path | None:
+        return getattr(self._options, "cache_dir", None)
 
     def on_watch_failed(self, message: WatchFailed) -> None:
         self._watch_paths = message.files or self._watch_paths
@@ -162,16 +166,15 @@ class WatchMixin:
 
     # -- the runner's engine, wrapped (called in the run worker's thread) ----------------------
     def _run_watched(self, session: Any, *, on_event, stop: threading.Event, options: Any = None) -> dict:
-        from workbench.registry import REGISTRY
+        from workbench.engine.options import RunOptions
+        from workbench.manifest import declare
         from workbench.watching import WatchState
 
-        if options is None:
-            from workbench.engine.plan import RunOptions
-
-            options = RunOptions()
+        options = options if options is not None else RunOptions()
+        registry = declare([*options.kernels, *session.plugins], cache_dir=options.cache_dir)  # cached manifests
         index = self._running_index
         state = self._watch_states.setdefault(index, WatchState())
-        cycle = state.run_session(session, REGISTRY, options=options, on_event=on_event, stop=stop,
+        cycle = state.run_session(session, registry, options=options, on_event=on_event, stop=stop,
                                   engine=self._watch_engine,
                                   on_done=lambda done: self.call_from_thread(self._keep_rows, index, list(done)),
                                   on_line=lambda key, text, level: on_event(ev.Log(key, text, level)))

@@ -12,8 +12,6 @@ import re
 import pytest
 from cli_fakes import fake_plan, run, user_dirs  # noqa: F401 (fixtures)
 
-from workbench.registry import REGISTRY
-
 NO_MATH = '''\
 import torch
 from workbench.registry import REGISTRY
@@ -64,6 +62,9 @@ def build_cuda(spec, params, ctx):
 '''
 
 
+pytestmark = pytest.mark.slow  # the plugins' manifests are built in a subprocess
+
+
 @pytest.fixture(autouse=True)
 def _user_dirs(user_dirs):
     """platformdirs' folders under tmp_path, no colour."""
@@ -72,7 +73,6 @@ def _user_dirs(user_dirs):
 @pytest.fixture()
 def plugin_session(tmp_path):
     """Write a plugin and a session naming it; forget the plugin afterwards."""
-    written = []
 
     def make(source: str, op: str = "gelu", impls: str = "[manual_nomath]", name: str = "mine.py"):
         plugin = tmp_path / name
@@ -80,11 +80,8 @@ def plugin_session(tmp_path):
         session = tmp_path / "s.yaml"
         session.write_text(f"schema_version: 1\nname: s\nplugins: [{name}]\nruns:\n  - op: {op}\n"
                            f"    impls: {impls}\n    shape: {{M: 2, N: 8}}\n")
-        written.append(plugin)
         return plugin, session
-    yield make
-    for plugin in written:
-        REGISTRY.forget(str(plugin.resolve()))
+    return make
 
 
 def test_check_catches_an_implementation_without_its_reference(capsys, plugin_session):
@@ -104,19 +101,16 @@ def test_check_catches_an_op_without_a_cost_model(capsys, plugin_session):
 def test_list_says_when_no_kernel_source_is_declared(capsys, tmp_path):
     plugin = tmp_path / "nolaunch.py"
     plugin.write_text(NO_LAUNCH)
-    try:
-        code, out, _ = run(capsys, "--list", "--kernels", str(plugin), "--format", "json")
-        assert code == 0
-        gelu = next(op for op in json.loads(out)["ops"] if op["name"] == "gelu")
-        impls = {i["name"]: i["unavailable"]["ptx"] for i in gelu["impls"]}
-        assert impls["triton_nolaunch"] == "no source declared (give source=TritonSource(...), docs/PLUGINS.md)"
-        assert impls["cuda_nosource"] == "no source declared (give source=CudaSource(...), docs/PLUGINS.md)"
-        assert impls["triton"] is None and impls["cuda"] is None   # the shipped ones declare theirs
-        code, out, _ = run(capsys, "--list", "--kernels", str(plugin))
-        line = next(x for x in out.splitlines() if x.startswith("triton_nolaunch"))
-        assert re.search(r"\bno\b", line) and "ptx: no source declared" in " ".join(out.split())
-    finally:
-        REGISTRY.forget(str(plugin.resolve()))
+    code, out, _ = run(capsys, "--list", "--kernels", str(plugin), "--format", "json")
+    assert code == 0
+    gelu = next(op for op in json.loads(out)["ops"] if op["name"] == "gelu")
+    impls = {i["name"]: i["unavailable"]["ptx"] for i in gelu["impls"]}
+    assert impls["triton_nolaunch"] == "no source declared (give source=TritonSource(...), docs/PLUGINS.md)"
+    assert impls["cuda_nosource"] == "no source declared (give source=CudaSource(...), docs/PLUGINS.md)"
+    assert impls["triton"] is None and impls["cuda"] is None   # the shipped ones declare theirs
+    code, out, _ = run(capsys, "--list", "--kernels", str(plugin))
+    line = next(x for x in out.splitlines() if x.startswith("triton_nolaunch"))
+    assert re.search(r"\bno\b", line) and "ptx: no source declared" in " ".join(out.split())
 
 
 def test_replay_records_plugin_files_and_says_when_one_changed(capsys, plugin_session, fake_plan, tmp_path):

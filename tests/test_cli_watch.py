@@ -16,7 +16,6 @@ import pytest
 from cli_fakes import run, user_dirs  # noqa: F401 (fixture)
 from watch_fakes import PLUGIN, SESSION, rows_engine
 
-from workbench.registry import REGISTRY
 
 
 @pytest.fixture(autouse=True)
@@ -31,6 +30,7 @@ def until(condition, timeout_s: float = 30.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow  # the plugin's manifest is built in a subprocess
 def test_watch_prints_what_each_save_moved_and_survives_a_broken_edit(capsys, tmp_path, monkeypatch):
     import workbench.engine.plan as plan
 
@@ -55,7 +55,6 @@ def test_watch_prints_what_each_save_moved_and_survives_a_broken_edit(capsys, tm
         code, stdout, stderr = run(capsys, "--replay", str(session), "--watch", "-o", str(out))
     finally:
         helper.join(timeout=60)
-        REGISTRY.forget(str(plugin.resolve()))
     assert code == 130
     assert engine.calls == [["manual_mine", "pytorch"], ["manual_mine"]]   # pytorch was not re-run
     assert "watch #2: 1 row(s) re-run, 1 kept" in stdout and "manual_mine: 2 ms -> 1.5 ms (-25.0%)" in stdout

@@ -2,7 +2,8 @@
 `plugins:` load as replay loads them), a missing plugin says so on screen, and watch mode
 (`workbench FILE --watch`) re-runs what a save changed, keeps the last good result after a
 broken edit and names its file and line. The catalog and the session are the real ones (the
-registry is imported in-process); the engine is a stand-in (no children)."""
+plugins are declared through manifests: a subprocess, so these tests are `slow`); the engine is
+a stand-in (no engine children)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,15 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tui_helpers import run_async, wait_for
 from watch_fakes import PLUGIN, SESSION, rows_engine
-from workbench.registry import REGISTRY
 from workbench.screens.app import WorkbenchApp
-from workbench.screens.options import AppOptions
+from workbench.engine.options import RunOptions
 from workbench.screens.pane_log import LogPane
 
+pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -36,7 +39,7 @@ async def test_the_readmes_plugin_session_opens_with_its_runs(tmp_path):
     shutil.copy(ROOT / "tests" / "plugins" / "my_ops.py", tmp_path / "tests" / "plugins" / "my_ops.py")
     session = tmp_path / "my-session.yaml"
     session.write_text(readme_session())
-    app = WorkbenchApp(session, AppOptions(), data_dir=tmp_path / "data")
+    app = WorkbenchApp(session, RunOptions(cache_dir=tmp_path / "cache"), data_dir=tmp_path / "data")
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.ws.catalog is not None and app.ws.session.runs, 60)
         await pilot.pause(0.3)
@@ -53,7 +56,7 @@ async def test_the_readmes_plugin_session_opens_with_its_runs(tmp_path):
 async def test_a_session_naming_a_missing_plugin_says_so_on_screen(tmp_path):
     session = tmp_path / "lost.yaml"
     session.write_text(SESSION.replace("mine.py", "nowhere/mine.py"))
-    app = WorkbenchApp(session, AppOptions(), data_dir=tmp_path / "data")
+    app = WorkbenchApp(session, RunOptions(cache_dir=tmp_path / "cache"), data_dir=tmp_path / "data")
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: "plugins[0]" in log_text(app), 60)
         assert "no such file or folder" in log_text(app) and "nowhere/mine.py" in log_text(app)
@@ -66,32 +69,30 @@ async def test_watch_mode_reruns_what_a_save_changed_and_survives_a_broken_edit(
     plugin.write_text(PLUGIN)
     session.write_text(SESSION)
     engine = rows_engine()
-    app = WorkbenchApp(session, AppOptions(watch=True), engine=engine, data_dir=tmp_path / "data")
-    try:
-        async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for(pilot, lambda: app.runs_finished >= 1, 60)   # watch mode runs at once
-            assert engine.calls == [["manual_mine", "pytorch"]]
-            assert "watching watched.yaml, mine.py" in log_text(app)
-            plugin.write_text(PLUGIN.replace("MEDIAN_MS = 2.0", "MEDIAN_MS = 1.5"))
-            await wait_for(pilot, lambda: app.runs_finished >= 2, 60)
-            assert engine.calls[-1] == ["manual_mine"]                  # pytorch kept its result
-            assert "manual_mine: 2 ms -> 1.5 ms (-25.0%)" in log_text(app)
-            assert "kept (their code did not change): pytorch" in log_text(app)
-            rows = app.ws.models[0].rows
-            assert rows[("pytorch", None)].status == "ok" and rows[("manual_mine", None)].get("timing", "median_ms") == 1.5
+    options = RunOptions(cache_dir=tmp_path / "cache")
+    app = WorkbenchApp(session, options, engine=engine, data_dir=tmp_path / "data", watch=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.runs_finished >= 1, 60)   # watch mode runs at once
+        assert engine.calls == [["manual_mine", "pytorch"]]
+        assert "watching watched.yaml, mine.py" in log_text(app)
+        plugin.write_text(PLUGIN.replace("MEDIAN_MS = 2.0", "MEDIAN_MS = 1.5"))
+        await wait_for(pilot, lambda: app.runs_finished >= 2, 60)
+        assert engine.calls[-1] == ["manual_mine"]                  # pytorch kept its result
+        assert "manual_mine: 2 ms -> 1.5 ms (-25.0%)" in log_text(app)
+        assert "kept (their code did not change): pytorch" in log_text(app)
+        rows = app.ws.models[0].rows
+        assert rows[("pytorch", None)].status == "ok" and rows[("manual_mine", None)].get("timing", "median_ms") == 1.5
 
-            plugin.write_text(PLUGIN.replace("def build(", "def build(("))
-            await wait_for(pilot, lambda: "nothing re-ran" in log_text(app), 60)
-            assert re.search(rf"{re.escape(str(plugin.resolve()))}:9: SyntaxError", log_text(app))
-            assert app.runs_finished == 2 and rows[("manual_mine", None)].get("timing", "median_ms") == 1.5
+        plugin.write_text(PLUGIN.replace("def build(", "def build(("))
+        await wait_for(pilot, lambda: "nothing re-ran" in log_text(app), 60)
+        assert re.search(rf"{re.escape(str(plugin.resolve()))}:9: SyntaxError", log_text(app))
+        assert app.runs_finished == 2 and rows[("manual_mine", None)].get("timing", "median_ms") == 1.5
 
-            plugin.write_text(PLUGIN.replace("MEDIAN_MS = 2.0", "MEDIAN_MS = 1.25"))
-            await wait_for(pilot, lambda: app.runs_finished >= 3, 60)   # fixed: it runs again
-            assert "manual_mine: 1.5 ms -> 1.25 ms" in log_text(app)
+        plugin.write_text(PLUGIN.replace("MEDIAN_MS = 2.0", "MEDIAN_MS = 1.25"))
+        await wait_for(pilot, lambda: app.runs_finished >= 3, 60)   # fixed: it runs again
+        assert "manual_mine: 1.5 ms -> 1.25 ms" in log_text(app)
 
-            session.write_text(SESSION.replace("N: 8", "N: 16"))          # the session file itself
-            await wait_for(pilot, lambda: app.runs_finished >= 4, 60)
-            assert engine.calls[-1] == ["manual_mine", "pytorch"], log_text(app)[-2500:]  # re-read: both rows
-            assert app.ws.session.runs[0].shape == {"M": 4, "N": 16} and app.ws.index == 0
-    finally:
-        REGISTRY.forget(str(plugin.resolve()))
+        session.write_text(SESSION.replace("N: 8", "N: 16"))          # the session file itself
+        await wait_for(pilot, lambda: app.runs_finished >= 4, 60)
+        assert engine.calls[-1] == ["manual_mine", "pytorch"], log_text(app)[-2500:]  # re-read: both rows
+        assert app.ws.session.runs[0].shape == {"M": 4, "N": 16} and app.ws.index == 0

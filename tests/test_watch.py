@@ -1,7 +1,8 @@
-"""Watch mode's core without children: the file watcher, plugin reloading, `path:line` of errors,
+"""Watch mode's core: the file watcher, `path:line` of errors, code digests,
 re-running only what an edit changed, the last good result kept after a broken edit, and the
 lines that compare a row with its previous result. The engine is a stand-in that makes a record
-per row it is asked to run (its median read from the plugin file, so an edit changes it)."""
+per row it is asked to run (its median read from the plugin file, so an edit changes it); the
+cycles declare the plugins through manifests (a subprocess: those tests are `slow`)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from workbench.engine.plan import RunOptions
 from workbench.error_location import describe_error, locate
 from workbench.errors import WorkbenchError
 from workbench.file_watch import FileWatcher
-from workbench.registry import REGISTRY, discover, reload_plugins
+from workbench.registry import Registry, discover
 from workbench.watch_diff import change_line, ptx_changes
 from workbench.watching import WatchState
 
@@ -98,11 +99,11 @@ def test_a_plugin_that_does_not_import_names_its_file_and_line(tmp_path):
     bad = tmp_path / "broken.py"
     bad.write_text("x = 1\ny = (\n")
     with pytest.raises(WorkbenchError, match=rf"{re.escape(str(bad))}:2: SyntaxError"):
-        discover([bad], entry_points=False, registry=type(REGISTRY)())
+        discover([bad], entry_points=False, registry=Registry())
     buggy = tmp_path / "buggy.py"
     buggy.write_text("def f():\n    return undefined_name\n\nf()\n")
     with pytest.raises(WorkbenchError, match=rf"{re.escape(str(buggy))}:2: NameError"):
-        discover([buggy], entry_points=False, registry=type(REGISTRY)())
+        discover([buggy], entry_points=False, registry=Registry())
 
 
 def test_an_error_inside_a_library_names_the_plugin_line_that_called_it(tmp_path):
@@ -143,41 +144,20 @@ def test_a_triton_compile_error_counts_its_line_from_the_kernel_def(tmp_path):
     assert describe_error(CompilationError(), [plugin]).endswith("CompilationError: NameError('tl')")
 
 
-# -- reloading plugins -------------------------------------------------------------------------
-def test_reload_replaces_a_plugins_implementations_and_survives_a_broken_edit(tmp_path):
-    plugin = tmp_path / "mine.py"
-    plugin.write_text(PLUGIN)
-    discover([plugin])
-    gelu = REGISTRY.op("gelu")
-    assert "manual_mine" in gelu.impls and "pytorch" in gelu.impls
-    plugin.write_text(PLUGIN.replace("manual_mine", "manual_yours"))
-    reload_plugins([plugin])
-    assert "manual_yours" in gelu.impls and "manual_mine" not in gelu.impls
-    plugin.write_text(PLUGIN.replace("def build(", "def build(("))
-    with pytest.raises(WorkbenchError, match=rf"{re.escape(str(plugin))}:9: SyntaxError"):
-        reload_plugins([plugin])
-    assert "manual_yours" not in gelu.impls and "pytorch" in gelu.impls  # the shipped ones stay
-    plugin.write_text(PLUGIN)
-    reload_plugins([plugin])
-    assert "manual_mine" in gelu.impls
-    reload_plugins([plugin])  # twice: no "registered twice"
-    REGISTRY.forget(str(plugin.resolve()))
-
-
-# -- cycles ------------------------------------------------------------------------------------
 @pytest.fixture()
 def watched(tmp_path):
     (tmp_path / "mine.py").write_text(PLUGIN)
     (tmp_path / "watched.yaml").write_text(SESSION)
-    yield tmp_path
-    REGISTRY.forget(str((tmp_path / "mine.py").resolve()))
+    return tmp_path
 
 
 def cycle(state, engine):
-    return state.run_cycle(options=RunOptions(device="cpu"), on_event=lambda e: None, stop=threading.Event(),
-                           engine=engine)
+    """One cycle; manifests (built in a subprocess when a plugin changed) cached under the test's folder."""
+    options = RunOptions(device="cpu", cache_dir=state.session_path.parent / "cache")
+    return state.run_cycle(options=options, on_event=lambda e: None, stop=threading.Event(), engine=engine)
 
 
+@pytest.mark.slow  # the plugins' manifests are built in a subprocess
 def test_only_the_rows_an_edit_changed_run_again(watched):
     state, engine = WatchState(watched / "watched.yaml"), rows_engine()
     first = cycle(state, engine)
@@ -196,6 +176,7 @@ def test_only_the_rows_an_edit_changed_run_again(watched):
     assert cycle(state, engine).reran and engine.calls[-1] == ["manual_mine", "pytorch"]  # the session: both
 
 
+@pytest.mark.slow  # the plugins' manifests are built in a subprocess
 def test_a_broken_edit_keeps_the_last_good_result_and_says_where(watched):
     state, engine = WatchState(watched / "watched.yaml"), rows_engine()
     cycle(state, engine)
@@ -214,6 +195,7 @@ def test_a_broken_edit_keeps_the_last_good_result_and_says_where(watched):
     assert any(f.startswith("watch: the last edit failed") and "NameError" in f for f in kept["flags"])
 
 
+@pytest.mark.slow  # the plugins' manifests are built in a subprocess
 def test_a_session_that_does_not_load_is_a_cycle_with_its_problems(watched):
     state, engine = WatchState(watched / "watched.yaml"), rows_engine()
     (watched / "watched.yaml").write_text(SESSION.replace("N: 8", "N: eight"))
@@ -222,6 +204,7 @@ def test_a_session_that_does_not_load_is_a_cycle_with_its_problems(watched):
 
 
 # -- the lines ---------------------------------------------------------------------------------
+@pytest.mark.slow  # the plugins' manifests are built in a subprocess
 def test_only_what_the_code_computes_counts(watched):
     """A comment or an unused constant re-runs nothing; a constant the builder reads does."""
     state, engine = WatchState(watched / "watched.yaml"), rows_engine()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 from workbench import events as ev
-from workbench.registry import REGISTRY
 
 PLUGIN = '''\
 import torch
@@ -45,12 +44,13 @@ def rows_engine():
 
     def engine(session, *, on_event, stop=None, options=None):
         from workbench.engine.rows import expand
+        from workbench.manifest import declare
 
         plugin_text = open(session.plugins[0]).read()
         median = float(re.search(r"MEDIAN_MS = ([\d.]+)", plugin_text).group(1))
         fail = re.search(r'FAIL = "(.*)"', plugin_text)
         ran, results = [], []
-        for row in expand(session, REGISTRY, has_cuda=False):
+        for row in expand(session, declare(session.plugins, cache_dir=options.cache_dir), has_cuda=False):
             if row.key in options.done:
                 results.append(options.done[row.key])
                 continue

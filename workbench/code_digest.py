@@ -174,3 +174,43 @@ def _text(value: Any) -> bytes:
         return repr(_plain(value)).encode()
     except _Opaque:
         return f"<{type(value).__qualname__}>".encode()
+
+
+# -- what an implementation's result depends on ----------------------------------------------
+CALLABLE_FIELDS = ("builder", "moved_bytes", "source")  # digested, not repr'd
+
+
+def impl_digest(op: Any, impl: Any) -> str:
+    """The code digest of one implementation of `op` (what `code_objects` lists)."""
+    return code_digest(code_objects(op, impl))
+
+
+def code_objects(op: Any, impl: Any) -> list[Any]:
+    """What an implementation's result depends on: its builder (and what it calls), its traffic
+    model, its kernel source declaration (a TritonSource's launch, a CudaSource's launch and
+    kernel names; the `.cu` file's bytes are hashed beside), its other declared fields (math,
+    params, dtypes, tolerance), and its op's spec class, input factories, reference of its math
+    variant, cost model, footprint and check terms."""
+    declared = sorted(f"{f.name}={getattr(impl, f.name)!r}" for f in dataclasses.fields(impl)
+                      if f.name not in CALLABLE_FIELDS)
+    references = getattr(op, "_references", {})
+    op_parts = [getattr(op, name, None) for name in ("_inputs", "_special", "_cost", "_footprint", "_out_dtype",
+                                                     "reduction_length", "sum_length", "check_chunks")]
+    objects = [impl.builder, getattr(impl, "moved_bytes", None), *_source_parts(getattr(impl, "source", None)),
+               declared, op.spec, references.get(impl.math), *op_parts]
+    return [obj for obj in objects if obj is not None]
+
+
+def _source_parts(source: Any) -> list[Any]:
+    """A source declaration's callables (digested) and plain fields (as text); not its path
+    (the file's bytes are hashed instead: the path of a copy moves, its code does not)."""
+    if source is None or not dataclasses.is_dataclass(source):
+        return [] if source is None else [repr(type(source))]
+    parts: list[Any] = [type(source).__qualname__]
+    for f in dataclasses.fields(source):
+        value = getattr(source, f.name)
+        if callable(value):
+            parts.append(value)
+        elif f.name != "path":
+            parts.append(f"{f.name}={value!r}")
+    return parts

@@ -50,12 +50,13 @@ def source_files(paths: Iterable[str | Path]) -> list[Path]:
         except WorkbenchError:
             continue
         for file in files:
-            found += _tree(file.parent) if file.name == "__init__.py" else [file]
+            found += package_files(file.parent) if file.name == "__init__.py" else [file]
     return list(dict.fromkeys(found))
 
 
-def _tree(folder: Path) -> list[Path]:
-    return sorted(p.resolve() for p in folder.rglob("*")
+def package_files(folder: Path) -> list[Path]:
+    """Every source file under a package's folder (Python, CUDA, C/C++ headers), sorted."""
+    return sorted(p.resolve() for p in Path(folder).rglob("*")
                   if p.suffix in SOURCE_SUFFIXES and p.is_file() and "__pycache__" not in p.parts)
 
 

@@ -259,6 +259,20 @@ class Op:
     def impls(self) -> Mapping[str, Impl]:
         return MappingProxyType(self._impls)
 
+    @property
+    def references(self) -> tuple[str, ...]:
+        """The math variants this op has a float64 reference of (a declared op: as its manifest
+        says; workbench/manifest.py)."""
+        return tuple(getattr(self, "declared_references", None) or self._references)
+
+    @property
+    def has_inputs(self) -> bool:
+        return self._inputs is not None or bool(getattr(self, "declared_inputs", False))
+
+    @property
+    def has_cost(self) -> bool:
+        return self._cost is not None or bool(getattr(self, "declared_cost", False))
+
     def get_impl(self, name: str) -> Impl:
         try:
             return self._impls[name]
@@ -318,7 +332,8 @@ class Registry:
     def __init__(self) -> None:
         self._ops: dict[str, Op] = {}
         self.loaded_sources: list[str] = []
-        # source key -> what loading it added: (op, None) for a new op, (op, impl) for an impl
+        # source key -> what it declared: (op, None) for a new op, (op, impl) for an impl added
+        # (filled by workbench.manifest.declare; workbench.plugin_sources finds declared .cu files)
         self.added: dict[str, list[tuple[str, str | None]]] = {}
 
     def add(self, op: Op) -> None:
@@ -338,25 +353,6 @@ class Registry:
 
     def __contains__(self, name: object) -> bool:
         return name in self._ops
-
-    def _names(self) -> dict[str, set[str]]:
-        return {name: set(op.impls) for name, op in self._ops.items()}
-
-    def forget(self, key: str) -> None:
-        """Undo the loading of source `key` (a plugin file being reloaded, watch mode): the ops
-        and implementations it added leave the registry and a plugin file's module is dropped,
-        so importing it again registers anew."""
-        for op_name, impl_name in reversed(self.added.pop(key, [])):
-            if impl_name is None:
-                self._ops.pop(op_name, None)
-            elif op_name in self._ops:
-                self._ops[op_name]._impls.pop(impl_name, None)
-        if key in self.loaded_sources:
-            self.loaded_sources.remove(key)
-        if not key.startswith("entry point "):
-            name = _module_name(Path(key))
-            for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
-                del sys.modules[module]
 
 
 REGISTRY = Registry()
@@ -384,45 +380,19 @@ def discover(paths: Iterable[str | Path] = (), *, entry_points: bool = True,
 def _load_once(registry: Registry, key: str, load: Callable[[], Any]) -> None:
     if key in registry.loaded_sources:
         return
-    before = registry._names()
     try:
         load()
     except Exception as exc:  # a plugin's own bug (or a WorkbenchError it met): name it, where, the message
         from workbench.error_location import describe_error
 
         raise WorkbenchError(f"plugin {key} failed to load: {describe_error(exc)}") from exc
-    finally:  # what it added, even partly before failing, so that forget() removes it
-        registry.added[key] = [(op, None) for op in registry._names() if op not in before] + [
-            (op, impl) for op, impls in registry._names().items() if op in before for impl in impls - before[op]]
     registry.loaded_sources.append(key)
 
 
-def reload_plugins(paths: Iterable[str | Path], registry: Registry | None = None) -> Registry:
-    """Import the plugin files under `paths` afresh (watch mode, after an edit): each one's ops
-    and implementations leave the registry and its module is dropped, then `paths` are
-    discovered again in order (so a plugin adding to another's op is re-added after it). Other
-    sources (entry points, plugins not under `paths`) stay. Raises WorkbenchError as `discover`
-    does; what loaded before the failing file stays loaded."""
-    registry = registry or REGISTRY
-    paths = [Path(p) for p in paths]
-    keys = {str(f) for path in paths if path.exists() for f in plugin_files(path)}
-    for key in reversed([k for k in dict.fromkeys([*registry.loaded_sources, *registry.added]) if k in keys]):
-        registry.forget(key)
-    return discover(paths, entry_points=False, registry=registry)
-
-
-def _module_name(file: Path) -> str:
+def _import_file(file: Path) -> None:
     digest = hashlib.sha256(str(file).encode()).hexdigest()[:10]
     is_pkg = file.name == "__init__.py"
-    return f"workbench_plugin_{(file.parent.name if is_pkg else file.stem)}_{digest}"
-
-
-plugin_files = _plugin_files  # public: workbench/manifest.py lists sources without importing them
-
-
-def _import_file(file: Path) -> None:
-    is_pkg = file.name == "__init__.py"
-    mod_name = _module_name(file)
+    mod_name = f"workbench_plugin_{(file.parent.name if is_pkg else file.stem)}_{digest}"
     if mod_name in sys.modules:
         return
     spec = importlib.util.spec_from_file_location(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from workbench.dtypes import DType
-from workbench.errors import UnknownNameError, WorkbenchError
+from workbench.errors import WorkbenchError
 from workbench.params import param_problem
 from workbench.registry import Impl, Op, Registry
 from workbench.session_model import RunSpec
@@ -47,8 +47,8 @@ def check_run(run: RunSpec, path: str, registry: Registry, problems: Problems,
 
 def _check_op_complete(op: Op, path: str, problems: Problems) -> bool:
     """An op the run could not use: no input factory or no cost model registered (a plugin's)."""
-    declared = {"inputs": op._inputs, "cost_model": op._cost}  # what Op.make_inputs / Op.cost need
-    missing = [f"@{op.name.upper()}.{name}" for name, fn in declared.items() if fn is None]
+    declared = {"inputs": op.has_inputs, "cost_model": op.has_cost}  # what making inputs / the roofline need
+    missing = [f"@{op.name.upper()}.{name}" for name, present in declared.items() if not present]
     if missing:
         problems.add(path, f"op {op.name!r} registers no {' and no '.join(missing)}; every op needs its "
                            "input factory and cost model (docs/PLUGINS.md)")
@@ -58,13 +58,12 @@ def _check_op_complete(op: Op, path: str, problems: Problems) -> bool:
 def _check_math(op: Op, impl: Impl, where: str, problems: Problems) -> None:
     """The reference an implementation is checked against (its `math=` variant) must exist:
     the run would refuse the row ("unknown reference of gelu 'default'")."""
-    try:
-        op.reference_fn(impl.math)
-    except UnknownNameError as exc:
-        given = f"math={impl.math!r}" if impl.math != "default" else "no math= (so 'default')"
-        choices = " or ".join(f"math={m!r}" for m in exc.allowed) or "a @" + op.name.upper() + ".reference()"
-        problems.add(where, f"{op.name}/{impl.name} declares {given}, but {op.name} has no reference of that "
-                            f"variant (references: {', '.join(exc.allowed) or 'none'}); declare {choices} in its @impl")
+    if impl.math in op.references:
+        return
+    given = f"math={impl.math!r}" if impl.math != "default" else "no math= (so 'default')"
+    choices = " or ".join(f"math={m!r}" for m in op.references) or "a @" + op.name.upper() + ".reference()"
+    problems.add(where, f"{op.name}/{impl.name} declares {given}, but {op.name} has no reference of that "
+                        f"variant (references: {', '.join(op.references) or 'none'}); declare {choices} in its @impl")
 
 
 def _check_impls(run: RunSpec, op: Op, path: str, problems: Problems) -> list[Impl] | None:

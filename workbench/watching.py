@@ -5,14 +5,15 @@
     changed = FileWatcher(cycle.files).wait(stop)                                  # a save
     cycle = state.run_cycle(options=..., on_event=print, stop=stop, changed=changed)
 
-One cycle: the session's plugin files are imported afresh (`registry.reload_plugins`), the
-session is read and checked, and every row gets a fingerprint: what the row is (op,
-implementation, params, shape, dtype, actions, settings, device) and the content hashes of the
-files its implementation and its op come from (the builder's file, a declared `.cu`, the op's
-spec, inputs, references and cost model). A row whose fingerprint the previous cycle ran is not
-run again (the engine's `RunOptions.done`); the rest go through the one core call, `run_plan`,
-whose children import the edited files fresh (and the warm worker, once it caches builds by
-source hash, rebuilds only what changed). A row whose edit failed keeps its last good record,
+One cycle: the session's plugins are declared afresh (workbench/manifest.py: an edited file's
+manifest is rebuilt in a subprocess; the front end never imports torch), the session is read
+and checked, and every row gets a fingerprint: what the row is (op, implementation, params,
+shape, dtype, actions, settings, device), the digest of what its code computes (the manifest's
+`code`, workbench/code_digest.py: its builder and launch and what they call, its op's spec,
+inputs, reference and cost model) and the bytes of a declared `.cu`. A row whose fingerprint the
+previous cycle ran is not run again (the engine's `RunOptions.done`); the rest go through the one
+core call, `run_plan`, whose warm workers are keyed by the plugin files' content (an edited file
+gets a fresh worker; the build cache keys builds by source). A row whose edit failed keeps its last good record,
 flagged (`watch_diff.stale`), so the last good figures stay on screen; the error, with the
 file and line, is in the cycle's lines. A session or plugin that does not load is a cycle with
 `error` and the previous document.
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from workbench.code_digest import code_digest
+from workbench.code_digest import impl_digest
 from workbench.errors import WorkbenchError
 from workbench.events import Event, Result, RowKey
 from workbench.plugin_sources import declared_files, registry_files, with_resolved_plugins, sha256_file, source_files
@@ -87,7 +88,7 @@ class WatchState:
         """Load the session file and its plugins afresh, then `run_session`. A session or plugin
         that does not load gives a cycle with `error` and the previous document."""
         try:
-            session, registry = self._load()
+            session, registry = self._load(getattr(options, "cache_dir", None))
         except WorkbenchError as exc:
             self.number += 1
             return Cycle(self.number, tuple(str(c) for c in changed), self.doc, error=str(exc), files=self.files)
@@ -124,9 +125,9 @@ class WatchState:
         self._fold(cycle, doc, done, kept)
         return cycle
 
-    def _load(self):
+    def _load(self, cache_dir: Path | None = None):
         try:
-            session, registry, self.files = load_watched(self.session_path, self.kernels)
+            session, registry, self.files = load_watched(self.session_path, self.kernels, cache_dir)
         except WorkbenchError:
             self.files = watched_files(self.session_path, self.kernels)  # an edit may fix it
             raise
@@ -166,19 +167,21 @@ class WatchState:
         self.doc = cycle.doc = {**doc, "results": shown_records}
 
 
-def load_watched(session_path: Path, kernels: Iterable[str] = ()) -> tuple[Any, Any, tuple[Path, ...]]:
-    """Import the plugins of the session file afresh (`registry.reload_plugins`) and read it:
-    (the session with its plugins resolved, the registry, the files to watch). Raises
-    WorkbenchError (a SessionError lists every problem with its line; a plugin that fails to
-    import names its file and line)."""
-    from workbench.registry import REGISTRY, reload_plugins
+def load_watched(session_path: Path, kernels: Iterable[str] = (), cache_dir: Path | None = None
+                 ) -> tuple[Any, Any, tuple[Path, ...]]:
+    """Declare the session file's plugins afresh and read it: (the session with its plugins
+    resolved, the declared registry, the files to watch). The declarations come from manifests
+    keyed by the files' content (workbench/manifest.py), so an edited plugin is imported again,
+    in a subprocess; nothing here imports torch. Raises WorkbenchError (a SessionError lists
+    every problem with its line; a plugin that fails to import names its file and line)."""
+    from workbench.manifest import declare
     from workbench.session import load_session
 
     paths = _plugin_paths(session_path, kernels)
-    reload_plugins([p for p in paths if Path(p).exists()], REGISTRY)  # a missing one: load_session says so
-    session = load_session(session_path, kernels=kernels, registry=REGISTRY)
-    files = (Path(session_path).resolve(), *registry_files(paths, REGISTRY))
-    return with_resolved_plugins(session, Path(session_path).parent), REGISTRY, files
+    registry = declare([p for p in paths if Path(p).exists()], cache_dir=cache_dir)  # a missing one: below
+    session = load_session(session_path, kernels=kernels, registry=registry)
+    files = (Path(session_path).resolve(), *registry_files(paths, registry))
+    return with_resolved_plugins(session, Path(session_path).parent), registry, files
 
 
 def watched_files(session_path: Path, kernels: Iterable[str] = ()) -> tuple[Path, ...]:
@@ -223,41 +226,8 @@ def fingerprints(session: Any, registry: Any, *, device: str | None = None) -> d
     for row in rows:
         op = registry.op(row.op)
         impl = op.get_impl(row.impl)
-        what = {"row": dataclasses.asdict(row), "code": code_digest(code_objects(op, impl)),
+        code = getattr(op, "code_digests", {}).get(impl.name) or impl_digest(op, impl)  # declared: the manifest's
+        what = {"row": dataclasses.asdict(row), "code": code,
                 "declared": {str(f): sha256_file(f) for f in declared_files(impl)}}
         out[row.key] = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()
     return out
-
-
-CALLABLE_FIELDS = ("builder", "moved_bytes", "source")  # digested, not repr'd
-
-
-def code_objects(op: Any, impl: Any) -> list[Any]:
-    """What an implementation's result depends on: its builder (and what it calls), its traffic
-    model, its kernel source declaration (a TritonSource's launch, a CudaSource's launch and
-    kernel names; the `.cu` file's bytes are hashed beside), its other declared fields (math,
-    params, dtypes, tolerance), and its op's spec class, input factories, reference of its math
-    variant, cost model, footprint and check terms."""
-    declared = sorted(f"{f.name}={getattr(impl, f.name)!r}" for f in dataclasses.fields(impl)
-                      if f.name not in CALLABLE_FIELDS)
-    references = getattr(op, "_references", {})
-    op_parts = [getattr(op, name, None) for name in ("_inputs", "_special", "_cost", "_footprint", "_out_dtype",
-                                                     "reduction_length", "sum_length", "check_chunks")]
-    objects = [impl.builder, getattr(impl, "moved_bytes", None), *_source_parts(getattr(impl, "source", None)),
-               declared, op.spec, references.get(impl.math), *op_parts]
-    return [obj for obj in objects if obj is not None]
-
-
-def _source_parts(source: Any) -> list[Any]:
-    """A source declaration's callables (digested) and plain fields (as text); not its path
-    (the file's bytes are hashed instead: the path of a copy moves, its code does not)."""
-    if source is None or not dataclasses.is_dataclass(source):
-        return [] if source is None else [repr(type(source))]
-    parts: list[Any] = [type(source).__qualname__]
-    for f in dataclasses.fields(source):
-        value = getattr(source, f.name)
-        if callable(value):
-            parts.append(value)
-        elif f.name != "path":
-            parts.append(f"{f.name}={value!r}")
-    return parts

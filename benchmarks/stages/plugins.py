@@ -53,9 +53,6 @@ def run(quick: bool, out: Path) -> list[dict]:
         print("plugins stage: no CUDA GPU here: 256x1024 float32 on the CPU, Triton interpreted")
     settings = _settings(gpu, quick)
     rows = example_rows(shape, dtype, settings, out)
-    from workbench.registry import REGISTRY
-
-    REGISTRY.forget(str((EXAMPLE / "rmsnorm.py").resolve()))  # part 2's copy registers `rmsnorm` again
     edits = 2 if quick or not gpu else 4
     rows += watch_rows(shape, dtype, settings, out, edits=edits, deadline=deadline, all_impls=not quick)
     return rows

@@ -21,11 +21,13 @@ from rich.console import Console
 from workbench.plugin_sources import FileChange, changed_files, plugin_records
 
 
-def current_records(session: Any, kernels: Iterable[str]) -> list[dict]:
-    """The plugin files this replay will use (--kernels, then the session's resolved plugins)."""
-    from workbench.registry import REGISTRY
+def current_records(session: Any, kernels: Iterable[str], cache_dir: Path | None = None) -> list[dict]:
+    """The plugin files this replay will use (--kernels, then the session's resolved plugins,
+    with the kernel sources they declare: their manifests, cached, say which)."""
+    from workbench.manifest import declare
 
-    return plugin_records([*kernels, *session.plugins], REGISTRY)
+    paths = [*kernels, *session.plugins]
+    return plugin_records(paths, declare([p for p in paths if Path(p).exists()], cache_dir=cache_dir))
 
 
 def changes_since(doc: dict | None, current: list[dict]) -> list[FileChange]:

@@ -114,7 +114,7 @@ def _prepare(args, argv, env: Env, err: Console) -> _Prepared | None:
         return None
     options = run_options(args, env, argv=argv, session_sha256=sha)
     session = with_resolved_plugins(session, path.parent)
-    plugins = ours["plugins"] = current_records(session, options.kernels)  # the journal's header has them too
+    plugins = ours["plugins"] = current_records(session, options.kernels, env.cache_dir)  # the journal header too
     if baseline is not None and refuse_changed(f"--compare {args.compare}: the baseline", baseline, plugins,
                                                args.force, err):
         return None

@@ -78,7 +78,8 @@ def _warn_first(state, path: Path, args, env: Env, err: Console, results_path) -
         session = with_resolved_plugins(load_session(path, kernels=args.kernels), path.parent)
     except WorkbenchError:
         return  # the cycle reports it
-    warn_changed([results_path(path, env.data_dir), args.output], current_records(session, state.kernels), err)
+    current = current_records(session, state.kernels, env.cache_dir)
+    warn_changed([results_path(path, env.data_dir), args.output], current, err)
 
 
 def _progress(err: Console, verbose: bool, rows: bool):

@@ -118,7 +118,7 @@ def _run(session, options, plan, pool, on_event, stop, started, cache_dir) -> di
                                                     trace_dir=str(options.trace_dir) if options.trace_dir else None),
                    plan, strict=options.strict, registry=registry,
                    build_ahead=options.build_ahead is not False and not options.strict)
-    doc = new_document(_provenance(session, options, started),
+    doc = new_document(_provenance(session, options, started, plugin_records(plan.plugin_paths, plan.registry)),
                        environment_record(info, worker.cuda_version if worker else None))  # now: cancel is quick
     groups = [list(g) for _run_index, g in itertools.groupby(rows, key=lambda r: r.run_index)]
     for index, group in enumerate(groups):
