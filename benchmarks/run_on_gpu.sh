@@ -4,8 +4,10 @@
 #   bash benchmarks/run_on_gpu.sh "replay:200:--only lecture06-gelu,lecture06-softmax" "engine:90:--quick" ...
 # Each argument is STAGE:LIMIT_S[:EXTRA ARGS]; a stage may appear twice (its table and log are
 # kept per argument). The pseudo-stage `tmux:LIMIT_S[:SESSION RUN_WAIT_S]` runs
-# benchmarks/tmux_try.sh (the TUI in a real terminal, screens captured to tmux/). Wheels for the TUI (textual, plotext, ...) are
-# installed from .whl/ when that folder exists (the box has no package registry).
+# benchmarks/tmux_try.sh (the TUI in a real terminal, screens captured to tmux/); `tmuxwatch:LIMIT_S[:M N DTYPE]`
+# runs benchmarks/tmux_watch.sh (watch mode at 80x24 on the RMSNorm example, captured to tmuxwatch/).
+# Wheels for the TUI (textual, plotext, ...) are installed from .whl/ when that folder exists
+# (the box has no package registry).
 set -u
 OUT=${OUT:-$PWD/evidence-out}
 EV=/tmp/ev
@@ -24,9 +26,11 @@ for spec in "$@"; do
   echo "### stage $stage (limit ${limit}s) $extra" | tee -a "$EV/summary.txt"
   start=$(date +%s)
   log="$EV/$i-$stage.txt"
-  if [ "$stage" = tmux ]; then
+  if [ "$stage" = tmux ] || [ "$stage" = tmuxwatch ]; then
+    script=benchmarks/tmux_try.sh
+    [ "$stage" = tmuxwatch ] && script=benchmarks/tmux_watch.sh
     # shellcheck disable=SC2086
-    timeout -k 10 "$limit" bash benchmarks/tmux_try.sh "$EV/tmux" $extra > "$log" 2>&1
+    timeout -k 10 "$limit" bash "$script" "$EV/$stage" $extra > "$log" 2>&1
     echo "rc=$? wall=$(( $(date +%s) - start ))s" | tee -a "$EV/summary.txt"
     cat "$log" >> "$EV/summary.txt"
     continue

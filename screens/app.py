@@ -40,6 +40,7 @@ from .session_actions import SessionMixin
 from .sidebar import ImplPanel, OpList
 from .spec_editor import SpecEditor
 from .terminal import TerminalMixin
+from .watching import WatchMixin
 from .workspace import Workspace
 
 MIN_SIZE = (60, 20)
@@ -58,7 +59,7 @@ PANE_FOCUS = {"timing": "#results-table", "profile": "#profile-table", "ptx": "#
               "traffic": "#traffic-table", "log": "LogPane", "diagnosis": "#diagnosis-table"}
 
 
-class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMixin, ABMixin, App):
+class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMixin, WatchMixin, ABMixin, App):
     CSS_PATH = "app.tcss"
     TITLE = "workbench"
     COMMANDS = App.COMMANDS | {OpsProvider, ImplsProvider, SessionsProvider}
@@ -81,7 +82,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
                  engine: Callable[..., dict] | None = None,
                  catalog_loader: Callable[..., Any] | None = None,
                  opener: Callable[..., sessions_io.Opened] | None = None,
-                 data_dir: Path | None = None) -> None:
+                 data_dir: Path | None = None, watch: bool = False) -> None:
         super().__init__()
         _start_resource_tracker()
         self.ws = Workspace()
@@ -89,6 +90,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         self._engine, self._catalog_loader, self._opener = engine, catalog_loader, opener
         self.data_dir = data_dir or sessions_io.data_dir()
         self._init_runner()
+        self._init_watch(watch)
 
     # -- layout -----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -119,6 +121,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
             self._watch_terminal()
 
     def on_unmount(self) -> None:
+        self.stop_watch()
         self.stop_run()
         self.close_workers()
         if self._autosave_timer is not None:
@@ -250,8 +253,9 @@ def _start_resource_tracker() -> None:
     resource_tracker.ensure_running()
 
 
-def run(session_path: Path | None, options: Any) -> int:
-    """Start the TUI on `session_path` (None: the shipped default); the exit code."""
-    app = WorkbenchApp(session_path, options)
+def run(session_path: Path | None, options: Any, *, watch: bool = False) -> int:
+    """Start the TUI on `session_path` (None: the shipped default); the exit code. watch:
+    re-run what each save of the session or a plugin file changes (screens/watching.py)."""
+    app = WorkbenchApp(session_path, options, watch=watch)
     app.run()
     return app.return_code or 0

@@ -72,6 +72,30 @@ class RunCrashed(Message):
     details: str = ""
 
 
+@dataclass
+class FilesChanged(Message):
+    """Watch mode (`workbench FILE --watch`): saved edits of the session or its plugin files."""
+
+    paths: tuple[Path, ...]
+
+
+@dataclass
+class WatchReloaded(Message):
+    """Watch mode: the plugins were imported afresh (and the session re-read); re-run now.
+    files: what to watch from now on; index: the run on screen before the session was re-read."""
+
+    files: tuple[Path, ...]
+    index: int | None = None
+
+
+@dataclass
+class WatchFailed(Message):
+    """Watch mode: the session or a plugin did not load (`path:line: message`); nothing re-runs."""
+
+    error: str
+    files: tuple[Path, ...] = ()
+
+
 # -- from widgets ------------------------------------------------------------------------------
 @dataclass
 class ImplsPicked(Message):

@@ -17,7 +17,10 @@ class LogPane(KeyRichLog):
     """A scrolling log; the app adds lines with `add`. No timestamps (snapshots stay stable)."""
 
     def __init__(self, **kwargs) -> None:
-        super().__init__(markup=False, wrap=True, max_lines=MAX_LINES, auto_scroll=True, **kwargs)
+        # min_width: RichLog renders every line at least 78 cells wide by default, which a narrow
+        # pane (80x24 with the sidebar) crops on the right instead of wrapping
+        super().__init__(markup=False, wrap=True, max_lines=MAX_LINES, auto_scroll=True, min_width=1,
+                         **kwargs)
         self.entries: list[tuple[str, str]] = []  # (level, text), also while the pane is hidden
 
     def add(self, text: str, level: str = "info") -> None:

@@ -43,8 +43,12 @@ class SessionMixin:
     def _open(self, path: Path | None, gpu: bool, create: bool = False) -> sessions_io.Opened:
         if self._opener is not None:
             return self._opener(path, gpu)
-        return sessions_io.open_session(path, kernels=self._kernels(), has_cuda=gpu,
-                                        data=self.data_dir, create=create)
+        opened = sessions_io.open_session(path, kernels=self._kernels(), has_cuda=gpu,
+                                          data=self.data_dir, create=create)
+        if opened.plugins:  # the session's own ops join the catalog, as replay loads them
+            loader = self._catalog_loader or _load_catalog
+            self.post_message(Loaded(loader([*self._kernels(), *opened.plugins], self._device())))
+        return opened
 
     def _kernels(self) -> list[str]:
         return [str(p) for p in getattr(self._options, "kernels", None) or ()]

@@ -27,6 +27,14 @@ class Opened:
     results: dict | None
     notes: tuple[str, ...]
 
+    @property
+    def plugins(self) -> tuple[str, ...]:
+        """The session's `plugins` as absolute paths (relative ones are to the session's folder)."""
+        from workbench.plugin_sources import with_resolved_plugins
+
+        base = self.path.parent if self.path is not None else Path.cwd()
+        return with_resolved_plugins(self.session, base).plugins
+
 
 def data_dir() -> Path:
     import platformdirs

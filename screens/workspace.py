@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.plugin_sources import with_resolved_plugins
 from workbench.session_model import RunSpec, Session
 
 from . import editing
@@ -94,11 +95,14 @@ class Workspace:
 
     # -- running ----------------------------------------------------------------------------
     def begin_run(self) -> tuple[Session, int]:
-        """Put the run on screen into the session; returns (a one-run session to run, its index)."""
+        """Put the run on screen into the session; returns (a one-run session to run, its index).
+        Its `plugins` are absolute (relative ones are to the session's folder, as replay reads
+        them): the engine's children start in another folder."""
         self.session, self.index = editing.commit(self.session, self.index, self.run)
         self.drafts.pop(self.run.op, None)
         self.models[self.index] = RunModel(op=self.run.op)
-        return dataclasses.replace(self.session, runs=(self.run,)), self.index
+        base = self.path.parent if self.path is not None else Path.cwd()
+        return with_resolved_plugins(dataclasses.replace(self.session, runs=(self.run,)), base), self.index
 
     def finish(self, doc: dict, index: int) -> dict:
         """Fold the results document of run `index` in; returns the merged document to write."""

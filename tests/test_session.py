@@ -47,11 +47,13 @@ class NapSpec(Spec):
 def toy_registry() -> Registry:
     reg = Registry()
     toy = Op("toy", ToySpec, registry=reg, dtypes=["float32", "float16"])
-    toy.cost_model(lambda spec: Cost(1, 1, 1))
+    for op in (toy, nap := Op("nap", NapSpec, registry=reg)):  # what every op needs (inputs, reference, cost)
+        op.inputs(lambda spec, device, seed: ())
+        op.reference()(lambda *inputs: None)
+        op.cost_model(lambda spec: Cost(1, 1, 1))
     for name, params in (("manual", {}), ("pytorch", {}),
                          ("triton", {"BLOCK_SIZE": 128, "num_warps": 4, "EVEN": False, "scale": 1.0})):
         toy.impl(name, params=params)(lambda spec, params, ctx: (lambda *a: None))
-    nap = Op("nap", NapSpec, registry=reg)
     nap.impl("manual")(lambda spec, params, ctx: (lambda *a: None))
     return reg
 

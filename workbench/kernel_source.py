@@ -89,7 +89,8 @@ class TritonSource:
 
     def plain(self) -> dict[str, Any]:
         dtypes = self.interpreter_dtypes
-        return {"type": "triton", "interpreter_dtypes": None if dtypes is None else [str(d) for d in dtypes]}
+        return {"type": "triton", "interpreter_dtypes": None if dtypes is None else [str(d) for d in dtypes],
+                "launch": self.launch is not None}  # a source without its launch has no PTX (--list says so)
 
 
 def _takes_ctx(fn: Callable[..., Any]) -> bool:
@@ -133,6 +134,12 @@ class InductorKernels:
 INDUCTOR = InductorKernels()
 
 
+def launch_in_worker(*_args: Any, **_kwargs: Any) -> TritonLaunch:
+    """The launch of a TritonSource rebuilt from a manifest: it was declared, and it lives in the
+    worker that imports the plugin (workbench/manifest.py)."""
+    raise WorkbenchError("this TritonSource was rebuilt from plain data: its launch lives in the worker")
+
+
 def source_from_plain(data: Mapping[str, Any] | None) -> Any:
     """The source a `plain()` dict describes, without its callables (a manifest's declaration:
     enough for availability, --list and the PTX view's choice; the launch itself lives in the
@@ -142,7 +149,8 @@ def source_from_plain(data: Mapping[str, Any] | None) -> Any:
     kind = data.get("type")
     if kind == "triton":
         dtypes = data.get("interpreter_dtypes")
-        return TritonSource(None, None if dtypes is None else tuple(dtypes))
+        launch = launch_in_worker if data.get("launch", True) else None  # declared, or none to compile
+        return TritonSource(launch, None if dtypes is None else tuple(dtypes))
     if kind == "cuda":
         return CudaSource(Path(data["path"]), tuple(data["kernels"]),
                           extra_nvcc_flags=tuple(data.get("extra_nvcc_flags", ())))

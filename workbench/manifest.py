@@ -12,6 +12,11 @@ package: every file under its folder) or a --kernels / session plugin path.
 inputs and references are stand-ins that raise (they run only in a worker), so the session
 checks and availability rules work on it unchanged. What only plugin code knows (an op's own
 `Spec.check` rules, cost models) is asked of a worker when rows are planned (engine/plan.py).
+A declared op also says which references (math variants) it has and whether it registers its
+input factory and cost model (`declared_references`, `declared_inputs`, `declared_cost`: what
+--check refuses without), and each implementation's code digest (`op.code_digests`:
+workbench/code_digest.py, watch mode's fingerprints); `registry.added` records what each
+source declared.
 """
 
 from __future__ import annotations
@@ -29,14 +34,15 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import workbench
+from workbench.code_digest import impl_digest
 from workbench.dtypes import DType
 from workbench.errors import WorkbenchError
 from workbench.kernel_source import source_from_plain
-from workbench.registry import ENTRY_POINT_GROUP, REGISTRY, Op, Registry, plugin_files
+from workbench.plugin_sources import package_files, plugin_files
+from workbench.registry import ENTRY_POINT_GROUP, REGISTRY, Op, Registry
 from workbench.spec import Spec
 
-MANIFEST_VERSION = 2  # 2: implementations carry their source (kernel_source.plain)
-SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".h", ".hpp", ".cpp", ".c")
+MANIFEST_VERSION = 3  # 2: implementations carry their source (kernel_source.plain); 3: references, code digests
 BUILD_TIMEOUT_S = 300.0
 
 
@@ -89,8 +95,7 @@ def _module_files(module: str) -> tuple[Path, ...]:
 
 
 def _tree(folder: Path) -> tuple[Path, ...]:
-    return tuple(sorted(p for p in folder.rglob("*") if p.suffix in SOURCE_SUFFIXES and p.is_file()
-                        and "__pycache__" not in p.parts))
+    return tuple(package_files(folder))
 
 
 def digest(source: Source, env: dict | None = None) -> str:
@@ -192,6 +197,8 @@ def declare(paths: Iterable[str | Path] = (), *, entry_points: bool = True, regi
             raise WorkbenchError(data["error"])
         for op in data["ops"]:
             _declare_op(registry, op)
+        registry.added[source.key] = [(op["name"], None) for op in data["ops"] if op["new"]] + [
+            (op["name"], impl["name"]) for op in data["ops"] if not op["new"] for impl in op["impls"]]
         registry.loaded_sources.append(source.key)
     return registry
 
@@ -213,10 +220,17 @@ def _declare_op(registry: Registry, data: dict) -> None:
                 test_specs=data["test_specs"], matmul_like=data["matmul_like"], registry=registry)
         op.own_spec_check = data["spec"]["own_check"]
         op.declared = True  # no inputs, references or cost model here: those run in a worker
+        op.declared_references = tuple(data.get("references") or ())
+        op.declared_inputs, op.declared_cost = data.get("inputs", True), data.get("cost", True)
+        op.code_digests = {}
+    if not data["new"]:  # a plugin's references added to an op an earlier source declared
+        op.declared_references = tuple(dict.fromkeys([*getattr(op, "declared_references", ()),
+                                                      *(data.get("references") or ())]))
     for impl in data["impls"]:
         options = {k: impl[k] for k in ("math", "params", "needs", "dtypes", "tolerance_scale", "description")}
         options["source"] = source_from_plain(impl["source"])
         op.impl(impl["name"], **options)(_worker_only(f"{op.name}/{impl['name']}"))
+        getattr(op, "code_digests", {})[impl["name"]] = impl.get("code")
 
 
 def spec_class(data: dict) -> type[Spec]:
@@ -247,7 +261,8 @@ def describe_registry(registry: Registry = REGISTRY, before: dict[str, set[str]]
         out.append({"name": name, "new": name not in before, "description": op.description,
                     "dtypes": [d.value for d in op.dtypes], "test_specs": [dict(s) for s in op.test_specs],
                     "matmul_like": op.matmul_like, "spec": _describe_spec(op.spec),
-                    "impls": [_describe_impl(i) for i in added]})
+                    "references": op.references, "inputs": op.has_inputs, "cost": op.has_cost,
+                    "impls": [{**_describe_impl(i), "code": impl_digest(op, i)} for i in added]})
     return out
 
 

@@ -1,7 +1,8 @@
 """Where a results document came from (CONTRACTS.md, "Results": `provenance`).
 
     {"workbench": "0.1.0", "git_sha": "abc1234", "session": "lecture06-gelu",
-     "session_sha256": "...", "argv": [...], "started": "2026-11-29T14:00:00Z"}
+     "session_sha256": "...", "argv": [...], "started": "2026-11-29T14:00:00Z",
+     "plugins": [{"path": "/abs/my_ops.py", "sha256": "..."}]}
 
 git_sha is the commit of the checkout this package runs from (an editable install), or None
 when it is not in a git checkout (a wheel) or git is absent.
@@ -18,7 +19,8 @@ from typing import Any, Iterable, Mapping
 
 import workbench
 
-PROVENANCE_KEYS = ("workbench", "git_sha", "session", "session_sha256", "argv", "started")
+# `plugins` (the plugin files the run used, workbench/plugin_sources.py) extends the contract's keys.
+PROVENANCE_KEYS = ("workbench", "git_sha", "session", "session_sha256", "argv", "started", "plugins")
 
 
 def utc_now_iso(now: dt.datetime | None = None) -> str:
@@ -49,10 +51,12 @@ def _git(git: str, cwd: Path, *args: str) -> str | None:
 
 
 def provenance(session: str | None, *, session_sha256: str | None, argv: Iterable[str],
-               started: str | None = None) -> dict[str, Any]:
-    """The provenance record, every key present."""
+               started: str | None = None, plugins: list[dict] | None = None) -> dict[str, Any]:
+    """The provenance record, every key present. plugins: [{"path", "sha256"}] of the plugin
+    files used (None: not known to the caller; the engine fills it)."""
     return {"workbench": workbench.__version__, "git_sha": git_sha(), "session": session,
-            "session_sha256": session_sha256, "argv": list(argv), "started": started or utc_now_iso()}
+            "session_sha256": session_sha256, "argv": list(argv), "started": started or utc_now_iso(),
+            "plugins": plugins}
 
 
 def fill_provenance(doc: dict[str, Any], ours: Mapping[str, Any]) -> dict[str, Any]:

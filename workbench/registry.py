@@ -26,6 +26,7 @@ from workbench.dtypes import DType
 from workbench.errors import LimitError, UnknownNameError, WorkbenchError
 from workbench.params import param_problem
 from workbench.kernel_source import TritonSource
+from workbench.plugin_sources import plugin_files
 from workbench.spec import Spec
 
 ENTRY_POINT_GROUP = "workbench.ops"
@@ -258,6 +259,20 @@ class Op:
     def impls(self) -> Mapping[str, Impl]:
         return MappingProxyType(self._impls)
 
+    @property
+    def references(self) -> tuple[str, ...]:
+        """The math variants this op has a float64 reference of (a declared op: as its manifest
+        says; workbench/manifest.py)."""
+        return tuple(getattr(self, "declared_references", None) or self._references)
+
+    @property
+    def has_inputs(self) -> bool:
+        return self._inputs is not None or bool(getattr(self, "declared_inputs", False))
+
+    @property
+    def has_cost(self) -> bool:
+        return self._cost is not None or bool(getattr(self, "declared_cost", False))
+
     def get_impl(self, name: str) -> Impl:
         try:
             return self._impls[name]
@@ -317,6 +332,9 @@ class Registry:
     def __init__(self) -> None:
         self._ops: dict[str, Op] = {}
         self.loaded_sources: list[str] = []
+        # source key -> what it declared: (op, None) for a new op, (op, impl) for an impl added
+        # (filled by workbench.manifest.declare; workbench.plugin_sources finds declared .cu files)
+        self.added: dict[str, list[tuple[str, str | None]]] = {}
 
     def add(self, op: Op) -> None:
         if op.name in self._ops and self._ops[op.name] is not op:
@@ -354,7 +372,7 @@ def discover(paths: Iterable[str | Path] = (), *, entry_points: bool = True,
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             _load_once(registry, f"entry point {ep.name}", ep.load)
     for path in paths:
-        for file in _plugin_files(Path(path)):
+        for file in plugin_files(Path(path)):
             _load_once(registry, str(file), lambda f=file: _import_file(f))
     return registry
 
@@ -364,24 +382,11 @@ def _load_once(registry: Registry, key: str, load: Callable[[], Any]) -> None:
         return
     try:
         load()
-    except WorkbenchError:
-        raise
-    except Exception as exc:  # a plugin's own bug: name it, keep the message
-        raise WorkbenchError(f"plugin {key} failed to load: {type(exc).__name__}: {exc}") from exc
+    except Exception as exc:  # a plugin's own bug (or a WorkbenchError it met): name it, where, the message
+        from workbench.error_location import describe_error
+
+        raise WorkbenchError(f"plugin {key} failed to load: {describe_error(exc)}") from exc
     registry.loaded_sources.append(key)
-
-
-def _plugin_files(path: Path) -> list[Path]:
-    if not path.exists():
-        raise WorkbenchError(f"--kernels {path}: no such file or folder")
-    if path.is_file():
-        return [path.resolve()]
-    if (path / "__init__.py").exists():
-        return [(path / "__init__.py").resolve()]
-    return sorted(p.resolve() for p in path.glob("*.py") if not p.name.startswith("_"))
-
-
-plugin_files = _plugin_files  # public: workbench/manifest.py lists sources without importing them
 
 
 def _import_file(file: Path) -> None:

@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from workbench.fileio import atomic_write_text
+from workbench.provenance import PROVENANCE_KEYS
 
 SCHEMA_VERSION = 1
 
 DOCUMENT_KEYS = ("schema_version", "provenance", "environment", "results", "cancelled", "cancel_signal", "ab")
-PROVENANCE_KEYS = ("workbench", "git_sha", "session", "session_sha256", "argv", "started")
 ENVIRONMENT_KEYS = ("device", "sm_count", "l2_bytes", "driver", "cuda", "torch", "triton", "python",
                     "ceilings", "datasheet")
 RECORD_KEYS = ("run_index", "op", "impl", "label", "params", "shape", "dtype", "sweep_value",

@@ -22,6 +22,7 @@ import yaml
 
 from workbench.errors import WorkbenchError
 from workbench.fileio import atomic_write_text
+from workbench.plugin_sources import plugin_path, with_resolved_plugins
 from workbench.registry import Registry, discover
 from workbench.session_checks import check_runs
 from workbench.session_model import Session
@@ -146,22 +147,6 @@ def _loaded_registry(plugins: list[str], problems: Problems, base_dir, kernels, 
             problems.add(f"plugins[{index}]", str(exc))
             return None
     return registry
-
-
-def plugin_path(plugin: str, base_dir: str | Path | None) -> Path:
-    """A session's plugin entry as a path: `~` expanded, relative to the session's folder."""
-    path = Path(plugin).expanduser()
-    return path if path.is_absolute() or base_dir is None else Path(base_dir) / path
-
-
-def with_resolved_plugins(session: Session, base_dir: str | Path | None) -> Session:
-    """The session with its `plugins` (and `compare` sides' plugin files) as absolute paths (for
-    run_plan, whose working folder is not the session's). Keep the original for saving: the file keeps its relative paths."""
-    resolved = tuple(str(plugin_path(p, base_dir).resolve()) for p in session.plugins)
-    runs = tuple(dataclasses.replace(run, compare=tuple(
-        dataclasses.replace(side, plugin=str(plugin_path(side.plugin, base_dir).resolve())) if side.plugin else side
-        for side in run.compare)) if run.compare else run for run in session.runs)
-    return dataclasses.replace(session, plugins=resolved, runs=runs)
 
 
 def _load_plugin(plugin: str, base_dir: str | Path | None, registry: Registry) -> None:

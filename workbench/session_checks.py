@@ -35,6 +35,8 @@ def check_run(run: RunSpec, path: str, registry: Registry, problems: Problems,
                                              f"allowed: {', '.join(ops) or '(none registered)'}")
         return
     op = registry.op(run.op)
+    if not _check_op_complete(op, child_path(path, "op"), problems):
+        return
     impls = _check_impls(run, op, path, problems)
     impls = None if "impls" in bad else impls
     dtype_ok = _check_dtype(run, op, path, problems) and "dtype" not in bad
@@ -47,9 +49,32 @@ def check_run(run: RunSpec, path: str, registry: Registry, problems: Problems,
         check_compare(run, op, path, problems)
 
 
+def _check_op_complete(op: Op, path: str, problems: Problems) -> bool:
+    """An op the run could not use: no input factory or no cost model registered (a plugin's)."""
+    declared = {"inputs": op.has_inputs, "cost_model": op.has_cost}  # what making inputs / the roofline need
+    missing = [f"@{op.name.upper()}.{name}" for name, present in declared.items() if not present]
+    if missing:
+        problems.add(path, f"op {op.name!r} registers no {' and no '.join(missing)}; every op needs its "
+                           "input factory and cost model (docs/PLUGINS.md)")
+    return not missing
+
+
+def _check_math(op: Op, impl: Impl, where: str, problems: Problems) -> None:
+    """The reference an implementation is checked against (its `math=` variant) must exist:
+    the run would refuse the row ("unknown reference of gelu 'default'")."""
+    if impl.math in op.references:
+        return
+    given = f"math={impl.math!r}" if impl.math != "default" else "no math= (so 'default')"
+    choices = " or ".join(f"math={m!r}" for m in op.references) or "a @" + op.name.upper() + ".reference()"
+    problems.add(where, f"{op.name}/{impl.name} declares {given}, but {op.name} has no reference of that "
+                        f"variant (references: {', '.join(op.references) or 'none'}); declare {choices} in its @impl")
+
+
 def _check_impls(run: RunSpec, op: Op, path: str, problems: Problems) -> list[Impl] | None:
     """The selected implementations, or None when a name is unknown."""
     if run.impls is None:
+        for impl in op.impls.values():
+            _check_math(op, impl, child_path(path, "impls"), problems)
         return list(op.impls.values())
     found: list[Impl] = []
     allowed = list(op.impls)
@@ -62,6 +87,7 @@ def _check_impls(run: RunSpec, op: Op, path: str, problems: Problems) -> list[Im
             continue
         impl = op.impls[base_name(ref.name)]
         found.append(impl)
+        _check_math(op, impl, where, problems)
         for key, value in ref.params.items():
             where_param = child_path(child_path(where, "params"), key)
             if key not in impl.params:

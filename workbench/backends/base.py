@@ -128,7 +128,16 @@ class Backend:
             problem = _need_reason(need, action, machine, device) if need in wanted else None
             if problem:
                 return problem
+        if action is Action.ptx and self._source_of is None and self.source_type is not None \
+                and getattr(impl, "source", None) is None:
+            return self.no_source()
         return self._reason(impl, action, machine, dtype, device) if self._reason else None
+
+    def no_source(self) -> str:
+        """The ptx action's reason for an implementation of this kind that declares no source
+        (its run is fine; its PTX would be missing without a word)."""
+        name = self.source_type.__name__ if self.source_type is not None else "a source"
+        return f"no source declared (give source={name}(...), docs/PLUGINS.md)"
 
     def kernel_source(self, impl: Any, spec: Any, params: Any, ctx: Any = None) -> Any:
         """The kernel source of `impl` at `spec` with resolved `params` (see the module docstring)."""

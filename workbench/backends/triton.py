@@ -17,8 +17,11 @@ TRITON = Backend("triton", "a Triton kernel (@triton.jit), launched through its 
 
 @TRITON.reason
 def _interpreter_dtype(impl, action, machine, dtype, device):
-    """On CPU the interpreter runs only the dtypes the implementation says it can."""
-    if action is Action.ptx or dtype is None or not (device == "cpu" or not machine.has_cuda):
+    """On CPU the interpreter runs only the dtypes the implementation says it can; PTX needs the
+    launch declared (`source=TritonSource(launch)`: without it there is nothing to compile)."""
+    if action is Action.ptx:
+        return TRITON.no_source() if impl.source is None or impl.source.launch is None else None
+    if dtype is None or not (device == "cpu" or not machine.has_cuda):
         return None
     allowed = impl.source.interpreter_dtypes if impl.source is not None else None
     if allowed is not None and dtype not in allowed:

@@ -111,11 +111,17 @@ def _impl_table(op: dict[str, Any]) -> Table:
     for impl in op["impls"]:
         reasons = [impl["unavailable"][a] for a in ACTIONS]
         cells = [Text("yes", "green") if r is None else Text("no", "dim") for r in reasons]
-        why = "; ".join(dict.fromkeys(r for r in reasons if r))
+        why = "; ".join(dict.fromkeys(_which(r, reasons) for r in reasons if r))
         params = " ".join(f"{k}={v}" for k, v in impl["params"].items())
         notes = "; ".join(x for x in (params, impl["note"], why) if x)
         table.add_row(impl["name"], *([impl["math"]] if with_math else []), *cells, notes)
     return table
+
+
+def _which(reason: str, reasons: list[str | None]) -> str:
+    """A reason that holds for the ptx action only names it ("ptx: no source declared")."""
+    only_ptx = [a for a, r in zip(ACTIONS, reasons) if r == reason] == ["ptx"]
+    return f"ptx: {reason}" if only_ptx else reason
 
 
 # -- --doctor --------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
     workbench [FILE]              the TUI (default: the shipped default session)
     workbench --replay FILE       run a session headless; results to stdout or -o PATH
+    workbench [--replay] FILE --watch   re-run what each save of the session or a plugin changed
     workbench --check FILE        validate a session only: every problem, exit 0 or 2
     workbench --list              ops and implementations, with availability and the reason
     workbench --doctor            GPU, versions, ceilings cache, colour system, paths
@@ -12,7 +13,8 @@ stopped by signal N: 130 SIGINT, 143 SIGTERM, 129 SIGHUP). The CLI (`common.read
 only place that reads environment variables (NO_COLOR) and the platform's user directories;
 everything below gets them as arguments.
 
-The package's modules form a tree: main -> check, replay, doctor -> common (nothing imports back).
+The package's modules form a tree: main -> check, replay, watch, doctor -> plugin_check, progress, ...
+-> common (nothing imports back).
 """
 
 from __future__ import annotations
@@ -61,9 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--compare", metavar="BASELINE.json", help="compare a replay with a baseline results file")
     parser.add_argument("--threshold", type=float, default=0.05,
                         help="relative median change that counts as slower/faster (default 0.05)")
-    parser.add_argument("--force", action="store_true", help="run rows estimated too large")
+    parser.add_argument("--force", action="store_true",
+                        help="run rows estimated too large; compare with (or resume) results made with other "
+                             "plugin files")
     parser.add_argument("--strict", action="store_true",
                         help="one fresh worker process per row (for untrusted plugin code; each row pays a start)")
+    parser.add_argument("--watch", action="store_true",
+                        help="with FILE (the TUI) or --replay FILE: on each save of the session or a plugin file, "
+                             "re-run the rows it changed and show them against their last result")
     parser.add_argument("-v", "--verbose", action="store_true", help="also print the children's info log lines")
     parser.add_argument("--version", action="version", version=f"workbench {workbench.__version__}")
     return parser
@@ -82,6 +89,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         parser.error("--compare, --force and --resume go with --replay FILE")
     if args.strict and (args.check or args.list or args.doctor):
         parser.error("--strict goes with --replay FILE or the TUI")
+    if args.watch and not (args.replay or not modes):
+        parser.error(f"--watch goes with FILE (the TUI) or --replay FILE, not with --{modes[0]}")
+    if args.watch and (args.compare or args.resume):
+        parser.error("--watch re-runs on every save: it cannot be combined with --compare or --resume")
     if args.resume is not None and args.output is None:
         args.output = args.resume
     _pick_format(parser, args)
@@ -102,6 +113,9 @@ def _pick_format(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         parser.error(f"--doctor writes table or json, not csv{why}")
     if args.format == "jsonl" and not args.replay:
         parser.error(f"--format jsonl{why} goes with --replay FILE; give --format json")
+    if args.watch and args.replay and args.format != "table" and args.output is None:
+        parser.error(f"--watch prints each cycle's changes as text; write --format {args.format} with -o PATH "
+                     "(rewritten after every cycle)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -134,6 +148,10 @@ def _dispatch(args: argparse.Namespace, argv: list[str], env: Env, err: Console)
         from workbench.cli.check import run_check
 
         return run_check(args, env, err)
+    if args.replay and args.watch:
+        from workbench.cli.watch import run_watch
+
+        return run_watch(args, ["workbench", *argv], env, err)
     if args.replay:
         from workbench.cli.replay import run_replay
 
@@ -154,7 +172,7 @@ def run_tui(args: argparse.Namespace, env: Env, err: Console) -> int:
                   f"workbench --replay {where}", markup=False)
         return EXIT_USAGE
     options = run_options(args, env, argv=("workbench", *([args.file] if args.file else [])))
-    result = run_app(path, options)
+    result = run_app(path, options, watch=args.watch)
     return int(result or 0)
 
 

@@ -23,6 +23,7 @@ from rich.console import Console
 from workbench.cli.check import session_row_keys
 from workbench.cli.common import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_SIGNAL_BASE, EXIT_USAGE, Env,
                                   print_problems, run_options)
+from workbench.cli.plugin_check import current_records, refuse_changed, warn_changed
 from workbench.cli.progress import progress
 from workbench.cli.sink import Sink
 from workbench.cli.stopping import Aborted, stop_on_signals
@@ -89,7 +90,7 @@ class _Prepared:
 def _prepare(args, argv, env: Env, err: Console) -> _Prepared | None:
     """Everything checked before a row runs: the session, --compare's baseline and GPU, --resume's
     rows; None after saying what is wrong (exit 2)."""
-    from workbench.session import (SessionError, file_sha256, load_session, resolve_session_path,
+    from workbench.session import (SessionError, file_sha256, load_session, resolve_session_path, results_path,
                                    shipped_original, with_resolved_plugins)
 
     path = resolve_session_path(args.replay, env.data_dir)
@@ -113,6 +114,12 @@ def _prepare(args, argv, env: Env, err: Console) -> _Prepared | None:
         return None
     options = run_options(args, env, argv=argv, session_sha256=sha)
     session = with_resolved_plugins(session, path.parent)
+    plugins = ours["plugins"] = current_records(session, options.kernels, env.cache_dir)  # the journal header too
+    if baseline is not None and refuse_changed(f"--compare {args.compare}: the baseline", baseline, plugins,
+                                               args.force, err):
+        return None
+    if not args.compare and not args.resume:
+        warn_changed([results_path(path, env.data_dir), args.output], plugins, err)
     # The device is known before anything runs (for --compare, --resume and the journal's header);
     # the rest of the environment arrives with the document (the engine learns it as it runs).
     environment = blank(ENVIRONMENT_KEYS, device=planned_device_name(session, options))
@@ -120,7 +127,7 @@ def _prepare(args, argv, env: Env, err: Console) -> _Prepared | None:
         return None
     done: list[dict] | None = []
     if args.resume:
-        done, ours["resumed_from"] = _resumed_rows(args.resume, sha, environment, err)
+        done, ours["resumed_from"] = _resumed_rows(args.resume, sha, environment, err, (plugins, args.force))
     if done is None:
         return None
     options = dataclasses.replace(options, done={_key(r): r for r in done})
@@ -138,11 +145,12 @@ def _provenance(doc: dict, ours: dict) -> dict:
     return doc
 
 
-def _resumed_rows(resume: str, sha: str, environment: dict, err: Console) -> tuple[list[dict] | None, dict | None]:
+def _resumed_rows(resume: str, sha: str, environment: dict, err: Console,
+                  plugins: tuple[list[dict], bool]) -> tuple[list[dict] | None, dict | None]:
     """The finished rows of the stopped run at `resume` and where they came from (provenance's
-    `resumed_from`), if it ran this very session file on this device; (None, None) after saying
-    why otherwise."""
-    rows = _finished_rows(resume, sha, environment, err)
+    `resumed_from`), if it ran this very session file, with these plugin files (plugins: the
+    files now and --force), on this device; (None, None) after saying why otherwise."""
+    rows = _finished_rows(resume, sha, environment, err, plugins)
     if rows is None:
         return None, None
     done, started = rows
@@ -150,7 +158,8 @@ def _resumed_rows(resume: str, sha: str, environment: dict, err: Console) -> tup
     return done, {"path": str(resume), "started": started, "rows_kept": len(done)}
 
 
-def _finished_rows(resume: str, sha: str, environment: dict, err: Console) -> tuple[list[dict], Any] | None:
+def _finished_rows(resume: str, sha: str, environment: dict, err: Console,
+                   plugins: tuple[list[dict], bool]) -> tuple[list[dict], Any] | None:
     from workbench.journal import is_finished, read_partial
 
     try:
@@ -162,6 +171,8 @@ def _finished_rows(resume: str, sha: str, environment: dict, err: Console) -> tu
     if theirs != sha:
         err.print(f"error: --resume {resume}: it ran a session file with sha256 {theirs}, this one is {sha}; "
                   "resume only with the same session file", markup=False)
+        return None
+    if refuse_changed(f"--resume {resume}: the stopped run", partial, plugins[0], plugins[1], err):
         return None
     there, here = (partial.get("environment") or {}).get("device"), environment.get("device")
     if there != here:

@@ -29,18 +29,13 @@ from workbench.engine.protocol import Channel, ChildJob, Mode
 from workbench.engine.rows import Row
 from workbench.engine.timing import Cancelled
 from workbench.engine.timing_notes import note_timing
+from workbench.error_location import describe_error
 from workbench.events import Built, Checked, Error, Result, Started
 from workbench.errors import WorkbenchError
 from workbench.registry import BuildContext, Registry
 
 
 CACHED_FLAG = "build cached: built earlier in this worker (build_ms is the first call only)"
-
-
-def one_line(exc: BaseException) -> str:
-    """`Type: first line of the message` (CUDA errors, OOM, LimitError stay readable)."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 class RowRunner:
@@ -76,7 +71,8 @@ class RowRunner:
         except Cancelled:
             return "cancelled"
         except Exception as exc:
-            record.update(status="failed", error=one_line(exc))
+            # `path:line: Type: message`: the line of the plugin (or op file) that raised
+            record.update(status="failed", error=describe_error(exc, self.job.plugin_paths))
             self.channel.event(Error(row.key, record["error"]))
             # Our own refusals (a limit, no PTX) leave the process as it was; anything else (a
             # CUDA error, an OOM, a plugin's bug) may have poisoned it.

@@ -43,6 +43,7 @@ from workbench.engine.workers import WorkerPool
 from workbench.events import Event, Log, Result, Started
 from workbench.machine import probe
 from workbench.manifest import declare, sources_digest
+from workbench.plugin_sources import plugin_records
 from workbench.provenance import provenance, utc_now_iso
 from workbench.results import new_document
 from workbench.session_model import Session
@@ -119,7 +120,7 @@ def _run(session, options, plan, pool, on_event, stop, started, cache_dir) -> di
                                                     trace_dir=str(options.trace_dir) if options.trace_dir else None),
                    plan, strict=options.strict, registry=registry,
                    build_ahead=options.build_ahead is not False and not options.strict)
-    doc = new_document(_provenance(session, options, started),
+    doc = new_document(_provenance(session, options, started, plugin_records(plan.plugin_paths, plan.registry)),
                        environment_record(info, worker.cuda_version if worker else None))  # now: cancel is quick
     run.environment = doc["environment"]
     groups = [list(g) for _run_index, g in itertools.groupby(rows, key=lambda r: r.run_index)]
@@ -312,8 +313,9 @@ class _PlanRun:
                 self._emit_final(row, record)
 
 
-def _provenance(session: Session, options: RunOptions, started: str) -> dict:
-    return provenance(session.name, session_sha256=options.session_sha256, argv=options.argv, started=started)
+def _provenance(session: Session, options: RunOptions, started: str, plugins: list[dict]) -> dict:
+    return provenance(session.name, session_sha256=options.session_sha256, argv=options.argv, started=started,
+                      plugins=plugins)
 
 
 def _ceilings(info: DeviceInfo, cache_dir: Path) -> dict:

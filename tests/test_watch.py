@@ -1,0 +1,230 @@
+"""Watch mode's core: the file watcher, `path:line` of errors, code digests,
+re-running only what an edit changed, the last good result kept after a broken edit, and the
+lines that compare a row with its previous result. The engine is a stand-in that makes a record
+per row it is asked to run (its median read from the plugin file, so an edit changes it); the
+cycles declare the plugins through manifests (a subprocess: those tests are `slow`)."""
+
+from __future__ import annotations
+
+import re
+import threading
+import types
+
+import pytest
+
+from watch_fakes import PLUGIN, SESSION, rows_engine
+from workbench.engine.plan import RunOptions
+from workbench.error_location import describe_error, locate
+from workbench.errors import WorkbenchError
+from workbench.file_watch import FileWatcher
+from workbench.registry import Registry, discover
+from workbench.watch_diff import change_line, ptx_changes
+from workbench.watching import WatchState
+
+
+# -- the file watcher --------------------------------------------------------------------------
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def watcher_on(path, clock) -> FileWatcher:
+    return FileWatcher([path], poll_s=0.01, settle_s=0.2, gone_s=1.0, clock=clock)
+
+
+def test_an_edit_is_reported_once_it_has_settled(tmp_path):
+    path, clock = tmp_path / "k.py", Clock()
+    path.write_text("a = 1\n")
+    watcher = watcher_on(path, clock)
+    path.write_text("a = 2\n")
+    assert watcher.poll() == []            # just written: the editor may still be writing
+    clock.now = 0.1
+    assert watcher.poll() == []
+    clock.now = 0.5
+    assert watcher.poll() == [path.absolute()]
+    assert watcher.poll() == []            # reported once
+
+
+def test_a_save_that_changes_nothing_starts_nothing(tmp_path):
+    path, clock = tmp_path / "k.py", Clock()
+    path.write_text("a = 1\n")
+    watcher = watcher_on(path, clock)
+    path.write_text("a = 1\n")             # `:w` twice, `touch`
+    path.touch()
+    clock.now = 1.0
+    assert watcher.poll() == []
+
+
+def test_write_then_rename_over_and_delete_then_recreate_are_one_change(tmp_path):
+    path, clock = tmp_path / "k.py", Clock()
+    path.write_text("a = 1\n")
+    watcher = watcher_on(path, clock)
+    temp = tmp_path / ".k.py.swp"
+    temp.write_text("a = 2\n")
+    temp.replace(path)                      # safe write: a new inode renamed over the original
+    assert watcher.poll() == []
+    clock.now = 0.5
+    assert watcher.poll() == [path.absolute()]
+    path.unlink()                           # vim's backup dance: the file is gone for a moment
+    clock.now = 1.0
+    assert watcher.poll() == []
+    clock.now = 1.5
+    assert watcher.poll() == []             # settled but gone, within gone_s: wait for it
+    path.write_text("a = 3\n")
+    clock.now = 1.6
+    assert watcher.poll() == []
+    clock.now = 2.0
+    assert watcher.poll() == [path.absolute()]
+    path.unlink()
+    clock.now = 2.1
+    assert watcher.poll() == []
+    clock.now = 3.2
+    assert watcher.poll() == [path.absolute()]  # gone for longer than gone_s: deleted
+
+
+def test_wait_returns_none_when_stopped_and_sees_a_new_file_in_a_folder(tmp_path):
+    stop = threading.Event()
+    watcher = FileWatcher([tmp_path], poll_s=0.01, settle_s=0.02)
+    threading.Timer(0.1, lambda: (tmp_path / "new_op.py").write_text("x = 1\n")).start()
+    assert watcher.wait(stop, timeout_s=5) == [tmp_path.absolute()]
+    stop.set()
+    assert watcher.wait(stop) is None
+
+
+# -- where an error is -------------------------------------------------------------------------
+def test_a_plugin_that_does_not_import_names_its_file_and_line(tmp_path):
+    bad = tmp_path / "broken.py"
+    bad.write_text("x = 1\ny = (\n")
+    with pytest.raises(WorkbenchError, match=rf"{re.escape(str(bad))}:2: SyntaxError"):
+        discover([bad], entry_points=False, registry=Registry())
+    buggy = tmp_path / "buggy.py"
+    buggy.write_text("def f():\n    return undefined_name\n\nf()\n")
+    with pytest.raises(WorkbenchError, match=rf"{re.escape(str(buggy))}:2: NameError"):
+        discover([buggy], entry_points=False, registry=Registry())
+
+
+def test_an_error_inside_a_library_names_the_plugin_line_that_called_it(tmp_path):
+    plugin = tmp_path / "calls_json.py"
+    plugin.write_text("import json\n\ndef build():\n    return json.loads('{')\n")
+    namespace: dict = {}
+    exec(compile(plugin.read_text(), str(plugin), "exec"), namespace)
+    with pytest.raises(ValueError) as info:
+        namespace["build"]()
+    assert str(locate(info.value)) == f"{plugin}:4"
+    assert describe_error(info.value).startswith(f"{plugin}:4: JSONDecodeError: ")
+
+
+def test_a_wrapped_error_names_the_line_its_cause_was_raised_at(tmp_path):
+    """Triton's interpreter re-raises a kernel's NameError as InterpreterError from the launch."""
+    plugin = tmp_path / "interp.py"
+    plugin.write_text("def kernel():\n    return nope\n\n\ndef launch():\n    try:\n        kernel()\n"
+                      "    except NameError as e:\n        raise RuntimeError(repr(e)) from e\n")
+    namespace: dict = {}
+    exec(compile(plugin.read_text(), str(plugin), "exec"), namespace)
+    with pytest.raises(RuntimeError) as info:
+        namespace["launch"]()
+    assert str(locate(info.value)) == f"{plugin}:2"
+
+
+def test_a_triton_compile_error_counts_its_line_from_the_kernel_def(tmp_path):
+    """A CompilationError's node.lineno counts from the `def` of its @triton.jit function."""
+    plugin = tmp_path / "kern.py"
+    plugin.write_text("import triton\n\n\n@triton.jit\ndef _k(x_ptr):\n    y = 1\n    tl.bogus()\n")
+
+    class CompilationError(Exception):  # the shape of triton.compiler.errors.CompilationError
+        def __init__(self):
+            self.src, self.node = "def _k(x_ptr):\n    y = 1\n    tl.bogus()\n", types.SimpleNamespace(lineno=3)
+            super().__init__("at 3:4:\ndef _k(x_ptr):\n    y = 1\n    tl.bogus()\n    ^\nNameError('tl')")
+
+    where = locate(CompilationError(), files=[plugin])
+    assert str(where) == f"{plugin}:7"
+    assert describe_error(CompilationError(), [plugin]).endswith("CompilationError: NameError('tl')")
+
+
+@pytest.fixture()
+def watched(tmp_path):
+    (tmp_path / "mine.py").write_text(PLUGIN)
+    (tmp_path / "watched.yaml").write_text(SESSION)
+    return tmp_path
+
+
+def cycle(state, engine):
+    """One cycle; manifests (built in a subprocess when a plugin changed) cached under the test's folder."""
+    options = RunOptions(device="cpu", cache_dir=state.session_path.parent / "cache")
+    return state.run_cycle(options=options, on_event=lambda e: None, stop=threading.Event(), engine=engine)
+
+
+@pytest.mark.slow  # the plugins' manifests are built in a subprocess
+def test_only_the_rows_an_edit_changed_run_again(watched):
+    state, engine = WatchState(watched / "watched.yaml"), rows_engine()
+    first = cycle(state, engine)
+    assert first.error is None and engine.calls == [["manual_mine", "pytorch"]]
+    assert {p.name for p in first.files} == {"watched.yaml", "mine.py"}
+    assert cycle(state, engine).reran == ()               # nothing changed: nothing runs
+    plugin = watched / "mine.py"
+    plugin.write_text(PLUGIN.replace("MEDIAN_MS = 2.0", "MEDIAN_MS = 1.5"))
+    third = cycle(state, engine)
+    assert engine.calls[-1] == ["manual_mine"]              # the shipped pytorch row kept its result
+    (key, text, level), = third.lines
+    assert key[1] == "manual_mine" and level == "info"
+    assert "2 ms -> 1.5 ms (-25.0%)" in text and "ptx ld_global_v4 0 -> 4" in text
+    session = (watched / "watched.yaml").read_text()
+    (watched / "watched.yaml").write_text(session.replace("N: 8", "N: 16"))
+    assert cycle(state, engine).reran and engine.calls[-1] == ["manual_mine", "pytorch"]  # the session: both
+
+
+@pytest.mark.slow  # the plugins' manifests are built in a subprocess
+def test_a_broken_edit_keeps_the_last_good_result_and_says_where(watched):
+    state, engine = WatchState(watched / "watched.yaml"), rows_engine()
+    cycle(state, engine)
+    plugin = watched / "mine.py"
+    plugin.write_text(PLUGIN.replace("def build(", "def build(("))
+    broken = cycle(state, engine)
+    assert re.search(rf"{re.escape(str(plugin.resolve()))}:9: SyntaxError", broken.error)
+    assert broken.doc is state.doc and len(engine.calls) == 1    # nothing ran; the document stays
+    assert plugin.resolve() in broken.files                      # still watched, so a fix is seen
+    plugin.write_text(PLUGIN.replace("FAIL = None", f'FAIL = "{plugin}:12: NameError: name \'nope\' is not defined"'))
+    failed = cycle(state, engine)
+    (key, text, level), = failed.lines
+    assert level == "error" and f"{plugin}:12: NameError" in text and "the last good result stays (2 ms)" in text
+    kept = next(r for r in failed.doc["results"] if r["label"] == "manual_mine")
+    assert kept["status"] == "ok" and kept["timing"]["median_ms"] == 2.0
+    assert any(f.startswith("watch: the last edit failed") and "NameError" in f for f in kept["flags"])
+
+
+@pytest.mark.slow  # the plugins' manifests are built in a subprocess
+def test_a_session_that_does_not_load_is_a_cycle_with_its_problems(watched):
+    state, engine = WatchState(watched / "watched.yaml"), rows_engine()
+    (watched / "watched.yaml").write_text(SESSION.replace("N: 8", "N: eight"))
+    bad = cycle(state, engine)
+    assert "runs[0].shape.N" in bad.error and "(line 7)" in bad.error and engine.calls == []
+
+
+# -- the lines ---------------------------------------------------------------------------------
+@pytest.mark.slow  # the plugins' manifests are built in a subprocess
+def test_only_what_the_code_computes_counts(watched):
+    """A comment or an unused constant re-runs nothing; a constant the builder reads does."""
+    state, engine = WatchState(watched / "watched.yaml"), rows_engine()
+    cycle(state, engine)
+    plugin = watched / "mine.py"
+    plugin.write_text(PLUGIN.replace('"""mine"""', '"""mine"""\n    # a comment\n') + "UNUSED = 3\n")
+    assert cycle(state, engine).reran == () and engine.calls[-1] == []
+    plugin.write_text(PLUGIN.replace("MEDIAN_MS = 2.0", "MEDIAN_MS = 3.0"))
+    assert [key[1] for key in cycle(state, engine).reran] == ["manual_mine"]
+
+
+def test_change_lines_name_time_bandwidth_and_the_ptx_counts_that_moved():
+    def rec(median, gbps, v4, spills, status="ok"):
+        return {"status": status, "timing": {"median_ms": median}, "traffic": {"gbps": gbps},
+                "ptx": {"kernels": [{"name": "k", "counts": {"ld_global_v4": v4, "ld_global": 2, "ld_global_total": v4 + 2},
+                                     "registers": 40, "spills": spills}]}}
+    text, level = change_line(rec(0.512, 4190.0, 0, 8), rec(0.498, 4310.0, 4, 0))
+    assert level == "info"
+    assert text == "0.512 ms -> 0.498 ms (-2.7%) · 4190 -> 4310 GB/s · ptx ld_global_v4 0 -> 4, spills 8 -> 0"
+    assert ptx_changes(rec(1, 1, 4, 0), {"ptx": None}) == []
+    assert change_line(None, rec(0.0123, None, 0, 0))[0] == "ok · 12.3 µs"
+    assert change_line(rec(1, 1, 0, 0), {"status": "unavailable", "error": "needs a CUDA GPU"}) == (
+        "unavailable: needs a CUDA GPU", "warning")

@@ -1,0 +1,123 @@
+"""A re-run row against its previous result, in words (watch mode's Log lines and replay output).
+
+    change_line(old_record, new_record)
+    -> ("0.512 ms -> 0.498 ms (-2.7%) · 4190 -> 4310 GB/s · ptx ld_global_v4 0 -> 4, spills 8 -> 0", "info")
+
+Time is the median; GB/s the effective bandwidth (`traffic.gbps`); the PTX part lists the
+static instruction counts (CONTRACTS.md `ptx`), registers and spills that changed, per kernel
+(matched by name; a single kernel on each side is matched whatever its name). Torch-free.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+ARROW = "->"
+STALE_FLAG = "watch: the last edit failed ({error}); showing the last good result"
+
+
+def _num(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1000 else f"{value:.0f}"
+    return str(value)
+
+
+def _ms(value: float | None) -> str:
+    """A time in its unit: '0.498 ms', '12.3 µs', '850 ns' (4 significant digits)."""
+    if value is None:
+        return "-"
+    if value >= 0.1:
+        return f"{value:.4g} ms"
+    return f"{value * 1e3:.4g} µs" if value >= 1e-4 else f"{value * 1e6:.4g} ns"
+
+
+def _median(record: Mapping[str, Any] | None) -> float | None:
+    return ((record or {}).get("timing") or {}).get("median_ms")
+
+
+def _gbps(record: Mapping[str, Any] | None) -> float | None:
+    return ((record or {}).get("traffic") or {}).get("gbps")
+
+
+def speed_text(record: Mapping[str, Any]) -> str:
+    """'0.512 ms · 4190 GB/s' (what is known of a finished record)."""
+    parts = [_ms(_median(record))] if _median(record) is not None else []
+    parts += [f"{_num(_gbps(record))} GB/s"] if _gbps(record) is not None else []
+    return " · ".join(parts)
+
+
+def time_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
+    before, after = _median(old), _median(new)
+    if before is None or after is None:
+        return None
+    pct = f" ({(after / before - 1) * 100:+.1f}%)" if before > 0 else ""
+    return f"{_ms(before)} {ARROW} {_ms(after)}{pct}"
+
+
+def gbps_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
+    before, after = _gbps(old), _gbps(new)
+    if before is None or after is None:
+        return None
+    return f"{_num(before)} {ARROW} {_num(after)} GB/s"
+
+
+def _kernels(record: Mapping[str, Any]) -> list[dict]:
+    return list(((record or {}).get("ptx") or {}).get("kernels") or [])
+
+
+def _pairs(old: list[dict], new: list[dict]) -> list[tuple[str, dict, dict]]:
+    if len(old) == 1 and len(new) == 1:
+        return [(new[0].get("name", "?"), old[0], new[0])]
+    by_name = {k.get("name"): k for k in old}
+    return [(k.get("name", "?"), by_name[k.get("name")], k) for k in new if k.get("name") in by_name]
+
+
+def _values(kernel: Mapping[str, Any]) -> dict[str, Any]:
+    """The figures compared: instruction counts (totals left out: their parts are shown),
+    registers and spills."""
+    counts = {k: v for k, v in (kernel.get("counts") or {}).items() if not k.endswith("_total")}
+    return {**counts, "registers": kernel.get("registers"), "spills": kernel.get("spills")}
+
+
+def ptx_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """'ld_global_v4 0 -> 4' per figure that changed (prefixed by the kernel's name when there
+    are several kernels); [] when either side has no PTX."""
+    old_k, new_k = _kernels(old), _kernels(new)
+    if not old_k or not new_k:
+        return []
+    changes = [] if len(old_k) == len(new_k) else [f"kernels {len(old_k)} {ARROW} {len(new_k)}"]
+    pairs = _pairs(old_k, new_k)
+    for name, before, after in pairs:
+        a, b = _values(before), _values(after)
+        prefix = f"{name}: " if len(pairs) > 1 else ""
+        for key in dict.fromkeys([*b, *a]):
+            if a.get(key) != b.get(key) and not (a.get(key) in (None, 0) and b.get(key) in (None, 0)):
+                changes.append(f"{prefix}{key} {a.get(key) or 0} {ARROW} {b.get(key) or 0}")
+    return changes
+
+
+def change_line(old: Mapping[str, Any] | None, new: Mapping[str, Any],
+                error: str | None = None) -> tuple[str, str]:
+    """(text, level) for a re-run row: `new` against `old` (None: its first result). error: the
+    failure of this edit when `new` is the last good result kept on screen."""
+    if error is not None:
+        kept = speed_text(new)
+        return f"edit failed: {error}; the last good result stays" + (f" ({kept})" if kept else ""), "error"
+    status = new.get("status")
+    if status != "ok":
+        return f"{status}: {new.get('error') or ''}".rstrip(": "), "error" if status == "failed" else "warning"
+    if old is None or old.get("status") != "ok":
+        was = f" (was {old.get('status')})" if old is not None else ""
+        return f"ok{was}" + (f" · {speed_text(new)}" if speed_text(new) else ""), "info"
+    parts = [p for p in (time_change(old, new), gbps_change(old, new)) if p]
+    ptx = ptx_changes(old, new)
+    parts += [f"ptx {', '.join(ptx)}"] if ptx else []
+    return " · ".join(parts) or "ok, no change in the figures", "info"
+
+
+def stale(good: Mapping[str, Any], error: str) -> dict:
+    """The last good record, flagged as kept after an edit that failed with `error`."""
+    flags = [f for f in good.get("flags") or [] if not f.startswith("watch: ")]
+    return {**good, "flags": [*flags, STALE_FLAG.format(error=error)]}
