@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # each check runs in a fresh interpreter
+
 PLUGIN = str(Path(__file__).parent / "plugins" / "my_ops.py")
 
 

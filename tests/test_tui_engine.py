@@ -110,6 +110,7 @@ async def test_pick_edit_run_save_reopen(tmp_path):
         assert again.query_one("#results-table", DataTable).row_count == 2
 
 
+@pytest.mark.slow
 @run_async
 async def test_the_app_keeps_one_warm_worker_and_leaves_none_when_it_exits(tmp_path):
     import multiprocessing
