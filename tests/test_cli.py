@@ -163,7 +163,7 @@ def test_no_color_is_read_by_the_cli(monkeypatch):
 def fake_app(monkeypatch):
     opened = []
     module = types.ModuleType("workbench.screens.app")
-    module.run = lambda path, options: opened.append((path, options)) or 0
+    module.run = lambda path, options, watch=False: opened.append((path, options)) or 0
     monkeypatch.setitem(sys.modules, "workbench.screens.app", module)
     return opened
 
