@@ -138,3 +138,17 @@ def test_workspace_is_a_chunk_not_a_float64_copy_of_everything():
     assert ws < 2 * 2 ** 30
     matmul = check_workspace_bytes(CheckChunks.rows(0), None, [(8192, 8192), (8192, 8192)], 8192 * 8192, 0)
     assert 8 * 8192 * 8192 < matmul < 8 * 8192 * 8192 + 2 * 2 ** 30  # all of B in float64, a chunk of A
+
+
+def test_needed_factor_of_a_wrong_shape_is_infinite_not_an_error():
+    """The check stage asks how far over the tolerance a known-wrong output is; one that returns an
+    input of another shape (cdist's (M, D) for (M, N)) passes under no factor, so (inf, inf)."""
+    import math
+
+    from workbench.checking import needed_factor
+    from workbench.tolerance import Tolerance
+
+    ref = torch.randn(3, 4097, dtype=torch.float64)
+    tol = Tolerance(rtol=1e-6, atol_rms=0.0, atol_floor=1e-6, norm_rtol=1e-6)
+    assert needed_factor(torch.randn(3, 5), ref, tol) == (math.inf, math.inf)
+    assert needed_factor(ref.float(), ref, tol)[0] < 1.0

@@ -220,7 +220,10 @@ def _with_detail(report: CheckReport) -> CheckReport:
 def needed_factor(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> tuple[float, float]:
     """(elementwise, norm-wise) factor by which `tol` would have to grow for `out` to pass just
     barely: max |out - ref| / (atol + rtol*|ref|) and rel_l2 / norm_rtol, on whole tensors. For
-    calibrating the constants (benchmarks/stages/check.py), not for the check itself."""
+    calibrating the constants (benchmarks/stages/check.py), not for the check itself. An output
+    whose shape differs from the reference's passes under no factor: (inf, inf)."""
+    if tuple(out.shape) != tuple(ref.shape):
+        return math.inf, math.inf
     totals = ChunkTotals()
     totals.add(0, out, ref, tol.rtol)
     err, absref, scratch, same, *_ = _chunk_errors(out, ref)
