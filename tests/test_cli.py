@@ -193,7 +193,7 @@ def test_tui_resolves_a_shipped_name_without_the_registry(capsys, fake_app):
 @pytest.mark.slow
 def test_tui_path_imports_no_torch():
     code = ("import sys, types; m = types.ModuleType('workbench.screens.app'); "
-            "m.run = lambda path, options: 0; sys.modules['workbench.screens.app'] = m; "
+            "m.run = lambda path, options, watch=False: 0; sys.modules['workbench.screens.app'] = m; "
             "from workbench.cli import main; assert main([]) == 0; "
             "bad = [n for n in ('torch', 'workbench.registry', 'workbench.engine.plan') if n in sys.modules]; "
             "assert not bad, bad")

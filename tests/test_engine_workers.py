@@ -73,7 +73,7 @@ def test_a_row_that_raises_gets_a_fresh_worker_and_our_refusals_do_not(tmp_path)
     pids = {p[0] for p in _pids(events)}
     assert len(pids) == 1  # manual_pid ran after the replacement, in the one fresh worker
     error = next(r["error"] for r in doc["results"] if r["sweep_value"] == 2 and r["impl"] == "manual_raise")
-    assert error.startswith("RuntimeError: CUDA error")
+    assert "crashy.py:" in error and "RuntimeError: CUDA error" in error  # file:line, then the error
 
 
 def test_changed_process_switches_and_a_failed_probe_replace_the_worker(tmp_path):
