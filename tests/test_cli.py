@@ -77,6 +77,16 @@ def test_check_bad_session_lists_every_problem_on_stderr(capsys, tmp_path):
     assert 'runs[0].dtype: unknown dtype "float64"' in err and "(line 6)" in err
 
 
+def test_check_refuses_a_shape_no_torch_size_can_hold(capsys, tmp_path):
+    """M = 10^29 passed --check before (and collapsed the TUI's columns); a torch size is int64."""
+    path = tmp_path / "huge.yaml"
+    path.write_text("schema_version: 1\nname: huge\nruns:\n  - op: gelu\n    impls: [pytorch]\n"
+                    "    shape: {M: 100000000000000000000000000000, N: 4}\n")
+    code, out, err = run(capsys, "--check", str(path))
+    assert code == 2 and out == ""
+    assert "M: must be at most 2^63-1" in err and "got 100000000000000000000000000000" in err
+
+
 def test_check_json(capsys, tmp_path, session_file):
     code, out, _ = run(capsys, "--check", str(session_file), "--format", "json")
     assert code == 0 and json.loads(out)["ok"] is True

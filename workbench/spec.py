@@ -21,6 +21,9 @@ from workbench.dtypes import DType
 from workbench.errors import SpecError, UnknownNameError
 
 
+MAX_DIM = 2 ** 63 - 1  # a torch size is an int64: no shape field can be larger
+
+
 @dataclasses.dataclass(frozen=True)
 class Spec:
     """Base spec. Subclasses add int shape fields (with defaults) and `dtype: DType`."""
@@ -38,6 +41,9 @@ class Spec:
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 rule = "a non-negative integer" if low == 0 else "a positive integer"
                 raise SpecError(f"{name}: must be {rule}, got {value!r}")
+            if value > MAX_DIM:
+                raise SpecError(f"{name}: must be at most 2^63-1 = {MAX_DIM} (torch sizes are int64), "
+                                f"got {value!r}")
         self.check()
 
     def check(self) -> None:
