@@ -31,6 +31,13 @@ SWITCH_PREFIXES = ("CUDA_", "CUBLAS", "CUDNN_", "NCCL_", "NVIDIA_", "TORCH", "PY
 # Cache folders a library writes into the environment for its own subprocesses (Inductor sets
 # TORCHINDUCTOR_CACHE_DIR on first use): where caches live, not how kernels run.
 NOT_SWITCHES = frozenset({"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"})
+# Tool paths a library sets for itself on first use, and sets again when asked: Inductor points
+# Triton at torch's bundled ptxas (torch/_inductor/runtime/compile_tasks.py,
+# `_set_triton_ptxas_path`, cached). After a row they are put back and Inductor's cache cleared,
+# so the next compiled row sets them again, as in a fresh process, and a Triton row between them
+# compiles with Triton's own ptxas, as in a fresh process. On the H200 every torch.compile row
+# otherwise replaced its worker ("changed process-wide switches (TRITON_PTXAS_PATH)").
+TOOL_PATHS = ("TRITON_PTXAS_PATH",)
 LEAK_BYTES = 64 * 2**20   # device memory a row may leave allocated (module-level caches, cuBLAS)
 PROBE_N = 4096            # the probe: sum(2 * arange(PROBE_N)) == PROBE_N * (PROBE_N - 1)
 
@@ -56,6 +63,7 @@ class Baseline:
     def after_row(self, kept_bytes: int = 0) -> str | None:
         """Reset, then probe. kept_bytes: device memory the worker keeps on purpose (the L2 flush
         buffer). Returns why this worker must be replaced, or None."""
+        self.restore_tool_paths()
         changed = self.env_changes()
         try:
             self.reset()
@@ -65,6 +73,21 @@ class Baseline:
         if changed:
             return f"the implementation changed process-wide switches ({', '.join(changed)})"
         return problem
+
+    def restore_tool_paths(self) -> None:
+        """Put TOOL_PATHS back to the warm-up values; let Inductor set them again next time."""
+        import sys
+
+        for key in TOOL_PATHS:
+            if os.environ.get(key) != self.env.get(key):
+                if key in self.env:
+                    os.environ[key] = self.env[key]
+                else:
+                    os.environ.pop(key, None)
+        tasks = sys.modules.get("torch._inductor.runtime.compile_tasks")
+        setter = getattr(tasks, "_set_triton_ptxas_path", None)
+        if hasattr(setter, "cache_clear"):
+            setter.cache_clear()
 
     def env_changes(self) -> list[str]:
         """Switches (SWITCH_PREFIXES) set, changed or removed since the worker warmed up."""
@@ -85,6 +108,12 @@ class Baseline:
             gc.collect()  # device memory held by garbage goes back (host memory is not measured)
             torch.cuda.set_stream(torch.cuda.default_stream(self.device))
             torch.cuda.synchronize(self.device)
+            # cuBLAS keeps a workspace per (handle, stream) in the caching allocator (32 MiB on
+            # Hopper): 96 MiB after a matmul row on the H200, which replaced the worker as a leak.
+            # Freed here; the next GEMM allocates it again during its warm-up, as in a fresh process.
+            clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+            if clear is not None:
+                clear()
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(self.device)
 
