@@ -268,6 +268,8 @@ def session_to_data(session: Session) -> dict[str, Any]:
     if session.plugins:
         data["plugins"] = list(session.plugins)
     data["settings"] = plain(dataclasses.asdict(session.settings))
+    if data["settings"].get("devices") is None:  # not set: saved files stay as they were
+        data["settings"].pop("devices", None)
     data["runs"] = [_run_to_data(run) for run in session.runs]
     return data
 

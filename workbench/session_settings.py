@@ -9,7 +9,9 @@ import difflib
 import re
 from typing import Any, Callable
 
+from workbench.device_list import DEVICES_ALLOWED, parse_devices
 from workbench.dtypes import Fp32Precision
+from workbench.errors import WorkbenchError
 from workbench.session_model import Settings
 from workbench.session_yaml import Problems, child_path, show
 from workbench.variants import TIMING_MODES
@@ -75,6 +77,16 @@ def _device(value: Any) -> tuple[Any, str | None]:
     return None, f"must be auto, cpu, cuda or cuda:N, got {show(value)}"
 
 
+def _devices(value: Any) -> tuple[Any, str | None]:
+    if not isinstance(value, str):
+        return None, f"must be {DEVICES_ALLOWED}, got {show(value)}"
+    try:
+        parse_devices(value, "devices")
+    except WorkbenchError as exc:
+        return None, str(exc).removeprefix("devices: ")
+    return value, None
+
+
 def _boolean(value: Any) -> tuple[Any, str | None]:
     return (value, None) if isinstance(value, bool) else (None, f"must be true or false, got {show(value)}")
 
@@ -100,8 +112,10 @@ SETTING_RULES: dict[str, Callable[[Any], tuple[Any, str | None]]] = {
     "seed": _integer(0),
     "timing_mode": _timing_mode,
     "keep_samples": _boolean,
+    "devices": _devices,
 }
 SETTING_KEYS = tuple(f.name for f in dataclasses.fields(Settings))
+SESSION_ONLY = ("devices",)  # where the whole session runs: refused in a run's settings
 
 
 def check_settings(data: Any, path: str, problems: Problems) -> dict[str, Any]:
@@ -116,6 +130,8 @@ def check_settings(data: Any, path: str, problems: Problems) -> dict[str, Any]:
     for key in SETTING_KEYS:
         if key in data:
             value, error = SETTING_RULES[key](data[key])
+            if key in SESSION_ONLY and path != "settings":
+                error = "is a session setting (settings.devices), not a run's"
             if error:
                 problems.add(child_path(path, key), error)
             else:

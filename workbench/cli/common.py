@@ -122,4 +122,5 @@ def run_options(args: argparse.Namespace, env: Env, *, argv: Sequence[str], sess
     kernels = tuple(str(Path(k).expanduser().resolve()) for k in args.kernels)  # children may start elsewhere
     return RunOptions(device=args.device, kernels=kernels, force=bool(getattr(args, "force", False)),
                       argv=tuple(argv), session_sha256=session_sha256, cache_dir=env.cache_dir,
-                      build_dir=env.cache_dir / "build", strict=bool(getattr(args, "strict", False)))
+                      build_dir=env.cache_dir / "build", strict=bool(getattr(args, "strict", False)),
+                      devices=getattr(args, "devices", None) or None, cluster=getattr(args, "cluster", None))

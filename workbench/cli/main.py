@@ -30,6 +30,7 @@ from rich.console import Console
 import workbench
 from workbench.cli.common import (EXIT_CODES_TEXT, EXIT_INTERRUPTED, EXIT_USAGE, Env, check_output_path, read_env,
                                   run_options)
+from workbench.device_list import parse_devices
 from workbench.errors import WorkbenchError
 
 DEVICE_RE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
@@ -58,6 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with --replay: keep the finished rows of the stopped run written to PATH (or "
                              "its journal) and run only the missing ones; writes PATH unless -o is given")
     parser.add_argument("--device", default=None, help="auto | cpu | cuda | cuda:N (overrides the session)")
+    parser.add_argument("--devices", default=None, metavar="all|cpu|cuda:N,...",
+                        help="one warm worker per device, the sweep's points spread over them, one merged "
+                             "document (overrides settings.devices)")
+    parser.add_argument("--cluster", choices=("ray",), default=None,
+                        help="run the rows as Ray actors (pip install 'workbench[ray]'): joins RAY_ADDRESS, "
+                             "else starts a local cluster")
     parser.add_argument("--kernels", action="append", default=[], metavar="PATH",
                         help="a file or folder of user ops (repeatable)")
     parser.add_argument("--compare", metavar="BASELINE.json", help="compare a replay with a baseline results file")
@@ -85,6 +92,13 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         parser.error(f"FILE {args.file!r} opens the TUI; it cannot be combined with --{modes[0]}")
     if args.device is not None and not DEVICE_RE.match(args.device):
         parser.error(f"--device must be auto, cpu, cuda or cuda:N, got {args.device!r}")
+    if args.devices is not None:
+        try:
+            args.devices = parse_devices(args.devices)
+        except WorkbenchError as exc:
+            parser.error(str(exc))
+    if (args.devices or args.cluster) and (args.check or args.list or args.doctor):
+        parser.error("--devices and --cluster go with --replay FILE or the TUI")
     if (args.compare or args.force or args.resume) and not args.replay:
         parser.error("--compare, --force and --resume go with --replay FILE")
     if args.strict and (args.check or args.list or args.doctor):

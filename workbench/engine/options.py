@@ -24,7 +24,12 @@ class RunOptions:
     kernels in a worker of their own while its rows are timed (engine/build_ahead.py; None:
     where that does not disturb timing, i.e. CUDA rows that are not launch-bound; False: never;
     never in strict mode); done: records of rows already finished (by row key, from a stopped
-    run's journal: `--resume`), put in the document as they are, not run."""
+    run's journal: `--resume`), put in the document as they are, not run; devices: the
+    `--devices` request, parsed (workbench/device_list.py: ("all",), ("cuda:0", "cuda:2")), None:
+    the session's settings.devices, else one device; cluster: "ray" runs the rows as Ray actors
+    (engine/ray_cluster.py), None: on this host; rows_here (set by engine/spread.py for each
+    place): only these rows run, each on the device given, and only they are in the document;
+    ab: run the session's A/B rows here (engine/spread.py: the first place only)."""
 
     device: str | None = None
     kernels: tuple[str, ...] = ()
@@ -39,3 +44,7 @@ class RunOptions:
     start_method: str | None = None
     build_ahead: bool | None = None
     done: Mapping[Any, dict] = field(default_factory=dict)
+    devices: tuple[str, ...] | None = None
+    cluster: str | None = None
+    rows_here: Mapping[Any, str] | None = None
+    ab: bool = True

@@ -38,10 +38,11 @@ from workbench.engine.planning import CostedRegistry, fact_key, queried_specs, w
 from workbench.engine.protocol import ChildJob, Mode, WorkerKey
 from workbench.engine.relative import relate_to_pytorch
 from workbench.engine.rows import Row, expand
+from workbench.engine.spread import local_parts, requested_devices, resolve_local, run_parts
 from workbench.engine.supervisor import Background, Supervisor, query, worker_key
 from workbench.engine.workers import WorkerPool
 from workbench.events import Event, Log, Result, Started
-from workbench.machine import probe
+from workbench.machine import nvml_gpus, probe
 from workbench.manifest import declare, sources_digest
 from workbench.plugin_sources import plugin_records
 from workbench.provenance import provenance, utc_now_iso
@@ -96,6 +97,8 @@ def run_plan(session: Session, *, on_event: Callable[[Event], None],
     started = utc_now_iso()
     cache_dir = Path(options.cache_dir) if options.cache_dir else default_cache_dir()
     plan = _plan(session, options, cache_dir)
+    if options.rows_here is None and (options.cluster or requested_devices(session, options)):
+        return _spread(session, plan, on_event, stop, options, workers)  # engine/spread.py
     # A spare starting (importing torch) while a CPU row is timed would share the host's cores
     # with that row's timing: seen on a 2-core machine as medians in 4 ms scheduler steps.
     pool = workers or new_pool(options, on_cuda=all(r.device.startswith("cuda") for r in plan.rows
@@ -105,6 +108,18 @@ def run_plan(session: Session, *, on_event: Callable[[Event], None],
     finally:
         if workers is None:
             pool.close()  # a private pool: no worker outlives the call (finish, cancel, error)
+
+
+def _spread(session, plan, on_event, stop, options, workers) -> dict:
+    """Several places (--devices, settings.devices, --cluster ray): each runs run_plan on its rows."""
+    if options.cluster == "ray":
+        from workbench.engine.ray_cluster import ray_parts  # ray is an optional extra
+
+        parts = ray_parts(session, plan.rows, options, plan.plugin_paths)
+    else:
+        devices = resolve_local(session, options, len(nvml_gpus()))
+        parts = local_parts(session, plan.rows, devices, options, run_plan, workers)
+    return run_parts(parts, [r.key for r in plan.rows], on_event, stop)
 
 
 def _run(session, options, plan, pool, on_event, stop, started, cache_dir) -> dict:
@@ -124,8 +139,8 @@ def _run(session, options, plan, pool, on_event, stop, started, cache_dir) -> di
                        environment_record(info, worker.cuda_version if worker else None))  # now: cancel is quick
     run.environment = doc["environment"]
     groups = [list(g) for _run_index, g in itertools.groupby(rows, key=lambda r: r.run_index)]
-    ab = ABJobs(ab_rows(session, registry, has_cuda=machine.has_cuda, device_override=options.device),
-                on_event, run.run_ab)  # A/B rows: engine/ab_plan.py
+    ab = ABJobs(ab_rows(session, registry, has_cuda=machine.has_cuda, device_override=options.device)
+                if options.ab else {}, on_event, run.run_ab)  # A/B rows: engine/ab_plan.py
     for index, group in enumerate(groups):
         if stop.is_set():
             break
@@ -154,6 +169,8 @@ def _plan(session: Session, options: RunOptions, cache_dir: Path) -> _Plan:
     plugin_paths = tuple(str(p) for p in (*options.kernels, *session.plugins))
     registry, machine = declare(plugin_paths, cache_dir=cache_dir), probe()
     rows = expand(session, registry, has_cuda=machine.has_cuda, device_override=options.device)
+    if options.rows_here is not None:  # one place of a spread run (engine/spread.py): its rows, its device
+        rows = [dataclasses.replace(r, device=options.rows_here[r.key]) for r in rows if r.key in options.rows_here]
     return _Plan(plugin_paths, sources_digest(plugin_paths), registry, machine, rows)
 
 

@@ -1,0 +1,66 @@
+"""The Ray actor of `--cluster ray` (engine/ray_cluster.py drives it): it runs `run_plan` on its
+node, in a thread, and yields each event as it comes (a Ray streaming generator), then the
+document. Everything it sends is a `(kind, payload, extra)` tuple: ("event", Event, None),
+("doc", document, {sender's plugin path: this node's}), or ("error", one line, None) for a
+WorkbenchError (a plugin that fails to load), which the driver raises again.
+
+The actor is threaded (max_concurrency=2) so `cancel()` reaches it while `run` streams.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+
+class PlaceActor:
+    """One place of a Ray run (module docstring); made a Ray actor by `place_actor`."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+
+    def where(self) -> str:
+        """This actor's place: "NODE_IP/cuda:N" (its GPU as Ray numbers it) or "NODE_IP/cpu"."""
+        import ray
+
+        node = ray.util.get_node_ip_address()
+        gpus = ray.get_gpu_ids()
+        return f"{node}/cuda:{int(gpus[0])}" if gpus else f"{node}/cpu"
+
+    def cancel(self) -> None:
+        self.stop.set()
+
+    def run(self, session: Any, options: Any, bundle: Any) -> Iterator[tuple]:
+        from workbench.engine.plan import run_plan
+        from workbench.engine.ship import unpack
+        from workbench.errors import WorkbenchError
+
+        mapping = unpack(bundle, Path(tempfile.mkdtemp(prefix="workbench-ray-plugins-")))
+        session = dataclasses.replace(session, plugins=tuple(mapping.get(str(p), str(p)) for p in session.plugins))
+        options = dataclasses.replace(options, kernels=tuple(mapping.get(k, k) for k in options.kernels))
+        events: queue.Queue = queue.Queue()
+        box: dict = {}
+
+        def target() -> None:
+            try:
+                box["doc"] = run_plan(session, on_event=lambda e: events.put(("event", e, None)), stop=self.stop,
+                                      options=options)
+            except WorkbenchError as exc:
+                box["error"] = str(exc)
+            finally:
+                events.put(None)
+
+        threading.Thread(target=target, name="workbench-ray-place", daemon=True).start()
+        while (item := events.get()) is not None:
+            yield item
+        yield ("error", box["error"], None) if "error" in box else ("doc", box["doc"], mapping)
+
+
+def place_actor(ray: Any, num_gpus: int) -> Any:
+    """A fresh actor handle: num_gpus (1, or 0 for the CPU), one CPU, threaded for cancel().
+    `run` is a generator method, which Ray (2.9 and later) streams by default."""
+    return ray.remote(PlaceActor).options(num_gpus=num_gpus, num_cpus=1, max_concurrency=2).remote()
