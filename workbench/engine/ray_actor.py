@@ -13,8 +13,12 @@ import dataclasses
 import queue
 import tempfile
 import threading
+import uuid
 from pathlib import Path
 from typing import Any, Iterator
+
+
+ACTOR_PREFIX = "workbench-place-"
 
 
 class PlaceActor:
@@ -61,6 +65,8 @@ class PlaceActor:
 
 
 def place_actor(ray: Any, num_gpus: int) -> Any:
-    """A fresh actor handle: num_gpus (1, or 0 for the CPU), one CPU, threaded for cancel().
+    """A fresh actor handle: num_gpus (1, or 0 for the CPU), one CPU, threaded for cancel(),
+    named "workbench-place-<hex>" (`ray list actors` shows whose it is; a test finds it to kill).
     `run` is a generator method, which Ray (2.9 and later) streams by default."""
-    return ray.remote(PlaceActor).options(num_gpus=num_gpus, num_cpus=1, max_concurrency=2).remote()
+    name = f"{ACTOR_PREFIX}{uuid.uuid4().hex[:12]}"
+    return ray.remote(PlaceActor).options(num_gpus=num_gpus, num_cpus=1, max_concurrency=2, name=name).remote()
