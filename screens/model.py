@@ -30,6 +30,7 @@ class Row:
     ptx: dict | None = None
     ptx_texts: dict[str, str] = field(default_factory=dict)
     error: str | None = None
+    device: str | None = None         # where it runs (Started), then the record's (screens/devices_view.py)
 
     def get(self, section: str, key: str) -> Any:
         """A field of the finished record (`timing.median_ms`), None until then."""
@@ -80,6 +81,7 @@ class RunModel:
         row.build_ms = record.get("build_ms", row.build_ms)
         row.profile = record.get("profile") or row.profile
         row.ptx = record.get("ptx") or row.ptx
+        row.device = record.get("device") or row.device
         timing = record.get("timing") or {}
         row.timer = timing.get("timer") or row.timer
         if timing.get("samples_ms") and not row.samples_ms:
@@ -110,7 +112,8 @@ def _hashable(value: Any) -> Any:
 
 def _started(model: RunModel, e: ev.Started) -> None:
     model.op = e.op
-    model.row(e.row, e.impl).status = "running"
+    row = model.row(e.row, e.impl)
+    row.status, row.device = "running", e.device
 
 
 def _built(model: RunModel, e: ev.Built) -> None:

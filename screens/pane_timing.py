@@ -23,6 +23,7 @@ from workbench.results import INTERPRETER_FLAG
 
 from . import charts, fmt
 from .chart_plot import ChartPlot
+from .devices_view import row_devices, show_device_column
 from .kernel_names import fit
 from .keys import KeyDataTable
 from .model import Row, RunModel
@@ -99,7 +100,9 @@ class TimingPane(Container):
     def _fill_table(self, rows: list[Row]) -> None:
         table = self.query_one(KeyDataTable)
         cursor = table.cursor_row
-        table.replace_rows(table_cells(row) for row in rows)
+        spread = len(row_devices(rows)) > 1  # rows on several devices: which one each ran on
+        show_device_column(table, spread)
+        table.replace_rows(table_cells(row) + ((row.device or "-",) if spread else ()) for row in rows)
         self._rows = rows
         if rows:
             table.move_cursor(row=min(cursor, len(rows) - 1), animate=False)

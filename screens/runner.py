@@ -20,6 +20,7 @@ from workbench import journal
 from textual import work
 
 from . import editing, fmt, sessions_io
+from .devices_view import DeviceProgress
 from .messages import CancelRequested, EngineEvent, RunCrashed, RunDone, RunRequested
 from .pane_log import describe
 from .spec_editor import SpecEditor
@@ -38,6 +39,7 @@ class RunnerMixin:
         self._running_index: int | None = None
         self._journal: journal.Journal | None = None  # finished rows of the run in flight, on disk
         self._done = self._total = 0
+        self._devices = DeviceProgress()
         self._dirty = False
         self._next_redraw = 0.0  # monotonic time before which a streaming run is not redrawn
         self._force = False     # the next run admits rows estimated too large (F)
@@ -96,6 +98,7 @@ class RunnerMixin:
     def _start(self) -> None:
         ws = self.ws
         self._done, self._total = 0, editing.row_count(ws.run, ws.op)
+        self._devices = DeviceProgress()
         sub, index = ws.begin_run()
         self._journal = journal.open_beside(sessions_io.results_file(ws.path, self.data_dir, ws.session.name),
                                             {"provenance": {"session": ws.session.name}})  # rows kept as they finish
@@ -185,9 +188,12 @@ class RunnerMixin:
         self._dirty = True
 
     def _progress(self, event: ev.Event) -> None:
+        self._devices.apply(event)  # rows on several devices: a progress line per device
+        per_device = self._devices.line()
         if isinstance(event, ev.Started):
             where = event.row[1] if event.row[2] is None else f"{event.row[1]} @ {event.row[2]}"
-            self.run_bar.status = f"{self._done + 1}/{self._total} {where} · {event.spec_label} · {event.device}"
+            self.run_bar.status = (f"{self._done + 1}/{self._total} · {per_device}" if per_device else
+                                   f"{self._done + 1}/{self._total} {where} · {event.spec_label} · {event.device}")
         elif isinstance(event, ev.Result):
             if self._journal is not None:
                 self._journal.add({**event.record, "run_index": self._running_index})

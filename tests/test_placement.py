@@ -224,3 +224,17 @@ def test_run_parts_raises_a_places_error_and_stops_the_others():
     with pytest.raises(WorkbenchError, match="plugin failed"):
         run_parts([Part("cuda:0", [], waits), Part("cuda:1", [], bad)], [], lambda e: None, stop)
     assert stop.is_set()
+
+
+def test_compare_matches_rows_only_on_a_device_of_the_same_name():
+    from workbench.compare import compare_documents
+
+    rows = _sweep(["pytorch"], [1, 2])
+    timing = {"median_ms": 1.0, "p20_ms": 0.99, "p80_ms": 1.01}
+    baseline = _doc("NVIDIA H200", [dict(_record(r, "cuda:0", 1.0), timing=timing) for r in rows], {})
+    slow = {"median_ms": 2.0, "p20_ms": 1.99, "p80_ms": 2.01}
+    parts = [("cuda:0", _doc("NVIDIA H200", [dict(_record(rows[0], "cuda:0", 2.0), timing=slow)], {})),
+             ("cuda:1", _doc("NVIDIA A100", [dict(_record(rows[1], "cuda:1", 2.0), timing=slow)], {}))]
+    current = merge_documents(parts, [r.key for r in rows])
+    verdicts = [r.verdict for r in compare_documents(current, baseline).rows]
+    assert verdicts == ["slower", "n/a"]  # the A100's row is not held against the H200's

@@ -9,7 +9,9 @@ timed apart), `slower` when the whole interval is above 1 and the ratio above 1 
 `faster` symmetrically; `ci_low`/`ci_high` are then filled. Rows without timing on either side
 are `n/a`; rows on one side only are `new` / `missing`. Rows match by (op, label, shape, dtype,
 sweep_value), the n-th such row of one document with the n-th of the other. Results from
-different GPUs are never compared (`Comparison.different_gpu`).
+different GPUs are never compared (`Comparison.different_gpu`), nor are two rows that ran on
+GPUs of different names in a run spread over a mixed host (`--devices`: each row's device name is
+its place's in `environment.devices`; such a pair is `n/a`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from workbench.abstats import RatioCI, unpaired_ratio
+from workbench.engine.merge import device_name_of
 from workbench.report import fmt_num, shape_text
 
 VERDICT_STYLE = {"slower": "bold red", "faster": "green", "same": "", "n/a": "dim", "new": "cyan",
@@ -134,6 +137,8 @@ def compare_documents(current: Mapping[str, Any], baseline: Mapping[str, Any], t
         if nth < len(candidates):
             base = candidates[nth]
             word, ratio = verdict(record, base, threshold)
+            if device_name_of(record, current) != device_name_of(base, baseline):  # a mixed-GPU host's rows
+                word, ratio = "n/a", None
             rows.append(_row(record, word, ratio, base, interval=sample_interval(record, base) if word != "n/a" else None))
         else:
             rows.append(_row(record, "new", None, None))
