@@ -14,6 +14,10 @@ same record as the document.
 workers: a WorkerPool that outlives this call (the TUI keeps one for its whole life, so a
 re-run costs the kernel, not a start); None: a private pool, closed before returning.
 
+Several devices (`RunOptions.devices`, the session's settings.devices, `RunOptions.cluster`):
+one run_plan per device or Ray actor, each on its own rows (`RunOptions.rows_here`), merged into
+one document (engine/spread.py, placement.py, merge.py, ray_cluster.py).
+
 Cancel: when `stop` is set, the running worker is stopped (killed at 2 s) and run_plan returns
 within 3 s. Rows that had not finished are in the document with status `skipped` and error
 "cancelled", and the document's `cancelled` is true.
