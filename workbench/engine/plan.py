@@ -119,7 +119,7 @@ def _spread(session, plan, on_event, stop, options, workers) -> dict:
     if options.cluster == "ray":
         from workbench.engine.ray_cluster import ray_parts  # ray is an optional extra
 
-        parts = ray_parts(session, plan.rows, options, plan.plugin_paths)
+        parts = ray_parts(session, plan.rows, options, plan.plugin_paths, run_plan)
     else:
         devices = resolve_local(session, options, len(nvml_gpus()))
         parts = local_parts(session, plan.rows, devices, options, run_plan, workers)

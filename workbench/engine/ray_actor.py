@@ -38,8 +38,8 @@ class PlaceActor:
     def cancel(self) -> None:
         self.stop.set()
 
-    def run(self, session: Any, options: Any, bundle: Any) -> Iterator[tuple]:
-        from workbench.engine.plan import run_plan
+    def run(self, run_plan: Any, session: Any, options: Any, bundle: Any) -> Iterator[tuple]:
+        """run_plan: engine/plan.run_plan (pickled by reference: the node imports its own)."""
         from workbench.engine.ship import unpack
         from workbench.errors import WorkbenchError
 

@@ -53,9 +53,11 @@ def import_ray() -> Any:
     return ray
 
 
-def ray_parts(session: Session, rows: Sequence[Row], options: RunOptions, plugin_paths: Sequence[str]) -> list[Part]:
-    """One Part per actor: one per cluster GPU when any row runs on CUDA, else one CPU actor.
-    Raises WorkbenchError when CUDA rows meet a cluster without GPUs."""
+def ray_parts(session: Session, rows: Sequence[Row], options: RunOptions, plugin_paths: Sequence[str],
+              run_part: Callable[..., dict]) -> list[Part]:
+    """One Part per actor: one per cluster GPU when any row runs on CUDA, else one CPU actor;
+    each actor calls run_part (engine/plan.run_plan) on its node. Raises WorkbenchError when
+    CUDA rows meet a cluster without GPUs."""
     ray = import_ray()
     on_cuda = any(r.device.startswith("cuda") for r in rows)
     gpus = int(ray.cluster_resources().get("GPU", 0))
@@ -65,15 +67,17 @@ def ray_parts(session: Session, rows: Sequence[Row], options: RunOptions, plugin
     places = gpus if on_cuda else 1
     shares = rows_by_place(rows, place_rows(rows, places), places)
     bundle = pack(list(plugin_paths))
-    return [RayPart(ray, session, share, options, bundle, ab=index == 0).part()
+    return [RayPart(ray, session, share, options, bundle, ab=index == 0, run_part=run_part).part()
             for index, share in enumerate(shares) if share or index == 0]
 
 
 class RayPart:
     """One place of the cluster: an actor, replaced when lost, running its rows."""
 
-    def __init__(self, ray: Any, session: Session, rows: list[Row], options: RunOptions, bundle, ab: bool):
+    def __init__(self, ray: Any, session: Session, rows: list[Row], options: RunOptions, bundle, ab: bool,
+                 run_part: Callable[..., dict]):
         self.ray, self.session, self.rows, self.options, self.bundle, self.ab = ray, session, rows, options, bundle, ab
+        self.run_part = run_part
         self.on_cuda = any(r.device.startswith("cuda") for r in rows)
         self.records: dict = {}
         self.holder = Part(device="ray", rows=rows, run=self.run)
@@ -110,7 +114,7 @@ class RayPart:
         watcher = _StopWatcher(stop, actor)
         in_flight = None
         try:
-            for ref in actor.run.remote(self.session, sub, self.bundle):
+            for ref in actor.run.remote(self.run_part, self.session, sub, self.bundle):
                 kind, payload, extra = self.ray.get(ref)
                 if kind == "error":
                     raise WorkbenchError(payload)
