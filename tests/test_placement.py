@@ -238,3 +238,21 @@ def test_compare_matches_rows_only_on_a_device_of_the_same_name():
     current = merge_documents(parts, [r.key for r in rows])
     verdicts = [r.verdict for r in compare_documents(current, baseline).rows]
     assert verdicts == ["slower", "n/a"]  # the A100's row is not held against the H200's
+
+
+def test_ceilings_written_by_two_processes_at_once_keep_both(tmp_path):
+    """Two devices' workers calibrating at once write the one ceilings cache (engine/ceilings.py
+    locks its read-modify-write); threads here stand in for the processes: the same lock."""
+    from workbench.engine.ceilings import CeilingCache
+
+    def write(name):
+        for i in range(30):
+            CeilingCache(tmp_path).put("GPU | driver 1", f"{name}{i}", float(i))
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    entry = CeilingCache(tmp_path).load()["GPU | driver 1"]
+    assert {f"a{i}" for i in range(30)} | {f"b{i}" for i in range(30)} <= set(entry)
