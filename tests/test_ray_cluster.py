@@ -84,3 +84,23 @@ def test_an_actor_killed_mid_row_fails_only_that_row(cluster, options):
     assert statuses == [("gelu", "ok"), ("sleep", "failed"), ("softmax", "ok")]
     assert doc["results"][1]["error"].startswith("Ray actor lost while running this row")
     assert doc["results"][2]["check"]["passed"] is True  # re-queued on a fresh actor
+
+
+def test_a_plugin_travels_by_content_and_a_segfault_fails_only_its_row(cluster, options, tmp_path):
+    """The crashy plugin (tests/plugins/crashy.py) copied to a folder of this test: the actor runs
+    it from its own copy of the file; manual_segv kills its worker at N == 2 inside the actor,
+    which replaces the worker as a local run does; the document names the sender's path."""
+    import dataclasses
+    import shutil
+
+    plugin = tmp_path / "crashy.py"
+    shutil.copy(Path(__file__).parent / "plugins" / "crashy.py", plugin)
+    text = ("schema_version: 1\nname: ray-crashy\nsettings: {device: cpu, warmup_ms: 1, rep_ms: 5, min_samples: 3}\n"
+            f"plugins: [{plugin}]\nruns:\n  - {{op: crashy, impls: [manual, manual_segv], "
+            "sweep: {params: [N], values: [1, 2, 3]}}\n")
+    doc = run_plan(parse_session(text), on_event=lambda e: None, options=dataclasses.replace(options, cluster="ray"))
+    statuses = [(r["impl"], r["sweep_value"], r["status"]) for r in doc["results"]]
+    assert statuses == [("manual", 1, "ok"), ("manual", 2, "ok"), ("manual", 3, "ok"), ("manual_segv", 1, "ok"),
+                        ("manual_segv", 2, "failed"), ("manual_segv", 3, "ok")]
+    assert "SIGSEGV" in doc["results"][4]["error"]
+    assert [p["path"] for p in doc["provenance"]["plugins"]] == [str(plugin)]
