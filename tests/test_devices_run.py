@@ -16,6 +16,7 @@ from workbench.engine.spread import Part, run_parts
 from workbench.events import Result
 from workbench.session import parse_session
 
+from cli_fakes import user_dirs  # noqa: F401 (fixture)
 from conftest import seed_manifests
 
 pytestmark = pytest.mark.slow  # starts worker processes
@@ -89,3 +90,13 @@ def test_a_session_with_devices_is_checked_before_anything_runs():
 
     with pytest.raises(WorkbenchError, match="settings.devices: cuda:3 is not on this host"):
         run_plan(session, on_event=lambda e: None)
+
+
+def test_the_cli_says_which_device_the_host_lacks(capsys, user_dirs, tmp_path):
+    from cli_fakes import run as cli_run
+
+    path = tmp_path / "s.yaml"
+    path.write_text(TEXT)
+    code, out, err = cli_run(capsys, "--replay", str(path), "--devices", "cuda:3")
+    assert code == 2 and out == ""
+    assert "--devices: cuda:3 is not on this host (it has no GPU); allowed: all, cpu" in err

@@ -8,6 +8,8 @@ import threading
 
 import pytest
 
+from cli_fakes import fake_plan, session_file, user_dirs  # noqa: F401 (fixtures)
+from cli_fakes import run as cli_run
 from workbench.cli.main import parse_args
 from workbench.device_list import parse_devices, resolve_devices
 from workbench.engine.merge import device_name_of, merge_documents
@@ -256,3 +258,12 @@ def test_ceilings_written_by_two_processes_at_once_keep_both(tmp_path):
         thread.join()
     entry = CeilingCache(tmp_path).load()["GPU | driver 1"]
     assert {f"a{i}" for i in range(30)} | {f"b{i}" for i in range(30)} <= set(entry)
+
+
+def test_the_cli_hands_devices_and_cluster_to_the_engine(capsys, user_dirs, session_file, fake_plan):
+    code, _out, err = cli_run(capsys, "--replay", str(session_file), "--devices", "cuda:1,cuda:0", "--cluster", "ray")
+    assert code == 0, err
+    options = fake_plan.calls[0][1]
+    assert options.devices == ("cuda:1", "cuda:0") and options.cluster == "ray"
+    code, _out, err = cli_run(capsys, "--list", "--devices", "all")
+    assert code == 2 and "--devices and --cluster go with --replay FILE or the TUI" in err

@@ -1,6 +1,7 @@
 """`--cluster ray` on a local Ray cluster of this CPU host (issue #20): smoke-quick gives the same
 rows and checks as without Ray, each row's Result once; an actor killed while it runs a row
-fails only that row, and the rest of its share runs on a fresh actor."""
+fails only that row, and the rest of its share runs on a fresh actor; a plugin file reaches the
+actor and a segfault in its worker fails only its row; a cancelled run keeps what finished."""
 
 from __future__ import annotations
 
@@ -104,3 +105,21 @@ def test_a_plugin_travels_by_content_and_a_segfault_fails_only_its_row(cluster, 
                         ("manual_segv", 2, "failed"), ("manual_segv", 3, "ok")]
     assert "SIGSEGV" in doc["results"][4]["error"]
     assert [p["path"] for p in doc["provenance"]["plugins"]] == [str(plugin)]
+
+
+def test_a_cancelled_ray_run_stops_and_keeps_what_finished(cluster, options):
+    import dataclasses
+    import threading
+
+    stop = threading.Event()
+
+    def on_event(event):
+        if isinstance(event, Started) and event.row[0] == 1:
+            stop.set()  # while the 4 s sleep row runs: it must stop, not finish
+
+    doc = run_plan(parse_session(KILL), on_event=on_event, stop=stop,
+                   options=dataclasses.replace(options, cluster="ray"))
+    assert doc["cancelled"] is True
+    assert [(r["op"], r["status"]) for r in doc["results"]] == [("gelu", "ok"), ("sleep", "skipped"),
+                                                                  ("softmax", "skipped")]
+    assert doc["results"][1]["error"] == "cancelled"
