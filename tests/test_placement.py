@@ -51,6 +51,13 @@ def test_a_bad_request_names_the_value_and_what_is_allowed(value, words):
     assert words in str(info.value) and "--devices" in str(info.value)
 
 
+def test_cuda_visible_devices_limits_what_all_means():
+    from workbench.device_list import visible_gpu_count
+
+    assert visible_gpu_count(None) is None
+    assert [visible_gpu_count(v) for v in ("0,2", "", "3", "1,-1,2", "GPU-8a1b,GPU-77cd")] == [2, 0, 1, 1, 2]
+
+
 def test_a_device_the_host_lacks_is_refused():
     with pytest.raises(WorkbenchError, match=r"cuda:2 is not on this host \(it has cuda:0..cuda:1\)"):
         resolve_devices(("cuda:0", "cuda:2"), 2)
@@ -146,7 +153,8 @@ def test_one_device_document_keeps_its_shape():
     assert set(doc) == {"schema_version", "provenance", "ab", "cancelled", "cancel_signal", "environment", "results"}
     assert device_name_of(doc["results"][0], doc) == "NVIDIA H200"
     plain = _doc("NVIDIA H200", [], {})
-    assert device_name_of({"device": "cuda:0"}, plain) == "NVIDIA H200" and device_name_of({"device": "cpu"}, plain) == "cpu"
+    assert device_name_of({"device": "cuda:0"}, plain) == "NVIDIA H200"
+    assert device_name_of({"device": "cpu"}, plain) == "cpu"
 
 
 # -- shipping plugin files --------------------------------------------------------------------

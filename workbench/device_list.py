@@ -43,3 +43,17 @@ def resolve_devices(requested: Sequence[str], gpu_count: int, what: str = "--dev
             have = f"cuda:0..cuda:{gpu_count - 1}" if gpu_count else "no GPU"
             raise WorkbenchError(f"{what}: {device} is not on this host (it has {have}); allowed: {DEVICES_ALLOWED}")
     return list(requested)
+
+
+def visible_gpu_count(cuda_visible_devices: str | None) -> int | None:
+    """How many GPUs CUDA_VISIBLE_DEVICES leaves visible: its entries up to the first empty or
+    negative one (CUDA ignores the rest); None when it is not set (every GPU NVML sees)."""
+    if cuda_visible_devices is None:
+        return None
+    count = 0
+    for entry in cuda_visible_devices.split(","):
+        entry = entry.strip()
+        if not entry or entry.startswith("-"):
+            break
+        count += 1
+    return count

@@ -32,7 +32,8 @@ class Env:
     """What the CLI read from the environment and the platform, handed down explicitly.
 
     no_color: NO_COLOR is set (no-color.org); stdout_tty / stderr_tty: terminals;
-    config_dir, data_dir, cache_dir: platformdirs' user directories for this app.
+    config_dir, data_dir, cache_dir: platformdirs' user directories for this app;
+    cuda_visible_devices: CUDA_VISIBLE_DEVICES as set (None: not set), for `--devices all`.
     """
 
     no_color: bool
@@ -41,6 +42,7 @@ class Env:
     config_dir: Path
     data_dir: Path
     cache_dir: Path
+    cuda_visible_devices: str | None = None
 
     def console(self, *, stderr: bool = True) -> Console:
         """A rich console on stderr (diagnostics) or stdout (data), honouring NO_COLOR; 200
@@ -60,6 +62,7 @@ def read_env() -> Env:
         config_dir=Path(platformdirs.user_config_dir(APP_NAME, appauthor=False)),
         data_dir=Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)),
         cache_dir=Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False)),
+        cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
     )
 
 
@@ -117,10 +120,12 @@ def print_problems(exc: Exception, err: Console) -> None:
 
 def run_options(args: argparse.Namespace, env: Env, *, argv: Sequence[str], session_sha256: str | None = None):
     """The engine's RunOptions from the command line (plain data, no torch)."""
+    from workbench.device_list import visible_gpu_count
     from workbench.engine.options import RunOptions
 
     kernels = tuple(str(Path(k).expanduser().resolve()) for k in args.kernels)  # children may start elsewhere
     return RunOptions(device=args.device, kernels=kernels, force=bool(getattr(args, "force", False)),
                       argv=tuple(argv), session_sha256=session_sha256, cache_dir=env.cache_dir,
                       build_dir=env.cache_dir / "build", strict=bool(getattr(args, "strict", False)),
-                      devices=getattr(args, "devices", None) or None, cluster=getattr(args, "cluster", None))
+                      devices=getattr(args, "devices", None) or None, cluster=getattr(args, "cluster", None),
+                      visible_gpus=visible_gpu_count(env.cuda_visible_devices))

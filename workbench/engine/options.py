@@ -29,7 +29,9 @@ class RunOptions:
     the session's settings.devices, else one device; cluster: "ray" runs the rows as Ray actors
     (engine/ray_cluster.py), None: on this host; rows_here (set by engine/spread.py for each
     place): only these rows run, each on the device given, and only they are in the document;
-    ab: run the session's A/B rows here (engine/spread.py: the first place only)."""
+    ab: run the session's A/B rows here (engine/spread.py: the first place only); visible_gpus:
+    how many GPUs CUDA_VISIBLE_DEVICES leaves this process (None: every GPU NVML sees), the
+    count `--devices all` spreads over."""
 
     device: str | None = None
     kernels: tuple[str, ...] = ()
@@ -48,3 +50,4 @@ class RunOptions:
     cluster: str | None = None
     rows_here: Mapping[Any, str] | None = None
     ab: bool = True
+    visible_gpus: int | None = None

@@ -121,7 +121,9 @@ def _spread(session, plan, on_event, stop, options, workers) -> dict:
 
         parts = ray_parts(session, plan.rows, options, plan.plugin_paths, run_plan)
     else:
-        devices = resolve_local(session, options, len(nvml_gpus()))
+        gpus = len(nvml_gpus())  # CUDA_VISIBLE_DEVICES may leave fewer (read by the CLI)
+        visible = gpus if options.visible_gpus is None else min(gpus, options.visible_gpus)
+        devices = resolve_local(session, options, visible)
         parts = local_parts(session, plan.rows, devices, options, run_plan, workers)
     return run_parts(parts, [r.key for r in plan.rows], on_event, stop)
 
