@@ -33,6 +33,7 @@ for spec in "$@"; do
     timeout -k 10 "$limit" bash "$script" "$EV/$stage" $extra > "$log" 2>&1
     echo "rc=$? wall=$(( $(date +%s) - start ))s" | tee -a "$EV/summary.txt"
     cat "$log" >> "$EV/summary.txt"
+    tar czf "$OUT/evidence.tgz" -C /tmp ev
     continue
   fi
   # shellcheck disable=SC2086
@@ -40,6 +41,7 @@ for spec in "$@"; do
     > "$log" 2>&1
   echo "rc=$? wall=$(( $(date +%s) - start ))s" | tee -a "$EV/summary.txt"
   sed -n '/^== /,$p' "$log" >> "$EV/summary.txt"
+  tar czf "$OUT/evidence.tgz" -C /tmp ev  # after every stage: a call cut short still brings back what finished
 done
 tar czf "$OUT/evidence.tgz" -C /tmp ev
 cat "$EV/summary.txt"
