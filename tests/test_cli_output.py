@@ -94,6 +94,26 @@ def test_an_empty_path_is_refused(capsys, session_file, fake_plan):
     assert code == 2 and out == "" and "-o '': an empty path" in err and fake_plan.calls == []
 
 
+def test_the_session_file_itself_is_refused_and_kept(capsys, session_file, fake_plan, tmp_path):
+    """`--replay self.yaml -o self.yaml` replaced the session with the results table (exit 0)."""
+    before = session_file.read_bytes()
+    link = tmp_path / "same.yaml"
+    link.symlink_to(session_file)
+    for target in (str(session_file), str(link)):
+        code, out, err = run(capsys, "--replay", str(session_file), "-o", target)
+        assert code == 2 and out == "" and "an input of this run" in err
+    code, _, err = run(capsys, "--replay", str(session_file), "--kernels", str(session_file), "-o", str(session_file))
+    assert code == 2
+    assert session_file.read_bytes() == before and fake_plan.calls == []
+
+
+@pytest.mark.parametrize("name, word", [("newdir/", "names a folder"), ("out.json.journal.jsonl", "journal")])
+def test_a_folder_or_a_journal_name_is_refused(capsys, session_file, fake_plan, tmp_path, name, word):
+    code, out, err = run(capsys, "--replay", str(session_file), "-o", str(tmp_path) + "/" + name)
+    assert code == 2 and word in err and fake_plan.calls == []
+    assert not (tmp_path / name.rstrip("/")).exists()
+
+
 @pytest.mark.skipif(not os.path.isdir("/sys/kernel"), reason="no sysfs here")
 def test_a_file_system_that_refuses_new_files_is_refused_before_the_run(capsys, session_file, fake_plan):
     """`-o /sys/out.json` ran the whole replay, then fell back to stdout (root passes os.access)."""

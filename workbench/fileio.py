@@ -88,6 +88,21 @@ def write_output(path: str | Path, data: bytes) -> Path:
     return atomic_write_bytes(path, data)
 
 
+JOURNAL_SUFFIX = ".journal.jsonl"  # `out.json` -> `out.json.journal.jsonl` (workbench/journal.py)
+
+
+def output_clash(path: str, inputs: "tuple[str | Path, ...]") -> str | None:
+    """Why writing `path` would destroy one of the run's own input files (the session, a kernels
+    file, the baseline), or None. Compared by real path, so a link or `./` does not hide it."""
+    if not path or is_stream(path):
+        return None
+    target = os.path.realpath(path)
+    for source in inputs:
+        if source and os.path.isfile(source) and os.path.realpath(source) == target:
+            return f"is {source}, an input of this run; it would be replaced by the results"
+    return None
+
+
 def output_problem(path: str) -> str | None:
     """Why `path` cannot be written, or None; checked before any work is done.
 
@@ -97,6 +112,10 @@ def output_problem(path: str) -> str | None:
         return "an empty path; give a file path, or leave -o out to write to stdout"
     if is_stream(path):
         return None if os.access(path, os.W_OK) else "not writable"
+    if path.endswith(("/", os.sep)):
+        return f"ends with {path[-1]!r}, so it names a folder; give a file path (e.g. {Path(path) / 'results.json'})"
+    if path.endswith(JOURNAL_SUFFIX):
+        return f"ends with {JOURNAL_SUFFIX!r}, the suffix of a run's journal (workbench/journal.py); choose another name"
     target = Path(os.path.realpath(path))
     if target.is_dir():
         return f"is a folder; give a file path (e.g. {Path(path) / 'results.json'})"

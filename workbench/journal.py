@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from workbench import results
-from workbench.fileio import atomic_write_text
+from workbench.fileio import JOURNAL_SUFFIX, atomic_write_text  # the suffix: fileio refuses it for -o
 
-JOURNAL_SUFFIX = ".journal.jsonl"
 HEAD_KEYS = ("schema_version", "provenance", "environment")
 
 

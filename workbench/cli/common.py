@@ -66,12 +66,14 @@ def read_env() -> Env:
     )
 
 
-def check_output_path(path: str) -> None:
-    """Refuse an -o PATH that cannot be written, before any work; raises WorkbenchError.
-    (workbench.fileio.output_problem: empty, a folder, a folder that takes no new file.)"""
-    from workbench.fileio import output_problem
+def check_output_path(path: str, inputs: tuple[str, ...] = ()) -> None:
+    """Refuse an -o PATH that cannot be written, or that is one of the run's `inputs` (the
+    session file, a kernels file, the baseline), before any work; raises WorkbenchError.
+    (workbench.fileio.output_problem: empty, a folder, a journal's name, a folder that takes no
+    new file; output_clash: an input.)"""
+    from workbench.fileio import output_clash, output_problem
 
-    problem = output_problem(path)
+    problem = output_problem(path) or output_clash(path, inputs)
     if problem:
         raise WorkbenchError(f"-o {path!r}: {problem}" if not path else f"-o {path}: {problem}")
 

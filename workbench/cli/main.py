@@ -153,7 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace, argv: list[str], env: Env, err: Console) -> int:
     if args.output is not None:
-        check_output_path(args.output)
+        inputs = (args.replay, args.check, args.file, args.compare, *args.kernels)  # not --resume: -o completes it
+        check_output_path(args.output, inputs)
     if args.list or args.doctor:
         from workbench.cli import doctor
 
