@@ -47,6 +47,15 @@ def test_the_rmsnorm_example_replays_on_cpu_from_any_folder(tmp_path):
     assert plugin["path"] == str(ROOT / "examples" / "rmsnorm.py") and len(plugin["sha256"]) == 64
 
 
+def test_the_rmsnorm_example_checks_from_any_folder(tmp_path):
+    """--check failed outside examples/ ("--kernels rmsnorm.py: no such file or folder"): its
+    row count declared the session's plugins relative to the working folder."""
+    for cwd in (tmp_path, ROOT):
+        proc = subprocess.run([sys.executable, "-m", "workbench", "--check", str(EXAMPLE)], cwd=cwd,
+                              env=env_for(tmp_path), capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0 and "4 row(s)" in proc.stdout, proc.stderr
+
+
 def test_replay_watch_reruns_an_edited_kernel_and_shows_what_moved(tmp_path):
     shutil.copy(ROOT / "examples" / "rmsnorm.py", tmp_path / "rmsnorm.py")
     session = tmp_path / "rmsnorm.yaml"

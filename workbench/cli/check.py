@@ -11,7 +11,7 @@ from workbench.cli.common import EXIT_OK, EXIT_USAGE, Env, print_problems, write
 
 
 def run_check(args: argparse.Namespace, env: Env, err: Console) -> int:
-    from workbench.session import SessionError, load_session, resolve_session_path
+    from workbench.session import SessionError, load_session, resolve_session_path, with_resolved_plugins
 
     path = resolve_session_path(args.check, env.data_dir)
     try:
@@ -22,7 +22,7 @@ def run_check(args: argparse.Namespace, env: Env, err: Console) -> int:
                                      "problems": [p.as_dict() for p in exc.problems]}, indent=2) + "\n", args, env)
         print_problems(exc, err)
         return EXIT_USAGE
-    rows = len(session_row_keys(session, args.kernels))
+    rows = len(session_row_keys(with_resolved_plugins(session, path.parent), args.kernels))
     if args.format == "json":
         write_output(json.dumps({"ok": True, "session": str(path), "name": session.name,
                                  "runs": len(session.runs), "rows": rows, "problems": []}, indent=2) + "\n", args, env)
@@ -34,7 +34,8 @@ def run_check(args: argparse.Namespace, env: Env, err: Console) -> int:
 def session_row_keys(session, kernels=()) -> list:
     """The key of every row the session asks for, in document order (engine/rows.row_keys);
     `impls: all` counted from the ops' declarations (workbench/manifest.py: cached, no torch),
-    with --kernels `kernels` and the session's own plugins (as paths run_plan gets them)."""
+    with --kernels `kernels` and the session's own plugins (absolute, as run_plan gets them:
+    the caller resolves them against the session's folder)."""
     from workbench.engine.rows import row_keys
     from workbench.manifest import declare
 
