@@ -51,7 +51,9 @@ def test_every_committed_record_gets_a_diagnosis_list():
             for finding in record["diagnosis"]:
                 assert finding["rule"] in RULE_NAMES and finding["evidence"] and finding["suggestion"]
                 assert finding["severity"] in ("problem", "note")
-            if record["status"] != "ok":
+            if record["status"] == "unavailable":  # only the findings of its PTX alone
+                assert {f["rule"] for f in record["diagnosis"]} <= {"fp64", "scalar_loads", "spills"}
+            elif record["status"] != "ok":
                 assert record["diagnosis"] == []
 
 
@@ -195,4 +197,27 @@ def test_spills_and_low_occupancy_from_the_ptx_and_launch_records():
 def test_failed_rows_have_no_findings():
     doc = json.loads((RESULTS / "lecture06-matmul.json").read_text())
     failed = next(r for r in doc["results"] if r["status"] == "failed")
+    assert diagnose_record(failed, doc["environment"], doc["results"]) == []
+
+
+CPU_DOC = Path(__file__).parent / "fixtures" / "cpu_gelu_softmax_ptx.json"  # replayed on a CPU (no GPU), PTX for sm_90
+
+
+def test_unavailable_cuda_naive_on_a_cpu_still_shows_fp64_from_its_ptx():
+    """A CPU replay compiles cuda_naive's PTX but cannot run it: its PTX findings still show."""
+    doc = diagnose_document(json.loads(CPU_DOC.read_text()))
+    naive = _row(doc, "cuda_naive")
+    assert naive["status"] == "unavailable"
+    assert _rules(naive) == ["fp64", "scalar_loads"]
+    assert _finding(naive, "fp64")["data"]["fp64_arith"] == 46
+    assert _rules(_row(doc, "cuda")) == []  # vector loads with a scalar tail kernel, no FP64
+    timed = _row(doc, "triton")  # ran (interpreted): the timing rules still apply to it
+    assert "wave_quantization" in _rules(timed) and "fp64" not in _rules(timed)
+
+
+def test_unavailable_row_without_ptx_and_other_statuses_get_nothing():
+    doc = json.loads(CPU_DOC.read_text())
+    naive = _row(doc, "cuda_naive")
+    assert diagnose_record({**naive, "ptx": None}, doc["environment"], doc["results"]) == []
+    failed = {**naive, "status": "failed", "error": "check failed"}
     assert diagnose_record(failed, doc["environment"], doc["results"]) == []
