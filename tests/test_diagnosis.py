@@ -221,3 +221,12 @@ def test_unavailable_row_without_ptx_and_other_statuses_get_nothing():
     assert diagnose_record({**naive, "ptx": None}, doc["environment"], doc["results"]) == []
     failed = {**naive, "status": "failed", "error": "check failed"}
     assert diagnose_record(failed, doc["environment"], doc["results"]) == []
+
+
+def test_unconverged_mlp_row_is_noisy_and_points_at_an_ab():
+    row = _row(_doc("lecture06-mlp.json"), "pytorch", run_index=0, sweep=2)
+    found = _finding(row, "noisy")
+    assert found["severity"] == "note" and found["evidence"].startswith("median not converged: estimated error 2.5%")
+    assert "compare: [A, B]" in found["suggestion"]
+    converged = _row(_doc("lecture06-gelu.json"), "pytorch")
+    assert "noisy" not in _rules(converged)
