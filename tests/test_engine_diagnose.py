@@ -80,6 +80,8 @@ def test_ab_sides_from_a_plugin_file_and_a_git_revision():
     (entry,) = doc["ab"]
     assert entry["status"] == "ok", entry
     assert entry["a_source"].endswith("my_ops.py") and entry["b_source"] == "git:HEAD:gelu.py"
+    recorded = [r["path"] for r in doc["provenance"]["plugins"]]  # the A side's file ran too
+    assert recorded == [str((PLUGINS / "my_ops.py").resolve())]
 
 
 @pytest.mark.slow  # run_plan starts engine children
