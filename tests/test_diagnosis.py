@@ -230,3 +230,28 @@ def test_unconverged_mlp_row_is_noisy_and_points_at_an_ab():
     assert "compare: [A, B]" in found["suggestion"]
     converged = _row(_doc("lecture06-gelu.json"), "pytorch")
     assert "noisy" not in _rules(converged)
+
+
+TODAY = RESULTS / "2026-12-01" / "replay"  # replayed through the CLI on the H200, 2026-12-01
+
+
+def test_recorded_mlp_is_launch_bound_from_host_time_against_the_event_median():
+    """lecture06-mlp (batch 256, dim 256): no profile, but the host's 2.07 ms per call against a
+    0.33 ms CUDA-event median behind the headroom spin; at 8 steps the host outran the capped
+    2 ms spin and the median follows the host. Not "5% of cuBLAS: use tf32"."""
+    doc = diagnose_document(json.loads((TODAY / "lecture06-mlp.json").read_text()))
+    two = _row(doc, "pytorch", sweep=2)
+    found = _finding(two, "launch_bound")
+    assert found["evidence"].startswith("host 2.07 ms per call against a device median of 0.328 ms (16%")
+    assert "compute_bound" not in _rules(two) and "pytorch+graph" in found["suggestion"]
+    eight = _finding(_row(doc, "pytorch", sweep=8), "launch_bound")
+    assert "outran the 2 ms spin" in eight["evidence"] and "follows the host" in eight["evidence"]
+
+
+def test_recorded_device_bound_rows_are_not_launch_bound():
+    fused = diagnose_document(json.loads((TODAY / "lecture06-fused.json").read_text()))
+    assert "launch_bound" not in _rules(_row(fused, "pytorch", run_index=1, sweep=4096))  # 0.175 ms median, 0.023 ms host
+    assert "launch_bound" not in _rules(_row(fused, "compiled", sweep=8192))
+    gelu = diagnose_document(json.loads((TODAY / "lecture06-gelu.json").read_text()))
+    assert not any("launch_bound" in _rules(r) for r in gelu["results"])
+    assert _rules(_row(gelu, "cuda_naive")) == ["fp64", "scalar_loads"]  # FP64 from today's PTX
