@@ -379,7 +379,7 @@ from dataclasses import dataclass
 from workbench.cost import Cost
 from workbench.dtypes import DType
 from workbench.kernel_source import TritonLaunch, TritonSource, triton_ptr
-from workbench.registry import Op
+from workbench.registry import Op, Registry
 from workbench.spec import Spec
 from workbench.triton_support import jit, tl
 
@@ -390,7 +390,8 @@ class CopySpec(Spec):
     dtype: DType = DType.float32
 
 
-OP = Op("aot_broken_copy", CopySpec, description="a copy whose kernel no longer compiles")
+OP = Op("aot_broken_copy", CopySpec, description="a copy whose kernel no longer compiles",
+        registry=Registry())  # its own registry: the shipped one stays as the other tests expect
 
 
 @jit
@@ -416,7 +417,12 @@ def test_a_kernel_that_no_longer_compiles_says_where(tmp_path):
     """The watch loop's broken edit: the PTX record's note names the plugin's file and line."""
     path = tmp_path / "broken_copy.py"
     path.write_text(BROKEN_PLUGIN)
-    op = discover([path], entry_points=False).op("aot_broken_copy")
+    import importlib.util
+
+    module_spec = importlib.util.spec_from_file_location("aot_broken_copy_plugin", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    op = module.OP
     record, texts = ptx_record(op, "triton", op.make_spec({"N": 1024}), target="sm_90")
     line = BROKEN_PLUGIN.splitlines().index(next(t for t in BROKEN_PLUGIN.splitlines() if "undefined_name" in t)) + 1
     assert record["kernels"] == [] and texts == {}
