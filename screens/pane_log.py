@@ -47,6 +47,14 @@ def _result(where: str, e: ev.Result) -> tuple[str, str]:
     return f"{where}: {status}{reason}{extra}", level
 
 
+def _ptx(where: str, ptx: dict) -> tuple[str, str]:
+    """'triton: PTX of 1 kernel(s)', or, with none, why (a kernel that no longer compiles: where)."""
+    count = len(ptx.get("kernels") or ())
+    if count or not ptx.get("notes"):
+        return f"{where}: PTX of {count} kernel(s)", "info"
+    return f"{where}: no PTX: {fmt.tui_text(ptx['notes'][0])}", "warning"
+
+
 _DESCRIBE = {
     ev.Started: lambda w, e: (f"{w}: started {e.op} {e.spec_label} on {e.device}", "info"),
     ev.Built: lambda w, e: (f"{w}: built in {fmt.ms(e.build_ms)}", "info"),
@@ -54,7 +62,7 @@ _DESCRIBE = {
                               "info" if e.check.get("passed") else "error"),
     ev.Result: _result,
     ev.Profile: lambda w, e: (f"{w}: profile with {len(e.profile.get('rows', ()))} rows", "info"),
-    ev.Ptx: lambda w, e: (f"{w}: PTX of {len(e.ptx.get('kernels', ()))} kernel(s)", "info"),
+    ev.Ptx: lambda w, e: _ptx(w, e.ptx),
     ev.Error: lambda w, e: (f"{w}: {fmt.tui_text(e.message)}", "error"),
     ev.Log: lambda w, e: (f"{w}: {e.text}", e.level),
 }

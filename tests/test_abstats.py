@@ -66,3 +66,13 @@ def test_verdict(low, high, word):
 def test_paired_rejects_bad_samples(a, b, message):
     with pytest.raises(ValueError, match=message):
         paired_ratio(a, b)
+
+
+def test_too_few_pairs_give_no_verdict():
+    """3 pairs all below 1 (an A/A run does that 1 time in 4): the bootstrap interval lies below
+    1, but 3 values cannot tell at 95%; 6 clear pairs can."""
+    few = paired_ratio([0.97, 0.98, 0.96], [1.0, 1.0, 1.0])
+    assert few.ci_high < 1 and few.n == 3 and few.verdict == "no difference"
+    enough = paired_ratio([0.97, 0.98, 0.96, 0.97, 0.95, 0.98], [1.0] * 6)
+    assert enough.ci_high < 1 and enough.verdict == "faster"
+    assert unpaired_ratio([2.0, 2.1], [1.0, 1.05]).verdict == "no difference"

@@ -141,3 +141,20 @@ def test_resume_refuses_rows_made_with_other_plugin_code(capsys, plugin_session,
     plugin.write_text(plugin.read_text() + "# an edit\n")
     code, _, err = run(capsys, "--replay", str(session), "--resume", str(out))
     assert code == 2 and "--resume" in err and "the stopped run was made with other plugin code" in err
+
+
+def test_an_ab_sides_plugin_file_is_recorded_and_checked_too(capsys, plugin_session, fake_plan, tmp_path):
+    """compare: [{name, plugin: other.py}, ...]: that file ran too, so a change to it is caught."""
+    source = NO_MATH.replace('impl("manual_nomath")', 'impl("manual_nomath", math="erf")')
+    plugin, session = plugin_session(source)
+    other = tmp_path / "other.py"
+    other.write_text(source)
+    session.write_text(session.read_text() + "    compare: [{name: manual_nomath, plugin: other.py}, manual_nomath]\n")
+    base = tmp_path / "base.json"
+    code, _, err = run(capsys, "--replay", str(session), "-o", str(base))
+    assert code == 0, err
+    recorded = [r["path"] for r in json.loads(base.read_text())["provenance"]["plugins"]]
+    assert recorded == [str(plugin.resolve()), str(other.resolve())]
+    other.write_text(source + "# an edit of the A side only\n")
+    code, _, err = run(capsys, "--replay", str(session), "--compare", str(base))
+    assert code == 2 and f"changed since: {other.resolve()} (sha256 " in err

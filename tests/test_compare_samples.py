@@ -42,3 +42,12 @@ def test_comparison_rows_carry_the_interval_and_the_table_shows_it():
     assert "95% CI" in [c.header for c in comparison_table(comparison).columns]
     plain = compare_documents(document(record(median=1.2)), document(record(median=1.0)))
     assert plain.rows[0].ci_low is None
+
+
+def test_too_few_samples_fall_back_to_the_spread_rule():
+    """3 samples a side: no interval (abstats.MIN_PAIRS), the p20/p80 rule decides."""
+    from workbench.compare import sample_interval
+
+    base, now = _with_samples(1.0, 3, 0.01, seed=8), _with_samples(1.2, 3, 0.01, seed=9)
+    assert sample_interval(now, base) is None
+    assert sample_interval(_with_samples(1.2, 6, 0.01, seed=9), _with_samples(1.0, 6, 0.01, seed=8)) is not None

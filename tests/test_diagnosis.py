@@ -51,7 +51,9 @@ def test_every_committed_record_gets_a_diagnosis_list():
             for finding in record["diagnosis"]:
                 assert finding["rule"] in RULE_NAMES and finding["evidence"] and finding["suggestion"]
                 assert finding["severity"] in ("problem", "note")
-            if record["status"] != "ok":
+            if record["status"] == "unavailable":  # only the findings of its PTX alone
+                assert {f["rule"] for f in record["diagnosis"]} <= {"fp64", "scalar_loads", "spills"}
+            elif record["status"] != "ok":
                 assert record["diagnosis"] == []
 
 
@@ -196,3 +198,60 @@ def test_failed_rows_have_no_findings():
     doc = json.loads((RESULTS / "lecture06-matmul.json").read_text())
     failed = next(r for r in doc["results"] if r["status"] == "failed")
     assert diagnose_record(failed, doc["environment"], doc["results"]) == []
+
+
+CPU_DOC = Path(__file__).parent / "fixtures" / "cpu_gelu_softmax_ptx.json"  # replayed on a CPU (no GPU), PTX for sm_90
+
+
+def test_unavailable_cuda_naive_on_a_cpu_still_shows_fp64_from_its_ptx():
+    """A CPU replay compiles cuda_naive's PTX but cannot run it: its PTX findings still show."""
+    doc = diagnose_document(json.loads(CPU_DOC.read_text()))
+    naive = _row(doc, "cuda_naive")
+    assert naive["status"] == "unavailable"
+    assert _rules(naive) == ["fp64", "scalar_loads"]
+    assert _finding(naive, "fp64")["data"]["fp64_arith"] == 46
+    assert _rules(_row(doc, "cuda")) == []  # vector loads with a scalar tail kernel, no FP64
+    timed = _row(doc, "triton")  # ran (interpreted): the timing rules still apply to it
+    assert "wave_quantization" in _rules(timed) and "fp64" not in _rules(timed)
+
+
+def test_unavailable_row_without_ptx_and_other_statuses_get_nothing():
+    doc = json.loads(CPU_DOC.read_text())
+    naive = _row(doc, "cuda_naive")
+    assert diagnose_record({**naive, "ptx": None}, doc["environment"], doc["results"]) == []
+    failed = {**naive, "status": "failed", "error": "check failed"}
+    assert diagnose_record(failed, doc["environment"], doc["results"]) == []
+
+
+def test_unconverged_mlp_row_is_noisy_and_points_at_an_ab():
+    row = _row(_doc("lecture06-mlp.json"), "pytorch", run_index=0, sweep=2)
+    found = _finding(row, "noisy")
+    assert found["severity"] == "note" and found["evidence"].startswith("median not converged: estimated error 2.5%")
+    assert "compare: [A, B]" in found["suggestion"]
+    converged = _row(_doc("lecture06-gelu.json"), "pytorch")
+    assert "noisy" not in _rules(converged)
+
+
+TODAY = RESULTS / "2026-12-01" / "replay"  # replayed through the CLI on the H200, 2026-12-01
+
+
+def test_recorded_mlp_is_launch_bound_from_host_time_against_the_event_median():
+    """lecture06-mlp (batch 256, dim 256): no profile, but the host's 2.07 ms per call against a
+    0.33 ms CUDA-event median behind the headroom spin; at 8 steps the host outran the capped
+    2 ms spin and the median follows the host. Not "5% of cuBLAS: use tf32"."""
+    doc = diagnose_document(json.loads((TODAY / "lecture06-mlp.json").read_text()))
+    two = _row(doc, "pytorch", sweep=2)
+    found = _finding(two, "launch_bound")
+    assert found["evidence"].startswith("host 2.07 ms per call against a device median of 0.328 ms (16%")
+    assert "compute_bound" not in _rules(two) and "pytorch+graph" in found["suggestion"]
+    eight = _finding(_row(doc, "pytorch", sweep=8), "launch_bound")
+    assert "outran the 2 ms spin" in eight["evidence"] and "follows the host" in eight["evidence"]
+
+
+def test_recorded_device_bound_rows_are_not_launch_bound():
+    fused = diagnose_document(json.loads((TODAY / "lecture06-fused.json").read_text()))
+    assert "launch_bound" not in _rules(_row(fused, "pytorch", run_index=1, sweep=4096))  # 0.175 ms median, 0.023 ms host
+    assert "launch_bound" not in _rules(_row(fused, "compiled", sweep=8192))
+    gelu = diagnose_document(json.loads((TODAY / "lecture06-gelu.json").read_text()))
+    assert not any("launch_bound" in _rules(r) for r in gelu["results"])
+    assert _rules(_row(gelu, "cuda_naive")) == ["fp64", "scalar_loads"]  # FP64 from today's PTX

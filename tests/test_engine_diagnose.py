@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.abstats import paired_ratio
+from workbench.abstats import MIN_PAIRS, paired_ratio
 from workbench.engine.ab import measure_pairs
 from workbench.engine.ab_plan import AB_KEYS
 from workbench.engine.counters_run import run_under_ncu
@@ -80,6 +80,8 @@ def test_ab_sides_from_a_plugin_file_and_a_git_revision():
     (entry,) = doc["ab"]
     assert entry["status"] == "ok", entry
     assert entry["a_source"].endswith("my_ops.py") and entry["b_source"] == "git:HEAD:gelu.py"
+    recorded = [r["path"] for r in doc["provenance"]["plugins"]]  # the A side's file ran too
+    assert recorded == [str((PLUGINS / "my_ops.py").resolve())]
 
 
 @pytest.mark.slow  # run_plan starts engine children
@@ -112,6 +114,20 @@ def test_measure_pairs_alternates_and_pairs_samples():
     assert pairs.a_ms == pytest.approx([2.0] * 40)
     assert all(b == pytest.approx(3.0) or b == pytest.approx(3.3) for b in pairs.b_ms)
     assert 2 / 3.3 <= paired_ratio(pairs.a_ms, pairs.b_ms).ratio <= 2 / 3
+
+
+def test_measure_pairs_takes_enough_pairs_for_a_verdict():
+    """min_samples 3 and a target met at once: the loop still takes MIN_PAIRS pairs."""
+    ticks = [0.0]
+
+    def clock() -> float:
+        return ticks[0]
+
+    def call() -> None:
+        ticks[0] += 0.002
+    rule = StopRule(rep_ms=1e9, min_samples=3, target_rel_error=0.5)
+    pairs = measure_pairs(call, call, PerfCounterTimer(clock=clock), rule, warmup_ms=0.0, clock=clock)
+    assert len(pairs.a_ms) >= MIN_PAIRS
 
 
 def test_env_switches_recorded():

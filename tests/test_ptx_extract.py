@@ -372,3 +372,59 @@ def test_launched_kernel_is_reported_when_the_launch_compiled_it(registry, monke
     other = op.make_spec({"M": 1, "N": 1000})  # another specialisation: not this row's kernel
     record, _ = ptx_record(op, impl, other, target="sm_90", machine=_Gpu())
     assert record["source"] == "aot" and any("none with this launch's specialisation" in n for n in record["notes"])
+
+
+BROKEN_PLUGIN = '''
+from dataclasses import dataclass
+from workbench.cost import Cost
+from workbench.dtypes import DType
+from workbench.kernel_source import TritonLaunch, TritonSource, triton_ptr
+from workbench.registry import Op, Registry
+from workbench.spec import Spec
+from workbench.triton_support import jit, tl
+
+
+@dataclass(frozen=True)
+class CopySpec(Spec):
+    N: int = 1024
+    dtype: DType = DType.float32
+
+
+OP = Op("aot_broken_copy", CopySpec, description="a copy whose kernel no longer compiles",
+        registry=Registry())  # its own registry: the shipped one stays as the other tests expect
+
+
+@jit
+def _copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offsets, undefined_name + tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
+
+
+def _launch(spec, params):
+    return TritonLaunch(kernel=_copy, grid=(spec.N // 256, 1, 1),
+                        signature={"x_ptr": triton_ptr(spec.dtype), "y_ptr": triton_ptr(spec.dtype), "n": "i32",
+                                   "BLOCK": "constexpr"}, constexprs={"BLOCK": 256}, scalars={"n": spec.N})
+
+
+@OP.impl("triton", source=TritonSource(_launch))
+def build(spec, params, ctx):
+    return lambda x: x
+'''
+
+
+@needs_compiled_triton
+def test_a_kernel_that_no_longer_compiles_says_where(tmp_path):
+    """The watch loop's broken edit: the PTX record's note names the plugin's file and line."""
+    path = tmp_path / "broken_copy.py"
+    path.write_text(BROKEN_PLUGIN)
+    import importlib.util
+
+    module_spec = importlib.util.spec_from_file_location("aot_broken_copy_plugin", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    op = module.OP
+    record, texts = ptx_record(op, "triton", op.make_spec({"N": 1024}), target="sm_90")
+    line = BROKEN_PLUGIN.splitlines().index(next(t for t in BROKEN_PLUGIN.splitlines() if "undefined_name" in t)) + 1
+    assert record["kernels"] == [] and texts == {}
+    assert record["notes"][0].startswith(f"ahead-of-time compile failed at {path}:{line}: ")
+    assert "undefined_name" in record["notes"][0]

@@ -164,3 +164,13 @@ def test_a_row_is_queued_until_its_started_event():
     assert model.row(key).status == "queued"
     model.apply(ev.Started(key, "gelu", "triton", "64x64 float32", "cpu"))
     assert model.row(key).status == "running"
+
+
+def test_log_line_of_a_ptx_record_without_kernels_says_why():
+    from workbench.screens.pane_log import describe
+
+    key = (0, "triton", None)
+    assert describe(ev.Ptx(key, {"kernels": [{"name": "k"}], "notes": ["a note"]}))[0].endswith("PTX of 1 kernel(s)")
+    note = "ahead-of-time compile failed at /w/rmsnorm.py:139: CompilationError: NameError('x')"
+    text, level = describe(ev.Ptx(key, {"kernels": [], "notes": [note]}))
+    assert "no PTX: ahead-of-time compile failed at /w/rmsnorm.py:139" in text and level == "warning"

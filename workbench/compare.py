@@ -23,7 +23,7 @@ from typing import Any, Mapping
 from rich.table import Table
 from rich.text import Text
 
-from workbench.abstats import RatioCI, unpaired_ratio
+from workbench.abstats import MIN_PAIRS, RatioCI, unpaired_ratio
 from workbench.engine.merge import device_name_of
 from workbench.report import fmt_num, shape_text
 
@@ -111,10 +111,11 @@ def verdict(current: Mapping[str, Any], baseline: Mapping[str, Any], threshold: 
 
 
 def sample_interval(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> RatioCI | None:
-    """The bootstrap interval of current / baseline when both records hold >= 2 samples."""
+    """The bootstrap interval of current / baseline when both records hold >= MIN_PAIRS samples
+    (fewer tell nothing at 95%, workbench/abstats.py: the p20/p80 rule decides then)."""
     a = (current.get("timing") or {}).get("samples_ms") or []
     b = (baseline.get("timing") or {}).get("samples_ms") or []
-    if len(a) < 2 or len(b) < 2:
+    if len(a) < MIN_PAIRS or len(b) < MIN_PAIRS:
         return None
     try:
         return unpaired_ratio(a, b)

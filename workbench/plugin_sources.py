@@ -105,6 +105,14 @@ def with_resolved_plugins(session: Any, base_dir: str | Path | None) -> Any:
     return dataclasses.replace(session, plugins=resolved, runs=runs)
 
 
+def compare_plugin_files(session: Any) -> tuple[str, ...]:
+    """The plugin files of the session's A/B sides (`compare: [{name, plugin: other.py}, ...]`),
+    as the session holds them (absolute after with_resolved_plugins): files the run uses too, so
+    provenance records them beside `plugins`."""
+    sides = (side for run in session.runs for side in (getattr(run, "compare", None) or ()))
+    return tuple(dict.fromkeys(side.plugin for side in sides if getattr(side, "plugin", None)))
+
+
 # -- content hashes --------------------------------------------------------------------------
 def sha256_file(path: str | Path) -> str | None:
     """sha256 of the file's bytes (cached while its inode, size and mtime stay), or None when it

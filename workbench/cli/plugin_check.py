@@ -18,16 +18,18 @@ from typing import Any, Iterable
 
 from rich.console import Console
 
-from workbench.plugin_sources import FileChange, changed_files, plugin_records
+from workbench.plugin_sources import FileChange, changed_files, compare_plugin_files, plugin_records
 
 
 def current_records(session: Any, kernels: Iterable[str], cache_dir: Path | None = None) -> list[dict]:
     """The plugin files this replay will use (--kernels, then the session's resolved plugins,
-    with the kernel sources they declare: their manifests, cached, say which)."""
+    with the kernel sources they declare: their manifests, cached, say which; then the A/B
+    sides' plugin files)."""
     from workbench.manifest import declare
 
     paths = [*kernels, *session.plugins]
-    return plugin_records(paths, declare([p for p in paths if Path(p).exists()], cache_dir=cache_dir))
+    registry = declare([p for p in paths if Path(p).exists()], cache_dir=cache_dir)
+    return plugin_records([*paths, *compare_plugin_files(session)], registry)  # as run_plan records them
 
 
 def changes_since(doc: dict | None, current: list[dict]) -> list[FileChange]:

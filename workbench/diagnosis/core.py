@@ -6,6 +6,11 @@ the document's environment and the other records (peers: the `+graph` variant, t
 the 4096 beside a 4097). Records of older documents simply lack some keys; a rule that finds
 no evidence returns None. `diagnose` runs RULES in order; a rule may name the findings that make
 it moot (`Rule.unless`: a host-bound row is not "at 0.7% of cuBLAS").
+
+A row that could not run here (`unavailable`: a CUDA kernel on a machine without a GPU) may still
+carry its PTX (nvcc and Triton compile for sm_90 without one); the rules marked `static`, which
+read the PTX alone (FP64 in a float32 kernel, scalar loads, spills), still apply to it, so a
+laptop shows the lecture's `cuda_naive` computing in FP64. Other statuses get no findings.
 """
 
 from __future__ import annotations
@@ -61,11 +66,16 @@ class Rule:
     name: str
     check: Callable[[Mapping[str, Any], Context], Finding | None]
     unless: tuple[str, ...] = ()
+    static: bool = False  # reads the PTX record alone: applies to an `unavailable` row with PTX
 
 
 def diagnose(record: Mapping[str, Any], ctx: Context, rules: Sequence[Rule]) -> list[dict]:
-    """The findings of one record (problems first, then notes); [] for rows that did not run ok."""
-    if record.get("status") != "ok":
+    """The findings of one record (problems first, then notes); [] for rows that did not run ok,
+    except an `unavailable` row with PTX kernels, which gets the `static` rules' findings."""
+    status = record.get("status")
+    if status == "unavailable" and (record.get("ptx") or {}).get("kernels"):
+        rules = [rule for rule in rules if rule.static]
+    elif status != "ok":
         return []
     found: list[Finding] = []
     for rule in rules:

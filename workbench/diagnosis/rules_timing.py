@@ -3,7 +3,9 @@ does not follow the work, clock drops and power limits, CUDA_LAUNCH_BLOCKING, re
 
 Launch-bound (the lecture: "CUDA time small, CPU time large -> launch overhead: fuse, bigger
 batches, CUDA graphs"): the device's kernels take under HOST_BOUND of the host's time per call
-(timing.host_launch_ms, measured at warm-up), or of the median; or the engine's own launch-bound
+(timing.host_launch_ms, measured at warm-up), or of the median; or, with no kernel time known,
+a CUDA-event median that is the host's pace (_host_window: behind the headroom spin the events
+hold device work); or the engine's own launch-bound
 flag (median under ~20 us or 2x the launch floor); or, across a sweep of one implementation,
 WORK_GREW x the FLOPs and bytes took under TIME_FOLLOWED x the time.
 """
@@ -17,6 +19,7 @@ from workbench.diagnosis.figures import (Record, device_ms_per_call, graph_peer,
 HOST_BOUND = 0.5       # device time per call under this fraction of host time: the GPU waits
 WORK_GREW = 3.0        # a sweep whose work grew this much ...
 TIME_FOLLOWED = 1.5    # ... but whose time grew less than this: time is not the work's
+HOST_WINDOW = 1.25     # a median within this of the host time a capped spin left uncovered: the host's
 CLOCK_LIMITS = ("sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
 
 
@@ -50,6 +53,8 @@ def launch_bound(record: Record, ctx: Context) -> Finding | None:
     if device is not None and host and device < HOST_BOUND * host:
         evidence.append(f"host {ms(host)} per call against {ms(device)} of kernels ({source}, "
                         f"{100 * device / host:.0f}%)")
+    elif device is None and host and timing.get("timer") == "cuda_event" and _host_window(timing, median, host):
+        evidence.append(_host_window(timing, median, host))
     elif device is not None and device < HOST_BOUND * median and source != "cuda_graph time, L2-warm":
         evidence.append(f"median {ms(median)} against {ms(device)} of kernels per call ({source})")
     if timing.get("launch_bound"):
@@ -66,6 +71,23 @@ def launch_bound(record: Record, ctx: Context) -> Finding | None:
     suggestion, data = _graph_prescription(record, ctx, median)
     data.update(host_ms=host, device_ms=device, median_ms=median, kernels=kernels)
     return Finding("launch_bound", "; ".join(evidence), suggestion, "problem", data)
+
+
+def _host_window(timing: Record, median: float, host: float) -> str | None:
+    """Evidence that a CUDA-event median is the host's pace, or None. Behind the headroom spin
+    (engine/timing.py: sized from the host's launch time, capped at MAX_HEADROOM_MS) the events'
+    window holds device work, so a median under HOST_BOUND x the host's time per call is the GPU
+    waiting for the host; where the host outran the capped spin, the window is what the spin did
+    not cover (host - spin): a median within HOST_WINDOW of that is the host's time, not the GPU's."""
+    spin = number(timing.get("headroom_ms")) or 0.0
+    behind = f"; timed behind a {ms(spin)} spin" if spin else ""
+    if median < HOST_BOUND * host:
+        return f"host {ms(host)} per call against a device median of {ms(median)} ({100 * median / host:.0f}%{behind})"
+    uncovered = host - spin
+    if spin and uncovered > 0 and median <= HOST_WINDOW * uncovered:
+        return (f"host {ms(host)} per call outran the {ms(spin)} spin by {ms(uncovered)}: the median "
+                f"{ms(median)} follows the host, not the GPU")
+    return None
 
 
 def _graph_prescription(record: Record, ctx: Context, median: float) -> tuple[str, dict]:

@@ -7,7 +7,7 @@ first call and the special-values set before timing, the second seeded set after
 that fails a check ends the row ("failed", no ratio). Timing: both warm up, then batches of event pairs with
 the ordinary L2 flush before every call, A and B ALTERNATING inside each batch (ABAB..., the
 next batch BABA...: neither always goes first); pair i is A's and B's i-th sample of a batch.
-The loop stops, after `min_samples` pairs, once the interval's relative half-width is below
+The loop stops, after `min_samples` pairs (and at least abstats.MIN_PAIRS), once the interval's relative half-width is below
 `target_rel_error`, or after 2 x rep_ms (two implementations' budget), or at MAX_PAIRS.
 
 The entry (a document's `ab` list, docs/CONTRACTS.md): every key of AB_KEYS; ratio = A time /
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from workbench.abstats import half_width, paired_ratio
+from workbench.abstats import MIN_PAIRS, half_width, paired_ratio
 from workbench.engine.ab_plan import new_entry
 from workbench.engine.ab_sides import resolve_side
 from workbench.engine.graph_mode import GraphCall, graph_reason
@@ -88,7 +88,7 @@ def measure_pairs(call_a: Callable[[], Any], call_b: Callable[[], Any], timer: T
 
 
 def _done(a_ms: list[float], b_ms: list[float], rule: StopRule, elapsed_ms: float, max_pairs: int) -> bool:
-    if len(a_ms) < rule.min_samples:
+    if len(a_ms) < min(max(rule.min_samples, MIN_PAIRS), max_pairs):  # fewer give no verdict (abstats.py)
         return False
     if elapsed_ms >= rule.rep_ms or len(a_ms) >= max_pairs:
         return True

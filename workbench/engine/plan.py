@@ -48,7 +48,7 @@ from workbench.engine.workers import WorkerPool
 from workbench.events import Event, Log, Result, Started
 from workbench.machine import nvml_gpus, probe
 from workbench.manifest import declare, sources_digest
-from workbench.plugin_sources import plugin_records
+from workbench.plugin_sources import compare_plugin_files, plugin_records
 from workbench.provenance import provenance, utc_now_iso
 from workbench.results import new_document
 from workbench.session_model import Session
@@ -141,7 +141,8 @@ def _run(session, options, plan, pool, on_event, stop, started, cache_dir) -> di
                                                     trace_dir=str(options.trace_dir) if options.trace_dir else None),
                    plan, strict=options.strict, registry=registry,
                    build_ahead=options.build_ahead is not False and not options.strict)
-    doc = new_document(_provenance(session, options, started, plugin_records(plan.plugin_paths, plan.registry)),
+    used = (*plan.plugin_paths, *compare_plugin_files(session))  # the A/B sides' plugin files too
+    doc = new_document(_provenance(session, options, started, plugin_records(used, plan.registry)),
                        environment_record(info, worker.cuda_version if worker else None))  # now: cancel is quick
     run.environment = doc["environment"]
     groups = [list(g) for _run_index, g in itertools.groupby(rows, key=lambda r: r.run_index)]

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from workbench.error_location import locate
 from workbench.errors import UnavailableError
 from workbench.kernel_source import CudaSource, InductorKernels, TritonLaunch
 from workbench.ptx.attach import map_cuda_kernel
@@ -73,6 +74,12 @@ def record(target: str, source: str | None, kernels: list[dict], notes: list[str
 
 
 # -- triton --------------------------------------------------------------------------------------
+def _kernel_files(launch: TritonLaunch) -> tuple[str, ...]:
+    """The file of the launch's @triton.jit function (a CompilationError's line counts from it)."""
+    code = getattr(getattr(launch.kernel, "fn", None), "__code__", None)
+    return (code.co_filename,) if code is not None else ()
+
+
 def triton_record(job: PtxJob) -> tuple[dict, Texts]:
     import triton
 
@@ -86,9 +93,10 @@ def triton_record(job: PtxJob) -> tuple[dict, Texts]:
         compiled, launched = aot.compile_launch(build, stand_in=None if job.prefer_launched else True)
     except UnavailableError:
         raise
-    except Exception as exc:  # never crash on API drift or a failed compile: say why
-        return record(job.target_name, "aot", [], [f"ahead-of-time compile failed: {exc}"],
-                      triton=triton.__version__), {}
+    except Exception as exc:  # never crash on API drift or a failed compile: say why (and where)
+        where = locate(exc, _kernel_files(launch))
+        return record(job.target_name, "aot", [], [f"ahead-of-time compile failed{f' at {where}' if where else ''}: "
+                                                   f"{exc}"], triton=triton.__version__), {}
     notes = [config_note(build.config, launch.note)] + build.notes
     if launched:
         notes.append("the kernel a real launch compiled (found in the JIT cache)")
