@@ -211,8 +211,9 @@ def test_unavailable_cuda_naive_on_a_cpu_still_shows_fp64_from_its_ptx():
     assert _rules(naive) == ["fp64", "scalar_loads"]
     assert _finding(naive, "fp64")["data"]["fp64_arith"] == 46
     assert _rules(_row(doc, "cuda")) == []  # vector loads with a scalar tail kernel, no FP64
-    timed = _row(doc, "triton")  # ran (interpreted): the timing rules still apply to it
-    assert "wave_quantization" in _rules(timed) and "fp64" not in _rules(timed)
+    timed = _row(doc, "triton")  # ran in the interpreter on the CPU: no SMs, no waves
+    assert "wave_quantization" not in _rules(timed) and "fp64" not in _rules(timed)
+    assert timed["launch"]["grid"]  # a grid was recorded, so only the device keeps the rule out
 
 
 def test_unavailable_row_without_ptx_and_other_statuses_get_nothing():

@@ -97,6 +97,10 @@ def scalar_loads(record: Record, ctx: Context) -> Finding | None:
 
 
 def wave_quantization(record: Record, ctx: Context) -> Finding | None:
+    """Blocks against SMs; only for a row that ran on a GPU (a CPU row's grid ran in the Triton
+    interpreter: "125 SMs idle" said nothing about it)."""
+    if str(record.get("device") or "").rsplit("/", 1)[-1].startswith("cpu"):
+        return None
     launch = section(record, "launch")
     sms = number(launch.get("sm_count")) or number(ctx.environment.get("sm_count"))
     blocks = number(launch.get("blocks")) or (math.prod(launch["grid"]) if launch.get("grid") else None)
