@@ -31,3 +31,15 @@ def test_the_stages_sessions_load(tmp_path):
         session = load_session(path)
         assert [r.name for r in session.runs[0].impls] == ["manual", "pytorch"]
         assert (session.settings.target_rel_error < 1e-5) == streaming
+
+
+def test_tui_figures_are_saved_as_each_is_measured():
+    """On the H200 the call's limit cut the TUI part before it returned and no TUI figure was
+    written; each now goes to Figures.put when it is measured."""
+    from benchmarks.stages._overhead_tui import _Saved
+
+    seen = []
+    figures = _Saved(lambda key, value, **detail: seen.append((key, value, detail)))
+    figures["default_session_tui_s"] = (41.5, {"statuses": ["gelu:ok"]})
+    assert seen == [("default_session_tui_s", 41.5, {"statuses": ["gelu:ok"]})]
+    assert figures["default_session_tui_s"][0] == 41.5

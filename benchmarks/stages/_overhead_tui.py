@@ -19,14 +19,28 @@ RUN_LIMIT_S = 240
 KEY_PRESSES = 10
 
 
-async def drive(folder: Path, side: int, gpu: bool, quick: bool, session_file) -> dict:
+class _Saved(dict):
+    """The figures, each also handed to `put(name, value, **detail)` as soon as it is measured
+    (on the H200 a call's limit cut the part before it returned, and nothing was written)."""
+
+    def __init__(self, put):
+        super().__init__()
+        self.put = put
+
+    def __setitem__(self, key, pair) -> None:
+        super().__setitem__(key, pair)
+        if self.put is not None:
+            self.put(key, pair[0], **pair[1])
+
+
+async def drive(folder: Path, side: int, gpu: bool, quick: bool, session_file, put=None) -> dict:
     """The three TUI figures; session_file(folder, name, impls, side, gpu, rep_ms, streaming)
-    writes a session (overhead._session_file)."""
+    writes a session (overhead._session_file); put (Figures.put) saves each as it is measured."""
     from workbench.engine.options import RunOptions
     from workbench.screens.app import WorkbenchApp
 
     options = RunOptions(cache_dir=folder / "cache" / "workbench")
-    figures: dict = {}
+    figures = _Saved(put)
     session = _default_session(folder, side, gpu)
     t0 = time.monotonic()
     app = WorkbenchApp(session, options, data_dir=folder / "data")

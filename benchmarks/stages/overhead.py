@@ -81,7 +81,7 @@ def run(quick: bool, out: Path) -> list[dict]:
         ("five_way_gelu_warm_s", lambda: _replay(folder, env, "five-way", FIVE, side, gpu)),
         ("one_row_warm_s", lambda: _replay(folder, env, "one-row", ("pytorch",), side, gpu)),
         ("list_s", lambda: _list(env)),
-        ("tui", lambda: _tui(folder, env, side, gpu, quick)),
+        ("tui", lambda: _tui(folder, env, side, gpu, quick, figures.put)),
         ("warm_vs_strict", lambda: _warm_vs_strict(folder, side, gpu, quick)),
     ]
     for key, step in steps:
@@ -181,7 +181,7 @@ def _warm_vs_strict(folder: Path, side: int, gpu: bool, quick: bool) -> dict:
                                              "within_1pct": worst is not None and worst <= 0.01})}
 
 
-def _tui(folder: Path, env: dict, side: int, gpu: bool, quick: bool) -> dict:
+def _tui(folder: Path, env: dict, side: int, gpu: bool, quick: bool, put=None) -> dict:
     try:
         import textual  # noqa: F401
     except ImportError as exc:
@@ -191,7 +191,7 @@ def _tui(folder: Path, env: dict, side: int, gpu: bool, quick: bool) -> dict:
     from benchmarks.stages._overhead_tui import drive
 
     os.environ.update({k: env[k] for k in ("XDG_CACHE_HOME", "XDG_DATA_HOME")})  # the app reads its paths
-    return asyncio.run(drive(folder, side, gpu, quick, _session_file))
+    return asyncio.run(drive(folder, side, gpu, quick, _session_file, put))
 
 
 def _rows(figures: Figures) -> list[dict]:
