@@ -133,18 +133,21 @@ def run_group(tasks: list[dict], out: Path, device: str, plugins: list[str], dea
             err = open(Path(tmp) / "stderr.txt", "w+")
             proc = subprocess.Popen([sys.executable, "-m", "benchmarks.stages._check_worker", str(request), str(part)],
                                     cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
+            timed_out = False
             try:
                 code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 proc.kill()
-                code = proc.wait()
+                code, timed_out = proc.wait(), True
             done = [json.loads(line) for line in part.read_text().splitlines()] if part.exists() else []
             _append(lines, done)
             pending = pending[len(done):]
             if code != 0 and pending and not (done and done[-1].get("error")):
                 err.seek(0)
                 tail = err.read().strip().splitlines()[-3:]
-                _append(lines, [{**pending[0], "error": f"worker died (exit {code}) in this task: {tail}"}])
+                why = ("killed: the stage's time budget ran out during this task" if timed_out
+                       else f"worker died (exit {code}) in this task: {tail}")
+                _append(lines, [{**pending[0], "error": why}])
                 pending = pending[1:]
             err.close()
 
