@@ -316,6 +316,19 @@ def test_compare_faster_and_threshold(capsys, tmp_path, session_file, fake_plan)
     assert [r["verdict"] for r in json.loads(out)["comparison"]["rows"]] == ["faster", "same"]
 
 
+def test_compare_with_another_sessions_baseline_warns(capsys, tmp_path, session_file, fake_plan):
+    """A baseline of another session compared silently ('1 new, 11 missing', exit 0)."""
+    base = write_baseline(tmp_path, record("manual", 1.0), record("triton", 1.0))  # session "t"
+    fake_plan.doc = document(record("manual", 1.0), record("triton", 1.0))
+    _, _, err = run(capsys, "--replay", str(session_file), "--compare", str(base))
+    assert "the baseline is session 't', this is 'cli-test'" in err
+    doc = json.loads(base.read_text())
+    doc["provenance"]["session"] = "cli-test"
+    base.write_text(json.dumps(doc))
+    _, _, err = run(capsys, "--replay", str(session_file), "--compare", str(base))
+    assert "the baseline is session" not in err
+
+
 def test_compare_across_gpus_exits_2_before_running(capsys, tmp_path, session_file, fake_plan):
     base = write_baseline(tmp_path, record("manual"), record("triton"), device="NVIDIA A100-SXM4-80GB")
     code, out, err = run(capsys, "--replay", str(session_file), "--compare", str(base), "--format", "json")

@@ -105,6 +105,11 @@ def _prepare(args, argv, env: Env, err: Console) -> _Prepared | None:
     baseline = _read_baseline(args.compare, err) if args.compare else None
     if args.compare and baseline is None:
         return None
+    theirs = (baseline or {}).get("provenance", {}).get("session")
+    if baseline is not None and theirs and theirs != session.name:  # rows match by key only: say so
+        err.print(f"warning: --compare {args.compare}: the baseline is session {theirs!r}, this is "
+                  f"{session.name!r}; only rows with the same op, implementation, shape and dtype compare",
+                  markup=False)
     sha = file_sha256(path)
     ours = provenance(session.name, session_sha256=sha, argv=argv, started=utc_now_iso())
     try:
