@@ -18,30 +18,17 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping
 
-from workbench.backends import Action, Backend, Need, backend, kinds  # noqa: F401  (Action, Need: re-exported)
-from workbench.backends.base import needs_of
+from workbench.backends import Action, Backend, Need, backend  # noqa: F401  (Action, Need: re-exported)
 from workbench.chunking import CheckChunks
 from workbench.cost import Cost
 from workbench.dtypes import DType
 from workbench.errors import LimitError, UnknownNameError, WorkbenchError
 from workbench.params import param_problem
-from workbench.kernel_source import TritonSource
 from workbench.plugin_sources import plugin_files
+from workbench.impl_fields import LEGACY_SOURCE_FIELDS, impl_fields, parse_impl_name  # noqa: F401 (re-exported)
 from workbench.spec import Spec
 
 ENTRY_POINT_GROUP = "workbench.ops"
-
-
-def parse_impl_name(name: str) -> str:
-    """Validate a `kind[_variant]` name and return its kind (a registered backend's, see
-    workbench.backends). Raises WorkbenchError naming the value and the allowed kinds."""
-    kind, _, variant = str(name).partition("_")
-    ok_variant = not _ or (variant and all(c.isalnum() or c == "_" for c in variant))
-    if kind not in kinds() or not ok_variant or name != name.lower():
-        raise WorkbenchError(
-            f"implementation name {name!r} must be kind or kind_variant (lower case), "
-            f"kind one of: {', '.join(kinds())}")
-    return kind
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,35 +127,6 @@ class Impl:
         return dataclasses.replace(ideal, bytes_moved_est=int(self.moved_bytes(spec)))
 
 
-# Impl fields of the first API, still accepted from plugins: each maps onto `source=`.
-LEGACY_SOURCE_FIELDS = ("triton_launch", "interpreter_dtypes", "cuda_source")
-
-
-def _impl_fields(where: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    """Op.impl's options as validated Impl fields: needs (the backend's plus the declared ones),
-    dtypes, params, and `source` checked against the backend (built from the legacy
-    triton_launch / interpreter_dtypes / cuda_source fields where a plugin still uses them).
-    Raises WorkbenchError or UnknownNameError naming the bad value."""
-    fields = {k: v for k, v in options.items() if k not in LEGACY_SOURCE_FIELDS}
-    owner = backend(parse_impl_name(where.rpartition("/")[2]))
-    legacy = {k: options[k] for k in LEGACY_SOURCE_FIELDS if options.get(k) is not None}
-    if legacy:
-        if fields.get("source") is not None:
-            raise WorkbenchError(f"{where}: give source= only (not also {', '.join(legacy)})")
-        fields["source"] = legacy.get("cuda_source") or TritonSource(
-            legacy.get("triton_launch"), legacy.get("interpreter_dtypes"))
-    source = fields.get("source")
-    if isinstance(source, TritonSource) and source.interpreter_dtypes is not None:
-        source = dataclasses.replace(source, interpreter_dtypes=tuple(DType.parse(d) for d in source.interpreter_dtypes))
-        fields["source"] = source
-    owner.check_source(where, source)
-    fields["needs"] = owner.needs | needs_of(fields.get("needs", ()))
-    if fields.get("dtypes") is not None:
-        fields["dtypes"] = tuple(DType.parse(d) for d in fields["dtypes"])
-    fields["params"] = MappingProxyType(dict(fields.get("params", {})))
-    return fields
-
-
 class Op:
     """An op: spec type, inputs, references per math variant, cost model, implementations.
 
@@ -248,7 +206,7 @@ class Op:
         def wrap(builder: Builder) -> Builder:
             if name in self._impls:
                 raise WorkbenchError(f"{self.name}: implementation {name!r} is registered twice")
-            fields = _impl_fields(f"{self.name}/{name}", options)
+            fields = impl_fields(f"{self.name}/{name}", options)
             fields.setdefault("description", (builder.__doc__ or "").strip().split("\n")[0])
             self._impls[name] = Impl(op=self.name, name=name, builder=builder, **fields)
             return builder
