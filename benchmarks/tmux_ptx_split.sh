@@ -5,8 +5,9 @@ set -u
 OUTD=$1; W=$2; H=$3
 export XDG_CACHE_HOME=/tmp/tcap/cache XDG_DATA_HOME=/tmp/tcap/data-$W XDG_CONFIG_HOME=/tmp/tcap/config
 S=cap$W
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
 tmux kill-session -t $S 2>/dev/null
-tmux new-session -d -s $S -x $W -y $H "cd $(dirname "$0")/.. && .venv/bin/workbench lecture06-softmax-1000 --device cpu"
+tmux new-session -d -s $S -x $W -y $H "cd $ROOT && .venv/bin/workbench lecture06-softmax-1000 --device cpu"
 cap() { sleep "$2"; tmux capture-pane -p -t $S > "$OUTD/$1.txt"; }
 cap 01-open 12
 tmux send-keys -t $S r; cap 02-running 5
