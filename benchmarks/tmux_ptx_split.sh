@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: bash benchmarks/tmux_ptx_split.sh OUT_DIR WIDTH HEIGHT (from anywhere; the repo is /work/main here)
+# Usage: bash benchmarks/tmux_ptx_split.sh OUT_DIR WIDTH HEIGHT (after make setup; user folders under /tmp/tcap)
 # tmux tries of the PTX split view on this CPU (AOT PTX; Triton interpreted for the run)
 set -u
 OUTD=$1; W=$2; H=$3
