@@ -14,7 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from .keys import KeyOptionList
+from .keys import KeyOptionList, OrderedInput
 
 
 # Every mark drawn on screen, and what it says (the ? screen lists them under the keys).
@@ -140,7 +140,7 @@ class OpenScreen(ModalScreen[tuple[Path, bool] | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="open-box"):
             yield Label("Open a session", classes="dialog-title")
-            yield Input(placeholder="path/to/session.yaml (enter to open)", id="open-path")
+            yield OrderedInput(placeholder="path/to/session.yaml (enter to open)", id="open-path")
             yield Static("", id="open-problem", classes="problem")
             yield KeyOptionList(*[Option(label, id=str(path)) for label, path in self._known],
                                 id="open-known")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from rich.segment import Segment
+from textual import events
 from textual.binding import Binding
 from textual.strip import Strip
 from textual.widgets._toggle_button import ToggleButton
@@ -87,7 +88,22 @@ class KeyRichLog(RichLog):
     BINDINGS = SCROLL_KEYS
 
 
-class FieldInput(Input):
+class OrderedInput(Input):
+    """An Input whose bound keys keep their place among typed characters."""
+
+    async def _on_key(self, event: events.Key) -> None:
+        """The field's own bound keys (backspace, arrows, home, end, tab...) run here, in turn
+        with the typed characters. Textual runs them only when the key has bubbled back up to
+        the app, so in a fast burst a digit queued behind a backspace landed first (`1024`,
+        backspace 7 7 gave 10247: Textualize/textual#6605)."""
+        for binding in self._bindings.key_to_bindings.get(event.key, ()):
+            if not binding.priority and await self.app.run_action(binding.action, self):
+                event.stop()
+                event.prevent_default()  # not Input._on_key too (Textual calls each class's)
+                return
+
+
+class FieldInput(OrderedInput):
     """A sidebar field: tab / shift+tab move to the next / previous field, escape leaves it
     (focus back to the op list; while a run is active escape cancels it, as everywhere)."""
 

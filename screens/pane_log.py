@@ -14,7 +14,17 @@ LEVEL_STYLES = {"info": "", "warning": "yellow", "error": "bold red"}
 
 
 class LogPane(KeyRichLog):
-    """A scrolling log; the app adds lines with `add`. No timestamps (snapshots stay stable)."""
+    """A scrolling log; the app adds lines with `add`. No timestamps (snapshots stay stable).
+
+    RichLog renders a line once, at the width it has when written: one written while the pane is
+    hidden (width 0) came out one character per line, and a resize never re-wrapped. So a line
+    is written only while the pane has the width the log was rendered at; otherwise, and on
+    every change of width, the whole log is rendered anew from `entries` (`_sync`). The width is
+    given to `write`: left to itself RichLog wraps at the console's width, not the pane's, and
+    the scrollbar's gutter is kept so that the width does not change when the scrollbar comes.
+    """
+
+    DEFAULT_CSS = "LogPane { scrollbar-gutter: stable; overflow-x: hidden; }"
 
     def __init__(self, **kwargs) -> None:
         # min_width: RichLog renders every line at least 78 cells wide by default, which a narrow
@@ -22,11 +32,39 @@ class LogPane(KeyRichLog):
         super().__init__(markup=False, wrap=True, max_lines=MAX_LINES, auto_scroll=True, min_width=1,
                          **kwargs)
         self.entries: list[tuple[str, str]] = []  # (level, text), also while the pane is hidden
+        self.rendered_width = 0  # the width, in cells, the lines on screen were rendered at
 
     def add(self, text: str, level: str = "info") -> None:
         self.entries = [*self.entries[-MAX_LINES + 1:], (level, text)]
-        mark = {"warning": "! ", "error": "✗ "}.get(level, "  ")
-        self.write(Text(mark + text, style=LEVEL_STYLES.get(level, "")))
+        if self.rendered_width and self._width() == self.rendered_width:
+            self.write(_line(level, text), width=self.rendered_width)
+        else:  # hidden, not laid out yet, or resized: rendered by _sync at the width it gets
+            self.rendered_width = 0
+            self.call_later(self._sync)
+
+    def on_resize(self) -> None:
+        self.call_later(self._sync)  # after RichLog's own Resize handler (it learns the size)
+
+    def on_show(self) -> None:
+        self.call_later(self._sync)
+
+    def _width(self) -> int:
+        return self.scrollable_content_region.width  # 0 while its tab is hidden
+
+    def _sync(self) -> None:
+        """Render every entry anew when the pane has a width other than the log's lines."""
+        width = self._width()
+        if width <= 0 or width == self.rendered_width:
+            return
+        self.clear()
+        self.rendered_width = width
+        for level, text in self.entries:
+            self.write(_line(level, text), width=width)
+
+
+def _line(level: str, text: str) -> Text:
+    mark = {"warning": "! ", "error": "✗ "}.get(level, "  ")
+    return Text(mark + text, style=LEVEL_STYLES.get(level, ""))
 
 
 def describe(event: ev.Event) -> tuple[str, str] | None:

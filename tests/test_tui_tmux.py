@@ -1,0 +1,92 @@
+"""Pilot regression tests for what a fresh user found in tmux (log width, typing fast, focus
+after the sidebar toggle, the 80x24 layout). One test per fix; each failed before it."""
+
+from __future__ import annotations
+
+import pytest
+
+from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async
+from workbench.screens.app import WorkbenchApp
+from workbench.screens.pane_log import LogPane
+
+pytestmark = pytest.mark.slow  # every test here runs the whole Textual app (pyproject markers)
+
+
+def make_app(tmp_path, **kwargs) -> WorkbenchApp:
+    return WorkbenchApp(None, None, engine=fixture_engine(), opener=fake_opener(),
+                        catalog_loader=lambda kernels, device: fake_catalog(), data_dir=tmp_path, **kwargs)
+
+
+def _log_lines(log: LogPane) -> list[str]:
+    return [strip.text.rstrip() for strip in log.lines]
+
+
+def _reads_normally(log: LogPane) -> None:
+    """Every entry is on screen whole (short ones on one line), none one character per line."""
+    lines = _log_lines(log)
+    width = log.scrollable_content_region.width
+    short = [text for _, text in log.entries if len(text) + 2 <= width]
+    assert short, log.entries
+    for text in short:
+        assert any(text in line for line in lines), (text, lines[:8])
+    assert max(len(line) for line in lines) > 1
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+@run_async
+async def test_log_lines_written_while_the_log_is_hidden_read_normally(tmp_path, size):
+    """RichLog renders a line at the width it has when written: 0 in a hidden tab, so the
+    lines of a run made while another pane showed read one character per line."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await loaded(pilot)
+        await pilot.press("5")  # the Log shown once, then hidden for the run
+        await pilot.pause(0.2)
+        await pilot.press("1")
+        await pilot.pause(0.2)
+        count = len(app.log_pane.entries)
+        await ran(pilot)
+        assert len(app.log_pane.entries) > count
+        await pilot.press("5")
+        await pilot.pause(0.3)
+        _reads_normally(app.log_pane)
+        await pilot.resize_terminal(size[0] + 30, size[1] + 6)  # and re-wrapped to a new width
+        await pilot.pause(0.3)
+        _reads_normally(app.log_pane)
+
+
+def _field(app, name: str):
+    from textual.widgets import Input
+    return next(i for i in app.query(".shape").results(Input) if i.name == name)
+
+
+async def _burst(pilot, *keys: str) -> None:
+    """Keys as a terminal sends them typed fast: all queued before the app handles the first
+    (pilot.press waits for each key to be handled)."""
+    from textual import events
+
+    chars = {"backspace": None, "end": None}
+    for key in keys:
+        pilot.app.post_message(events.Key(key, chars.get(key, key)))
+    await pilot.pause(0.5)
+
+
+@run_async
+async def test_keys_typed_in_a_burst_in_a_shape_field_all_land(tmp_path):
+    """Each edit re-set the field from the model while later keys were queued: `backspace 7 7`
+    on 1024 gave 10247; with keys 0.7 s apart it worked."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await loaded(pilot)
+        await pilot.press("e", "tab")
+        await pilot.pause(0.2)
+        assert app.focused is _field(app, "N")
+        await _burst(pilot, "end", "backspace", "7", "7")
+        assert _field(app, "N").value == "163877"
+        await _burst(pilot, "5", "backspace", "6")
+        assert _field(app, "N").value == "1638776"
+        await _burst(pilot, "end", "backspace", "backspace", "backspace", "2", "5", "6")
+        assert _field(app, "N").value == "1638256"
+        assert app.focused is _field(app, "N")
+        assert app.ws.run.shape["N"] == 1638256
+        assert "1638256" in app.ws.run_titles()[0][1]
