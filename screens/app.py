@@ -19,7 +19,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
+from textual.widgets import Input, Static, TabbedContent, TabPane
 
 from . import sessions_io
 from .ab_action import ABMixin
@@ -28,6 +28,7 @@ from .dialogs import ConfirmScreen, HelpScreen
 from .editor import EditorMixin
 from .keys import RUN_LIST_KEYS, KeyDataTable
 from .pane_diagnosis import DiagnosisPane
+from .fitting import FittedFooter, PaneTabs
 from .pane_log import LogPane
 from .pane_profile import ProfilePane
 from .pane_ptx import PtxPane
@@ -100,13 +101,13 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
                 yield _titled(OpList("loading ops…", id="op-list", compact=True), "Runs · + new")
                 yield _titled(ImplPanel(id="impls"), "Implementations")
                 yield _titled(SpecEditor(id="spec"), "Spec (e)")
-            with TabbedContent(id="panes", initial="timing", classes="box"):
+            with PaneTabs(id="panes", initial="timing", classes="box"):
                 for number, (pane_id, pane) in enumerate(self._panes(), start=1):
                     with TabPane(f"{number} {PANE_TITLES[pane_id]}", id=pane_id):
                         yield pane
         yield RunBar(id="run-bar")
         yield Static("", id="too-small")
-        yield Footer(compact=True)
+        yield FittedFooter(compact=True)
 
     @staticmethod
     def _panes():
@@ -200,11 +201,23 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         self.remove_class("-spec")
         self.query_one(OpList).focus()
 
+    _sidebar_focus = None  # the sidebar widget that had the keyboard when the sidebar was hidden
+
     def action_toggle_sidebar(self) -> None:
-        """Hide the left column to give the panes the whole width (80-column terminals)."""
+        """Hide the left column to give the panes the whole width (80-column terminals); shown
+        again, the sidebar widget that had the keyboard gets it back (the run list if that one
+        is gone), so that after `b b` d, j and k work on the run list again."""
         self.toggle_class("-no-sidebar")
-        if self.has_class("-no-sidebar") and self.focused and self.query_one("#sidebar") in self.focused.ancestors:
-            self.action_pane(self.query_one(TabbedContent).active)
+        if self.has_class("-no-sidebar"):
+            focused = self.focused
+            if focused is None or self.query_one("#sidebar") in focused.ancestors:
+                self._sidebar_focus = focused or self.query_one(OpList)
+                self.action_pane(self.query_one(TabbedContent).active)
+            return
+        widget, self._sidebar_focus = self._sidebar_focus, None
+        if widget is not None:
+            target = widget if widget.is_attached else self.query_one(OpList)
+            self.call_after_refresh(target.focus)
 
     def action_next_metric(self) -> None:
         self.query_one(TimingPane).action_next_metric()

@@ -90,3 +90,72 @@ async def test_keys_typed_in_a_burst_in_a_shape_field_all_land(tmp_path):
         assert app.focused is _field(app, "N")
         assert app.ws.run.shape["N"] == 1638256
         assert "1638256" in app.ws.run_titles()[0][1]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+@run_async
+async def test_hiding_and_showing_the_sidebar_gives_the_run_list_its_focus_back(tmp_path, size):
+    """After `b b` nothing in the sidebar had the focus: d did nothing, k did not move."""
+    from workbench.screens.sidebar import OpList
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await loaded(pilot)
+        runs = app.query_one(OpList)
+        runs.focus()
+        await pilot.press("j")
+        await pilot.pause(0.1)
+        assert runs.highlighted == 1
+        await pilot.press("b")
+        await pilot.pause(0.2)
+        assert app.focused is not runs and app.focused is not None
+        await pilot.press("b")
+        await pilot.pause(0.2)
+        assert app.focused is runs
+        await pilot.press("k")
+        await pilot.pause(0.1)
+        assert runs.highlighted == 0
+
+
+def _hints(app):
+    footer = app.query_one("FittedFooter")
+    keys = [k for k in footer.query("FooterKey") if k.display]
+    palette = next(k for k in keys if k.has_class("-command-palette"))
+    return [k for k in keys if k is not palette], palette
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+@run_async
+async def test_what_does_not_fit_at_80x24_ends_with_an_ellipsis_or_is_dropped(tmp_path, size):
+    """At 80x24 the title stopped mid-word, the tab strip at `6 Di`, the footer at `b Sideb`,
+    and the panes had no top or right border."""
+    from textual.widgets import Tab
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await loaded(pilot)
+        for keys in ((), ("3",), ("b",), ("b", "e")):
+            await pilot.press(*keys)
+            await pilot.pause(0.3)
+            panes = app.query_one("#panes")
+            tabs = list(panes.query(Tab))
+            assert len(tabs) == 6
+            inside = panes.content_region
+            for tab in tabs:
+                assert inside.x <= tab.region.x and tab.region.right <= inside.right, (keys, str(tab.label))
+                assert str(tab.label).split()[0].isdigit()
+            assert panes.region.right <= app.size.width and panes.styles.border_top[0]
+            assert panes.styles.border_right[0]
+            hints, palette = _hints(app)
+            assert hints and max(h.region.right for h in hints) <= palette.region.x, keys
+            if "e" not in keys:  # in a field `?` is a character, not the help
+                assert any(h.key == "question_mark" for h in hints), keys
+        app.ws.path = tmp_path / ("a-long-folder-name-" * 3) / "session.yaml"
+        title = app.query_one("#title-bar")
+        title.update(app.title_text())
+        await pilot.pause(0.1)
+        line = title.render_line(0).text.rstrip()
+        if size[0] == 80:
+            assert line.endswith("…"), line
+        else:
+            assert line.endswith(app.title_text()), line

@@ -1,0 +1,87 @@
+"""Widgets that fit a narrow terminal (80x24 in tmux) instead of cutting text mid-word.
+
+`PaneTabs`: the pane tabs, with shorter labels (`1 Time`, then the numbers alone) when the full
+ones do not fit, so that every tab shows. `FittedFooter`: the key hints, the least needed
+dropped first until the rest fit beside the palette hint (Textual's Footer cut `b Sideb`).
+"""
+
+from __future__ import annotations
+
+from textual.widgets import Footer, TabbedContent
+
+from .commands import PANE_TITLES
+
+SHORT_TITLES = {"timing": "Time", "profile": "Prof", "ptx": "PTX", "traffic": "Traf", "log": "Log",
+                "diagnosis": "Diag"}
+TAB_PADDING = 2  # a Tab's padding: one cell each side (Textual's default CSS)
+# footer hints dropped first when not all fit (keys as Binding.key); then the others from the
+# right; `?` (help, which lists every key) goes last
+DROP_FIRST = ("ctrl+o", "ctrl+s", "q", "b", "e")
+KEEP_LAST = ("question_mark",)
+
+
+def tab_labels(pane_ids: list[str], width: int) -> dict[str, str]:
+    """`pane id -> label` (`1 Timing` ...) whose tabs fit in `width` cells: full titles, else
+    short ones, else the numbers alone."""
+    for titles in (PANE_TITLES, SHORT_TITLES, {}):
+        labels = {pane: f"{n} {titles[pane]}" if titles else str(n) for n, pane in enumerate(pane_ids, start=1)}
+        if sum(len(label) + TAB_PADDING for label in labels.values()) <= width:
+            break
+    return labels
+
+
+class PaneTabs(TabbedContent):
+    """The panes; the tab labels follow the width (`tab_labels`)."""
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.fit_labels)
+
+    def fit_labels(self) -> None:
+        panes = [pane.id for pane in self.query_children("ContentSwitcher").first().children if pane.id]
+        for pane, label in tab_labels(panes, self.content_size.width).items():
+            tab = self.get_tab(pane)
+            if str(tab.label) != label:
+                tab.label = label
+
+
+def _hint_width(key) -> int:
+    """Cells of a compact footer hint: key, a space, description, and a gap (or the palette
+    hint's left border)."""
+    return len(key.key_display) + (1 + len(key.description) if key.description else 0) + 1
+
+
+def _drop_order(keys: list) -> list:
+    def rank(item: tuple[int, object]) -> tuple[int, int]:
+        index, key = item
+        if key.key in DROP_FIRST:
+            return 0, DROP_FIRST.index(key.key)
+        return (2 if key.key in KEEP_LAST else 1), -index
+    return [key for _, key in sorted(enumerate(keys), key=rank)]
+
+
+class FittedFooter(Footer):
+    """Textual's Footer, less the hints that would not fit (`DROP_FIRST` go first)."""
+
+    _width = 0
+
+    def compose(self):
+        widgets = list(super().compose())
+        keys = [w for w in widgets if hasattr(w, "key_display") and not w.has_class("-command-palette")]  # FooterKey
+        room = self.size.width - sum(_hint_width(w) for w in widgets if w.has_class("-command-palette"))
+        used = sum(_hint_width(k) for k in keys)
+        dropped: list = []
+        for key in _drop_order(keys):
+            if used <= room or not self.size.width:
+                break
+            dropped.append(key)
+            used -= _hint_width(key)
+        for key in reversed(dropped[:-1]):  # a short hint dropped before a long one may fit again
+            if used + _hint_width(key) <= room:
+                dropped.remove(key)
+                used += _hint_width(key)
+        yield from (w for w in widgets if not any(w is key for key in dropped))
+
+    def on_resize(self) -> None:
+        if self.size.width != self._width:
+            self._width = self.size.width
+            self.call_after_refresh(self.recompose)
