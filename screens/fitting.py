@@ -1,6 +1,6 @@
 """Widgets that fit a narrow terminal (80x24 in tmux) instead of cutting text mid-word.
 
-`PaneTabs`: the pane tabs, with shorter labels (`1 Time`, then the numbers alone) when the full
+`PaneTabs`: the pane tabs, with shorter labels (`1 Time`, `1 Tim`, then the numbers alone) when the full
 ones do not fit, so that every tab shows. `FittedFooter`: the key hints, the least needed
 dropped first until the rest fit beside the palette hint (Textual's Footer cut `b Sideb`).
 """
@@ -13,6 +13,7 @@ from .commands import PANE_TITLES
 
 SHORT_TITLES = {"timing": "Time", "profile": "Prof", "ptx": "PTX", "traffic": "Traf", "log": "Log",
                 "diagnosis": "Diag"}
+TINY_TITLES = {pane: title[:3] for pane, title in SHORT_TITLES.items()}  # the spec editor at 80x24
 TAB_PADDING = 2  # a Tab's padding: one cell each side (Textual's default CSS)
 # footer hints dropped first when not all fit (keys as Binding.key); then the others from the
 # right; `?` (help, which lists every key) goes last
@@ -22,8 +23,8 @@ KEEP_LAST = ("question_mark",)
 
 def tab_labels(pane_ids: list[str], width: int) -> dict[str, str]:
     """`pane id -> label` (`1 Timing` ...) whose tabs fit in `width` cells: full titles, else
-    short ones, else the numbers alone."""
-    for titles in (PANE_TITLES, SHORT_TITLES, {}):
+    short ones (`1 Time`, then `1 Tim`), else the numbers alone."""
+    for titles in (PANE_TITLES, SHORT_TITLES, TINY_TITLES, {}):
         labels = {pane: f"{n} {titles[pane]}" if titles else str(n) for n, pane in enumerate(pane_ids, start=1)}
         if sum(len(label) + TAB_PADDING for label in labels.values()) <= width:
             break

@@ -27,10 +27,7 @@ class LogPane(KeyRichLog):
     DEFAULT_CSS = "LogPane { scrollbar-gutter: stable; overflow-x: hidden; }"
 
     def __init__(self, **kwargs) -> None:
-        # min_width: RichLog renders every line at least 78 cells wide by default, which a narrow
-        # pane (80x24 with the sidebar) crops on the right instead of wrapping
-        super().__init__(markup=False, wrap=True, max_lines=MAX_LINES, auto_scroll=True, min_width=1,
-                         **kwargs)
+        super().__init__(markup=False, wrap=True, max_lines=MAX_LINES, auto_scroll=True, **kwargs)
         self.entries: list[tuple[str, str]] = []  # (level, text), also while the pane is hidden
         self.rendered_width = 0  # the width, in cells, the lines on screen were rendered at
 

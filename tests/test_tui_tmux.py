@@ -159,3 +159,15 @@ async def test_what_does_not_fit_at_80x24_ends_with_an_ellipsis_or_is_dropped(tm
             assert line.endswith("…"), line
         else:
             assert line.endswith(app.title_text()), line
+
+
+def test_tab_labels_shorten_to_fit_and_keep_their_numbers():
+    from workbench.screens.fitting import tab_labels
+
+    panes = ["timing", "profile", "ptx", "traffic", "log", "diagnosis"]
+    assert tab_labels(panes, 200)["diagnosis"] == "6 Diagnosis"
+    assert list(tab_labels(panes, 50).values()) == ["1 Time", "2 Prof", "3 PTX", "4 Traf", "5 Log", "6 Diag"]
+    assert tab_labels(panes, 42)["timing"] == "1 Tim"
+    assert list(tab_labels(panes, 20).values()) == ["1", "2", "3", "4", "5", "6"]
+    for width in (20, 42, 46, 59, 200):
+        assert sum(len(label) + 2 for label in tab_labels(panes, width).values()) <= width
