@@ -35,7 +35,7 @@ class PaneTabs(TabbedContent):
     """The panes; the tab labels follow the width (`tab_labels`)."""
 
     def on_resize(self) -> None:
-        self.call_after_refresh(self.fit_labels)
+        self.fit_labels()  # now, not after a refresh: the tabs' underline follows in this layout
 
     def fit_labels(self) -> None:
         panes = [pane.id for pane in self.query_children("ContentSwitcher").first().children if pane.id]
