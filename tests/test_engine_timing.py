@@ -180,3 +180,26 @@ def test_flush_kinds_read_leaves_the_buffer_unwritten_zero_writes_it(monkeypatch
     assert timing.flush_kind(read) == "read" and timing.flush_kind(None) is None
     assert timing.flush_kind(lambda: None) == "custom"
     assert timing.make_l2_flush("cpu", 2**20) is None
+
+
+def test_a_power_or_thermal_limit_holds_off_the_converged_stop_until_rep_ms():
+    """Constant samples converge at min_samples; once `limited` says a power or thermal limit was
+    met, the run goes on to rep_ms (the sustained clock, as do_bench times it)."""
+    rule = StopRule(rep_ms=50.0, min_samples=10, target_rel_error=0.005)
+    free = measure_run(lambda: None, BatchTimer(Clock(), sample_ms=1.0), rule, warmup_ms=0.0, clock=Clock())
+    assert len(free.samples_ms) == 10 and not free.sustained
+    clock = Clock()
+    held = measure_run(lambda: None, BatchTimer(clock, sample_ms=1.0), rule, warmup_ms=0.0, clock=clock,
+                       limited=lambda: True)
+    assert held.sustained and len(held.samples_ms) >= 50
+
+
+def test_the_clock_sampler_reports_a_limit_only_for_power_or_thermal_reasons():
+    from workbench.engine.clocks import ClockSampler
+
+    sampler = ClockSampler(None)
+    assert not sampler.limited()
+    sampler.reason_bits = 0x1 | 0x10          # idle, sync boost: not limits
+    assert not sampler.limited()
+    sampler.reason_bits |= 0x4                # sw_power_cap
+    assert sampler.limited()

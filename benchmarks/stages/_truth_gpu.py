@@ -110,8 +110,9 @@ class GpuTruth:
     # -- the methods: each returns (ms, median SM clock in MHz or None) ------------------------
     def _engine(self, call, kind: str) -> tuple[float, float | None]:
         with ClockSampler(self.info) as clocks:
-            run = measure_run(call, self.timer, RULE, warmup_ms=WARMUP_MS, flush=self.flush[kind])
-        self.last_engine = {"n": len(run.samples_ms), "batches": run.batches, "host_launch_ms": run.host_launch_ms,
+            run = measure_run(call, self.timer, RULE, warmup_ms=WARMUP_MS, flush=self.flush[kind],
+                              limited=clocks.limited)
+        self.last_engine = {"n": len(run.samples_ms), "batches": run.batches, "sustained": run.sustained, "host_launch_ms": run.host_launch_ms,
                             "headroom_ms": run.headroom_ms, "flush_kind": kind}
         return summarize(run.samples_ms).median_ms, _mhz(clocks)
 

@@ -50,7 +50,7 @@ FULL_SETTINGS = {"lecture06-matmul": {"rep_ms": 50.0, "min_samples": 5}}
 
 def run(quick: bool, out: Path) -> list[dict]:
     has_gpu = _has_gpu()
-    names = (tuple(n for n in FULL if n in ONLY) if ONLY else FULL) if has_gpu else ("smoke-quick",)
+    names = (tuple(n for n in FULL if n in ONLY) + _files(ONLY) if ONLY else FULL) if has_gpu else ("smoke-quick",)
     rows: list[dict] = []
     details: list[dict] = []
     start = time.monotonic()
@@ -67,6 +67,18 @@ def run(quick: bool, out: Path) -> list[dict]:
     return rows + details
 
 
+def _files(only: tuple[str, ...]) -> tuple[str, ...]:
+    """The --only entries that are session files (a path ending in .yaml, relative to the
+    repository root), replayed as they are; anything else must be a name in FULL."""
+    unknown = [n for n in only if n not in FULL and not n.endswith(".yaml")]
+    if unknown:
+        raise ValueError(f"replay --only: {', '.join(unknown)}: not one of {', '.join(FULL)} nor a .yaml file")
+    missing = [n for n in only if n.endswith(".yaml") and not (ROOT / n).is_file()]
+    if missing:
+        raise ValueError(f"replay --only: no session file {', '.join(missing)} under {ROOT}")
+    return tuple(n for n in only if n.endswith(".yaml"))
+
+
 def _has_gpu() -> bool:
     import torch
 
@@ -74,9 +86,12 @@ def _has_gpu() -> bool:
 
 
 def _session_file(name: str, quick: bool, out: Path) -> str:
-    """The shipped session by name, or (quick, or with full-mode settings) a derived copy."""
+    """The shipped session by name, or (quick, or with full-mode settings) a derived copy; a
+    .yaml path as it is."""
     from workbench.session import load_session, save_session, shipped_path
 
+    if name.endswith(".yaml"):
+        return str(ROOT / name)
     overrides = dict(QUICK_SETTINGS) if quick else dict(FULL_SETTINGS.get(name, {}))
     if not overrides:
         return name
@@ -100,6 +115,7 @@ def _shrink(run, index: int, change: dict[str, Any]):
 
 
 def _replay(name: str, session: str, out: Path, limit_s: float) -> tuple[dict, dict | None]:
+    name = Path(name).stem
     result, log = out / f"{name}.json", out / f"{name}.log"
     cmd = [sys.executable, "-m", "workbench", "--replay", session, "--format", "json", "-o", str(result)]
     t0 = time.monotonic()

@@ -36,11 +36,11 @@ def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ce
 
     with ClockSampler(dev.info if dev.is_cuda else None) as clocks:
         run = measure_run(lambda: fn(*inputs), timer, rule, warmup_ms=settings.warmup_ms, flush=flush,
-                          on_samples=on_samples, cancelled=throttled(dev.stop.is_set))
+                          on_samples=on_samples, cancelled=throttled(dev.stop.is_set), limited=clocks.limited)
     samples = run.samples_ms
     timing = blank(TIMING_KEYS, timer=timer.name, flush_l2=flush is not None, flush_kind=flush_kind(flush),
                    throttle=[], host_launch_ms=run.host_launch_ms, headroom_ms=run.headroom_ms,
-                   batches=run.batches, samples_ms=list(samples) if settings.keep_samples else None,
+                   batches=run.batches, sustained=run.sustained, samples_ms=list(samples) if settings.keep_samples else None,
                    **summarize(samples).as_dict())
     flag = convergence_flag(samples, settings.target_rel_error, settings.rep_ms)
     if flag:

@@ -72,6 +72,10 @@ class ClockSampler:
             self._thread.join(timeout=1.0)
             self._sample()
 
+    def limited(self) -> bool:
+        """Whether a power or thermal limit reason was seen so far (False without NVML)."""
+        return any(reason in LIMIT_REASONS for reason in reason_names(self.reason_bits))
+
     def fields(self) -> dict:
         return clock_fields(self.clocks_mhz, self.reason_bits, sampled=self._handle is not None)
 

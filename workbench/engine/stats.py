@@ -83,14 +83,16 @@ def median_rel_error(samples_ms: Sequence[float]) -> float:
 class StopRule:
     """When to stop timing: never under min_samples; then once the median's rel. SE is below
     target_rel_error, or once rep_ms of host time is spent, or at max_samples (a guard for
-    sub-microsecond calls)."""
+    sub-microsecond calls). `done(..., converge=False)` skips the rel. SE stop: a row whose SM
+    clock met a power or thermal limit is timed for the whole rep_ms (engine/timing.py), as
+    do_bench does, because its sustained clock is lower than a short burst's."""
 
     rep_ms: float = 100.0
     min_samples: int = 10
     target_rel_error: float = 0.005
     max_samples: int = 100_000
 
-    def done(self, samples_ms: Sequence[float], elapsed_ms: float) -> bool:
+    def done(self, samples_ms: Sequence[float], elapsed_ms: float, converge: bool = True) -> bool:
         """Whether to stop after these samples and `elapsed_ms` of host time. Called once per
         batch of samples (engine/timing.py: at most ~10 batches per second), so the O(n log n)
         error estimate runs every time."""
@@ -99,4 +101,4 @@ class StopRule:
             return False
         if n >= self.max_samples or elapsed_ms >= self.rep_ms:
             return True
-        return median_rel_error(samples_ms) < self.target_rel_error
+        return converge and median_rel_error(samples_ms) < self.target_rel_error

@@ -264,17 +264,24 @@ class Measurement:
     headroom_ms: float
     batches: int
     warmup_calls: int
+    sustained: bool = False  # the rel. SE stop was held off: a power or thermal limit was met
 
 
 def measure_run(call: Callable[[], Any], timer: Timer, rule: StopRule, *, warmup_ms: float = 25.0,
                 flush: Callable[[], None] | None = None,
                 on_samples: Callable[[tuple[float, ...]], None] | None = None,
                 cancelled: Callable[[], bool] = lambda: False,
+                limited: Callable[[], bool] = lambda: False,
                 clock: Callable[[], float] = time.perf_counter) -> Measurement:
     """Warm up, then time `call` in batches until `rule` says stop.
 
     flush: run before each sample, outside the timed window (L2 flush); on_samples: receives
-    batches of samples (<= 10 per second); cancelled: polled after every batch, raises Cancelled.
+    batches of samples (<= 10 per second); cancelled: polled after every batch, raises Cancelled;
+    limited: polled after every batch (engine/clocks.py ClockSampler.limited: the SM clock met a
+    power or thermal limit during warm-up or timing): once true, the run is not stopped on a
+    converged median but timed for the whole rep_ms. A power-limited kernel (a large bf16 GEMM
+    on an H200) clocks down over tens of milliseconds; stopping after 10 samples (15 ms) timed
+    the burst clock, 5% faster than do_bench's 100 ms (results/h200/2026-12-01/truth-details.json).
     """
     warm = warm_up(call, timer, warmup_ms, clock, flush)
     spin = 0.0
@@ -283,7 +290,7 @@ def measure_run(call: Callable[[], Any], timer: Timer, rule: StopRule, *, warmup
         spin = headroom_ms(warm.host_launch_ms, flush_ms)
     batcher = SampleBatcher(on_samples or (lambda _batch: None), clock=clock)
     samples: list[float] = []
-    batches, t0 = 0, clock()
+    batches, t0, sustained = 0, clock(), False
     while True:
         n = batch_size(warm.round_ms, len(samples), (clock() - t0) * 1e3, rule)
         samples += timer.time_batch(call, n, flush, spin)
@@ -291,9 +298,10 @@ def measure_run(call: Callable[[], Any], timer: Timer, rule: StopRule, *, warmup
         batcher.extend(samples[-n:])
         if cancelled():
             raise Cancelled()
-        if rule.done(samples, (clock() - t0) * 1e3):
+        sustained = sustained or limited()
+        if rule.done(samples, (clock() - t0) * 1e3, converge=not sustained):
             batcher.flush()
-            return Measurement(samples, warm.host_launch_ms, spin, batches, warm.calls)
+            return Measurement(samples, warm.host_launch_ms, spin, batches, warm.calls, sustained)
 
 
 def measure(call: Callable[[], Any], timer: Timer, rule: StopRule, **kwargs) -> list[float]:
