@@ -39,6 +39,9 @@ def test_methods_are_interleaved_with_a_rotating_order():
     found = interleave(methods, 3)
     assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
     assert {k: len(v) for k, v in found.items()} == {"a": 3, "b": 3, "c": 3}
+    order.clear()
+    interleave(methods, 1, settle=lambda: order.append("settle"))
+    assert order == ["settle", "a", "b", "c"]          # the GPU settled once, before the first round
 
 
 def test_the_row_has_exactly_the_contract_keys_and_the_ratio_of_medians():

@@ -40,10 +40,15 @@ def cases(quick: bool) -> list[Case]:
     return rows
 
 
-def interleave(methods: dict[str, Callable[[], tuple[float, float | None]]], rounds: int) -> dict[str, list]:
+def interleave(methods: dict[str, Callable[[], tuple[float, float | None]]], rounds: int,
+               settle: Callable[[], None] | None = None) -> dict[str, list]:
     """Each method once per round, the order rotated each round (A B C, B C A, C A B, ...): drift
-    and warm-up order do not favour one. Returns {name: [(ms, sm_clock_median_mhz), ...]}."""
+    and warm-up order do not favour one. settle: run once before the first round (the GPU brought
+    to its steady clock: after the build and check it idled, and a power-limited kernel's first
+    method ran boosted, 1980 against 1560 MHz). Returns {name: [(ms, sm_clock_median_mhz), ...]}."""
     names, found = list(methods), {name: [] for name in methods}
+    if settle is not None:
+        settle()
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
             found[name].append(methods[name]())

@@ -14,6 +14,8 @@ from workbench.engine.timing import make_l2_flush, make_timer, measure_run, warm
 
 RULE = StopRule(rep_ms=REP_MS, min_samples=10, target_rel_error=0.005)
 OLD_HEADROOM_MS = 0.1  # the former method's fixed spin (200_000 cycles at ~2 GHz)
+SETTLE_MS = 500.0      # back-to-back calls before a case's first round (_truth_core.interleave)
+MATMUL_ROUNDS = 5      # power-limited rows vary most round to round: more rounds (~0.8 s each)
 
 
 class GpuTruth:
@@ -73,7 +75,8 @@ class GpuTruth:
                 "engine_zero_flush": lambda: self._engine(call, "zero")}
             if case.op == "matmul":
                 methods["sync_each_sample"] = lambda: self._sync_each(call)
-            found = interleave(methods, self.rounds)
+            rounds = max(self.rounds, MATMUL_ROUNDS) if case.op == "matmul" else self.rounds
+            found = interleave(methods, rounds, settle=lambda: self._settle(call))
             detail["rounds"] = {name: [{"ms": ms, "sm_clock_mhz": mhz} for ms, mhz in got] for name, got in found.items()}
             detail["engine_method"] = dict(self.last_engine)
             return summary_row(case, found), detail
@@ -115,6 +118,15 @@ class GpuTruth:
         self.last_engine = {"n": len(run.samples_ms), "batches": run.batches, "sustained": run.sustained, "host_launch_ms": run.host_launch_ms,
                             "headroom_ms": run.headroom_ms, "flush_kind": kind}
         return summarize(run.samples_ms).median_ms, _mhz(clocks)
+
+    def _settle(self, call) -> None:
+        """Calls back to back for SETTLE_MS of host time, then a synchronize (not timed)."""
+        t0 = time.perf_counter()
+        while (time.perf_counter() - t0) * 1e3 < SETTLE_MS:
+            for _ in range(8):
+                call()
+            self.timer.sync()
+        self.timer.sync()
 
     def _do_bench(self, call) -> tuple[float, float | None]:
         from workbench.engine.dobench import do_bench_median_ms
