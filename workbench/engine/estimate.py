@@ -137,9 +137,13 @@ def skip_reason(estimate: Estimate, timeout_s: float, memory_bytes: int | None) 
 def check_bytes_of(op, impl, spec) -> int | None:
     """The check workspace of one row (workbench.chunking.check_workspace_bytes), from the input
     and output shapes found on torch's meta device (no memory, no values); None when the op's
-    inputs or reference cannot run there (estimate_row then assumes the conservative default)."""
+    inputs or reference cannot run there (estimate_row then assumes the conservative default).
+    In the front end (a torch-free planner: engine/planning.CostedRegistry) the implementation
+    carries the worker's answer instead, `impl.check_bytes(spec)`."""
     from workbench.chunking import check_workspace_bytes
 
+    if callable(getattr(impl, "check_bytes", None)):
+        return impl.check_bytes(spec)
     try:
         import torch
 

@@ -109,3 +109,7 @@ class _CostedImpl:
     def cost(self, op: Any, spec: Any) -> Cost:
         found = self._op.fact(self._impl.name, spec)
         return Cost(found.bytes_read, found.bytes_written, found.flops, found.bytes_moved_est)
+
+    def check_bytes(self, spec: Any) -> int | None:
+        """The worker's check workspace for this row (SpecFacts.check_bytes)."""
+        return self._op.fact(self._impl.name, spec).check_bytes

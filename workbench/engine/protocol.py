@@ -102,7 +102,9 @@ class Query:
 class SpecFacts:
     """What a worker says about one queried spec: error (the op's own rule failed, or None);
     bytes_read / bytes_written / flops / bytes_moved_est: the implementation's Cost;
-    footprint_bytes: Op.footprint_bytes."""
+    footprint_bytes: Op.footprint_bytes; check_bytes: the check's device workspace
+    (engine/estimate.check_bytes_of: it needs the op's input factory and reference, which only
+    the worker has; None: not known, the estimate assumes the conservative default)."""
 
     error: str | None = None
     bytes_read: int = 0
@@ -110,6 +112,7 @@ class SpecFacts:
     flops: int = 0
     bytes_moved_est: int | None = None
     footprint_bytes: int = 0
+    check_bytes: int | None = None
 
 
 @dataclass(frozen=True)

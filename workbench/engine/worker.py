@@ -127,6 +127,7 @@ def _build_ahead(job: ChildJob, runner: Any, channel: Channel, stop: Any) -> str
 def describe(registry: Any, error: str | None, query: Query) -> list[SpecFacts]:
     """Cost, footprint, the op's own spec rules and addressability (workbench/spec.py) for each
     queried (op, impl, shape, dtype)."""
+    from workbench.engine.estimate import check_bytes_of
     from workbench.spec import addressable_problem
 
     answers = []
@@ -141,7 +142,8 @@ def describe(registry: Any, error: str | None, query: Query) -> list[SpecFacts]:
             cost, footprint = impl.cost(op, spec), op.footprint_bytes(spec)
             answers.append(SpecFacts(error=addressable_problem(spec, footprint), bytes_read=cost.bytes_read,
                                      bytes_written=cost.bytes_written, flops=cost.flops,
-                                     bytes_moved_est=cost.bytes_moved_est, footprint_bytes=footprint))
+                                     bytes_moved_est=cost.bytes_moved_est, footprint_bytes=footprint,
+                                     check_bytes=check_bytes_of(op, impl, spec)))
         except Exception as exc:  # the op's own rule (SpecError) or a cost model that raised
             answers.append(SpecFacts(error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
     return answers
