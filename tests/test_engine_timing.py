@@ -70,11 +70,13 @@ def test_headroom_is_sized_from_host_launch_time_less_the_flush():
     assert headroom_ms(0.060, 0.070) == pytest.approx(1.5 * 0.070 - 0.070)  # a Triton-like launcher
     assert headroom_ms(0.060, 0.0) == pytest.approx(1.5 * 0.070)  # no flush to hide behind
     assert headroom_ms(50.0, 0.070) == timing.MAX_HEADROOM_MS
+    assert headroom_ms(0.130, 0.070, device_ms=1.5) == 0.0        # a long kernel keeps the host ahead
+    assert headroom_ms(0.130, 0.070, device_ms=0.05) == pytest.approx(1.5 * 0.140 - 0.120)
 
 
 def test_measure_run_passes_the_warm_up_headroom_to_every_batch():
     clock = Clock()
-    timer = BatchTimer(clock, sample_ms=1.0, spins=True, flush_ms=0.07)
+    timer = BatchTimer(clock, sample_ms=0.01, spins=True, flush_ms=0.07)  # a 10 us kernel
 
     def call():  # 0.2 ms on the host before it returns (a Python-heavy launcher)
         clock.now_s += 0.2e-3
@@ -88,6 +90,9 @@ def test_measure_run_passes_the_warm_up_headroom_to_every_batch():
     assert run.headroom_ms == pytest.approx(expected)
     # warm-up (no spin), the flush's own device time (3 samples), then the timed batches with the spin
     assert timer.batches[0] == (1, 0.0) and timer.batches[1] == (3, 0.0)
+    long_kernel = BatchTimer(clock, sample_ms=1.5, spins=True, flush_ms=0.07)
+    run = measure_run(call, long_kernel, StopRule(rep_ms=1e6, min_samples=5), warmup_ms=0.0, flush=flush, clock=clock)
+    assert run.headroom_ms == 0.0  # a kernel longer than its launch: the host stays ahead, no spin
     assert all(h == pytest.approx(expected) for _n, h in timer.batches[2:])
 
 

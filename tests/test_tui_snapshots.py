@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow  # every test here runs the whole Textual app (pyp
 DATA_DIR = Path("/tmp/workbench-tui-snapshots")  # fixed: paths appear in the Log pane
 SIZE = (120, 40)
 SIZES = {"80x24": (80, 24), "120x40": (120, 40), "200x50": (200, 50)}
-PROFILE_H200 = Path(__file__).parent.parent / "results" / "h200" / "lecture06-profile.json"
+PROFILE_H200 = Path(__file__).parent / "fixtures" / "h200" / "lecture06-profile-2026-11-29.json"
 
 
 @pytest.fixture

@@ -237,10 +237,15 @@ def warm_up(call: Callable[[], Any], timer: Timer, warmup_ms: float,
             return WarmUp(len(host_ms), quantile(sorted(host_ms), 0.5), quantile(sorted(round_ms), 0.5))
 
 
-def headroom_ms(host_launch_ms: float, flush_ms: float) -> float:
-    """Device spin per sample: HEADROOM_FACTOR x (host launch + event records) less the flush's
-    device time (which the host's launch already overlaps), between 0 and MAX_HEADROOM_MS."""
-    need = HEADROOM_FACTOR * (host_launch_ms + EVENT_RECORD_MS) - flush_ms
+def headroom_ms(host_launch_ms: float, flush_ms: float, device_ms: float = 0.0) -> float:
+    """Device spin per sample: HEADROOM_FACTOR x (host launch + event records) less the device
+    time the host's launch already overlaps: the flush's, and the previous sample's kernel
+    (device_ms, estimated from warm-up: engine/timing.measure_run). Between 0 and MAX_HEADROOM_MS.
+    A kernel longer than its launch keeps the host ahead within a batch and needs no spin; a spin
+    there only idled the device (0.15 ms a sample for a 1.5 ms Triton GEMM on the H200), letting
+    a power-limited kernel clock higher than under do_bench (0.944 of do_bench's median, against
+    0.999 for cuBLAS, whose spin was 0: results/h200/2026-12-01b/truth-call2)."""
+    need = HEADROOM_FACTOR * (host_launch_ms + EVENT_RECORD_MS) - flush_ms - device_ms
     return min(MAX_HEADROOM_MS, max(0.0, need))
 
 
@@ -287,7 +292,10 @@ def measure_run(call: Callable[[], Any], timer: Timer, rule: StopRule, *, warmup
     spin = 0.0
     if getattr(timer, "spins", False):
         flush_ms = quantile(sorted(timer.time_batch(flush, 3)), 0.5) if flush is not None else 0.0
-        spin = headroom_ms(warm.host_launch_ms, flush_ms)
+        # the kernel's device time, under-estimated (so the spin errs long): a warm-up round is
+        # the host launch, then the flush and kernel on the device, then the synchronize
+        device_ms = max(0.0, warm.round_ms - warm.host_launch_ms - flush_ms)
+        spin = headroom_ms(warm.host_launch_ms, flush_ms, device_ms)
     batcher = SampleBatcher(on_samples or (lambda _batch: None), clock=clock)
     samples: list[float] = []
     batches, t0, sustained = 0, clock(), False
