@@ -151,3 +151,19 @@ def test_a_closed_pool_leaves_no_process(tmp_path):
     pool.close()
     assert not any(_alive(p) for p in pids)
     assert multiprocessing.active_children() == []
+
+
+def test_the_zygote_writes_to_its_log_file_not_to_the_front_ends_terminal(tmp_path):
+    """A forked child that fails before its own redirect printed over the TUI (H200, tmux):
+    the zygote's stdout and stderr are the file engine/workers.zygote_log_path names."""
+    from multiprocessing import forkserver
+
+    pool = workers.WorkerPool(spares=False)
+    try:
+        pool.prestart(WorkerKey(interpret=False, plugin_paths=(), device="cpu"))
+        zygote = forkserver._forkserver._forkserver_pid
+        assert zygote is not None
+        for fd in (1, 2):
+            assert os.readlink(f"/proc/{zygote}/fd/{fd}") == os.environ["WORKBENCH_ZYGOTE_LOG"]
+    finally:
+        pool.close()

@@ -55,7 +55,14 @@ def start_context(method: str | None = None) -> Any:
     context = multiprocessing.get_context(method)
     if method == "forkserver":
         context.set_forkserver_preload(ZYGOTE_PRELOAD)
+        os.environ.setdefault("WORKBENCH_ZYGOTE_LOG", str(zygote_log_path()))  # read by engine/zygote.py
     return context
+
+
+def zygote_log_path() -> Path:
+    """Where the zygote's (and its children's early) stdout and stderr go: a file per front-end
+    process in the temp folder, removed at exit (engine/zygote.py)."""
+    return Path(tempfile.gettempdir()) / f"workbench-zygote-{os.getpid()}.log"
 
 
 class WorkerProcess:
@@ -229,6 +236,8 @@ def _close_all_pools() -> None:
     the default handler back (tests/test_cli_stop.py), so it is killed: its workers are gone."""
     for pool in list(_POOLS):
         pool.close()
+    if os.environ.get("WORKBENCH_ZYGOTE_LOG") == str(zygote_log_path()):
+        zygote_log_path().unlink(missing_ok=True)
     from multiprocessing import forkserver
 
     server = getattr(forkserver, "_forkserver", None)
