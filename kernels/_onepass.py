@@ -21,24 +21,41 @@ MAX_CLUSTER = 16  # sm_90's largest (non-portable) thread-block cluster
 CLUSTER_SHAPES = {4: ((512, 8), (1024, 8), (1024, 4), (256, 16)),
                   8: ((512, 4), (512, 8), (1024, 8), (256, 8), (1024, 4)),
                   1: ((512, 16), (1024, 16))}
+# (threads, packs, spacks): softmax.cu's ONEPASS_STAGED_V*, which also keep `spacks` 16-byte packs
+# per thread in shared memory (cp.async). Why: on the H200 the register-only shapes ran one block
+# per SM (8 x 1024 x 8 in float32) or left 20 of 132 SMs idle (16-block clusters: 14 fit at once),
+# 85% / 79% of copy. Staging makes 2- to 8-block clusters hold the row, or lets two blocks share an
+# SM so that one block's loads overlap the other's reduction (QuACK stages its tile the same way).
+# Untimed guesses until the tune19 stage measures them; the autotuner keeps whichever is fastest.
+STAGED_SHAPES = {4: ((512, 8, 8), (512, 4, 12), (256, 16, 16), (256, 8, 24), (1024, 8, 8), (512, 8, 24)),
+                 8: ((256, 4, 4), (512, 4, 4), (256, 8, 8), (512, 8, 8), (1024, 4, 4), (512, 4, 12), (1024, 8, 8)),
+                 1: ()}
+ONEPASS_VERSION = "2"  # the autotune cache key's version: bump when the candidates change
 
 
 @dataclass(frozen=True)
 class OnepassConfig:
-    """threads per block, packs per thread, blocks per cluster (1: no cluster), pack width."""
+    """threads per block, packs per thread in registers, blocks per cluster (1: no cluster), pack
+    width, and packs per thread staged in shared memory (16 bytes each)."""
 
     threads: int
     packs: int
     cluster: int
     vec: int
+    spacks: int = 0
 
     @property
     def elements(self) -> int:
         """Columns the configuration holds (one row)."""
-        return self.threads * self.packs * self.vec * self.cluster
+        return self.threads * (self.packs + self.spacks) * self.vec * self.cluster
+
+    @property
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory per block (the staged packs)."""
+        return self.threads * self.spacks * 16
 
     def params(self) -> dict[str, int]:
-        return {"threads": self.threads, "packs": self.packs, "cluster": self.cluster}
+        return {"threads": self.threads, "packs": self.packs, "spacks": self.spacks, "cluster": self.cluster}
 
 
 def pack_width(n_cols: int, itemsize: int) -> int:
@@ -67,19 +84,22 @@ def onepass_plan(n_cols: int, itemsize: int) -> OnepassConfig | None:
 
 def cluster_candidates(n_cols: int, itemsize: int) -> list[OnepassConfig]:
     """The configurations the autotuner compares for a clustered row: the plan first, then every
-    instantiated (threads, packs) in the smallest cluster that holds the row. Empty for a row
+    instantiated (threads, packs) and staged (threads, packs, spacks) in the smallest cluster that
+    holds the row. Empty for a row
     that fits one block (nothing to tune) or needs the two-pass kernel."""
     plan = onepass_plan(n_cols, itemsize)
     if plan is None or plan.cluster == 1:
         return []
     vec, out = plan.vec, [plan]
     n_packs = -(-n_cols // vec)
-    for threads, packs in CLUSTER_SHAPES[vec]:
+    shapes = [(t, p, 0) for t, p in CLUSTER_SHAPES[vec]] + list(STAGED_SHAPES[vec])
+    for threads, packs, spacks in shapes:
+        per_block = threads * (packs + spacks)
         cluster = 2
-        while cluster < MAX_CLUSTER and cluster * threads * packs < n_packs:
+        while cluster < MAX_CLUSTER and cluster * per_block < n_packs:
             cluster *= 2
-        cfg = OnepassConfig(threads, packs, cluster, vec)
-        if cluster * threads * packs >= n_packs and cfg not in out:
+        cfg = OnepassConfig(threads, packs, cluster, vec, spacks)
+        if cluster * per_block >= n_packs and cfg not in out:
             out.append(cfg)
     return out
 
@@ -100,4 +120,4 @@ def config_from(params: Any, n_cols: int, itemsize: int) -> OnepassConfig | None
     if not params or not params.get("threads"):
         return onepass_plan(n_cols, itemsize)
     return OnepassConfig(int(params["threads"]), int(params["packs"]), int(params["cluster"]),
-                         pack_width(n_cols, itemsize))
+                         pack_width(n_cols, itemsize), int(params.get("spacks", 0)))

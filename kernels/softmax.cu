@@ -220,6 +220,30 @@ __device__ __forceinline__ float2 block_merge(float m, float s, float2* warp_pai
     return warp_pairs[WARPS];
 }
 
+// The output pack exp(x - row_max) * inv_sum of one input pack.
+template <typename P, int VEC>
+__device__ __forceinline__ P scaled_pack(const P& in, float row_max, float inv_sum) {
+    P o;
+    if constexpr (VEC == 1) {
+        o.set1(0, exp_shifted(in.get(0), row_max) * inv_sum);
+    } else {
+#pragma unroll
+        for (int k = 0; k < VEC; k += 2)
+            o.set2(k, exp_shifted(in.get(k), row_max) * inv_sum, exp_shifted(in.get(k + 1), row_max) * inv_sum);
+    }
+    return o;
+}
+
+// 16 bytes from global to shared memory without a register (cp.async.cg: L2 only, sm_80+); the
+// copy completes at cp_async_wait_all. SPACKS > 0 stages that many packs per thread this way, so a
+// block holds more of its row than its registers do (QuACK stages its whole tile in shared memory
+// with cp.async the same way): smaller clusters, or more blocks per SM, for the same row.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+    const unsigned int s = (unsigned int)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
 // One row, or one 1/CLUSTER slice of it, per block; THREADS threads hold PACKS packs of VEC
 // elements each (16-byte loads when VEC * sizeof(T) == 16): a slice of THREADS * PACKS * VEC
 // columns, pack p of thread t at pack index p * THREADS + t (consecutive threads, consecutive
@@ -227,11 +251,17 @@ __device__ __forceinline__ float2 block_merge(float m, float s, float2* warp_pai
 // each thread's max, then its sum of exp; the (max, sum) pairs merge across the block and, with
 // IN_CLUSTER, across the cluster through distributed shared memory. Pass 2 (registers only):
 // y = exp(x - max) / sum. VEC > 1 needs n_cols % VEC == 0 and 16-byte-aligned rows.
-template <typename T, int VEC, int THREADS, int PACKS, bool IN_CLUSTER>
+// With SPACKS, each thread also owns packs PACKS..PACKS+SPACKS-1 (same striding), kept in dynamic
+// shared memory (THREADS * SPACKS * 16 bytes; 16-byte packs only): issued first as cp.async, they
+// are in flight while the register loads are issued, and only the issuing thread reads them.
+template <typename T, int VEC, int THREADS, int PACKS, bool IN_CLUSTER, int SPACKS = 0>
 __global__ void __launch_bounds__(THREADS)
 softmax_onepass_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
     using P = Pack<T, VEC>;
-    constexpr int SLICE = THREADS * PACKS * VEC;
+    static_assert(SPACKS == 0 || sizeof(P) == 16, "shared-memory packs are 16-byte cp.async copies");
+    constexpr int SLICE = THREADS * (PACKS + SPACKS) * VEC;
+    extern __shared__ __align__(16) unsigned char staged_bytes[];
+    P* staged = reinterpret_cast<P*>(staged_bytes);  // staged[j * THREADS + t]: no bank conflicts
     __shared__ float2 warp_pairs[THREADS / 32 + 1];
     __shared__ float2 block_pair;  // this block's pair, read by the cluster's other blocks
 
@@ -246,6 +276,13 @@ softmax_onepass_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
     const P* x_p = reinterpret_cast<const P*>(x + row * n_cols + col0);
     P* y_p = reinterpret_cast<P*>(y + row * n_cols + col0);
 
+    if constexpr (SPACKS > 0) {
+#pragma unroll
+        for (int j = 0; j < SPACKS; ++j) {
+            const int i = (PACKS + j) * THREADS + (int)threadIdx.x;
+            if (i < n_packs) cp_async16(&staged[j * THREADS + threadIdx.x], &x_p[i]);
+        }
+    }
     P p[PACKS];
 #pragma unroll
     for (int j = 0; j < PACKS; ++j) {
@@ -261,6 +298,17 @@ softmax_onepass_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
             for (int k = 0; k < VEC; ++k) m = fmaxf(m, p[j].get(k));
         }
     }
+    if constexpr (SPACKS > 0) {
+        cp_async_wait_all();  // this thread's copies are visible to it (no block barrier needed)
+#pragma unroll
+        for (int j = 0; j < SPACKS; ++j) {
+            if ((PACKS + j) * THREADS + (int)threadIdx.x < n_packs) {
+                const P q = staged[j * THREADS + threadIdx.x];
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) m = fmaxf(m, q.get(k));
+            }
+        }
+    }
     float s = 0.0f;
     if (m != -INFINITY) {  // a thread with no element (or only -inf) keeps the empty pair
 #pragma unroll
@@ -268,6 +316,16 @@ softmax_onepass_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
             if (j * THREADS + (int)threadIdx.x < n_packs) {
 #pragma unroll
                 for (int k = 0; k < VEC; ++k) s += exp_shifted(p[j].get(k), m);
+            }
+        }
+        if constexpr (SPACKS > 0) {
+#pragma unroll
+            for (int j = 0; j < SPACKS; ++j) {
+                if ((PACKS + j) * THREADS + (int)threadIdx.x < n_packs) {
+                    const P q = staged[j * THREADS + threadIdx.x];
+#pragma unroll
+                    for (int k = 0; k < VEC; ++k) s += exp_shifted(q.get(k), m);
+                }
             }
         }
     }
@@ -292,17 +350,13 @@ softmax_onepass_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
 #pragma unroll
     for (int j = 0; j < PACKS; ++j) {
         const int i = j * THREADS + (int)threadIdx.x;
-        if (i < n_packs) {
-            P o;
-            if constexpr (VEC == 1) {
-                o.set1(0, exp_shifted(p[j].get(0), row_max) * inv_sum);
-            } else {
+        if (i < n_packs) y_p[i] = scaled_pack<P, VEC>(p[j], row_max, inv_sum);
+    }
+    if constexpr (SPACKS > 0) {
 #pragma unroll
-                for (int k = 0; k < VEC; k += 2)
-                    o.set2(k, exp_shifted(p[j].get(k), row_max) * inv_sum,
-                           exp_shifted(p[j].get(k + 1), row_max) * inv_sum);
-            }
-            y_p[i] = o;
+        for (int j = 0; j < SPACKS; ++j) {
+            const int i = (PACKS + j) * THREADS + (int)threadIdx.x;
+            if (i < n_packs) y_p[i] = scaled_pack<P, VEC>(staged[j * THREADS + threadIdx.x], row_max, inv_sum);
         }
     }
     if constexpr (IN_CLUSTER) cg::this_cluster().barrier_wait();
@@ -314,22 +368,34 @@ softmax_onepass_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
 // The instantiated (THREADS, PACKS) configurations, as elements per thread E = PACKS * VEC:
 // E = 32 for the default ladder (THREADS 32..1024), plus the variants the H200 exploration
 // compared (E = 16 and 64). Codes: dtype 0 float32, 1 float16, 2 bfloat16.
-template <typename T, int VEC, int THREADS, int PACKS>
+// Dynamic shared memory past 48 KiB needs an opt-in per kernel (CUDA C++ Programming Guide,
+// "Shared Memory"); sm_90 allows up to 227 KiB per block.
+template <typename K>
+static cudaError_t allow_smem(K kernel, int bytes) {
+    if (bytes <= 48 * 1024) return cudaSuccess;
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+
+template <typename T, int VEC, int THREADS, int PACKS, int SPACKS = 0>
 static cudaError_t launch_config(const T* x, T* y, int64_t rows, int cols, int cluster, cudaStream_t stream) {
+    constexpr int SMEM = THREADS * SPACKS * 16;  // the staged packs (16 bytes each)
+    cudaError_t err;
     if (cluster <= 1) {
-        onepass::softmax_onepass_kernel<T, VEC, THREADS, PACKS, false>
-            <<<(unsigned int)rows, THREADS, 0, stream>>>(x, y, cols);
+        auto kernel = onepass::softmax_onepass_kernel<T, VEC, THREADS, PACKS, false, SPACKS>;
+        if ((err = allow_smem(kernel, SMEM)) != cudaSuccess) return err;
+        kernel<<<(unsigned int)rows, THREADS, SMEM, stream>>>(x, y, cols);
         return cudaGetLastError();
     }
-    auto kernel = onepass::softmax_onepass_kernel<T, VEC, THREADS, PACKS, true>;
+    auto kernel = onepass::softmax_onepass_kernel<T, VEC, THREADS, PACKS, true, SPACKS>;
+    if ((err = allow_smem(kernel, SMEM)) != cudaSuccess) return err;
     if (cluster > 8) {  // 16 blocks is a non-portable cluster size on sm_90: opt in once
-        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
         if (err != cudaSuccess) return err;
     }
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3((unsigned int)(rows * cluster), 1, 1);
     config.blockDim = dim3(THREADS, 1, 1);
-    config.dynamicSmemBytes = 0;
+    config.dynamicSmemBytes = SMEM;
     config.stream = stream;
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -348,14 +414,33 @@ static cudaError_t launch_config(const T* x, T* y, int64_t rows, int cols, int c
     X(1024, 2) X(256, 8) X(128, 16) X(512, 8) X(1024, 8) X(512, 2)
 #define ONEPASS_CONFIGS_V1(X) X(32, 16) X(64, 16) X(128, 16) X(256, 16) X(512, 16) X(1024, 16)
 
+// S(THREADS, PACKS, SPACKS): the configurations that stage SPACKS packs per thread in shared
+// memory (16-byte packs only), for the long rows (4096 x 262144): a slice of THREADS * (PACKS +
+// SPACKS) packs per block, so fewer blocks per row (clusters of 2-8 that tile the GPCs better) or
+// two blocks per SM where registers alone allow one (the load of one overlaps the other's
+// reduction). Sized for <= 227 KiB of shared memory per block: e.g. V4 (512, 8, 24) 192 KiB.
+#define ONEPASS_STAGED_V4(S) S(512, 8, 8) S(512, 4, 12) S(256, 16, 16) S(256, 8, 24) S(1024, 8, 8) S(512, 8, 24)
+#define ONEPASS_STAGED_V8(S) S(256, 4, 4) S(512, 4, 4) S(256, 8, 8) S(512, 8, 8) S(1024, 4, 4) S(512, 4, 12) \
+    S(1024, 8, 8)
+
 #define ONEPASS_CASE(THR, PK) \
-    if (threads == THR && packs == PK) return launch_config<T, VEC, THR, PK>(x, y, rows, cols, cluster, stream);
+    if (threads == THR && packs == PK && spacks == 0) \
+        return launch_config<T, VEC, THR, PK>(x, y, rows, cols, cluster, stream);
+#define ONEPASS_STAGED_CASE(THR, PK, SPK) \
+    if (threads == THR && packs == PK && spacks == SPK) \
+        return launch_config<T, VEC, THR, PK, SPK>(x, y, rows, cols, cluster, stream);
 
 template <typename T, int VEC>
-static cudaError_t dispatch(const T* x, T* y, int64_t rows, int cols, int threads, int packs, int cluster,
-                            cudaStream_t stream) {
-    if constexpr (VEC * sizeof(T) == 16 && sizeof(T) == 4) { ONEPASS_CONFIGS_V4(ONEPASS_CASE) }
-    if constexpr (VEC * sizeof(T) == 16 && sizeof(T) == 2) { ONEPASS_CONFIGS_V8(ONEPASS_CASE) }
+static cudaError_t dispatch(const T* x, T* y, int64_t rows, int cols, int threads, int packs, int spacks,
+                            int cluster, cudaStream_t stream) {
+    if constexpr (VEC * sizeof(T) == 16 && sizeof(T) == 4) {
+        ONEPASS_CONFIGS_V4(ONEPASS_CASE)
+        ONEPASS_STAGED_V4(ONEPASS_STAGED_CASE)
+    }
+    if constexpr (VEC * sizeof(T) == 16 && sizeof(T) == 2) {
+        ONEPASS_CONFIGS_V8(ONEPASS_CASE)
+        ONEPASS_STAGED_V8(ONEPASS_STAGED_CASE)
+    }
     if constexpr (VEC == 1) { ONEPASS_CONFIGS_V1(ONEPASS_CASE) }
     return cudaErrorInvalidConfiguration;  // not an instantiated configuration
 }
@@ -385,7 +470,7 @@ extern "C" int softmax_onepass_plan(int n_cols, int vec, int* threads, int* pack
     return 1;
 }
 
-// threads, packs, cluster: an instantiated configuration, or threads = 0 for the plan above.
+// threads, packs, spacks, cluster: an instantiated configuration, or threads = 0 for the plan above.
 static bool onepass_vec_ok(int cols, int itemsize, const void* x, const void* y) {
     return (cols % (16 / itemsize) == 0) && ((uintptr_t)x % 16 == 0) && ((uintptr_t)y % 16 == 0);
 }
@@ -400,28 +485,28 @@ extern "C" int softmax_onepass_fits(int64_t rows, int cols, int itemsize, const 
 }
 
 template <typename T>
-static cudaError_t launch_onepass(const T* x, T* y, int64_t rows, int cols, int threads, int packs, int cluster,
-                                  cudaStream_t stream) {
+static cudaError_t launch_onepass(const T* x, T* y, int64_t rows, int cols, int threads, int packs, int spacks,
+                                  int cluster, cudaStream_t stream) {
     constexpr int VEC = 16 / sizeof(T);
     if (rows == 0 || cols == 0) return cudaSuccess;
     const bool vec_ok = onepass_vec_ok(cols, (int)sizeof(T), x, y);
     if (threads == 0 && !softmax_onepass_plan(cols, vec_ok ? VEC : 1, &threads, &packs, &cluster))
         return cudaErrorInvalidValue;  // too long for one pass: softmax_onepass_fits says so first
     if (cluster > 1 && rows * cluster > 0x7fffffffLL) return cudaErrorInvalidValue;
-    return vec_ok ? dispatch<T, VEC>(x, y, rows, cols, threads, packs, cluster, stream)
-                  : dispatch<T, 1>(x, y, rows, cols, threads, packs, cluster, stream);
+    return vec_ok ? dispatch<T, VEC>(x, y, rows, cols, threads, packs, spacks, cluster, stream)
+                  : dispatch<T, 1>(x, y, rows, cols, threads, packs, spacks, cluster, stream);
 }
 
 // Plain launchers (extern "C" so the binding can declare them without templates).
 extern "C" cudaError_t softmax_onepass_f32(const void* x, void* y, int64_t rows, int cols, int threads,
-                                           int packs, int cluster, cudaStream_t s) {
-    return launch_onepass((const float*)x, (float*)y, rows, cols, threads, packs, cluster, s);
+                                           int packs, int spacks, int cluster, cudaStream_t s) {
+    return launch_onepass((const float*)x, (float*)y, rows, cols, threads, packs, spacks, cluster, s);
 }
 extern "C" cudaError_t softmax_onepass_f16(const void* x, void* y, int64_t rows, int cols, int threads,
-                                           int packs, int cluster, cudaStream_t s) {
-    return launch_onepass((const __half*)x, (__half*)y, rows, cols, threads, packs, cluster, s);
+                                           int packs, int spacks, int cluster, cudaStream_t s) {
+    return launch_onepass((const __half*)x, (__half*)y, rows, cols, threads, packs, spacks, cluster, s);
 }
 extern "C" cudaError_t softmax_onepass_bf16(const void* x, void* y, int64_t rows, int cols, int threads,
-                                            int packs, int cluster, cudaStream_t s) {
-    return launch_onepass((const __nv_bfloat16*)x, (__nv_bfloat16*)y, rows, cols, threads, packs, cluster, s);
+                                           int packs, int spacks, int cluster, cudaStream_t s) {
+    return launch_onepass((const __nv_bfloat16*)x, (__nv_bfloat16*)y, rows, cols, threads, packs, spacks, cluster, s);
 }

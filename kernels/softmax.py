@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -32,8 +33,9 @@ from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource, trit
 from workbench.registry import BuildContext, Op
 from workbench.triton_support import jit, next_power_of_2, tl
 
+from . import _softmax_rows as rows_kernel
 from ._autotune import attach, can_tune, choose, default_choice
-from ._onepass import cluster_candidates, config_from, fits, geometry
+from ._onepass import ONEPASS_VERSION, cluster_candidates, config_from, fits, geometry
 from ._utils import MATRIX_TEST_SPECS, MatrixSpec, elementwise_cost, elementwise_runner, num_warps_for
 
 CU_FILE = Path(__file__).with_name("softmax.cu")
@@ -212,31 +214,52 @@ def _row_launch(kernel, spec: SoftmaxSpec, block: int, num_warps: int) -> Triton
     )
 
 
-def _warps_candidates(block: int, rule: int) -> list[dict[str, int]]:
-    """num_warps to compare: the rule's first, then twice and half of it (1..32 warps). On the H200
-    at 16384 columns the best differed by dtype (32 in float32, 8 in float16, 16 in bfloat16),
-    each by about 1% over the others."""
-    return [{"num_warps": w} for w in dict.fromkeys((rule, rule * 2, rule // 2)) if 1 <= w <= 32]
+def _tuned_launch(spec: SoftmaxSpec, block: int, cfg: dict[str, Any]) -> TritonLaunch:
+    """The launch of a tuned config: the lecture's kernel for its configs (kernels/_softmax_rows.py
+    `is_lecture`), else the variant kernel with ROWS rows per program."""
+    cfg = rows_kernel.config(cfg)
+    if rows_kernel.is_lecture(cfg):
+        return _row_launch(_softmax_kernel, spec, block, cfg["num_warps"])
+    ptr = triton_ptr(spec.dtype)
+    knobs = {k: cfg[k] for k in rows_kernel.DEFAULTS}
+    return TritonLaunch(
+        kernel=rows_kernel._softmax_rows_kernel,
+        signature={"x_ptr": ptr, "y_ptr": ptr, "x_row_stride": "i32", "y_row_stride": "i32", "n_rows": "i32",
+                   "n_cols": "i32", "BLOCK_SIZE": "constexpr", **{k: "constexpr" for k in knobs}},
+        constexprs={"BLOCK_SIZE": block, **knobs},
+        grid=rows_kernel.grid(spec.M, cfg["ROWS"]),
+        num_warps=cfg["num_warps"],
+        scalars={"x_row_stride": spec.N, "y_row_stride": spec.N, "n_rows": spec.M, "n_cols": spec.N},
+    )
+
+
+def _triton_candidates(spec: SoftmaxSpec) -> tuple[int, list[dict[str, int]]]:
+    block, rule = _one_block(spec)
+    return block, rows_kernel.candidates(block, rule, spec.dtype.itemsize)
+
+
+def _triton_choice(spec: SoftmaxSpec, ctx, run=None):
+    block, configs = _triton_candidates(spec)
+    return block, choose(ctx, "softmax", "triton", spec, configs, run, version=rows_kernel.TRITON_VERSION)
 
 
 def _triton_launch(spec: SoftmaxSpec, params, ctx: BuildContext | None = None) -> TritonLaunch:
-    block, rule = _one_block(spec)
-    tuned = choose(ctx, "softmax", "triton", spec, _warps_candidates(block, rule))
-    return dataclasses.replace(_row_launch(_softmax_kernel, spec, block, tuned.config["num_warps"]),
-                               note=tuned.note)
+    block, tuned = _triton_choice(spec, ctx)
+    return dataclasses.replace(_tuned_launch(spec, block, tuned.config), note=tuned.note)
 
 
 @SOFTMAX.impl("triton", source=TritonSource(_triton_launch))
 def build_triton(spec: SoftmaxSpec, params, ctx: BuildContext):
     """Triton, the lecture's kernel: one program per row, the row in one block (N <= 16384);
-    num_warps tuned on the device (kernels/_autotune.py)."""
-    block, rule = _one_block(spec)
+    num_warps (and, for 16384-wide rows, rows per program, streaming hints, recompute) tuned on
+    the device (kernels/_autotune.py, kernels/_softmax_rows.py)."""
+    block, _ = _one_block(spec)
     tuning = tuning_inputs(spec, ctx)
 
     def run(config):
-        return elementwise_runner(_row_launch(_softmax_kernel, spec, block, config["num_warps"]))(*tuning)
-    tuned = choose(ctx, "softmax", "triton", spec, _warps_candidates(block, rule), run if tuning else None)
-    return attach(elementwise_runner(_row_launch(_softmax_kernel, spec, block, tuned.config["num_warps"])), tuned)
+        return elementwise_runner(_tuned_launch(spec, block, config))(*tuning)
+    _, tuned = _triton_choice(spec, ctx, run if tuning else None)
+    return attach(elementwise_runner(_tuned_launch(spec, block, tuned.config)), tuned)
 
 
 def tuning_inputs(spec: SoftmaxSpec, ctx: BuildContext) -> tuple[torch.Tensor, ...] | None:
@@ -302,14 +325,14 @@ _CPP_BINDING = r"""
 extern "C" cudaError_t softmax_f32(const void*, void*, int64_t, int, cudaStream_t);
 extern "C" cudaError_t softmax_f16(const void*, void*, int64_t, int, cudaStream_t);
 extern "C" cudaError_t softmax_bf16(const void*, void*, int64_t, int, cudaStream_t);
-extern "C" cudaError_t softmax_onepass_f32(const void*, void*, int64_t, int, int, int, int, cudaStream_t);
-extern "C" cudaError_t softmax_onepass_f16(const void*, void*, int64_t, int, int, int, int, cudaStream_t);
-extern "C" cudaError_t softmax_onepass_bf16(const void*, void*, int64_t, int, int, int, int, cudaStream_t);
+extern "C" cudaError_t softmax_onepass_f32(const void*, void*, int64_t, int, int, int, int, int, cudaStream_t);
+extern "C" cudaError_t softmax_onepass_f16(const void*, void*, int64_t, int, int, int, int, int, cudaStream_t);
+extern "C" cudaError_t softmax_onepass_bf16(const void*, void*, int64_t, int, int, int, int, int, cudaStream_t);
 extern "C" int softmax_onepass_fits(int64_t, int, int, const void*, const void*);
 
-// threads, packs, cluster: a configuration of the one-pass kernel, threads = 0 for its plan. A row
-// too long for one pass (softmax_onepass_fits) takes the two-pass kernel.
-torch::Tensor softmax_rows(torch::Tensor x, int64_t threads, int64_t packs, int64_t cluster) {
+// threads, packs, spacks, cluster: a configuration of the one-pass kernel, threads = 0 for its plan.
+// A row too long for one pass (softmax_onepass_fits) takes the two-pass kernel.
+torch::Tensor softmax_rows(torch::Tensor x, int64_t threads, int64_t packs, int64_t spacks, int64_t cluster) {
     TORCH_CHECK(x.is_cuda(), "softmax: x must be a CUDA tensor");
     TORCH_CHECK(x.dim() == 2, "softmax: x must be 2-D (M, N), got ", x.dim(), " dims");
     TORCH_CHECK(x.is_contiguous(), "softmax: x must be contiguous");
@@ -321,23 +344,24 @@ torch::Tensor softmax_rows(torch::Tensor x, int64_t threads, int64_t packs, int6
     int64_t rows = x.size(0);
     int cols = (int)x.size(1);
     const bool onepass = softmax_onepass_fits(rows, cols, (int)x.element_size(), x.data_ptr(), y.data_ptr());
-    const int t = (int)threads, p = (int)packs, c = (int)cluster;
+    const int t = (int)threads, p = (int)packs, sp = (int)spacks, c = (int)cluster;
     cudaError_t err;
     switch (x.scalar_type()) {
-        case at::kFloat: err = onepass ? softmax_onepass_f32(x.data_ptr(), y.data_ptr(), rows, cols, t, p, c, stream)
+        case at::kFloat: err = onepass ? softmax_onepass_f32(x.data_ptr(), y.data_ptr(), rows, cols, t, p, sp, c, stream)
                                        : softmax_f32(x.data_ptr(), y.data_ptr(), rows, cols, stream); break;
-        case at::kHalf: err = onepass ? softmax_onepass_f16(x.data_ptr(), y.data_ptr(), rows, cols, t, p, c, stream)
+        case at::kHalf: err = onepass ? softmax_onepass_f16(x.data_ptr(), y.data_ptr(), rows, cols, t, p, sp, c, stream)
                                       : softmax_f16(x.data_ptr(), y.data_ptr(), rows, cols, stream); break;
-        case at::kBFloat16: err = onepass ? softmax_onepass_bf16(x.data_ptr(), y.data_ptr(), rows, cols, t, p, c, stream)
+        case at::kBFloat16: err = onepass ? softmax_onepass_bf16(x.data_ptr(), y.data_ptr(), rows, cols, t, p, sp, c, stream)
                                           : softmax_bf16(x.data_ptr(), y.data_ptr(), rows, cols, stream); break;
         default: TORCH_CHECK(false, "softmax: dtype must be float32, float16 or bfloat16, got ", x.scalar_type());
     }
-    TORCH_CHECK(err == cudaSuccess, "softmax launch failed (threads ", t, ", packs ", p, ", cluster ", c, "): ",
+    TORCH_CHECK(err == cudaSuccess, "softmax launch failed (threads ", t, ", packs ", p, ", spacks ", sp,
+                ", cluster ", c, "): ",
                 cudaGetErrorString(err));
     return y;
 }
 """
-PLAN = {"threads": 0, "packs": 0, "cluster": 0}  # the one-pass kernel's own plan
+PLAN = {"threads": 0, "packs": 0, "spacks": 0, "cluster": 0}  # the one-pass kernel's own plan
 
 
 def _cuda_config(spec: SoftmaxSpec, ctx: BuildContext | None, run=None):
@@ -346,7 +370,7 @@ def _cuda_config(spec: SoftmaxSpec, ctx: BuildContext | None, run=None):
     candidates = [c.params() for c in cluster_candidates(spec.N, spec.dtype.itemsize)]
     if not candidates:
         return default_choice([PLAN], "one-block row: the plan, nothing to tune")
-    return choose(ctx, "softmax", "cuda", spec, candidates, run)
+    return choose(ctx, "softmax", "cuda", spec, candidates, run, version=ONEPASS_VERSION)
 
 
 def _two_pass_threads(spec: SoftmaxSpec) -> int:
@@ -384,6 +408,7 @@ def build_cuda(spec: SoftmaxSpec, params, ctx: BuildContext):
 
     def run_with(config):
         t, p, c = (int(config[k]) for k in ("threads", "packs", "cluster"))
-        return lambda x: module.softmax_rows(x.contiguous(), t, p, c)
+        sp = int(config.get("spacks", 0))
+        return lambda x: module.softmax_rows(x.contiguous(), t, p, sp, c)
     tuned = _cuda_config(spec, ctx, (lambda config: run_with(config)(*tuning)) if tuning else None)
     return attach(run_with(tuned.config), tuned)

@@ -13,6 +13,7 @@ import pytest
 import workbench.kernels
 from workbench.kernels import _autotune as at
 from workbench.kernels import _onepass as op1
+from workbench.kernels import _softmax_rows as rows_kernel
 from workbench.kernels._gemm import TRITON_PARAMS, use_tma
 from workbench.registry import BuildContext, discover
 
@@ -95,7 +96,8 @@ def test_the_result_row_carries_the_choice():
     op = REGISTRY.op("softmax")
     spec = op.make_spec({"M": 4, "N": 1024}, "float32")
     fn = op.get_impl("triton").builder(spec, {}, BuildContext(device="cpu", interpret=True))
-    assert fn.tuned["config"] == {"num_warps": 4} and fn.tuned["source"] == "default"
+    assert fn.tuned["config"]["num_warps"] == 4 and fn.tuned["source"] == "default"
+    assert rows_kernel.is_lecture(fn.tuned["config"])  # untuned: the lecture's kernel
 
 
 # -- the one-pass softmax plan ---------------------------------------------------------------------
@@ -115,13 +117,17 @@ def test_rows_past_a_16_block_cluster_take_the_two_pass_kernel():
     assert op1.fits(4096, 262144, 4) and not op1.fits(2**28, 262144, 4)  # rows x 16 blocks over the grid
 
 
-def _instantiated() -> dict[int, set[tuple[int, int]]]:
-    """(threads, packs) of the ONEPASS_CONFIGS_V* macros in softmax.cu, by pack width."""
+def _instantiated() -> dict[int, set[tuple[int, int, int]]]:
+    """(threads, packs, spacks) of the ONEPASS_CONFIGS_V* (spacks 0) and ONEPASS_STAGED_V* macros
+    in softmax.cu, by pack width."""
     text = (KERNELS / "softmax.cu").read_text()
     out = {}
     for vec_name, vec in (("V4", 4), ("V8", 8), ("V1", 1)):
         body = re.search(rf"#define ONEPASS_CONFIGS_{vec_name}\(X\)(.*?)\n(?!\s)", text, re.S).group(1)
-        out[vec] = {(int(a), int(b)) for a, b in re.findall(r"X\((\d+), (\d+)\)", body)}
+        out[vec] = {(int(a), int(b), 0) for a, b in re.findall(r"X\((\d+), (\d+)\)", body)}
+        staged = re.search(rf"#define ONEPASS_STAGED_{vec_name}\(S\)(.*?)\n(?!\s)", text, re.S)
+        if staged:
+            out[vec] |= {tuple(map(int, m)) for m in re.findall(r"S\((\d+), (\d+), (\d+)\)", staged.group(1))}
     return out
 
 
@@ -131,8 +137,22 @@ def test_every_config_the_python_side_asks_for_is_instantiated(n_cols, itemsize)
     have = _instantiated()
     configs = op1.cluster_candidates(n_cols, itemsize) or [op1.onepass_plan(n_cols, itemsize)]
     for cfg in filter(None, configs):
-        assert (cfg.threads, cfg.packs) in have[cfg.vec], cfg
+        assert (cfg.threads, cfg.packs, cfg.spacks) in have[cfg.vec], cfg
         assert cfg.elements >= n_cols and cfg.cluster <= op1.MAX_CLUSTER
+        assert cfg.smem_bytes <= 227 * 1024  # sm_90's dynamic shared memory per block
+
+
+def test_staged_shapes_are_instantiated_and_only_for_16_byte_packs():
+    have = _instantiated()
+    for vec, shapes in op1.STAGED_SHAPES.items():
+        assert vec != 1 or not shapes  # cp.async copies 16 bytes: no scalar packs
+        assert {(*s,) for s in shapes} <= have[vec]
+    assert all(s for _, _, s in have[4] | have[8] if s) and not any(s for _, _, s in have[1])
+    fp32 = op1.cluster_candidates(262144, 4)
+    staged = [c for c in fp32 if c.spacks]
+    assert staged and min(c.cluster for c in staged) < min(c.cluster for c in fp32 if not c.spacks)
+    assert op1.config_from(staged[0].params(), 262144, 4) == staged[0]
+    assert op1.config_from({"threads": 512, "packs": 8, "cluster": 16}, 262144, 4).spacks == 0  # an old cache
 
 
 def test_cluster_candidates_start_with_the_plan_and_cover_the_measured_winners():

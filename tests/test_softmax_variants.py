@@ -1,0 +1,142 @@
+"""The tuned softmax variants (issue #19): the Triton row kernel's ROWS / STREAM / RECOMPUTE configs
+(kernels/_softmax_rows.py) under the interpreter against the float64 reference, and the CUDA
+one-pass kernel's shared-memory-staged configurations (softmax.cu ONEPASS_STAGED_V*) compiled for
+sm_90: cp.async in their PTX, no local-memory spills, shared memory within the limit."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+import workbench.kernels
+from workbench.kernels import _onepass as op1
+from workbench.kernels import _softmax_rows as rows_kernel
+from workbench.kernels.softmax import _tuned_launch, reference
+from workbench.machine import find_nvcc
+from workbench.registry import discover
+
+REGISTRY = discover()
+CU = Path(workbench.kernels.__file__).with_name("softmax.cu")
+
+
+def test_candidates_start_with_the_lecture_config_and_vary_only_long_rows():
+    long16 = rows_kernel.candidates(16384, 16, 2)
+    assert long16[0] == {"num_warps": 16, **rows_kernel.DEFAULTS}
+    assert {c["num_warps"] for c in long16} == {4, 8, 16, 32}
+    assert any(c["ROWS"] == 2 for c in long16) and any(c["STREAM"] for c in long16)
+    assert any(c["RECOMPUTE"] for c in long16) and not any(c["RECOMPUTE"] for c in rows_kernel.candidates(16384, 16, 4))
+    assert len({tuple(c.items()) for c in long16}) == len(long16)  # no config twice
+    for c in long16:  # a row of values per thread the registers can hold
+        assert 8 <= c["ROWS"] * 16384 // (32 * c["num_warps"]) <= 128
+    short = rows_kernel.candidates(1024, 4, 2)
+    assert all(rows_kernel.is_lecture(c) for c in short) and short[0]["num_warps"] == 4
+
+
+INTERPRETED = """
+import sys, json, torch
+from workbench.registry import discover
+from workbench.kernels import _softmax_rows as rows_kernel
+from workbench.kernels.softmax import _tuned_launch, reference
+op = discover().op("softmax")
+worst = {}
+for dtype, tol in (("float32", 1e-5), ("bfloat16", 1e-2), ("float16", 2e-3)):
+    spec = op.make_spec({"M": 7, "N": 100}, dtype)  # 7 rows: a last program with masked rows; 100 of 128 columns
+    (x,) = op.make_inputs(spec, "cpu", 0)
+    x[3, 1::13] = float("-inf")  # masked entries, as in the special inputs
+    x[5] += 1000.0               # a row far from zero: exp of the difference
+    for knobs in KNOBS:
+        if knobs["RECOMPUTE"] and dtype == "float32":
+            continue
+        launch = _tuned_launch(spec, 128, {"num_warps": 4, **knobs})
+        assert launch.kernel is rows_kernel._softmax_rows_kernel and launch.grid[0] == -(-7 // knobs["ROWS"])
+        y = torch.empty_like(x)
+        launch.run(x, y)
+        err = float(((y.double() - reference(x.double())).abs() / tol).max())
+        worst[f"{dtype} {knobs}"] = err
+print(json.dumps(worst))
+"""
+KNOBS = [dict(ROWS=1, STREAM=1, RECOMPUTE=0), dict(ROWS=2, STREAM=0, RECOMPUTE=0), dict(ROWS=4, STREAM=1, RECOMPUTE=0),
+         dict(ROWS=1, STREAM=1, RECOMPUTE=1), dict(ROWS=2, STREAM=0, RECOMPUTE=1)]
+
+
+@pytest.mark.slow  # a Python subprocess under TRITON_INTERPRET
+def test_triton_variants_match_the_reference_under_the_interpreter():
+    import json
+    import os
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run([sys.executable, "-c", f"KNOBS = {KNOBS!r}\n" + INTERPRETED], capture_output=True,
+                          text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    worst = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(worst) == 3 * 5 - 2
+    bad = {k: v for k, v in worst.items() if not v <= 1.0}
+    assert not bad, bad
+
+
+def test_the_lecture_config_launches_the_lecture_kernel():
+    op = REGISTRY.op("softmax")
+    spec = op.make_spec({"M": 4, "N": 16384}, "bfloat16")
+    launch = _tuned_launch(spec, 16384, {"num_warps": 8})  # an older cache: num_warps alone
+    assert launch.kernel.__name__ == "_softmax_kernel" and launch.num_warps == 8 and launch.grid == (4, 1, 1)
+
+
+# -- CUDA: the staged configurations compiled for sm_90 -----------------------------------------------
+@pytest.fixture(scope="module")
+def resources(tmp_path_factory) -> tuple[str, str]:
+    """(ptxas --resource-usage report, PTX) of softmax.cu for sm_90."""
+    nvcc = find_nvcc()
+    if nvcc is None:
+        pytest.skip("nvcc not found (CUDA toolkit not installed)")
+    out = tmp_path_factory.mktemp("cubin")
+    proc = subprocess.run([nvcc, "-cubin", "-arch=sm_90", "-O3", "--resource-usage", "--keep",
+                           "--keep-dir", str(out), str(CU), "-o", str(out / "softmax.cubin")],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ptx = next(out.glob("*.ptx")).read_text()
+    return proc.stdout + proc.stderr, ptx
+
+
+def _staged_mangled(dtype: str, vec: int, threads: int, packs: int, spacks: int) -> str:
+    """The Itanium-mangled template arguments of a clustered staged kernel."""
+    return f"{dtype}Li{vec}ELi{threads}ELi{packs}ELb1ELi{spacks}EE"
+
+
+def _reports(report: str) -> dict[str, str]:
+    """kernel name -> the ptxas lines about it."""
+    out, name = {}, None
+    for line in report.splitlines():
+        m = re.search(r"Function properties for (\S+)", line) or re.search(r"Compiling entry function '(\S+)'", line)
+        if m:
+            name = m.group(1)
+            out.setdefault(name, "")
+        elif name:
+            out[name] += line + "\n"
+    return out
+
+
+def test_staged_kernels_use_cp_async_and_do_not_spill(resources):
+    report, ptx = resources
+    kernels = _reports(report)
+    entries = {m.group(1): m.start() for m in re.finditer(r"\.entry\s+(\S+?)\(", ptx)}
+    codes = {4: ["f"], 8: ["6__half", "13__nv_bfloat16"]}
+    checked = 0
+    for vec, shapes in op1.STAGED_SHAPES.items():
+        for threads, packs, spacks in shapes:
+            for code in codes.get(vec, []):
+                frag = _staged_mangled(code, vec, threads, packs, spacks)
+                names = [n for n in kernels if frag in n]
+                assert names, f"{frag} not compiled"
+                text = "".join(kernels[n] for n in names)
+                assert "0 bytes spill stores" in text and "0 bytes spill loads" in text, (frag, text)
+                entry = next(e for e in entries if frag in e)
+                body = ptx[entries[entry]:].split(".entry", 2)[1] if ptx.count(".entry") > 1 else ptx
+                assert "cp.async.cg.shared.global" in body and "barrier.cluster" in body, frag
+                assert threads * spacks * 16 <= 227 * 1024
+                checked += 1
+    assert checked == 6 + 2 * 7
