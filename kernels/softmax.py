@@ -221,7 +221,8 @@ def _tuned_launch(spec: SoftmaxSpec, block: int, cfg: dict[str, Any]) -> TritonL
     if rows_kernel.is_lecture(cfg):
         return _row_launch(_softmax_kernel, spec, block, cfg["num_warps"])
     ptr = triton_ptr(spec.dtype)
-    knobs = {k: cfg[k] for k in rows_kernel.DEFAULTS}
+    knobs = {k: cfg[k] for k in rows_kernel.DEFAULTS if k != "EVEN"}
+    knobs["MASKED"] = rows_kernel.masked(cfg, spec.M, spec.N, block)
     return TritonLaunch(
         kernel=rows_kernel._softmax_rows_kernel,
         signature={"x_ptr": ptr, "y_ptr": ptr, "x_row_stride": "i32", "y_row_stride": "i32", "n_rows": "i32",
@@ -235,7 +236,7 @@ def _tuned_launch(spec: SoftmaxSpec, block: int, cfg: dict[str, Any]) -> TritonL
 
 def _triton_candidates(spec: SoftmaxSpec) -> tuple[int, list[dict[str, int]]]:
     block, rule = _one_block(spec)
-    return block, rows_kernel.candidates(block, rule, spec.dtype.itemsize)
+    return block, rows_kernel.candidates(block, rule)
 
 
 def _triton_choice(spec: SoftmaxSpec, ctx, run=None):
@@ -251,7 +252,7 @@ def _triton_launch(spec: SoftmaxSpec, params, ctx: BuildContext | None = None) -
 @SOFTMAX.impl("triton", source=TritonSource(_triton_launch))
 def build_triton(spec: SoftmaxSpec, params, ctx: BuildContext):
     """Triton, the lecture's kernel: one program per row, the row in one block (N <= 16384);
-    num_warps (and, for 16384-wide rows, rows per program, streaming hints, recompute) tuned on
+    num_warps (and, for 16384-wide rows, unmasked tiles, rows per program, streaming hints) tuned on
     the device (kernels/_autotune.py, kernels/_softmax_rows.py)."""
     block, _ = _one_block(spec)
     tuning = tuning_inputs(spec, ctx)

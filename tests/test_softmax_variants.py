@@ -24,16 +24,22 @@ CU = Path(workbench.kernels.__file__).with_name("softmax.cu")
 
 
 def test_candidates_start_with_the_lecture_config_and_vary_only_long_rows():
-    long16 = rows_kernel.candidates(16384, 16, 2)
+    long16 = rows_kernel.candidates(16384, 16)
     assert long16[0] == {"num_warps": 16, **rows_kernel.DEFAULTS}
     assert {c["num_warps"] for c in long16} == {4, 8, 16, 32}
     assert any(c["ROWS"] == 2 for c in long16) and any(c["STREAM"] for c in long16)
-    assert any(c["RECOMPUTE"] for c in long16) and not any(c["RECOMPUTE"] for c in rows_kernel.candidates(16384, 16, 4))
+    assert any(c["EVEN"] and not c["STREAM"] and c["ROWS"] == 1 for c in long16)
     assert len({tuple(c.items()) for c in long16}) == len(long16)  # no config twice
     for c in long16:  # a row of values per thread the registers can hold
         assert 8 <= c["ROWS"] * 16384 // (32 * c["num_warps"]) <= 128
-    short = rows_kernel.candidates(1024, 4, 2)
+    short = rows_kernel.candidates(1024, 4)
     assert all(rows_kernel.is_lecture(c) for c in short) and short[0]["num_warps"] == 4
+
+
+@pytest.mark.parametrize("shape, rows, want", [((8, 128), 2, 0), ((7, 128), 2, 1), ((8, 100), 1, 1), ((7, 128), 1, 0)])
+def test_even_drops_the_masks_only_where_every_tile_is_full(shape, rows, want):
+    assert rows_kernel.masked({"EVEN": 1, "ROWS": rows}, *shape, 128) == want
+    assert rows_kernel.masked({"EVEN": 0, "ROWS": rows}, *shape, 128) == 1
 
 
 INTERPRETED = """
@@ -44,23 +50,23 @@ from workbench.kernels.softmax import _tuned_launch, reference
 op = discover().op("softmax")
 worst = {}
 for dtype, tol in (("float32", 1e-5), ("bfloat16", 1e-2), ("float16", 2e-3)):
-    spec = op.make_spec({"M": 7, "N": 100}, dtype)  # 7 rows: a last program with masked rows; 100 of 128 columns
-    (x,) = op.make_inputs(spec, "cpu", 0)
-    x[3, 1::13] = float("-inf")  # masked entries, as in the special inputs
-    x[5] += 1000.0               # a row far from zero: exp of the difference
-    for knobs in KNOBS:
-        if knobs["RECOMPUTE"] and dtype == "float32":
-            continue
-        launch = _tuned_launch(spec, 128, {"num_warps": 4, **knobs})
-        assert launch.kernel is rows_kernel._softmax_rows_kernel and launch.grid[0] == -(-7 // knobs["ROWS"])
-        y = torch.empty_like(x)
-        launch.run(x, y)
-        err = float(((y.double() - reference(x.double())).abs() / tol).max())
-        worst[f"{dtype} {knobs}"] = err
+    for m, n in ((7, 100), (8, 128)):  # masked: a last program with missing rows, 100 of 128 columns; full tiles
+        spec = op.make_spec({"M": m, "N": n}, dtype)
+        (x,) = op.make_inputs(spec, "cpu", 0)
+        x[3, 1::13] = float("-inf")  # masked entries, as in the special inputs
+        x[5] += 1000.0               # a row far from zero: exp of the difference
+        for knobs in KNOBS:
+            launch = _tuned_launch(spec, 128, {"num_warps": 4, **knobs})
+            assert launch.kernel is rows_kernel._softmax_rows_kernel and launch.grid[0] == -(-m // knobs["ROWS"])
+            assert launch.constexprs["MASKED"] == rows_kernel.masked(knobs, m, n, 128)
+            y = torch.empty_like(x)
+            launch.run(x, y)
+            err = float(((y.double() - reference(x.double())).abs() / tol).max())
+            worst[f"{dtype} {m}x{n} {knobs}"] = err
 print(json.dumps(worst))
 """
-KNOBS = [dict(ROWS=1, STREAM=1, RECOMPUTE=0), dict(ROWS=2, STREAM=0, RECOMPUTE=0), dict(ROWS=4, STREAM=1, RECOMPUTE=0),
-         dict(ROWS=1, STREAM=1, RECOMPUTE=1), dict(ROWS=2, STREAM=0, RECOMPUTE=1)]
+KNOBS = [dict(ROWS=1, STREAM=1, EVEN=0), dict(ROWS=2, STREAM=0, EVEN=1), dict(ROWS=4, STREAM=1, EVEN=1),
+         dict(ROWS=1, STREAM=0, EVEN=1)]
 
 
 @pytest.mark.slow  # a Python subprocess under TRITON_INTERPRET
@@ -74,9 +80,32 @@ def test_triton_variants_match_the_reference_under_the_interpreter():
                           text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     worst = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len(worst) == 3 * 5 - 2
+    assert len(worst) == 3 * 2 * len(KNOBS)
     bad = {k: v for k, v in worst.items() if not v <= 1.0}
     assert not bad, bad
+
+
+def test_every_long_row_candidate_compiles_for_sm90_with_16_byte_accesses_and_no_spills(tmp_path):
+    """The configs the device will time, compiled ahead of time here (a kernel that fails to
+    compile would waste the GPU run): v4 loads and stores, no local memory, the hints in PTX."""
+    from workbench.ptx.resources import cubin_resources
+    from workbench.ptx.tools import ToolError
+    from workbench.ptx.triton_aot import build_source, compile_launch, resolve_target
+
+    spec = REGISTRY.op("softmax").make_spec({"M": 16384, "N": 16384}, "bfloat16")
+    for i, cfg in enumerate(rows_kernel.candidates(16384, 16)):
+        launch = _tuned_launch(spec, 16384, cfg)
+        compiled, _ = compile_launch(build_source(launch, resolve_target("sm_90")), stand_in=True)
+        ptx = compiled.asm["ptx"]
+        assert re.search(r"ld\.global[\w.:]*\.v4\.b32", ptx) and re.search(r"st\.global[\w.:]*\.v4\.b32", ptx), cfg
+        assert ("evict_first" in ptx and "st.global.cs" in ptx) == bool(cfg["STREAM"]), cfg
+        cubin = tmp_path / f"k{i}.cubin"
+        cubin.write_bytes(compiled.asm["cubin"])
+        try:
+            (res,) = cubin_resources(cubin).values()
+        except ToolError as exc:
+            pytest.skip(str(exc))
+        assert res.spill_bytes == 0 and res.registers <= 255, (cfg, res)
 
 
 def test_the_lecture_config_launches_the_lecture_kernel():
