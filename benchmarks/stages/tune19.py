@@ -1,0 +1,232 @@
+"""Stage `tune19`: every autotune candidate of issue #19's misses, checked and timed side by side.
+
+    python benchmarks/gpu_evidence.py --stage tune19 [--quick] [--out DIR] [--budget-s S]
+
+Targets, in this order (most of the gap first once the CUDA build, started in the background at
+once, is ready): the `triton` softmax at 16384 x 16384 in bfloat16 and float16 (every config of
+kernels/_softmax_rows.py: num_warps 4-32, EVEN, ROWS 2, STREAM hints); the `cuda` one-pass softmax
+at 4096 x 262144 in bfloat16 and float32 (every cluster shape of kernels/_onepass.py, register-only
+and shared-memory-staged); then the `cuda` plan at 16384 x 16384 float32 (the exp-of-difference fix,
+unverified on a GPU) and, full run only, 65536 x 1024 float32 and the Triton float32 16384 rows.
+
+Per target (benchmarks/stages/_tune19_core.py): every candidate checked with the engine's gates on
+the first and special input sets, then the passing ones, a copy of the same bytes and dtype,
+torch.softmax and torch.compile of the manual formula (and triton_looped for long rows) timed with
+the engine's loop (L2 flushed); % of copy and x each reference; the fastest and those within its
+spread; what kernels/_autotune.autotune would choose (its do_bench medians); registers and spills of
+the Triton candidates (cuobjdump). Writes OUT/tune19.json after every phase: a cut run keeps what
+finished. No target starts past BUDGET_S. Without a GPU: small M at the same N (Triton interpreted,
+CUDA targets skipped with the reason), to try the stage anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+TITLE = "tune19: #19 autotune candidates (softmax 16384^2 16-bit, 4096x262144), % of copy"
+BUDGET_S = 170.0  # no new target after this; a --quick run ends well inside a 200 s call
+CPU_ROWS = 2      # rows per target without a GPU (the columns stay, so do the candidates)
+
+
+def _prepare(gpu: bool) -> None:
+    """Without a GPU, Triton must run interpreted: set before the kernels are first imported."""
+    import os
+
+    if not gpu:
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def _cuda_module(build_dir: Path) -> Any:
+    """softmax.cu through load_inline, as the `cuda` builder loads it (same name, same cache)."""
+    from workbench.cuda_build import load_cuda
+    from workbench.kernels.softmax import _CPP_BINDING, CU_FILE
+
+    return load_cuda("wb_softmax", CU_FILE, _CPP_BINDING, ["softmax_rows"], build_dir)
+
+
+def _target(op, impl_name: str, shape: dict, dtype: str, device: str, gpu: bool) -> dict:
+    from workbench.registry import BuildContext
+
+    rows = shape["M"] if gpu else CPU_ROWS
+    spec = op.make_spec({**shape, "M": rows}, dtype)
+    ctx = BuildContext(device=device, interpret=not gpu)
+    return {"op": op.name, "impl": impl_name, "shape": {"M": spec.M, "N": spec.N}, "dtype": dtype,
+            "_op": op, "_impl": op.get_impl(impl_name), "_spec": spec, "_ctx": ctx}
+
+
+def _references(op, spec, ctx, gpu: bool, looped: bool = False) -> dict:
+    import torch
+
+    from workbench.kernels.softmax import manual_softmax
+
+    refs = {"pytorch": lambda x: torch.softmax(x, dim=-1)}
+    if gpu:  # Inductor on CPU compiles C++ for minutes on a small box: GPU runs only
+        refs["compiled"] = torch.compile(manual_softmax, dynamic=False)
+    if looped:
+        impl = op.get_impl("triton_looped")
+        refs["triton_looped"] = impl.builder(spec, impl.resolve_params({}), ctx)
+    return refs
+
+
+def _triton_target(sw, op, dtype: str, gpu: bool) -> tuple[dict, list, dict, Any]:
+    from workbench.kernels import _softmax_rows as rows_kernel
+    from workbench.kernels._utils import elementwise_runner
+    from workbench.kernels.softmax import _one_block, _tuned_launch
+
+    target = _target(op, "triton", {"M": 16384, "N": 16384}, dtype, sw.device, gpu)
+    spec = target["_spec"]
+    block, rule = _one_block(spec)
+    configs = rows_kernel.candidates(block, rule)
+
+    def runner(cfg):
+        return elementwise_runner(_tuned_launch(spec, block, cfg))
+    cands = [(" ".join(f"{k}={v}" for k, v in c.items()), c, runner(c)) for c in configs]
+    tune = (configs, lambda cfg, x: runner(cfg)(x), rows_kernel.TRITON_VERSION)
+    return target, cands, _references(op, spec, target["_ctx"], gpu), tune
+
+
+def _cuda_target(sw, op, shape: dict, dtype: str, gpu: bool, module: Any, long_rows: bool):
+    from workbench.kernels._onepass import ONEPASS_VERSION, cluster_candidates
+    from workbench.kernels.softmax import PLAN
+
+    target = _target(op, "cuda", shape, dtype, sw.device, gpu)
+    spec = target["_spec"]
+    configs = [c.params() for c in cluster_candidates(spec.N, spec.dtype.itemsize)] or [dict(PLAN)]
+
+    def runner(cfg):
+        t, p, sp, c = (int(cfg.get(k, 0)) for k in ("threads", "packs", "spacks", "cluster"))
+        return lambda x: module.softmax_rows(x.contiguous(), t, p, sp, c)
+    cands = [(" ".join(f"{k}={v}" for k, v in c.items()), c, runner(c)) for c in configs]
+    tune = (configs, lambda cfg, x: runner(cfg)(x), ONEPASS_VERSION)
+    return target, cands, _references(op, spec, target["_ctx"], gpu, looped=long_rows), tune
+
+
+def _ptx_facts(target: dict, spec: Any, gpu: bool) -> None:
+    """Registers and local memory per Triton candidate (the kernel this process compiled)."""
+    if not gpu or target["impl"] != "triton":
+        return
+    import tempfile
+
+    from workbench.kernels.softmax import _tuned_launch
+    from workbench.ptx.resources import cubin_resources
+    from workbench.ptx.triton_aot import build_source, compile_launch, resolve_target
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, row in enumerate(target["candidates"]):
+            try:
+                launch = _tuned_launch(spec, 16384, row["config"])
+                compiled, _ = compile_launch(build_source(launch, resolve_target(None, has_cuda=True)))
+                cubin = Path(tmp) / f"k{i}.cubin"
+                cubin.write_bytes(compiled.asm["cubin"])
+                (res,) = cubin_resources(cubin).values()
+                row["ptx"] = {"registers": res.registers, "local_bytes": res.spill_bytes,
+                              "v4_loads": compiled.asm["ptx"].count(".v4.b32") > 0}
+            except Exception as exc:  # facts are extras: never fail the target for them
+                row["ptx"] = {"error": f"{type(exc).__name__}: {str(exc)[:120]}"}
+
+
+def run(quick: bool, out: Path) -> list[dict]:
+    import torch
+
+    gpu = torch.cuda.is_available()
+    _prepare(gpu)
+    from benchmarks.stages._tune19_core import Sweep, autotuner_choice, sweep_target
+    from workbench.engine.plan import default_cache_dir
+    from workbench.fileio import atomic_write_text
+    from workbench.registry import discover
+
+    out.mkdir(parents=True, exist_ok=True)
+    device = "cuda:0" if gpu else "cpu"
+    sw = Sweep.make(device, quick, BUDGET_S)
+    op = discover().op("softmax")
+    doc: dict[str, Any] = {"stage": "tune19", "quick": quick, "device": torch.cuda.get_device_name() if gpu else "cpu",
+                           "torch": torch.__version__, "triton": _triton_version(), "targets": []}
+    path = out / "tune19.json"
+
+    def save() -> None:
+        atomic_write_text(path, json.dumps(doc, indent=1, default=str))
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    build: Future | None = pool.submit(_cuda_module, default_cache_dir() / "build") if gpu else None
+    started = time.monotonic()
+    plan = _plan(quick)
+    for kind, shape, dtype in plan:
+        name = f"{kind} {shape['M']}x{shape['N']} {dtype}"
+        if sw.left_s() <= 0:
+            doc["targets"].append({"name": name, "skipped": f"stage budget {BUDGET_S:.0f} s spent"})
+            save()
+            continue
+        if kind == "cuda" and not gpu:
+            doc["targets"].append({"name": name, "skipped": "no CUDA GPU here: the CUDA kernel is not built"})
+            save()
+            continue
+        try:
+            if kind == "triton":
+                target, cands, refs, tune = _triton_target(sw, op, dtype, gpu)
+            else:
+                module = build.result() if build is not None else None
+                target, cands, refs, tune = _cuda_target(sw, op, shape, dtype, gpu, module, shape["N"] > 16384)
+            target["name"] = name
+            doc["targets"].append(target)
+            spec = target["_spec"]
+            sweep_target(sw, target, cands, refs, save)
+            _ptx_facts(target, spec, gpu)
+            configs, run_cfg, version = tune
+            passing = [c for c, r in zip(configs, target["candidates"]) if r.get("passed")]
+            (x,) = op.make_inputs(spec, device, 3)
+            if passing and gpu:
+                target["autotuner"] = autotuner_choice("softmax", target["impl"], spec, passing,
+                                                       lambda cfg: run_cfg(cfg, x), version)
+            del x
+            target["wall_s"] = round(time.monotonic() - started, 1)
+        except Exception as exc:  # one target failing keeps the others (and what it wrote)
+            doc["targets"].append({"name": name, "error": f"{type(exc).__name__}: {str(exc)[:400]}"})
+        save()
+        if gpu:
+            torch.cuda.empty_cache()
+    pool.shutdown(wait=False, cancel_futures=True)
+    save()
+    return _table(doc)
+
+
+def _plan(quick: bool) -> list[tuple[str, dict, str]]:
+    sq, long = {"M": 16384, "N": 16384}, {"M": 4096, "N": 262144}
+    plan = [("triton", sq, "bfloat16"), ("triton", sq, "float16"), ("cuda", long, "bfloat16"),
+            ("cuda", long, "float32"), ("cuda", sq, "float32")]
+    if not quick:
+        plan += [("cuda", {"M": 65536, "N": 1024}, "float32"), ("triton", sq, "float32")]
+    return plan
+
+
+def _triton_version() -> str | None:
+    try:
+        import triton
+    except ImportError:
+        return None
+    return triton.__version__
+
+
+def _table(doc: dict) -> list[dict]:
+    """Per target: the default (first) candidate, the three fastest, the references."""
+    rows = []
+    for t in doc["targets"]:
+        if "candidates" not in t:
+            rows.append({"target": t["name"], "what": t.get("skipped") or t.get("error")})
+            continue
+        timed = sorted((r for r in t["candidates"] if "timing" in r), key=lambda r: r["timing"]["median_ms"])
+        shown = [t["candidates"][0]] + [r for r in timed[:3] if r is not t["candidates"][0]]
+        for r in shown:
+            rows.append({"target": t["name"], "what": r["label"], "passed": r.get("passed"),
+                         "median_ms": (r.get("timing") or {}).get("median_ms"), "pct_copy": r.get("pct_of_copy"),
+                         "x_compiled": r.get("x_compiled"), "spread_pct": (r.get("timing") or {}).get("spread_pct")})
+        for name, ref in (t.get("references") or {}).items():
+            rows.append({"target": t["name"], "what": name, "median_ms": ref.get("median_ms"),
+                         "pct_copy": ref.get("pct_of_copy")})
+        failed = sum(1 for r in t["candidates"] if not r.get("passed"))
+        rows.append({"target": t["name"], "what": f"autotuner: {(t.get('autotuner') or {}).get('config')}; "
+                                                 f"{failed} of {len(t['candidates'])} failed the check"})
+    return rows
