@@ -27,13 +27,19 @@ from workbench.kernel_source import TRITON_DTYPE, TritonLaunch
 from workbench.triton_support import jit, tl
 
 SM90_SMS = 132  # H200 multiprocessors: the persistent grid where no device can be asked
-TMA_VERSION = "tma1"  # the autotune cache key's version: bump when the kernel or CANDIDATES change
+TMA_VERSION = "tma2"  # the autotune cache key's version: bump when the kernel or CANDIDATES change
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, SUBTILE, GROUP_M); the first is the default.
 # Shared memory (Triton 3.6, sm_90 AOT): 128x256x64 s3 sub1 176 KiB, s4 sub1 224 KiB, sub0 s3 208 KiB.
+# The second row (issue #19: 4096^3 ran 0.94x cuBLAS): the Triton persistent-matmul tutorial's
+# 128x128 tiles with 8 warps and 4-5 stages (144 / 176 KiB, 96 registers: twice the tiles of
+# 128x256, 7.8 waves over 132 SMs instead of 3.9), a K tile of 128 (208 KiB), and 256x128; none
+# spills (sm_90 AOT). Not added: warp_specialize=True, which in Triton 3.6 for sm_90 compiles
+# to the same loop unflattened (no setmaxnreg, no producer warps; the tutorial says Blackwell).
 CANDIDATES = (
     (128, 256, 64, 8, 3, 1, 8), (128, 256, 64, 8, 3, 1, 16), (128, 256, 64, 8, 3, 0, 8),
     (128, 256, 64, 8, 4, 1, 8), (128, 128, 64, 4, 4, 1, 8),
+    (128, 128, 64, 8, 4, 1, 8), (128, 128, 64, 8, 5, 1, 8), (128, 128, 128, 8, 3, 1, 8), (256, 128, 64, 8, 3, 1, 8),
 )
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "SUBTILE", "GROUP_M")
 

@@ -59,6 +59,28 @@ def test_the_cuda_sweep_checks_every_cluster_shape_and_times_the_passing_ones():
     assert configs == [c.params() for c in wanted] and version == op1.ONEPASS_VERSION
 
 
+def test_the_gemm_target_names_every_tma_candidate_and_relates_to_cublas_without_a_copy():
+    from workbench.kernels._tma_gemm import TMA_VERSION, candidate_configs
+
+    op = discover().op("matmul")
+    sw = Sweep.make("cpu", True, 60)
+    target, cands, refs, tune = stage._matmul_target(sw, op, {"M": 4096, "N": 4096, "K": 4096}, "bfloat16", False)
+    assert [c[1] for c in cands] == candidate_configs() and tune[2] == TMA_VERSION and set(refs) == {"cublas"}
+    # The TMA kernel runs only on sm_90: the sweep's logic with the product in its place.
+    fakes = [(label, cfg, (lambda a, b: a @ b) if i else (lambda a, b: (a @ b) * 2)) for i, (label, cfg, _) in enumerate(cands)]
+    sweep_target(sw, target, fakes, refs, lambda: None, copy=False)
+    assert "copy" not in target and not target["candidates"][0]["passed"]
+    ok = [r for r in target["candidates"] if r["passed"]]
+    assert len(ok) == len(cands) - 1 and all("x_cublas" in r and "pct_of_copy" not in r for r in ok)
+    assert target["fastest"]["pct_of_copy"] is None
+
+
+def test_a_target_that_would_not_fit_the_budget_is_skipped():
+    assert "stage budget" in stage._skip_reason("matmul", True, stage.MIN_LEFT_S["matmul"] - 1)
+    assert stage._skip_reason("triton", True, 100) is None
+    assert "no CUDA GPU" in stage._skip_reason("cuda", False, 100)
+
+
 def test_the_plan_puts_the_missed_targets_first_and_the_table_summarises(tmp_path):
     quick = stage._plan(True)
     assert quick[:2] == [("triton", {"M": 16384, "N": 16384}, "bfloat16"), ("triton", {"M": 16384, "N": 16384}, "float16")]

@@ -69,10 +69,11 @@ def check(op: Any, impl: Any, spec: Any, ctx: Any, fn: Callable[..., Any], input
 
 
 def sweep_target(sw: Sweep, target: dict, candidates: list[tuple[str, dict, Callable]], references: dict[str, Callable],
-                 save: Callable[[], None]) -> dict:
-    """Check every candidate on both input sets, then time the passing ones, the copy and the
-    references; fills and returns `target` (saving after each phase). candidates: (label, config,
-    runner x -> y); references: name -> callable x -> y (timed, not checked)."""
+                 save: Callable[[], None], copy: bool = True) -> dict:
+    """Check every candidate on both input sets, then time the passing ones, the references and
+    (copy: memory-bound ops) a copy of the first input; fills and returns `target`, saving after
+    each phase. candidates: (label, config, runner(*inputs) -> output); references: name ->
+    callable(*inputs) (timed, not checked: the engine checks the libraries elsewhere)."""
     import torch
 
     op, impl, spec, ctx = target.pop("_op"), target.pop("_impl"), target.pop("_spec"), target.pop("_ctx")
@@ -87,43 +88,46 @@ def sweep_target(sw: Sweep, target: dict, candidates: list[tuple[str, dict, Call
         row["passed"] = all(c["passed"] for c in row["check"])
     save()
     inputs = op.make_inputs(spec, sw.device, 0, out=inputs)
-    (x,) = inputs
-    copy_out = torch.empty_like(x)
-    target["copy"] = sw.time(lambda: copy_out.copy_(x))
-    del copy_out
+    if copy:
+        copy_out = torch.empty_like(inputs[0])
+        target["copy"] = sw.time(lambda: copy_out.copy_(inputs[0]))
+        del copy_out
     target["references"] = {}
     for name, fn in references.items():
         try:
             t0 = time.perf_counter()
-            fn(x)  # torch.compile compiles here, outside the timing loop's warm-up
+            fn(*inputs)  # torch.compile compiles here, outside the timing loop's warm-up
             build_s = round(time.perf_counter() - t0, 2)
-            target["references"][name] = {**sw.time(lambda fn=fn: fn(x)), "first_call_s": build_s}
+            target["references"][name] = {**sw.time(lambda fn=fn: fn(*inputs)), "first_call_s": build_s}
         except Exception as exc:  # a library form that fails here is reported, not fatal
             target["references"][name] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
     for row, (_, _, fn) in zip(rows, candidates):
         if row["passed"]:
-            row["timing"] = sw.time(lambda fn=fn: fn(x))
+            row["timing"] = sw.time(lambda fn=fn: fn(*inputs))
     _figures(target)
     save()
     return target
 
 
 def _figures(target: dict) -> None:
-    """pct_of_copy and x_<reference> per timed candidate; `fastest`: the fastest passing one."""
-    copy_ms = target["copy"]["median_ms"]
+    """pct_of_copy (where a copy was timed) and x_<reference> (reference ms / ours) per timed
+    candidate; `fastest`: the fastest passing one."""
+    copy_ms = (target.get("copy") or {}).get("median_ms")
     refs = {k: v["median_ms"] for k, v in target["references"].items() if "median_ms" in v}
     timed = [r for r in target["candidates"] if "timing" in r]
     for r in timed:
         ms = r["timing"]["median_ms"]
-        r["pct_of_copy"] = round(100 * copy_ms / ms, 2)
+        if copy_ms:
+            r["pct_of_copy"] = round(100 * copy_ms / ms, 2)
         for name, ref_ms in refs.items():
             r[f"x_{name}"] = round(ref_ms / ms, 3)
-    for name, ref_ms in refs.items():
-        target["references"][name]["pct_of_copy"] = round(100 * copy_ms / ref_ms, 2)
+    if copy_ms:
+        for name, ref_ms in refs.items():
+            target["references"][name]["pct_of_copy"] = round(100 * copy_ms / ref_ms, 2)
     if timed:
         best = min(timed, key=lambda r: r["timing"]["median_ms"])
         target["fastest"] = {"label": best["label"], "median_ms": best["timing"]["median_ms"],
-                             "pct_of_copy": best["pct_of_copy"],
+                             "pct_of_copy": best.get("pct_of_copy"),
                              "within_spread_of_next": _within_spread(best, timed)}
 
 

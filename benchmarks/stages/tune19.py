@@ -6,13 +6,15 @@ Targets, in this order (most of the gap first once the CUDA build, started in th
 once, is ready): the `triton` softmax at 16384 x 16384 in bfloat16 and float16 (every config of
 kernels/_softmax_rows.py: num_warps 4-32, EVEN, ROWS 2, STREAM hints); the `cuda` one-pass softmax
 at 4096 x 262144 in bfloat16 and float32 (every cluster shape of kernels/_onepass.py, register-only
-and shared-memory-staged); then the `cuda` plan at 16384 x 16384 float32 (the exp-of-difference fix,
-unverified on a GPU) and, full run only, 65536 x 1024 float32 and the Triton float32 16384 rows.
+and shared-memory-staged); the `cuda` plan at 16384 x 16384 float32 (the exp-of-difference fix,
+unverified on a GPU); the TMA GEMM's candidates at 4096^3 bfloat16 against cuBLAS (torch.matmul;
+kernels/_tma_gemm.py CANDIDATES); full run only: float16 GEMM, 65536 x 1024 float32 and the Triton
+float32 16384 rows. A target that would not fit in what is left of BUDGET_S is skipped.
 
 Per target (benchmarks/stages/_tune19_core.py): every candidate checked with the engine's gates on
 the first and special input sets, then the passing ones, a copy of the same bytes and dtype,
-torch.softmax and torch.compile of the manual formula (and triton_looped for long rows) timed with
-the engine's loop (L2 flushed); % of copy and x each reference; the fastest and those within its
+torch.softmax and torch.compile of the manual formula (triton_looped for long rows; cuBLAS for the
+GEMM, no copy) timed with the engine's loop (L2 flushed); % of copy and x each reference; the fastest and those within its
 spread; what kernels/_autotune.autotune would choose (its do_bench medians); registers and spills of
 the Triton candidates (cuobjdump). Writes OUT/tune19.json after every phase: a cut run keeps what
 finished. No target starts past BUDGET_S. Without a GPU: small M at the same N (Triton interpreted,
@@ -27,7 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-TITLE = "tune19: #19 autotune candidates (softmax 16384^2 16-bit, 4096x262144), % of copy"
+TITLE = "tune19: #19 autotune candidates (softmax 16384^2 16-bit, 4096x262144, matmul 4096^3)"
 BUDGET_S = 170.0  # no new target after this; a --quick run ends well inside a 200 s call
 CPU_ROWS = 2      # rows per target without a GPU (the columns stay, so do the candidates)
 
@@ -54,7 +56,7 @@ def _target(op, impl_name: str, shape: dict, dtype: str, device: str, gpu: bool)
     rows = shape["M"] if gpu else CPU_ROWS
     spec = op.make_spec({**shape, "M": rows}, dtype)
     ctx = BuildContext(device=device, interpret=not gpu)
-    return {"op": op.name, "impl": impl_name, "shape": {"M": spec.M, "N": spec.N}, "dtype": dtype,
+    return {"op": op.name, "impl": impl_name, "shape": {**shape, "M": rows}, "dtype": dtype,
             "_op": op, "_impl": op.get_impl(impl_name), "_spec": spec, "_ctx": ctx}
 
 
@@ -85,7 +87,7 @@ def _triton_target(sw, op, dtype: str, gpu: bool) -> tuple[dict, list, dict, Any
     def runner(cfg):
         return elementwise_runner(_tuned_launch(spec, block, cfg))
     cands = [(" ".join(f"{k}={v}" for k, v in c.items()), c, runner(c)) for c in configs]
-    tune = (configs, lambda cfg, x: runner(cfg)(x), rows_kernel.TRITON_VERSION)
+    tune = (configs, lambda cfg, inputs: runner(cfg)(*inputs), rows_kernel.TRITON_VERSION)
     return target, cands, _references(op, spec, target["_ctx"], gpu), tune
 
 
@@ -101,8 +103,27 @@ def _cuda_target(sw, op, shape: dict, dtype: str, gpu: bool, module: Any, long_r
         t, p, sp, c = (int(cfg.get(k, 0)) for k in ("threads", "packs", "spacks", "cluster"))
         return lambda x: module.softmax_rows(x.contiguous(), t, p, sp, c)
     cands = [(" ".join(f"{k}={v}" for k, v in c.items()), c, runner(c)) for c in configs]
-    tune = (configs, lambda cfg, x: runner(cfg)(x), ONEPASS_VERSION)
+    tune = (configs, lambda cfg, inputs: runner(cfg)(*inputs), ONEPASS_VERSION)
     return target, cands, _references(op, spec, target["_ctx"], gpu, looped=long_rows), tune
+
+
+def _matmul_target(sw, op, shape: dict, dtype: str, gpu: bool):
+    import torch
+
+    from workbench.kernels._tma_gemm import TMA_VERSION, candidate_configs, sm_count, tma_runner
+
+    target = _target(op, "triton", shape, dtype, sw.device, gpu)
+    if not gpu:  # the TMA kernel needs a Hopper GPU; the dry run keeps the shape small
+        target["_spec"] = op.make_spec({"M": 64, "N": 64, "K": 64}, dtype)
+        target["shape"] = {"M": 64, "N": 64, "K": 64}
+    spec, configs = target["_spec"], candidate_configs()
+    sms = sm_count(target["_ctx"])
+
+    def runner(cfg):
+        return tma_runner(spec, cfg, "none", sms)
+    cands = [(" ".join(f"{k}={v}" for k, v in c.items()), c, runner(c)) for c in configs]
+    tune = (configs, lambda cfg, inputs: runner(cfg)(*inputs), TMA_VERSION)
+    return target, cands, {"cublas": torch.matmul}, tune
 
 
 def _ptx_facts(target: dict, spec: Any, gpu: bool) -> None:
@@ -142,7 +163,7 @@ def run(quick: bool, out: Path) -> list[dict]:
     out.mkdir(parents=True, exist_ok=True)
     device = "cuda:0" if gpu else "cpu"
     sw = Sweep.make(device, quick, BUDGET_S)
-    op = discover().op("softmax")
+    registry = discover()
     doc: dict[str, Any] = {"stage": "tune19", "quick": quick, "device": torch.cuda.get_device_name() if gpu else "cpu",
                            "torch": torch.__version__, "triton": _triton_version(), "targets": []}
     path = out / "tune19.json"
@@ -155,33 +176,33 @@ def run(quick: bool, out: Path) -> list[dict]:
     started = time.monotonic()
     plan = _plan(quick)
     for kind, shape, dtype in plan:
-        name = f"{kind} {shape['M']}x{shape['N']} {dtype}"
-        if sw.left_s() <= 0:
-            doc["targets"].append({"name": name, "skipped": f"stage budget {BUDGET_S:.0f} s spent"})
+        name = f"{kind} {'x'.join(str(v) for v in shape.values())} {dtype}"
+        why = _skip_reason(kind, gpu, sw.left_s())
+        if why:
+            doc["targets"].append({"name": name, "skipped": why})
             save()
             continue
-        if kind == "cuda" and not gpu:
-            doc["targets"].append({"name": name, "skipped": "no CUDA GPU here: the CUDA kernel is not built"})
-            save()
-            continue
+        op = registry.op("matmul" if kind == "matmul" else "softmax")
         try:
             if kind == "triton":
                 target, cands, refs, tune = _triton_target(sw, op, dtype, gpu)
+            elif kind == "matmul":
+                target, cands, refs, tune = _matmul_target(sw, op, shape, dtype, gpu)
             else:
                 module = build.result() if build is not None else None
                 target, cands, refs, tune = _cuda_target(sw, op, shape, dtype, gpu, module, shape["N"] > 16384)
             target["name"] = name
             doc["targets"].append(target)
             spec = target["_spec"]
-            sweep_target(sw, target, cands, refs, save)
+            sweep_target(sw, target, cands, refs, save, copy=kind != "matmul")
             _ptx_facts(target, spec, gpu)
             configs, run_cfg, version = tune
             passing = [c for c, r in zip(configs, target["candidates"]) if r.get("passed")]
-            (x,) = op.make_inputs(spec, device, 3)
             if passing and gpu:
-                target["autotuner"] = autotuner_choice("softmax", target["impl"], spec, passing,
-                                                       lambda cfg: run_cfg(cfg, x), version)
-            del x
+                tune_inputs = op.make_inputs(spec, device, 3)
+                target["autotuner"] = autotuner_choice(op.name, target["impl"], spec, passing,
+                                                       lambda cfg: run_cfg(cfg, tune_inputs), version)
+                del tune_inputs
             target["wall_s"] = round(time.monotonic() - started, 1)
         except Exception as exc:  # one target failing keeps the others (and what it wrote)
             doc["targets"].append({"name": name, "error": f"{type(exc).__name__}: {str(exc)[:400]}"})
@@ -193,12 +214,27 @@ def run(quick: bool, out: Path) -> list[dict]:
     return _table(doc)
 
 
+# Seconds a target needs at least (its compiles and timing on the H200, estimated): one that would
+# not fit in what is left of BUDGET_S is skipped, so the stage ends inside its call.
+MIN_LEFT_S = {"triton": 20.0, "cuda": 10.0, "matmul": 30.0}
+
+
+def _skip_reason(kind: str, gpu: bool, left_s: float) -> str | None:
+    if left_s < MIN_LEFT_S[kind]:
+        return f"stage budget: {max(left_s, 0):.0f} s of {BUDGET_S:.0f} s left, the target needs ~{MIN_LEFT_S[kind]:.0f} s"
+    if kind == "cuda" and not gpu:
+        return "no CUDA GPU here: the CUDA kernel is not built"
+    if kind == "matmul" and not gpu:
+        return "no CUDA GPU here: the TMA GEMM needs sm_90"
+    return None
+
+
 def _plan(quick: bool) -> list[tuple[str, dict, str]]:
-    sq, long = {"M": 16384, "N": 16384}, {"M": 4096, "N": 262144}
+    sq, long, cube = {"M": 16384, "N": 16384}, {"M": 4096, "N": 262144}, {"M": 4096, "N": 4096, "K": 4096}
     plan = [("triton", sq, "bfloat16"), ("triton", sq, "float16"), ("cuda", long, "bfloat16"),
-            ("cuda", long, "float32"), ("cuda", sq, "float32")]
+            ("cuda", long, "float32"), ("cuda", sq, "float32"), ("matmul", cube, "bfloat16")]
     if not quick:
-        plan += [("cuda", {"M": 65536, "N": 1024}, "float32"), ("triton", sq, "float32")]
+        plan += [("matmul", cube, "float16"), ("cuda", {"M": 65536, "N": 1024}, "float32"), ("triton", sq, "float32")]
     return plan
 
 
@@ -222,10 +258,11 @@ def _table(doc: dict) -> list[dict]:
         for r in shown:
             rows.append({"target": t["name"], "what": r["label"], "passed": r.get("passed"),
                          "median_ms": (r.get("timing") or {}).get("median_ms"), "pct_copy": r.get("pct_of_copy"),
-                         "x_compiled": r.get("x_compiled"), "spread_pct": (r.get("timing") or {}).get("spread_pct")})
+                         "x_compiled": r.get("x_compiled"), "x_cublas": r.get("x_cublas"),
+                         "spread_pct": (r.get("timing") or {}).get("spread_pct")})
         for name, ref in (t.get("references") or {}).items():
             rows.append({"target": t["name"], "what": name, "median_ms": ref.get("median_ms"),
-                         "pct_copy": ref.get("pct_of_copy")})
+                         "pct_copy": ref.get("pct_of_copy"), "x_cublas": None})
         failed = sum(1 for r in t["candidates"] if not r.get("passed"))
         rows.append({"target": t["name"], "what": f"autotuner: {(t.get('autotuner') or {}).get('config')}; "
                                                  f"{failed} of {len(t['candidates'])} failed the check"})
