@@ -12,7 +12,9 @@ in blocks with an online (running max, running sum) pair (Milakov & Gimelshein, 
 normalizer calculation for softmax", 2018). `cuda` reads every row once: the row stays in
 registers, one block per row, or a thread-block cluster per row for long rows (up to 262144
 columns; kernels/_onepass.py has its plan), and only longer rows take a two-pass kernel.
-`triton`'s num_warps and `cuda`'s cluster shape are tuned on the device (kernels/_autotune.py).
+`triton`'s num_warps (and for 16384-wide rows unmasked tiles, rows per program and streaming
+hints: kernels/_softmax_rows.py) and `cuda`'s cluster shape (registers only, or with packs staged
+in shared memory) are tuned on the device (kernels/_autotune.py).
 """
 
 from __future__ import annotations
