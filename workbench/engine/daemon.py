@@ -91,8 +91,9 @@ class Daemon:
         os.chmod(self.paths.socket, 0o600)
         self._inode = os.stat(self.paths.socket).st_ino
         self._write_info()
-        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-            signal.signal(signum, lambda n, _f: self.stop(f"signal {signal.Signals(n).name}"))
+        if threading.current_thread() is threading.main_thread():  # (a test serves from a thread)
+            for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+                signal.signal(signum, lambda n, _f: self.stop(f"signal {signal.Signals(n).name}"))
         threading.Thread(target=self._accept, args=(listener,), name="workbench-daemon-accept", daemon=True).start()
         print(f"{utc_now_iso()} daemon {os.getpid()} serving {self.paths.socket} "
               f"(idle timeout {self.idle_timeout_s:g} s)", flush=True)
@@ -126,19 +127,12 @@ class Daemon:
         if self.run_lock.acquire(timeout=SHUTDOWN_WAIT_S):
             self.run_lock.release()
         try:
-            if self._socket_is_ours():
-                listener.close()  # unlinks the socket file
-        except OSError:
+            listener.close()  # unlinks the socket file (no other daemon binds it while we hold the lock)
+        except OSError:  # removed already (one of the reasons to leave)
             pass
         if self.pool is not None:
             self.pool.close()
         self.paths.info.unlink(missing_ok=True)
-
-    def _socket_is_ours(self) -> bool:
-        try:
-            return os.stat(self.paths.socket).st_ino == self._inode
-        except OSError:
-            return False
 
     def _write_info(self) -> None:
         info = {"pid": os.getpid(), "started": self.started, "fingerprint": self.paths.hash,
