@@ -16,6 +16,7 @@ import types
 from pathlib import Path
 
 import pytest
+from test_cli_stop import wait_for_line  # stderr lines up to one that names a finished row
 
 pytestmark = pytest.mark.slow  # every test here starts the CLI and daemons (tests/conftest.py)
 
@@ -37,7 +38,7 @@ runs:
     impls: [manual]
     sweep: {{params: [sleep_ms], values: [{values}]}}
 """
-WAIT_S = 120  # a cold worker imports torch: slow on a loaded 2-core machine
+WAIT_S = 120  # a cold worker imports torch: slow on a loaded 2-core machine (test_cli_stop's START_S)
 
 
 def alive(pid) -> bool:
@@ -109,19 +110,6 @@ def replay(wb, path: str, *args: str, out: str = "out.json"):
     proc = wb.cli("--replay", path, "-o", str(wb.tmp / out), *args)
     assert proc.returncode == 0, proc.stderr
     return json.loads((wb.tmp / out).read_text()), proc
-
-
-def wait_for_line(proc: subprocess.Popen, text: str) -> None:
-    seen, deadline = [], time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line and proc.poll() is not None:
-            break
-        seen.append(line)
-        if text in line:
-            return
-    proc.kill()
-    pytest.fail(f"no {text!r} on stderr: {''.join(seen)}")
 
 
 def essentials(doc: dict) -> list[tuple]:

@@ -160,21 +160,10 @@ class DaemonPaths:
     def _file(self, suffix: str) -> Path:
         return self.folder / f"d-{self.hash}.{suffix}"
 
-    @property
-    def socket(self) -> Path:
-        return self._file("sock")
-
-    @property
-    def lock(self) -> Path:
-        return self._file("lock")
-
-    @property
-    def info(self) -> Path:
-        return self._file("json")
-
-    @property
-    def log(self) -> Path:
-        return self._file("log")
+    socket = property(lambda self: self._file("sock"))
+    lock = property(lambda self: self._file("lock"))
+    info = property(lambda self: self._file("json"))
+    log = property(lambda self: self._file("log"))
 
 
 def known_daemons(folder: Path) -> list[DaemonPaths]:
