@@ -1,15 +1,20 @@
 """Stage `overhead`: what a kernel engineer waits for besides kernels (issue #12's evidence).
 
-    python benchmarks/gpu_evidence.py --stage overhead [--quick] [--out DIR]
+    python benchmarks/gpu_evidence.py --stage overhead [--quick] [--out DIR] [--only replays,list,tui,warm_vs_strict]
 
 Writes `engine-overhead.json` under DIR, a flat object of seconds (targets on the H200):
 five_way_gelu_warm_s (<= 8), five_way_gelu_cold_s (<= 25), one_row_warm_s (<= 3), list_s
 (<= 1), default_session_tui_s (<= 45), tui_rerun_after_edit_s (<= 1.5), key_latency_midrun_ms
 (<= 50). Five-way = manual, pytorch, compiled, cuda, triton GeLU at 16384^2 float32 (--quick:
 4096^2), check + bench, each a whole `python -m workbench --replay` process (wall); cold = empty
-cache folders (workbench's, Inductor's and Triton's live there), warm = the same run again.
+cache folders (workbench's, Inductor's and Triton's live there). five_way_gelu_warm_s and
+one_row_warm_s are the second `--replay --daemon` against a warm daemon; the same runs each in a
+fresh process tree are five_way_gelu_warm_per_process_s and one_row_warm_per_process_s, the
+daemon's starting runs *_daemon_first_s, and daemon_vs_per_process_worst the worst |ratio - 1| of
+the rows' medians, daemon against per process, interleaved (_overhead_replays.py; within 1%).
 `engine-overhead-detail.json`: every figure's parts, and the warm-worker medians against strict
 (one process per row) medians, interleaved in one process, which must agree within 1%.
+--only picks parts (PARTS); `--only replays` is the daemon's evidence (--quick: ~150 s on the H200).
 The TUI figures need textual (a Pilot, no terminal); without it they are null with the reason.
 Every figure is written as soon as it is measured; a part that fails leaves null and its error.
 Without a GPU it runs on CPU at small sizes (a dry run of the logic; no target applies).
@@ -25,12 +30,21 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.stages._overhead_replays import median_ratios, replays
+
 TITLE = "Engine overhead: warm workers, torch-free front end, TUI latency"
 ROOT = Path(__file__).resolve().parents[2]
 BUDGET_S = 300
 FIVE = ("manual", "pytorch", "compiled", "cuda", "triton")
+CPU_SIDE = 256  # without a GPU: a dry run of the logic at this size
+PARTS = ("replays", "list", "tui", "warm_vs_strict")
+ONLY: tuple[str, ...] | None = None  # a subset of PARTS (gpu_evidence.py --only replays,list)
 TARGETS = {"five_way_gelu_warm_s": 8.0, "five_way_gelu_cold_s": 25.0, "one_row_warm_s": 3.0, "list_s": 1.0,
            "default_session_tui_s": 45.0, "tui_rerun_after_edit_s": 1.5, "key_latency_midrun_ms": 50.0}
+# beside the targets in the flat file: the per-process figures the daemon's replace, the daemon's
+# first (starting) runs, and the daemon's medians against per-process ones (issue: within 1%)
+EXTRA = ("five_way_gelu_warm_per_process_s", "one_row_warm_per_process_s", "five_way_gelu_daemon_first_s",
+         "one_row_daemon_first_s", "daemon_vs_per_process_worst")
 SESSION = """\
 schema_version: 1
 name: {name}
@@ -49,7 +63,7 @@ class Figures:
 
     def __init__(self, folder: Path):
         self.folder = folder
-        self.flat = dict.fromkeys(TARGETS)
+        self.flat = dict.fromkeys((*TARGETS, *EXTRA))
         self.detail: dict = {"errors": {}}
 
     def put(self, key: str, value, **detail) -> None:
@@ -72,29 +86,28 @@ def run(quick: bool, out: Path) -> list[dict]:
     folder = out / "overhead"
     folder.mkdir(parents=True, exist_ok=True)
     figures = Figures(folder)
-    figures.detail.update(gpu=gpu, quick=quick)
-    side = (4096 if quick else 16384) if gpu else 256
+    figures.detail.update(gpu=gpu, quick=quick, parts=list(ONLY or PARTS))
+    side = (4096 if quick else 16384) if gpu else CPU_SIDE
     env = _env(folder / "cache")
     deadline = time.monotonic() + BUDGET_S
-    steps = [
-        ("five_way_gelu_cold_s", lambda: _replay(folder, env, "five-way", FIVE, side, gpu)),
-        ("five_way_gelu_warm_s", lambda: _replay(folder, env, "five-way", FIVE, side, gpu)),
-        ("one_row_warm_s", lambda: _replay(folder, env, "one-row", ("pytorch",), side, gpu)),
-        ("list_s", lambda: _list(env)),
-        ("tui", lambda: _tui(folder, env, side, gpu, quick, figures.put)),
-        ("warm_vs_strict", lambda: _warm_vs_strict(folder, side, gpu, quick)),
-    ]
-    for key, step in steps:
+    parts = {
+        "replays": lambda: replays(figures, folder, env, side, gpu, quick, deadline, FIVE, _session_file, ROOT),
+        "list": lambda: {"list_s": _list(env)},
+        "tui": lambda: _tui(folder, env, side, gpu, quick, figures.put),
+        "warm_vs_strict": lambda: _warm_vs_strict(folder, side, gpu, quick),
+    }
+    for key, part in parts.items():
+        if ONLY and key not in ONLY:
+            continue
         if time.monotonic() > deadline:
             figures.fail(key, TimeoutError(f"stage budget {BUDGET_S} s spent before this part"))
             continue
         try:
-            result = step()
+            result = part()
         except Exception as exc:  # one part failing never loses the others
             figures.fail(key, exc)
             continue
-        for name, (value, detail) in (result.items() if isinstance(result, dict) and key in ("tui", "warm_vs_strict")
-                                      else [(key, result)]):
+        for name, (value, detail) in (result or {}).items():
             figures.put(name, value, **detail)
     return _rows(figures)
 
@@ -121,21 +134,6 @@ def _session_file(folder: Path, name: str, impls, side: int, gpu: bool, rep_ms: 
     path.write_text(SESSION.format(name=name, device="auto" if gpu else "cpu", rep_ms=rep_ms,
                                    impls=", ".join(impls), side=side, extra=extra))
     return path
-
-
-def _replay(folder: Path, env: dict, name: str, impls, side: int, gpu: bool):
-    """Wall seconds of one whole replay process, with its rows' statuses and build/bench times."""
-    path = _session_file(folder, name, impls, side, gpu)
-    target = folder / f"{name}-{time.monotonic_ns()}.json"
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "workbench", "--replay", str(path), "--format", "json", "-o",
-                           str(target)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    wall_s = time.perf_counter() - t0
-    doc = json.loads(target.read_text()) if target.exists() else {"results": []}
-    rows = {r["label"]: {"status": r["status"], "build_ms": r["build_ms"],
-                         "median_ms": (r["timing"] or {}).get("median_ms"), "error": r["error"]}
-            for r in doc["results"]}
-    return wall_s, {"exit": proc.returncode, "rows": rows, "stderr_tail": proc.stderr[-400:]}
 
 
 def _list(env: dict):
@@ -170,12 +168,7 @@ def _warm_vs_strict(folder: Path, side: int, gpu: bool, quick: bool) -> dict:
                                workers=pool if mode == "warm" else None)
                 for r in doc["results"]:
                     medians[r["label"]][mode].append((r["timing"] or {}).get("median_ms"))
-    ratios = {}
-    for impl, got in medians.items():
-        warm = [m for m in got["warm"] if m]
-        strict = [m for m in got["strict"] if m]
-        ratios[impl] = statistics.median(warm) / statistics.median(strict) if warm and strict else None
-    worst = max((abs(r - 1) for r in ratios.values() if r), default=None)
+    worst, ratios = median_ratios(medians, "warm", "strict")
     starts = {k: v - before.get(k, 0) for k, v in workers.STARTS.items()}  # "replaced" > rounds: faults
     return {"warm_vs_strict_worst": (worst, {"ratios": ratios, "medians_ms": medians, "worker_starts": starts,
                                              "within_1pct": worst is not None and worst <= 0.01})}
@@ -202,8 +195,12 @@ def _rows(figures: Figures) -> list[dict]:
                      "met": None if value is None or not figures.detail.get("gpu") else value <= target,
                      "error": (figures.detail["errors"].get(key) or figures.detail["errors"].get(
                          "tui" if "tui" in key or "key" in key else key) or "")[:80] or None})
-    strict = figures.detail.get("warm_vs_strict_worst") or {}
-    rows.append({"figure": "warm/strict median, worst |ratio-1|", "value": strict.get("value"), "target": 0.01,
-                 "met": (strict.get("within_1pct") if strict else None),
-                 "error": figures.detail["errors"].get("warm_vs_strict", "")[:80] or None})
+    rows += [{"figure": key, "value": figures.flat[key], "target": None, "met": None,
+              "error": (figures.detail["errors"].get(key) or "")[:80] or None} for key in EXTRA[:-1]]
+    for key, part, label in (("warm_vs_strict_worst", "warm_vs_strict", "warm/strict median, worst |ratio-1|"),
+                             ("daemon_vs_per_process_worst", "replays", "daemon/per-process median, worst |ratio-1|")):
+        got = figures.detail.get(key) or {}
+        rows.append({"figure": label, "value": got.get("value"), "target": 0.01,
+                     "met": (got.get("within_1pct") if got else None),
+                     "error": (figures.detail["errors"].get(key) or figures.detail["errors"].get(part, ""))[:80] or None})
     return rows

@@ -6,6 +6,8 @@
     workbench --check FILE        validate a session only: every problem, exit 0 or 2
     workbench --list              ops and implementations, with availability and the reason
     workbench --doctor            GPU, versions, ceilings cache, colour system, paths
+    workbench --replay FILE --daemon    the same run in a warm daemon shared between invocations
+    workbench --daemon-list | --daemon-stop   this user's warm daemons
 
 Data goes to stdout (or -o: a file written atomically, a device node or FIFO written through),
 diagnostics to stderr. Exit codes: common.EXIT_CODES_TEXT (0, 1, 2, and 128 + N for a replay
@@ -13,7 +15,7 @@ stopped by signal N: 130 SIGINT, 143 SIGTERM, 129 SIGHUP). The CLI (`common.read
 only place that reads environment variables (NO_COLOR) and the platform's user directories;
 everything below gets them as arguments.
 
-The package's modules form a tree: main -> check, replay, watch, doctor -> plugin_check, progress, ...
+The package's modules form a tree: main -> check, replay, watch, doctor, daemon -> plugin_check, progress, ...
 -> common (nothing imports back).
 """
 
@@ -49,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--check", metavar="FILE", help="validate a session only")
     mode.add_argument("--list", action="store_true", help="ops and implementations, with availability")
     mode.add_argument("--doctor", action="store_true", help="GPU, versions, ceilings cache, colours, paths")
+    mode.add_argument("--daemon-list", action="store_true",
+                      help="this user's warm daemons: pid, started, idle s, runs served, warm workers, fingerprint")
+    mode.add_argument("--daemon-stop", action="store_true",
+                      help="stop this user's warm daemons (their workers and zygotes with them)")
     parser.add_argument("--format", choices=FORMATS, default=None,
                         help="output format (default: from the -o extension .json/.csv/.jsonl, else table); "
                              "jsonl streams replay rows as they finish")
@@ -75,6 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "plugin files")
     parser.add_argument("--strict", action="store_true",
                         help="one fresh worker process per row (for untrusted plugin code; each row pays a start)")
+    parser.add_argument("--daemon", action="store_true",
+                        help="with --replay FILE: run in a warm background daemon shared between invocations "
+                             "(started when none runs; also WORKBENCH_DAEMON=1); busy: runs here instead")
+    parser.add_argument("--daemon-idle", type=float, default=None, metavar="SECONDS",
+                        help="a daemon started now exits after this long without a run (default 600; "
+                             "also WORKBENCH_DAEMON_IDLE_S)")
     parser.add_argument("--watch", action="store_true",
                         help="with FILE (the TUI) or --replay FILE: on each save of the session or a plugin file, "
                              "re-run the rows it changed and show them against their last result")
@@ -88,6 +100,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
     modes = [m for m in ("replay", "check") if getattr(args, m)] + [m for m in ("list", "doctor") if getattr(args, m)]
+    modes += [m.replace("_", "-") for m in ("daemon_list", "daemon_stop") if getattr(args, m)]
     if args.file and modes:
         parser.error(f"FILE {args.file!r} opens the TUI; it cannot be combined with --{modes[0]}")
     if args.device is not None and not DEVICE_RE.match(args.device):
@@ -103,6 +116,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         parser.error("--compare, --force and --resume go with --replay FILE")
     if args.strict and (args.check or args.list or args.doctor):
         parser.error("--strict goes with --replay FILE or the TUI")
+    if (args.daemon or args.daemon_idle is not None) and (not args.replay or args.watch):
+        parser.error("--daemon and --daemon-idle go with --replay FILE (not --watch, which keeps its own warm "
+                     "worker; the TUI keeps one for its life)")
+    if args.daemon_idle is not None and not args.daemon_idle > 0:
+        parser.error(f"--daemon-idle must be > 0 seconds, got {args.daemon_idle:g}")
     if args.watch and not (args.replay or not modes):
         parser.error(f"--watch goes with FILE (the TUI) or --replay FILE, not with --{modes[0]}")
     if args.watch and (args.compare or args.resume):
@@ -125,6 +143,8 @@ def _pick_format(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     why = "" if given else f" (from the extension of -o {args.output})"
     if args.doctor and args.format == "csv":
         parser.error(f"--doctor writes table or json, not csv{why}")
+    if (args.daemon_list or args.daemon_stop) and args.format not in ("table", "json"):
+        parser.error(f"--daemon-list and --daemon-stop write table or json, not {args.format}{why}")
     if args.format == "jsonl" and not args.replay:
         parser.error(f"--format jsonl{why} goes with --replay FILE; give --format json")
     if args.watch and args.replay and args.format != "table" and args.output is None:
@@ -155,6 +175,10 @@ def _dispatch(args: argparse.Namespace, argv: list[str], env: Env, err: Console)
     if args.output is not None:
         inputs = (args.replay, args.check, args.file, args.compare, *args.kernels)  # not --resume: -o completes it
         check_output_path(args.output, inputs)
+    if args.daemon_list or args.daemon_stop:
+        from workbench.cli import daemon
+
+        return daemon.run_daemon_list(args, env) if args.daemon_list else daemon.run_daemon_stop(args, env)
     if args.list or args.doctor:
         from workbench.cli import doctor
 

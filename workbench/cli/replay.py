@@ -4,7 +4,8 @@ Events become progress on stderr (cli/progress.py) and finished rows go to the j
 `-o PATH` or, for `--format jsonl`, to stdout as they finish (cli/sink.py); the document goes to
 stdout or -o in the chosen format at the end. SIGINT, SIGTERM and SIGHUP stop the run alike
 (cli/stopping.py): the partial document is written with `cancelled` and `cancel_signal`, and the
-command exits 128 + the signal number. `--resume PATH` keeps the finished rows of a stopped run
+command exits 128 + the signal number. `--daemon` runs the engine part in a warm daemon
+(cli/daemon.py); everything here stays the same. `--resume PATH` keeps the finished rows of a stopped run
 (the same session file, the same device) and runs only the missing ones.
 """
 
@@ -45,8 +46,9 @@ def _replay(args, argv, env: Env, err: Console, stop: threading.Event, stopped) 
     ready = _prepare(args, argv, env, err)
     if ready is None:
         return EXIT_USAGE
-    from workbench.engine.plan import run_plan
+    from workbench.cli.daemon import daemon_choice, run_engine
 
+    choice = daemon_choice(args)  # --daemon / WORKBENCH_DAEMON=1: the engine part in a warm daemon
     ours = ready.provenance
     sink = Sink(args, env, {"provenance": ours, "environment": ready.environment}, ready.done)
     try:
@@ -55,7 +57,8 @@ def _replay(args, argv, env: Env, err: Console, stop: threading.Event, stopped) 
             def on_event(event) -> None:
                 sink.on_event(event)  # journal and stream first: a row is on disk before it is shown
                 show(event)
-            doc = run_plan(ready.session, on_event=on_event, stop=stop, options=ready.options)
+            doc = run_engine(ready.session, on_event=on_event, stop=stop, options=ready.options, choice=choice,
+                             err=err)
     except Aborted as exc:
         doc = sink.partial(exc.args[0])
         err.print(f"stopped by a second {exc}: writing the {len(doc['results'])} finished row(s)", markup=False)

@@ -1,0 +1,221 @@
+"""The warm daemon's parts that start no process (engine/daemon_paths.py, daemon_wire.py, and a
+Daemon served from a thread of this process with run_plan replaced): fingerprint, socket path,
+private folder, message framing, relay of events, busy, refusal and cancel on disconnect.
+The real daemon, through the CLI: tests/test_daemon_cli.py (slow)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from workbench.engine import daemon_wire as wire
+from workbench.engine.daemon_paths import (DaemonError, DaemonPaths, authkey, fingerprint, fingerprint_difference,
+                                           fingerprint_hash, known_daemons, lock_held, private_folder, try_lock)
+from workbench.events import Log, Result
+
+BASE = {"PATH": "/usr/bin", "HOME": "/home/k", "CUDA_VISIBLE_DEVICES": "0"}
+
+
+@pytest.fixture
+def folder():
+    """A short private folder under /tmp (a Unix socket's path holds ~100 characters)."""
+    path = Path(tempfile.mkdtemp(prefix="wbd-"))
+    yield path
+    for child in path.iterdir():
+        child.unlink()
+    path.rmdir()
+
+
+def test_the_fingerprint_follows_what_changes_a_workers_behaviour():
+    same = fingerprint_hash(fingerprint(BASE))
+    assert fingerprint_hash(fingerprint(dict(BASE))) == same
+    for name, value in [("CUDA_VISIBLE_DEVICES", "1"), ("TRITON_INTERPRET", "1"), ("TORCHINDUCTOR_MAX_AUTOTUNE", "1"),
+                        ("WORKBENCH_SOMETHING", "x"), ("XDG_CACHE_HOME", "/elsewhere"), ("PATH", "/opt/bin")]:
+        assert fingerprint_hash(fingerprint({**BASE, name: value})) != same, name
+    # what differs between two SSH logins, and the daemon's own switches, choose no other daemon
+    for name, value in [("TERM", "xterm"), ("SSH_TTY", "/dev/pts/3"), ("XDG_SESSION_ID", "7"),
+                        ("WORKBENCH_DAEMON", "1"), ("WORKBENCH_DAEMON_DIR", "/tmp/x"), ("WORKBENCH_DAEMON_IDLE_S", "5")]:
+        assert fingerprint_hash(fingerprint({**BASE, name: value})) == same, name
+
+
+def test_the_fingerprint_names_what_differs():
+    mine, theirs = fingerprint(BASE), fingerprint({**BASE, "CUDA_VISIBLE_DEVICES": "1", "TRITON_DEBUG": "1"})
+    theirs["torch"] = "0.0.1"
+    assert fingerprint_difference(mine, theirs) == ["env.CUDA_VISIBLE_DEVICES", "env.TRITON_DEBUG", "torch"]
+    assert fingerprint_difference(mine, fingerprint(BASE)) == []
+    assert {"python", "source", "torch", "triton", "workbench"} <= set(mine)
+
+
+def test_the_socket_is_named_by_the_fingerprint_and_must_fit(folder):
+    paths = DaemonPaths.of(folder, fingerprint(BASE))
+    assert paths.socket == folder / f"d-{fingerprint_hash(fingerprint(BASE))}.sock"
+    assert paths.lock.name.endswith(".lock") and paths.info.name.endswith(".json") and paths.log.name.endswith(".log")
+    assert DaemonPaths.of(folder, fingerprint({**BASE, "CUDA_VISIBLE_DEVICES": "1"})).socket != paths.socket
+    with pytest.raises(DaemonError, match="WORKBENCH_DAEMON_DIR"):
+        DaemonPaths.of(folder / ("x" * 90), fingerprint(BASE))
+
+
+def test_the_folder_is_private(folder):
+    inner = private_folder(folder / "made")
+    assert inner.is_dir() and (os.stat(inner).st_mode & 0o777) == 0o700
+    os.chmod(inner, 0o755)
+    with pytest.raises(DaemonError, match="755"):
+        private_folder(inner)
+    os.chmod(inner, 0o700)
+    key = authkey(inner)
+    assert len(key) == 32 and authkey(inner) == key and (os.stat(inner / "authkey").st_mode & 0o777) == 0o600
+    for child in inner.iterdir():
+        child.unlink()
+    inner.rmdir()
+
+
+def test_a_held_lock_is_seen_and_known_daemons_are_listed(folder):
+    paths = DaemonPaths(folder, "0123456789abcdef")
+    assert known_daemons(folder) == [] and not lock_held(paths.lock)
+    fd = try_lock(paths.lock)
+    assert fd is not None and lock_held(paths.lock) and try_lock(paths.lock) is None
+    os.close(fd)
+    assert not lock_held(paths.lock) and known_daemons(folder) == [paths]
+
+
+def test_messages_round_trip_and_anything_else_is_refused():
+    a, b = multiprocessing.Pipe()
+    request = wire.RunRequest(session={"name": "s"}, options=None, cwd="/tmp", fingerprint={"python": "x"})
+    wire.send(a, wire.Kind.run, request)
+    assert wire.recv(b) == (wire.Kind.run, request)
+    wire.send(a, wire.Kind.event, Log(("k",), "a line"))
+    assert wire.recv(b) == (wire.Kind.event, Log(("k",), "a line"))
+    for bad, match in [("hello", "not a daemon message"), ((99, "run", None), "protocol 99"),
+                       ((wire.PROTOCOL, "dance", None), "unknown daemon message kind")]:
+        a.send(bad)
+        with pytest.raises(wire.WireError, match=match):
+            wire.recv(b)
+    a.close()
+    with pytest.raises(EOFError):
+        wire.recv(b)
+
+
+# -- a Daemon served from a thread, run_plan replaced ----------------------------------------
+class FakeEngine:
+    """run_plan's stand-in: one Log and one Result per call, then waits for `release` (or the
+    stop flag) before returning the document; records whether it was stopped."""
+
+    def __init__(self):
+        self.release, self.running, self.stopped = threading.Event(), threading.Event(), []
+
+    def run_plan(self, session, *, on_event, stop, options, workers):
+        on_event(Log(("r",), "hello"))
+        on_event(Result(("r",), {"status": "ok"}))
+        self.running.set()
+        while not self.release.is_set() and not stop.is_set():
+            time.sleep(0.01)
+        self.stopped.append(stop.is_set())
+        return {"provenance": {"session": session.name}, "results": [{"status": "ok"}], "cancelled": stop.is_set()}
+
+
+@pytest.fixture
+def served(folder, monkeypatch):
+    import workbench.engine.plan as plan
+    from workbench.engine.daemon import Daemon
+
+    engine = FakeEngine()
+    monkeypatch.setattr(plan, "run_plan", engine.run_plan)
+    monkeypatch.setattr(plan, "new_pool", lambda options: None)
+    monkeypatch.setattr(os, "chdir", lambda path: None)  # the daemon's thread is this test process
+    daemon = Daemon(folder, idle_timeout_s=60)
+    thread = threading.Thread(target=daemon.serve, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not daemon.paths.socket.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    yield daemon, engine
+    engine.release.set()
+    daemon.stop("test over")
+    thread.join(timeout=15)
+    assert not thread.is_alive()
+
+
+class Session:
+    name = "fake"
+
+
+def _run(daemon, stop=None, notes=None):
+    from workbench.engine.daemon_client import run_in_daemon
+
+    events = []
+    doc = run_in_daemon(Session(), None, on_event=events.append, stop=stop or threading.Event(),
+                        folder=daemon.paths.folder, environ=os.environ, idle_timeout_s=60,
+                        note=(notes if notes is not None else []).append)
+    return doc, events
+
+
+def test_a_run_relays_its_events_and_the_document_records_the_daemon(served):
+    daemon, engine = served
+    engine.release.set()
+    doc, events = _run(daemon)
+    assert [type(e).__name__ for e in events] == ["Log", "Result"]
+    assert doc["results"] == [{"status": "ok"}] and doc["cancelled"] is False
+    assert doc["provenance"]["daemon"]["pid"] == os.getpid() and doc["provenance"]["daemon"]["runs"] == 1
+    assert _run(daemon)[0]["provenance"]["daemon"]["runs"] == 2
+
+
+def test_a_second_client_while_busy_is_told_so_and_runs_itself(served):
+    daemon, engine = served
+    box = {}
+    first = threading.Thread(target=lambda: box.update(doc=_run(daemon)[0]))
+    first.start()
+    assert engine.running.wait(10)
+    notes = []
+    assert _run(daemon, notes=notes)[0] is None
+    assert len(notes) == 1 and "busy" in notes[0] and "running in this process" in notes[0]
+    engine.release.set()
+    first.join(10)
+    assert box["doc"]["cancelled"] is False
+
+
+def test_stop_cancels_the_run_and_the_partial_document_comes_back(served):
+    daemon, engine = served
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    doc, events = _run(daemon, stop=stop)
+    assert doc["cancelled"] is True and engine.stopped == [True] and len(events) == 2
+
+
+def test_a_client_that_disconnects_mid_run_cancels_it_and_the_daemon_serves_the_next(served):
+    from multiprocessing.connection import Client
+
+    daemon, engine = served
+    conn = Client(str(daemon.paths.socket), "AF_UNIX", authkey=authkey(daemon.paths.folder))
+    wire.send(conn, wire.Kind.run, wire.RunRequest(Session(), None, "/", fingerprint(os.environ)))
+    assert wire.recv(conn)[0] == wire.Kind.accepted
+    assert engine.running.wait(10)
+    conn.close()  # as a killed client's socket closes
+    deadline = time.monotonic() + 10
+    while daemon.busy_since is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert engine.stopped == [True] and daemon.busy_since is None
+    engine.release.set()
+    assert _run(daemon)[0]["provenance"]["daemon"]["runs"] == 2
+
+
+def test_a_client_of_another_fingerprint_is_refused(served):
+    from multiprocessing.connection import Client
+
+    daemon, _engine = served
+    conn = Client(str(daemon.paths.socket), "AF_UNIX", authkey=authkey(daemon.paths.folder))
+    wire.send(conn, wire.Kind.run, wire.RunRequest(Session(), None, "/", {**fingerprint(os.environ), "torch": "0"}))
+    kind, text = wire.recv(conn)
+    assert kind == wire.Kind.refused and "torch" in text
+    conn.close()
+
+
+def test_removing_the_socket_file_stops_the_daemon(served):
+    daemon, _engine = served
+    daemon.paths.socket.unlink()
+    assert daemon.shutdown.wait(5) and "socket" in daemon.reason

@@ -1,0 +1,212 @@
+"""The warm daemon for real (`--replay --daemon`, `--daemon-list`, `--daemon-stop`): processes
+started through the CLI, each test in a private daemon folder (WORKBENCH_DAEMON_DIR) whose
+daemons are stopped when it ends, and checked gone with their zygote and workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+
+import pytest
+from test_cli_stop import wait_for_line  # stderr lines up to one that names a finished row
+
+pytestmark = pytest.mark.slow  # every test here starts the CLI and daemons (tests/conftest.py)
+
+GELU = """schema_version: 1
+name: daemon-gelu
+settings: {device: cpu, warmup_ms: 1, rep_ms: 5, timeout_s: 120}
+runs:
+  - op: gelu
+    impls: [manual, pytorch]
+    shape: {M: 64, N: 64}
+    dtype: float32
+    actions: [check, bench]
+"""
+SLEEPS = """schema_version: 1
+name: daemon-sleeps
+settings: {{device: cpu, warmup_ms: 1, rep_ms: 1, min_samples: 3, timeout_s: 60}}
+runs:
+  - op: sleep
+    impls: [manual]
+    sweep: {{params: [sleep_ms], values: [{values}]}}
+"""
+WAIT_S = 120  # a cold worker imports torch: slow on a loaded 2-core machine (test_cli_stop's START_S)
+
+
+def alive(pid) -> bool:
+    """Whether `pid` is a live process (a zombie is not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process under `pid` (the daemon's zygote and workers), from /proc."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found, frontier = [], [pid]
+    while frontier:
+        children = [p for p, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return [p for p in found if alive(p)]
+
+
+def gone(pids, within_s: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + within_s
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return [p for p in pids if alive(p)]
+
+
+@pytest.fixture
+def wb(tmp_path):
+    """cli(*args) runs the CLI here; start(*args) starts it; the daemon folder is private to the
+    test and every daemon in it is stopped at the end, its processes checked gone."""
+    from workbench.engine.daemon_client import list_daemons, stop_daemons
+
+    folder = Path(tempfile.mkdtemp(prefix="wbd-"))
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "XDG_DATA_HOME": str(tmp_path / "data"),
+           "WORKBENCH_DAEMON_DIR": str(folder)}
+    env.pop("WORKBENCH_DAEMON", None)
+
+    def start(*args: str, extra_env=None) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "workbench", *args], cwd=tmp_path, text=True,
+                                env={**env, **(extra_env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+
+    def cli(*args: str, extra_env=None) -> subprocess.CompletedProcess:
+        proc = start(*args, extra_env=extra_env)
+        out, err = proc.communicate(timeout=WAIT_S * 2)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+    def session(text: str, name: str = "s.yaml") -> str:
+        (tmp_path / name).write_text(text)
+        return str(tmp_path / name)
+
+    yield types.SimpleNamespace(cli=cli, start=start, session=session, env=env, folder=folder, tmp=tmp_path)
+    left = [(d["pid"], descendants(d["pid"])) for d in list_daemons(folder) if isinstance(d.get("pid"), int)]
+    stop_daemons(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+    assert not gone([p for pid, under in left for p in (pid, *under)]), "a daemon or its worker outlived the test"
+
+
+def replay(wb, path: str, *args: str, out: str = "out.json"):
+    proc = wb.cli("--replay", path, "-o", str(wb.tmp / out), *args)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads((wb.tmp / out).read_text()), proc
+
+
+def essentials(doc: dict) -> list[tuple]:
+    keys = ("op", "impl", "label", "dtype", "status", "error", "run_index", "sweep_value")
+    return [tuple(r.get(k) for k in keys) + ((r.get("check") or {}).get("passed"),) for r in doc["results"]]
+
+
+def key_paths(value, prefix="") -> set[str]:
+    if isinstance(value, dict):
+        return {p for k, v in value.items() for p in {f"{prefix}.{k}"} | key_paths(v, f"{prefix}.{k}")}
+    if isinstance(value, list):
+        return {p for v in value for p in key_paths(v, f"{prefix}[]")}
+    return set()
+
+
+def test_two_invocations_share_one_daemon_which_lists_and_stops_with_its_workers(wb):
+    path = wb.session(GELU)
+    here, _ = replay(wb, path, out="here.json")
+    first, _ = replay(wb, path, "--daemon", out="first.json")
+    second, _ = replay(wb, path, "--daemon", out="second.json")
+    d1, d2 = first["provenance"]["daemon"], second["provenance"]["daemon"]
+    assert d1["pid"] == d2["pid"] and (d1["runs"], d2["runs"]) == (1, 2)
+    assert d2["worker_starts"]["reused"] > d1["worker_starts"].get("reused", 0), d2
+    assert d2["worker_starts"]["cold"] == d1["worker_starts"]["cold"], "the second run started no worker"
+    assert "daemon" not in here["provenance"]
+    # the same document as a run in this process, but for timings and provenance.daemon
+    assert essentials(here) == essentials(second) and all(r[4] == "ok" for r in essentials(second))
+    measured = (".provenance.daemon", ".results[].diagnosis[].")  # findings follow the measured times
+    assert ({p for p in key_paths(here) if not p.startswith(measured)}
+            == {p for p in key_paths(second) if not p.startswith(measured)})
+
+    listed = wb.cli("--daemon-list", "--format", "json")
+    daemons = json.loads(listed.stdout)
+    assert [(d["pid"], d["runs"], d["state"]) for d in daemons] == [(d2["pid"], 2, "idle")], listed.stderr
+    assert "runs 2" in wb.cli("--daemon-list").stdout
+    pids = [d2["pid"], *descendants(d2["pid"])]
+    assert daemons[0]["zygote_pid"] in pids and all(w["pid"] in pids for w in daemons[0]["workers"])
+    stopped = wb.cli("--daemon-stop")
+    assert stopped.returncode == 0 and "1 workbench daemon(s) stopped" in stopped.stdout
+    assert gone(pids, within_s=5) == []
+    assert wb.cli("--daemon-list").stdout.startswith("0 workbench daemon(s) running")
+
+
+def test_the_idle_timeout_ends_the_daemon_and_its_workers(wb):
+    doc, _ = replay(wb, wb.session(SLEEPS.format(values="5")), "--daemon", "--daemon-idle", "4")
+    daemon = doc["provenance"]["daemon"]
+    assert daemon["idle_timeout_s"] == 4.0
+    pids = [daemon["pid"], *descendants(daemon["pid"])]
+    assert len(pids) >= 3, "the daemon, its zygote and a warm worker"
+    assert gone(pids, within_s=60) == []
+    assert not (wb.folder / f"d-{daemon['fingerprint']}.sock").exists()
+    assert "idle for 4 s" in (wb.folder / f"d-{daemon['fingerprint']}.log").read_text()
+
+
+def test_a_stale_socket_is_replaced_and_another_fingerprint_gets_its_own_daemon(wb):
+    from workbench.engine.daemon_client import connect, list_daemons
+    from workbench.engine.daemon_paths import DaemonPaths, fingerprint
+
+    def status(environ):
+        conn = connect(DaemonPaths.of(wb.folder, fingerprint(environ)), start=True, environ=environ)
+        conn.send((1, "status", None))
+        info = conn.recv()[2]
+        conn.close()
+        return info
+
+    first = status(wb.env)
+    os.kill(first["pid"], signal.SIGKILL)
+    assert gone([first["pid"]]) == [] and Path(first["socket"]).exists(), "a dead daemon's socket stays"
+    second = status(wb.env)
+    assert second["pid"] != first["pid"] and second["socket"] == first["socket"]
+    other = status({**wb.env, "TORCHINDUCTOR_SOME_KNOB": "1"})
+    assert other["pid"] != second["pid"] and other["fingerprint"] != second["fingerprint"]
+    assert sorted(d["pid"] for d in list_daemons(wb.folder)) == sorted([second["pid"], other["pid"]])
+
+
+def test_signals_and_a_killed_client_cancel_the_run_and_the_daemon_serves_the_next(wb):
+    path = wb.session(SLEEPS.format(values="20, 30, 8000, 8001"))
+    proc = wb.start("--replay", path, "--daemon", "-o", str(wb.tmp / "term.json"))
+    wait_for_line(proc, "[2/4]")
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    doc = json.loads((wb.tmp / "term.json").read_text())
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert doc["cancelled"] is True and doc["cancel_signal"] == "SIGTERM"
+    assert [r["status"] for r in doc["results"]] == ["ok", "ok", "skipped", "skipped"]
+    assert doc["provenance"]["daemon"]["runs"] == 1
+
+    killed = wb.start("--replay", path, "--daemon", "-o", str(wb.tmp / "killed.json"))
+    wait_for_line(killed, "[2/4]")
+    killed.kill()
+    killed.wait(10)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        daemons = json.loads(wb.cli("--daemon-list", "--format", "json").stdout)
+        if daemons and daemons[0]["state"] == "idle":
+            break
+    assert daemons[0]["state"] == "idle" and daemons[0]["runs"] == 2, daemons
+    after, _ = replay(wb, wb.session(SLEEPS.format(values="20"), "short.yaml"), "--daemon", out="after.json")
+    assert [r["status"] for r in after["results"]] == ["ok"]
+    assert after["provenance"]["daemon"]["runs"] == 3 and after["provenance"]["daemon"]["pid"] == daemons[0]["pid"]

@@ -1,0 +1,120 @@
+"""The warm daemon from the command line (docs/engine.md, "Warm daemon"; CONTRACTS.md).
+
+    workbench --replay FILE --daemon [--daemon-idle SECONDS]   (or WORKBENCH_DAEMON=1)
+    workbench --daemon-list [--format json]
+    workbench --daemon-stop [--format json]
+
+`run_engine` is the replay's one engine call: run_plan in this process, or the same run in a
+compatible warm daemon (started when there is none). A busy daemon (one run at a time), one
+that refuses (another fingerprint) or one that cannot start: one line on stderr and the run
+happens here, as without --daemon. Environment: WORKBENCH_DAEMON=1 (as --daemon),
+WORKBENCH_DAEMON_DIR (the daemon folder), WORKBENCH_DAEMON_IDLE_S (as --daemon-idle).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from rich.console import Console
+
+from workbench.cli.common import EXIT_OK, Env, write_output
+from workbench.errors import WorkbenchError
+
+DEFAULT_IDLE_S = 600.0
+
+
+@dataclass(frozen=True)
+class DaemonChoice:
+    """Whether a replay uses the daemon, and where and how long it lives. environ: what the
+    fingerprint is taken from and the daemon is started with (the CLI's environment)."""
+
+    use: bool
+    folder: Path
+    idle_timeout_s: float
+    environ: Mapping[str, str]
+
+
+def daemon_choice(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> DaemonChoice:
+    """--daemon / WORKBENCH_DAEMON=1, the folder (WORKBENCH_DAEMON_DIR or the user runtime
+    folder), the idle timeout (--daemon-idle, else WORKBENCH_DAEMON_IDLE_S, else 600 s).
+    Raises WorkbenchError for a timeout that is not a positive number of seconds."""
+    from workbench.engine.daemon_paths import default_folder
+
+    environ = dict(os.environ if environ is None else environ)
+    use = bool(getattr(args, "daemon", False)) or environ.get("WORKBENCH_DAEMON", "") == "1"
+    idle = getattr(args, "daemon_idle", None)
+    if idle is None:
+        text = environ.get("WORKBENCH_DAEMON_IDLE_S") or str(DEFAULT_IDLE_S)
+        try:
+            idle = float(text)
+        except ValueError:
+            raise WorkbenchError(f"WORKBENCH_DAEMON_IDLE_S={text!r}: give seconds, e.g. 600") from None
+    if not idle > 0:
+        raise WorkbenchError(f"the daemon's idle timeout must be > 0 seconds, got {idle:g}")
+    return DaemonChoice(use, default_folder(environ), idle, environ)
+
+
+def run_engine(session: Any, *, on_event: Callable[[Any], None], stop: threading.Event, options: Any,
+               choice: DaemonChoice | None, err: Console) -> dict:
+    """The results document of `session` (engine/plan.run_plan's contract), from a warm daemon
+    when `choice.use`, else (or when the daemon is busy, refuses or cannot start) from here."""
+    if choice is not None and choice.use:
+        from workbench.engine.daemon_client import run_in_daemon
+        from workbench.engine.daemon_paths import DaemonError
+
+        def note(line: str) -> None:
+            err.print(line, markup=False, highlight=False)
+
+        try:
+            doc = run_in_daemon(session, options, on_event=on_event, stop=stop, folder=choice.folder,
+                                environ=choice.environ, idle_timeout_s=choice.idle_timeout_s, note=note)
+        except DaemonError as exc:
+            note(f"workbench daemon: {exc}: running in this process")
+            doc = None
+        if doc is not None:
+            return doc
+    from workbench.engine.plan import run_plan
+
+    return run_plan(session, on_event=on_event, stop=stop, options=options)
+
+
+def run_daemon_list(args: argparse.Namespace, env: Env) -> int:
+    from workbench.engine.daemon_client import list_daemons
+
+    return _report(list_daemons(daemon_choice(args).folder), args, env, "running")
+
+
+def run_daemon_stop(args: argparse.Namespace, env: Env) -> int:
+    from workbench.engine.daemon_client import stop_daemons
+
+    return _report(stop_daemons(daemon_choice(args).folder), args, env, "stopped")
+
+
+def _report(daemons: list[dict], args: argparse.Namespace, env: Env, verb: str) -> int:
+    if args.format == "json":
+        write_output(json.dumps(daemons, indent=2) + "\n", args, env)
+        return EXIT_OK
+    if args.format not in ("table", None):
+        raise WorkbenchError(f"--daemon-list and --daemon-stop write table or json, not {args.format}")
+    lines = [f"{len(daemons)} workbench daemon(s) {verb}"]
+    lines += [_line(d) for d in daemons]
+    write_output("\n".join(lines) + "\n", args, env)
+    return EXIT_OK
+
+
+def _line(d: dict) -> str:
+    """pid, state, started, idle seconds, runs served, warm workers (device/role), fingerprint."""
+    workers = ", ".join(f"{w['device']}{'/interpreted' if w.get('interpret') else ''}"
+                        f"{'' if w.get('role') == 'run' else '/' + str(w.get('role'))}{' spare' if w.get('spare') else ''}"
+                        for w in d.get("workers") or []) or "none"
+    idle = d.get("idle_s")
+    return (f"  pid {d.get('pid')}  {d.get('state', 'stopped')}  started {d.get('started')}  "
+            f"idle {'-' if idle is None else f'{idle:g} s'} of {d.get('idle_timeout_s')} s  runs {d.get('runs', '-')}  "
+            f"workers: {workers}  fingerprint {d.get('fingerprint')}")
+
