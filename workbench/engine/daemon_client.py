@@ -98,6 +98,10 @@ def connect(paths: DaemonPaths, *, start: bool, environ: Mapping[str, str] | Non
             return Client(str(paths.socket), "AF_UNIX", authkey=key)
         except (FileNotFoundError, ConnectionRefusedError):
             pass
+        except (ConnectionResetError, BrokenPipeError, EOFError) as exc:
+            # a daemon that is starting (or leaving) drops the handshake: retried until START_S
+            if time.monotonic() > deadline:
+                raise DaemonError(f"daemon socket {paths.socket}: {exc!r}") from None
         except OSError as exc:
             raise DaemonError(f"daemon socket {paths.socket}: {exc}") from None
         if not start:
