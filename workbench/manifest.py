@@ -31,7 +31,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import workbench
 from workbench.code_digest import impl_digest
@@ -42,6 +42,8 @@ from workbench.plugin_sources import package_files, plugin_files
 from workbench.registry import ENTRY_POINT_GROUP, REGISTRY, Op, Registry
 from workbench.spec import Spec
 
+# (sources in load order, the keys wanted) -> key -> manifest, or None (then: the subprocess)
+Builder = Callable[[list["Source"], set[str]], "dict[str, dict] | None"]
 MANIFEST_VERSION = 3  # 2: implementations carry their source (kernel_source.plain); 3: references, code digests
 BUILD_TIMEOUT_S = 300.0
 
@@ -117,8 +119,10 @@ def sources_digest(paths: Iterable[str | Path] = ()) -> str:
 
 
 # -- the cache -------------------------------------------------------------------------------
-def manifests(found: list[Source], cache_dir: Path | None) -> dict[str, dict]:
-    """Source key -> its manifest: from the cache where fresh, else built in one subprocess."""
+def manifests(found: list[Source], cache_dir: Path | None, build: Builder | None = None) -> dict[str, dict]:
+    """Source key -> its manifest: from the cache where fresh, else from `build` (watch mode: a
+    warm worker that reloaded the edited files in place, engine/reload.py) when it answers for
+    every missing source, else built in one subprocess."""
     env = versions()
     folder = Path(cache_dir) / "manifest" if cache_dir else None
     out, missing = {}, []
@@ -133,7 +137,13 @@ def manifests(found: list[Source], cache_dir: Path | None) -> dict[str, dict]:
         # every source up to the last missing one is loaded (a plugin may add implementations to
         # an op an earlier source declares); only the missing ones are described
         last = max(found.index(s) for s, _ in missing)
-        built = build_in_subprocess(found[:last + 1], {s.key for s, _ in missing})
+        wanted = {s.key for s, _ in missing}
+        built = build(found[:last + 1], wanted) if build is not None else None
+        errors = [m["error"] for m in (built or {}).values() if m.get("error")]
+        if errors:  # the new text failed to import in the worker: as the subprocess would say
+            raise WorkbenchError(errors[0])
+        if built is None or not wanted <= set(built):
+            built = build_in_subprocess(found[:last + 1], wanted)
         for source, path in missing:
             out[source.key] = built[source.key]
             if path is not None and built[source.key].get("error") is None:
@@ -179,9 +189,10 @@ def build_in_subprocess(found: list[Source], wanted: set[str]) -> dict[str, dict
 
 # -- declarations -> a Registry --------------------------------------------------------------
 def declare(paths: Iterable[str | Path] = (), *, entry_points: bool = True, registry: Registry | None = None,
-            cache_dir: Path | None = None) -> Registry:
+            cache_dir: Path | None = None, build: Builder | None = None) -> Registry:
     """Like registry.discover, from manifests: a Registry of declared ops (see the module
-    docstring). Raises WorkbenchError naming a path that does not exist or a plugin that failed."""
+    docstring); build: see `manifests`. Raises WorkbenchError naming a path that does not exist
+    or a plugin that failed."""
     registry = registry if registry is not None else Registry()
     registry.declared = True  # session.py loads later plugins into it the same way
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -190,7 +201,7 @@ def declare(paths: Iterable[str | Path] = (), *, entry_points: bool = True, regi
     earlier = list(getattr(registry, "declared_sources", []))
     found = [s for s in sources(paths, entry_points=entry_points) if s.key not in registry.loaded_sources]
     registry.declared_sources = earlier + found
-    built = manifests(earlier + found, cache_dir) if found else {}
+    built = manifests(earlier + found, cache_dir, build) if found else {}
     for source in found:
         data = built[source.key]
         if data.get("error"):
@@ -258,12 +269,30 @@ def describe_registry(registry: Registry = REGISTRY, before: dict[str, set[str]]
         added = [i for n, i in op.impls.items() if n not in before.get(name, set())]
         if name in before and not added:
             continue
-        out.append({"name": name, "new": name not in before, "description": op.description,
-                    "dtypes": [d.value for d in op.dtypes], "test_specs": [dict(s) for s in op.test_specs],
-                    "matmul_like": op.matmul_like, "spec": _describe_spec(op.spec),
-                    "references": op.references, "inputs": op.has_inputs, "cost": op.has_cost,
-                    "impls": [{**_describe_impl(i), "code": impl_digest(op, i)} for i in added]})
+        out.append(_describe_op(op, added, new=name not in before))
     return out
+
+
+def describe_source(registry: Registry, key: str) -> dict:
+    """The manifest of one loaded source, from what loading it registered (registry.registered:
+    a warm worker after an in-place reload, engine/reload_worker.py); what describe_registry
+    gives for it when the sources are imported in order."""
+    registered = registry.registered[key]
+    by_op: dict[str, list[str]] = {}
+    for op_name, impl_name in registered.impls:
+        by_op.setdefault(op_name, []).append(impl_name)
+    ops = [*registered.ops, *(name for name in by_op if name not in registered.ops)]
+    described = [_describe_op(registry.op(name), [registry.op(name).impls[i] for i in by_op.get(name, [])],
+                              new=name in registered.ops) for name in ops if name in registry]
+    return {"version": MANIFEST_VERSION, "ops": described, "error": None}
+
+
+def _describe_op(op: Op, impls: list, new: bool) -> dict:
+    return {"name": op.name, "new": new, "description": op.description,
+            "dtypes": [d.value for d in op.dtypes], "test_specs": [dict(s) for s in op.test_specs],
+            "matmul_like": op.matmul_like, "spec": _describe_spec(op.spec),
+            "references": op.references, "inputs": op.has_inputs, "cost": op.has_cost,
+            "impls": [{**_describe_impl(i), "code": impl_digest(op, i)} for i in impls]}
 
 
 def _describe_spec(spec: type[Spec]) -> dict:

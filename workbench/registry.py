@@ -25,6 +25,7 @@ from workbench.dtypes import DType
 from workbench.errors import LimitError, UnknownNameError, WorkbenchError
 from workbench.params import param_problem
 from workbench.plugin_sources import plugin_files
+from workbench.registrations import Registered, registered_since, snapshot
 from workbench.impl_fields import LEGACY_SOURCE_FIELDS, impl_fields, parse_impl_name  # noqa: F401 (re-exported)
 from workbench.spec import Spec
 
@@ -293,6 +294,9 @@ class Registry:
         # source key -> what it declared: (op, None) for a new op, (op, impl) for an impl added
         # (filled by workbench.manifest.declare; workbench.plugin_sources finds declared .cu files)
         self.added: dict[str, list[tuple[str, str | None]]] = {}
+        # source key -> what loading it registered (workbench/registrations.py): what an in-place
+        # reload of that source drops (engine/reload_worker.py)
+        self.registered: dict[str, Registered] = {}
 
     def add(self, op: Op) -> None:
         if op.name in self._ops and self._ops[op.name] is not op:
@@ -338,19 +342,28 @@ def discover(paths: Iterable[str | Path] = (), *, entry_points: bool = True,
 def _load_once(registry: Registry, key: str, load: Callable[[], Any]) -> None:
     if key in registry.loaded_sources:
         return
+    before = snapshot(registry)
     try:
         load()
     except Exception as exc:  # a plugin's own bug (or a WorkbenchError it met): name it, where, the message
         from workbench.error_location import describe_error
 
         raise WorkbenchError(f"plugin {key} failed to load: {describe_error(exc)}") from exc
+    registry.registered[key] = registered_since(registry, before)
     registry.loaded_sources.append(key)
 
 
-def _import_file(file: Path) -> None:
+def plugin_module_name(file: Path) -> str:
+    """The module name an op file is imported under (unique per path; a package's submodules
+    are `NAME.sub`)."""
     digest = hashlib.sha256(str(file).encode()).hexdigest()[:10]
     is_pkg = file.name == "__init__.py"
-    mod_name = f"workbench_plugin_{(file.parent.name if is_pkg else file.stem)}_{digest}"
+    return f"workbench_plugin_{(file.parent.name if is_pkg else file.stem)}_{digest}"
+
+
+def _import_file(file: Path) -> None:
+    is_pkg = file.name == "__init__.py"
+    mod_name = plugin_module_name(file)
     if mod_name in sys.modules:
         return
     spec = importlib.util.spec_from_file_location(

@@ -12,8 +12,11 @@ shape, dtype, actions, settings, device), the digest of what its code computes (
 `code`, workbench/code_digest.py: its builder and launch and what they call, its op's spec,
 inputs, reference and cost model) and the bytes of a declared `.cu`. A row whose fingerprint the
 previous cycle ran is not run again (the engine's `RunOptions.done`); the rest go through the one
-core call, `run_plan`, whose warm workers are keyed by the plugin files' content (an edited file
-gets a fresh worker; the build cache keys builds by source). A row whose edit failed keeps its last good record,
+core call, `run_plan`, whose warm workers are keyed by the plugin files' content. With a pool
+kept across cycles (`WatchState(workers=...)`), its idle workers re-import an edited file in
+place before the cycle declares it (engine/reload.py: their manifests replace the manifest
+subprocess, and the run takes the same warm process); without one, or with --strict, an edited
+file gets a fresh worker. The build cache keys builds by source. A row whose edit failed keeps its last good record,
 flagged (`watch_diff.stale`), so the last good figures stay on screen; the error, with the
 file and line, is in the cycle's lines. A session or plugin that does not load is a cycle with
 `error` and the previous document.
@@ -69,10 +72,14 @@ class WatchState:
     """The rows of the last cycle by fingerprint and the last good record of each row.
 
     session_path: the session file (None for a session edited in memory: the TUI's, which
-    calls `run_session`); kernels: --kernels paths."""
+    calls `run_session`); kernels: --kernels paths; workers: a WorkerPool kept across cycles
+    (its idle workers reload an edited plugin in place: engine/reload.py; None: each cycle's
+    run_plan gets a private pool, so every cycle starts its workers)."""
 
-    def __init__(self, session_path: str | Path | None = None, *, kernels: Iterable[str | Path] = ()) -> None:
+    def __init__(self, session_path: str | Path | None = None, *, kernels: Iterable[str | Path] = (),
+                 workers: Any = None) -> None:
         self.session_path = Path(session_path) if session_path is not None else None
+        self.workers = workers
         self.kernels = tuple(str(Path(k).expanduser().resolve()) for k in kernels)
         self.number = 0
         self.doc: dict | None = None
@@ -88,7 +95,8 @@ class WatchState:
         """Load the session file and its plugins afresh, then `run_session`. A session or plugin
         that does not load gives a cycle with `error` and the previous document."""
         try:
-            session, registry = self._load(getattr(options, "cache_dir", None))
+            workers = None if getattr(options, "strict", False) else self.workers  # --strict: no reload
+            session, registry = self._load(getattr(options, "cache_dir", None), workers)
         except WorkbenchError as exc:
             self.number += 1
             return Cycle(self.number, tuple(str(c) for c in changed), self.doc, error=str(exc), files=self.files)
@@ -121,13 +129,14 @@ class WatchState:
                 if line is not None and on_line is not None:
                     on_line(*line)
         run = engine or _run_plan
-        doc = run(session, on_event=watched, stop=stop, options=dataclasses.replace(options, done=done))
+        pool = {"workers": self.workers} if engine is None and self.workers is not None else {}
+        doc = run(session, on_event=watched, stop=stop, options=dataclasses.replace(options, done=done), **pool)
         self._fold(cycle, doc, done, kept)
         return cycle
 
-    def _load(self, cache_dir: Path | None = None):
+    def _load(self, cache_dir: Path | None = None, workers: Any = None):
         try:
-            session, registry, self.files = load_watched(self.session_path, self.kernels, cache_dir)
+            session, registry, self.files = load_watched(self.session_path, self.kernels, cache_dir, workers=workers)
         except WorkbenchError:
             self.files = watched_files(self.session_path, self.kernels)  # an edit may fix it
             raise
@@ -167,21 +176,32 @@ class WatchState:
         self.doc = cycle.doc = {**doc, "results": shown_records}
 
 
-def load_watched(session_path: Path, kernels: Iterable[str] = (), cache_dir: Path | None = None
-                 ) -> tuple[Any, Any, tuple[Path, ...]]:
+def load_watched(session_path: Path, kernels: Iterable[str] = (), cache_dir: Path | None = None, *,
+                 workers: Any = None) -> tuple[Any, Any, tuple[Path, ...]]:
     """Declare the session file's plugins afresh and read it: (the session with its plugins
     resolved, the declared registry, the files to watch). The declarations come from manifests
-    keyed by the files' content (workbench/manifest.py), so an edited plugin is imported again,
-    in a subprocess; nothing here imports torch. Raises WorkbenchError (a SessionError lists
-    every problem with its line; a plugin that fails to import names its file and line)."""
+    keyed by the files' content (workbench/manifest.py), so an edited plugin is imported again:
+    by the idle warm workers of `workers` in place (engine/reload.py), which then serve the new
+    code, else in a subprocess; nothing here imports torch. Raises WorkbenchError (a SessionError
+    lists every problem with its line; a plugin that fails to import names its file and line)."""
     from workbench.manifest import declare
     from workbench.session import load_session
 
-    paths = _plugin_paths(session_path, kernels)
-    registry = declare([p for p in paths if Path(p).exists()], cache_dir=cache_dir)  # a missing one: below
+    paths = [p for p in _plugin_paths(session_path, kernels) if Path(p).exists()]  # a missing one: below
+    registry = declare(paths, cache_dir=cache_dir, build=_reloaded(workers, paths))
     session = load_session(session_path, kernels=kernels, registry=registry)
     files = (Path(session_path).resolve(), *registry_files(paths, registry))
     return with_resolved_plugins(session, Path(session_path).parent), registry, files
+
+
+def _reloaded(workers: Any, paths: list[str]):
+    """The pool's idle workers reloaded now; a manifest `build` serving what they loaded."""
+    if workers is None:
+        return None
+    from workbench.engine.reload import reload_for_watch
+    from workbench.plugin_sources import plugin_files
+
+    return reload_for_watch(workers, [str(f) for p in paths for f in plugin_files(Path(p))])
 
 
 def watched_files(session_path: Path, kernels: Iterable[str] = ()) -> tuple[Path, ...]:

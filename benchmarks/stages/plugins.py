@@ -12,12 +12,16 @@ OUT/plugins-rmsnorm.json.
 
 Part 2, the watch loop: a copy of the example in OUT/plugins-watch/ run by watch mode's core
 (workbench/watching.py with the file watcher, as `workbench --replay FILE --watch` runs it);
-then the Triton kernel's launch is edited (num_warps 16 <-> 8 for the 8192-wide row, written
-as editors do: a temporary file renamed over the original) and the time from the save to the
-re-run row's line is measured: detected (the watcher's poll and settle), reloaded and planned,
-the row's build, and the line. Only the `triton` row may re-run (function-level fingerprints);
-the line must show the PTX counts that moved. Target: <= 2 s from save to result for a Triton
-edit. Results in OUT/plugins-watch.json, written after every edit.
+with one worker pool for the whole watch, as `workbench --replay FILE --watch` keeps it; then
+the Triton kernel's launch is edited (num_warps of the 8192-wide row 16 -> 8 -> 4 -> 32 -> 2:
+every edit new text, never a revert to one the workers have seen; written as editors do, a
+temporary file renamed over the original) and the time from the save to the re-run row's line is
+measured: detected (the watcher's poll and settle), reloaded in the warm worker (engine/reload.py)
+and planned, the row's build, and the line. The pool's worker pids before the save and after the
+cycle show whether the same process served the new code (`same_worker`; STARTS counts how
+workers were had). Only the `triton` row may re-run (function-level fingerprints); the line
+must show the PTX counts that moved. Target: <= 2 s from save to result for a Triton edit.
+Results in OUT/plugins-watch.json, written after every edit.
 
 --quick: the same shape with fewer repetitions and 2 edits (~1-2 min on an H200). Without a
 GPU: 256 x 1024 float32 on the CPU (Triton interpreted), so the stage can be tried anywhere.
@@ -39,9 +43,10 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples"
 BUDGET_S = 110          # --quick; the full stage gets 3x
 TARGET_S = 2.0          # save -> the re-run row's line, for a Triton edit (issue #16)
-# The edit: the num_warps rule of `_one_block` in examples/rmsnorm.py, for an 8192-wide row.
-WARPS_16 = "return block, 4 if block < 2048 else 8 if block < 8192 else 16"
-WARPS_8 = "return block, 4 if block < 2048 else 8 if block < 8192 else 8"
+# The edits: the num_warps rule of `_one_block` in examples/rmsnorm.py, for an 8192-wide row;
+# each sets a value not used before, so no edit is a revert to code a worker already ran.
+WARPS_RULE = "return block, 4 if block < 2048 else 8 if block < 8192 else {}"
+WARPS = (16, 8, 4, 32, 2)  # the example's, then one per edit
 
 
 def run(quick: bool, out: Path) -> list[dict]:
@@ -124,6 +129,15 @@ def _ratio(a, b):
 # -- part 2: the watch loop ----------------------------------------------------------------------
 def watch_rows(shape: dict, dtype: str, settings: dict, out: Path, *, edits: int, deadline: float,
                all_impls: bool) -> list[dict]:
+    from workbench.engine.plan import RunOptions, new_pool
+
+    with new_pool(RunOptions()) as pool:  # one pool for the whole watch, as the CLI keeps it
+        return _watch_loop(shape, dtype, settings, out, edits=edits, deadline=deadline, all_impls=all_impls,
+                           pool=pool)
+
+
+def _watch_loop(shape: dict, dtype: str, settings: dict, out: Path, *, edits: int, deadline: float,
+                all_impls: bool, pool) -> list[dict]:
     from workbench.engine.plan import RunOptions
     from workbench.file_watch import FileWatcher
     from workbench.watching import WatchState
@@ -135,7 +149,7 @@ def watch_rows(shape: dict, dtype: str, settings: dict, out: Path, *, edits: int
     plugin.write_text((EXAMPLE / "rmsnorm.py").read_text())
     session_path = work / "rmsnorm.yaml"
     _write_session(session_path, shape, dtype, settings, all_impls)
-    state, report = WatchState(session_path), {"target_s": TARGET_S, "cycles": []}
+    state, report = WatchState(session_path, workers=pool), {"target_s": TARGET_S, "cycles": []}
     stop = threading.Event()
     first_t0 = time.monotonic()
     first = state.run_cycle(options=RunOptions(), on_event=lambda e: None, stop=stop)
@@ -143,15 +157,19 @@ def watch_rows(shape: dict, dtype: str, settings: dict, out: Path, *, edits: int
     watcher = FileWatcher(first.files)
     rows = [{"part": "watch", "what": "first run", "status": first.error or "ok", "total_s": report["first_cycle_s"]}]
     text = plugin.read_text()
-    for number in range(edits):
+    for number in range(min(edits, len(WARPS) - 1)):
         if time.monotonic() > deadline - 20:
             rows.append({"part": "watch", "what": f"edit {number + 1}", "status": "not run: stage budget spent"})
             break
-        old, new = (WARPS_16, WARPS_8) if number % 2 == 0 else (WARPS_8, WARPS_16)
-        text = text.replace(old, new)
-        rows.append(_timed_edit(state, watcher, plugin, text, f"num_warps {old[-2:]} -> {new[-2:]}", report))
+        old, new = WARPS[number], WARPS[number + 1]
+        text = text.replace(WARPS_RULE.format(old), WARPS_RULE.format(new))
+        rows.append(_timed_edit(state, watcher, plugin, text, f"num_warps {old} -> {new}", report, pool))
         (out / "plugins-watch.json").write_text(json.dumps(report, indent=1, default=str))
     return rows
+
+
+def _pids(pool) -> list[int]:
+    return sorted(w.proc.pid for w in pool.workers() if w.alive())
 
 
 def _write_session(path: Path, shape: dict, dtype: str, settings: dict, all_impls: bool) -> None:
@@ -165,10 +183,14 @@ def _write_session(path: Path, shape: dict, dtype: str, settings: dict, all_impl
                  path)
 
 
-def _timed_edit(state, watcher, plugin: Path, text: str, what: str, report: dict) -> dict:
+def _timed_edit(state, watcher, plugin: Path, text: str, what: str, report: dict, pool) -> dict:
     """Save `text` as an editor does (temp file + rename) and time it to the re-run row's line."""
     from workbench.engine.plan import RunOptions
+    from workbench.engine.workers import STARTS
     from workbench.events import Started
+
+    assert text != plugin.read_text(), "an edit must change the file"
+    pids_before, starts_before = _pids(pool), dict(STARTS)
 
     marks: dict[str, float] = {}
     lines: list[str] = []
@@ -193,8 +215,12 @@ def _timed_edit(state, watcher, plugin: Path, text: str, what: str, report: dict
     entry = {"edit": what, "reran": [k[1] for k in cycle.reran], "error": cycle.error, "lines": lines,
              "detect_s": t_seen - t_save, "to_started_s": marks.get("started", t_end) - t_save,
              "to_line_s": marks.get("line", t_end) - t_save, "cycle_s": t_end - t_save,
-             "triton_build_ms": triton.get("build_ms"), "triton_median_ms": (triton.get("timing") or {}).get("median_ms")}
+             "triton_build_ms": triton.get("build_ms"), "triton_median_ms": (triton.get("timing") or {}).get("median_ms"),
+             "pids_before": pids_before, "pids_after": _pids(pool),
+             "starts": {k: v - starts_before.get(k, 0) for k, v in STARTS.items() if v != starts_before.get(k, 0)}}
+    entry["same_worker"] = bool(pids_before) and set(pids_before) <= set(entry["pids_after"])
     report["cycles"].append(entry)
     return {"part": "watch", "what": what, "status": (cycle.error or "ok")[:60], "reran": ",".join(entry["reran"]) or "-",
             "detect_s": entry["detect_s"], "started_s": entry["to_started_s"], "total_s": entry["to_line_s"],
+            "same_worker": entry["same_worker"],
             f"<= {TARGET_S:g} s": entry["to_line_s"] <= TARGET_S, "line": (lines[0] if lines else "-")[:70]}

@@ -2,7 +2,8 @@
 
 The first cycle runs every row and prints the results table. Then the session file and every
 plugin file it uses are watched (workbench/file_watch.py); on each save the rows whose code or
-description changed are rebuilt, re-checked and re-run (workbench/watching.py), and one line per
+description changed are rebuilt, re-checked and re-run (workbench/watching.py: one pool of warm
+workers for the whole watch, reloading an edited plugin in place, engine/reload.py), and one line per
 re-run row says how it moved against its previous result: time, GB/s, the PTX counts that
 changed. A file that fails to import or compile is reported with its file and line, on stderr,
 and the last good result stays. `-o PATH` is rewritten after every cycle (the shown document:
@@ -36,12 +37,21 @@ def run_watch(args: argparse.Namespace, argv: list[str], env: Env, err: Console)
 
 
 def _watch(args: argparse.Namespace, argv: list[str], env: Env, err: Console, stop: threading.Event) -> None:
+    from workbench.engine.plan import new_pool
+
+    # one pool for the whole watch: an edit reloads its warm workers in place (engine/reload.py)
+    with new_pool(run_options(args, env, argv=argv)) as pool:
+        _cycles(args, argv, env, err, stop, pool)
+
+
+def _cycles(args: argparse.Namespace, argv: list[str], env: Env, err: Console, stop: threading.Event,
+            pool) -> None:
     from workbench.file_watch import FileWatcher
     from workbench.session import file_sha256, resolve_session_path, results_path
     from workbench.watching import WatchState, watched_files
 
     path = resolve_session_path(args.replay, env.data_dir)
-    state = WatchState(path, kernels=args.kernels)
+    state = WatchState(path, kernels=args.kernels, workers=pool)
     watcher = FileWatcher(watched_files(path, state.kernels))  # a save during the first run counts too
     changed: list[Path] = []
     while not stop.is_set():

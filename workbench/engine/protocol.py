@@ -9,11 +9,12 @@ Worker -> parent, over a multiprocessing Pipe, each message a `(Message, payload
   (READY, None)         a job arrived and its runner is set up; its first row's clock starts
   (EVENT, Event)        a workbench.events event; a Result ends its row
   (DONE, None)          every row of the job answered; the worker stays for the next job
-  (ANSWER, object)      the answer to a Query job (row descriptions, no row runs)
+  (ANSWER, object)      the answer to a Query job (row descriptions, no row runs) or to a
+                        Reload (plugin files re-imported in place: engine/reload_worker.py)
   (BYE, str | None)     the worker is leaving (after a fault, a failed health probe, a stale
                         plugin, strict mode, or when told to); payload: why, None for normal
 
-Parent -> worker, on a second Pipe: a pickled `ChildJob` or `Query` as bytes, or `STOP`.
+Parent -> worker, on a second Pipe: a pickled `ChildJob`, `Query` or `Reload` as bytes, or `STOP`.
 """
 
 from __future__ import annotations
@@ -61,7 +62,9 @@ class WorkerKey:
     """What a worker is set up with before its jobs are known; a worker serves any job with the
     same key. interpret: TRITON_INTERPRET=1 (CPU execution); plugin_paths: --kernels and the
     session's plugins; device: "cpu" or "cuda:N"; sources: the content digest of the plugin
-    files (workbench/manifest.py): a worker that imported older sources is never reused;
+    files (workbench/manifest.py): a worker whose key has older sources runs no job, but an idle
+    one may be reloaded in place (engine/reload.py: the changed plugin modules re-imported in the
+    same process, then the worker is filed under the new digest; `--strict` never does);
     role: "" for the workers that time rows, "build" for the one that builds ahead."""
 
     interpret: bool
@@ -96,6 +99,30 @@ class Query:
     the plugin's code knows. The answer is a list of `SpecFacts`, in order."""
 
     specs: tuple[tuple[str, str, tuple[tuple[str, Any], ...], str | None], ...]
+
+
+@dataclass(frozen=True)
+class Reload:
+    """Re-import, in place, the plugin files that changed since the worker imported them
+    (engine/reload_worker.py); describe: the source keys to return manifests of."""
+
+    describe: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Reloaded:
+    """The answer to a Reload. ok: the worker now holds the files' current content, and
+    `sources` is its new WorkerKey.sources; manifests: source key -> manifest (workbench/
+    manifest.py's format; a failed import: its `error`); reason: why not ok; keep: not ok, but the
+    worker is as it was (a new text that failed to import) and still serves its old key;
+    reloaded: the source keys whose files had changed."""
+
+    ok: bool
+    sources: str = ""
+    manifests: Mapping[str, Any] = field(default_factory=dict)
+    reason: str | None = None
+    keep: bool = False
+    reloaded: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import pickle
 from typing import Any
 
 from workbench.engine.capture import mark_row
-from workbench.engine.protocol import STOP, Channel, ChildJob, Message, Mode, Query, SpecFacts, WorkerFacts
+from workbench.engine.protocol import STOP, Channel, ChildJob, Message, Mode, Query, Reload, SpecFacts, WorkerFacts
 
 
 def prepare(plugin_paths: tuple[str, ...], device: str) -> tuple[Any, str | None]:
@@ -63,10 +63,12 @@ def serve(plugin_paths: tuple[str, ...], device: str, interpret: bool, conn: Any
           stop: Any) -> None:
     """Warm up, say WARM, then answer jobs until STOP, a closed pipe, or a reason to leave."""
     from workbench.engine.execute import RowRunner
+    from workbench.engine.reload_worker import Reloader
     from workbench.engine.worker_state import Baseline
 
     channel = Channel(conn)
     registry, error = prepare(plugin_paths, device)
+    reloader = Reloader(registry, plugin_paths)
     baseline = Baseline.capture(device)
     runner = RowRunner(registry, interpret, baseline) if registry is not None else None
     try:
@@ -78,6 +80,9 @@ def serve(plugin_paths: tuple[str, ...], device: str, interpret: bool, conn: Any
             job = pickle.loads(data)
             if isinstance(job, Query):
                 channel.control(Message.answer, describe(registry, error, job))
+                continue
+            if isinstance(job, Reload):  # changed plugin files re-imported in this process
+                channel.control(Message.answer, reloader.reload(job))
                 continue
             leave = run_job(job, runner, error, channel, stop)
             if leave is not None:
