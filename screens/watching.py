@@ -1,7 +1,8 @@
 """Watch mode in the app (`workbench FILE --watch`): each save re-runs what it changed.
 
 A thread polls the session file and its plugin files (workbench/file_watch.py). On a save, a
-worker declares the plugins afresh (their manifests: workbench/manifest.py) and re-reads the
+worker declares the plugins afresh (their manifests: workbench/manifest.py, from the app's idle
+warm workers, which reload the edited files in place: engine/reload.py) and re-reads the
 session (workbench/watching.py `load_watched`); a file that fails shows `path:line: message` in
 the Log and a notification, and nothing else stops. The catalog is refreshed (a new
 implementation appears in the list), the session is re-opened when its own file changed, and the
@@ -126,7 +127,9 @@ class WatchMixin:
         kernels = self._kernels()
         try:
             if path is not None and path.exists():
-                session, _, files = load_watched(path, kernels, self._cache_dir())
+                # the app's warm workers reload the edited plugins in place (engine/reload.py)
+                workers = None if getattr(self._options, "strict", False) else getattr(self, "_pool", None)
+                session, _, files = load_watched(path, kernels, self._cache_dir(), workers=workers)
             else:
                 session, files = self.ws.session, self._declare_unsaved(kernels)
             catalog = (self._catalog_loader or _load_catalog)([*kernels, *session.plugins], self._device())

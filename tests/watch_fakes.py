@@ -42,7 +42,7 @@ def rows_engine():
     to both, so an edit of either changes what it computes (workbench/code_digest.py)."""
     calls: list[list] = []
 
-    def engine(session, *, on_event, stop=None, options=None):
+    def engine(session, *, on_event, stop=None, options=None, workers=None):
         from workbench.engine.rows import expand
         from workbench.manifest import declare
 

@@ -2,8 +2,9 @@
 
 Key: (op, implementation, params, spec shape, dtype, device, interpret, source digest). The
 source digest hashes the file that defines the builder and the implementation's `.cu` file, so a
-row never reuses a build of other source. (The worker itself is replaced when a plugin file
-changes: engine/protocol.py WorkerKey.sources; the digest here keeps the cache honest on its own.)
+row never reuses a build of other source. (A plugin file that changes gets a fresh worker, engine/protocol.py WorkerKey.sources, or in
+watch mode is re-imported in the same one, engine/reload.py: then only the changed files' builds
+miss, by this digest.)
 `compiled` implementations are not cached: every row starts from torch._dynamo.reset() (rule 8),
 which drops compiled graphs; a recompile in a warm worker costs tens of ms (Inductor's caches).
 """

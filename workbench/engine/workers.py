@@ -4,7 +4,8 @@ A `WorkerPool` holds, per `WorkerKey` (device, TRITON_INTERPRET choice, plugin p
 source digest), at most one idle warm worker, reused for every job of every run, and at most one
 spare started ahead of need (to replace a worker after a fault, or for the next job's key). A
 worker that ended its job with anything but DONE (a fault, a timeout, a crash, strict mode) is
-never reused: it is killed and the next job gets the spare or a fresh one.
+never reused: it is killed and the next job gets the spare or a fresh one. An idle worker whose
+plugin files changed may be reloaded in place and filed under its new key (engine/reload.py).
 
 Start method: "forkserver" (Linux, the default): a zygote process imports torch once (no CUDA
 context: forking after CUDA starts is unsafe) and forks each worker from it, so a replacement
@@ -41,7 +42,8 @@ START_METHODS = ("forkserver", "spawn")
 ZYGOTE_PRELOAD = ["workbench.engine.zygote"]
 
 # How workers were obtained in this process ("cold", "reused", "spare_started", "spare_taken",
-# "spare_discarded", "replaced"): what tests and benchmarks read to see reuse and spares.
+# "spare_discarded", "replaced"; engine/reload.py: "reloaded", "reload_unchanged", "reload_failed"):
+# what tests and benchmarks read to see reuse and spares.
 STARTS: Counter = Counter()
 _POOLS: "weakref.WeakSet[WorkerPool]" = weakref.WeakSet()
 
