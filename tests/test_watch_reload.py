@@ -150,6 +150,24 @@ def test_an_edit_is_reloaded_in_the_same_worker_which_measures_the_new_code(tmp_
         assert int(last_build.split()[-1]) in pids
 
 
+def test_strict_watch_reloads_nothing_and_runs_each_row_in_a_fresh_process(tmp_path):
+    plugin = tmp_path / "mine.py"
+    plugin.write_text(MINE)
+    (tmp_path / "reloaded.yaml").write_text(SESSION)
+    events: list = []
+    options = RunOptions(device="cpu", cache_dir=tmp_path / "cache", warm_spare=False, strict=True)
+    with workers.WorkerPool(spares=False) as pool:
+        state = WatchState(tmp_path / "reloaded.yaml", workers=pool)
+        state.run_cycle(options=options, on_event=events.append, stop=threading.Event())
+        plugin.write_text(MINE.replace("SCALE = 1.0", "SCALE = 2.0"))
+        reloaded = workers.STARTS["reloaded"]
+        cycle = state.run_cycle(options=options, on_event=events.append, stop=threading.Event())
+        assert [k[1] for k in cycle.reran] == ["manual_mine"] and "check failed" in cycle.lines[0][1]
+        assert workers.STARTS["reloaded"] == reloaded and pool.workers() == []  # nothing kept, nothing reloaded
+    built = [e.text for e in events if isinstance(e, Log) and e.text.startswith("built in pid")]
+    assert len(built) == 2 and built[0] != built[1]                           # two processes
+
+
 def _session(*runs: RunSpec) -> Session:
     return Session(name="reload", runs=runs,
                    settings=Settings(device="cpu", warmup_ms=1.0, rep_ms=5.0, min_samples=3, timeout_s=60.0))

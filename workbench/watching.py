@@ -129,7 +129,8 @@ class WatchState:
                 if line is not None and on_line is not None:
                     on_line(*line)
         run = engine or _run_plan
-        pool = {"workers": self.workers} if engine is None and self.workers is not None else {}
+        keep = engine is None and self.workers is not None and not getattr(options, "strict", False)
+        pool = {"workers": self.workers} if keep else {}  # --strict: every cycle's workers fresh
         doc = run(session, on_event=watched, stop=stop, options=dataclasses.replace(options, done=done), **pool)
         self._fold(cycle, doc, done, kept)
         return cycle

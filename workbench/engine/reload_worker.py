@@ -15,7 +15,8 @@ earlier one declares) into its registry:
   as `plugin PATH failed to load: PATH:LINE: ...` (registry._load_once), and everything is put
   back as it was: the worker still serves its old key, and a later good edit reloads from there.
 
-The answer (protocol.Reloaded) carries the new sources digest, which becomes the worker's
+Only plugin paths are reloaded; a changed installed op package (a `workbench.ops` entry
+point, such as the shipped kernels) retires the worker. The answer (protocol.Reloaded) carries the new sources digest, which becomes the worker's
 WorkerKey.sources, and the manifests of the sources asked for (workbench/manifest.py's format),
 so the front end needs no manifest subprocess. The digest is taken before and after the
 reload: a file saved again meanwhile makes the reload count as failed (the worker is retired).
@@ -54,11 +55,20 @@ def content_hash(key: str) -> str:
 
 
 class Reloader:
-    """The plugin paths a worker imported, and the content of each file when it did."""
+    """The plugin paths a worker imports, and the content of each file when it did. Made before
+    the first import (a file saved meanwhile then counts as changed: reloaded once more, never
+    missed); `registry` is set once discovery is done (None: it failed, nothing is reloaded)."""
 
-    def __init__(self, registry: Any, plugin_paths: tuple[str, ...]):
-        self.registry, self.paths = registry, tuple(plugin_paths)
-        self.hashes = {key: content_hash(key) for key in self._keys()}
+    def __init__(self, plugin_paths: tuple[str, ...]):
+        from workbench.manifest import sources_digest
+
+        self.registry: Any = None
+        self.paths = tuple(plugin_paths)
+        self.installed = sources_digest(())  # the `workbench.ops` entry points: never reloaded
+        try:
+            self.hashes = {key: content_hash(key) for key in self._keys()}
+        except WorkbenchError:  # a path that does not exist: discovery fails and reports it
+            self.hashes = {}
 
     def _keys(self) -> list[str]:
         return [str(file) for path in self.paths for file in plugin_files(Path(path))]
@@ -75,6 +85,8 @@ class Reloader:
             return Reloaded(False, reason=str(exc))
         if set(keys) != set(self.hashes):
             return Reloaded(False, reason="plugin files were added or removed")
+        if sources_digest(()) != self.installed:
+            return Reloaded(False, reason="an installed op package (a workbench.ops entry point) changed")
         changed = [k for k in keys if content_hash(k) != self.hashes[k]]
         if changed:
             redo = keys[min(keys.index(k) for k in changed):]

@@ -6,7 +6,9 @@ After each row the worker resets what must not leak and probes its health
 (a CUDA error, an OOM, a plugin's own bug: the context may be poisoned), after a failed probe or
 changed process switches, when cancelled, after a job marked `last` (strict mode), or when told
 to stop. A crash, a hang past the timeout or a kill ends it too; the parent replaces it. A failed
-check is not an error. It starts in engine/entry.py, which set the environment first.
+check is not an error. Between jobs it may be asked to re-import its changed plugin files in
+place (protocol.Reload, engine/reload_worker.py: watch mode). It starts in engine/entry.py, which
+set the environment first.
 """
 
 from __future__ import annotations
@@ -67,8 +69,9 @@ def serve(plugin_paths: tuple[str, ...], device: str, interpret: bool, conn: Any
     from workbench.engine.worker_state import Baseline
 
     channel = Channel(conn)
+    reloader = Reloader(plugin_paths)  # the files' content before they are imported
     registry, error = prepare(plugin_paths, device)
-    reloader = Reloader(registry, plugin_paths)
+    reloader.registry = registry
     baseline = Baseline.capture(device)
     runner = RowRunner(registry, interpret, baseline) if registry is not None else None
     try:
