@@ -169,7 +169,9 @@ def _watch_loop(shape: dict, dtype: str, settings: dict, out: Path, *, edits: in
 
 
 def _pids(pool) -> list[int]:
-    return sorted(w.proc.pid for w in pool.workers() if w.alive())
+    """The pids of the pool's idle warm workers (the ones that ran the last cycle; not a spare)."""
+    with pool.lock:
+        return sorted(w.proc.pid for w in pool.idle.values() if w.alive())
 
 
 def _write_session(path: Path, shape: dict, dtype: str, settings: dict, all_impls: bool) -> None:
