@@ -102,14 +102,19 @@ def _tree(folder: Path) -> tuple[Path, ...]:
 
 def digest(source: Source, env: dict | None = None) -> str:
     """sha256 of the source's files (paths and contents) and `versions()`."""
-    h = hashlib.sha256(json.dumps(env or versions(), sort_keys=True).encode())
-    for file in source.files:
+    return hash_files(source.files, hashlib.sha256(json.dumps(env or versions(), sort_keys=True).encode())).hexdigest()
+
+
+def hash_files(files: Iterable[Path], h: Any = None) -> Any:
+    """`h` (a new sha256 by default) updated with each file's path and content, in order."""
+    h = h if h is not None else hashlib.sha256()
+    for file in files:
         h.update(str(file).encode() + b"\0")
         try:
-            h.update(file.read_bytes())
+            h.update(Path(file).read_bytes())
         except OSError:
             h.update(b"(unreadable)")
-    return h.hexdigest()
+    return h
 
 
 def sources_digest(paths: Iterable[str | Path] = ()) -> str:

@@ -26,11 +26,11 @@ import pickle
 import time
 from typing import Any, Callable, Iterable
 
-from workbench.engine.protocol import Message, Reload, Reloaded
+from workbench.engine.protocol import Reload, Reloaded
+from workbench.engine.supervisor import wait_answer
 from workbench.engine.workers import STARTS, WorkerPool, WorkerProcess
 
 RELOAD_S = 60.0  # an import that takes longer than this (a plugin compiling at import) is given up
-POLL_S = 0.02
 
 
 def reload_idle(pool: WorkerPool, wanted: set[str] | frozenset[str] = frozenset(),
@@ -64,17 +64,8 @@ def reload_idle(pool: WorkerPool, wanted: set[str] | frozenset[str] = frozenset(
 
 
 def _answer(worker: WorkerProcess, deadline: float, clock: Callable[[], float]) -> Reloaded | None:
-    try:
-        while clock() < deadline and worker.alive():
-            if not worker.conn.poll(POLL_S):
-                continue
-            kind, payload = worker.conn.recv()
-            worker.note(kind, payload)
-            if kind == Message.answer:
-                return payload if isinstance(payload, Reloaded) else None
-    except (EOFError, OSError):
-        pass
-    return None
+    _answered, payload = wait_answer(worker, deadline, clock)
+    return payload if isinstance(payload, Reloaded) else None
 
 
 def reload_for_watch(pool: WorkerPool | None, describe: Iterable[str]

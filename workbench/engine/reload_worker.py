@@ -24,7 +24,6 @@ reload: a file saved again meanwhile makes the reload count as failed (the worke
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import linecache
 import sys
@@ -44,14 +43,9 @@ def source_files_of(key: str) -> list[Path]:
 
 
 def content_hash(key: str) -> str:
-    h = hashlib.sha256()
-    for file in source_files_of(key):
-        h.update(str(file).encode() + b"\0")
-        try:
-            h.update(file.read_bytes())
-        except OSError:
-            h.update(b"(unreadable)")
-    return h.hexdigest()
+    from workbench.manifest import hash_files
+
+    return hash_files(source_files_of(key)).hexdigest()
 
 
 class Reloader:

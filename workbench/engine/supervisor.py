@@ -58,13 +58,10 @@ def worker_key(rows: list[Row], plugin_paths: tuple[str, ...], interpret: bool, 
     return WorkerKey(bool(interpret), tuple(plugin_paths), rows[0].device if rows else "cpu", sources)
 
 
-def query(pool: WorkerPool, key: WorkerKey, specs: list[tuple], clock: Callable[[], float] = time.perf_counter
-          ) -> tuple[list[SpecFacts], Any]:
-    """Ask the pool's worker for `key` about `specs` (protocol.Query); returns (answers, the
-    worker's facts). The worker stays in the pool. Raises WorkbenchError if it dies first."""
-    worker = pool.take(key)
-    worker.give(pickle.dumps(Query(tuple(specs))))
-    deadline = clock() + STARTUP_S
+def wait_answer(worker: WorkerProcess, deadline: float, clock: Callable[[], float] = time.perf_counter
+                ) -> tuple[bool, Any]:
+    """Read the worker's messages until its ANSWER: (True, the answer), or (False, None) when it
+    died, closed its pipe or `deadline` (on `clock`) passed first."""
     try:
         while clock() < deadline and worker.alive():
             if not worker.conn.poll(POLL_S):
@@ -72,10 +69,22 @@ def query(pool: WorkerPool, key: WorkerKey, specs: list[tuple], clock: Callable[
             kind, payload = worker.conn.recv()
             worker.note(kind, payload)
             if kind == Message.answer:
-                pool.give_back(worker)
-                return payload, worker.facts
+                return True, payload
     except (EOFError, OSError):
         pass
+    return False, None
+
+
+def query(pool: WorkerPool, key: WorkerKey, specs: list[tuple], clock: Callable[[], float] = time.perf_counter
+          ) -> tuple[list[SpecFacts], Any]:
+    """Ask the pool's worker for `key` about `specs` (protocol.Query); returns (answers, the
+    worker's facts). The worker stays in the pool. Raises WorkbenchError if it dies first."""
+    worker = pool.take(key)
+    worker.give(pickle.dumps(Query(tuple(specs))))
+    answered, payload = wait_answer(worker, clock() + STARTUP_S, clock)
+    if answered:
+        pool.give_back(worker)
+        return payload, worker.facts
     lines = worker.tail.read_lines(final=True)
     worker.proc.join(timeout=1.0)
     code = worker.proc.exitcode
