@@ -64,7 +64,9 @@ def test_segfault_and_timeout_fail_only_their_row(tmp_path):
     assert rows[("manual_segv", 3)]["status"] == "ok"  # a fresh child after the crash
     hung = rows[("manual_hang", 2)]
     assert hung["status"] == "failed"
-    assert hung["error"] == "timed out after 3 s (timeout_s)"
+    # the hung worker's stack is asked for before the kill: the error names where it was stuck
+    assert hung["error"].startswith("timed out after 3 s (timeout_s) during build, at "), hung["error"]
+    assert "crashy.py:" in hung["error"] and "in build_hang" in hung["error"]
     assert rows[("manual_hang", 3)]["status"] == "ok"
     keys = [e.row for e in events if isinstance(e, Result)]
     assert len(keys) == len(set(keys)) == len(doc["results"])  # exactly one Result per row

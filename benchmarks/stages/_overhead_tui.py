@@ -16,6 +16,7 @@ from pathlib import Path
 from workbench import events as ev
 
 RUN_LIMIT_S = 240
+ROW_TIMEOUT_S = 100  # the default session's timeout_s here: a hung row fails (naming where) and the part goes on
 KEY_PRESSES = 10
 
 
@@ -67,8 +68,9 @@ def _default_session(folder: Path, side: int, gpu: bool) -> Path:
 
     session = load_session(shipped_path("default" if gpu else "default-cpu"), check_ops=False)
     runs = tuple(dataclasses.replace(r, shape={k: side for k in r.shape}) for r in session.runs)
+    settings = dataclasses.replace(session.settings, timeout_s=min(session.settings.timeout_s, ROW_TIMEOUT_S))
     path = folder / "default-session.yaml"
-    save_session(dataclasses.replace(session, runs=runs), path)
+    save_session(dataclasses.replace(session, runs=runs, settings=settings), path)
     return path
 
 
@@ -90,7 +92,8 @@ async def _run(pilot) -> list[str]:
     await pilot.press("r")
     await _until(pilot, lambda: app.runs_finished > before, RUN_LIMIT_S)
     model = app.ws.models.get(app.ws.index)
-    return [f"{r.label}:{(r.record or {}).get('status')}" for r in model.rows.values()] if model else []
+    return [f"{r.label}:{(r.record or {}).get('status')}" + (f" ({(r.record or {}).get('error')})"
+            if (r.record or {}).get("status") == "failed" else "") for r in model.rows.values()] if model else []
 
 
 async def _rerun_after_edit(pilot, side: int):

@@ -84,6 +84,9 @@ def set_environment(interpret: bool, env: Mapping[str, str]) -> None:
     os.environ.update(env)
 
 
+STACK_SIGNAL = signal.SIGUSR1
+
+
 def worker_entry(log_path: str, interpret: bool, plugin_paths: tuple[str, ...], device: str,
                  env: Mapping[str, str], conn: Any, job_conn: Any, stop: Any, workbench_pid: int) -> None:
     """Redirect output, set the environment, warm up, then serve jobs (engine/worker.py)."""
@@ -92,6 +95,9 @@ def worker_entry(log_path: str, interpret: bool, plugin_paths: tuple[str, ...], 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     redirect_output(log_path)
     faulthandler.enable()  # a segfault prints the Python stack into the log before dying
+    # a row past its timeout: the supervisor asks for every thread's stack (into the log) before
+    # the kill, so the row's error says where the worker was stuck (engine/supervisor.py)
+    faulthandler.register(STACK_SIGNAL, all_threads=True)
     die_with_parent(workbench_pid)
     set_environment(interpret, env)
     from workbench.engine.worker import serve

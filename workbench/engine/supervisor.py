@@ -36,6 +36,7 @@ CANCEL_GRACE_S = 2.0    # a cancelled worker is killed after this
 CALIBRATION_S = 600.0   # allowance for a device's calibration (engine/calibrate.py), off the row clock
 EXIT_GRACE_S = 10.0     # a worker with every row answered must say DONE or BYE within this
 POLL_S = 0.05
+STACK_WAIT_S = 1.0      # a timed-out worker's stack dump (entry.STACK_SIGNAL) is waited for this long
 SIGNALS = {"SIGSEGV": "segmentation fault", "SIGABRT": "aborted", "SIGBUS": "bus error",
            "SIGFPE": "arithmetic error", "SIGILL": "illegal instruction",
            "SIGKILL": "killed, e.g. out of host memory"}
@@ -52,6 +53,26 @@ def death_message(exitcode: int | None, stage: str) -> str:
     else:
         how = f"exit code {exitcode}"
     return f"child process died during {stage}: {how}"
+
+
+def innermost_frame(dump: str) -> str | None:
+    """'path/file.py:12 in name' from a faulthandler dump: the first frame of the thread that
+    handled the signal ("Current thread ..."), with the path relative to the working folder."""
+    import os
+    import re
+
+    current = dump.split("Current thread", 1)
+    if len(current) < 2:
+        return None
+    found = re.search(r'File "([^"]+)", line (\d+) in (\S+)', current[1])
+    if not found:
+        return None
+    path = found[1]
+    try:
+        path = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
+    except ValueError:
+        pass
+    return f"{path}:{found[2]} in {found[3]}"
 
 
 def worker_key(rows: list[Row], plugin_paths: tuple[str, ...], interpret: bool, sources: str = "") -> WorkerKey:
@@ -167,6 +188,7 @@ class _JobRun:
         self.ready = self.finished = self.bye = self.eof = False
         self.bye_reason: str | None = None
         self.failure: str | None = None
+        self.where: str | None = None  # a timed-out worker's innermost frame (_stack)
         self.calibrating_since: float | None = None  # the row clock is paused while set
 
     def run(self) -> set[RowKey]:
@@ -195,6 +217,7 @@ class _JobRun:
                 self._cancel()
                 return
             if self._timed_out():
+                self.where = self._stack() if self.failure.startswith("timed out") else None
                 self.proc.kill()
                 return
 
@@ -266,6 +289,33 @@ class _JobRun:
         self.failure = f"timed out after {row.settings.timeout_s:g} s (timeout_s)"
         return True
 
+    def _stack(self) -> str | None:
+        """Ask a hung worker for its threads' stacks (written to its log, which the Log events
+        then carry) and return the innermost frame of the thread that took the signal, the main
+        thread: 'kernels/softmax.py:312 in _build', or None when it did not answer in time."""
+        import os
+
+        from workbench.engine.entry import STACK_SIGNAL
+
+        if not self.proc.is_alive() or self.proc.pid is None:
+            return None
+        before = self.worker.log_path.stat().st_size if self.worker.log_path.exists() else 0
+        try:
+            os.kill(self.proc.pid, STACK_SIGNAL)
+        except OSError:
+            return None
+        deadline = time.monotonic() + STACK_WAIT_S
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+            try:
+                text = self.worker.log_path.read_bytes()[before:].decode("utf-8", "replace")
+            except OSError:
+                return None
+            frame = innermost_frame(text)
+            if frame:
+                return frame
+        return None
+
     def _cancel(self) -> None:
         self.worker.stop.set()
         deadline = self.sup.clock() + CANCEL_GRACE_S
@@ -291,6 +341,8 @@ class _JobRun:
         if self.failure is None and self.bye and self.done:
             return  # the worker left after a row that faulted; a fresh one continues
         message = self.failure or death_message(self.proc.exitcode, self.stage)
+        if self.where:
+            message += f" during {self.stage}, at {self.where} (every thread's stack is in the Log)"
         if self.failure is None and self.bye:
             message = f"child process stopped without a result during {self.stage}"
         record = row.record()

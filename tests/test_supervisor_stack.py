@@ -1,0 +1,23 @@
+"""The innermost frame of a hung worker's stack dump (engine/supervisor.innermost_frame): what a
+timed-out row's error names. The dump is faulthandler's format; no process is started here."""
+
+from workbench.engine.supervisor import innermost_frame
+
+DUMP = '''Thread 0x00007f2ba9f526c0 (most recent call first):
+  File "/usr/lib/python3.12/threading.py", line 331 in wait
+  File "/usr/lib/python3.12/threading.py", line 1010 in _bootstrap
+
+Current thread 0x00007f2baebe7b80 (most recent call first):
+  File "/opt/site/torch/utils/file_baton.py", line 43 in wait
+  File "/opt/site/torch/utils/cpp_extension.py", line 2201 in _jit_compile
+  File "/work/kernels/softmax.py", line 312 in _build
+'''
+
+
+def test_the_frame_is_the_signalled_threads_innermost():
+    assert innermost_frame(DUMP) == "/opt/site/torch/utils/file_baton.py:43 in wait"
+
+
+def test_no_dump_no_frame():
+    assert innermost_frame("") is None
+    assert innermost_frame("Thread 0x1 (most recent call first):\n  File \"a.py\", line 1 in f\n") is None
