@@ -156,6 +156,20 @@ __device__ __forceinline__ uint32_t keep_half2(float a, float b) {
     __half2 h = __floats2half2_rn(a, b);
     return *reinterpret_cast<uint32_t*>(&h);
 }
+// KEEP's max on packed pairs (HMNMX2: exact, NaN ignored as fmaxf does): acc holds a pair H2
+// (__half2 or __nv_bfloat162) of the pack's 4 words w.
+template <typename H2>
+__device__ __forceinline__ void pair_max_into(const uint32_t* w, uint32_t& acc) {
+    H2 a = *reinterpret_cast<const H2*>(&acc);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) a = __hmax2(a, *reinterpret_cast<const H2*>(&w[q]));
+    acc = *reinterpret_cast<uint32_t*>(&a);
+}
+template <typename H2>
+__device__ __forceinline__ float pair_max_of(uint32_t acc) {
+    const H2 a = *reinterpret_cast<const H2*>(&acc);
+    return fmaxf(__low2float(a), __high2float(a));
+}
 
 // Eight 16-bit values kept as four 32-bit words: as T v[8], ptxas splits every word into two
 // registers (32 instead of 16 per 16-byte pack; a bfloat16 row of 32 elements per thread then
@@ -172,18 +186,9 @@ struct alignas(16) Pack<__nv_bfloat16, 8> {
     }
     __device__ __forceinline__ float kept(int k) const { return kept_half(w[k >> 1], k); }
     __device__ __forceinline__ void keep2(int k, float a, float b) { w[k >> 1] = keep_half2(a, b); }
-    // KEEP's max on packed pairs (HMNMX2.BF16: exact, NaN ignored as fmaxf does): acc holds a pair.
     static constexpr uint32_t NEG_INF2 = 0xff80ff80u;
-    __device__ __forceinline__ void max_into(uint32_t& acc) const {
-        __nv_bfloat162 a = *reinterpret_cast<const __nv_bfloat162*>(&acc);
-#pragma unroll
-        for (int q = 0; q < 4; ++q) a = __hmax2(a, *reinterpret_cast<const __nv_bfloat162*>(&w[q]));
-        acc = *reinterpret_cast<uint32_t*>(&a);
-    }
-    static __device__ __forceinline__ float max_of(uint32_t acc) {
-        const __nv_bfloat162 a = *reinterpret_cast<const __nv_bfloat162*>(&acc);
-        return fmaxf(__low2float(a), __high2float(a));
-    }
+    __device__ __forceinline__ void max_into(uint32_t& acc) const { pair_max_into<__nv_bfloat162>(w, acc); }
+    static __device__ __forceinline__ float max_of(uint32_t acc) { return pair_max_of<__nv_bfloat162>(acc); }
 };
 template <>
 struct alignas(16) Pack<__half, 8> {
@@ -199,16 +204,8 @@ struct alignas(16) Pack<__half, 8> {
     __device__ __forceinline__ float kept(int k) const { return kept_half(w[k >> 1], k); }
     __device__ __forceinline__ void keep2(int k, float a, float b) { w[k >> 1] = keep_half2(a, b); }
     static constexpr uint32_t NEG_INF2 = 0xfc00fc00u;
-    __device__ __forceinline__ void max_into(uint32_t& acc) const {
-        __half2 a = *reinterpret_cast<const __half2*>(&acc);
-#pragma unroll
-        for (int q = 0; q < 4; ++q) a = __hmax2(a, *reinterpret_cast<const __half2*>(&w[q]));
-        acc = *reinterpret_cast<uint32_t*>(&a);
-    }
-    static __device__ __forceinline__ float max_of(uint32_t acc) {
-        const __half2 a = *reinterpret_cast<const __half2*>(&acc);
-        return fmaxf(__low2float(a), __high2float(a));
-    }
+    __device__ __forceinline__ void max_into(uint32_t& acc) const { pair_max_into<__half2>(w, acc); }
+    static __device__ __forceinline__ float max_of(uint32_t acc) { return pair_max_of<__half2>(acc); }
 };
 
 constexpr float LOG2E = 1.4426950408889634f;
