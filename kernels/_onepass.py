@@ -14,35 +14,45 @@ from typing import Any
 
 ELEMS_PER_THREAD = 32
 MAX_CLUSTER = 16  # sm_90's largest (non-portable) thread-block cluster
-# (threads, packs) instantiated in softmax.cu for clustered rows, per elements per 16-byte pack.
-# The H200 exploration (4096 x 262144) found no single rule: float32 ran 85% of copy as 8 x 1024
-# threads x 8 packs and 73% as the plan's 16 x 512 x 8; bfloat16 80% as the plan's 16 x 512 x 4
-# and 72% as 8 x 1024 x 4. So clustered rows are tuned over these.
-CLUSTER_SHAPES = {4: ((512, 8), (1024, 8), (1024, 4), (256, 16)),
-                  8: ((512, 4), (512, 8), (1024, 8), (256, 8), (1024, 4)),
-                  1: ((512, 16), (1024, 16))}
+# The shapes the autotuner compares for clustered rows, pruned in round 2 of issue #19 to the
+# fastest of round 1 on the H200 (4096 x 262144, % of the same-dtype copy, L2 flushed; file
+# results/h200/2026-12-01b/tune19/tune19.json) and their nearest neighbours. Each list's first is
+# the measured fastest, which cluster_candidates puts first: the default when nothing can be tuned.
+# (threads, packs) in registers only: float32 1024 x 8 (cluster 8) 85.4%, the best of them (the
+# plan, 512 x 8 x 16 blocks, 72.8%: 16-block clusters leave 20 of 132 SMs idle); bfloat16's best
+# register-only shape was the plan itself (512 x 4 x 16 blocks, 79.2%), which is always compared.
+CLUSTER_SHAPES = {4: ((1024, 8),), 8: (), 1: ((512, 16), (1024, 16))}
 # (threads, packs, spacks): softmax.cu's ONEPASS_STAGED_V*, which also keep `spacks` 16-byte packs
-# per thread in shared memory (cp.async). Why: on the H200 the register-only shapes ran one block
-# per SM (8 x 1024 x 8 in float32) or left 20 of 132 SMs idle (16-block clusters: 14 fit at once),
-# 85% / 79% of copy. Staging makes 2- to 8-block clusters hold the row, or lets two blocks share an
-# SM so that one block's loads overlap the other's reduction (QuACK stages its tile the same way).
-# Untimed guesses until the tune19 stage measures them; the autotuner keeps whichever is fastest.
-STAGED_SHAPES = {4: ((512, 8, 8), (512, 4, 12), (256, 16, 16), (256, 8, 24), (1024, 8, 8), (512, 8, 24)),
-                 8: ((256, 4, 4), (512, 4, 4), (256, 8, 8), (512, 8, 8), (1024, 4, 4), (512, 4, 12), (1024, 8, 8)),
+# per thread in shared memory (cp.async), so 2- to 8-block clusters hold the row. Measured:
+# float32 1024 x 8 x 8 (cluster 4) 89.26%, 256 x 16 x 16 (8) 88.59%, 512 x 8 x 8 (8) 87.52%;
+# bfloat16 1024 x 8 x 8 (cluster 2) 85.3%, 512 x 4 x 4 (8) 84.43%, 512 x 8 x 8 (4) 83.1%. Dropped:
+# the 7 others (70.9-86.0%).
+STAGED_SHAPES = {4: ((1024, 8, 8), (256, 16, 16), (512, 8, 8)),
+                 8: ((1024, 8, 8), (512, 4, 4), (512, 8, 8)),
                  1: ()}
-ONEPASS_VERSION = "2"  # the autotune cache key's version: bump when the candidates change
+# (threads, packs, spacks) with KEEP (softmax.cu ONEPASS_KEPT_V*): the sum pass keeps exp(x - m)
+# over the input (float32, or float16 scaled by 2^15 in 16-bit packs), so the output pass is a
+# multiply: one ex2 per element instead of two. Why: sm_90 runs 16 MUFU.EX2 per SM per clock, so
+# two per element of 4096 x 262144 take ~0.5 ms at ~1.9 GHz, half the bfloat16 copy (1.009 ms)
+# and a quarter of the float32 one; the SM does no loads while its block computes (one block per
+# SM in the staged winners). The two fastest staged shapes of each width, untimed until tune19
+# round 2 measures them.
+KEPT_SHAPES = {4: ((1024, 8, 8), (256, 16, 16)), 8: ((1024, 8, 8), (512, 4, 4)), 1: ()}
+ONEPASS_VERSION = "3"  # the autotune cache key's version: bump when the candidates change
 
 
 @dataclass(frozen=True)
 class OnepassConfig:
     """threads per block, packs per thread in registers, blocks per cluster (1: no cluster), pack
-    width, and packs per thread staged in shared memory (16 bytes each)."""
+    width, packs per thread staged in shared memory (16 bytes each), and keep (1: the kernel's
+    KEEP, the exponentials kept over the input)."""
 
     threads: int
     packs: int
     cluster: int
     vec: int
     spacks: int = 0
+    keep: int = 0
 
     @property
     def elements(self) -> int:
@@ -55,7 +65,8 @@ class OnepassConfig:
         return self.threads * self.spacks * 16
 
     def params(self) -> dict[str, int]:
-        return {"threads": self.threads, "packs": self.packs, "spacks": self.spacks, "cluster": self.cluster}
+        return {"threads": self.threads, "packs": self.packs, "spacks": self.spacks, "cluster": self.cluster,
+                "keep": self.keep}
 
 
 def pack_width(n_cols: int, itemsize: int) -> int:
@@ -83,25 +94,27 @@ def onepass_plan(n_cols: int, itemsize: int) -> OnepassConfig | None:
 
 
 def cluster_candidates(n_cols: int, itemsize: int) -> list[OnepassConfig]:
-    """The configurations the autotuner compares for a clustered row: the plan first, then every
-    instantiated (threads, packs) and staged (threads, packs, spacks) in the smallest cluster that
-    holds the row. Empty for a row
-    that fits one block (nothing to tune) or needs the two-pass kernel."""
+    """The configurations the autotuner compares for a row that needs more than one block in the
+    plan: every staged (STAGED_SHAPES, the H200's fastest first), kept (KEPT_SHAPES) and
+    register-only (CLUSTER_SHAPES) shape in the smallest cluster (1, 2, 4, 8 or 16 blocks) that
+    holds the row, then the plan. The first is the default of an untuned run. Empty for a row that
+    fits one block in the plan (nothing to tune) or needs the two-pass kernel."""
     plan = onepass_plan(n_cols, itemsize)
     if plan is None or plan.cluster == 1:
         return []
-    vec, out = plan.vec, [plan]
+    vec, out = plan.vec, []
     n_packs = -(-n_cols // vec)
-    shapes = [(t, p, 0) for t, p in CLUSTER_SHAPES[vec]] + list(STAGED_SHAPES[vec])
-    for threads, packs, spacks in shapes:
+    shapes = ([(t, p, sp, 0) for t, p, sp in STAGED_SHAPES[vec]] + [(t, p, sp, 1) for t, p, sp in KEPT_SHAPES[vec]]
+              + [(t, p, 0, 0) for t, p in CLUSTER_SHAPES[vec]])
+    for threads, packs, spacks, keep in shapes:
         per_block = threads * (packs + spacks)
-        cluster = 2
+        cluster = 1
         while cluster < MAX_CLUSTER and cluster * per_block < n_packs:
             cluster *= 2
-        cfg = OnepassConfig(threads, packs, cluster, vec, spacks)
+        cfg = OnepassConfig(threads, packs, cluster, vec, spacks, keep)
         if cluster * per_block >= n_packs and cfg not in out:
             out.append(cfg)
-    return out
+    return out + [plan] if plan not in out else out
 
 
 def fits(n_rows: int, n_cols: int, itemsize: int) -> bool:
@@ -116,8 +129,9 @@ def geometry(n_rows: int, config: OnepassConfig) -> tuple[tuple[int, int, int], 
 
 
 def config_from(params: Any, n_cols: int, itemsize: int) -> OnepassConfig | None:
-    """A tuned {threads, packs, cluster} as an OnepassConfig (threads 0: the plan)."""
+    """A tuned {threads, packs, spacks, cluster, keep} as an OnepassConfig (threads 0: the plan; an
+    older cache's entry without spacks or keep: 0)."""
     if not params or not params.get("threads"):
         return onepass_plan(n_cols, itemsize)
     return OnepassConfig(int(params["threads"]), int(params["packs"]), int(params["cluster"]),
-                         pack_width(n_cols, itemsize), int(params.get("spacks", 0)))
+                         pack_width(n_cols, itemsize), int(params.get("spacks", 0)), int(params.get("keep", 0)))

@@ -27,19 +27,23 @@ from workbench.kernel_source import TRITON_DTYPE, TritonLaunch
 from workbench.triton_support import jit, tl
 
 SM90_SMS = 132  # H200 multiprocessors: the persistent grid where no device can be asked
-TMA_VERSION = "tma2"  # the autotune cache key's version: bump when the kernel or CANDIDATES change
+TMA_VERSION = "tma3"  # the autotune cache key's version: bump when the kernel or CANDIDATES change
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, SUBTILE, GROUP_M); the first is the default.
-# Shared memory (Triton 3.6, sm_90 AOT): 128x256x64 s3 sub1 176 KiB, s4 sub1 224 KiB, sub0 s3 208 KiB.
-# The second row (issue #19: 4096^3 ran 0.94x cuBLAS): the Triton persistent-matmul tutorial's
-# 128x128 tiles with 8 warps and 4-5 stages (144 / 176 KiB, 96 registers: twice the tiles of
-# 128x256, 7.8 waves over 132 SMs instead of 3.9), a K tile of 128 (208 KiB), and 256x128; none
-# spills (sm_90 AOT). Not added: warp_specialize=True, which in Triton 3.6 for sm_90 compiles
-# to the same loop unflattened (no setmaxnreg, no producer warps; the tutorial says Blackwell).
+# Shared memory (Triton 3.6, sm_90 AOT): 128x256x64 s3 sub1 176 KiB, s4 sub1 224 KiB, sub0 s3 208 KiB
+# (sub0 s4 would need 272 KiB: over sm_90's 227). Pruned in round 2 of issue #19 to the 128x256x64
+# family, from tune19 --quick at 4096^3 bfloat16 (results/h200/2026-12-01b/tune19/tune19.json,
+# cuBLAS 0.1738 ms in the same run, spreads ~0.5%): s4 sub1 G8 0.993x, s3 sub0 G8 0.993x, s3 sub1
+# G16 0.988x (the 8192^3 bfloat16 winner, 1.003x, in the exploration), s3 sub1 G8 0.988x (the
+# default: 8192^3 float16's 1.015x). Dropped: 128x128x64 w8 s4/s5, 128x128x128 and 256x128 (0.85-0.89x);
+# kept of the 128x128 tiles only the 4-warp s4 (0.92x), the neighbour for problems too small to
+# fill 132 SMs with 128x256 tiles. Added: s4 sub1 GROUP_M 4 (the winner's stages with a narrower
+# group: 4096^3 has 32 x 16 tiles, so GROUP_M 8 walks 8 tile rows = 1 MiB of A per column step
+# and 4 halves it; untimed until tune19 round 2). Not added: warp_specialize=True, which in Triton
+# 3.6 for sm_90 compiles to the same loop unflattened (no setmaxnreg, no producer warps).
 CANDIDATES = (
-    (128, 256, 64, 8, 3, 1, 8), (128, 256, 64, 8, 3, 1, 16), (128, 256, 64, 8, 3, 0, 8),
-    (128, 256, 64, 8, 4, 1, 8), (128, 128, 64, 4, 4, 1, 8),
-    (128, 128, 64, 8, 4, 1, 8), (128, 128, 64, 8, 5, 1, 8), (128, 128, 128, 8, 3, 1, 8), (256, 128, 64, 8, 3, 1, 8),
+    (128, 256, 64, 8, 3, 1, 8), (128, 256, 64, 8, 4, 1, 8), (128, 256, 64, 8, 3, 0, 8),
+    (128, 256, 64, 8, 3, 1, 16), (128, 256, 64, 8, 4, 1, 4), (128, 128, 64, 4, 4, 1, 8),
 )
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "SUBTILE", "GROUP_M")
 

@@ -138,7 +138,38 @@ struct alignas(sizeof(T) * VEC) Pack {
     __device__ __forceinline__ float get(int k) const { return to_float(v[k]); }
     __device__ __forceinline__ void set2(int k, float a, float b) { v[k] = from_float<T>(a); v[k + 1] = from_float<T>(b); }
     __device__ __forceinline__ void set1(int k, float a) { v[k] = from_float<T>(a); }
+    // KEEP (float32 packs only: the kept value is the float itself, no rounding).
+    __device__ __forceinline__ float kept(int k) const { return to_float(v[k]); }
+    __device__ __forceinline__ void keep2(int k, float a, float b) { set2(k, a, b); }
 };
+
+// KEEP in 16-bit packs: exp(x - m) * 2^KEEP_SHIFT_16 replaces x as a float16 pair, whatever T
+// is. The value lies in [0, 2^15], where float16 rounds to 2^-11 relative down to 2^-29 (bfloat16
+// would round to 2^-8, a second rounding as large as the output's); smaller values are
+// subnormal (absolute 2^-40 at most after the shift back, far under the check's atol).
+constexpr float KEEP_SHIFT_16 = 15.0f;
+__device__ __forceinline__ float kept_half(uint32_t w, int k) {
+    const __half2 h = *reinterpret_cast<const __half2*>(&w);
+    return (k & 1) ? __high2float(h) : __low2float(h);
+}
+__device__ __forceinline__ uint32_t keep_half2(float a, float b) {
+    __half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<uint32_t*>(&h);
+}
+// KEEP's max on packed pairs (HMNMX2: exact, NaN ignored as fmaxf does): acc holds a pair H2
+// (__half2 or __nv_bfloat162) of the pack's 4 words w.
+template <typename H2>
+__device__ __forceinline__ void pair_max_into(const uint32_t* w, uint32_t& acc) {
+    H2 a = *reinterpret_cast<const H2*>(&acc);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) a = __hmax2(a, *reinterpret_cast<const H2*>(&w[q]));
+    acc = *reinterpret_cast<uint32_t*>(&a);
+}
+template <typename H2>
+__device__ __forceinline__ float pair_max_of(uint32_t acc) {
+    const H2 a = *reinterpret_cast<const H2*>(&acc);
+    return fmaxf(__low2float(a), __high2float(a));
+}
 
 // Eight 16-bit values kept as four 32-bit words: as T v[8], ptxas splits every word into two
 // registers (32 instead of 16 per 16-byte pack; a bfloat16 row of 32 elements per thread then
@@ -153,6 +184,11 @@ struct alignas(16) Pack<__nv_bfloat16, 8> {
         __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
         w[k >> 1] = *reinterpret_cast<uint32_t*>(&h);
     }
+    __device__ __forceinline__ float kept(int k) const { return kept_half(w[k >> 1], k); }
+    __device__ __forceinline__ void keep2(int k, float a, float b) { w[k >> 1] = keep_half2(a, b); }
+    static constexpr uint32_t NEG_INF2 = 0xff80ff80u;
+    __device__ __forceinline__ void max_into(uint32_t& acc) const { pair_max_into<__nv_bfloat162>(w, acc); }
+    static __device__ __forceinline__ float max_of(uint32_t acc) { return pair_max_of<__nv_bfloat162>(acc); }
 };
 template <>
 struct alignas(16) Pack<__half, 8> {
@@ -165,6 +201,11 @@ struct alignas(16) Pack<__half, 8> {
         __half2 h = __floats2half2_rn(a, b);
         w[k >> 1] = *reinterpret_cast<uint32_t*>(&h);
     }
+    __device__ __forceinline__ float kept(int k) const { return kept_half(w[k >> 1], k); }
+    __device__ __forceinline__ void keep2(int k, float a, float b) { w[k >> 1] = keep_half2(a, b); }
+    static constexpr uint32_t NEG_INF2 = 0xfc00fc00u;
+    __device__ __forceinline__ void max_into(uint32_t& acc) const { pair_max_into<__half2>(w, acc); }
+    static __device__ __forceinline__ float max_of(uint32_t acc) { return pair_max_of<__half2>(acc); }
 };
 
 constexpr float LOG2E = 1.4426950408889634f;
@@ -234,6 +275,15 @@ __device__ __forceinline__ P scaled_pack(const P& in, float row_max, float inv_s
     return o;
 }
 
+// KEEP's output pack: the kept exp(x - m_thread) * 2^shift times the thread's scale c (VEC even).
+template <typename P, int VEC>
+__device__ __forceinline__ P kept_pack(const P& in, float c) {
+    P o;
+#pragma unroll
+    for (int k = 0; k < VEC; k += 2) o.set2(k, in.kept(k) * c, in.kept(k + 1) * c);
+    return o;
+}
+
 // 16 bytes from global to shared memory without a register (cp.async.cg: L2 only, sm_80+); the
 // copy completes at cp_async_wait_all. SPACKS > 0 stages that many packs per thread this way, so a
 // block holds more of its row than its registers do (QuACK stages its whole tile in shared memory
@@ -254,11 +304,19 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 // With SPACKS, each thread also owns packs PACKS..PACKS+SPACKS-1 (same striding), kept in dynamic
 // shared memory (THREADS * SPACKS * 16 bytes; 16-byte packs only): issued first as cp.async, they
 // are in flight while the register loads are issued, and only the issuing thread reads them.
-template <typename T, int VEC, int THREADS, int PACKS, bool IN_CLUSTER, int SPACKS = 0>
+// With KEEP, the sum pass writes e = exp(x - m_thread) * 2^shift over each pack (float32, or a
+// float16 pair in 16-bit packs: Pack::keep2) and the output is e * c, c = exp(m_thread - max) /
+// sum / 2^shift per thread: one ex2 per element instead of two, and no exp in the output pass.
+// Why: in bfloat16 a 16-byte pack is 8 elements, so two MUFU.EX2 per element (16 per SM per clock
+// on sm_90) take ~0.5 ms of the 1.0 ms copy of 4096 x 262144; KEEP halves that.
+template <typename T, int VEC, int THREADS, int PACKS, bool IN_CLUSTER, int SPACKS = 0, bool KEEP = false>
 __global__ void __launch_bounds__(THREADS)
 softmax_onepass_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
     using P = Pack<T, VEC>;
     static_assert(SPACKS == 0 || sizeof(P) == 16, "shared-memory packs are 16-byte cp.async copies");
+    static_assert(!KEEP || sizeof(P) == 16, "KEEP writes exp(x - m) over 16-byte packs");
+    constexpr float SHIFT = sizeof(T) == 2 ? KEEP_SHIFT_16 : 0.0f;  // keeps e in float16's range
+    constexpr float UNSHIFT = sizeof(T) == 2 ? 1.0f / 32768.0f : 1.0f;  // 2^-SHIFT, exact
     constexpr int SLICE = THREADS * (PACKS + SPACKS) * VEC;
     extern __shared__ __align__(16) unsigned char staged_bytes[];
     P* staged = reinterpret_cast<P*>(staged_bytes);  // staged[j * THREADS + t]: no bank conflicts
@@ -291,26 +349,75 @@ softmax_onepass_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
     }
     // n_cols % VEC == 0 when VEC > 1, so a pack is wholly inside the row or wholly outside.
     float m = -INFINITY;
+    if constexpr (KEEP && sizeof(T) == 2) {  // half an instruction per element, no unpacking
+        uint32_t acc = P::NEG_INF2;
 #pragma unroll
-    for (int j = 0; j < PACKS; ++j) {
-        if (j * THREADS + (int)threadIdx.x < n_packs) {
+        for (int j = 0; j < PACKS; ++j)
+            if (j * THREADS + (int)threadIdx.x < n_packs) p[j].max_into(acc);
+        if constexpr (SPACKS > 0) {
+            cp_async_wait_all();  // this thread's copies are visible to it (no block barrier needed)
 #pragma unroll
-            for (int k = 0; k < VEC; ++k) m = fmaxf(m, p[j].get(k));
+            for (int j = 0; j < SPACKS; ++j)
+                if ((PACKS + j) * THREADS + (int)threadIdx.x < n_packs) staged[j * THREADS + threadIdx.x].max_into(acc);
         }
-    }
-    if constexpr (SPACKS > 0) {
-        cp_async_wait_all();  // this thread's copies are visible to it (no block barrier needed)
+        m = P::max_of(acc);
+    } else {
 #pragma unroll
-        for (int j = 0; j < SPACKS; ++j) {
-            if ((PACKS + j) * THREADS + (int)threadIdx.x < n_packs) {
-                const P q = staged[j * THREADS + threadIdx.x];
+        for (int j = 0; j < PACKS; ++j) {
+            if (j * THREADS + (int)threadIdx.x < n_packs) {
 #pragma unroll
-                for (int k = 0; k < VEC; ++k) m = fmaxf(m, q.get(k));
+                for (int k = 0; k < VEC; ++k) m = fmaxf(m, p[j].get(k));
+            }
+        }
+        if constexpr (SPACKS > 0) {
+            cp_async_wait_all();  // this thread's copies are visible to it (no block barrier needed)
+#pragma unroll
+            for (int j = 0; j < SPACKS; ++j) {
+                if ((PACKS + j) * THREADS + (int)threadIdx.x < n_packs) {
+                    const P q = staged[j * THREADS + threadIdx.x];
+#pragma unroll
+                    for (int k = 0; k < VEC; ++k) m = fmaxf(m, q.get(k));
+                }
             }
         }
     }
     float s = 0.0f;
-    if (m != -INFINITY) {  // a thread with no element (or only -inf) keeps the empty pair
+    if constexpr (KEEP) {
+        // A thread of -inf only (or none) computes with 0 for its max: every e is then 0 and the
+        // pair stays empty (-inf, 0).
+        const float m0 = (m == -INFINITY) ? 0.0f : m;
+        // The exponent (x - m0) log2e + SHIFT, the difference first (exact near the max; see
+        // exp_shifted). Not folded into one FFMA x log2e + (SHIFT - m0 log2e): at |m0| = 1e6 (a
+        // bfloat16 row may hold that) the rounding of m0 log2e is 0.06 in the exponent, 4%.
+        auto e = [&](float v) { return ex2(fmaf(v - m0, LOG2E, SHIFT)); };
+#pragma unroll
+        for (int j = 0; j < PACKS; ++j) {
+            if (j * THREADS + (int)threadIdx.x < n_packs) {
+#pragma unroll
+                for (int k = 0; k < VEC; k += 2) {
+                    const float a = e(p[j].get(k)), b = e(p[j].get(k + 1));
+                    s += a + b;
+                    p[j].keep2(k, a, b);
+                }
+            }
+        }
+        if constexpr (SPACKS > 0) {
+#pragma unroll
+            for (int j = 0; j < SPACKS; ++j) {
+                if ((PACKS + j) * THREADS + (int)threadIdx.x < n_packs) {
+                    P q = staged[j * THREADS + threadIdx.x];
+#pragma unroll
+                    for (int k = 0; k < VEC; k += 2) {
+                        const float a = e(q.get(k)), b = e(q.get(k + 1));
+                        s += a + b;
+                        q.keep2(k, a, b);
+                    }
+                    staged[j * THREADS + threadIdx.x] = q;  // only this thread reads it back
+                }
+            }
+        }
+        s *= UNSHIFT;  // exact: a power of two
+    } else if (m != -INFINITY) {  // a thread with no element (or only -inf) keeps the empty pair
 #pragma unroll
         for (int j = 0; j < PACKS; ++j) {
             if (j * THREADS + (int)threadIdx.x < n_packs) {
@@ -347,16 +454,33 @@ softmax_onepass_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
     }
     const float row_max = pair.x;
     const float inv_sum = 1.0f / pair.y;
+    if constexpr (KEEP) {
+        // 0 * inv_sum: 0 for a thread of -inf only, NaN for a row of -inf only (as torch.softmax).
+        const float c = (m == -INFINITY) ? 0.0f * inv_sum : ex2((m - row_max) * LOG2E) * (inv_sum * UNSHIFT);
 #pragma unroll
-    for (int j = 0; j < PACKS; ++j) {
-        const int i = j * THREADS + (int)threadIdx.x;
-        if (i < n_packs) y_p[i] = scaled_pack<P, VEC>(p[j], row_max, inv_sum);
-    }
-    if constexpr (SPACKS > 0) {
+        for (int j = 0; j < PACKS; ++j) {
+            const int i = j * THREADS + (int)threadIdx.x;
+            if (i < n_packs) y_p[i] = kept_pack<P, VEC>(p[j], c);
+        }
+        if constexpr (SPACKS > 0) {
 #pragma unroll
-        for (int j = 0; j < SPACKS; ++j) {
-            const int i = (PACKS + j) * THREADS + (int)threadIdx.x;
-            if (i < n_packs) y_p[i] = scaled_pack<P, VEC>(staged[j * THREADS + threadIdx.x], row_max, inv_sum);
+            for (int j = 0; j < SPACKS; ++j) {
+                const int i = (PACKS + j) * THREADS + (int)threadIdx.x;
+                if (i < n_packs) y_p[i] = kept_pack<P, VEC>(staged[j * THREADS + threadIdx.x], c);
+            }
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < PACKS; ++j) {
+            const int i = j * THREADS + (int)threadIdx.x;
+            if (i < n_packs) y_p[i] = scaled_pack<P, VEC>(p[j], row_max, inv_sum);
+        }
+        if constexpr (SPACKS > 0) {
+#pragma unroll
+            for (int j = 0; j < SPACKS; ++j) {
+                const int i = (PACKS + j) * THREADS + (int)threadIdx.x;
+                if (i < n_packs) y_p[i] = scaled_pack<P, VEC>(staged[j * THREADS + threadIdx.x], row_max, inv_sum);
+            }
         }
     }
     if constexpr (IN_CLUSTER) cg::this_cluster().barrier_wait();
@@ -376,17 +500,17 @@ static cudaError_t allow_smem(K kernel, int bytes) {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
-template <typename T, int VEC, int THREADS, int PACKS, int SPACKS = 0>
+template <typename T, int VEC, int THREADS, int PACKS, int SPACKS = 0, bool KEEP = false>
 static cudaError_t launch_config(const T* x, T* y, int64_t rows, int cols, int cluster, cudaStream_t stream) {
     constexpr int SMEM = THREADS * SPACKS * 16;  // the staged packs (16 bytes each)
     cudaError_t err;
     if (cluster <= 1) {
-        auto kernel = onepass::softmax_onepass_kernel<T, VEC, THREADS, PACKS, false, SPACKS>;
+        auto kernel = onepass::softmax_onepass_kernel<T, VEC, THREADS, PACKS, false, SPACKS, KEEP>;
         if ((err = allow_smem(kernel, SMEM)) != cudaSuccess) return err;
         kernel<<<(unsigned int)rows, THREADS, SMEM, stream>>>(x, y, cols);
         return cudaGetLastError();
     }
-    auto kernel = onepass::softmax_onepass_kernel<T, VEC, THREADS, PACKS, true, SPACKS>;
+    auto kernel = onepass::softmax_onepass_kernel<T, VEC, THREADS, PACKS, true, SPACKS, KEEP>;
     if ((err = allow_smem(kernel, SMEM)) != cudaSuccess) return err;
     if (cluster > 8) {  // 16 blocks is a non-portable cluster size on sm_90: opt in once
         err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
@@ -418,28 +542,37 @@ static cudaError_t launch_config(const T* x, T* y, int64_t rows, int cols, int c
 // memory (16-byte packs only), for the long rows (4096 x 262144): a slice of THREADS * (PACKS +
 // SPACKS) packs per block, so fewer blocks per row (clusters of 2-8 that tile the GPCs better) or
 // two blocks per SM where registers alone allow one (the load of one overlaps the other's
-// reduction). Sized for <= 227 KiB of shared memory per block: e.g. V4 (512, 8, 24) 192 KiB.
-#define ONEPASS_STAGED_V4(S) S(512, 8, 8) S(512, 4, 12) S(256, 16, 16) S(256, 8, 24) S(1024, 8, 8) S(512, 8, 24)
-#define ONEPASS_STAGED_V8(S) S(256, 4, 4) S(512, 4, 4) S(256, 8, 8) S(512, 8, 8) S(1024, 4, 4) S(512, 4, 12) \
-    S(1024, 8, 8)
+// reduction). Sized for <= 227 KiB of shared memory per block (V4 (1024, 8, 8): 128 KiB).
+// Round 2 keeps the three fastest of each width on the H200 (kernels/_onepass.py has the figures).
+#define ONEPASS_STAGED_V4(S) S(1024, 8, 8) S(256, 16, 16) S(512, 8, 8)
+#define ONEPASS_STAGED_V8(S) S(1024, 8, 8) S(512, 4, 4) S(512, 8, 8)
+// K(THREADS, PACKS, SPACKS): staged configurations with KEEP (exp kept over the input: one ex2 per
+// element), for the two fastest staged shapes of each width.
+#define ONEPASS_KEPT_V4(K) K(1024, 8, 8) K(256, 16, 16)
+#define ONEPASS_KEPT_V8(K) K(1024, 8, 8) K(512, 4, 4)
 
 #define ONEPASS_CASE(THR, PK) \
-    if (threads == THR && packs == PK && spacks == 0) \
+    if (threads == THR && packs == PK && spacks == 0 && !keep) \
         return launch_config<T, VEC, THR, PK>(x, y, rows, cols, cluster, stream);
 #define ONEPASS_STAGED_CASE(THR, PK, SPK) \
-    if (threads == THR && packs == PK && spacks == SPK) \
+    if (threads == THR && packs == PK && spacks == SPK && !keep) \
         return launch_config<T, VEC, THR, PK, SPK>(x, y, rows, cols, cluster, stream);
+#define ONEPASS_KEPT_CASE(THR, PK, SPK) \
+    if (threads == THR && packs == PK && spacks == SPK && keep) \
+        return launch_config<T, VEC, THR, PK, SPK, true>(x, y, rows, cols, cluster, stream);
 
 template <typename T, int VEC>
 static cudaError_t dispatch(const T* x, T* y, int64_t rows, int cols, int threads, int packs, int spacks,
-                            int cluster, cudaStream_t stream) {
+                            int cluster, bool keep, cudaStream_t stream) {
     if constexpr (VEC * sizeof(T) == 16 && sizeof(T) == 4) {
         ONEPASS_CONFIGS_V4(ONEPASS_CASE)
         ONEPASS_STAGED_V4(ONEPASS_STAGED_CASE)
+        ONEPASS_KEPT_V4(ONEPASS_KEPT_CASE)
     }
     if constexpr (VEC * sizeof(T) == 16 && sizeof(T) == 2) {
         ONEPASS_CONFIGS_V8(ONEPASS_CASE)
         ONEPASS_STAGED_V8(ONEPASS_STAGED_CASE)
+        ONEPASS_KEPT_V8(ONEPASS_KEPT_CASE)
     }
     if constexpr (VEC == 1) { ONEPASS_CONFIGS_V1(ONEPASS_CASE) }
     return cudaErrorInvalidConfiguration;  // not an instantiated configuration
@@ -470,7 +603,7 @@ extern "C" int softmax_onepass_plan(int n_cols, int vec, int* threads, int* pack
     return 1;
 }
 
-// threads, packs, spacks, cluster: an instantiated configuration, or threads = 0 for the plan above.
+// threads, packs, spacks, cluster, keep: an instantiated configuration, or threads = 0 for the plan above.
 static bool onepass_vec_ok(int cols, int itemsize, const void* x, const void* y) {
     return (cols % (16 / itemsize) == 0) && ((uintptr_t)x % 16 == 0) && ((uintptr_t)y % 16 == 0);
 }
@@ -486,27 +619,27 @@ extern "C" int softmax_onepass_fits(int64_t rows, int cols, int itemsize, const 
 
 template <typename T>
 static cudaError_t launch_onepass(const T* x, T* y, int64_t rows, int cols, int threads, int packs, int spacks,
-                                  int cluster, cudaStream_t stream) {
+                                  int cluster, int keep, cudaStream_t stream) {
     constexpr int VEC = 16 / sizeof(T);
     if (rows == 0 || cols == 0) return cudaSuccess;
     const bool vec_ok = onepass_vec_ok(cols, (int)sizeof(T), x, y);
     if (threads == 0 && !softmax_onepass_plan(cols, vec_ok ? VEC : 1, &threads, &packs, &cluster))
         return cudaErrorInvalidValue;  // too long for one pass: softmax_onepass_fits says so first
     if (cluster > 1 && rows * cluster > 0x7fffffffLL) return cudaErrorInvalidValue;
-    return vec_ok ? dispatch<T, VEC>(x, y, rows, cols, threads, packs, spacks, cluster, stream)
-                  : dispatch<T, 1>(x, y, rows, cols, threads, packs, spacks, cluster, stream);
+    return vec_ok ? dispatch<T, VEC>(x, y, rows, cols, threads, packs, spacks, cluster, keep != 0, stream)
+                  : dispatch<T, 1>(x, y, rows, cols, threads, packs, spacks, cluster, keep != 0, stream);
 }
 
 // Plain launchers (extern "C" so the binding can declare them without templates).
 extern "C" cudaError_t softmax_onepass_f32(const void* x, void* y, int64_t rows, int cols, int threads,
-                                           int packs, int spacks, int cluster, cudaStream_t s) {
-    return launch_onepass((const float*)x, (float*)y, rows, cols, threads, packs, spacks, cluster, s);
+                                           int packs, int spacks, int cluster, int keep, cudaStream_t s) {
+    return launch_onepass((const float*)x, (float*)y, rows, cols, threads, packs, spacks, cluster, keep, s);
 }
 extern "C" cudaError_t softmax_onepass_f16(const void* x, void* y, int64_t rows, int cols, int threads,
-                                           int packs, int spacks, int cluster, cudaStream_t s) {
-    return launch_onepass((const __half*)x, (__half*)y, rows, cols, threads, packs, spacks, cluster, s);
+                                           int packs, int spacks, int cluster, int keep, cudaStream_t s) {
+    return launch_onepass((const __half*)x, (__half*)y, rows, cols, threads, packs, spacks, cluster, keep, s);
 }
 extern "C" cudaError_t softmax_onepass_bf16(const void* x, void* y, int64_t rows, int cols, int threads,
-                                           int packs, int spacks, int cluster, cudaStream_t s) {
-    return launch_onepass((const __nv_bfloat16*)x, (__nv_bfloat16*)y, rows, cols, threads, packs, spacks, cluster, s);
+                                           int packs, int spacks, int cluster, int keep, cudaStream_t s) {
+    return launch_onepass((const __nv_bfloat16*)x, (__nv_bfloat16*)y, rows, cols, threads, packs, spacks, cluster, keep, s);
 }

@@ -12,9 +12,9 @@ in blocks with an online (running max, running sum) pair (Milakov & Gimelshein, 
 normalizer calculation for softmax", 2018). `cuda` reads every row once: the row stays in
 registers, one block per row, or a thread-block cluster per row for long rows (up to 262144
 columns; kernels/_onepass.py has its plan), and only longer rows take a two-pass kernel.
-`triton`'s num_warps (and for 16384-wide rows unmasked tiles, rows per program and streaming
-hints: kernels/_softmax_rows.py) and `cuda`'s cluster shape (registers only, or with packs staged
-in shared memory) are tuned on the device (kernels/_autotune.py).
+`triton`'s num_warps (and for 16384-wide rows unmasked tiles: kernels/_softmax_rows.py) and `cuda`'s cluster shape (registers only, or with packs staged
+in shared memory, and whether the exponentials are kept over the input) are tuned on the device
+(kernels/_autotune.py).
 """
 
 from __future__ import annotations
@@ -328,14 +328,15 @@ _CPP_BINDING = r"""
 extern "C" cudaError_t softmax_f32(const void*, void*, int64_t, int, cudaStream_t);
 extern "C" cudaError_t softmax_f16(const void*, void*, int64_t, int, cudaStream_t);
 extern "C" cudaError_t softmax_bf16(const void*, void*, int64_t, int, cudaStream_t);
-extern "C" cudaError_t softmax_onepass_f32(const void*, void*, int64_t, int, int, int, int, int, cudaStream_t);
-extern "C" cudaError_t softmax_onepass_f16(const void*, void*, int64_t, int, int, int, int, int, cudaStream_t);
-extern "C" cudaError_t softmax_onepass_bf16(const void*, void*, int64_t, int, int, int, int, int, cudaStream_t);
+extern "C" cudaError_t softmax_onepass_f32(const void*, void*, int64_t, int, int, int, int, int, int, cudaStream_t);
+extern "C" cudaError_t softmax_onepass_f16(const void*, void*, int64_t, int, int, int, int, int, int, cudaStream_t);
+extern "C" cudaError_t softmax_onepass_bf16(const void*, void*, int64_t, int, int, int, int, int, int, cudaStream_t);
 extern "C" int softmax_onepass_fits(int64_t, int, int, const void*, const void*);
 
-// threads, packs, spacks, cluster: a configuration of the one-pass kernel, threads = 0 for its plan.
-// A row too long for one pass (softmax_onepass_fits) takes the two-pass kernel.
-torch::Tensor softmax_rows(torch::Tensor x, int64_t threads, int64_t packs, int64_t spacks, int64_t cluster) {
+// threads, packs, spacks, cluster, keep: a configuration of the one-pass kernel, threads = 0 for its
+// plan. A row too long for one pass (softmax_onepass_fits) takes the two-pass kernel.
+torch::Tensor softmax_rows(torch::Tensor x, int64_t threads, int64_t packs, int64_t spacks, int64_t cluster,
+                           int64_t keep) {
     TORCH_CHECK(x.is_cuda(), "softmax: x must be a CUDA tensor");
     TORCH_CHECK(x.dim() == 2, "softmax: x must be 2-D (M, N), got ", x.dim(), " dims");
     TORCH_CHECK(x.is_contiguous(), "softmax: x must be contiguous");
@@ -347,29 +348,30 @@ torch::Tensor softmax_rows(torch::Tensor x, int64_t threads, int64_t packs, int6
     int64_t rows = x.size(0);
     int cols = (int)x.size(1);
     const bool onepass = softmax_onepass_fits(rows, cols, (int)x.element_size(), x.data_ptr(), y.data_ptr());
-    const int t = (int)threads, p = (int)packs, sp = (int)spacks, c = (int)cluster;
+    const int t = (int)threads, p = (int)packs, sp = (int)spacks, c = (int)cluster, k = (int)keep;
     cudaError_t err;
     switch (x.scalar_type()) {
-        case at::kFloat: err = onepass ? softmax_onepass_f32(x.data_ptr(), y.data_ptr(), rows, cols, t, p, sp, c, stream)
+        case at::kFloat: err = onepass ? softmax_onepass_f32(x.data_ptr(), y.data_ptr(), rows, cols, t, p, sp, c, k, stream)
                                        : softmax_f32(x.data_ptr(), y.data_ptr(), rows, cols, stream); break;
-        case at::kHalf: err = onepass ? softmax_onepass_f16(x.data_ptr(), y.data_ptr(), rows, cols, t, p, sp, c, stream)
+        case at::kHalf: err = onepass ? softmax_onepass_f16(x.data_ptr(), y.data_ptr(), rows, cols, t, p, sp, c, k, stream)
                                       : softmax_f16(x.data_ptr(), y.data_ptr(), rows, cols, stream); break;
-        case at::kBFloat16: err = onepass ? softmax_onepass_bf16(x.data_ptr(), y.data_ptr(), rows, cols, t, p, sp, c, stream)
+        case at::kBFloat16: err = onepass ? softmax_onepass_bf16(x.data_ptr(), y.data_ptr(), rows, cols, t, p, sp, c, k, stream)
                                           : softmax_bf16(x.data_ptr(), y.data_ptr(), rows, cols, stream); break;
         default: TORCH_CHECK(false, "softmax: dtype must be float32, float16 or bfloat16, got ", x.scalar_type());
     }
     TORCH_CHECK(err == cudaSuccess, "softmax launch failed (threads ", t, ", packs ", p, ", spacks ", sp,
-                ", cluster ", c, "): ",
+                ", cluster ", c, ", keep ", k, "): ",
                 cudaGetErrorString(err));
     return y;
 }
 """
-PLAN = {"threads": 0, "packs": 0, "spacks": 0, "cluster": 0}  # the one-pass kernel's own plan
+PLAN = {"threads": 0, "packs": 0, "spacks": 0, "cluster": 0, "keep": 0}  # the one-pass kernel's own plan
 
 
 def _cuda_config(spec: SoftmaxSpec, ctx: BuildContext | None, run=None):
-    """The tuned one-pass configuration: clustered rows compare CLUSTER_SHAPES (H200: 73-85% of
-    copy in float32 by shape alone); one-block rows and two-pass rows have nothing to tune."""
+    """The tuned one-pass configuration: clustered rows compare kernels/_onepass.py's shapes (H200,
+    4096 x 262144: 71-89% of copy by shape alone), the measured fastest first, so an untuned run
+    launches it; one-block rows and two-pass rows have nothing to tune."""
     candidates = [c.params() for c in cluster_candidates(spec.N, spec.dtype.itemsize)]
     if not candidates:
         return default_choice([PLAN], "one-block row: the plan, nothing to tune")
@@ -411,7 +413,7 @@ def build_cuda(spec: SoftmaxSpec, params, ctx: BuildContext):
 
     def run_with(config):
         t, p, c = (int(config[k]) for k in ("threads", "packs", "cluster"))
-        sp = int(config.get("spacks", 0))
-        return lambda x: module.softmax_rows(x.contiguous(), t, p, sp, c)
+        sp, keep = int(config.get("spacks", 0)), int(config.get("keep", 0))
+        return lambda x: module.softmax_rows(x.contiguous(), t, p, sp, c, keep)
     tuned = _cuda_config(spec, ctx, (lambda config: run_with(config)(*tuning)) if tuning else None)
     return attach(run_with(tuned.config), tuned)

@@ -22,17 +22,24 @@ from workbench.registry import discover
 ROOT = Path(__file__).resolve().parents[1]
 
 
-class FakeSoftmaxModule:
-    """softmax_rows(x, threads, packs, spacks, cluster) as the binding takes it: torch.softmax in
-    float32, except one configuration that computes something else (a wrong kernel to catch)."""
+def stage_rows_candidates() -> list[dict]:
+    """The pruned Triton configs for the 16384-wide rows (the stage times every one)."""
+    from workbench.kernels import _softmax_rows as rows_kernel
 
-    def __init__(self, wrong: tuple[int, int, int, int]):
+    return rows_kernel.candidates(16384, 16)
+
+
+class FakeSoftmaxModule:
+    """softmax_rows(x, threads, packs, spacks, cluster, keep) as the binding takes it: torch.softmax
+    in float32, except one configuration that computes something else (a wrong kernel to catch)."""
+
+    def __init__(self, wrong: tuple[int, int, int, int, int]):
         self.calls, self.wrong = [], wrong
 
-    def softmax_rows(self, x, threads, packs, spacks, cluster):
-        self.calls.append((threads, packs, spacks, cluster))
+    def softmax_rows(self, x, threads, packs, spacks, cluster, keep):
+        self.calls.append((threads, packs, spacks, cluster, keep))
         y = torch.softmax(x.float(), dim=-1).to(x.dtype)
-        return y * 1.5 if (threads, packs, spacks, cluster) == self.wrong else y
+        return y * 1.5 if (threads, packs, spacks, cluster, keep) == self.wrong else y
 
 
 def test_the_cuda_sweep_checks_every_cluster_shape_and_times_the_passing_ones():
@@ -40,13 +47,14 @@ def test_the_cuda_sweep_checks_every_cluster_shape_and_times_the_passing_ones():
     sw = Sweep.make("cpu", True, 60)
     wanted = op1.cluster_candidates(262144, 4)
     bad = wanted[-1]
-    module = FakeSoftmaxModule((bad.threads, bad.packs, bad.spacks, bad.cluster))
+    module = FakeSoftmaxModule((bad.threads, bad.packs, bad.spacks, bad.cluster, bad.keep))
     target, cands, refs, tune = stage._cuda_target(sw, op, {"M": 4096, "N": 262144}, "float32", False, module, False)
     assert target["shape"] == {"M": stage.CPU_ROWS, "N": 262144} and len(cands) == len(wanted)
     saves = []
     sweep_target(sw, target, cands, refs, lambda: saves.append(json.dumps(target, default=str)))
     assert len(saves) == 2 and "_op" not in target  # saved after the checks and after the timing
     assert {c[2] for c in module.calls} == {c.spacks for c in wanted}  # staged shapes were launched
+    assert {c[4] for c in module.calls} == {0, 1}  # and the KEEP ones
     rows = {r["label"]: r for r in target["candidates"]}
     failed = [r for r in rows.values() if not r["passed"]]
     assert [r["config"] for r in failed] == [bad.params()] and "timing" not in failed[0]
@@ -81,10 +89,12 @@ def test_a_target_that_would_not_fit_the_budget_is_skipped():
     assert "no CUDA GPU" in stage._skip_reason("cuda", False, 100)
 
 
-def test_the_plan_puts_the_missed_targets_first_and_the_table_summarises(tmp_path):
+def test_the_plan_covers_round_2_and_the_table_summarises(tmp_path):
     quick = stage._plan(True)
-    assert quick[:2] == [("triton", {"M": 16384, "N": 16384}, "bfloat16"), ("triton", {"M": 16384, "N": 16384}, "float16")]
-    assert ("cuda", {"M": 4096, "N": 262144}, "float32") in quick and len(stage._plan(False)) > len(quick)
+    sq, long, cube = {"M": 16384, "N": 16384}, {"M": 4096, "N": 262144}, {"M": 4096, "N": 4096, "K": 4096}
+    assert quick == [("triton", sq, "bfloat16"), ("cuda", long, "bfloat16"), ("cuda", long, "float32"),
+                     ("matmul", cube, "bfloat16"), ("matmul", cube, "float16"), ("triton", sq, "float16")]
+    assert len(stage._plan(False)) > len(quick)
     doc = {"targets": [{"name": "cuda x", "skipped": "no CUDA GPU here"},
                        {"name": "t", "candidates": [
                            {"label": "a", "passed": True, "timing": {"median_ms": 2.0, "spread_pct": 1}, "pct_of_copy": 50},
@@ -109,6 +119,6 @@ def test_the_stage_dry_run_writes_every_target(tmp_path):
     assert len(by_name) == len(stage._plan(True))
     for dtype in ("bfloat16", "float16"):
         t = by_name[f"triton 16384x16384 {dtype}"]
-        assert len(t["candidates"]) > 10 and all(r["passed"] for r in t["candidates"]), t
+        assert [r["config"] for r in t["candidates"]] == stage_rows_candidates() and all(r["passed"] for r in t["candidates"]), t
         assert all("timing" in r for r in t["candidates"]) and "pytorch" in t["references"]
     assert all("no CUDA GPU" in t["skipped"] for n, t in by_name.items() if n.startswith("cuda"))
