@@ -18,6 +18,12 @@ def test_the_frame_is_the_signalled_threads_innermost():
     assert innermost_frame(DUMP) == "/opt/site/torch/utils/file_baton.py:43 in wait"
 
 
+def test_without_a_current_thread_the_main_thread_listed_last_is_taken():
+    """The signal landed on a native (CUDA) thread: no "Current thread" block."""
+    dump = DUMP.replace("Current thread", "Thread")
+    assert innermost_frame(dump) == "/opt/site/torch/utils/file_baton.py:43 in wait"
+
+
 def test_no_dump_no_frame():
     assert innermost_frame("") is None
-    assert innermost_frame("Thread 0x1 (most recent call first):\n  File \"a.py\", line 1 in f\n") is None
+    assert innermost_frame("Thread 0x1 (most recent call first):\n") is None

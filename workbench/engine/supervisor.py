@@ -36,7 +36,7 @@ CANCEL_GRACE_S = 2.0    # a cancelled worker is killed after this
 CALIBRATION_S = 600.0   # allowance for a device's calibration (engine/calibrate.py), off the row clock
 EXIT_GRACE_S = 10.0     # a worker with every row answered must say DONE or BYE within this
 POLL_S = 0.05
-STACK_WAIT_S = 1.0      # a timed-out worker's stack dump (entry.STACK_SIGNAL) is waited for this long
+STACK_WAIT_S = 2.0      # a timed-out worker's stack dump (entry.STACK_SIGNAL) is waited for this long
 SIGNALS = {"SIGSEGV": "segmentation fault", "SIGABRT": "aborted", "SIGBUS": "bus error",
            "SIGFPE": "arithmetic error", "SIGILL": "illegal instruction",
            "SIGKILL": "killed, e.g. out of host memory"}
@@ -57,14 +57,18 @@ def death_message(exitcode: int | None, stage: str) -> str:
 
 def innermost_frame(dump: str) -> str | None:
     """'path/file.py:12 in name' from a faulthandler dump: the first frame of the thread that
-    handled the signal ("Current thread ..."), with the path relative to the working folder."""
+    handled the signal ("Current thread ..."), else of the last thread listed, the oldest, which
+    is the main thread (a signal sent to a process may land on any of its threads, and a CUDA
+    process has native ones that are not Python's). Paths under the working folder are relative."""
     import os
     import re
 
-    current = dump.split("Current thread", 1)
-    if len(current) < 2:
+    blocks = re.split(r"^(?=Current thread |Thread 0x)", dump, flags=re.MULTILINE)
+    blocks = [b for b in blocks if b.startswith(("Current thread", "Thread 0x"))]
+    if not blocks:
         return None
-    found = re.search(r'File "([^"]+)", line (\d+) in (\S+)', current[1])
+    block = next((b for b in blocks if b.startswith("Current thread")), blocks[-1])
+    found = re.search(r'File "([^"]+)", line (\d+) in (\S+)', block)
     if not found:
         return None
     path = found[1]
