@@ -35,8 +35,10 @@ STAGED_SHAPES = {4: ((1024, 8, 8), (256, 16, 16), (512, 8, 8)),
 # multiply: one ex2 per element instead of two. Why: sm_90 runs 16 MUFU.EX2 per SM per clock, so
 # two per element of 4096 x 262144 take ~0.5 ms at ~1.9 GHz, half the bfloat16 copy (1.009 ms)
 # and a quarter of the float32 one; the SM does no loads while its block computes (one block per
-# SM in the staged winners). The two fastest staged shapes of each width, untimed until tune19
-# round 2 measures them.
+# SM in the staged winners). Measured (tune19 round 2, results/h200/2026-12-01b/tune19-round2/):
+# float32 1024 x 8 x 8 (cluster 4) 92.84% of copy against 88.1% without KEEP in the same run;
+# bfloat16 1024 x 8 x 8 (cluster 2) 90.14% against 84.95%, 512 x 4 x 4 (8) 89.62%. So kept
+# shapes come first (the untuned default).
 KEPT_SHAPES = {4: ((1024, 8, 8), (256, 16, 16)), 8: ((1024, 8, 8), (512, 4, 4)), 1: ()}
 ONEPASS_VERSION = "3"  # the autotune cache key's version: bump when the candidates change
 
@@ -95,7 +97,7 @@ def onepass_plan(n_cols: int, itemsize: int) -> OnepassConfig | None:
 
 def cluster_candidates(n_cols: int, itemsize: int) -> list[OnepassConfig]:
     """The configurations the autotuner compares for a row that needs more than one block in the
-    plan: every staged (STAGED_SHAPES, the H200's fastest first), kept (KEPT_SHAPES) and
+    plan: every kept (KEPT_SHAPES, the H200's fastest first), staged (STAGED_SHAPES) and
     register-only (CLUSTER_SHAPES) shape in the smallest cluster (1, 2, 4, 8 or 16 blocks) that
     holds the row, then the plan. The first is the default of an untuned run. Empty for a row that
     fits one block in the plan (nothing to tune) or needs the two-pass kernel."""
@@ -104,7 +106,7 @@ def cluster_candidates(n_cols: int, itemsize: int) -> list[OnepassConfig]:
         return []
     vec, out = plan.vec, []
     n_packs = -(-n_cols // vec)
-    shapes = ([(t, p, sp, 0) for t, p, sp in STAGED_SHAPES[vec]] + [(t, p, sp, 1) for t, p, sp in KEPT_SHAPES[vec]]
+    shapes = ([(t, p, sp, 1) for t, p, sp in KEPT_SHAPES[vec]] + [(t, p, sp, 0) for t, p, sp in STAGED_SHAPES[vec]]
               + [(t, p, 0, 0) for t, p in CLUSTER_SHAPES[vec]])
     for threads, packs, spacks, keep in shapes:
         per_block = threads * (packs + spacks)
