@@ -11,6 +11,7 @@ after an edit costs the kernel, not a process start. The pool closes when the ap
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 import time
 import traceback
 from collections import Counter
@@ -131,8 +132,9 @@ class RunnerMixin:
 
     # -- the worker ---------------------------------------------------------------------------
     def _engine_pool(self):
-        """The app's pool of warm workers, made on first use (only for the real engine)."""
-        if self._pool is None and self._engine is None:
+        """The app's pool of warm workers, made on first use (only for the real engine, watched or
+        not: screens/watching.py)."""
+        if self._pool is None and (self._engine is None or getattr(self, "_watch_real", False)):
             from .options import new_pool
 
             self._pool = new_pool(self._options)
@@ -147,7 +149,11 @@ class RunnerMixin:
         from .options import prestart
 
         try:
-            prestart(pool, self._options, self.ws.session)
+            # plugins as the run resolves them (workspace.commit): relative to the session's folder
+            from workbench.plugin_sources import with_resolved_plugins
+
+            base = self.ws.path.parent if self.ws.path is not None else Path.cwd()
+            prestart(pool, self._options, with_resolved_plugins(self.ws.session, base))
         except Exception as exc:  # a plugin that fails: the run says so again when asked for
             self.call_from_thread(self.log_pane.add, f"worker not started: {exc}", "warning")
 

@@ -55,6 +55,7 @@ class WatchMixin:
             return
         self._watch_paths = self._session_files()
         if self._watch_engine is None:
+            self._watch_real = self._engine is None  # the real engine: the app's warm pool serves it
             self._watch_engine = self._engine or _run_plan
             self._engine = self._run_watched
             self._watch_loop()
@@ -177,8 +178,11 @@ class WatchMixin:
         registry = declare([*options.kernels, *session.plugins], cache_dir=options.cache_dir)  # cached manifests
         index = self._running_index
         state = self._watch_states.setdefault(index, WatchState())
+        real = getattr(self, "_watch_real", False)
+        if real:  # run_plan with the app's pool: the warm workers reload edits in place (_watch_reload)
+            state.workers = None if getattr(options, "strict", False) else self._engine_pool()
         cycle = state.run_session(session, registry, options=options, on_event=on_event, stop=stop,
-                                  engine=self._watch_engine,
+                                  engine=None if real else self._watch_engine,
                                   on_done=lambda done: self.call_from_thread(self._keep_rows, index, list(done)),
                                   on_line=lambda key, text, level: on_event(ev.Log(key, text, level)))
         return cycle.doc

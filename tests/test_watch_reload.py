@@ -216,3 +216,44 @@ def test_a_reload_drops_what_a_file_no_longer_registers_and_keeps_builds_of_unch
         doc = _run(pool, kernels, tmp_path, gelu_b)
         assert doc["results"][0]["status"] == "ok" and _pids(pool) == pids
         assert not any("build cached" in f for f in doc["results"][0]["flags"])
+
+
+def test_the_tuis_watch_mode_reloads_in_the_apps_warm_worker(tmp_path):
+    """A fresh user found every save in `workbench FILE --watch` starting new workers: the watched
+    engine ran run_plan without the app's pool. Now the pool's worker reloads the edit in place."""
+    import asyncio
+    import time as clock
+
+    from workbench.screens.app import WorkbenchApp
+
+    plugin, session = tmp_path / "mine.py", tmp_path / "reloaded.yaml"
+    plugin.write_text(MINE)
+    session.write_text(SESSION)
+
+    async def drive():
+        app = WorkbenchApp(session, RunOptions(cache_dir=tmp_path / "cache"), data_dir=tmp_path / "data", watch=True)
+        async with app.run_test(size=(120, 40)) as pilot:
+            async def until(condition, timeout_s=120):
+                deadline = clock.monotonic() + timeout_s
+                while not condition():
+                    assert clock.monotonic() < deadline, "the TUI did not get there"
+                    await pilot.pause(0.1)
+            await until(lambda: app.ws.run is not None)
+            await until(lambda: app.runs_finished >= 1)  # watch mode runs the session once it is open
+            await pilot.pause(0.5)
+            finished = app.runs_finished
+            pids = {w.proc.pid for w in app._pool.workers()}
+            cold = workers.STARTS["cold"]
+            plugin.write_text(MINE.replace("SCALE = 1.0", "SCALE = 2.0"))  # a real edit: the check fails
+            await until(lambda: app.runs_finished > finished)
+            await pilot.pause(0.5)
+            log = [text for _, text in app.log_pane.entries]
+            assert not any("worker not started" in line for line in log), log  # prestart found mine.py
+            return pids, {w.proc.pid for w in app._pool.workers()}, cold, log
+
+    before, after, cold, log = asyncio.run(drive())
+    assert before and after == before  # the same warm worker, reloaded in place
+    assert workers.STARTS["cold"] == cold
+    built = [line for line in log if "built in pid" in line]
+    assert len(built) == 2 and len({line.split()[-1] for line in built}) == 1, built
+    assert any("check FAIL" in line for line in log), log  # the new code (2x) ran and was caught
