@@ -98,7 +98,21 @@ def test_strict_mode_runs_each_row_in_a_fresh_process(tmp_path):
     doc, events = _run(tmp_path, run, strict=True)
     assert [r["status"] for r in doc["results"]] == ["ok", "ok", "ok"]
     assert len({p[0] for p in _pids(events)}) == 3
+    assert not any("worker replaced" in e.text for e in events if isinstance(e, Log))  # expected: no warning
     assert multiprocessing.active_children() == []
+
+
+def test_strict_mode_after_a_warm_run_takes_no_worker_that_ran_a_job(tmp_path):
+    """A fresh user's finding: through a warm pool (the daemon's) the first strict row ran in the
+    idle worker of an earlier run, and the pool's warm worker was used up."""
+    with workers.WorkerPool(spares=False) as pool:
+        _, warm = _run(tmp_path, _pid_run(N=5), pool=pool)
+        idle = [w.proc.pid for w in pool.workers()]
+        _, strict = _run(tmp_path, RunSpec(op="crashy", impls=(ImplRef("manual_pid"),), sweep=Sweep(("N",), (1, 2))),
+                         pool=pool, strict=True)
+        assert idle == [_pids(warm)[0][0]]
+        assert not {p[0] for p in _pids(strict)} & set(idle)       # every strict row in a new process
+        assert [w.proc.pid for w in pool.workers()] == idle          # the warm worker is still there
 
 
 def _alive(pid: int) -> bool:
@@ -165,5 +179,19 @@ def test_the_zygote_writes_to_its_log_file_not_to_the_front_ends_terminal(tmp_pa
         assert zygote is not None
         for fd in (1, 2):
             assert os.readlink(f"/proc/{zygote}/fd/{fd}") == os.environ["WORKBENCH_ZYGOTE_LOG"]
+    finally:
+        pool.close()
+
+
+def test_a_pool_keeps_at_most_two_idle_workers_per_device(tmp_path):
+    """A fresh user's daemon held ten idle workers, one per plugin version it had served."""
+    pool = workers.WorkerPool(spares=False)
+    try:
+        keys = [WorkerKey(interpret=False, plugin_paths=(), device="cpu", sources=f"v{i}") for i in range(3)]
+        started = [pool._start(key) for key in keys]
+        for worker in started:
+            pool.give_back(worker)
+        assert [w.key.sources for w in pool.workers()] == ["v1", "v2"]  # the oldest was stopped
+        assert not _alive(started[0].proc.pid)
     finally:
         pool.close()

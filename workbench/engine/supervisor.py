@@ -172,7 +172,7 @@ class Supervisor:
             batch = pending[:1] if strict else pending
             job = ChildJob(mode, tuple(batch), key.plugin_paths, key.interpret, "", cache_dir, build_dir,
                            trace_dir, last=strict)
-            worker = self.pool.take(key)
+            worker = self.pool.take(key, fresh=strict)  # strict: never a worker that ran a job
             following = key if strict and len(pending) > 1 else next_key
             done |= _JobRun(self, job, worker, following).run()
             pending = [r for r in pending if r.key not in done]
@@ -202,6 +202,7 @@ class _JobRun:
         try:
             self.worker.stop.clear()
             self.worker.give(pickle.dumps(self.job))
+            self.worker.jobs += 1
             self.mark = self.sup.clock()
             self.sup.pool.keep_warm(self.spare_key)  # the next worker warms up while this one works
             self._loop()
@@ -251,7 +252,7 @@ class _JobRun:
         elif kind == Message.bye:
             self.bye, self.bye_reason = True, payload
             where = self.rows[max(self.index - 1, 0)].key
-            if payload and payload != "cancelled":
+            if payload and payload != "cancelled" and not self.job.last:  # strict: leaving is the plan
                 self.sup.on_event(Log(where, f"worker replaced: {payload}", "warning"))
         elif kind == Message.event and isinstance(payload, Result):
             self._logs()  # its lines before its Result (marks attribute each line to its row)

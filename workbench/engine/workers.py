@@ -39,6 +39,9 @@ from workbench.engine.entry import worker_entry
 from workbench.engine.protocol import STOP, Message, WorkerFacts, WorkerKey
 
 START_METHODS = ("forkserver", "spawn")
+# Idle workers kept per device (the least recently used beyond this are stopped): each holds a
+# process, its imports and on a GPU a CUDA context; a daemon kept one per code version it served.
+MAX_IDLE_PER_DEVICE = 2
 ZYGOTE_PRELOAD = ["workbench.engine.zygote"]
 
 # How workers were obtained in this process ("cold", "reused", "spare_started", "spare_taken",
@@ -149,17 +152,19 @@ class WorkerPool:
     def _start(self, key: WorkerKey, prestarted: bool = False) -> WorkerProcess:
         return self._starter.submit(WorkerProcess, self.context, key, self.env, prestarted).result()
 
-    def take(self, key: WorkerKey) -> WorkerProcess:
-        """The idle worker for `key`, else the spare when it fits, else a fresh one."""
+    def take(self, key: WorkerKey, fresh: bool = False) -> WorkerProcess:
+        """The idle worker for `key`, else the spare when it fits, else a fresh one. fresh (strict
+        mode): a process that has run no job: the spare if it has not, else a new one (an idle
+        worker stays idle for the runs after)."""
         with self.lock:
-            worker = self.idle.pop(key, None)
+            worker = None if fresh else self.idle.pop(key, None)
             if worker is not None and worker.alive():
                 STARTS["reused"] += 1
                 return worker
             if worker is not None:
                 worker.close()
             spare, self.spare = self.spare, None
-            if spare is not None and spare.key == key and spare.alive():
+            if spare is not None and spare.key == key and spare.alive() and not (fresh and spare.jobs):
                 STARTS["spare_taken"] += 1
                 return spare
             if spare is not None:  # died while waiting, or set up for another key: replaced
@@ -177,7 +182,10 @@ class WorkerPool:
             old = self.idle.pop(worker.key, None)
             if old is not None and old is not worker:
                 old.close(grace_s=0.5)
-            self.idle[worker.key] = worker
+            self.idle[worker.key] = worker  # the most recently used last
+            same_device = [k for k in self.idle if k.device == worker.key.device]
+            for stale in same_device[:-MAX_IDLE_PER_DEVICE]:  # e.g. a daemon serving edit after edit
+                self.idle.pop(stale).close(grace_s=0.5)
 
     def retire(self, worker: WorkerProcess) -> None:
         """A worker that must not run again (fault, timeout, strict mode): killed."""
