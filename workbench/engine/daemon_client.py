@@ -43,7 +43,7 @@ def run_in_daemon(session: Any, options: Any, *, on_event: Callable[[Any], None]
     what run_plan raised there (a plugin that fails to load) or a daemon that died mid-run."""
     fp = fingerprint(environ)
     paths = DaemonPaths.of(private_folder(folder), fp)
-    conn = connect(paths, start=True, environ=environ, idle_timeout_s=idle_timeout_s)
+    conn = connect(paths, start=True, environ=environ, idle_timeout_s=idle_timeout_s, note=note)
     try:
         wire.send(conn, wire.Kind.run, wire.RunRequest(session, options, os.getcwd(), fp))
         kind, payload = wire.recv(conn)
@@ -82,14 +82,15 @@ def _relay(conn: Any, info: dict, on_event: Callable[[Any], None], stop: threadi
                 raise WorkbenchError(payload)
     except (EOFError, OSError, wire.WireError) as exc:
         raise WorkbenchError(f"the workbench daemon {info.get('pid')} was lost during the run ({type(exc).__name__}: "
-                             f"{exc}); its log: {paths.log}; the rows that finished are in the journal "
-                             "(--resume runs the rest)") from None
+                             f"{exc}); its log: {paths.log}; with -o PATH the rows that finished are in "
+                             "PATH's journal (--resume PATH runs the rest)") from None
 
 
 def connect(paths: DaemonPaths, *, start: bool, environ: Mapping[str, str] | None = None,
-            idle_timeout_s: float = 600.0) -> Any:
+            idle_timeout_s: float = 600.0, note: Callable[[str], None] | None = None) -> Any:
     """A connection to the daemon at `paths`; with start, one is started when none is there (a
-    stale socket, whose daemon died, is replaced by the new daemon). Raises DaemonError."""
+    stale socket, whose daemon died, is replaced by the new daemon), and note() says so: a
+    background process now exists. Raises DaemonError."""
     key = authkey(paths.folder)
     deadline = time.monotonic() + START_S
     proc = None
@@ -110,6 +111,9 @@ def connect(paths: DaemonPaths, *, start: bool, environ: Mapping[str, str] | Non
             raise DaemonError(f"the daemon exited with {proc.returncode} while starting: {_log_tail(paths)}")
         if proc is None and not lock_held(paths.lock):
             proc = _start(paths, environ or os.environ, idle_timeout_s)
+            if note is not None:
+                note(f"started a workbench daemon (pid {proc.pid}; it leaves after {idle_timeout_s:g} s idle; "
+                     "--daemon-stop stops it now)")
         if time.monotonic() > deadline:
             raise DaemonError(f"no daemon answered at {paths.socket} within {START_S:g} s: {_log_tail(paths)}")
         time.sleep(POLL_S)
