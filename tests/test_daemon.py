@@ -219,3 +219,34 @@ def test_removing_the_socket_file_stops_the_daemon(served):
     daemon, _engine = served
     daemon.paths.socket.unlink()
     assert daemon.shutdown.wait(5) and "socket" in daemon.reason
+
+
+def test_a_finished_run_is_not_logged_as_cancelled_when_the_client_closes_at_once(tmp_path, monkeypatch, capsys):
+    """A fresh user's daemon logs read "run N done (cancelled)" for runs that finished: the client
+    closes as soon as it has the document, and the cancel watcher set the stop flag before the line."""
+    import threading
+
+    from workbench.engine import daemon as daemon_module
+    from workbench.engine import daemon_wire as wire
+    from workbench.engine import plan
+
+    monkeypatch.setattr(plan, "run_plan", lambda session, **kwargs: {"cancelled": False, "results": []})
+    monkeypatch.chdir(tmp_path)  # the daemon changes to the client's folder: restored after the test
+    daemon = daemon_module.Daemon(tmp_path)
+    daemon.pool = type("Pool", (), {"workers": lambda self: []})()  # run_plan is replaced: no workers
+    closed = threading.Event()
+
+    class Conn:  # the client: it closes the moment the document has been sent
+        def send(self, message):
+            if message[1] == wire.Kind.doc.value:
+                daemon.current_stop.set()
+                closed.set()
+
+        def recv(self):
+            closed.wait(5)
+            raise EOFError
+
+    request = wire.RunRequest(type("S", (), {"name": "s"})(), None, str(tmp_path), daemon.fingerprint)
+    daemon._run(Conn(), request)
+    out = capsys.readouterr().out
+    assert "done" in out and "(cancelled)" not in out, out

@@ -144,6 +144,8 @@ def test_two_invocations_share_one_daemon_which_lists_and_stops_with_its_workers
     listed = wb.cli("--daemon-list", "--format", "json")
     daemons = json.loads(listed.stdout)
     assert [(d["pid"], d["runs"], d["state"]) for d in daemons] == [(d2["pid"], 2, "idle")], listed.stderr
+    log = (wb.folder / f"d-{d2['fingerprint']}.log").read_text()
+    assert "run 2 done" in log and "(cancelled)" not in log, log  # the client's close is no cancel
     assert "runs 2" in wb.cli("--daemon-list").stdout
     pids = [d2["pid"], *descendants(d2["pid"])]
     assert daemons[0]["zygote_pid"] in pids and all(w["pid"] in pids for w in daemons[0]["workers"])

@@ -218,8 +218,9 @@ class Daemon:
             wire.send(conn, wire.Kind.error, f"the daemon's run failed: {type(exc).__name__}: {exc} "
                                              f"(traceback in {self.paths.log})")
             return
+        cancelled = bool(doc.get("cancelled")) or stop.is_set()  # read before the client closes (it sets stop)
         wire.send(conn, wire.Kind.doc, (doc, self.info()))
-        print(f"{utc_now_iso()} run {self.runs} done{' (cancelled)' if stop.is_set() else ''}", flush=True)
+        print(f"{utc_now_iso()} run {self.runs} done{' (cancelled)' if cancelled else ''}", flush=True)
 
 
 def _cancel_on_close(conn: Any, stop: threading.Event) -> None:
