@@ -18,7 +18,9 @@ CANCEL_GRACE_S it is killed. Events are relayed from the thread that calls `run_
 from __future__ import annotations
 
 import dataclasses
+import os
 import pickle
+import re
 import signal
 import threading
 import time
@@ -60,9 +62,6 @@ def innermost_frame(dump: str) -> str | None:
     handled the signal ("Current thread ..."), else of the last thread listed, the oldest, which
     is the main thread (a signal sent to a process may land on any of its threads, and a CUDA
     process has native ones that are not Python's). Paths under the working folder are relative."""
-    import os
-    import re
-
     blocks = re.split(r"^(?=Current thread |Thread 0x)", dump, flags=re.MULTILINE)
     blocks = [b for b in blocks if b.startswith(("Current thread", "Thread 0x"))]
     if not blocks:
@@ -298,8 +297,6 @@ class _JobRun:
         """Ask a hung worker for its threads' stacks (written to its log, which the Log events
         then carry) and return the innermost frame of the thread that took the signal, the main
         thread: 'kernels/softmax.py:312 in _build', or None when it did not answer in time."""
-        import os
-
         from workbench.engine.entry import STACK_SIGNAL
 
         if not self.proc.is_alive() or self.proc.pid is None:
