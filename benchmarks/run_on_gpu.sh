@@ -19,6 +19,11 @@ fi
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | grep -v -i warn
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv > "$EV/nvidia-smi.txt"
+# the Python processes every 10 s (state, wait channel, kernel stack when stuck, lock files,
+# worker log tails): what a hung row looks like from outside
+bash benchmarks/proc_watch.sh "$EV/procwatch.txt" 10 &
+WATCH=$!
+trap 'kill $WATCH 2>/dev/null' EXIT
 i=0
 for spec in "$@"; do
   i=$((i + 1))

@@ -5,7 +5,9 @@
 Rows (MEASUREMENT.md rules 1-4, issue 11): the lecture's gelu and softmax at 16384 x 16384 in
 float32 and bfloat16 (manual, pytorch, compiled, triton, cuda), add at 16384 x 16384 (pytorch,
 compiled, triton, cuda) and matmul bfloat16 8192^3 (pytorch = cuBLAS, triton). --quick drops the
-compiled and cuda rows (their builds dominate) and runs 2 rounds instead of 3.
+compiled and cuda rows (their builds dominate) and runs 3 rounds instead of 5: do_bench's zero
+flush swung by up to 6% between rounds on memory-bound rows (H200, 2026-12-01), and a median of
+3 or 5 rounds follows the majority where one of 2 could not.
 
 Each row is built, checked (workbench.verify), then timed in ROUNDS rounds, the order of the
 methods rotating each round: the engine's loop (engine/timing.measure_run: batched events, read
@@ -44,7 +46,7 @@ def run(quick: bool, out: Path) -> list[dict]:
         return [{"item": "truth", "status": "skipped", "note": "no CUDA GPU"}]
     from benchmarks.stages._truth_gpu import GpuTruth
 
-    gpu = GpuTruth("cuda:0", rounds=2 if quick else 3, quick=quick)
+    gpu = GpuTruth("cuda:0", rounds=3 if quick else 5, quick=quick)
     files.details["environment"] = gpu.environment()
     files.details["references"] = gpu.references()
     files.write()
