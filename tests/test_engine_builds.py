@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from workbench.cost import Cost
 from workbench.engine.build_ahead import _warmup, likely_launch_bound, worth_building_ahead
 from workbench.engine.build_cache import BuildCache, build_key, source_digest
 from workbench.kernel_source import TritonLaunch
+from workbench.machine import find_nvcc
 from workbench.registry import discover
 from workbench.session_model import Settings
 
@@ -85,6 +89,28 @@ def test_triton_warmup_compiles_the_launch_without_tensors():
     assert "ld.global" in compiled.asm["ptx"] and ".target sm_90" in compiled.asm["ptx"]
 
 
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
+def test_building_ahead_a_cuda_rows_ptx_leaves_the_record_nothing_to_compile(tmp_path):
+    """The PTX view's nvcc compile of a CudaSource row is built ahead into the cache the row's
+    PTX record reads: the record then finds every tool output cached."""
+    from workbench.engine.build_ahead import _nvcc_outputs
+    from workbench.ptx.extract import ptx_record
+    from workbench.ptx import tools
+
+    impl = GELU.get_impl("cuda")
+    spec = GELU.make_spec({"M": 64, "N": 1024}, "float32")
+    _nvcc_outputs(impl.backend.kernel_source(impl, spec, impl.resolve_params({}), None), tmp_path, "sm_90")
+    ran: list = []
+    real = tools.run_tool
+    tools.run_tool = lambda cmd, *a, **k: ran.append(cmd[0]) or real(cmd, *a, **k)
+    try:
+        record, _texts = ptx_record(GELU, impl, spec, target="sm_90", cache_dir=tmp_path)
+    finally:
+        tools.run_tool = real
+    assert record["kernels"] and "(cached)" in record["notes"][0]
+    assert not {Path(c).name for c in ran} & {"nvcc", "nvdisasm", "cuobjdump"}, ran
+
+
 def test_the_planning_query_answers_costs_and_refuses_unaddressable_specs():
     from workbench.engine.protocol import Query
     from workbench.engine.worker import describe
@@ -97,3 +123,34 @@ def test_the_planning_query_answers_costs_and_refuses_unaddressable_specs():
     assert "at most 2^63-1 bytes" in refused.error
     (broken,) = describe(None, "plugin x failed to load", Query((("gelu", "manual", small, None),)))
     assert broken.error == "plugin x failed to load"
+
+
+def test_one_build_ahead_worker_for_every_run_of_a_session(monkeypatch):
+    """The default session's two runs get one build-ahead job over both, started before the
+    first run (softmax.cu compiles while GeLU is timed); a run then starts none of its own."""
+    import threading
+
+    from workbench.engine import plan as engine_plan
+    from workbench.engine.rows import expand
+    from workbench.session import load_session
+
+    session = load_session(Path(__file__).parents[1] / "sessions" / "default.yaml")
+    registry = discover()
+    rows = expand(session, registry, has_cuda=True)
+    plan = engine_plan._Plan((), "", registry, SimpleNamespace(triton=True, has_cuda=True), rows)
+    started: list = []
+    monkeypatch.setattr(engine_plan._PlanRun, "_start_building_ahead",
+                        lambda self, rows, interpret: started.append(rows) or "worker")
+    run = engine_plan._PlanRun(rows, lambda e: None, threading.Event(), None, {}, plan, registry=registry,
+                               build_ahead=True)
+    groups = [list(g) for _i, g in __import__("itertools").groupby(rows, key=lambda r: r.run_index)]
+    run.start_session_build_ahead(groups, plan.machine)
+    assert len(groups) == 2 and len(started) == 1
+    assert {r.op for r in started[0]} == {"gelu", "softmax"} and len(started[0]) == len(rows)
+    assert run.session_ahead == "worker"
+
+    started.clear()
+    mixed = [[dataclasses.replace(r, device="cpu") if i else r for r in g] for i, g in enumerate(groups)]
+    run.session_ahead = None
+    run.start_session_build_ahead(mixed, plan.machine)  # two worker keys: each run on its own
+    assert started == [] and run.session_ahead is None

@@ -52,6 +52,8 @@ def test_segfault_and_timeout_fail_only_their_row(tmp_path):
     session = _session(
         RunSpec(op="crashy", impls=(ImplRef("manual_segv"),), sweep=Sweep(("N",), (1, 2, 3))),
         RunSpec(op="crashy", impls=(ImplRef("manual_hang"),), sweep=Sweep(("N",), (2, 3)),
+                settings={"timeout_s": 3.0}),
+        RunSpec(op="crashy", impls=(ImplRef("manual_spin"),), sweep=Sweep(("N",), (2,)),
                 settings={"timeout_s": 3.0}))
     doc, events = _run(session, tmp_path)
     rows = _by_row(doc)
@@ -68,6 +70,9 @@ def test_segfault_and_timeout_fail_only_their_row(tmp_path):
     assert hung["error"].startswith("timed out after 3 s (timeout_s) during build, at "), hung["error"]
     assert "crashy.py:" in hung["error"] and "in build_hang" in hung["error"]
     assert rows[("manual_hang", 3)]["status"] == "ok"
+    spun = rows[("manual_spin", 2)]  # a worker busy in Python, holding the GIL, says where too
+    assert spun["error"].startswith("timed out after 3 s (timeout_s) during build, at "), spun["error"]
+    assert "crashy.py:" in spun["error"]
     keys = [e.row for e in events if isinstance(e, Result)]
     assert len(keys) == len(set(keys)) == len(doc["results"])  # exactly one Result per row
     assert any(isinstance(e, Error) and "SIGSEGV" in e.message for e in events)

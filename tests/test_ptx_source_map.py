@@ -124,6 +124,33 @@ def test_cuda_gelu_loop_body_maps_to_its_loads(registry):
         assert any("LDG.E.128" in row for row in _picked(t["sass"], load["sass_lines"]))
 
 
+@needs_nvcc
+def test_a_cuda_module_is_parsed_once_for_all_its_kernels(registry, monkeypatch):
+    """softmax.cu instantiates 46 kernels; each parsed the whole module's PTX again (194 s on the
+    2-core CPU, a TUI row past its timeout on the H200). The map must be what a kernel parsed
+    on its own gives."""
+    import workbench.ptx.attach as attach
+    import workbench.ptx.source_map as source_map
+    from workbench.ptx.lineinfo import ptx_line_frames
+    from workbench.ptx.nvcc import compile_cu, match_kernels
+
+    calls = []
+    counted = lambda ptx: calls.append(1) or ptx_line_frames(ptx)  # noqa: E731
+    monkeypatch.setattr(attach, "ptx_line_frames", counted)
+    monkeypatch.setattr(source_map, "ptx_line_frames", counted)
+    record, texts = _compile(registry, "gelu", "cuda", {"M": 64, "N": 1024})
+    assert len(record["kernels"]) > 1 and len(calls) == 1
+    impl = registry.op("gelu").get_impl("cuda")
+    source = impl.backend.kernel_source(impl, registry.op("gelu").make_spec({"M": 64, "N": 1024}, "float32"), {}, None)
+    out = compile_cu(source.path, "sm_90", source.extra_nvcc_flags)
+    kernels, _ = match_kernels(out.ptx, source.kernels, "float32")
+    for k, entry in zip(kernels, record["kernels"]):
+        alone, _file = source_map.build_source_map(out.ptx, ptx_first_line=k.entry.first_line,
+                                                   ptx_last_line=k.entry.last_line)
+        assert [(e["source_line"], e["ptx_lines"]) for e in entry["source_map"]] == \
+            [(e["source_line"], e["ptx_lines"]) for e in alone]
+
+
 @needs_compiled_triton
 def test_every_triton_impl_has_every_stage_and_a_map(registry):
     seen = 0

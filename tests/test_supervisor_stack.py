@@ -27,3 +27,12 @@ def test_without_a_current_thread_the_main_thread_listed_last_is_taken():
 def test_no_dump_no_frame():
     assert innermost_frame("") is None
     assert innermost_frame("Thread 0x1 (most recent call first):\n") is None
+
+
+def test_a_block_without_a_python_frame_is_passed_over():
+    """A thread in C is listed with no frame; the next block in the order of preference is taken."""
+    dump = DUMP.replace("Current thread", "Thread") + "\nThread 0x00007f2b00000001 (most recent call first):\n  <no Python frame>\n"
+    assert innermost_frame(dump) == "/opt/site/torch/utils/file_baton.py:43 in wait"
+    signalled_in_c = DUMP + "\nCurrent thread 0x00007f2b00000002 (most recent call first):\n  <no Python frame>\n"
+    assert innermost_frame(signalled_in_c.replace("Current thread 0x00007f2baebe7b80", "Thread 0x00007f2baebe7b80")) \
+        == "/opt/site/torch/utils/file_baton.py:43 in wait"

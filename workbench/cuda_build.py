@@ -4,17 +4,22 @@
 - the module name carries a hash of the sources (the local headers they include too) and flags,
   so an edited kernel or header really runs; the `.cu`'s folder is on the include path, so a
   quoted include (`#include "common.cuh"`) resolves as it does for `nvcc -ptx` of the file;
-- a lock left by a build killed half-way (torch's FileBaton `lock` file) is removed when it is
-  older than STALE_LOCK_S, so it cannot hang the next start.
+- builds of one module are serialised by an advisory `fcntl.flock` on `build_dir/wb.flock`,
+  which the kernel releases when its holder dies: whoever holds it is the only workbench
+  process building that module, so a torch FileBaton `lock` file found then was left by a build
+  killed half-way (a build-ahead worker stopped at a run's end or cancel) and is removed. Without
+  this, torch's FileBaton.wait() polls such a file forever and the row times out. Where flock is
+  missing, a lock older than STALE_LOCK_S is removed instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import time
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from workbench.errors import UnavailableError
 from workbench.machine import find_nvcc
@@ -55,6 +60,25 @@ def clear_stale_lock(build_dir: Path, max_age_s: float = STALE_LOCK_S) -> bool:
     return False
 
 
+@contextlib.contextmanager
+def build_lock(build_dir: Path) -> Iterator[None]:
+    """Hold the module's advisory lock (`build_dir/wb.flock`, blocking) and clear a FileBaton
+    `lock` that no live workbench build holds; released on exit, or by the kernel at death."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: only the age rule
+        clear_stale_lock(build_dir)
+        yield
+        return
+    with open(build_dir / "wb.flock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # waits (GIL released) while another process builds
+        try:
+            (build_dir / "lock").unlink(missing_ok=True)  # ours now: any FileBaton here is orphaned
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def load_cuda(prefix: str, cu_path: Path, cpp_binding: str, functions: list[str],
               build_root: Path | None = None, extra_cuda_cflags: Iterable[str] = ()) -> object:
     """Compile `cu_path` plus the C++ binding with load_inline and return the module.
@@ -74,11 +98,12 @@ def load_cuda(prefix: str, cu_path: Path, cpp_binding: str, functions: list[str]
     cuda_src = cu_path.read_text()
     flags = ["-O3", f"-I{Path(cu_path).resolve().parent}", *extra_cuda_cflags]
     name = module_name(prefix, source_bundle(cu_path), cpp_binding, flags=flags)
-    build_dir = None
-    if build_root is not None:
-        build_dir = build_root / name
-        build_dir.mkdir(parents=True, exist_ok=True)
-        clear_stale_lock(build_dir)
-    return load_inline(name=name, cpp_sources=[cpp_binding], cuda_sources=[cuda_src],
-                       functions=functions, extra_cuda_cflags=flags, verbose=False,
-                       build_directory=str(build_dir) if build_dir else None)
+    build = lambda directory: load_inline(  # noqa: E731
+        name=name, cpp_sources=[cpp_binding], cuda_sources=[cuda_src], functions=functions,
+        extra_cuda_cflags=flags, verbose=False, build_directory=directory)
+    if build_root is None:
+        return build(None)
+    build_dir = build_root / name
+    build_dir.mkdir(parents=True, exist_ok=True)
+    with build_lock(build_dir):
+        return build(str(build_dir))

@@ -3,7 +3,7 @@
     y = 2 x        x: (N,) -> y: (N,)        float32
 
 manual: correct; manual_segv: segfaults (a NULL read) when N == 2; manual_hang: hangs in its
-builder when N == 2; manual_wrong: returns 3 x (the checker must catch it); manual_noisy:
+builder when N == 2; manual_spin: spins in Python there; manual_wrong: returns 3 x (the checker must catch it); manual_noisy:
 prints to stdout and stderr from Python and from C (captured as Log events).
 """
 
@@ -71,6 +71,15 @@ def build_hang(spec, params, ctx):
     """Hangs in the builder when N == 2."""
     if spec.N == 2:
         time.sleep(3600)
+    return lambda x: 2.0 * x
+
+
+@CRASHY.impl("manual_spin")
+def build_spin(spec, params, ctx):
+    """Spins on the CPU in Python (no sleep, no GIL release) in the builder when N == 2: the
+    PTX source map of a 46-kernel module did that for minutes on the H200."""
+    while spec.N == 2:
+        sum(i * i for i in range(1000))
     return lambda x: 2.0 * x
 
 

@@ -7,7 +7,10 @@ Mode.build job and, per row, compiles without launching anything on the GPU:
   launch's exact signature, constexprs, scalars and num_warps (ptx/triton_aot.py's warmup call:
   pointer arguments as dtypes, so no device memory is touched) -> TRITON_CACHE_DIR;
 - a CudaSource (load_inline, CuPy's NVRTC): the builder itself, which compiles and loads the
-  module and launches nothing -> the build folder the timing worker's build finds up to date.
+  module and launches nothing -> the build folder the timing worker's build finds up to date;
+  for a row with the `ptx` action also the PTX view's own nvcc compile (`-lineinfo`, a cubin,
+  its SASS and line tables) -> the PTX cache (softmax.cu: ~15 s of nvcc, ptxas and nvdisasm on
+  the H200 that the row no longer waits for).
 torch.compile is not built ahead: Inductor traces with real inputs at the first call, which
 runs on the device. Nothing runs on the GPU, but compilers take host cores: a row whose kernel
 is estimated launch-bound (LAUNCH_BOUND_S) is timed with nothing compiling beside it, so no
@@ -49,9 +52,10 @@ def worth_building_ahead(rows: list[Any], registry: Any) -> bool:
     return compiles
 
 
-def prebuild(registry: Any, row: Any, interpret: bool, build_dir: str | None) -> str:
+def prebuild(registry: Any, row: Any, interpret: bool, build_dir: str | None, cache_dir: str | None = None) -> str:
     """Compile `row`'s kernel into the on-disk caches without launching; returns what was done
-    ("triton warmup", "cuda build", "nothing"). Raises what the compiler raises."""
+    ("triton warmup", "cuda build", "cuda build + ptx", "nothing"). cache_dir: the run's cache
+    folder (the PTX view's nvcc outputs go to its `ptx/`). Raises what the compiler raises."""
     from pathlib import Path
 
     op = registry.op(row.op)
@@ -64,11 +68,35 @@ def prebuild(registry: Any, row: Any, interpret: bool, build_dir: str | None) ->
                        build_dir=Path(build_dir) if build_dir else None)
     if isinstance(impl.source, CudaSource):
         impl.builder(spec, params, ctx)
-        return "cuda build"
+        if "ptx" not in row.actions or cache_dir is None:
+            return "cuda build"
+        from workbench.ptx.extractors import default_target
+
+        _nvcc_outputs(impl.backend.kernel_source(impl, spec, params, ctx), Path(cache_dir) / "ptx",
+                      default_target(True))
+        return "cuda build + ptx"
     if isinstance(impl.source, TritonSource) and impl.source.launch is not None:
         _warmup(impl.source.launch_for(spec, params, ctx))
         return "triton warmup"
     return "nothing"
+
+
+def _nvcc_outputs(source: Any, cache_dir: Any, target: str) -> None:
+    """The tool outputs the PTX record of a CudaSource for `target` ("sm_90") reads
+    (ptx/extractors.cuda_record), built into the same cache: nvcc's PTX and cubin, the SASS
+    listing, the SASS -> PTX line table (without nvdisasm or cuobjdump: what nvcc gave)."""
+    from workbench.ptx.attach import SASS_PTX_CACHE
+    from workbench.ptx.lineinfo import sass_ptx_lines
+    from workbench.ptx.nvcc import compile_cu
+    from workbench.ptx.sass import disassemble
+    from workbench.ptx.tools import ToolError
+
+    out = compile_cu(source.path, target, source.extra_nvcc_flags, cache_dir=cache_dir)
+    try:
+        disassemble(out.cubin, out.cubin.with_name("sass.txt"))
+        sass_ptx_lines(out.cubin, out.cubin.with_name(SASS_PTX_CACHE))
+    except ToolError:  # the record says so itself
+        pass
 
 
 def _warmup(launch: Any, has_cuda: bool = True) -> Any:

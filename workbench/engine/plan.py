@@ -29,7 +29,7 @@ import dataclasses
 import itertools
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from workbench.diagnosis import diagnose_document, diagnose_record
 from workbench.engine.ab_plan import ABJobs, ab_rows
@@ -148,15 +148,19 @@ def _run(session, options, plan, pool, on_event, stop, started, cache_dir) -> di
     groups = [list(g) for _run_index, g in itertools.groupby(rows, key=lambda r: r.run_index)]
     ab = ABJobs(ab_rows(session, registry, has_cuda=machine.has_cuda, device_override=options.device)
                 if options.ab else {}, on_event, run.run_ab)  # A/B rows: engine/ab_plan.py
-    for index, group in enumerate(groups):
-        if stop.is_set():
-            break
-        interpret = _interpret(group[0], machine)
-        following = groups[index + 1] if index + 1 < len(groups) else None
-        then = _key(plan, following, _interpret(following[0], machine)) if following else None
-        run.run([admit(r, registry, machine, force=options.force, interpret=interpret,
-                       memory_bytes=_memory_bytes(r, info)) for r in group], interpret=interpret, then=then)
-        ab.run(group[0].run_index, registry, machine, interpret)
+    run.start_session_build_ahead(groups, machine)
+    try:
+        for index, group in enumerate(groups):
+            if stop.is_set():
+                break
+            interpret = _interpret(group[0], machine)
+            following = groups[index + 1] if index + 1 < len(groups) else None
+            then = _key(plan, following, _interpret(following[0], machine)) if following else None
+            run.run([admit(r, registry, machine, force=options.force, interpret=interpret,
+                           memory_bytes=_memory_bytes(r, info)) for r in group], interpret=interpret, then=then)
+            ab.run(group[0].run_index, registry, machine, interpret)
+    finally:
+        run.finish_session_build_ahead()
     for run_index in ab.not_run():  # runs whose rows were all done already (--resume)
         if not stop.is_set():
             ab.run(run_index, registry, machine, _interpret(ab.by_run[run_index][0], machine))
@@ -245,6 +249,7 @@ class _PlanRun:
         self.environment: dict = {}  # the document's, for the findings sent with each Result
         self.admissions: dict = {}
         self.ptx_records: dict = {}
+        self.session_ahead: Background | None = None  # start_session_build_ahead
 
     def run(self, admissions: list[Admission], interpret: bool, then: WorkerKey | None = None) -> None:
         """One run: rows decided up front, then one PTX job for the run's separate-PTX rows,
@@ -262,12 +267,31 @@ class _PlanRun:
         if ptx_rows:
             jobs.insert(0, (Mode.ptx, ptx_rows, False))
         keys = [_key(self.plan, rows, interp) for _mode, rows, interp in jobs] + [then]
-        ahead = self._start_building_ahead(exec_rows, interpret)
+        ahead = None if self.session_ahead else self._start_building_ahead(exec_rows, interpret)
         try:
             self._run_jobs(jobs, keys)
         finally:
             for line in ahead.finish() if ahead else ():
                 self.on_event(Log(exec_rows[0].key, line))
+
+    def start_session_build_ahead(self, groups: list[list[Row]], machine: Any) -> None:
+        """One build-ahead worker for every run of the session, started before the first run:
+        the default session's softmax.cu (~40 s of nvcc on the H200) then compiles while the
+        GeLU run is timed, not while the softmax rows wait for it. Only where every run shares
+        one worker key and no row of the session is launch-bound (build_ahead.py's rules); else
+        each run builds its own rows ahead."""
+        rows = [r for group in groups for r in group if r.exec_actions]
+        if not rows or len({_interpret(g[0], machine) for g in groups}) != 1:
+            return
+        interpret = _interpret(groups[0][0], machine)
+        if len({_key(self.plan, [r], interpret) for r in rows}) == 1:
+            self.session_ahead = self._start_building_ahead(rows, interpret)
+
+    def finish_session_build_ahead(self) -> None:
+        if self.session_ahead is not None:
+            for line in self.session_ahead.finish():
+                self.on_event(Log(self.rows[0].key, line))
+            self.session_ahead = None
 
     def _start_building_ahead(self, rows: list[Row], interpret: bool) -> Background | None:
         """The run's Triton and CUDA kernels compiled into the shared caches by a worker of their

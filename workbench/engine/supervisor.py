@@ -64,10 +64,11 @@ def innermost_frame(dump: str) -> str | None:
     process has native ones that are not Python's). Paths under the working folder are relative."""
     blocks = re.split(r"^(?=Current thread |Thread 0x)", dump, flags=re.MULTILINE)
     blocks = [b for b in blocks if b.startswith(("Current thread", "Thread 0x"))]
-    if not blocks:
-        return None
-    block = next((b for b in blocks if b.startswith("Current thread")), blocks[-1])
-    found = re.search(r'File "([^"]+)", line (\d+) in (\S+)', block)
+    # a block may hold no Python frame ("<no Python frame>": a thread in C), so the order of
+    # preference is tried until one has a frame: the signalled thread, then oldest to newest
+    current = [b for b in blocks if b.startswith("Current thread")]
+    frames = (re.search(r'File "([^"]+)", line (\d+) in (\S+)', b) for b in current + blocks[::-1])
+    found = next((f for f in frames if f), None)
     if not found:
         return None
     path = found[1]

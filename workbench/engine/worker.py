@@ -126,7 +126,7 @@ def _build_ahead(job: ChildJob, runner: Any, channel: Channel, stop: Any) -> str
             return "cancelled"
         mark_row(index)
         try:
-            print(f"built ahead: {row.label}: {prebuild(runner.registry, row, job.interpret, job.build_dir)}")
+            print(f"built ahead: {row.label}: {prebuild(runner.registry, row, job.interpret, job.build_dir, job.cache_dir)}")
         except Exception as exc:  # noqa: BLE001 - not this worker's row to fail
             print(f"not built ahead: {row.label}: {type(exc).__name__}: {exc}".splitlines()[0])
     return None

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 from workbench.error_location import locate
 from workbench.errors import UnavailableError
 from workbench.kernel_source import CudaSource, InductorKernels, TritonLaunch
-from workbench.ptx.attach import map_cuda_kernel
+from workbench.ptx.attach import CudaModuleMaps, map_cuda_kernel
 from workbench.ptx.notes import NoteContext
 from workbench.ptx.record import TritonArtifacts, kernel_entry, triton_kernel
 from workbench.ptx.resources import Resources, parse_ptxas_log
@@ -147,13 +147,14 @@ def cuda_record(job: PtxJob) -> tuple[dict, Texts]:
         notes.append(f"no SASS: {exc}")
     ctx = NoteContext(itemsize=job.itemsize, expect_tensor_cores=job.op.matmul_like)
     entries, texts = [], {}
+    shared = CudaModuleMaps(out, source.path) if kernels else None
     for k in kernels:
         entry = kernel_entry(k.display, k.entry.text, resources=resources.get(k.mangled, Resources()),
                              resources_from="ptxas -v" if k.mangled in resources else None,
                              sass=sass.get(k.mangled), ctx=ctx, extra={"mangled": k.mangled})
         entries.append(entry)
         texts[k.display] = {"ptx": k.entry.text, "sass": sass.get(k.mangled)}
-        notes += map_cuda_kernel(entry, texts[k.display], out, k, source.path)
+        notes += map_cuda_kernel(entry, texts[k.display], out, k, source.path, shared)
     if entries:
         notes.append("shared_bytes is static shared memory: dynamic shared memory is set at launch")
     return record(name, "nvcc", entries, notes, nvcc=nvcc_version(out.nvcc)), texts

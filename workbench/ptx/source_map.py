@@ -80,21 +80,25 @@ def _add(table: dict[int, dict[str, set[int]]], lines: set[int], key: str, value
 
 def build_source_map(module_ptx: str, *, ptx_first_line: int = 1, ptx_last_line: int | None = None,
                      sass: str | None = None, sass_to_ptx: Mapping[int, int] | None = None,
-                     irs: Mapping[str, str] | None = None) -> tuple[list[dict], str | None]:
+                     irs: Mapping[str, str] | None = None,
+                     module_frames: Mapping[int, Frames] | None = None) -> tuple[list[dict], str | None]:
     """(source_map, kernel file) of the kernel whose `.entry` spans module lines
     [ptx_first_line, ptx_last_line] of `module_ptx`; PTX lines in the map count from
     `ptx_first_line` (the entry's text, as the pane shows it). sass: that kernel's SASS listing;
     sass_to_ptx: its address -> module PTX line table (lineinfo.sass_ptx_lines); irs: stage ->
-    text (TTIR, TTGIR, LLIR of the same compile)."""
-    frames = ptx_line_frames(module_ptx)
-    file = kernel_file(frames, ptx_first_line, ptx_last_line)
+    text (TTIR, TTGIR, LLIR of the same compile); module_frames: `lineinfo.ptx_line_frames` of
+    module_ptx when the caller maps several kernels of one module (nvcc: one PTX file of 46
+    kernels took 194 s when each kernel parsed the whole module again)."""
+    frames = ptx_line_frames(module_ptx) if module_frames is None else module_frames
+    offset = ptx_first_line - 1
+    span = {line: chain for line, chain in frames.items()
+            if line > offset and (ptx_last_line is None or line <= ptx_last_line)}
+    file = kernel_file(span)
     if file is None:
         return [], None
-    offset = ptx_first_line - 1
     table: dict[int, dict[str, set[int]]] = {}
-    for line, chain in frames.items():
-        if line > offset and (ptx_last_line is None or line <= ptx_last_line):
-            _add(table, _kernel_lines(chain, file), "ptx_lines", line - offset)
+    for line, chain in span.items():
+        _add(table, _kernel_lines(chain, file), "ptx_lines", line - offset)
     if sass and sass_to_ptx:
         for address, sass_line in sass_addresses(sass).items():
             chain = frames.get(sass_to_ptx.get(address, -1), ())
@@ -104,7 +108,8 @@ def build_source_map(module_ptx: str, *, ptx_first_line: int = 1, ptx_last_line:
             for line, chain in _IR_PARSERS[stage](text).items():
                 _add(table, _kernel_lines(chain, file), f"{stage}_lines", line)
     stages = [f"{s}_lines" for s in IR_STAGES if (irs or {}).get(s)]
-    ptx_lines, sass_lines = module_ptx.splitlines()[offset:], (sass or "").splitlines()
+    ptx_lines = module_ptx.splitlines()[offset:ptx_last_line]
+    sass_lines = (sass or "").splitlines()
     return [_entry(line, table[line], stages, ptx_lines, sass_lines) for line in sorted(table)], file
 
 
@@ -125,7 +130,8 @@ def _entry(source_line: int, found: dict[str, set[int]], stages: list[str], ptx_
 
 def annotate(entry: dict, texts: dict, source: KernelSource | None, *, module_ptx: str | None,
              ptx_first_line: int = 1, ptx_last_line: int | None = None,
-             sass_to_ptx: Mapping[int, int] | None = None) -> list[str]:
+             sass_to_ptx: Mapping[int, int] | None = None,
+             module_frames: Mapping[int, Frames] | None = None) -> list[str]:
     """Add `source_map`, `stages`, `source_file` to `entry` and the source to `texts` (see the
     module docstring); returns notes on what could not be mapped. Never raises on odd input."""
     notes: list[str] = []
@@ -133,7 +139,7 @@ def annotate(entry: dict, texts: dict, source: KernelSource | None, *, module_pt
         texts["source"] = source.text
     mapping, file = build_source_map(module_ptx or "", ptx_first_line=ptx_first_line,
                                      ptx_last_line=ptx_last_line, sass=texts.get("sass"),
-                                     sass_to_ptx=sass_to_ptx,
+                                     sass_to_ptx=sass_to_ptx, module_frames=module_frames,
                                      irs={s: texts.get(s) for s in IR_STAGES if texts.get(s)})
     entry["source_map"] = mapping
     entry["stages"] = stages_of(texts)
