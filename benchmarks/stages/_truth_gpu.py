@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from benchmarks.stages._truth_core import REP_MS, WARMUP_MS, Case, interleave, summary_row
+from benchmarks.stages._truth_core import REP_MS, WARMUP_MS, Case, clock_matched, interleave, summary_row
 from workbench.engine.clocks import ClockSampler
 from workbench.engine.stats import StopRule, summarize
 from workbench.engine.timing import make_l2_flush, make_timer, measure_run, warm_up
@@ -15,7 +15,7 @@ from workbench.engine.timing import make_l2_flush, make_timer, measure_run, warm
 RULE = StopRule(rep_ms=REP_MS, min_samples=10, target_rel_error=0.005)
 OLD_HEADROOM_MS = 0.1  # the former method's fixed spin (200_000 cycles at ~2 GHz)
 SETTLE_MS = 500.0      # back-to-back calls before a case's first round (_truth_core.interleave)
-MATMUL_ROUNDS = 5      # power-limited rows vary most round to round: more rounds (~0.8 s each)
+MATMUL_ROUNDS = 9      # power-limited rows vary most round to round (3-6% with the clock): more rounds (~0.8 s each)
 
 
 class GpuTruth:
@@ -79,6 +79,7 @@ class GpuTruth:
             found = interleave(methods, rounds, settle=lambda: self._settle(call))
             detail["rounds"] = {name: [{"ms": ms, "sm_clock_mhz": mhz} for ms, mhz in got] for name, got in found.items()}
             detail["engine_method"] = dict(self.last_engine)
+            detail["clock_matched"] = clock_matched(found)
             return summary_row(case, found), detail
         finally:
             del fn, inputs
