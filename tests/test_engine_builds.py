@@ -154,3 +154,32 @@ def test_one_build_ahead_worker_for_every_run_of_a_session(monkeypatch):
     run.session_ahead = None
     run.start_session_build_ahead(mixed, plan.machine)  # two worker keys: each run on its own
     assert started == [] and run.session_ahead is None
+
+
+def test_cuda_builds_ahead_run_side_by_side_and_each_row_says_what_was_built(monkeypatch, capfd):
+    """Two CUDA rows' builds must be in flight at once (a barrier of two passes only then);
+    a Triton row's warmup stays on the worker's own thread."""
+    import threading
+
+    from workbench.engine import build_ahead, worker
+
+    barrier = threading.Barrier(2, timeout=10)
+    threads: dict = {}
+
+    def fake_prebuild(registry, row, interpret, build_dir, cache_dir=None):
+        threads[row.label] = threading.current_thread().name
+        if row.impl.startswith("cuda"):
+            barrier.wait()  # raises BrokenBarrierError if the other CUDA build is not running too
+            return "cuda build"
+        return "triton warmup"
+
+    monkeypatch.setattr(build_ahead, "prebuild", fake_prebuild)
+    monkeypatch.setattr(build_ahead, "builds_in_thread", lambda registry, row: row.impl.startswith("cuda"))
+    rows = [_row("cuda_naive"), _row("triton"), _row("cuda")]
+    job = SimpleNamespace(rows=rows, interpret=False, build_dir=None, cache_dir=None)
+    assert worker._build_ahead(job, SimpleNamespace(registry=None), None, threading.Event()) is None
+    out = capfd.readouterr().out
+    for label, what in (("cuda_naive", "cuda build"), ("cuda", "cuda build"), ("triton", "triton warmup")):
+        assert f"built ahead: {label}: {what}" in out
+    assert threads["triton"] == threading.current_thread().name
+    assert threads["cuda"].startswith("build-ahead") and threads["cuda_naive"].startswith("build-ahead")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from workbench.errors import UnavailableError
+from workbench.fileio import exclusive
 from workbench.machine import find_nvcc
 
 STALE_LOCK_S = 300.0  # a load_inline build of one small .cu takes well under a minute
@@ -64,19 +65,12 @@ def clear_stale_lock(build_dir: Path, max_age_s: float = STALE_LOCK_S) -> bool:
 def build_lock(build_dir: Path) -> Iterator[None]:
     """Hold the module's advisory lock (`build_dir/wb.flock`, blocking) and clear a FileBaton
     `lock` that no live workbench build holds; released on exit, or by the kernel at death."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: only the age rule
-        clear_stale_lock(build_dir)
-        yield
-        return
-    with open(build_dir / "wb.flock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)  # waits (GIL released) while another process builds
-        try:
+    with exclusive(build_dir / "wb.flock") as locked:
+        if locked:
             (build_dir / "lock").unlink(missing_ok=True)  # ours now: any FileBaton here is orphaned
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        else:  # not POSIX: only the age rule
+            clear_stale_lock(build_dir)
+        yield
 
 
 def load_cuda(prefix: str, cu_path: Path, cpp_binding: str, functions: list[str],

@@ -14,17 +14,39 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 # Paths that name one of this process's open file descriptors: written to that descriptor, so
 # `-o /dev/stdout >> log` appends to the log instead of truncating it by reopening.
 _FD_PATH = re.compile(r"^/(?:dev/fd|proc/(self|\d+)/fd)/(\d+)$")
 _STD_NAMES = {"/dev/stdout": 1, "/dev/stderr": 2}
 _MAX_LINKS = 40  # as the kernel's ELOOP limit
+
+
+@contextlib.contextmanager
+def exclusive(lock_path: str | Path) -> Iterator[bool]:
+    """Hold an exclusive advisory `fcntl.flock` on `lock_path` (created; blocking, the GIL
+    released while waiting) for the `with` body; the kernel drops it when the holder dies, so
+    a killed holder never leaves it taken. Yields True, or False where fcntl is missing (not
+    POSIX: no lock)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield False
+        return
+    Path(lock_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def atomic_write_text(path: str | Path, text: str, *, encoding: str = "utf-8") -> Path:

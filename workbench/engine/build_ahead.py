@@ -24,6 +24,7 @@ from typing import Any
 from workbench.kernel_source import CudaSource, TritonSource
 from workbench.registry import BuildContext
 
+BUILD_THREADS = 3                # CUDA builds side by side (each is nvcc / ninja subprocesses)
 LAUNCH_BOUND_S = 100e-6          # below this estimated call time a row counts as launch-bound
 DEVICE_BYTES_PER_S = 3.0e12      # optimistic (fast) H200-class figures: more rows count as small
 DEVICE_FLOPS_PER_S = 400e12
@@ -50,6 +51,15 @@ def worth_building_ahead(rows: list[Any], registry: Any) -> bool:
         except Exception:  # no cost known: not built ahead (timing is what must not suffer)
             return False
     return compiles
+
+
+def builds_in_thread(registry: Any, row: Any) -> bool:
+    """Whether `row`'s build is a CudaSource's (subprocesses, safe beside other threads); Triton
+    warmups stay on the worker's main thread."""
+    try:
+        return isinstance(registry.op(row.op).get_impl(row.impl).source, CudaSource)
+    except Exception:  # an unknown op or impl: prebuild says so on the main thread
+        return False
 
 
 def prebuild(registry: Any, row: Any, interpret: bool, build_dir: str | None, cache_dir: str | None = None) -> str:

@@ -20,12 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.datasheet import REFERENCE_MARGIN, known_devices, peaks_for
-from workbench.fileio import atomic_write_text
-
-try:
-    import fcntl
-except ImportError:  # not on POSIX: one writer at a time is the caller's
-    fcntl = None
+from workbench.fileio import atomic_write_text, exclusive
 
 COPY_BYTES = 2**30          # 1 GiB each way: far beyond any L2
 MATMUL_N = 8192             # 2 * 8192^3 = 1.1 TFLOP per product
@@ -154,16 +149,11 @@ class CeilingCache:
     def _locked(self):
         """An exclusive lock on `ceilings.json.lock` around a read-modify-write, so two processes
         writing at once keep both their fields (fcntl; without it, or in memory, no lock)."""
-        if self.path is None or fcntl is None:
+        if self.path is None:
             yield
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_name(self.path.name + ".lock"), "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with exclusive(self.path.with_name(self.path.name + ".lock")):
+            yield
 
     def get_or_measure(self, device_key: str, field: str, measure_fn, sub: str | None = None) -> float:
         value = self.get(device_key, field, sub)

@@ -118,17 +118,33 @@ def run_job(job: ChildJob, runner: Any, error: str | None, channel: Channel, sto
 
 def _build_ahead(job: ChildJob, runner: Any, channel: Channel, stop: Any) -> str | None:
     """Compile each row's kernel into the on-disk caches (engine/build_ahead.py); a failure is
-    the timing worker's to report when it builds the row itself, so it is only logged here."""
-    from workbench.engine.build_ahead import prebuild
+    the timing worker's to report when it builds the row itself, so it is only logged here.
+    CUDA builds (load_inline, nvcc: subprocesses) run side by side in BUILD_THREADS threads while
+    Triton's warmups go on in this one: softmax.cu's two compiles of ~40 and ~30 s ran one after
+    the other on the H200 and the softmax rows waited for them."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    for index, row in enumerate(job.rows):
-        if stop.is_set():
-            return "cancelled"
-        mark_row(index)
+    from workbench.engine.build_ahead import BUILD_THREADS, builds_in_thread, prebuild
+
+    def build(row: Any) -> str:
         try:
-            print(f"built ahead: {row.label}: {prebuild(runner.registry, row, job.interpret, job.build_dir, job.cache_dir)}")
+            return f"built ahead: {row.label}: {prebuild(runner.registry, row, job.interpret, job.build_dir, job.cache_dir)}"
         except Exception as exc:  # noqa: BLE001 - not this worker's row to fail
-            print(f"not built ahead: {row.label}: {type(exc).__name__}: {exc}".splitlines()[0])
+            return f"not built ahead: {row.label}: {type(exc).__name__}: {exc}".splitlines()[0]
+
+    with ThreadPoolExecutor(max_workers=BUILD_THREADS, thread_name_prefix="build-ahead") as threads:
+        futures = []
+        for index, row in enumerate(job.rows):
+            if stop.is_set():
+                threads.shutdown(wait=False, cancel_futures=True)
+                return "cancelled"
+            if builds_in_thread(runner.registry, row):
+                futures.append(threads.submit(build, row))
+            else:
+                mark_row(index)
+                print(build(row))
+        for future in futures:
+            print(future.result())
     return None
 
 

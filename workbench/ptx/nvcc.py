@@ -20,6 +20,7 @@ from typing import Iterable
 
 from workbench.cuda_build import source_bundle
 from workbench.errors import UnavailableError
+from workbench.fileio import exclusive
 from workbench.machine import find_nvcc
 from workbench.ptx.counts import KernelText, split_kernels
 from workbench.ptx.tools import cache_key, default_cache_dir, demangle, run_tool, tool_identity
@@ -69,7 +70,15 @@ def compile_cu(cu_path: Path, arch: str = "sm_90", extra_flags: Iterable[str] = 
     final = root / f"{cu_path.stem}-{key}"
     if (final / "ok").exists():
         return _load(final, arch, flags, cached=True, nvcc=nvcc)
-    root.mkdir(parents=True, exist_ok=True)
+    # one compile per key at a time (build-ahead and a row's PTX stage asked for softmax.cu's
+    # 30 s compile at once on the H200): the second waits, then finds it cached
+    with exclusive(root / f".{final.name}.lock"):
+        if (final / "ok").exists():
+            return _load(final, arch, flags, cached=True, nvcc=nvcc)
+        return _compile(nvcc, cu_path, arch, flags, root, final)
+
+
+def _compile(nvcc: str, cu_path: Path, arch: str, flags: tuple[str, ...], root: Path, final: Path) -> NvccOutput:
     work = Path(tempfile.mkdtemp(prefix=f".{cu_path.stem}-", dir=root))
     try:
         src = str(cu_path.resolve())
