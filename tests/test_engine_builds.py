@@ -166,16 +166,16 @@ def test_cuda_builds_ahead_run_side_by_side_and_each_row_says_what_was_built(mon
     barrier = threading.Barrier(2, timeout=10)
     threads: dict = {}
 
-    def fake_prebuild(registry, row, interpret, build_dir, cache_dir=None):
+    def fake_prebuild(registry, row, interpret, build_dir, cache_dir=None, part="all"):
         threads[row.label] = threading.current_thread().name
         if row.impl.startswith("cuda"):
             barrier.wait()  # raises BrokenBarrierError if the other CUDA build is not running too
-            return "cuda build"
+            return {"all": "cuda build", "build": "cuda build", "ptx": "ptx"}[part]
         return "triton warmup"
 
     monkeypatch.setattr(build_ahead, "prebuild", fake_prebuild)
     monkeypatch.setattr(build_ahead, "builds_in_thread", lambda registry, row: row.impl.startswith("cuda"))
-    rows = [_row("cuda_naive"), _row("triton"), _row("cuda")]
+    rows = [SimpleNamespace(**{**vars(_row(impl)), "actions": ("bench",)}) for impl in ("cuda_naive", "triton", "cuda")]
     job = SimpleNamespace(rows=rows, interpret=False, build_dir=None, cache_dir=None)
     assert worker._build_ahead(job, SimpleNamespace(registry=None), None, threading.Event()) is None
     out = capfd.readouterr().out
@@ -183,3 +183,10 @@ def test_cuda_builds_ahead_run_side_by_side_and_each_row_says_what_was_built(mon
         assert f"built ahead: {label}: {what}" in out
     assert threads["triton"] == threading.current_thread().name
     assert threads["cuda"].startswith("build-ahead") and threads["cuda_naive"].startswith("build-ahead")
+
+    # with the ptx action a CUDA row's module and its PTX view's compile are two tasks side by side
+    barrier = threading.Barrier(2, timeout=10)
+    job.rows = [SimpleNamespace(**{**vars(_row("cuda")), "actions": ("bench", "ptx")})]
+    assert worker._build_ahead(job, SimpleNamespace(registry=None), None, threading.Event()) is None
+    out = capfd.readouterr().out
+    assert "built ahead: cuda: cuda build" in out and "built ahead: cuda: ptx" in out

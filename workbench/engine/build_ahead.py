@@ -24,7 +24,7 @@ from typing import Any
 from workbench.kernel_source import CudaSource, TritonSource
 from workbench.registry import BuildContext
 
-BUILD_THREADS = 3                # CUDA builds side by side (each is nvcc / ninja subprocesses)
+BUILD_THREADS = 4                # CUDA builds side by side (each is nvcc / ninja subprocesses)
 LAUNCH_BOUND_S = 100e-6          # below this estimated call time a row counts as launch-bound
 DEVICE_BYTES_PER_S = 3.0e12      # optimistic (fast) H200-class figures: more rows count as small
 DEVICE_FLOPS_PER_S = 400e12
@@ -62,10 +62,13 @@ def builds_in_thread(registry: Any, row: Any) -> bool:
         return False
 
 
-def prebuild(registry: Any, row: Any, interpret: bool, build_dir: str | None, cache_dir: str | None = None) -> str:
+def prebuild(registry: Any, row: Any, interpret: bool, build_dir: str | None, cache_dir: str | None = None,
+             part: str = "all") -> str:
     """Compile `row`'s kernel into the on-disk caches without launching; returns what was done
-    ("triton warmup", "cuda build", "cuda build + ptx", "nothing"). cache_dir: the run's cache
-    folder (the PTX view's nvcc outputs go to its `ptx/`). Raises what the compiler raises."""
+    ("triton warmup", "cuda build", "cuda build + ptx", "ptx", "nothing"). cache_dir: the run's
+    cache folder (the PTX view's nvcc outputs go to its `ptx/`); part: for a CudaSource row,
+    "build" (the module only), "ptx" (the PTX view's compile only: the two can run side by
+    side) or "all". Raises what the compiler raises."""
     from pathlib import Path
 
     op = registry.op(row.op)
@@ -77,14 +80,17 @@ def prebuild(registry: Any, row: Any, interpret: bool, build_dir: str | None, ca
     ctx = BuildContext(device=row.device, fp32_precision=row.settings.fp32_precision, interpret=False,
                        build_dir=Path(build_dir) if build_dir else None)
     if isinstance(impl.source, CudaSource):
-        impl.builder(spec, params, ctx)
-        if "ptx" not in row.actions or cache_dir is None:
-            return "cuda build"
-        from workbench.ptx.extractors import default_target
+        done = []
+        if part in ("all", "build"):
+            impl.builder(spec, params, ctx)
+            done.append("cuda build")
+        if part in ("all", "ptx") and "ptx" in row.actions and cache_dir is not None:
+            from workbench.ptx.extractors import default_target
 
-        _nvcc_outputs(impl.backend.kernel_source(impl, spec, params, ctx), Path(cache_dir) / "ptx",
-                      default_target(True))
-        return "cuda build + ptx"
+            _nvcc_outputs(impl.backend.kernel_source(impl, spec, params, ctx), Path(cache_dir) / "ptx",
+                          default_target(True))
+            done.append("ptx")
+        return " + ".join(done) or "nothing"
     if isinstance(impl.source, TritonSource) and impl.source.launch is not None:
         _warmup(impl.source.launch_for(spec, params, ctx))
         return "triton warmup"

@@ -119,16 +119,18 @@ def run_job(job: ChildJob, runner: Any, error: str | None, channel: Channel, sto
 def _build_ahead(job: ChildJob, runner: Any, channel: Channel, stop: Any) -> str | None:
     """Compile each row's kernel into the on-disk caches (engine/build_ahead.py); a failure is
     the timing worker's to report when it builds the row itself, so it is only logged here.
-    CUDA builds (load_inline, nvcc: subprocesses) run side by side in BUILD_THREADS threads while
-    Triton's warmups go on in this one: softmax.cu's two compiles of ~40 and ~30 s ran one after
-    the other on the H200 and the softmax rows waited for them."""
+    CUDA builds (load_inline, nvcc: subprocesses) run side by side in BUILD_THREADS threads, a
+    row's module and its PTX view's compile as two tasks, while Triton's warmups go on in this
+    thread: softmax.cu's two compiles of ~40 and ~30 s ran one after the other on the H200 and
+    the softmax rows waited for them."""
     from concurrent.futures import ThreadPoolExecutor
 
     from workbench.engine.build_ahead import BUILD_THREADS, builds_in_thread, prebuild
 
-    def build(row: Any) -> str:
+    def build(row: Any, part: str = "all") -> str:
         try:
-            return f"built ahead: {row.label}: {prebuild(runner.registry, row, job.interpret, job.build_dir, job.cache_dir)}"
+            done = prebuild(runner.registry, row, job.interpret, job.build_dir, job.cache_dir, part=part)
+            return f"built ahead: {row.label}: {done}"
         except Exception as exc:  # noqa: BLE001 - not this worker's row to fail
             return f"not built ahead: {row.label}: {type(exc).__name__}: {exc}".splitlines()[0]
 
@@ -138,8 +140,9 @@ def _build_ahead(job: ChildJob, runner: Any, channel: Channel, stop: Any) -> str
             if stop.is_set():
                 threads.shutdown(wait=False, cancel_futures=True)
                 return "cancelled"
-            if builds_in_thread(runner.registry, row):
-                futures.append(threads.submit(build, row))
+            if builds_in_thread(runner.registry, row):  # the module and the PTX view's compile apart
+                parts = ("build", "ptx") if "ptx" in row.actions else ("all",)
+                futures += [threads.submit(build, row, part) for part in parts]
             else:
                 mark_row(index)
                 print(build(row))
