@@ -24,8 +24,7 @@ from typing import Any
 from workbench.kernel_source import CudaSource, TritonSource
 from workbench.registry import BuildContext
 
-BUILD_THREADS = 8                # CUDA builds side by side (nvcc / ninja subprocesses; a thread waiting on
-                                 # a flock held by a sibling task of the same module takes no core)
+BUILD_THREADS = 4                # CUDA builds side by side (each is nvcc / ninja subprocesses)
 LAUNCH_BOUND_S = 100e-6          # below this estimated call time a row counts as launch-bound
 DEVICE_BYTES_PER_S = 3.0e12      # optimistic (fast) H200-class figures: more rows count as small
 DEVICE_FLOPS_PER_S = 400e12
