@@ -48,6 +48,8 @@ class RunnerMixin:
         self._run_pending = False  # r pressed before the session had opened: run once it has
         self._session_shown = False  # set when the first session is on screen
         self._pool = None  # the app's warm workers (created with the first session on screen)
+        self._ahead = None  # (session, engine Background): every run's kernels compiling ahead
+        self._ahead_lock = threading.Lock()
 
     @property
     def running(self) -> bool:
@@ -112,6 +114,7 @@ class RunnerMixin:
         self.show_results()
         self.show_op_list()
         self.schedule_autosave()
+        self._check_ahead(ws.session)
         self._worker(sub, index, self._stop, self._force)
 
     def action_cancel(self) -> None:
@@ -153,13 +156,56 @@ class RunnerMixin:
             from workbench.plugin_sources import with_resolved_plugins
 
             base = self.ws.path.parent if self.ws.path is not None else Path.cwd()
-            prestart(pool, self._options, with_resolved_plugins(self.ws.session, base))
+            session = self.ws.session
+            resolved = with_resolved_plugins(session, base)
+            prestart(pool, self._options, resolved)
         except Exception as exc:  # a plugin that fails: the run says so again when asked for
             self.call_from_thread(self.log_pane.add, f"worker not started: {exc}", "warning")
+            return
+        self._build_ahead(pool, session, resolved)
+
+    def _build_ahead(self, pool, session, resolved) -> None:
+        """Every run's Triton and CUDA kernels compiled in a build worker from the moment the
+        session opens (engine/plan.build_session_ahead: only where that cannot disturb timing):
+        the app runs one run per `r`, so a run's own build-ahead started only with it."""
+        from workbench.engine.plan import build_session_ahead
+        from workbench.engine.options import RunOptions
+
+        try:
+            job = build_session_ahead(resolved, self._options or RunOptions(), pool)
+        except Exception as exc:  # noqa: BLE001 - the run builds what it needs itself
+            self.call_from_thread(self.log_pane.add, f"not built ahead: {exc}", "warning")
+            return
+        if job is None:
+            return
+        with self._ahead_lock:
+            if self._pool is pool:
+                self._ahead = (session, job)
+                job = None
+        if job is not None:  # the app closed meanwhile
+            job.finish()
+        else:
+            self.call_from_thread(self.log_pane.add, "building every run's kernels ahead")
+
+    def _check_ahead(self, session) -> None:
+        """Before a run: a finished session build gives its worker back (its lines to the Log);
+        one still compiling keeps on only while the session is the one it was started for (an
+        edit may have made a row launch-bound, which is timed with nothing compiling beside it)."""
+        with self._ahead_lock:
+            ahead = self._ahead
+            if ahead is None or (not ahead[1].poll() and ahead[0] == session):
+                return
+            self._ahead = None
+        for line in ahead[1].finish():
+            self.log_pane.add(line)
 
     def close_workers(self) -> None:
         """Stop the app's workers (called when the app unmounts)."""
-        pool, self._pool = self._pool, None
+        with self._ahead_lock:
+            pool, self._pool = self._pool, None
+            ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead[1].finish()
         if pool is not None:
             pool.close()
 

@@ -190,3 +190,32 @@ def test_cuda_builds_ahead_run_side_by_side_and_each_row_says_what_was_built(mon
     assert worker._build_ahead(job, SimpleNamespace(registry=None), None, threading.Event()) is None
     out = capfd.readouterr().out
     assert "built ahead: cuda: cuda build" in out and "built ahead: cuda: ptx" in out
+
+
+def test_a_session_opened_in_the_tui_builds_every_runs_kernels_ahead(monkeypatch, tmp_path):
+    """engine/plan.build_session_ahead: one build job over both runs of the default session on a
+    CUDA machine (the TUI runs one run per r, so each run's own build-ahead began only with it);
+    none in strict mode, with build_ahead=False, or for rows on the CPU."""
+    from workbench.engine import plan as engine_plan
+    from workbench.engine.options import RunOptions
+    from workbench.machine import probe
+    from workbench.session import load_session
+
+    session = load_session(Path(__file__).parents[1] / "sessions" / "default.yaml")
+    started: list = []
+    monkeypatch.setattr(engine_plan, "probe", lambda: dataclasses.replace(probe(), has_cuda=True))
+    monkeypatch.setattr(engine_plan, "declare", lambda paths, cache_dir=None: discover())  # no manifest child
+    monkeypatch.setattr(engine_plan, "_facts", lambda plan, rows, pool, key: ({}, None))
+    monkeypatch.setattr(engine_plan, "worth_building_ahead", lambda rows, registry: True)
+    monkeypatch.setattr(engine_plan, "Background", lambda pool, key, job: started.append((key, job)) or "job")
+    options = RunOptions(cache_dir=tmp_path)
+    assert engine_plan.build_session_ahead(session, options, pool=None) == "job"
+    (key, job), = started
+    assert key.role == "build" and job.mode == "build" and job.cache_dir == str(tmp_path)
+    assert {r.op for r in job.rows} == {"gelu", "softmax"} and len(job.rows) == 12
+    assert all(r.device.startswith("cuda") for r in job.rows)
+    started.clear()
+    assert engine_plan.build_session_ahead(session, dataclasses.replace(options, strict=True), None) is None
+    assert engine_plan.build_session_ahead(session, dataclasses.replace(options, build_ahead=False), None) is None
+    assert engine_plan.build_session_ahead(session, dataclasses.replace(options, device="cpu"), None) is None
+    assert started == []

@@ -53,7 +53,7 @@ from workbench.provenance import provenance, utc_now_iso
 from workbench.results import new_document
 from workbench.session_model import Session
 
-__all__ = ["RunOptions", "run_plan", "planned_device_name", "first_key", "default_cache_dir", "worker_env",
+__all__ = ["RunOptions", "run_plan", "planned_device_name", "first_key", "build_session_ahead", "default_cache_dir", "worker_env",
            "new_pool"]
 
 
@@ -231,6 +231,34 @@ def first_key(session: Session, options: RunOptions = RunOptions()) -> WorkerKey
     cache_dir = Path(options.cache_dir) if options.cache_dir else default_cache_dir()
     plan = _plan(session, options, cache_dir)
     return _main_key(plan) if plan.rows else None
+
+
+def build_session_ahead(session: Session, options: RunOptions, pool: WorkerPool) -> Background | None:
+    """Compile the Triton and CUDA kernels of every run of `session` into the shared caches, in a
+    build worker of `pool`, before any run is asked for; returns the job (its finish() stops it)
+    or None where the rules of engine/build_ahead.py say no (rows not all on CUDA, a launch-bound
+    row, strict mode, build_ahead=False, nothing to compile). The TUI calls it when a session
+    opens: it runs one run per `r`, so each run's own build-ahead started only with that run, and
+    on the H200 the default session's softmax CUDA row waited ~40 s for softmax.cu (2026-12-01).
+    Raises what planning raises (a plugin that fails to load)."""
+    if options.build_ahead is False or options.strict:
+        return None
+    cache_dir = Path(options.cache_dir) if options.cache_dir else default_cache_dir()
+    plan = _plan(session, options, cache_dir)
+    rows = [r for r in plan.rows if r.exec_actions and r.device.startswith("cuda")]
+    if not rows or len(rows) != len([r for r in plan.rows if r.exec_actions]):
+        return None
+    interpret = _interpret(rows[0], plan.machine)
+    if len({_key(plan, [r], interpret) for r in rows}) != 1:
+        return None
+    facts, _worker = _facts(plan, rows, pool, _main_key(plan))
+    rows = [r for r in with_spec_errors(rows, facts) if not r.error]
+    if interpret or not worth_building_ahead(rows, CostedRegistry(plan.registry, facts)):
+        return None
+    build_dir = Path(options.build_dir) if options.build_dir else cache_dir / "build"
+    key = dataclasses.replace(_key(plan, rows, interpret), role="build")
+    return Background(pool, key, ChildJob(Mode.build, tuple(rows), key.plugin_paths, interpret, "",
+                                          str(cache_dir), str(build_dir)))
 
 
 def _memory_bytes(row: Row, info: DeviceInfo) -> int | None:

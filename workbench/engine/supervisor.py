@@ -129,8 +129,8 @@ class Background:
         self.worker.give(pickle.dumps(dataclasses.replace(job, log_path=str(self.worker.log_path))))
         self.done = False
 
-    def finish(self) -> list[str]:
-        """Read what arrived; returns the worker's log lines (row marks dropped)."""
+    def poll(self) -> bool:
+        """Read what arrived, without waiting; whether the worker has said DONE."""
         try:
             while not self.done and self.worker.conn.poll(0):
                 kind, payload = self.worker.conn.recv()
@@ -138,6 +138,11 @@ class Background:
                 self.done = kind == Message.done
         except (EOFError, OSError):
             pass
+        return self.done
+
+    def finish(self) -> list[str]:
+        """Read what arrived; returns the worker's log lines (row marks dropped)."""
+        self.poll()
         lines = [line for line in self.worker.tail.read_lines() if row_mark(line) is None]
         if self.done and self.worker.alive():
             self.pool.give_back(self.worker)
