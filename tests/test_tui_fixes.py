@@ -415,3 +415,45 @@ async def test_a_letter_typed_in_a_shape_field_says_what_the_field_takes(tmp_pat
         await pilot.pause(0.2)
         assert m.value == "19"
         assert any("takes a whole number" in text for text in _messages(app))
+
+
+def test_a_chart_is_built_once_per_drawing_size_and_theme():
+    """A pane key renders the chart again: the same drawing at the same size is not rebuilt
+    (plotext's build was most of a pane switch mid-run); new data or a new size is."""
+    import asyncio
+
+    from textual.app import App
+
+    from workbench.screens.chart_plot import ChartPlot
+
+    calls = []
+
+    def line(plt):
+        calls.append(1)
+        plt.clear_figure()
+        plt.plot([1, 2, 3], [1, 4, 9])
+        return "caption"
+
+    class _One(App):
+        def compose(self):
+            yield ChartPlot()
+
+    async def go():
+        app = _One()
+        async with app.run_test(size=(60, 20)) as pilot:
+            plot = app.query_one(ChartPlot)
+            plot.draw(line)
+            await pilot.pause()
+            builds = plot.builds
+            assert builds >= 1
+            for _ in range(3):
+                plot.refresh()
+                await pilot.pause()
+            assert plot.builds == builds  # same drawing, same size: the build is reused
+            plot.draw(line)  # new data
+            await pilot.pause()
+            assert plot.builds == builds + 1
+            await pilot.resize_terminal(80, 24)
+            await pilot.pause()
+            assert plot.builds == builds + 2
+    asyncio.run(go())
