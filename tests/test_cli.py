@@ -74,7 +74,7 @@ def test_check_bad_session_lists_every_problem_on_stderr(capsys, tmp_path):
     assert code == 2 and out == ""
     assert "2 problems" in err
     assert 'runs[0].shape.N: must be a positive integer, got "two" (line 5)' in err
-    assert 'runs[0].dtype: unknown dtype "float64"' in err and "(line 6)" in err
+    assert 'runs[0].dtype: dtype "float64" is not supported' in err and "(line 6)" in err
 
 
 def test_check_refuses_a_shape_no_torch_size_can_hold(capsys, tmp_path):

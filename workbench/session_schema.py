@@ -208,10 +208,23 @@ def _dtype(value: Any, path: str, problems: Problems) -> str | None:
     if value is None:
         return None
     allowed = [d.value for d in DType]
+    if value in DTYPE_ALIASES:  # another name of an allowed dtype
+        problems.add(path, f"unknown dtype {show(value)}: write {show(DTYPE_ALIASES[value])}; allowed: {', '.join(allowed)}")
+        return None
+    if value in UNSUPPORTED_DTYPES:  # a real dtype, not a typo: "did you mean float16" misled
+        problems.add(path, f"dtype {show(value)} is not supported by workbench's ops; allowed: {', '.join(allowed)}")
+        return None
     if value not in allowed:
         problems.add(path, f"unknown dtype {show(value)}{suggest(value, allowed)}; allowed: {', '.join(allowed)}")
         return None
     return value
+
+
+# torch's and the field's other names of the dtypes workbench takes, and dtypes it does not take
+# (for those a close spelling, float64 -> float16, would mislead)
+DTYPE_ALIASES = {"float": "float32", "fp32": "float32", "half": "float16", "fp16": "float16", "bf16": "bfloat16"}
+UNSUPPORTED_DTYPES = frozenset({"float64", "double", "fp64", "complex64", "complex128", "int8", "int16", "int32",
+                                "int64", "uint8", "bool", "float8_e4m3fn", "float8_e5m2", "tf32"})
 
 
 def _actions(value: Any, path: str, problems: Problems) -> tuple[str, ...]:
