@@ -205,13 +205,15 @@ def test_a_session_opened_in_the_tui_builds_every_runs_kernels_ahead(monkeypatch
     started: list = []
     monkeypatch.setattr(engine_plan, "probe", lambda: dataclasses.replace(probe(), has_cuda=True))
     monkeypatch.setattr(engine_plan, "declare", lambda paths, cache_dir=None: discover())  # no manifest child
-    monkeypatch.setattr(engine_plan, "_facts", lambda plan, rows, pool, key: ({}, None))
+    asked: list = []
+    monkeypatch.setattr(engine_plan, "_facts", lambda plan, rows, pool, key: asked.append(key) or ({}, None))
     monkeypatch.setattr(engine_plan, "worth_building_ahead", lambda rows, registry: True)
     monkeypatch.setattr(engine_plan, "Background", lambda pool, key, job: started.append((key, job)) or "job")
     options = RunOptions(cache_dir=tmp_path)
     assert engine_plan.build_session_ahead(session, options, pool=None) == "job"
     (key, job), = started
     assert key.role == "build" and job.mode == "build" and job.cache_dir == str(tmp_path)
+    assert asked == [key]  # the costs are the build worker's answers: the prestarted one stays free
     assert {r.op for r in job.rows} == {"gelu", "softmax"} and len(job.rows) == 12
     assert all(r.device.startswith("cuda") for r in job.rows)
     started.clear()

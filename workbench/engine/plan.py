@@ -249,14 +249,15 @@ def build_session_ahead(session: Session, options: RunOptions, pool: WorkerPool)
     if not rows or len(rows) != len([r for r in plan.rows if r.exec_actions]):
         return None
     interpret = _interpret(rows[0], plan.machine)
-    if len({_key(plan, [r], interpret) for r in rows}) != 1:
+    if interpret or len({_key(plan, [r], interpret) for r in rows}) != 1:
         return None
-    facts, _worker = _facts(plan, rows, pool, _main_key(plan))
+    # the costs come from the build worker itself: the prestarted worker stays free for a run
+    key = dataclasses.replace(_key(plan, rows, interpret), role="build")
+    facts, _worker = _facts(plan, rows, pool, key)
     rows = [r for r in with_spec_errors(rows, facts) if not r.error]
-    if interpret or not worth_building_ahead(rows, CostedRegistry(plan.registry, facts)):
+    if not worth_building_ahead(rows, CostedRegistry(plan.registry, facts)):
         return None
     build_dir = Path(options.build_dir) if options.build_dir else cache_dir / "build"
-    key = dataclasses.replace(_key(plan, rows, interpret), role="build")
     return Background(pool, key, ChildJob(Mode.build, tuple(rows), key.plugin_paths, interpret, "",
                                           str(cache_dir), str(build_dir)))
 
@@ -308,7 +309,7 @@ class _PlanRun:
         GeLU run is timed, not while the softmax rows wait for it. Only where every run shares
         one worker key and no row of the session is launch-bound (build_ahead.py's rules); else
         each run builds its own rows ahead."""
-        rows = [r for group in groups for r in group if r.exec_actions]
+        rows = [r for group in groups for r in group if r.exec_actions and not r.error]
         if not rows or len({_interpret(g[0], machine) for g in groups}) != 1:
             return
         interpret = _interpret(groups[0][0], machine)
