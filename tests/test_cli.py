@@ -377,3 +377,20 @@ def test_a_write_that_fails_after_the_run_keeps_the_data_on_stdout(capsys, sessi
     code, out, err = run(capsys, "--replay", str(session_file), "--format", "json", "-o", str(tmp_path / "r.json"))
     assert code == 2 and "No space left" in err
     assert json.loads(out)["results"][0]["label"] == "manual"
+
+
+def test_a_gpu_this_host_does_not_have_is_a_usage_error(capsys, monkeypatch, tmp_path):
+    """`--device cuda` on a host without a GPU measured nothing and exited 0; now exit 2 naming
+    what the host has. cuda:N past the last GPU too; --check still only checks the file."""
+    import workbench.machine as machine
+
+    path = tmp_path / "good.yaml"
+    path.write_text(GOOD)
+    monkeypatch.setattr(machine, "nvml_gpus", lambda: [])
+    code, _out, err = run(capsys, "--replay", str(path), "--device", "cuda")
+    assert code == 2 and "--device cuda: this host has no GPU NVML can see; allowed: auto, cpu" in err
+    monkeypatch.setattr(machine, "nvml_gpus", lambda: [object(), object()])
+    code, _out, err = run(capsys, "--replay", str(path), "--device", "cuda:2")
+    assert code == 2 and "this host has cuda:0..cuda:1" in err
+    code, _out, _err = run(capsys, "--check", str(path), "--device", "cuda")
+    assert code == 0

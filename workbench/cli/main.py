@@ -95,6 +95,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _missing_gpu(device: str) -> str | None:
+    """Why `--device cuda[:N]` cannot run here (NVML, no torch), or None: a run asked for a GPU
+    this host does not have measured nothing and still exited 0."""
+    from workbench.machine import nvml_gpus
+
+    count = len(nvml_gpus())
+    index = int(device.partition(":")[2] or 0)
+    if index < count:
+        return None
+    have = f"cuda:0..cuda:{count - 1}" if count else "no GPU NVML can see"
+    return f"--device {device}: this host has {have}; allowed: auto, cpu" + (", cuda, cuda:N below " + str(count) if count else "")
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """Parse and check combinations; raises SystemExit(2) with a usage message."""
     parser = build_parser()
@@ -105,6 +118,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         parser.error(f"FILE {args.file!r} opens the TUI; it cannot be combined with --{modes[0]}")
     if args.device is not None and not DEVICE_RE.match(args.device):
         parser.error(f"--device must be auto, cpu, cuda or cuda:N, got {args.device!r}")
+    if args.device is not None and args.device.startswith("cuda") and not (args.check or args.list or args.doctor):
+        problem = _missing_gpu(args.device)
+        if problem:
+            parser.error(problem)
     if args.devices is not None:
         try:
             args.devices = parse_devices(args.devices)
