@@ -146,6 +146,12 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
             f"workbench needs at least {MIN_SIZE[0]}×{MIN_SIZE[1]}: enlarge the window.")
 
     # -- notices ----------------------------------------------------------------------------
+    def action_help_quit(self) -> None:
+        """ctrl+c (Textual's: it no longer quits); its notice in plain text, as every notice here
+        is: Textual's own showed its markup ("Press [b]ctrl+q[/b]")."""
+        self.notify("ctrl+c does not quit: press q (it asks while a run is active) or ctrl+q",
+                    title="Do you want to quit?")
+
     def notify(self, message: str, *, title: str = "", severity="information",
                timeout: float | None = None, markup: bool = False) -> None:
         """Textual's notification, once: a notice already on screen is not repeated, and at

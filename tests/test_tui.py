@@ -301,3 +301,16 @@ async def test_autosave_is_restored_after_a_crash_and_cleared_by_save(tmp_path):
         await pilot.pause(0.2)
     assert "M: 77" in path.read_text()
     assert not list((tmp_path / "data" / "autosave").glob("*.yaml"))
+
+
+@run_async
+async def test_ctrl_c_says_how_to_quit_in_plain_text(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        messages = [n.message for n in app._notifications]
+        assert any("press q" in m and "ctrl+q" in m for m in messages), messages
+        assert not any("[b]" in m for m in messages)
+        assert app.is_running
