@@ -6,6 +6,16 @@ import math
 from typing import Any
 
 
+def clip(text: str, limit: int) -> str:
+    """`text` whole when it fits in `limit` characters, else cut at the last space before the
+    limit with an ellipsis: an error cut mid-word ("run with --force to ") read as another one."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip() + "…"
+
+
 def is_number(value: Any) -> bool:
     """A real, finite number (bools and NaN are not)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

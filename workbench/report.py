@@ -73,7 +73,7 @@ def _notes(record: Mapping[str, Any]) -> str:
     timing = record.get("timing") or {}
     notes = []
     if record.get("error"):
-        notes.append(str(record["error"]).splitlines()[0][:120])
+        notes.append(fmt.clip(str(record["error"]).splitlines()[0], 240))
     if timing.get("launch_bound"):
         notes.append("launch-bound")
     if timing.get("clock_fell"):

@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from workbench import events as ev
 from workbench.cli.common import Env
 from workbench.events import RowKey
+from workbench.fmt import clip
 from workbench.report import fmt_num, shape_text
 
 
@@ -94,5 +95,5 @@ def row_line(record: dict[str, Any], place: int, total: int) -> str:
     if timing.get("median_ms") is not None:
         text += f" {fmt_num(timing['median_ms'])} ms"
     if record.get("error"):
-        text += f" ({str(record['error']).splitlines()[0][:160]})"
+        text += f" ({clip(str(record['error']).splitlines()[0], 400)})"
     return text
