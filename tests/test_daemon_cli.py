@@ -212,3 +212,18 @@ def test_signals_and_a_killed_client_cancel_the_run_and_the_daemon_serves_the_ne
     after, _ = replay(wb, wb.session(SLEEPS.format(values="20"), "short.yaml"), "--daemon", out="after.json")
     assert [r["status"] for r in after["results"]] == ["ok"]
     assert after["provenance"]["daemon"]["runs"] == 3 and after["provenance"]["daemon"]["pid"] == daemons[0]["pid"]
+
+
+def test_daemon_stop_mid_run_ends_the_replay_with_exit_2_and_says_so(wb):
+    """--daemon-stop while the daemon serves a replay: the replay exited 0 with skipped rows and
+    no word (a new user's try); now exit 2 (as a daemon lost mid-run), a line saying what
+    happened, and the finished rows written."""
+    path = wb.session(SLEEPS.format(values="20, 30, 8000, 8001"))
+    proc = wb.start("--replay", path, "--daemon", "-o", str(wb.tmp / "stopped.json"))
+    wait_for_line(proc, "[2/4]")
+    assert wb.cli("--daemon-stop").returncode == 0
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert "the workbench daemon was stopped during the run" in err
+    doc = json.loads((wb.tmp / "stopped.json").read_text())
+    assert doc["cancelled"] is True and [r["status"] for r in doc["results"]][:2] == ["ok", "ok"]

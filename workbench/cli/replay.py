@@ -69,10 +69,17 @@ def _replay(args, argv, env: Env, err: Console, stop: threading.Event, stopped) 
     code = stopped.exit_code or (EXIT_INTERRUPTED if stop.is_set() else _exit_code(doc))
     if ready.baseline is not None:
         code = _compare(doc, ready.baseline, args, err, code)
+    stopped_elsewhere = bool(doc.get("cancelled")) and not stop.is_set()  # the daemon's own stop
+    if stopped_elsewhere:
+        code = EXIT_USAGE  # as for a daemon lost mid-run: the run did not end, not for a row's sake
     sink.finish(doc, err)
     if stop.is_set():
         err.print(f"{stopped.name or 'interrupted'}: the results written are partial (unfinished rows are "
                   "skipped, error \"cancelled\")", markup=False)
+    elif stopped_elsewhere:
+        err.print("the workbench daemon was stopped during the run (--daemon-stop, or a signal to it): the "
+                  "results written are partial (unfinished rows are skipped, error \"cancelled\"); with -o PATH, "
+                  "--resume PATH runs the rest", markup=False)
     return code
 
 

@@ -81,8 +81,9 @@ def _relay(conn: Any, info: dict, on_event: Callable[[Any], None], stop: threadi
             elif kind == wire.Kind.error:
                 raise WorkbenchError(payload)
     except (EOFError, OSError, wire.WireError) as exc:
-        raise WorkbenchError(f"the workbench daemon {info.get('pid')} was lost during the run ({type(exc).__name__}: "
-                             f"{exc}); its log: {paths.log}; with -o PATH the rows that finished are in "
+        why = f"{type(exc).__name__}: {exc}" if str(exc) else "its connection closed"
+        raise WorkbenchError(f"the workbench daemon {info.get('pid')} was lost during the run ({why}); its log: "
+                             f"{paths.log}; with -o PATH the rows that finished are in "
                              "PATH's journal (--resume PATH runs the rest)") from None
 
 
