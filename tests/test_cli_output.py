@@ -253,3 +253,39 @@ def test_cancelled_rows_are_not_journaled(tmp_path):
     kept.add(record("triton"))
     kept.close()
     assert [r["label"] for r in journal.from_jsonl(Path(kept.path).read_text())["results"]] == ["triton"]
+
+
+def test_a_journal_held_by_a_live_run_refuses_a_second_one_and_keeps_its_rows(tmp_path):
+    """Two replays given one -o path: the second overwrote the first's journal and document
+    (a new user's try). Now the second is refused before it touches the file."""
+    from workbench.journal import Journal, JournalBusy, read_partial
+
+    path = tmp_path / "out.json.journal.jsonl"
+    first = Journal(path, {"schema_version": 1, "provenance": {"session": "first"}})
+    first.add({"op": "gelu", "impl": "pytorch", "label": "pytorch", "status": "ok", "run_index": 0,
+               "sweep_value": None, "error": None})
+    with pytest.raises(JournalBusy):
+        Journal(path, {"schema_version": 1, "provenance": {"session": "second"}})
+    kept = read_partial(path)
+    assert kept["provenance"]["session"] == "first" and len(kept["results"]) == 1
+    first.discard()
+    assert not path.exists()
+    second = Journal(path, {"schema_version": 1, "provenance": {"session": "second"}})  # free again
+    assert read_partial(path)["provenance"]["session"] == "second"
+    second.close()
+
+
+def test_a_replay_given_an_o_path_another_run_writes_is_refused_before_it_runs(tmp_path):
+    import argparse
+
+    from workbench.cli.common import Env
+    from workbench.cli.sink import Sink
+    from workbench.errors import WorkbenchError
+    from workbench.journal import Journal, journal_path
+
+    out = tmp_path / "same.json"
+    held = Journal(journal_path(out), {"schema_version": 1})
+    args = argparse.Namespace(output=str(out), format="json")
+    with pytest.raises(WorkbenchError, match="another workbench run is writing it now"):
+        Sink(args, Env(True, False, False, tmp_path, tmp_path, tmp_path), {"provenance": {}, "environment": None})
+    held.close()

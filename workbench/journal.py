@@ -15,6 +15,10 @@ so a run killed by anything, even SIGKILL or a power cut, leaves every finished 
 
 Rows stopped by a cancel (status `skipped`, error "cancelled") are not finished: they are never
 journaled, and a resumed run runs them.
+
+A journal is held with an exclusive `flock` for as long as its run writes it: a second run
+asked to write the same file is refused (JournalBusy) before it touches it. Two replays given
+one `-o` path overwrote each other's rows and journal without a word (a new user's try).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from workbench import results
-from workbench.fileio import JOURNAL_SUFFIX, atomic_write_text  # the suffix: fileio refuses it for -o
+from workbench.fileio import JOURNAL_SUFFIX  # the suffix: fileio refuses it for -o
 
 HEAD_KEYS = ("schema_version", "provenance", "environment")
 
@@ -86,15 +90,34 @@ def from_jsonl(text: str, source: str = "JSON Lines") -> dict:
     return doc
 
 
+class JournalBusy(OSError):
+    """Another live run holds this journal."""
+
+
 class Journal:
     """An append-only journal at `path`: the header (and `done`, rows kept from an earlier run)
-    written atomically first, then `add` appends one finished row a line, flushed and fsynced.
-    Raises OSError where the folder cannot be written."""
+    written first, then `add` appends one finished row a line, flushed and fsynced; held with an
+    exclusive flock until closed. Raises JournalBusy when another run holds it, OSError where
+    the folder cannot be written."""
 
     def __init__(self, path: str | Path, head: Mapping[str, Any], done: Iterable[Mapping[str, Any]] = ()):
         self.path = Path(path)
-        atomic_write_text(self.path, header_line(head) + "".join(result_line(r) for r in done))
-        self._file = open(self.path, "a", encoding="utf-8")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.path, "a+", encoding="utf-8")  # not truncated before the lock is ours
+        try:
+            import fcntl
+
+            fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:  # not POSIX: no lock
+            pass
+        except OSError:
+            self._file.close()
+            self._file = None
+            raise JournalBusy(f"{self.path} is being written by another run") from None
+        self._file.truncate(0)
+        self._file.write(header_line(head) + "".join(result_line(r) for r in done))
+        self._file.flush()
+        os.fsync(self._file.fileno())
 
     def add(self, record: Mapping[str, Any]) -> None:
         """Append a finished row (a cancelled one is left out: it did not finish)."""
@@ -110,9 +133,11 @@ class Journal:
             self._file = None
 
     def discard(self) -> None:
-        """Close and remove: the document it was for is written."""
+        """Remove and close: the document it was for is written (removed while still held, so
+        a run that takes the path next is never the one removed)."""
+        if self._file is not None:
+            self.path.unlink(missing_ok=True)
         self.close()
-        self.path.unlink(missing_ok=True)
 
 
 def open_beside(results_file: str | Path, head: Mapping[str, Any]) -> Journal | None:

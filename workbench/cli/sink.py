@@ -21,7 +21,7 @@ from workbench import results
 from workbench.cli.common import Env, output_style, write_output, write_stdout
 from workbench.errors import WorkbenchError
 from workbench.fileio import is_stream
-from workbench.journal import Journal, header_line, is_finished, journal_path, result_line, to_jsonl
+from workbench.journal import Journal, JournalBusy, header_line, is_finished, journal_path, result_line, to_jsonl
 from workbench.report import render, to_table
 
 RESUMABLE_FORMATS = ("json", "jsonl")
@@ -42,6 +42,9 @@ class Sink:
             path = journal_path(args.output)
             try:
                 self.journal = Journal(path, self.head, self.rows)
+            except JournalBusy:
+                raise WorkbenchError(f"-o {args.output}: another workbench run is writing it now (its journal {path} "
+                                     "is held); give another -o path, or wait for that run to end") from None
             except OSError as exc:
                 raise WorkbenchError(f"-o {args.output}: its journal {path} cannot be written ({exc})") from None
         if self.streaming:
