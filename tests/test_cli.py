@@ -394,3 +394,12 @@ def test_a_gpu_this_host_does_not_have_is_a_usage_error(capsys, monkeypatch, tmp
     assert code == 2 and "this host has cuda:0..cuda:1" in err
     code, _out, _err = run(capsys, "--check", str(path), "--device", "cuda")
     assert code == 0
+
+
+def test_a_failed_ab_entry_makes_the_exit_code_1():
+    from workbench.cli.replay import _exit_code
+
+    ok = {"results": [{"status": "ok"}], "ab": [{"status": "ok"}]}
+    assert _exit_code(ok) == 0
+    assert _exit_code({**ok, "ab": [{"status": "failed", "error": "compare: git archive: not a valid object name"}]}) == 1
+    assert _exit_code({**ok, "ab": [{"status": "unavailable"}]}) == 0

@@ -209,7 +209,9 @@ def _same_gpu(compare: str, baseline: dict, environment: dict, err: Console) -> 
 
 
 def _exit_code(doc: dict[str, Any]) -> int:
-    failed = [r for r in doc.get("results") or [] if r.get("status") == "failed"]
+    """1 when a row or an A/B entry failed (an A/B whose side could not be built or checked
+    exited 0: a new user's try), else 0."""
+    failed = [r for r in [*(doc.get("results") or []), *(doc.get("ab") or [])] if r.get("status") == "failed"]
     return EXIT_FAILED if failed else EXIT_OK
 
 
