@@ -11,7 +11,7 @@ from textual.strip import Strip
 from textual.widgets._toggle_button import ToggleButton
 from textual.widgets.option_list import OptionDoesNotExist
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Input, OptionList, RichLog, SelectionList
+from textual.widgets import DataTable, Input, OptionList, RichLog, Select, SelectionList
 
 LIST_KEYS = [Binding("j", "cursor_down", "Down", show=False),
               Binding("k", "cursor_up", "Up", show=False)]
@@ -125,12 +125,40 @@ class FieldInput(OrderedInput):
                             severity="warning", timeout=2)
 
     def action_leave(self) -> None:
-        app = self.app
-        if getattr(app, "running", False):
-            app.action_cancel()
+        leave_field(self)
+
+
+def leave_field(widget) -> None:
+    """Escape in a sidebar field: cancels a run that is active, else back to the op list (the
+    app's leave_field), else the field just loses the keyboard."""
+    app = widget.app
+    if getattr(app, "running", False):
+        app.action_cancel()
+        return
+    leave = getattr(app, "leave_field", None)
+    if leave is not None:
+        leave()
+    else:
+        widget.blur()
+
+
+class FieldSelect(Select):
+    """The spec editor's dtype: escape leaves it as it leaves a FieldInput (Select took no
+    escape while closed, so the editor stayed: a new user's try); open, escape closes the list."""
+
+    BINDINGS = [Binding("escape", "leave", "Back to the list", show=False)]
+
+    def action_leave(self) -> None:
+        if getattr(self, "expanded", False):
+            self.expanded = False
             return
-        leave = getattr(app, "leave_field", None)
-        if leave is not None:
-            leave()
-        else:
-            self.blur()
+        leave_field(self)
+
+
+class FieldSelectionList(KeySelectionList):
+    """The spec editor's actions checklist: escape leaves it, as in the other fields."""
+
+    BINDINGS = KeySelectionList.BINDINGS + [Binding("escape", "leave", "Back to the list", show=False)]
+
+    def action_leave(self) -> None:
+        leave_field(self)

@@ -18,7 +18,7 @@ from workbench.session_model import RunSpec
 
 from . import editing
 from .catalog import ACTIONS, OpInfo
-from .keys import FieldInput, KeySelectionList
+from .keys import FieldInput, FieldSelect, FieldSelectionList
 from .messages import SpecEdited
 
 
@@ -33,8 +33,8 @@ class SpecEditor(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Vertical(id="shape-fields")
-        yield _field("dtype", Select[str]([("float32", "float32")], id="dtype", compact=True, allow_blank=False))
-        yield KeySelectionList(*[(a, a) for a in ACTIONS], id="actions", compact=True)
+        yield _field("dtype", FieldSelect([("float32", "float32")], id="dtype", compact=True, allow_blank=False))
+        yield FieldSelectionList(*[(a, a) for a in ACTIONS], id="actions", compact=True)
         yield _field("sweep", FieldInput(placeholder="params e.g. N", id="sweep-params", compact=True))
         yield _field("values", FieldInput(placeholder="256, 1024, 4096", id="sweep-values", compact=True))
         yield Static("", id="spec-problem", classes="problem")

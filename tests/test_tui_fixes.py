@@ -206,6 +206,26 @@ async def test_tab_moves_between_fields_and_escape_leaves_them(tmp_path):
 
 
 @run_async
+async def test_escape_leaves_the_dtype_and_actions_fields_too(tmp_path):
+    """The spec editor's dtype (a Select) and actions checklist took no escape: the editor
+    stayed (a new user's try at 80x24)."""
+    from workbench.screens.sidebar import OpList
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        for field in ("#dtype", "#actions"):
+            await pilot.press("e")
+            await pilot.pause(0.1)
+            app.query_one(field).focus()
+            await pilot.pause(0.1)
+            assert app.has_class("-spec")
+            await pilot.press("escape")
+            await pilot.pause(0.1)
+            assert not app.has_class("-spec") and isinstance(app.focused, OpList), (field, app.focused)
+
+
+@run_async
 async def test_save_and_run_refuse_while_a_field_is_invalid(tmp_path):
     app = make_app(tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
