@@ -228,3 +228,16 @@ def test_change_lines_name_time_bandwidth_and_the_ptx_counts_that_moved():
     assert change_line(None, rec(0.0123, None, 0, 0))[0] == "ok · 12.3 µs"
     assert change_line(rec(1, 1, 0, 0), {"status": "unavailable", "error": "needs a CUDA GPU"}) == (
         "unavailable: needs a CUDA GPU", "warning")
+
+
+def test_a_row_whose_shape_or_dtype_changed_is_not_compared_as_a_speedup():
+    """An edit of M from 256 to 128 printed '-50.2%' as if the kernel got faster (a new user's
+    try); a changed problem is named instead, and only its new speed shown."""
+    from workbench.watch_diff import change_line
+
+    old = {"status": "ok", "shape": {"M": 256, "N": 8}, "dtype": "bfloat16", "timing": {"median_ms": 0.2}}
+    new = {**old, "shape": {"M": 128, "N": 8}, "timing": {"median_ms": 0.1}}
+    text, level = change_line(old, new)
+    assert text.startswith("ok · shape M 256 -> 128: not compared") and "%" not in text and level == "info"
+    assert "dtype bfloat16 -> float32: not compared" in change_line(old, {**old, "dtype": "float32"})[0]
+    assert "-50.0%" in change_line(old, {**old, "timing": {"median_ms": 0.1}})[0]  # same problem: compared

@@ -98,6 +98,18 @@ def ptx_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     return changes
 
 
+def spec_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
+    """'shape M 256 -> 128' (and/or 'dtype a -> b') when the row now measures another problem,
+    else None."""
+    old_shape, new_shape = old.get("shape") or {}, new.get("shape") or {}
+    moved = [f"{key} {old_shape.get(key)} {ARROW} {new_shape.get(key)}"
+             for key in dict.fromkeys([*old_shape, *new_shape]) if old_shape.get(key) != new_shape.get(key)]
+    parts = [f"shape {', '.join(moved)}"] if moved else []
+    if old.get("dtype") != new.get("dtype"):
+        parts.append(f"dtype {old.get('dtype')} {ARROW} {new.get('dtype')}")
+    return ", ".join(parts) or None
+
+
 def change_line(old: Mapping[str, Any] | None, new: Mapping[str, Any],
                 error: str | None = None) -> tuple[str, str]:
     """(text, level) for a re-run row: `new` against `old` (None: its first result). error: the
@@ -111,6 +123,9 @@ def change_line(old: Mapping[str, Any] | None, new: Mapping[str, Any],
     if old is None or old.get("status") != "ok":
         was = f" (was {old.get('status')})" if old is not None else ""
         return f"ok{was}" + (f" · {speed_text(new)}" if speed_text(new) else ""), "info"
+    spec = spec_change(old, new)
+    if spec:  # another problem: its time against the old one's is no speed-up (a new user's try)
+        return f"ok · {spec}: not compared" + (f" · {speed_text(new)}" if speed_text(new) else ""), "info"
     parts = [p for p in (time_change(old, new), gbps_change(old, new)) if p]
     ptx = ptx_changes(old, new)
     parts += [f"ptx {', '.join(ptx)}"] if ptx else []
