@@ -289,3 +289,14 @@ def test_a_replay_given_an_o_path_another_run_writes_is_refused_before_it_runs(t
     with pytest.raises(WorkbenchError, match="another workbench run is writing it now"):
         Sink(args, Env(True, False, False, tmp_path, tmp_path, tmp_path), {"provenance": {}, "environment": None})
     held.close()
+
+
+def test_an_o_path_whose_extension_names_no_format_is_refused(capsys, tmp_path):
+    """-o results.xlsx wrote the text table into it without a word (a new user's try)."""
+    from workbench import cli
+
+    code = cli.main(["--replay", "smoke-quick", "-o", str(tmp_path / "results.xlsx")])
+    err = capsys.readouterr().err
+    assert code == 2 and "no format is known for '.xlsx'" in err and not (tmp_path / "results.xlsx").exists()
+    code = cli.main(["--check", "smoke-quick", "-o", str(tmp_path / "results.xlsx"), "--format", "table"])
+    assert code == 0  # an explicit --format takes any name

@@ -38,6 +38,7 @@ from workbench.errors import WorkbenchError
 DEVICE_RE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 FORMATS = ("table", "json", "csv", "jsonl")
 EXTENSION_FORMATS = {".json": "json", ".csv": "csv", ".jsonl": "jsonl"}
+TEXT_EXTENSIONS = (".txt", ".log", ".out", ".table")  # the text table, as without an extension
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -156,6 +157,10 @@ def _pick_format(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     given = args.format is not None
     if not given:
         suffix = Path(args.output).suffix.lower() if args.output else ""
+        if suffix and suffix not in (*EXTENSION_FORMATS, *TEXT_EXTENSIONS, ".yaml", ".yml"):  # a .yaml: the input check
+            # -o results.xlsx wrote the text table into it without a word (a new user's try)
+            parser.error(f"-o {args.output}: no format is known for {suffix!r}; give --format table|json|csv|jsonl, "
+                         f"or end the path in {', '.join([*EXTENSION_FORMATS, *TEXT_EXTENSIONS])}")
         args.format = EXTENSION_FORMATS.get(suffix, "table")
     why = "" if given else f" (from the extension of -o {args.output})"
     if args.doctor and args.format == "csv":
