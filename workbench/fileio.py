@@ -155,7 +155,7 @@ def _probe(folder: Path) -> str | None:
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".workbench-probe.")
     except OSError as exc:
-        return f"folder {folder} is not writable ({exc.strerror or exc})"
+        return f"folder {folder} takes no new file (creating one there failed: {exc.strerror or exc})"
     os.close(fd)
     os.unlink(tmp)
     return None
