@@ -300,3 +300,11 @@ def test_an_o_path_whose_extension_names_no_format_is_refused(capsys, tmp_path):
     assert code == 2 and "no format is known for '.xlsx'" in err and not (tmp_path / "results.xlsx").exists()
     code = cli.main(["--check", "smoke-quick", "-o", str(tmp_path / "results.xlsx"), "--format", "table"])
     assert code == 0  # an explicit --format takes any name
+
+
+def test_resume_given_a_session_file_says_what_resume_takes(capsys, tmp_path):
+    from workbench import cli
+
+    code = cli.main(["--replay", "smoke-quick", "--resume", str(tmp_path / "long.yaml")])
+    err = capsys.readouterr().err
+    assert code == 2 and "a session file; --resume takes the results path of a stopped run" in err and "-o " not in err.split("error:")[-1].split(";")[0]

@@ -143,6 +143,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         parser.error(f"--watch goes with FILE (the TUI) or --replay FILE, not with --{modes[0]}")
     if args.watch and (args.compare or args.resume):
         parser.error("--watch re-runs on every save: it cannot be combined with --compare or --resume")
+    if args.resume is not None and Path(args.resume).suffix.lower() in (".yaml", ".yml"):
+        parser.error(f"--resume {args.resume}: a session file; --resume takes the results path of a stopped run "
+                     "(its -o PATH, e.g. --replay FILE --resume out.json)")
     if args.resume is not None and args.output is None:
         args.output = args.resume
     _pick_format(parser, args)
