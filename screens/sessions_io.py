@@ -71,7 +71,20 @@ def open_session(path: Path | None, *, kernels: Iterable[str] = (), has_cuda: bo
     session = ws.load_session(path, kernels=kernels)
     session, restored = _restore_autosave(session, path, data, kernels)
     results, recovered = _recover_rows(ws.results_path(path, data))
-    return Opened(session, path, results, notes + restored + recovered)
+    return Opened(session, path, results, notes + restored + recovered + saved_results_note(results))
+
+
+def saved_results_note(results: dict | None) -> tuple[str, ...]:
+    """What the results on screen at open are: a fresh clone showed another checkout's rows as
+    if just measured (a new user's try). `results of 2026-12-01T13:41:02Z (NVIDIA H200,
+    workbench 45ec676) are shown; r measures again`."""
+    rows = (results or {}).get("results") or []
+    if not rows:
+        return ()
+    prov, env = results.get("provenance") or {}, results.get("environment") or {}
+    made = ", ".join(str(v) for v in (env.get("device"), prov.get("git_sha") and f"workbench {prov['git_sha']}") if v)
+    return (f"results of {prov.get('started') or 'an earlier run'}{f' ({made})' if made else ''} are shown "
+            f"({len(rows)} row(s)); r measures again",)
 
 
 def _recover_rows(path: Path) -> tuple[dict | None, tuple[str, ...]]:

@@ -67,3 +67,13 @@ def test_recover_replaces_rows_by_key_and_keeps_the_others(tmp_path):
     assert count == 2
     assert [(r["label"], r["status"]) for r in doc["results"]] == [("a", "ok"), ("b", "ok"), ("c", "ok")]
     assert journal.recover(tmp_path / "other.json", saved) == (saved, 0)
+
+
+def test_results_shown_at_open_say_when_and_where_they_were_measured():
+    from workbench.screens.sessions_io import saved_results_note
+
+    doc = {"provenance": {"started": "2026-12-01T13:41:02Z", "git_sha": "45ec676"},
+           "environment": {"device": "cpu"}, "results": [{"status": "ok"}, {"status": "ok"}]}
+    (note,) = saved_results_note(doc)
+    assert note == "results of 2026-12-01T13:41:02Z (cpu, workbench 45ec676) are shown (2 row(s)); r measures again"
+    assert saved_results_note({"results": []}) == () and saved_results_note(None) == ()
