@@ -154,5 +154,6 @@ def _walk(node: Node, path: str, marks: dict[str, int], problems: Problems, size
             count += _walk(item, child, marks, problems, sizes)
     sizes[id(node)] = count
     if count > MAX_NODES and not problems.items:
-        problems.add(path, f"the document expands to more than {MAX_NODES} values (aliases); refused")
+        problems.add(path, f"more than {MAX_NODES} values here (YAML aliases counted as expanded): a session holds "
+                           f"at most {MAX_NODES}; refused")
     return count
