@@ -49,11 +49,22 @@ def unknown_keys(data: dict, path: str, allowed: tuple[str, ...], problems: Prob
 
 
 # -- settings --------------------------------------------------------------------------------
+def _yaml_number_hint(value: Any) -> str:
+    """YAML (1.1, PyYAML) reads `1e12` as text: a number needs a dot and a signed exponent."""
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return ""
+        return f" (YAML reads {value} as text: write {number:.1e})".replace("e+0", "e+").replace("e-0", "e-")
+    return ""
+
+
 def _number(low: float, *, low_open: bool = False, high: float | None = None, high_open: bool = False):
     def rule(value: Any) -> tuple[Any, str | None]:
         bounds = f"{'>' if low_open else '>='} {low:g}" + (f" and {'<' if high_open else '<='} {high:g}" if high is not None else "")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return None, f"must be a number {bounds}, got {show(value)}"
+            return None, f"must be a number {bounds}, got {show(value)}{_yaml_number_hint(value)}"
         bad_low = value <= low if low_open else value < low
         bad_high = high is not None and (value >= high if high_open else value > high)
         if bad_low or bad_high or value != value:
