@@ -245,7 +245,7 @@ def test_unknown_keys_at_every_level_with_lines(toy_registry):
     ("warmup_ms", "-1", "must be a number >= 0"),
     ("rep_ms", "0", "must be a number > 0"),
     ("rep_ms", "fast", "must be a number > 0"),
-    ("rep_ms", "1e12", 'got "1e12" (YAML reads 1e12 as text: write 1.0e+12)'),
+    ("rep_ms", "1e12", 'must be a number > 0, got "1e12" (YAML reads 1e12 as text: write 1.0e+12)'),
     ("min_samples", "0", "must be a positive integer"),
     ("min_samples", "2.5", "must be a positive integer"),
     ("target_rel_error", "1", "must be a number > 0 and < 1"),
