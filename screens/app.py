@@ -249,9 +249,18 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         if not self.running:
             self.exit(0)
             return
-        self.push_screen(ConfirmScreen("A run is in progress. Stop it and quit?"), self._quit_answer)
+        self._quit_confirm = ConfirmScreen("A run is in progress. Stop it and quit?")
+        self.push_screen(self._quit_confirm, self._quit_answer)
+
+    def run_ended_while_asked(self) -> None:
+        """The run the quit question was about has ended: the question says so (it stayed
+        'A run is in progress' after the status bar said done: a new user's try)."""
+        confirm = getattr(self, "_quit_confirm", None)
+        if confirm is not None and confirm.is_attached:
+            confirm.ask("The run has ended. Quit?")
 
     def _quit_answer(self, yes: bool | None) -> None:
+        self._quit_confirm = None
         if yes:
             self.stop_run()
             self.exit(0)

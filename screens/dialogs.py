@@ -121,6 +121,12 @@ class ConfirmScreen(ModalScreen[bool]):
     def action_answer(self, answer: bool) -> None:
         self.dismiss(answer)
 
+    def ask(self, question: str) -> None:
+        """Change the question while it is on screen (the run it asked about has ended)."""
+        self._question = question
+        if self.is_mounted:
+            self.query_one(".dialog-title", Label).update(question)
+
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "yes")

@@ -290,6 +290,7 @@ class RunnerMixin:
     def _finished(self) -> None:
         self.runs_finished += 1
         self._stop = None
+        self.run_ended_while_asked()
         self.run_bar.running = False
         self.refresh_bindings()
         self._dirty = False

@@ -314,3 +314,23 @@ async def test_ctrl_c_says_how_to_quit_in_plain_text(tmp_path):
         assert any("press q" in m and "ctrl+q" in m for m in messages), messages
         assert not any("[b]" in m for m in messages)
         assert app.is_running
+
+
+@run_async
+async def test_the_quit_question_follows_a_run_that_ends_under_it(tmp_path):
+    """Asked "A run is in progress. Stop it and quit?" while the run ended: the question said
+    so still after the status bar read done (a new user's try)."""
+    from textual.widgets import Label
+
+    app = make_app(tmp_path, engine=fixture_engine(delay_s=0.2))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.running)
+        await pilot.press("q")
+        assert isinstance(app.screen, ConfirmScreen)
+        await wait_for(pilot, lambda: not app.running)
+        await pilot.pause(0.1)
+        assert str(app.screen.query_one(".dialog-title", Label).render()) == "The run has ended. Quit?"
+        await pilot.press("y")
+        await wait_for(pilot, lambda: not app.is_running)
