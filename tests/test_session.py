@@ -485,3 +485,20 @@ def test_save_keeps_the_file_mode(toy_registry, tmp_path):
 def test_errors_are_workbench_errors():
     with pytest.raises(WorkbenchError):
         parse_session("[]", check_ops=False)
+
+
+def test_a_missing_plugin_does_not_hide_the_other_runs_problems(tmp_path):
+    """--check of a session whose plugin is missing reported the plugin but not M: -4 of a
+    shipped op's run (a new user's try); a run of an op the plugin may register waits for it."""
+    from workbench.session import SessionError, load_session
+
+    path = tmp_path / "multi.yaml"
+    path.write_text("schema_version: 1\nname: bad\nplugins: [nothere.py]\nruns:\n"
+                    "  - {op: gelu, impls: [pytorch], shape: {M: -4, N: 4}}\n"
+                    "  - {op: relu, impls: [triton]}\n")
+    with pytest.raises(SessionError) as info:
+        load_session(path)
+    text = str(info.value)
+    assert "plugins[0]: plugin 'nothere.py': no such file or folder" in text
+    assert "runs[0].shape.M: must be a positive integer, got -4" in text
+    assert "runs[1]" not in text  # relu may be the missing plugin's op: not called unknown
