@@ -241,3 +241,15 @@ def test_a_row_whose_shape_or_dtype_changed_is_not_compared_as_a_speedup():
     assert text.startswith("ok · shape M 256 -> 128: not compared") and "%" not in text and level == "info"
     assert "dtype bfloat16 -> float32: not compared" in change_line(old, {**old, "dtype": "float32"})[0]
     assert "-50.0%" in change_line(old, {**old, "timing": {"median_ms": 0.1}})[0]  # same problem: compared
+
+
+def test_a_plugin_moved_away_is_still_watched_for_its_return(tmp_path):
+    """mv plugin.py plugin.py.bak while watching: the watch list dropped it, so moving it back
+    went unseen until the session file was saved again (a new user's try)."""
+    from workbench.watching import watched_files
+
+    session = tmp_path / "s.yaml"
+    session.write_text("schema_version: 1\nname: s\nplugins: [mine.py]\nruns: [{op: gelu}]\n")
+    assert (tmp_path / "mine.py").resolve() in watched_files(session)  # missing: watched all the same
+    (tmp_path / "mine.py").write_text("x = 1\n")
+    assert watched_files(session).count((tmp_path / "mine.py").resolve()) == 1

@@ -206,12 +206,15 @@ def _reloaded(workers: Any, paths: list[str]):
 
 
 def watched_files(session_path: Path, kernels: Iterable[str] = ()) -> tuple[Path, ...]:
-    """The session file and the files of its plugins (as far as the file can be read)."""
+    """The session file and the files of its plugins (as far as the file can be read); a plugin
+    path that does not exist (moved away) is watched too, so its return is seen (it was dropped
+    until the next save of the session: a new user's try)."""
     try:
         paths = _plugin_paths(session_path, kernels)
     except WorkbenchError:
         paths = list(kernels)
-    return (Path(session_path).resolve(), *source_files(paths))
+    missing = [Path(p).resolve() for p in paths if not Path(p).exists()]
+    return tuple(dict.fromkeys((Path(session_path).resolve(), *source_files(paths), *missing)))
 
 
 def _plugin_paths(session_path: Path, kernels: Iterable[str]) -> list[str]:
