@@ -502,3 +502,17 @@ def test_a_missing_plugin_does_not_hide_the_other_runs_problems(tmp_path):
     assert "plugins[0]: plugin 'nothere.py': no such file or folder" in text
     assert "runs[0].shape.M: must be a positive integer, got -4" in text
     assert "runs[1]" not in text  # relu may be the missing plugin's op: not called unknown
+
+
+def test_an_ab_sides_plugin_file_must_exist(tmp_path):
+    """--check passed `compare: [pytorch, {name: manual, plugin: /nope/x.py}]` and the replay then
+    failed the A/B (a new user's try); relative paths are the session folder's, as when run."""
+    from workbench.session import SessionError, load_session
+
+    path = tmp_path / "cmp.yaml"
+    path.write_text("schema_version: 1\nname: c\nruns:\n  - op: gelu\n    impls: [pytorch, manual]\n"
+                    "    compare: [pytorch, {name: manual, plugin: other.py}]\n")
+    with pytest.raises(SessionError, match=r"runs\[0\]\.compare\[1\]\.plugin: no such file 'other.py'"):
+        load_session(path)
+    (tmp_path / "other.py").write_text("# a plugin\n")
+    assert load_session(path).runs[0].compare[1].plugin == "other.py"

@@ -107,6 +107,7 @@ def session_from_data(data: Any, *, marks: dict[str, int] | None = None, source:
             # others are still checked (a missing plugin hid M: -4 of a shipped op's run)
             runs = built.runs if complete else [r for r in built.runs if r[1].op in registry]
             check_runs(runs, registry, problems)
+        _check_compare_plugins(built.runs, base_dir, problems)  # with the plugins: check_ops only
     if problems or built.session is None:
         raise SessionError(sorted(problems.items, key=lambda p: p.line or 0), source)
     return built.session
@@ -135,6 +136,18 @@ def load_plugins(plugins: Iterable[str], *, base_dir: str | Path | None = None,
     for plugin in plugins:
         _load_plugin(plugin, base_dir, registry)
     return registry
+
+
+def _check_compare_plugins(runs, base_dir, problems: Problems) -> None:
+    """An A/B side's `plugin` file must exist (relative to the session's folder, as it is run):
+    --check passed a missing one, and the replay failed the A/B (a new user's try)."""
+    for index, run, _bad in runs:
+        for number, side in enumerate(getattr(run, "compare", None) or ()):
+            if not side.plugin or (base_dir is None and not Path(side.plugin).is_absolute()):
+                continue  # text with no folder: a relative path has nothing to resolve against yet
+            if not plugin_path(side.plugin, base_dir).exists():
+                problems.add(f"runs[{index}].compare[{number}].plugin",
+                             f"no such file {side.plugin!r} (looked for {plugin_path(side.plugin, base_dir)})")
 
 
 def _loaded_registry(plugins: list[str], problems: Problems, base_dir, kernels,
