@@ -201,6 +201,7 @@ def test_resume_runs_only_the_missing_rows(capsys, session_file, fake_plan, tmp_
     assert code == 0 and fake_plan.ran == [(0, "triton", None)], "only the missing row ran"
     assert "1 finished row(s) kept" in err and [r["status"] for r in doc["results"]] == ["ok", "ok"]
     assert doc["provenance"]["resumed_from"]["rows_kept"] == 1 and doc["cancelled"] is False
+    assert f"results written to {target} (2 row(s), json)" in err  # where the data went
 
 
 def test_resume_prefers_the_journal_a_kill_left(capsys, session_file, fake_plan, tmp_path):
