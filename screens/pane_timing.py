@@ -140,6 +140,8 @@ def table_cells(row: Row) -> tuple[str, ...]:
     traffic = (row.record or {}).get("traffic") or {}
     median = timing.get("median_ms")
     status = row.status if not row.error or row.status == "ok" else f"{row.status}: {fmt.tui_text(row.error)}"
+    if row.status == "skipped" and row.error == "cancelled":
+        status = "cancelled"  # "skipped: cancel…" pushed the spread out of view at 80 columns
     return (fmt.row_title(row.label, row.sweep_value), fit(status, STATUS_WIDTH), fmt.ms(median),
             fmt.spread(timing.get("p20_ms"), timing.get("p80_ms"), median),
             fmt.number(traffic.get("gbps")), fmt.percent(traffic.get("pct_of_ceiling")),
