@@ -145,9 +145,10 @@ def _check_compare_plugins(runs, base_dir, problems: Problems) -> None:
         for number, side in enumerate(getattr(run, "compare", None) or ()):
             if not side.plugin or (base_dir is None and not Path(side.plugin).is_absolute()):
                 continue  # text with no folder: a relative path has nothing to resolve against yet
-            if not plugin_path(side.plugin, base_dir).exists():
+            where = plugin_path(side.plugin, base_dir)
+            if not where.exists():
                 problems.add(f"runs[{index}].compare[{number}].plugin",
-                             f"no such file {side.plugin!r} (looked for {plugin_path(side.plugin, base_dir)})")
+                             f"no such file {side.plugin!r} (looked for {where})")
 
 
 def _loaded_registry(plugins: list[str], problems: Problems, base_dir, kernels,

@@ -54,7 +54,7 @@ class CudaModuleMaps:
     kernel parsed both again, on the 2-core CPU)."""
 
     def __init__(self, out: Any, cu_path: Path):
-        self.out, self.source = out, file_source(cu_path)
+        self.source = file_source(cu_path)
         self.notes: list[str] = []
         self.frames = ptx_line_frames(out.ptx)
         self.tables = sass_tables(out.cubin, out.cubin.with_name(SASS_PTX_CACHE), self.notes)
