@@ -17,7 +17,7 @@ import torch
 
 from workbench.backends.cupy import raw_kernel
 from workbench.cost import Cost
-from workbench.cuda_build import load_cuda
+from workbench.cuda_build import BINDING_HEADERS, load_cuda
 from workbench.inputs import large_and_subnormal, periodic_fill_, seeded_normal
 from workbench.chunking import CheckChunks
 from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource, triton_index, triton_ptr
@@ -133,23 +133,20 @@ def build_triton(spec: AddSpec, params, ctx: BuildContext):
 
 
 # -- CUDA --------------------------------------------------------------------------------------
-_CPP_BINDING = r"""
-#include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
+_CPP_BINDING = BINDING_HEADERS + r"""
 extern "C" cudaError_t add_f32(const void*, const void*, void*, int64_t, cudaStream_t);
 extern "C" cudaError_t add_f16(const void*, const void*, void*, int64_t, cudaStream_t);
 extern "C" cudaError_t add_bf16(const void*, const void*, void*, int64_t, cudaStream_t);
 
-torch::Tensor add_vec(torch::Tensor x, torch::Tensor y) {
+at::Tensor add_vec(at::Tensor x, at::Tensor y) {
     TORCH_CHECK(x.is_cuda() && y.is_cuda(), "add: x and y must be CUDA tensors");
     TORCH_CHECK(x.is_contiguous() && y.is_contiguous(), "add: x and y must be contiguous");
     TORCH_CHECK(x.sizes() == y.sizes(), "add: shapes differ: ", x.sizes(), " vs ", y.sizes());
     TORCH_CHECK(x.scalar_type() == y.scalar_type(), "add: dtypes differ: ", x.scalar_type(), " vs ", y.scalar_type());
     TORCH_CHECK(x.device() == y.device(), "add: x and y must be on the same device");
-    const at::cuda::CUDAGuard guard(x.device());
-    auto z = torch::empty_like(x);
-    auto stream = at::cuda::getCurrentCUDAStream();
+    const c10::cuda::CUDAGuard guard(x.device());
+    auto z = at::empty_like(x);
+    auto stream = c10::cuda::getCurrentCUDAStream();
     cudaError_t err;
     switch (x.scalar_type()) {
         case at::kFloat: err = add_f32(x.data_ptr(), y.data_ptr(), z.data_ptr(), x.numel(), stream); break;
@@ -166,7 +163,7 @@ torch::Tensor add_vec(torch::Tensor x, torch::Tensor y) {
 @ADD.impl("cuda", source=CudaSource(CU_FILE, ("add_vec_kernel",)))
 def build_cuda(spec: AddSpec, params, ctx: BuildContext):
     """CUDA C++: 16-byte vector loads and stores, one pack of each input per thread, int64 indexing."""
-    module = load_cuda("wb_add", CU_FILE, _CPP_BINDING, ["add_vec"], ctx.build_dir)
+    module = load_cuda("wb_add", CU_FILE, _CPP_BINDING, ["add_vec"], ctx.build_dir, binding="library")
     return lambda x, y: module.add_vec(x.contiguous(), y.contiguous())
 
 

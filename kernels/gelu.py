@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from workbench.cost import Cost
-from workbench.cuda_build import load_cuda
+from workbench.cuda_build import BINDING_HEADERS, load_cuda
 from workbench.inputs import large_and_subnormal, periodic_fill_, seeded_normal
 from workbench.chunking import CheckChunks
 from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource, triton_index, triton_ptr
@@ -183,10 +183,7 @@ def build_triton(spec: GeluSpec, params, ctx: BuildContext):
 
 
 # -- CUDA --------------------------------------------------------------------------------------
-_CPP_BINDING = r"""
-#include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
+_CPP_BINDING = BINDING_HEADERS + r"""
 extern "C" cudaError_t gelu_naive_f32(const void*, void*, int, cudaStream_t);
 extern "C" cudaError_t gelu_naive_f16(const void*, void*, int, cudaStream_t);
 extern "C" cudaError_t gelu_naive_bf16(const void*, void*, int, cudaStream_t);
@@ -194,17 +191,17 @@ extern "C" cudaError_t gelu_vec_f32(const void*, void*, int64_t, int, cudaStream
 extern "C" cudaError_t gelu_vec_f16(const void*, void*, int64_t, int, cudaStream_t);
 extern "C" cudaError_t gelu_vec_bf16(const void*, void*, int64_t, int, cudaStream_t);
 
-static void check_input(const torch::Tensor& x) {
+static void check_input(const at::Tensor& x) {
     TORCH_CHECK(x.is_cuda(), "gelu: x must be a CUDA tensor");
     TORCH_CHECK(x.is_contiguous(), "gelu: x must be contiguous");
 }
 
-torch::Tensor gelu_naive(torch::Tensor x) {
+at::Tensor gelu_naive(at::Tensor x) {
     check_input(x);
     TORCH_CHECK(x.numel() < (int64_t)1 << 31, "gelu_naive: numel must be < 2^31 (int indexing), got ", x.numel());
-    const at::cuda::CUDAGuard guard(x.device());
-    auto y = torch::empty_like(x);
-    auto stream = at::cuda::getCurrentCUDAStream();
+    const c10::cuda::CUDAGuard guard(x.device());
+    auto y = at::empty_like(x);
+    auto stream = c10::cuda::getCurrentCUDAStream();
     int n = (int)x.numel();
     cudaError_t err;
     switch (x.scalar_type()) {
@@ -217,12 +214,13 @@ torch::Tensor gelu_naive(torch::Tensor x) {
     return y;
 }
 
-torch::Tensor gelu_vec(torch::Tensor x) {
+at::Tensor gelu_vec(at::Tensor x) {
     check_input(x);
-    const at::cuda::CUDAGuard guard(x.device());
-    auto y = torch::empty_like(x);
-    auto stream = at::cuda::getCurrentCUDAStream();
-    int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+    const c10::cuda::CUDAGuard guard(x.device());
+    auto y = at::empty_like(x);
+    auto stream = c10::cuda::getCurrentCUDAStream();
+    int sms = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device());
     cudaError_t err;
     switch (x.scalar_type()) {
         case at::kFloat: err = gelu_vec_f32(x.data_ptr(), y.data_ptr(), x.numel(), sms, stream); break;
@@ -237,7 +235,7 @@ torch::Tensor gelu_vec(torch::Tensor x) {
 
 
 def _load_module(ctx: BuildContext):
-    return load_cuda("wb_gelu", CU_FILE, _CPP_BINDING, ["gelu_naive", "gelu_vec"], ctx.build_dir)
+    return load_cuda("wb_gelu", CU_FILE, _CPP_BINDING, ["gelu_naive", "gelu_vec"], ctx.build_dir, binding="library")
 
 
 def _naive_launch(spec: GeluSpec, params) -> tuple[tuple[int, ...], int]:

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from workbench.cost import Cost
-from workbench.cuda_build import load_cuda
+from workbench.cuda_build import BINDING_HEADERS, load_cuda
 from workbench.dtypes import DType
 from workbench.inputs import seeded_normal
 from workbench.chunking import CheckChunks
@@ -126,16 +126,13 @@ def build_triton(spec: MatmulSpec, params, ctx: BuildContext):
 
 
 # -- implementations: CUDA -------------------------------------------------------------------
-_CPP_BINDING = r"""
-#include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
+_CPP_BINDING = BINDING_HEADERS + r"""
 extern "C" cudaError_t matmul_naive_f32(const void*, const void*, void*, int, int, int, cudaStream_t);
 extern "C" cudaError_t matmul_tiled_f32(const void*, const void*, void*, int, int, int, cudaStream_t);
 extern "C" cudaError_t matmul_tiled_f16(const void*, const void*, void*, int, int, int, cudaStream_t);
 extern "C" cudaError_t matmul_tiled_bf16(const void*, const void*, void*, int, int, int, cudaStream_t);
 
-static void check_inputs(const torch::Tensor& a, const torch::Tensor& b, const char* name) {
+static void check_inputs(const at::Tensor& a, const at::Tensor& b, const char* name) {
     TORCH_CHECK(a.is_cuda() && b.is_cuda(), name, ": A and B must be CUDA tensors");
     TORCH_CHECK(a.dim() == 2 && b.dim() == 2, name, ": A and B must be 2-D");
     TORCH_CHECK(a.is_contiguous() && b.is_contiguous(), name, ": A and B must be contiguous");
@@ -146,23 +143,23 @@ static void check_inputs(const torch::Tensor& a, const torch::Tensor& b, const c
                 name, ": M must be < 2^22 (grid rows) and N, K < 2^31");
 }
 
-torch::Tensor matmul_naive(torch::Tensor a, torch::Tensor b) {
+at::Tensor matmul_naive(at::Tensor a, at::Tensor b) {
     check_inputs(a, b, "matmul_naive");
     TORCH_CHECK(a.scalar_type() == at::kFloat, "matmul_naive: float32 only, got ", a.scalar_type());
     TORCH_CHECK(a.size(0) < 65535 * 8, "matmul_naive: M must be < 524280 (grid.y of 8-row blocks)");
-    const at::cuda::CUDAGuard guard(a.device());
-    auto c = torch::empty({a.size(0), b.size(1)}, a.options());
+    const c10::cuda::CUDAGuard guard(a.device());
+    auto c = at::empty({a.size(0), b.size(1)}, a.options());
     auto err = matmul_naive_f32(a.data_ptr(), b.data_ptr(), c.data_ptr(), (int)a.size(0), (int)b.size(1),
-                                (int)a.size(1), at::cuda::getCurrentCUDAStream());
+                                (int)a.size(1), c10::cuda::getCurrentCUDAStream());
     TORCH_CHECK(err == cudaSuccess, "matmul_naive launch failed: ", cudaGetErrorString(err));
     return c;
 }
 
-torch::Tensor matmul_tiled(torch::Tensor a, torch::Tensor b) {
+at::Tensor matmul_tiled(at::Tensor a, at::Tensor b) {
     check_inputs(a, b, "matmul_tiled");
-    const at::cuda::CUDAGuard guard(a.device());
-    auto c = torch::empty({a.size(0), b.size(1)}, a.options());
-    auto stream = at::cuda::getCurrentCUDAStream();
+    const c10::cuda::CUDAGuard guard(a.device());
+    auto c = at::empty({a.size(0), b.size(1)}, a.options());
+    auto stream = c10::cuda::getCurrentCUDAStream();
     int m = (int)a.size(0), n = (int)b.size(1), k = (int)a.size(1);
     cudaError_t err;
     switch (a.scalar_type()) {
@@ -178,7 +175,7 @@ torch::Tensor matmul_tiled(torch::Tensor a, torch::Tensor b) {
 
 
 def _load_module(ctx: BuildContext):
-    return load_cuda("wb_matmul", CU_FILE, _CPP_BINDING, ["matmul_naive", "matmul_tiled"], ctx.build_dir)
+    return load_cuda("wb_matmul", CU_FILE, _CPP_BINDING, ["matmul_naive", "matmul_tiled"], ctx.build_dir, binding="library")
 
 
 def _naive_launch(spec: MatmulSpec, params) -> tuple[tuple[int, ...], int]:

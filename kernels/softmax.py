@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from workbench.cost import Cost
-from workbench.cuda_build import load_cuda
+from workbench.cuda_build import BINDING_HEADERS, load_cuda
 from workbench.errors import LimitError
 from workbench.inputs import seeded_normal
 from workbench.chunking import CheckChunks
@@ -321,10 +321,7 @@ def build_triton_looped(spec: SoftmaxSpec, params, ctx: BuildContext):
 
 
 # -- CUDA: one pass, the row in registers (a block, or a cluster of blocks) ---------------------
-_CPP_BINDING = r"""
-#include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
+_CPP_BINDING = BINDING_HEADERS + r"""
 extern "C" cudaError_t softmax_f32(const void*, void*, int64_t, int, cudaStream_t);
 extern "C" cudaError_t softmax_f16(const void*, void*, int64_t, int, cudaStream_t);
 extern "C" cudaError_t softmax_bf16(const void*, void*, int64_t, int, cudaStream_t);
@@ -335,16 +332,16 @@ extern "C" int softmax_onepass_fits(int64_t, int, int, const void*, const void*)
 
 // threads, packs, spacks, cluster, keep: a configuration of the one-pass kernel, threads = 0 for its
 // plan. A row too long for one pass (softmax_onepass_fits) takes the two-pass kernel.
-torch::Tensor softmax_rows(torch::Tensor x, int64_t threads, int64_t packs, int64_t spacks, int64_t cluster,
+at::Tensor softmax_rows(at::Tensor x, int64_t threads, int64_t packs, int64_t spacks, int64_t cluster,
                            int64_t keep) {
     TORCH_CHECK(x.is_cuda(), "softmax: x must be a CUDA tensor");
     TORCH_CHECK(x.dim() == 2, "softmax: x must be 2-D (M, N), got ", x.dim(), " dims");
     TORCH_CHECK(x.is_contiguous(), "softmax: x must be contiguous");
     TORCH_CHECK(x.size(1) < ((int64_t)1 << 31), "softmax: N must be < 2^31, got ", x.size(1));
     TORCH_CHECK(x.size(0) < ((int64_t)1 << 31), "softmax: M must be < 2^31 (one block per row), got ", x.size(0));
-    const at::cuda::CUDAGuard guard(x.device());
-    auto y = torch::empty_like(x);
-    auto stream = at::cuda::getCurrentCUDAStream();
+    const c10::cuda::CUDAGuard guard(x.device());
+    auto y = at::empty_like(x);
+    auto stream = c10::cuda::getCurrentCUDAStream();
     int64_t rows = x.size(0);
     int cols = (int)x.size(1);
     const bool onepass = softmax_onepass_fits(rows, cols, (int)x.element_size(), x.data_ptr(), y.data_ptr());
@@ -408,7 +405,7 @@ def build_cuda(spec: SoftmaxSpec, params, ctx: BuildContext):
     """CUDA C++, one pass: the row in registers, read once; rows past one block split over a
     thread-block cluster (distributed shared memory, tuned shape); rows past 262144 (16-byte
     packs) take the two-pass kernel."""
-    module = load_cuda("wb_softmax", CU_FILE, _CPP_BINDING, ["softmax_rows"], ctx.build_dir)
+    module = load_cuda("wb_softmax", CU_FILE, _CPP_BINDING, ["softmax_rows"], ctx.build_dir, binding="library")
     tuning = tuning_inputs(spec, ctx)
 
     def run_with(config):

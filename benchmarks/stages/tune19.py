@@ -47,7 +47,7 @@ def _cuda_module(build_dir: Path) -> Any:
     from workbench.cuda_build import load_cuda
     from workbench.kernels.softmax import _CPP_BINDING, CU_FILE
 
-    return load_cuda("wb_softmax", CU_FILE, _CPP_BINDING, ["softmax_rows"], build_dir)
+    return load_cuda("wb_softmax", CU_FILE, _CPP_BINDING, ["softmax_rows"], build_dir, binding="library")
 
 
 def _target(op, impl_name: str, shape: dict, dtype: str, device: str, gpu: bool) -> dict:
