@@ -116,6 +116,8 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
 
     def on_mount(self) -> None:
         self._fit(self.size.width, self.size.height)
+        self._focus_box = None
+        self.watch(self.screen, "focused", self._focus_moved)
         self.set_interval(REFRESH_S, self.flush_results)
         self.call_after_refresh(self._load)
         if not self.is_headless:
@@ -128,6 +130,18 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         if self._autosave_timer is not None:
             self.autosave_now()
         self._unwatch_terminal()
+
+    def _focus_moved(self, widget) -> None:
+        """The `.box` holding focus gets `-focus-box` (its bright border); restyled only when
+        focus moves into another box, so a pane key (within #panes) restyles nothing."""
+        box = next((node for node in widget.ancestors_with_self if node.has_class("box")), None) if widget else None
+        if box is self._focus_box:
+            return
+        if self._focus_box is not None:
+            self._focus_box.remove_class("-focus-box")
+        if box is not None:
+            box.add_class("-focus-box")
+        self._focus_box = box
 
     def on_resize(self, event) -> None:
         self._fit(event.size.width, event.size.height)

@@ -28,11 +28,13 @@ class ChartPlot(PlotextPlot):
         self._draw_fn: Draw | None = None
         self._built: tuple[tuple, object] | None = None  # (key, renderable) of the last build
         self.builds = 0  # plotext builds so far (render() calls that drew)
+        self._fresh = False
 
     def draw(self, fn: Draw) -> "str | Text":
         """Keep `fn` for every later render; returns its caption (or what went wrong)."""
         self._draw_fn = fn
         self._built = None
+        self._fresh = True  # plt holds fn's data, not yet built (the next render needs no redraw)
         try:
             caption = fn(self.plt)
         except Exception as exc:  # noqa: BLE001 - a chart must never end the app
@@ -45,8 +47,9 @@ class ChartPlot(PlotextPlot):
         if self._built is not None and self._built[0] == key:
             return self._built[1]
         try:
-            if self._draw_fn is not None:
+            if self._draw_fn is not None and not self._fresh:
                 self._draw_fn(self.plt)  # fresh data: plotext never re-transforms its own output
+            self._fresh = False
             built = super().render()
         except Exception as exc:  # noqa: BLE001
             return Text(f"chart not drawn: {type(exc).__name__}: {exc}", style="italic")

@@ -19,6 +19,7 @@ from collections import Counter
 from workbench import events as ev
 from workbench import journal
 from textual import work
+from textual.css.query import NoMatches
 
 from . import editing, fmt, sessions_io
 from .devices_view import DeviceProgress
@@ -260,7 +261,10 @@ class RunnerMixin:
             return
         self._dirty = False
         if self.ws.index == self._running_index:
-            self.show_results()
+            try:
+                self.show_results()
+            except NoMatches:  # the app is closing: the timer fired after its panes went
+                return
             self._next_redraw = now + (time.monotonic() - now) / REDRAW_SHARE
 
     def on_run_done(self, message: RunDone) -> None:

@@ -466,6 +466,7 @@ def test_a_chart_is_built_once_per_drawing_size_and_theme():
             await pilot.pause()
             builds = plot.builds
             assert builds >= 1
+            assert len(calls) == 1  # draw() drew; the first build used that data, not a second draw
             for _ in range(3):
                 plot.refresh()
                 await pilot.pause()
@@ -473,7 +474,52 @@ def test_a_chart_is_built_once_per_drawing_size_and_theme():
             plot.draw(line)  # new data
             await pilot.pause()
             assert plot.builds == builds + 1
+            assert len(calls) == 2
             await pilot.resize_terminal(80, 24)
             await pilot.pause()
             assert plot.builds == builds + 2
+            assert len(calls) == 3  # built once already: drawn afresh before this build
+    asyncio.run(go())
+
+
+def test_the_footer_recomposes_only_when_its_hints_change():
+    """Textual's Footer rebuilt every hint widget on each bindings update (every focus move)."""
+    import asyncio
+
+    from textual.app import App
+    from textual.binding import Binding
+    from textual.widgets import Static
+
+    from workbench.screens.fitting import FittedFooter
+
+    class _Keys(Static, can_focus=True):
+        BINDINGS = [Binding("x", "noop", "Same hint")]
+
+    class _Other(Static, can_focus=True):
+        BINDINGS = [Binding("y", "noop", "Other hint")]
+
+    class _Two(App):
+        def compose(self):
+            yield _Keys("a", id="a")
+            yield _Keys("b", id="b")
+            yield _Other("c", id="c")
+            yield FittedFooter()
+
+    async def go():
+        app = _Two()
+        async with app.run_test(size=(80, 10)) as pilot:
+            footer = app.query_one(FittedFooter)
+            composed = []
+            original = footer.recompose
+            footer.recompose = lambda: (composed.append(1), original())[1]
+            app.query_one("#a").focus()
+            await pilot.pause()
+            composed.clear()
+            app.query_one("#b").focus()  # the same hints
+            await pilot.pause()
+            assert composed == []
+            app.query_one("#c").focus()  # other hints
+            await pilot.pause()
+            assert composed == [1]
+            assert "Other hint" in " ".join(str(k.description) for k in footer.query("FooterKey"))
     asyncio.run(go())

@@ -237,6 +237,19 @@ async def test_focus_is_drawn_as_a_heavy_border_and_moves_with_the_keyboard(tmp_
         await pilot.pause(0.1)
         assert app.query_one("#panes").styles.border_top[0] == "heavy"
         assert runs.styles.border_top[0] == "round"
+        restyled: list[int] = []  # a pane key moves focus within #panes: no restyle of its ~80 widgets
+        update_nodes = app.stylesheet.update_nodes
+        app.stylesheet.update_nodes = lambda nodes, **kw: update_nodes(_counted(nodes, restyled), **kw)
+        for key in "3121":
+            await pilot.press(key)
+            await pilot.pause(0.05)
+        assert app.query_one("#panes").has_class("-focus-box") and restyled and max(restyled) < 20, restyled
+
+
+def _counted(nodes, sizes: list[int]):
+    nodes = list(nodes)
+    sizes.append(len(nodes))
+    return nodes
 
 
 @run_async

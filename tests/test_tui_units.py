@@ -174,3 +174,26 @@ def test_log_line_of_a_ptx_record_without_kernels_says_why():
     note = "ahead-of-time compile failed at /w/rmsnorm.py:139: CompilationError: NameError('x')"
     text, level = describe(ev.Ptx(key, {"kernels": [], "notes": [note]}))
     assert "no PTX: ahead-of-time compile failed at /w/rmsnorm.py:139" in text and level == "warning"
+
+
+def test_thin_keeps_every_occupied_cell_and_the_outliers():
+    import random
+
+    rng = random.Random(7)
+    ys = [1.0 + rng.gauss(0, 0.01) for _ in range(60_000)]
+    ys[12_345], ys[50_000] = 5.0, 0.2  # a slow and a fast outlier
+    xs, kept = charts.thin(ys, cells=(100, 40))
+    assert len(xs) == len(kept) and len(xs) <= 100 * 40 and xs == sorted(xs)
+    assert all(ys[x - 1] == y for x, y in zip(xs, kept))  # real samples at their own x
+    assert {12_346, 50_001} <= set(xs)
+
+    def cells(points):
+        lo, hi = min(ys), max(ys)
+        return {((x - 1) * 100 // len(ys), int((y - lo) / (hi - lo) * 39)) for x, y in points}
+    assert cells(zip(xs, kept)) == cells(zip(range(1, len(ys) + 1), ys))
+
+
+def test_thin_leaves_short_and_flat_series_whole():
+    assert charts.thin([3.0, 1.0, 2.0]) == ([1, 2, 3], [3.0, 1.0, 2.0])
+    xs, ys = charts.thin([2.0] * 10_000, cells=(50, 10))
+    assert len(xs) == 50 and set(ys) == {2.0}
