@@ -142,3 +142,28 @@ def test_each_shipped_binding_compiles_without_torch_extension_h(op, tmp_path):
     proc = subprocess.run([cxx, "-c", str(source), "-o", str(tmp_path / f"{op}.o"), "-std=c++17", "-fPIC",
                            "-DTORCH_EXTENSION_NAME=wbt", *flags], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, "\n".join(line for line in proc.stderr.splitlines() if "error" in line)[:3000]
+
+
+LIBRARY_CPP = r"""
+#include <ATen/core/Tensor.h>
+at::Tensor scaled(at::Tensor x, int64_t k) {
+    TORCH_CHECK(x.scalar_type() == at::kFloat, "scaled: float32 only, got ", x.scalar_type());
+    return x.mul(k);
+}
+"""
+
+
+@pytest.mark.slow  # a C++ compile and link (~10 s on 2 cores)
+def test_a_library_binding_builds_loads_and_raises_through_torch_ops(tmp_path):
+    """What binding="library" does past the compiler, on a C++-only module a CPU can load: the
+    link, torch.ops.load_library, the operator lookup under the module's name, TORCH_CHECK's
+    message as a RuntimeError."""
+    if shutil.which("c++") is None and shutil.which("g++") is None:
+        pytest.skip("no C++ compiler")
+    from workbench.cuda_build import build_inline
+
+    module = build_inline("wb_scaled_test", LIBRARY_CPP, ["scaled"], "library", tmp_path)
+    assert module.scaled(torch.ones(3), 3).tolist() == [3.0, 3.0, 3.0]
+    assert Path(module.__file__).is_file()
+    with pytest.raises(RuntimeError, match="scaled: float32 only, got Int"):
+        module.scaled(torch.ones(3, dtype=torch.int32), 3)

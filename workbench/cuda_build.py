@@ -120,18 +120,27 @@ def load_cuda(prefix: str, cu_path: Path, cpp_binding: str, functions: list[str]
         raise UnavailableError("nvcc not found: load_inline needs the CUDA compiler")
     if importlib.util.find_spec("ninja") is None:
         raise UnavailableError("ninja not found: load_inline needs it (pip install ninja)")
-    from torch.utils.cpp_extension import load_inline
-
     cuda_src = cu_path.read_text()
     flags = ["-O3", f"-I{Path(cu_path).resolve().parent}", *extra_cuda_cflags]
     name = module_name(prefix, source_bundle(cu_path), cpp_binding, binding, flags=flags)
+    return build_inline(name, cpp_binding, functions, binding, build_root, cuda_src, flags)
+
+
+def build_inline(name: str, cpp_binding: str, functions: list[str], binding: str,
+                 build_root: Path | None = None, cuda_src: str | None = None,
+                 extra_cuda_cflags: Iterable[str] = ()) -> object:
+    """load_inline of `name` (its build folder under build_root, under the module's flock) with
+    load_cuda's binding rules; cuda_src None builds a C++-only module (what CPU tests can
+    load). Returns the pybind module, or for "library" a namespace of the operators."""
+    from torch.utils.cpp_extension import load_inline
+
     if binding == "pybind":
         cpp, fns = "#include <torch/extension.h>\n" + cpp_binding, functions
     else:
         cpp, fns = cpp_binding + "\n" + library_registration(name, functions), None
     build = lambda directory: load_inline(  # noqa: E731
-        name=name, cpp_sources=[cpp], cuda_sources=[cuda_src], functions=fns,
-        extra_cuda_cflags=flags, verbose=False, build_directory=directory,
+        name=name, cpp_sources=[cpp], cuda_sources=[cuda_src] if cuda_src is not None else None,
+        functions=fns, extra_cuda_cflags=list(extra_cuda_cflags), verbose=False, build_directory=directory,
         is_python_module=binding == "pybind", no_implicit_headers=True)
     if build_root is None:
         module = build(None)
