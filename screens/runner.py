@@ -234,11 +234,20 @@ class RunnerMixin:
     def on_engine_event(self, message: EngineEvent) -> None:
         event = message.event
         self.ws.models[self._running_index].apply(event)
-        self._progress(event)
-        line = describe(event)
-        if line:
-            self.log_pane.add(*line)
+        try:
+            self._progress(event)
+            line = describe(event)
+            if line:
+                self.log_pane.add(*line)
+        except NoMatches:
+            if not self._closing_down():  # (a Result is in the journal before the bar is touched)
+                raise
         self._dirty = True
+
+    def _closing_down(self) -> bool:
+        """Whether the app is exiting: an event or a timer after its widgets went (the run is
+        being stopped) finds no pane; that is no error."""
+        return bool(self._exit or self._closing or self._closed or not self.is_running)
 
     def _progress(self, event: ev.Event) -> None:
         self._devices.apply(event)  # rows on several devices: a progress line per device
@@ -263,12 +272,24 @@ class RunnerMixin:
         if self.ws.index == self._running_index:
             try:
                 self.show_results()
-            except NoMatches:  # the app is closing: the timer fired after its panes went
-                return
+            except NoMatches:
+                if not self._closing_down():
+                    raise
+                return  # the timer fired after the panes went
             self._next_redraw = now + (time.monotonic() - now) / REDRAW_SHARE
 
     def on_run_done(self, message: RunDone) -> None:
+        """The run's document is written even when the app is exiting (q mid-run: the run's
+        end arrives after the panes went); only what is shown is skipped then."""
         doc = self.ws.finish(message.doc, message.run_index)
+        try:
+            self._show_run_done(message)
+        except NoMatches:
+            if not self._closing_down():
+                raise
+        self._write_results(doc)
+
+    def _show_run_done(self, message: RunDone) -> None:
         self._finished()
         self.run_bar.progress(self._total, self._total)
         self.run_bar.status = summary(message.doc, message.cancelled)
@@ -282,7 +303,6 @@ class RunnerMixin:
         if too_large:
             self.report(f"{len(too_large)} row(s) skipped as too large for this machine: "
                         f"press F (or \"Run anyway\" in ctrl+p) to run them anyway", "warning")
-        self._write_results(doc)
 
     def on_run_crashed(self, message: RunCrashed) -> None:
         self._finished()
@@ -310,7 +330,8 @@ class RunnerMixin:
             return
         if self._journal is not None:
             self._journal.discard()  # the results file holds its rows now
-        self.log_pane.add(f"results written to {path}")
+        if not self._closing_down():
+            self.log_pane.add(f"results written to {path}")
 
 
 def summary(doc: dict, cancelled: bool) -> str:

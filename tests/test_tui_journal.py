@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async
 
 from workbench import events as ev
@@ -77,3 +79,38 @@ def test_results_shown_at_open_say_when_and_where_they_were_measured():
     (note,) = saved_results_note(doc)
     assert note == "results of 2026-12-01T13:41:02Z (cpu, workbench 45ec676) are shown (2 row(s)); r measures again"
     assert saved_results_note({"results": []}) == () and saved_results_note(None) == ()
+
+
+@run_async
+async def test_events_and_the_run_end_during_shutdown_raise_nothing_and_the_results_are_written(tmp_path):
+    """What a real worker's stream does when q ends the app mid-run: events and the run's end are
+    handled after Textual's shutdown began (App._shutdown: not running, screens being removed).
+    NoMatches from a pane ended the app with a traceback, and the document went unwritten."""
+    from workbench.screens.messages import EngineEvent, RunDone
+    from workbench.screens.run_bar import RunBar
+    from tui_helpers import GELU_H200
+
+    doc = json.loads(GELU_H200.read_text())["doc"]
+    app = WorkbenchApp(None, None, engine=fixture_engine(), opener=fake_opener(), data_dir=tmp_path,
+                       catalog_loader=lambda kernels, device: fake_catalog())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)  # the run's model exists
+        app._running_index = 0
+        results = sessions_io.results_file(app.ws.path, tmp_path, app.ws.session.name)
+        await app.query_one(RunBar).remove()
+        app._running = False  # what App._shutdown does first
+        try:
+            record = doc["results"][0]
+            app.on_engine_event(EngineEvent(ev.Started((0, record["label"], None), "gelu", "x", "x", "cpu")))
+            app.on_engine_event(EngineEvent(ev.Result((0, record["label"], None), record)))
+            results.unlink()
+            app.on_run_done(RunDone(doc, 0, True))
+            assert results.is_file()
+            app._running = True
+            with pytest.raises(Exception, match="RunBar"):  # while running, a missing pane is a bug
+                app.on_engine_event(EngineEvent(ev.Started((0, record["label"], None), "gelu", "x", "x", "cpu")))
+        finally:
+            app._running = True
+
+
