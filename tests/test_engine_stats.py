@@ -173,6 +173,19 @@ def test_do_bench_keywords_are_feature_detected(monkeypatch):
     assert do_bench_median_ms(lambda: None) == (0.3, "default")
 
 
+def test_do_bench_quantiles_are_asked_where_do_bench_takes_them(monkeypatch):
+    import triton.testing
+
+    from workbench.engine.dobench import do_bench_quantiles_ms
+
+    def with_quantiles(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean"):
+        return [0.1 * q * 10 for q in quantiles]
+    monkeypatch.setattr(triton.testing, "do_bench", with_quantiles)
+    assert do_bench_quantiles_ms(lambda: None, (0.2, 0.5, 0.8)) == pytest.approx([0.2, 0.5, 0.8])
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, warmup=25, rep=100: 0.3)
+    assert do_bench_quantiles_ms(lambda: None) is None
+
+
 def test_cancel_poll_is_throttled():
     """The stop flag is read at most once per interval, not after every sample."""
     from workbench.engine.bench import throttled

@@ -108,10 +108,19 @@ def test_the_gpu_half_builds_checks_and_times_a_case_on_cpu(monkeypatch):
     def fake_do_bench(fn, warmup_ms, rep_ms):
         fn()
         return 0.5, "median"
+
+    def fake_quantiles(fn, quantiles, warmup_ms, rep_ms):
+        fn()
+        return [0.45, 0.5, 0.7]
     monkeypatch.setattr(dobench, "do_bench_median_ms", fake_do_bench)
+    monkeypatch.setattr(dobench, "do_bench_quantiles_ms", fake_quantiles)
     gpu = GpuTruth("cpu", rounds=2, quick=True)
     row, detail = gpu.time_case(Case("add", "pytorch", "float32", {"M": 64, "N": 64}))
     assert set(row) == ROW_KEYS and row["do_bench_ms"] == 0.5 and row["ratio"] == row["engine_ms"] / 0.5
+    assert detail["do_bench_spread"] == [{"p20_ms": 0.45, "p80_ms": 0.7}] * 2
+    monkeypatch.setattr(dobench, "do_bench_quantiles_ms", lambda *a, **k: None)  # no quantiles: the median alone
+    row, detail = gpu.time_case(Case("add", "pytorch", "float32", {"M": 64, "N": 64}))
+    assert row["do_bench_ms"] == 0.5 and detail["do_bench_spread"] == [None, None]
     assert detail["check"].get("passed") is True, detail["check"]
     assert {k: len(v) for k, v in detail["rounds"].items()} == {"engine": 2, "do_bench": 2, "engine_zero_flush": 2}
     assert detail["engine_method"]["flush_kind"] in ("read", "zero") and detail["build_ms"] > 0

@@ -31,6 +31,7 @@ class GpuTruth:
         self.timer = make_timer(device)
         self.flush = {kind: make_l2_flush(device, self.info.l2_bytes, kind) for kind in ("read", "zero")}
         self.last_engine: dict = {}
+        self.do_bench_spread: list[dict | None] = []
         self.on_cuda = device.startswith("cuda")
 
     # -- the document's context -------------------------------------------------------------
@@ -76,9 +77,11 @@ class GpuTruth:
             if case.op == "matmul":
                 methods["sync_each_sample"] = lambda: self._sync_each(call)
             rounds = max(self.rounds, MATMUL_ROUNDS) if case.op == "matmul" else self.rounds
+            self.do_bench_spread = []
             found = interleave(methods, rounds, settle=lambda: self._settle(call))
             detail["rounds"] = {name: [{"ms": ms, "sm_clock_mhz": mhz} for ms, mhz in got] for name, got in found.items()}
             detail["engine_method"] = dict(self.last_engine)
+            detail["do_bench_spread"] = list(self.do_bench_spread)  # per do_bench round, in order
             detail["clock_matched"] = clock_matched(found)
             return summary_row(case, found), detail
         finally:
@@ -130,12 +133,19 @@ class GpuTruth:
         self.timer.sync()
 
     def _do_bench(self, call) -> tuple[float, float | None]:
-        from workbench.engine.dobench import do_bench_median_ms
+        """do_bench's median; its p20 and p80 of the same call go to do_bench_spread (a round
+        whose whole distribution moved, against one with a slow tail: truth-details.json)."""
+        from workbench.engine.dobench import do_bench_median_ms, do_bench_quantiles_ms
 
         with ClockSampler(self.info) as clocks:
-            ms, statistic = do_bench_median_ms(call, warmup_ms=WARMUP_MS, rep_ms=REP_MS)
-        if statistic != "median":
-            raise RuntimeError(f"do_bench here has no median statistic (got {statistic!r})")
+            found = do_bench_quantiles_ms(call, (0.2, 0.5, 0.8), warmup_ms=WARMUP_MS, rep_ms=REP_MS)
+            if found is None:
+                ms, statistic = do_bench_median_ms(call, warmup_ms=WARMUP_MS, rep_ms=REP_MS)
+                if statistic != "median":
+                    raise RuntimeError(f"do_bench here has no median statistic (got {statistic!r})")
+            else:
+                ms = found[1]
+        self.do_bench_spread.append(None if found is None else {"p20_ms": found[0], "p80_ms": found[2]})
         return ms, _mhz(clocks)
 
     def _sync_each(self, call) -> tuple[float, float | None]:

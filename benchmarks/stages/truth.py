@@ -11,8 +11,9 @@ flush swung by up to 6% between rounds on memory-bound rows (H200, 2026-12-01), 
 
 Each row is built, checked (workbench.verify), then timed in ROUNDS rounds, the order of the
 methods rotating each round: the engine's loop (engine/timing.measure_run: batched events, read
-flush: `engine_ms`), triton.testing.do_bench (median return statistic, keywords feature-detected:
-`do_bench_ms`), and, in `truth-details.json` only, the engine's loop with do_bench's zero flush
+flush: `engine_ms`), triton.testing.do_bench (its 0.5 quantile, with the 0.2 and 0.8 of the same call in
+truth-details.json's `do_bench_spread`, where it takes quantiles, else its median return
+statistic; keywords feature-detected: `do_bench_ms`), and, in `truth-details.json` only, the engine's loop with do_bench's zero flush
 (isolates the flush from the loop) and, for matmul, the former method (a synchronize after every
 sample plus a fixed 100 us spin). The SM clock is sampled during each. ratio = engine / do_bench.
 

@@ -33,6 +33,21 @@ def do_bench_median_ms(fn: Callable[[], Any], *, warmup_ms: float = 25.0,
     return float(do_bench(fn, **kwargs)), "default"
 
 
+def do_bench_quantiles_ms(fn: Callable[[], Any], quantiles: tuple[float, ...] = (0.2, 0.5, 0.8), *,
+                          warmup_ms: float = 25.0, rep_ms: float = 100.0) -> list[float] | None:
+    """triton.testing.do_bench's quantiles of one call (ms, in the order asked; its own
+    torch.quantile over the samples of that call), or None where do_bench takes no quantiles.
+    Raises ImportError without Triton."""
+    from triton.testing import do_bench
+
+    params = inspect.signature(do_bench).parameters
+    if "quantiles" not in params:
+        return None
+    kwargs: dict[str, Any] = {k: v for k, v in (("warmup", warmup_ms), ("rep", rep_ms)) if k in params}
+    value = do_bench(fn, quantiles=list(quantiles), **kwargs)
+    return [float(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
+
+
 def our_median_ms(fn: Callable[[], Any], device: str, *, warmup_ms: float = 25.0, rep_ms: float = 100.0,
                   min_samples: int = 10, target_rel_error: float = 0.005, flush_l2: bool = True,
                   flush_kind: str = "read") -> float:
