@@ -1,0 +1,53 @@
+"""Mid-run key latency of the TUI on this machine's CPU: the overhead stage's measurement
+(benchmarks/stages/_overhead_tui._key_latency: pane keys 2 and 1 while a long GeLU run streams,
+key event posted -> the first frame painted with the new pane), on a `cpu` session (pytorch and
+manual at 256^2, 30 s of timing), split into key -> pane active and active -> frame painted.
+
+    .venv/bin/python benchmarks/key_latency_cpu.py [FOLDER]
+
+Prints one JSON line: median_ms, latencies_ms, and parts_ms [[key->active, active->painted], ...].
+A/B of two versions of screens/ is done by running this once per version in turn (the results
+README of the session that did it shows the loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+async def _measure(folder: Path) -> dict:
+    from benchmarks.stages import _overhead_tui as tui
+    from benchmarks.stages.overhead import _session_file
+    from workbench.engine.options import RunOptions
+
+    parts: list[list[float]] = []
+    measure = tui.key_to_frame
+
+    async def split(pilot, key, shown, timeout_s=10.0):
+        t0 = time.monotonic()
+        total = await measure(pilot, key, lambda: shown() and (active.append(time.monotonic()) or True),
+                              timeout_s)
+        parts.append([round((active[-1] - t0) * 1e3, 1), round(total - (active[-1] - t0) * 1e3, 1)])
+        return total
+    active: list[float] = []
+    tui.key_to_frame = split
+    path = _session_file(folder, "streaming", ("pytorch", "manual"), 256, False, rep_ms=30000, streaming=True)
+    median, detail = await tui._key_latency(path, folder, RunOptions(cache_dir=folder / "cache" / "workbench"))
+    return {"median_ms": round(median, 1), "latencies_ms": [round(x, 1) for x in detail["latencies_ms"]],
+            "parts_ms": parts, "run_still_streaming": detail["run_still_streaming"]}
+
+
+def main() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `benchmarks` as a package
+    folder = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="wb-keys-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    print(json.dumps(asyncio.run(_measure(folder))))
+
+
+if __name__ == "__main__":
+    main()
