@@ -63,7 +63,8 @@ def bindings_table(groups: Iterable[tuple[str, Iterable]]) -> Table:
 class HelpScreen(ModalScreen[None]):
     """Every binding, grouped by where it works; escape, ? or q closes."""
 
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close"),
+                Binding("j", "scroll(1)", "Down", show=False), Binding("k", "scroll(-1)", "Up", show=False)]
 
     def __init__(self, groups: list[tuple[str, list]], on_show: str | None = None) -> None:
         super().__init__()
@@ -72,6 +73,11 @@ class HelpScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         self.call_after_refresh(self._show_group)
+
+    def action_scroll(self, lines: int) -> None:
+        """j / k: as everywhere else in the app, beside the arrows."""
+        scroll = self.query_one(VerticalScroll)
+        scroll.scroll_relative(y=lines, animate=False)
 
     def _show_group(self) -> None:
         """Scroll so the pane-on-show's group is whole in view (small terminals), else leave it."""

@@ -26,7 +26,7 @@ SHIPPED = {"gelu": ["gelu_naive", "gelu_vec"], "add": ["add_vec"],
 
 @pytest.fixture
 def captured(monkeypatch, tmp_path):
-    """load_inline replaced by a recorder; nvcc and ninja reported present."""
+    """load_inline replaced by a recorder; nvcc, ninja and a CUDA toolkit reported present."""
     calls: list[dict] = []
 
     def fake_load_inline(**kwargs):
@@ -35,6 +35,7 @@ def captured(monkeypatch, tmp_path):
 
     import torch.utils.cpp_extension as cpp_extension
     monkeypatch.setattr(cpp_extension, "load_inline", fake_load_inline)
+    monkeypatch.setattr(cpp_extension, "CUDA_HOME", "/usr/local/cuda")  # as on a CUDA build of torch
     monkeypatch.setattr(cuda_build, "find_nvcc", lambda: "/usr/bin/nvcc")
     monkeypatch.setattr("importlib.util.find_spec", lambda name: object())
     return calls
@@ -167,3 +168,15 @@ def test_a_library_binding_builds_loads_and_raises_through_torch_ops(tmp_path):
     assert Path(module.__file__).is_file()
     with pytest.raises(RuntimeError, match="scaled: float32 only, got Int"):
         module.scaled(torch.ones(3, dtype=torch.int32), 3)
+
+
+def test_a_cpu_torch_gets_one_clear_unavailable_error_not_an_oserror(tmp_path):
+    """load_inline raised `OSError: CUDA_HOME environment variable is not set` on a CPU build of
+    torch with nvcc on PATH (a new user's try); load_cuda's docstring promises UnavailableError."""
+    if torch.version.cuda is not None:
+        pytest.skip("a CUDA build of torch: load_inline can build here")
+    from workbench.errors import UnavailableError
+    if shutil.which("nvcc") is None:
+        pytest.skip("no nvcc: load_cuda stops at that first")
+    with pytest.raises(UnavailableError, match="this torch is a CPU build"):
+        load_cuda("wbt", write_cu(tmp_path), "int f();", ["f"], tmp_path, binding="library")

@@ -397,6 +397,9 @@ def test_missing_plugin_is_a_problem(tmp_path):
         load_session(path, registry=Registry())
     assert info.value.problems[0].path == "plugins[0]"
     assert "no such file or folder" in info.value.problems[0].message
+    # where it looked, in full: a relative path that repeated the entry hid that it is relative
+    # to the session's folder, not to the working one (the README's my-session.yaml, a new user)
+    assert f"(looked for {tmp_path / 'nothere.py'}, relative to the session file)" in info.value.problems[0].message
 
 
 # -- round trips and saving ------------------------------------------------------------------

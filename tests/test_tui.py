@@ -142,6 +142,15 @@ async def test_keyboard_reaches_panes_help_and_palette(tmp_path):
             assert app.query_one(TabbedContent).active == pane
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
+        from textual.containers import VerticalScroll
+        scroll = app.screen.query_one(VerticalScroll)
+        top = scroll.scroll_offset.y
+        await pilot.press("j", "j")  # j / k scroll the help as the arrows do (README)
+        await pilot.pause()
+        assert scroll.scroll_offset.y == top + 2
+        await pilot.press("k")
+        await pilot.pause()
+        assert scroll.scroll_offset.y == top + 1
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
         await pilot.press("ctrl+p")

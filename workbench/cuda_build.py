@@ -132,8 +132,13 @@ def build_inline(name: str, cpp_binding: str, functions: list[str], binding: str
     """load_inline of `name` (its build folder under build_root, under the module's flock) with
     load_cuda's binding rules; cuda_src None builds a C++-only module (what CPU tests can
     load). Returns the pybind module, or for "library" a namespace of the operators."""
+    from torch.utils import cpp_extension
     from torch.utils.cpp_extension import load_inline
 
+    if cuda_src is not None and cpp_extension.CUDA_HOME is None:  # load_inline's own OSError
+        import torch
+        why = "this torch is a CPU build" if torch.version.cuda is None else "CUDA_HOME is not set and nvcc was not found"
+        raise UnavailableError(f"load_inline cannot build CUDA sources: {why} (torch.utils.cpp_extension.CUDA_HOME is None)")
     if binding == "pybind":
         cpp, fns = "#include <torch/extension.h>\n" + cpp_binding, functions
     else:

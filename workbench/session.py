@@ -148,7 +148,7 @@ def _check_compare_plugins(runs, base_dir, problems: Problems) -> None:
             where = plugin_path(side.plugin, base_dir)
             if not where.exists():
                 problems.add(f"runs[{index}].compare[{number}].plugin",
-                             f"no such file {side.plugin!r} (looked for {where})")
+                             f"no such file {side.plugin!r} (looked for {where.absolute()})")
 
 
 def _loaded_registry(plugins: list[str], problems: Problems, base_dir, kernels,
@@ -172,7 +172,9 @@ def _loaded_registry(plugins: list[str], problems: Problems, base_dir, kernels,
 def _load_plugin(plugin: str, base_dir: str | Path | None, registry: Registry) -> None:
     path = plugin_path(plugin, base_dir)
     if not path.exists():
-        raise WorkbenchError(f"plugin {plugin!r}: no such file or folder (looked for {path})")
+        relative = base_dir is not None and not Path(plugin).expanduser().is_absolute()
+        raise WorkbenchError(f"plugin {plugin!r}: no such file or folder (looked for {path.absolute()}"
+                             f"{', relative to the session file' if relative else ''})")
     _discover([path], entry_points=False, registry=registry)
 
 
