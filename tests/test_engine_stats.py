@@ -209,3 +209,36 @@ def test_unconverged_median_is_flagged_and_a_tight_one_is_not():
     assert convergence_flag(tight, 0.005, 100) is None
     flag = convergence_flag(wide, 0.005, 100)
     assert flag.startswith("median not converged") and "7 samples" in flag
+
+
+def test_a_cpu_row_is_flagged_when_its_threads_waited_for_a_core():
+    from workbench.engine.bench import CONTENDED, contention_flag
+
+    assert contention_flag(1.0, 1.0 + CONTENDED * 2.0, 2.0) is None  # at the line: not flagged
+    flag = contention_flag(1.0, 2.6, 2.0)
+    assert flag.startswith("CPU contended: the worker's threads waited for a core 80% of the timed window")
+    assert contention_flag(None, 1.0, 1.0) is None and contention_flag(0.0, None, 1.0) is None
+
+
+def test_run_delay_counts_threads_waiting_for_a_core():
+    """More busy threads than cores (hashlib releases the GIL on large data): some wait."""
+    import hashlib
+    import os
+    import threading
+    import time
+
+    from workbench.engine.bench import run_delay_s
+
+    start = run_delay_s()
+    if start is None:
+        pytest.skip("no schedstats here (/proc/self/task/*/schedstat)")
+    data = b"\0" * (64 << 20)
+    busy = [threading.Thread(target=lambda: [hashlib.sha256(data).digest() for _ in range(6)])
+            for _ in range(2 * (os.cpu_count() or 1) + 2)]
+    for thread in busy:
+        thread.start()
+    time.sleep(0.3)
+    waited = run_delay_s() - start  # read while they run: a thread that ended is not counted
+    for thread in busy:
+        thread.join()
+    assert waited > 0.01

@@ -8,7 +8,9 @@ above its physical peak fails the row; beating a measured reference is a flag.
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 
 from workbench.engine.ceilings import Ceilings
 from workbench.engine.clocks import ClockSampler
@@ -20,6 +22,10 @@ from workbench.events import Log, Samples
 from workbench.results import INTERPRETER_FLAG, TIMING_KEYS, blank
 
 CANCEL_POLL_S = 0.05  # cancel is finished within 3 s (CONTRACTS.md): 50 ms of polling is plenty
+# A CPU row whose threads waited for a core over this share of its timed window is flagged. On the
+# 2-core CPU (smoke-quick): 11-31% idle (the front end reading the samples), 52-140% beside two
+# busy processes, ~100% on the two rows whose medians jumped 300x (0.02 -> 7.98 ms).
+CONTENDED = 0.5
 
 
 def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ceilings) -> None:
@@ -34,10 +40,15 @@ def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ce
     def on_samples(batch):
         dev.channel.event(Samples(row.key, batch, timer.name))
 
+    waited0, t0 = run_delay_s(), time.perf_counter()
     with ClockSampler(dev.info if dev.is_cuda else None) as clocks:
         run = measure_run(lambda: fn(*inputs), timer, rule, warmup_ms=settings.warmup_ms, flush=flush,
                           on_samples=on_samples, cancelled=throttled(dev.stop.is_set), limited=clocks.limited)
     samples = run.samples_ms
+    if not dev.is_cuda:
+        flag = contention_flag(waited0, run_delay_s(), time.perf_counter() - t0)
+        if flag:
+            record["flags"].append(flag)
     timing = blank(TIMING_KEYS, timer=timer.name, flush_l2=flush is not None, flush_kind=flush_kind(flush),
                    throttle=[], host_launch_ms=run.host_launch_ms, headroom_ms=run.headroom_ms,
                    batches=run.batches, sustained=run.sustained, samples_ms=list(samples) if settings.keep_samples else None,
@@ -65,6 +76,36 @@ def convergence_flag(samples_ms, target_rel_error: float, rep_ms: float) -> str 
     shown = "unknown" if error == float("inf") else f"{100 * error:.2g}%"
     return (f"median not converged: estimated error {shown} > target {100 * target_rel_error:.2g}% "
             f"after {len(samples_ms)} samples (rep_ms {rep_ms:g} reached)")
+
+
+def run_delay_s() -> float | None:
+    """Seconds this process's threads have spent runnable but waiting for a CPU, summed over
+    them (Linux /proc/self/task/*/schedstat, second field: run-queue delay in ns); None where the
+    kernel keeps no schedstats. A thread that ended is not counted."""
+    total, found = 0, False
+    for stat in Path("/proc/self/task").glob("*/schedstat"):
+        try:
+            total += int(stat.read_text().split()[1])
+            found = True
+        except (OSError, ValueError, IndexError):  # the thread ended meanwhile
+            continue
+    return total / 1e9 if found else None
+
+
+def contention_flag(before_s: float | None, after_s: float | None, wall_s: float) -> str | None:
+    """A CPU row's flag when its worker's threads waited for a core more than CONTENDED of the
+    timed window: other processes (or the TUI itself) held the cores, and a multi-threaded CPU
+    op then stalls on its slowest thread (a new user's try: rms_norm 256x1024 20.5 ms with two
+    threads on a busy 2-core machine, 0.18 ms with one), so the medians are not the op's."""
+    if before_s is None or after_s is None or wall_s <= 0:
+        return None
+    share = (after_s - before_s) / wall_s
+    if share <= CONTENDED:
+        return None
+    load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
+    return (f"CPU contended: the worker's threads waited for a core {100 * share:.0f}% of the timed "
+            f"window ({os.cpu_count()} cores{load}); other processes share them, so these CPU timings "
+            f"are not reliable")
 
 
 def throttled(check, interval_s: float = CANCEL_POLL_S, clock=time.perf_counter):
