@@ -139,8 +139,8 @@ def _positive_int(name: str, text: str) -> int:
         value = int(text.strip())
     except ValueError:
         raise ValueError(f"{name}: must be an integer, got {text.strip()!r}") from None
-    if value < 0:
-        raise ValueError(f"{name}: must not be negative, got {value}")
+    if value < 1:  # the words --check uses for the same value (session_schema)
+        raise ValueError(f"{name}: must be a positive integer, got {value}")
     problem = _too_large(value)
     if problem:
         raise ValueError(f"{name}: {problem}")

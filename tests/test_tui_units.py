@@ -25,6 +25,9 @@ def test_edit_shape_params_sweep_and_impls():
     assert dict(run.shape) == {"M": 64, "N": 128} and run.dtype == "float16"
     with pytest.raises(ValueError, match="N: must be an integer"):
         editing.with_shape(run, GELU, {"M": "64", "N": "x"}, "float32")
+    for bad in ("-3", "0"):  # the words --check uses ("must not be negative" before, for -3 only)
+        with pytest.raises(ValueError, match=f"M: must be a positive integer, got {bad}$"):
+            editing.with_shape(run, GELU, {"M": bad, "N": "8"}, "float32")
     run = editing.with_impls(run, GELU, ["triton", "manual"])
     assert [r.name for r in run.impls] == ["manual", "triton"]  # the op's order
     run = editing.with_params(run, GELU, "triton", {"BLOCK_SIZE": "256", "num_warps": "4"})
