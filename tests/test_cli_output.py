@@ -122,6 +122,12 @@ def test_a_file_system_that_refuses_new_files_is_refused_before_the_run(capsys, 
     assert fake_plan.calls == []
 
 
+@pytest.mark.skipif(not os.path.isdir("/sys/kernel"), reason="no sysfs here")
+def test_a_missing_folder_under_one_that_refuses_files_is_named(capsys, session_file, fake_plan):
+    code, out, err = run(capsys, "--replay", str(session_file), "-o", "/sys/nope/out.json")
+    assert code == 2 and "/sys/nope does not exist and cannot be made there" in err and fake_plan.calls == []
+
+
 # -- the format from the extension -----------------------------------------------------------
 @pytest.mark.parametrize("name, fmt", [("r.json", "json"), ("r.JSON", "json"), ("r.csv", "csv"),
                                        ("r.jsonl", "jsonl"), ("r.txt", "table")])

@@ -148,14 +148,17 @@ def output_problem(path: str) -> str | None:
         existing = existing.parent
     if not existing.is_dir():
         return f"{existing} is a file, not a folder"
-    return _probe(existing)
+    return _probe(existing, missing=target.parent if target.parent != existing else None)
 
 
-def _probe(folder: Path) -> str | None:
+def _probe(folder: Path, missing: Path | None = None) -> str | None:
+    """None if a file can be made in `folder`; missing: the folder under it the path needs
+    (named: `-o /proc/nope/x.json` said only that /proc takes no new file)."""
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".workbench-probe.")
     except OSError as exc:
-        return f"folder {folder} takes no new file (creating one there failed: {exc.strerror or exc})"
+        needed = f"; {missing} does not exist and cannot be made there" if missing is not None else ""
+        return f"folder {folder} takes no new file (creating one there failed: {exc.strerror or exc}){needed}"
     os.close(fd)
     os.unlink(tmp)
     return None
