@@ -262,7 +262,7 @@ def _paths(env: Env) -> dict[str, Any]:
 def _doctor_tables(data: dict[str, Any]) -> list:
     items = []
     for section in ("workbench", "python", "versions", "gpu", "tools", "ceilings", "bars", "colour", "paths"):
-        table = Table(title=section, title_justify="left", show_header=False, pad_edge=False)
+        table = Table(title=section, title_justify="left", show_header=False)
         table.add_column("key", style="bold")
         table.add_column("value", overflow="fold")
         for key, value in data[section].items():
