@@ -16,7 +16,6 @@ import asyncio
 import json
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 
@@ -25,19 +24,9 @@ async def _measure(folder: Path) -> dict:
     from benchmarks.stages.overhead import _session_file
     from workbench.engine.options import RunOptions
 
-    parts: list[list[float]] = []
-    measure = tui.key_to_frame
-
-    async def split(pilot, key, shown, timeout_s=10.0):
-        t0 = time.monotonic()
-        total = await measure(pilot, key, lambda: shown() and (active.append(time.monotonic()) or True),
-                              timeout_s)
-        parts.append([round((active[-1] - t0) * 1e3, 1), round(total - (active[-1] - t0) * 1e3, 1)])
-        return total
-    active: list[float] = []
-    tui.key_to_frame = split
     path = _session_file(folder, "streaming", ("pytorch", "manual"), 256, False, rep_ms=30000, streaming=True)
     median, detail = await tui._key_latency(path, folder, RunOptions(cache_dir=folder / "cache" / "workbench"))
+    parts = [[round(a, 1), round(t - a, 1)] for a, t in zip(detail["key_to_pane_active_ms"], detail["latencies_ms"])]
     return {"median_ms": round(median, 1), "latencies_ms": [round(x, 1) for x in detail["latencies_ms"]],
             "parts_ms": parts, "run_still_streaming": detail["run_still_streaming"]}
 
