@@ -402,6 +402,20 @@ def test_missing_plugin_is_a_problem(tmp_path):
     assert f"(looked for {tmp_path / 'nothere.py'}, relative to the session file)" in info.value.problems[0].message
 
 
+def test_an_unknown_implementation_says_a_failed_plugin_may_register_it(tmp_path):
+    """A missing plugin made its implementations of a shipped op read as plain unknown names."""
+    path = tmp_path / "s.yaml"
+    path.write_text("schema_version: 1\nname: x\nplugins: [nothere.py]\nruns: [{op: gelu, impls: [manual_x]}]\n")
+    with pytest.raises(SessionError) as info:
+        load_session(path)
+    unknown = next(p.message for p in info.value.problems if p.path.startswith("runs[0].impls"))
+    assert unknown.endswith("a plugin of this session did not load (above) and may be what registers it")
+    path.write_text("schema_version: 1\nname: x\nruns: [{op: gelu, impls: [manual_x]}]\n")
+    with pytest.raises(SessionError) as info:
+        load_session(path)
+    assert "did not load" not in info.value.problems[0].message
+
+
 # -- round trips and saving ------------------------------------------------------------------
 def test_load_save_load_is_identical(toy_registry, tmp_path):
     session = parse(GOOD, toy_registry)

@@ -106,7 +106,7 @@ def session_from_data(data: Any, *, marks: dict[str, int] | None = None, source:
             # a plugin that failed may be what registers a run's op: those runs wait for it, the
             # others are still checked (a missing plugin hid M: -4 of a shipped op's run)
             runs = built.runs if complete else [r for r in built.runs if r[1].op in registry]
-            check_runs(runs, registry, problems)
+            check_runs(runs, registry, problems, plugin_failed=not complete)
         _check_compare_plugins(built.runs, base_dir, problems)  # with the plugins: check_ops only
     if problems or built.session is None:
         raise SessionError(sorted(problems.items, key=lambda p: p.line or 0), source)

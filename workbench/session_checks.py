@@ -20,15 +20,16 @@ from workbench.variants import base_name
 
 
 def check_runs(runs: Iterable[tuple[int, RunSpec, frozenset[str]]], registry: Registry,
-               problems: Problems) -> None:
+               problems: Problems, plugin_failed: bool = False) -> None:
     """Check (index in the file, run, keys that already had problems) triples; problems are
-    recorded under `runs[index]`. Checks that depend on a key with problems are skipped."""
+    recorded under `runs[index]`. Checks that depend on a key with problems are skipped.
+    plugin_failed: a session plugin did not load, so an unknown implementation may be its."""
     for index, run, bad in runs:
-        check_run(run, f"runs[{index}]", registry, problems, bad)
+        check_run(run, f"runs[{index}]", registry, problems, bad, plugin_failed)
 
 
 def check_run(run: RunSpec, path: str, registry: Registry, problems: Problems,
-              bad: frozenset[str] = frozenset()) -> None:
+              bad: frozenset[str] = frozenset(), plugin_failed: bool = False) -> None:
     if run.op not in registry:
         ops = sorted(registry.ops)
         problems.add(child_path(path, "op"), f"unknown op {show(run.op)}{suggest(run.op, ops)}; "
@@ -37,7 +38,7 @@ def check_run(run: RunSpec, path: str, registry: Registry, problems: Problems,
     op = registry.op(run.op)
     if not _check_op_complete(op, child_path(path, "op"), problems):
         return
-    impls = _check_impls(run, op, path, problems)
+    impls = _check_impls(run, op, path, problems, plugin_failed)
     impls = None if "impls" in bad else impls
     dtype_ok = _check_dtype(run, op, path, problems) and "dtype" not in bad
     shape_ok = _check_shape(run.shape, op, child_path(path, "shape"), problems) and "shape" not in bad
@@ -70,7 +71,7 @@ def _check_math(op: Op, impl: Impl, where: str, problems: Problems) -> None:
                         f"variant (references: {', '.join(op.references) or 'none'}); declare {choices} in its @impl")
 
 
-def _check_impls(run: RunSpec, op: Op, path: str, problems: Problems) -> list[Impl] | None:
+def _check_impls(run: RunSpec, op: Op, path: str, problems: Problems, plugin_failed: bool = False) -> list[Impl] | None:
     """The selected implementations, or None when a name is unknown."""
     if run.impls is None:
         for impl in op.impls.values():
@@ -82,8 +83,10 @@ def _check_impls(run: RunSpec, op: Op, path: str, problems: Problems) -> list[Im
         where = child_path(child_path(path, "impls"), index)
         if base_name(ref.name) not in op.impls:
             name_path = child_path(where, "name") if (ref.params or ref.label) else where
+            maybe = "; a plugin of this session did not load (above) and may be what registers it" \
+                if plugin_failed else ""
             problems.add(name_path, f"unknown implementation of {op.name} {show(ref.name)}"
-                                    f"{suggest(ref.name, allowed)}; allowed: {', '.join(allowed) or '(none)'}")
+                                    f"{suggest(ref.name, allowed)}; allowed: {', '.join(allowed) or '(none)'}{maybe}")
             continue
         impl = op.impls[base_name(ref.name)]
         found.append(impl)
