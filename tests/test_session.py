@@ -533,3 +533,12 @@ def test_an_ab_sides_plugin_file_must_exist(tmp_path):
         load_session(path)
     (tmp_path / "other.py").write_text("# a plugin\n")
     assert load_session(path).runs[0].compare[1].plugin == "other.py"
+
+
+def test_a_problem_that_quotes_another_files_line_names_the_session_files():
+    from workbench.session_yaml import Problem
+
+    assert str(Problem("plugins[0]", "plug.py:2: SyntaxError: invalid syntax", 3)) == \
+        "plugins[0]: plug.py:2: SyntaxError: invalid syntax (session file line 3)"
+    assert str(Problem("runs[0].shape.M", "must be a positive integer, got -3", 6)) == \
+        "runs[0].shape.M: must be a positive integer, got -3 (line 6)"

@@ -23,6 +23,9 @@ SAFE_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in (
 MAX_NODES = 100_000  # after alias expansion: refuses "billion laughs" documents
 
 
+_FILE_LINE = re.compile(r"\.\w+:\d+\b")  # `plug.py:2`, a line of another file in a message
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with a session: where (dotted path, line) and what."""
@@ -32,8 +35,11 @@ class Problem:
     line: int | None = None
 
     def __str__(self) -> str:
+        """`path: message (line N)`; `(session file line N)` when the message carries a line of
+        another file (a plugin's `plug.py:2: SyntaxError`: two bare line numbers read as one)."""
         where = f"{self.path}: " if self.path else ""
-        line = f" (line {self.line})" if self.line else ""
+        of = "session file line" if _FILE_LINE.search(self.message) else "line"
+        line = f" ({of} {self.line})" if self.line else ""
         return f"{where}{self.message}{line}"
 
     def as_dict(self) -> dict:
