@@ -168,6 +168,8 @@ def test_a_library_binding_builds_loads_and_raises_through_torch_ops(tmp_path):
     assert Path(module.__file__).is_file()
     with pytest.raises(RuntimeError, match="scaled: float32 only, got Int"):
         module.scaled(torch.ones(3, dtype=torch.int32), 3)
+    again = build_inline("wb_scaled_test", LIBRARY_CPP, ["scaled"], "library", tmp_path)  # a warm worker's next run
+    assert again.scaled(torch.ones(2), 2).tolist() == [2.0, 2.0]
 
 
 def test_a_cpu_torch_gets_one_clear_unavailable_error_not_an_oserror(tmp_path):

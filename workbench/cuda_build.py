@@ -109,8 +109,8 @@ def load_cuda(prefix: str, cu_path: Path, cpp_binding: str, functions: list[str]
     is put before the binding) or "library" (the binding includes the headers it uses, e.g.
     <ATen/core/Tensor.h>, and its functions, whose arguments must be Tensor, int64_t, double or
     bool, are registered with TORCH_LIBRARY; the object returned has one attribute per function,
-    the operator's default overload). Raises UnavailableError naming a missing nvcc or ninja,
-    ValueError for another binding.
+    the operator's default overload). Raises UnavailableError naming a missing nvcc or ninja, or
+    a torch that cannot build CUDA (a CPU build), ValueError for another binding.
     """
     import importlib.util
 
