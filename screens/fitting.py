@@ -91,8 +91,9 @@ class FittedFooter(Footer):
                       for _, binding, enabled, tooltip in screen.active_bindings.values() if binding.show)
         if shown == self._shown and self._bindings_ready:
             return
-        self._shown = shown
         super().bindings_changed(screen)
+        if screen.app.app_focus and self.is_attached and screen is self.screen:  # what recomposes
+            self._shown = shown
 
     def on_resize(self) -> None:
         if self.size.width != self._width:
