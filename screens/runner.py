@@ -10,6 +10,7 @@ after an edit costs the kernel, not a process start. The pool closes when the ap
 
 from __future__ import annotations
 
+import sys
 import threading
 from pathlib import Path
 import time
@@ -326,7 +327,10 @@ class RunnerMixin:
         try:
             sessions_io.write_results(doc, path)
         except (OSError, ValueError) as exc:
-            self.report(f"results not written: {exc}", "warning")
+            if self._closing_down():  # no pane left to say it in; the journal keeps the rows
+                print(f"workbench: results not written: {exc}", file=sys.stderr)
+            else:
+                self.report(f"results not written: {exc}", "warning")
             return
         if self._journal is not None:
             self._journal.discard()  # the results file holds its rows now
