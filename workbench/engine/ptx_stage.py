@@ -5,7 +5,9 @@ module; it is imported lazily so the engine works without it (ptx null, a Log wa
 This runs in the execution child where Triton is compiled (GPU), and in a separate child
 without TRITON_INTERPRET where Triton is interpreted (CONTRACTS.md, "Isolation and events").
 An implementation with no PTX (UnavailableError) leaves ptx null with a Log line; other
-errors fail a ptx-only row and are a flag on a row that also measured something.
+errors, and a record whose `error` says the kernel did not compile (its notes keep the
+compiler's words for the pane), fail a ptx-only row and are a flag on a row that also measured
+something: a `.cu` with a syntax error was an `ok` row, exit 0 (a new user's try).
 """
 
 from __future__ import annotations
@@ -53,3 +55,10 @@ def ptx_row(channel: Any, row: Any, record: dict, op: Any, impl: Any, spec: Any,
         return
     record["ptx"] = ptx
     channel.event(Ptx(row.key, ptx, dict(texts or {})))
+    if ptx.get("error"):  # the kernel did not compile: the pane shows the compiler's words, the row says so
+        message = f"ptx failed: {ptx['error']}"
+        channel.event(Log(row.key, message, "error"))
+        if ptx_only:
+            record.update(status="failed", error=message)
+        else:
+            record["flags"].append(message)

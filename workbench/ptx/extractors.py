@@ -69,7 +69,8 @@ def default_target(has_cuda: bool) -> str:
 
 
 def record(target: str, source: str | None, kernels: list[dict], notes: list[str], **extra: Any) -> dict:
-    """A CONTRACTS `ptx` record."""
+    """A CONTRACTS `ptx` record (`error`: the compile failed, and why; the row is flagged or,
+    with ptx its only action, failed: engine/ptx_stage.py)."""
     return {"target": target, "source": source, "kernels": kernels, "notes": notes, **extra}
 
 
@@ -95,8 +96,8 @@ def triton_record(job: PtxJob) -> tuple[dict, Texts]:
         raise
     except Exception as exc:  # never crash on API drift or a failed compile: say why (and where)
         where = locate(exc, _kernel_files(launch))
-        return record(job.target_name, "aot", [], [f"ahead-of-time compile failed{f' at {where}' if where else ''}: "
-                                                   f"{exc}"], triton=triton.__version__), {}
+        failed = f"ahead-of-time compile failed{f' at {where}' if where else ''}: {exc}"
+        return record(job.target_name, "aot", [], [failed], triton=triton.__version__, error=failed), {}
     notes = [config_note(build.config, launch.note)] + build.notes
     if launched:
         notes.append("the kernel a real launch compiled (found in the JIT cache)")
@@ -134,8 +135,10 @@ def cuda_record(job: PtxJob) -> tuple[dict, Texts]:
     name, source = job.target_name, job.source
     try:
         out = compile_cu(source.path, name, source.extra_nvcc_flags, cache_dir=job.cache_dir)
-    except (UnavailableError, ToolError, OSError) as exc:
+    except UnavailableError as exc:  # no nvcc: a note (admission already names it), not a failed compile
         return record(name, "nvcc", [], [str(exc)]), {}
+    except (ToolError, OSError) as exc:  # the .cu did not compile: the record says why, the row fails
+        return record(name, "nvcc", [], [str(exc)], error=str(exc)), {}
     notes = [f"nvcc {' '.join(out.flags)} {source.path.name}" + (" (cached)" if out.cached else "")]
     kernels, match_notes = match_kernels(out.ptx, source.kernels, getattr(job.spec, "dtype", None))
     notes += match_notes

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -64,6 +65,18 @@ def find_demangler() -> str | None:
     return find_tool("cu++filt") or find_tool("c++filt")
 
 
+def failure_lines(output: str, first_errors: int = 3, tail: int = 8) -> str:
+    """What a failed tool said, joined by " | ": its first `first_errors` error lines (a
+    compiler's first error is the one to fix; the tail of five began mid-message) and how many
+    more, else its last `tail` lines."""
+    lines = [line.rstrip() for line in output.strip().splitlines()]
+    errors = [line for line in lines if re.search(r"\berror\b", line, re.IGNORECASE)]
+    if not errors:
+        return " | ".join(lines[-tail:])
+    more = f" | ... and {len(errors) - first_errors} more error(s)" if len(errors) > first_errors else ""
+    return " | ".join(errors[:first_errors]) + more
+
+
 def run_tool(cmd: Sequence[str], *, input_text: str | None = None, timeout_s: float = TOOL_TIMEOUT_S,
              cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run a tool, capturing text output; raise ToolError naming the command on failure."""
@@ -75,8 +88,7 @@ def run_tool(cmd: Sequence[str], *, input_text: str | None = None, timeout_s: fl
     except OSError as exc:
         raise ToolError(f"{Path(cmd[0]).name} could not start: {exc}") from exc
     if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-8:]
-        raise ToolError(f"{Path(cmd[0]).name} failed (exit {proc.returncode}): " + " | ".join(tail))
+        raise ToolError(f"{Path(cmd[0]).name} failed (exit {proc.returncode}): " + failure_lines(proc.stderr or proc.stdout))
     return proc
 
 
