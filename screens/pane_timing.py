@@ -168,14 +168,16 @@ def row_detail(row: Row) -> Text:
 
 
 def notes(timing: dict, flags=()) -> str:
-    """What the figure's reader must know: launch-bound, clock drift, L2 not flushed, a median
-    that did not converge (the engine's flag)."""
+    """What the figure's reader must know: launch-bound, clock drift, L2 not flushed, a CPU
+    whose cores were busy, a median that did not converge (the engine's flags)."""
     marks = [text for key, text in (("launch_bound", "launch-bound"), ("clock_fell", "clock fell"))
              if timing.get(key)]
     if timing.get("flush_l2") is False:
         marks.append("L2 warm")
     if timing.get("device_median_ms") is not None:
         marks.append(f"device {fmt.ms(timing['device_median_ms'])}")
+    if any(str(flag).startswith("CPU contended") for flag in flags):
+        marks.append("CPU contended")  # first: it is why the median did not converge
     if any(str(flag).startswith("median not converged") for flag in flags):
         marks.append("not converged")
     return ", ".join(marks)

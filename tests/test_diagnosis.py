@@ -243,6 +243,18 @@ def test_unconverged_mlp_row_is_noisy_and_points_at_an_ab():
     assert "noisy" not in _rules(converged)
 
 
+def test_a_contended_cpu_row_says_free_the_cores_not_raise_rep_ms():
+    doc = json.loads(CPU_DOC.read_text())
+    row = {**_row(doc, "triton"), "flags": [
+        "CPU contended: the worker's threads waited for a core 58% of the timed window (2 cores, load average 0.4); "
+        "other processes share them, so these CPU timings are not reliable",
+        "median not converged: estimated error 9% > target 0.5% after 40 samples (rep_ms 100 reached)"]}
+    rules = [f["rule"] for f in diagnose_record(row, doc["environment"], doc["results"])]
+    assert "cpu_contended" in rules and "noisy" not in rules  # "raise rep_ms" was the advice before
+    found = next(f for f in diagnose_record(row, doc["environment"], doc["results"]) if f["rule"] == "cpu_contended")
+    assert "free the cores" in found["suggestion"] and found["severity"] == "problem"
+
+
 TODAY = RESULTS / "2026-12-01" / "replay"  # replayed through the CLI on the H200, 2026-12-01
 
 

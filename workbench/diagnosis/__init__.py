@@ -38,7 +38,8 @@ RULES: tuple[Rule, ...] = (
     Rule("l2_resident", traffic.l2_resident),
     Rule("recompiles", timing.recompiles),
     Rule("clock_drop", timing.clock_drop),
-    Rule("noisy", timing.noisy),
+    Rule("cpu_contended", timing.cpu_contended),
+    Rule("noisy", timing.noisy, unless=("cpu_contended",)),  # not "raise rep_ms": the cores are the cause
 )
 RULE_NAMES = tuple(rule.name for rule in RULES)
 

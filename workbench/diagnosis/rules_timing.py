@@ -142,6 +142,20 @@ def recompiles(record: Record, ctx: Context) -> Finding | None:
                    "(torch._dynamo.explain)", "problem", {"recompiles": int(count)})
 
 
+CONTENDED_FLAG = "CPU contended"  # engine/bench.contention_flag's words
+
+
+def cpu_contended(record: Record, ctx: Context) -> Finding | None:
+    """A CPU row whose worker threads waited for a core (the engine's flag): the median is the
+    stall's, and more samples only measure the stall again."""
+    flag = next((f for f in record.get("flags") or () if str(f).startswith(CONTENDED_FLAG)), None)
+    if flag is None:
+        return None
+    return Finding("cpu_contended", flag, "free the cores (other jobs; in the TUI its own redraws share them: "
+                   "`workbench --replay` times headless), or time on fewer threads (OMP_NUM_THREADS=1 before "
+                   "starting workbench); a longer rep_ms only measures the stall again", "problem", {})
+
+
 def noisy(record: Record, ctx: Context) -> Finding | None:
     flag = next((f for f in record.get("flags") or () if str(f).startswith("median not converged")), None)
     if flag is None:
