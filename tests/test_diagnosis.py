@@ -246,8 +246,9 @@ def test_unconverged_mlp_row_is_noisy_and_points_at_an_ab():
 def test_a_contended_cpu_row_says_free_the_cores_not_raise_rep_ms():
     doc = json.loads(CPU_DOC.read_text())
     row = {**_row(doc, "triton"), "flags": [
-        "CPU contended: the worker's threads waited for a core 58% of the timed window (2 cores, load average 0.4); "
-        "other processes share them, so these CPU timings are not reliable",
+        "CPU contended: while timing, the worker's threads waited 0.58 s for a core per second (summed over "
+        "its threads; 2 cores, shared with other processes or this workbench's own front end), so these "
+        "timings are not the op's alone",
         "median not converged: estimated error 9% > target 0.5% after 40 samples (rep_ms 100 reached)"]}
     rules = [f["rule"] for f in diagnose_record(row, doc["environment"], doc["results"])]
     assert "cpu_contended" in rules and "noisy" not in rules  # "raise rep_ms" was the advice before

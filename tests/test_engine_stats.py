@@ -216,7 +216,7 @@ def test_a_cpu_row_is_flagged_when_its_threads_waited_for_a_core():
 
     assert contention_flag(1.0, 1.0 + CONTENDED * 2.0, 2.0) is None  # at the line: not flagged
     flag = contention_flag(1.0, 2.6, 2.0)
-    assert flag.startswith("CPU contended: the worker's threads waited for a core 80% of the timed window")
+    assert flag.startswith("CPU contended: while timing, the worker's threads waited 0.80 s for a core per second")
     assert contention_flag(None, 1.0, 1.0) is None and contention_flag(0.0, None, 1.0) is None
 
 

@@ -141,7 +141,7 @@ def test_timing_notes_say_when_the_median_did_not_converge():
     flag = "median not converged: estimated error 40% > target 0.5% after 7 samples (rep_ms 100 reached)"
     assert "not converged" in notes({"flush_l2": True}, [flag])
     assert "not converged" not in notes({"flush_l2": True}, [])
-    contended = "CPU contended: the worker's threads waited for a core 58% of the timed window (2 cores, ...)"
+    contended = "CPU contended: while timing, the worker's threads waited 0.58 s for a core per second (...)"
     assert notes({"flush_l2": True}, [contended, flag]) == "CPU contended, not converged"  # the TUI hid it
 
 

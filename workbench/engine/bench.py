@@ -102,10 +102,9 @@ def contention_flag(before_s: float | None, after_s: float | None, wall_s: float
     share = (after_s - before_s) / wall_s
     if share <= CONTENDED:
         return None
-    load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
-    return (f"CPU contended: the worker's threads waited for a core {100 * share:.0f}% of the timed "
-            f"window ({os.cpu_count()} cores{load}); other processes share them, so these CPU timings "
-            f"are not reliable")
+    return (f"CPU contended: while timing, the worker's threads waited {share:.2f} s for a core per "
+            f"second (summed over its threads; {os.cpu_count()} cores, shared with other processes or "
+            f"this workbench's own front end), so these timings are not the op's alone")
 
 
 def throttled(check, interval_s: float = CANCEL_POLL_S, clock=time.perf_counter):
