@@ -182,3 +182,14 @@ def test_a_cpu_torch_gets_one_clear_unavailable_error_not_an_oserror(tmp_path):
         pytest.skip("no nvcc: load_cuda stops at that first")
     with pytest.raises(UnavailableError, match="this torch is a CPU build"):
         load_cuda("wbt", write_cu(tmp_path), "int f();", ["f"], tmp_path, binding="library")
+
+
+def test_the_ptx_pane_compiles_with_the_defines_load_inline_builds_with():
+    """A `__half` operator the build refuses (torch's -D__CUDA_NO_HALF_OPERATORS__) compiled in
+    the PTX pane; the pane's flags carry torch's own list."""
+    from torch.utils.cpp_extension import COMMON_NVCC_FLAGS
+
+    from workbench.ptx.nvcc import BASE_FLAGS, TORCH_NVCC_FLAGS
+
+    assert list(TORCH_NVCC_FLAGS) == list(COMMON_NVCC_FLAGS)
+    assert set(TORCH_NVCC_FLAGS) <= set(BASE_FLAGS)

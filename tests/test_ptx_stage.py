@@ -54,3 +54,19 @@ def test_a_failed_tool_keeps_its_first_errors_not_only_its_tail():
     assert shown.startswith('k.cu(3): error: identifier "concept" is undefined | k.cu(9)')
     assert shown.endswith("... and 1 more error(s)")  # "4 errors detected" is the summary, not one
     assert failure_lines("a\nb\nc") == "a | b | c"  # no error line: the tail
+
+
+def test_a_half_operator_the_build_refuses_fails_the_ptx_compile_too(tmp_path):
+    """torch's load_inline builds with -D__CUDA_NO_HALF_OPERATORS__, so `a * b` on __half does not
+    build; the pane compiled it (its flags lacked torch's defines)."""
+    from workbench.ptx.tools import ToolError
+    from workbench.machine import find_nvcc
+    from workbench.ptx.nvcc import compile_cu
+
+    if find_nvcc() is None:
+        pytest.skip("nvcc not found")
+    cu = tmp_path / "h.cu"
+    cu.write_text('#include <cuda_fp16.h>\n__global__ void k(__half* c, const __half* a, const __half* b) '
+                  '{ int i = threadIdx.x; c[i] = a[i] * b[i]; }\n')
+    with pytest.raises(ToolError, match="error"):
+        compile_cu(cu, cache_dir=tmp_path / "cache")

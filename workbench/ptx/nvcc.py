@@ -25,9 +25,15 @@ from workbench.machine import find_nvcc
 from workbench.ptx.counts import KernelText, split_kernels
 from workbench.ptx.tools import cache_key, default_cache_dir, demangle, run_tool, tool_identity
 
+# What torch's load_inline adds to every .cu it builds (torch.utils.cpp_extension.COMMON_NVCC_FLAGS;
+# a test holds the two equal), so the pane compiles what runs: a __half operator the build refuses
+# is refused here too (it compiled in the pane before: a new user's try). The shipped kernels' PTX
+# is the same with and without them (gelu.cu, softmax.cu: no line differs).
+TORCH_NVCC_FLAGS = ("-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
+                    "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__", "--expt-relaxed-constexpr")
 # -O3 as cuda_build.load_cuda passes it; -lineinfo adds the .loc lines and line tables the source
 # map reads (the SASS is the same with and without it: checked on gelu, softmax, matmul .cu)
-BASE_FLAGS = ("-O3", "-lineinfo")
+BASE_FLAGS = ("-O3", "-lineinfo", *TORCH_NVCC_FLAGS)
 # The C++ type a kernel template is instantiated with, per dtype (as the .cu files spell them).
 CXX_TYPES = {"float32": ("float",), "float16": ("__half", "half"), "bfloat16": ("__nv_bfloat16", "nv_bfloat16")}
 
