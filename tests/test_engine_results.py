@@ -59,7 +59,10 @@ def test_estimate_skips_only_far_beyond_the_timeout():
     est = estimate_row(small, "cpu", ("check", "bench"), itemsize=4, warmup_ms=25, rep_ms=100, min_samples=10)
     assert est.seconds < 1.0 and skip_reason(est, 120.0, memory_bytes=2**30) is None
     huge = estimate_row(Cost(2**40, 2**40, 0), "cuda", ("check",), itemsize=4, warmup_ms=0, rep_ms=0, min_samples=1)
-    assert "more than the device's" in skip_reason(huge, 1e9, memory_bytes=141 * 2**30)
+    past_all = skip_reason(huge, 1e9, memory_bytes=141 * 2**30)  # it cannot fit: no --force offered
+    assert "more than all of the device's 141.0 GiB, so it cannot run here" in past_all and "--force" not in past_all
+    near = skip_reason(huge, 1e9, memory_bytes=int(huge.memory_bytes / 0.95))  # over 90% of it: --force may do
+    assert "more than the device's" in near and near.endswith("(run with --force to try)")
 
 
 def test_rows_expand_runs_impls_and_sweeps():

@@ -125,7 +125,12 @@ def estimate_row(cost: Cost, way: str, actions: tuple[str, ...], *, itemsize: in
 
 
 def skip_reason(estimate: Estimate, timeout_s: float, memory_bytes: int | None) -> str | None:
-    """Why the row is too large to run without --force, or None."""
+    """Why the row is too large to run without --force, or None. Past all of the device's
+    memory it cannot run at all, so --force is not offered (`M: 99999999999` on a CPU was told
+    to try --force for 47685 GiB)."""
+    if memory_bytes and estimate.memory_bytes > memory_bytes:
+        return (f"{estimate.describe()}: more than all of the device's {memory_bytes / 2**30:.1f} GiB, "
+                f"so it cannot run here; a smaller shape can")
     if estimate.seconds > TIME_FACTOR * timeout_s:
         return f"{estimate.describe()}: far beyond timeout_s {timeout_s:g} s (run with --force to try)"
     if memory_bytes and estimate.memory_bytes > MEMORY_FRACTION * memory_bytes:
