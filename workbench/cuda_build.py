@@ -133,7 +133,6 @@ def build_inline(name: str, cpp_binding: str, functions: list[str], binding: str
     load_cuda's binding rules; cuda_src None builds a C++-only module (what CPU tests can
     load). Returns the pybind module, or for "library" a namespace of the operators."""
     from torch.utils import cpp_extension
-    from torch.utils.cpp_extension import load_inline
 
     if cuda_src is not None and cpp_extension.CUDA_HOME is None:  # load_inline's own OSError
         import torch
@@ -143,7 +142,7 @@ def build_inline(name: str, cpp_binding: str, functions: list[str], binding: str
         cpp, fns = "#include <torch/extension.h>\n" + cpp_binding, functions
     else:
         cpp, fns = cpp_binding + "\n" + library_registration(name, functions), None
-    build = lambda directory: load_inline(  # noqa: E731
+    build = lambda directory: cpp_extension.load_inline(  # noqa: E731
         name=name, cpp_sources=[cpp], cuda_sources=[cuda_src] if cuda_src is not None else None,
         functions=fns, extra_cuda_cflags=list(extra_cuda_cflags), verbose=False, build_directory=directory,
         is_python_module=binding == "pybind", no_implicit_headers=True)

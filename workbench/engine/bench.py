@@ -40,7 +40,7 @@ def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ce
     def on_samples(batch):
         dev.channel.event(Samples(row.key, batch, timer.name))
 
-    waited0, t0 = run_delay_s(), time.perf_counter()
+    waited0, t0 = (None if dev.is_cuda else run_delay_s()), time.perf_counter()  # CPU rows only
     with ClockSampler(dev.info if dev.is_cuda else None) as clocks:
         run = measure_run(lambda: fn(*inputs), timer, rule, warmup_ms=settings.warmup_ms, flush=flush,
                           on_samples=on_samples, cancelled=throttled(dev.stop.is_set), limited=clocks.limited)

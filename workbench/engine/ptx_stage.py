@@ -46,19 +46,19 @@ def ptx_row(channel: Any, row: Any, record: dict, op: Any, impl: Any, spec: Any,
             record.update(status="unavailable", error=str(exc))
         return
     except Exception as exc:  # the extractor's failure is this row's ptx failure, not a crash
-        message = f"ptx failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        channel.event(Log(row.key, message, "error"))
-        if ptx_only:
-            record.update(status="failed", error=message)
-        else:
-            record["flags"].append(message)
+        _failed(channel, row, record, ptx_only,
+                f"ptx failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
         return
     record["ptx"] = ptx
     channel.event(Ptx(row.key, ptx, dict(texts or {})))
     if ptx.get("error"):  # the kernel did not compile: the pane shows the compiler's words, the row says so
-        message = f"ptx failed: {ptx['error']}"
-        channel.event(Log(row.key, message, "error"))
-        if ptx_only:
-            record.update(status="failed", error=message)
-        else:
-            record["flags"].append(message)
+        _failed(channel, row, record, ptx_only, f"ptx failed: {ptx['error']}")
+
+
+def _failed(channel: Any, row: Any, record: dict, ptx_only: bool, message: str) -> None:
+    """A ptx failure: a Log error; the row's status and error when ptx was all it asked, else a flag."""
+    channel.event(Log(row.key, message, "error"))
+    if ptx_only:
+        record.update(status="failed", error=message)
+    else:
+        record["flags"].append(message)
