@@ -208,6 +208,10 @@ def _dtype(value: Any, path: str, problems: Problems) -> str | None:
     if value is None:
         return None
     allowed = [d.value for d in DType]
+    if not isinstance(value, str):  # a list of dtypes crashed the lookups below (unhashable)
+        problems.add(path, f"must be one dtype name, got {show(value)}; allowed: {', '.join(allowed)}"
+                           + (" (one run per dtype)" if isinstance(value, (list, tuple)) else ""))
+        return None
     if value in DTYPE_ALIASES:  # another name of an allowed dtype
         problems.add(path, f"unknown dtype {show(value)}: write {show(DTYPE_ALIASES[value])}; allowed: {', '.join(allowed)}")
         return None
