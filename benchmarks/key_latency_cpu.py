@@ -5,7 +5,10 @@ manual at 256^2, 30 s of timing), split into key -> pane active and active -> fr
 
     .venv/bin/python benchmarks/key_latency_cpu.py [FOLDER]
 
-Prints one JSON line: median_ms, latencies_ms, and parts_ms [[key->active, active->painted], ...].
+Prints one JSON line: median_ms and latencies_ms (key -> the first frame with the pane, the
+stage's figure), key_to_frame_median_ms (the figure before 2026-12-02: until a refresh after
+the pane was seen active), parts_ms [[key->active, active->frame], ...] (negative: the poll saw
+the pane active only after its frame) and per_press (gc, layout and compositor ms).
 A/B of two versions of screens/ is done by running this once per version in turn (the results
 README of the session that did it shows the loop).
 """
@@ -25,10 +28,12 @@ async def _measure(folder: Path) -> dict:
     from workbench.engine.options import RunOptions
 
     path = _session_file(folder, "streaming", ("pytorch", "manual"), 256, False, rep_ms=30000, streaming=True)
-    median, detail = await tui._key_latency(path, folder, RunOptions(cache_dir=folder / "cache" / "workbench"))
+    options = RunOptions(cache_dir=folder / "cache" / "workbench")
+    median, detail = await tui._key_latency(path, folder, options)
     parts = [[round(a, 1), round(t - a, 1)] for a, t in zip(detail["key_to_pane_active_ms"], detail["latencies_ms"])]
     return {"median_ms": round(median, 1), "latencies_ms": [round(x, 1) for x in detail["latencies_ms"]],
-            "parts_ms": parts, "run_still_streaming": detail["run_still_streaming"]}
+            "key_to_frame_median_ms": round(detail["key_to_frame_median_ms"], 1), "parts_ms": parts,
+            "run_still_streaming": detail["run_still_streaming"], "per_press": detail["per_press"]}
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ is the layout, the keys and the notices.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -85,6 +86,11 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
                  opener: Callable[..., sessions_io.Opened] | None = None,
                  data_dir: Path | None = None, watch: bool = False) -> None:
         super().__init__()
+        if "TEXTUAL_ANIMATIONS" not in os.environ:
+            # No tab-underline glide: its 0.3 s of 60 fps frames were drawn while the next pane key
+            # waited (a keyboard tool over SSH wants the answer, not the motion);
+            # TEXTUAL_ANIMATIONS=basic|full brings it back.
+            self.animation_level = "none"
         _start_resource_tracker()
         self.ws = Workspace()
         self._session_arg, self._options = session_path, options

@@ -54,7 +54,7 @@ class EditorMixin:
         param = ", ".join(sweep.params) if sweep else ""
         self.query_one(TimingPane).sweep_param = param
         self.query_one(TrafficPane).sweep_param = param
-        self.mark_stale()
+        self.mark_stale(redraw=False)  # the model set below redraws the chart, stale note included
         for pane in RESULT_PANES:
             try:
                 self.query_one(pane).model = model
@@ -100,14 +100,20 @@ class EditorMixin:
         if self._edit(run) and availability:
             self.show_impls()
 
-    def mark_stale(self) -> None:
-        """Tell the Timing pane the spec being edited, so results of another spec are marked."""
+    def mark_stale(self, redraw: bool = True) -> None:
+        """Tell the Timing pane the spec being edited, so results of another spec are marked;
+        redraw=False when the caller redraws the pane next (a chart drawn twice per results
+        update was a third of the redraw mid-run)."""
         ws = self.ws
-        if ws.run is None or ws.op is None:
-            self.query_one(TimingPane).current = None
-            return
-        swept = tuple(ws.run.sweep.params) if ws.run.sweep else ()
-        self.query_one(TimingPane).current = (editing.shape_of(ws.run, ws.op), editing.dtype_of(ws.run, ws.op), swept)
+        current = None
+        if ws.run is not None and ws.op is not None:
+            swept = tuple(ws.run.sweep.params) if ws.run.sweep else ()
+            current = (editing.shape_of(ws.run, ws.op), editing.dtype_of(ws.run, ws.op), swept)
+        pane = self.query_one(TimingPane)
+        if redraw:
+            pane.current = current
+        else:
+            pane.set_reactive(TimingPane.current, current)
 
     def _edit(self, run) -> bool:
         titles = self.ws.run_titles()

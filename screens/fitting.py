@@ -7,7 +7,7 @@ dropped first until the rest fit beside the palette hint (Textual's Footer cut `
 
 from __future__ import annotations
 
-from textual.widgets import Footer, TabbedContent
+from textual.widgets import Footer, TabbedContent, Tabs
 
 from .commands import PANE_TITLES
 
@@ -19,6 +19,7 @@ TAB_PADDING = 2  # a Tab's padding: one cell each side (Textual's default CSS)
 # right; `?` (help, which lists every key) goes last
 DROP_FIRST = ("ctrl+o", "ctrl+s", "q", "b", "e")
 KEEP_LAST = ("question_mark",)
+FOOTER_SETTLE_S = 0.06  # bindings updates this close together make one footer recompose
 
 
 def tab_labels(pane_ids: list[str], width: int) -> dict[str, str]:
@@ -39,10 +40,14 @@ class PaneTabs(TabbedContent):
 
     def fit_labels(self) -> None:
         panes = [pane.id for pane in self.query_children("ContentSwitcher").first().children if pane.id]
+        changed = False
         for pane, label in tab_labels(panes, self.content_size.width).items():
             tab = self.get_tab(pane)
             if str(tab.label) != label:
-                tab.label = label
+                tab.label, changed = label, True
+        if changed:  # the underline under the active tab's new width, whichever layout pass comes first
+            tabs = self.query_one(Tabs)
+            self.call_after_refresh(lambda: tabs.is_attached and tabs._highlight_active(animate=False))
 
 
 def _hint_width(key) -> int:
@@ -65,6 +70,7 @@ class FittedFooter(Footer):
 
     _width = 0
     _shown: tuple | None = None  # the hints of the last recompose asked for
+    _pending = None  # the Timer of a recompose asked for and not yet done
 
     def compose(self):
         widgets = list(super().compose())
@@ -84,16 +90,26 @@ class FittedFooter(Footer):
         yield from (w for w in widgets if not any(w is key for key in dropped))
 
     def bindings_changed(self, screen) -> None:
-        """Recompose only when the hints shown would differ. Textual's Footer rebuilds every key
-        widget on each bindings update, and a pane key (a focus move) is one: ~13 ms of widget
-        styling a key press on the 2-core CPU, for hints that were mostly the same."""
-        shown = tuple((binding.key, binding.description, binding.action, enabled, tooltip)
-                      for _, binding, enabled, tooltip in screen.active_bindings.values() if binding.show)
-        if shown == self._shown and self._bindings_ready:
+        """Recompose once the bindings have settled, and only when the hints shown would differ.
+        Textual's Footer rebuilds every key widget on each bindings update, and a pane key is
+        three of them (focus leaves, the pane switches, focus arrives): three recomposes of ~12
+        widgets a key press, drawn while the pane's frame waited. Here the updates within
+        FOOTER_SETTLE_S fold into one, after the pane has been drawn."""
+        self._bindings_ready = True
+        if not screen.app.app_focus or not self.is_attached or screen is not self.screen:
             return
-        super().bindings_changed(screen)
-        if screen.app.app_focus and self.is_attached and screen is self.screen:  # what recomposes
+        if self._pending is None:
+            self._pending = self.set_timer(FOOTER_SETTLE_S, self._settle)
+
+    async def _settle(self) -> None:
+        self._pending = None
+        if not self.is_attached:
+            return
+        shown = tuple((binding.key, binding.description, binding.action, enabled, tooltip)
+                      for _, binding, enabled, tooltip in self.screen.active_bindings.values() if binding.show)
+        if shown != self._shown:
             self._shown = shown
+            await self.recompose()
 
     def on_resize(self) -> None:
         if self.size.width != self._width:

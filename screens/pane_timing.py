@@ -57,6 +57,11 @@ class TimingPane(Container):
         self.query_one(KeyDataTable).add_columns(*COLUMNS)
         self._draw()
 
+    def on_show(self) -> None:
+        if self._pending_chart is not None:
+            rows = self._pending_chart
+            self.call_after_refresh(lambda: self._pending_chart is rows and self._draw_chart(rows))
+
     def watch_model(self) -> None:
         self._draw()
 
@@ -77,7 +82,17 @@ class TimingPane(Container):
         self._draw_chart(rows)
         self._fill_table(rows)
 
+    _pending_chart: list[Row] | None = None  # rows whose chart waits for the pane to be on screen
+
     def _draw_chart(self, rows: list[Row]) -> None:
+        """Draw the chart, or, while the pane is off screen (another pane's key), keep the rows
+        until it is shown: a pane key then paints the last build at once and the fresh one a
+        frame later (on_show), instead of a plotext build inside the key's frame (mid-run, the
+        Timing pane's frame took 60-90 ms on the H200 against 30-45 ms for Profile)."""
+        if not self.is_on_screen:
+            self._pending_chart = rows
+            return
+        self._pending_chart = None
         plot = self.query_one(ChartPlot)
         metric, param = self.metric, self.sweep_param
         caption = plot.draw(lambda plt: self._chart(plt, rows, metric, param)) if rows \

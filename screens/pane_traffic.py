@@ -54,7 +54,20 @@ class TrafficPane(Vertical):
             table.add_columns(*columns(measured))
         table.replace_rows(traffic_cells(row, worst, measured) for row in rows)
 
+    _pending_roofline: tuple | None = None  # (rows, environment) waiting for the pane to be on screen
+
+    def on_show(self) -> None:
+        pending = self._pending_roofline
+        if pending is not None:  # drawn a frame after the pane's key (as TimingPane's chart)
+            self.call_after_refresh(lambda: self._pending_roofline is pending and self._draw_roofline(*pending))
+
     def _draw_roofline(self, rows: list[Row], environment: dict) -> None:
+        """Draw the roofline; off screen, keep what to draw until the pane is shown (results
+        mid-run redrew it on every update behind another pane)."""
+        if not self.is_on_screen:
+            self._pending_roofline = (rows, environment)
+            return
+        self._pending_roofline = None
         plot = self.query_one(ChartPlot)
         ceilings = environment.get("ceilings") or {}
         dtype = next((r.record.get("dtype") for r in rows if r.record), None)

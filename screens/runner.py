@@ -22,7 +22,7 @@ from workbench import journal
 from textual import work
 from textual.css.query import NoMatches
 
-from . import editing, fmt, sessions_io
+from . import editing, fmt, heap, sessions_io
 from .devices_view import DeviceProgress
 from .messages import CancelRequested, EngineEvent, RunCrashed, RunDone, RunRequested
 from .pane_log import describe
@@ -289,6 +289,7 @@ class RunnerMixin:
             if not self._closing_down():
                 raise
         self._write_results(doc)
+        self.call_after_refresh(heap.settle)  # the run's objects out of the next run's collections
 
     def _show_run_done(self, message: RunDone) -> None:
         self._finished()

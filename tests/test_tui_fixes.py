@@ -483,7 +483,8 @@ def test_a_chart_is_built_once_per_drawing_size_and_theme():
 
 
 def test_the_footer_recomposes_only_when_its_hints_change():
-    """Textual's Footer rebuilt every hint widget on each bindings update (every focus move)."""
+    """Textual's Footer rebuilt every hint widget on each bindings update (every focus move);
+    updates close together fold into one recompose (FOOTER_SETTLE_S)."""
     import asyncio
 
     from textual.app import App
@@ -513,13 +514,141 @@ def test_the_footer_recomposes_only_when_its_hints_change():
             original = footer.recompose
             footer.recompose = lambda: (composed.append(1), original())[1]
             app.query_one("#a").focus()
-            await pilot.pause()
+            await pilot.pause(0.2)
             composed.clear()
             app.query_one("#b").focus()  # the same hints
-            await pilot.pause()
+            await pilot.pause(0.2)
             assert composed == []
             app.query_one("#c").focus()  # other hints
-            await pilot.pause()
+            await pilot.pause(0.2)
             assert composed == [1]
             assert "Other hint" in " ".join(str(k.description) for k in footer.query("FooterKey"))
+            composed.clear()
+            for widget in ("#a", "#c", "#b"):  # three updates in a row: one recompose, the last hints
+                app.query_one(widget).focus()
+            await pilot.pause(0.2)
+            assert composed == [1]
+            assert "Same hint" in " ".join(str(k.description) for k in footer.query("FooterKey"))
     asyncio.run(go())
+
+
+def test_settle_collects_what_died_since_the_last_freeze_and_freezes_the_rest():
+    """screens/heap.settle: a cycle frozen by one settle and dropped later is freed by the next
+    (unfreeze, collect), and what lives is frozen (out of the collections during key presses)."""
+    import gc
+    import weakref
+
+    from workbench.screens import heap
+
+    class _Node:
+        pass
+
+    try:
+        node = _Node()
+        node.self = node  # a reference cycle: only the collector frees it
+        alive = weakref.ref(node)
+        heap.settle()
+        assert gc.get_freeze_count() > 0
+        del node
+        gc.collect()  # a plain collection does not walk the frozen generation
+        assert alive() is not None
+        heap.settle()
+        assert alive() is None
+    finally:
+        gc.unfreeze()
+
+
+def test_the_app_draws_no_animations_unless_asked(tmp_path, monkeypatch):
+    """The tab underline's 0.3 s glide drew frames while the next pane key waited."""
+    monkeypatch.delenv("TEXTUAL_ANIMATIONS", raising=False)
+    assert make_app(tmp_path).animation_level == "none"
+    monkeypatch.setenv("TEXTUAL_ANIMATIONS", "full")
+    assert make_app(tmp_path).animation_level == "full"
+
+
+@run_async
+async def test_a_results_update_draws_the_chart_once(tmp_path):
+    """show_results drew the Timing chart twice (the stale mark's watcher, then the model's)."""
+    from workbench.screens.pane_timing import TimingPane
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        pane = app.query_one(TimingPane)
+        drawn = []
+        original = pane._draw_chart
+        pane._draw_chart = lambda rows: (drawn.append(len(rows)), original(rows))[1]
+        app.show_results()
+        await pilot.pause()
+        assert len(drawn) == 1 and drawn[0] > 0
+        app.mark_stale()  # an edit of the spec alone still redraws (the stale note)
+        await pilot.pause()
+        assert len(drawn) == 2
+
+
+@run_async
+async def test_key_to_frame_sees_the_first_frame_with_the_pane():
+    """The key-latency figure (benchmarks/stages/_overhead_tui.key_to_frame, display_ms): the
+    first frame handed to the terminal with the pane laid out, no later than the refresh after
+    the pane was seen active; a pane that never shows is a TimeoutError."""
+    import sys
+    from pathlib import Path
+
+    from textual.app import App
+    from textual.binding import Binding
+    from textual.widgets import Label, TabPane
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from benchmarks.stages._overhead_tui import key_to_frame
+
+    class _Tabs(App):
+        BINDINGS = [Binding("2", "show('two')"), Binding("1", "show('one')")]
+
+        def compose(self):
+            with TabbedContent(id="tabs"):
+                with TabPane("one", id="one"):
+                    yield Label("first")
+                with TabPane("two", id="two"):
+                    yield Label("second")
+
+        def action_show(self, pane: str) -> None:
+            self.query_one(TabbedContent).active = pane
+
+    app = _Tabs()
+    async with app.run_test(size=(60, 12)) as pilot:
+        tabs = app.query_one(TabbedContent)
+        display_ms: list[float] = []
+        refresh = await key_to_frame(pilot, "2", lambda: tabs.active == "two", pane=app.query_one("#two"),
+                                     display_ms=display_ms)
+        assert len(display_ms) == 1 and 0 < display_ms[0] <= refresh
+        with pytest.raises(TimeoutError):
+            await key_to_frame(pilot, "x", lambda: tabs.active == "one", timeout_s=0.3)
+        assert "_display" not in vars(app)  # the hook is gone after each press
+
+
+@run_async
+async def test_the_chart_of_a_pane_off_screen_is_drawn_when_the_pane_is_shown(tmp_path):
+    """Results updates while another pane is shown leave the Timing chart undrawn; the pane's
+    key paints the last build, and the fresh drawing follows a frame later."""
+    from workbench.screens.chart_plot import ChartPlot
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        drawn = []
+        for plot in app.query(ChartPlot):  # the Timing chart and the Traffic pane's roofline
+            plot.draw = lambda fn, original=plot.draw, name=plot.id: (drawn.append(name), original(fn))[1]
+        await pilot.press("2")
+        await pilot.pause(0.1)
+        for _ in range(3):
+            app.show_results()
+            await pilot.pause()
+        assert drawn == []
+        await pilot.press("1")
+        await wait_for(pilot, lambda: drawn == ["timing-plot"])
+        await pilot.pause(0.2)
+        assert drawn == ["timing-plot"]  # the three updates make one drawing, the roofline none yet
+        await pilot.press("4")
+        await wait_for(pilot, lambda: drawn == ["timing-plot", "roofline-plot"])
