@@ -22,7 +22,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Input, Static, TabbedContent, TabPane
 
-from . import sessions_io
+from . import heap, sessions_io
 from .ab_action import ABMixin
 from .commands import PANE_TITLES, ImplsProvider, OpsProvider, SessionsProvider, action_commands
 from .dialogs import ConfirmScreen, HelpScreen
@@ -121,6 +121,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
                 ("traffic", TrafficPane()), ("log", LogPane()), ("diagnosis", DiagnosisPane()))
 
     def on_mount(self) -> None:
+        heap.pause()  # collections only between frames (heap.tick on the redraw timer)
         self._fit(self.size.width, self.size.height)
         self._focus_box = None
         self.watch(self.screen, "focused", self._focus_moved)
@@ -130,6 +131,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
             self._watch_terminal()
 
     def on_unmount(self) -> None:
+        heap.resume()
         self.stop_watch()
         self.stop_run()
         self.close_workers()

@@ -267,6 +267,7 @@ class RunnerMixin:
         """Called on a timer: redraw the panes if events arrived since the last redraw, no more
         often than REDRAW_SHARE of the time allows (events are all kept; only redraws wait)."""
         now = time.monotonic()
+        heap.tick(now, running=self.running)  # the collector runs here, between frames
         if not self._dirty or now < self._next_redraw:
             return
         self._dirty = False

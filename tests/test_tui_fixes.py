@@ -652,3 +652,33 @@ async def test_the_chart_of_a_pane_off_screen_is_drawn_when_the_pane_is_shown(tm
         assert drawn == ["timing-plot"]  # the three updates make one drawing, the roofline none yet
         await pilot.press("4")
         await wait_for(pilot, lambda: drawn == ["timing-plot", "roofline-plot"])
+
+
+def test_the_collector_runs_on_the_redraw_timer_only():
+    """heap.tick: young collections at most every TICK_EVERY_S, a full settle when idle for
+    SETTLE_IDLE_S; automatic collection is off while the app runs and back on after it."""
+    import gc
+
+    from workbench.screens import heap
+
+    try:
+        gc.unfreeze()
+        heap.settle()
+        start = heap._last_settle
+        assert heap.tick(now=start + 1.5) == "young" and gc.get_freeze_count() > 0
+        assert heap.tick(now=start + 2.0) is None  # within TICK_EVERY_S
+        assert heap.tick(now=start + heap.SETTLE_IDLE_S + 1, running=True) == "young"  # a run: no full pass
+        assert heap.tick(now=start + heap.SETTLE_IDLE_S + 1.2, running=False) == "settle"
+    finally:
+        gc.unfreeze()
+
+
+@run_async
+async def test_automatic_collection_is_off_while_the_app_runs(tmp_path):
+    import gc
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        assert not gc.isenabled()
+    assert gc.isenabled() and gc.get_freeze_count() == 0
