@@ -46,12 +46,16 @@ async def drive(folder: Path, side: int, gpu: bool, quick: bool, session_file, p
     t0 = time.monotonic()
     app = WorkbenchApp(session, options, data_dir=folder / "data")
     async with app.run_test(size=(200, 50)) as pilot:
+        timeline = _timeline(app, t0)
         await _until(pilot, lambda: app.ws.run is not None, 120)
+        timeline.append((round(time.monotonic() - t0, 3), "session loaded", None))
         statuses = []
         for index in range(len(app.ws.session.runs)):
             await _pick_run(pilot, index)
+            timeline.append((round(time.monotonic() - t0, 3), "r pressed", index))
             statuses += await _run(pilot)
-        figures["default_session_tui_s"] = (time.monotonic() - t0, {"statuses": statuses, "file": str(session)})
+        figures["default_session_tui_s"] = (time.monotonic() - t0, {"statuses": statuses, "file": str(session),
+                                                                    "timeline": timeline})
         await _pick_run(pilot, 0)
         figures["tui_rerun_after_edit_s"] = await _rerun_after_edit(pilot, side)
     path = session_file(folder, "streaming", ("pytorch", "triton"), side, gpu, rep_ms=3000 if quick else 8000,
@@ -119,6 +123,26 @@ async def _rerun_after_edit(pilot, side: int):
     seconds = (first[0] - t0) if first else None
     await _until(pilot, lambda: app.runs_finished > before, RUN_LIMIT_S)
     return seconds, {"first_samples_seen": bool(first)}
+
+
+def _timeline(app, t0: float) -> list[tuple]:
+    """(s since t0, event, row) of each engine event the app is handed but Samples (only a
+    row's first): where the default session's wall time goes."""
+    seen: list[tuple] = []
+    sampled: set = set()
+    post = app._post_event
+
+    def spy(event) -> None:
+        row = getattr(event, "row", None)
+        first = not isinstance(event, ev.Samples) or row not in sampled
+        if isinstance(event, ev.Samples):
+            sampled.add(row)
+        if first:
+            seen.append((round(time.monotonic() - t0, 3), type(event).__name__,
+                         "/".join(str(x) for x in row) if isinstance(row, tuple) else row))
+        post(event)
+    app._post_event = spy
+    return seen
 
 
 def _first_samples(app) -> list[float]:
