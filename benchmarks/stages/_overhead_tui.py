@@ -126,8 +126,9 @@ async def _rerun_after_edit(pilot, side: int):
 
 
 def _timeline(app, t0: float) -> list[tuple]:
-    """(s since t0, event, row) of each engine event the app is handed but Samples (only a
-    row's first): where the default session's wall time goes."""
+    """(s since t0, event, row[, text]) of each engine event the app is handed but Samples (only
+    a row's first; Log and Error with their first 160 characters), and each line the app adds to
+    its Log pane (the build-ahead's): where the default session's wall time goes."""
     seen: list[tuple] = []
     sampled: set = set()
     post = app._post_event
@@ -139,9 +140,18 @@ def _timeline(app, t0: float) -> list[tuple]:
             sampled.add(row)
         if first:
             seen.append((round(time.monotonic() - t0, 3), type(event).__name__,
-                         "/".join(str(x) for x in row) if isinstance(row, tuple) else row))
+                         "/".join(str(x) for x in row) if isinstance(row, tuple) else row)
+                        + ((str(getattr(event, "text", getattr(event, "message", "")))[:160],)
+                           if isinstance(event, (ev.Log, ev.Error)) else ()))
         post(event)
     app._post_event = spy
+    pane = app.log_pane
+    add = pane.add
+
+    def logged(text: str, level: str = "info") -> None:  # the app's own lines (build-ahead, ...)
+        seen.append((round(time.monotonic() - t0, 3), "log pane", None, str(text)[:160]))
+        add(text, level)
+    pane.add = logged
     return seen
 
 
