@@ -204,7 +204,8 @@ def test_tui_resolves_a_shipped_name_without_the_registry(capsys, fake_app):
 def test_tui_path_imports_no_torch():
     code = ("import sys, types; m = types.ModuleType('workbench.screens.app'); "
             "m.run = lambda path, options, watch=False: 0; sys.modules['workbench.screens.app'] = m; "
-            "from workbench.cli import main; assert main([]) == 0; "
+            "from workbench.cli import main; "
+            "sys.modules['workbench.cli.main'].terminal_problem = lambda: None; assert main([]) == 0; "
             "bad = [n for n in ('torch', 'workbench.registry', 'workbench.engine.plan') if n in sys.modules]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
@@ -214,6 +215,34 @@ def test_tui_missing_says_so(capsys, monkeypatch, session_file):
     monkeypatch.setitem(sys.modules, "workbench.screens.app", None)  # import raises ImportError
     code, _, err = run(capsys, str(session_file))
     assert code == 2 and "TUI cannot start" in err and "--replay" in err
+
+
+@pytest.fixture(autouse=True)
+def _as_if_in_a_terminal(monkeypatch):
+    """The TUI tests here run under pytest's captured output; the app itself is a stand-in."""
+    module = sys.modules["workbench.cli.main"]
+    monkeypatch.setattr(module, "terminal_problem", lambda: None)
+    return module
+
+
+REAL_TERMINAL_PROBLEM = sys.modules["workbench.cli.main"].terminal_problem
+
+
+def test_tui_without_a_terminal_says_so_and_starts_nothing(capsys, monkeypatch, session_file,
+                                                           _as_if_in_a_terminal):
+    """Piped (`workbench | tee log`), the TUI drew into the pipe and outlived its terminal."""
+    monkeypatch.setattr(_as_if_in_a_terminal, "terminal_problem", REAL_TERMINAL_PROBLEM)
+    started = []
+    app = types.ModuleType("workbench.screens.app")
+    app.run = lambda path, options, watch=False: started.append(path) or 0
+    monkeypatch.setitem(sys.modules, "workbench.screens.app", app)
+    monkeypatch.setattr(os, "isatty", lambda fd: fd != 1)  # output piped
+    code, _, err = run(capsys, str(session_file))
+    assert code == 2 and started == []
+    assert "the TUI needs a terminal: its output is not one (piped or redirected)" in err and "--replay" in err
+    monkeypatch.setattr(os, "isatty", lambda fd: True)
+    code, _, _ = run(capsys, str(session_file))
+    assert code == 0 and len(started) == 1
 
 
 # -- --replay against a stand-in engine ------------------------------------------------------

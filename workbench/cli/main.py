@@ -22,6 +22,7 @@ The package's modules form a tree: main -> check, replay, watch, doctor, daemon 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -235,9 +236,27 @@ def run_tui(args: argparse.Namespace, env: Env, err: Console) -> int:
         err.print(f"the TUI cannot start ({exc}); run the session headless instead: "
                   f"workbench --replay {where}", markup=False)
         return EXIT_USAGE
+    problem = terminal_problem()
+    if problem:
+        err.print(f"the TUI needs a terminal: {problem}; run the session headless instead: "
+                  f"workbench --replay {path or 'default'}", markup=False)
+        return EXIT_USAGE
     options = run_options(args, env, argv=("workbench", *([args.file] if args.file else [])))
     result = run_app(path, options, watch=args.watch)
     return int(result or 0)
+
+
+def terminal_problem() -> str | None:
+    """Why the TUI cannot draw here, or None: its input and output must be a terminal. With its
+    output piped (`workbench | tee log`) it drew into the pipe, outlived the terminal it was
+    started from at full CPU, and grew to 6.4 GB in ten minutes (a new user's try)."""
+    for fd, name in ((0, "its input"), (1, "its output")):
+        try:
+            if not os.isatty(fd):
+                return f"{name} is not one (piped or redirected)"
+        except OSError:
+            return f"{name} is closed"
+    return None
 
 
 def tui_session_path(arg: str, data_dir: Path | None = None) -> Path:
