@@ -56,3 +56,10 @@ class ChartPlot(PlotextPlot):
         self.builds += 1
         self._built = (key, built)
         return built
+
+
+def drawn_later(pane) -> bool:
+    """Whether the chart of `pane` (a Timing or Traffic pane) waits for the pane to be shown:
+    off screen while a run streams (a pane key then paints the last build, the fresh one a frame
+    later); a run's last update, and any edit while idle, is drawn at once."""
+    return not pane.is_on_screen and bool(getattr(pane.app, "running", False))

@@ -162,17 +162,31 @@ def roofline(plt, points: Sequence[Point], copy_gbps: float | None, peak_tflops:
     groups: dict[str, list[Point]] = {}
     for point in points:
         groups.setdefault(point[0], []).append(point)
-    dropped, legend = 0, []
+    dropped, legend, placed = 0, [], []
     for style, (label, group) in zip(styles(), groups.items()):
         (color, _), marker = style
         kept = [(x, y) for _, _, x, y in group if _ok(x, True) and _ok(y, True)]
+        placed += kept
         dropped += len(group) - len(kept)
         if len(kept) > 1:
             plt.plot([x for x, _ in kept], [y for _, y in kept], color=color, marker=LINE)
         if kept:
             plt.scatter([x for x, _ in kept], [y for _, y in kept], color=color, marker=marker)
         legend.append((style, label + sweep_span(param, [p[1] for p in group])))
+    _widen_single_values(plt, placed, ceiling_drawn=is_number(copy_gbps))
     return caption(legend, f"roofline: y TFLOP/s, x FLOP/byte · {ceiling}", True, True, dropped)
+
+
+def _widen_single_values(plt, placed: Sequence[tuple[float, float]], ceiling_drawn: bool) -> None:
+    """An axis whose values are all one number (a lone point, no ceiling line: the CPU) gets a
+    4x range either side: plotext drew it upside down (0.0005 at the top, 0.0787 at the bottom).
+    Log axes take their limits as log10 values."""
+    if not placed:
+        return
+    for values, set_limits, spread_by_ceiling in (([x for x, _ in placed], plt.xlim, ceiling_drawn),
+                                                  ([y for _, y in placed], plt.ylim, ceiling_drawn)):
+        if not spread_by_ceiling and len(set(values)) == 1:
+            set_limits(math.log10(values[0] / 4), math.log10(values[0] * 4))
 
 
 def sweep_span(param: str, values: Sequence) -> str:

@@ -90,10 +90,18 @@ def _ptx(where: str, ptx: dict) -> tuple[str, str]:
     return f"{where}: no PTX: {fmt.tui_text(ptx['notes'][0])}", "warning"
 
 
+def _inputs(check: dict) -> str:
+    """' (special inputs)': which input set a check line is about (a row is checked on its first
+    inputs, the op's special values and a timed call's output: three lines that read the same)."""
+    sets = check.get("sets_checked") or ()
+    name = sets[-1] if check.get("passed") and sets else check.get("input_set")  # a failure: its set
+    return f" ({name} inputs)" if name else ""
+
+
 _DESCRIBE = {
     ev.Started: lambda w, e: (f"{w}: started {e.op} {e.spec_label} on {e.device}", "info"),
     ev.Built: lambda w, e: (f"{w}: built in {fmt.ms(e.build_ms)}", "info"),
-    ev.Checked: lambda w, e: (f"{w}: check {fmt.check(e.check)}",
+    ev.Checked: lambda w, e: (f"{w}: check {fmt.check(e.check)}" + _inputs(e.check),
                               "info" if e.check.get("passed") else "error"),
     ev.Result: _result,
     ev.Profile: lambda w, e: (f"{w}: profile with {len(e.profile.get('rows', ()))} rows", "info"),

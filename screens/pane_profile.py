@@ -75,7 +75,8 @@ class ProfilePane(Vertical):
     def _show(self, row: Row | None) -> None:
         self._shown = row
         profile = row.profile if row else None
-        self.query_one("#profile-summary", Static).update(summary(profile))
+        self.query_one("#profile-summary", Static).update(
+            summary(profile, running=bool(getattr(self.app, "running", False))))
         device = bool((profile or {}).get("device_events"))
         items = list((profile or {}).get("rows", ()))
         self._names = [str(item.get("name") or "") for item in items]
@@ -142,9 +143,12 @@ class ProfilePane(Vertical):
             table.sort(COLUMNS[column][1], key=_sort_key, reverse=descending)
 
 
-def summary(profile: dict | None) -> str:
-    """Kernels per call, and CPU against device time over the profiled rows."""
+def summary(profile: dict | None, running: bool = False) -> str:
+    """Kernels per call, and CPU against device time over the profiled rows; without a profile,
+    what to do (running: a run is on, whose rows bring theirs if `profile` is ticked)."""
     if not profile:
+        if running:
+            return "no profile yet: each row's appears here when the row finishes (if `profile` is ticked)"
         return "no profile: tick `profile` in the actions and run"
     rows = profile.get("rows", ())
     device = sum(r.get("self_device_us") or 0 for r in rows)

@@ -22,7 +22,7 @@ from textual.widgets import DataTable, Static
 from workbench.results import INTERPRETER_FLAG
 
 from . import charts, fmt
-from .chart_plot import ChartPlot
+from .chart_plot import ChartPlot, drawn_later
 from .devices_view import row_devices, show_device_column
 from .kernel_names import fit
 from .keys import KeyDataTable
@@ -85,18 +85,20 @@ class TimingPane(Container):
     _pending_chart: list[Row] | None = None  # rows whose chart waits for the pane to be on screen
 
     def _draw_chart(self, rows: list[Row]) -> None:
-        """Draw the chart, or, while the pane is off screen (another pane's key), keep the rows
-        until it is shown: a pane key then paints the last build at once and the fresh one a
-        frame later (on_show), instead of a plotext build inside the key's frame (mid-run, the
-        Timing pane's frame took 60-90 ms on the H200 against 30-45 ms for Profile)."""
-        if not self.is_on_screen:
+        """Draw the chart, or, while a run streams and the pane is off screen (another pane's
+        key), keep the rows until it is shown: a pane key then paints the last build at once and
+        the fresh one a frame later (on_show), instead of a plotext build inside the key's frame
+        (mid-run, the Timing pane's frame took 60-90 ms on the H200 against 30-45 ms for
+        Profile). A run's last update is drawn at once: the first frame after it is never stale."""
+        if drawn_later(self):
             self._pending_chart = rows
             return
         self._pending_chart = None
         plot = self.query_one(ChartPlot)
         metric, param = self.metric, self.sweep_param
-        caption = plot.draw(lambda plt: self._chart(plt, rows, metric, param)) if rows \
-            else "no results yet: press r to run"
+        idle = "a run is starting: its samples appear here as they arrive" \
+            if getattr(self.app, "running", False) else "no results yet: press r to run"
+        caption = plot.draw(lambda plt: self._chart(plt, rows, metric, param)) if rows else idle
         stale = stale_note(rows, self.current)
         if stale:
             caption = Text.assemble((stale, "bold yellow"), "\n", caption)

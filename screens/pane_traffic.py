@@ -14,7 +14,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from . import charts, fmt
-from .chart_plot import ChartPlot
+from .chart_plot import ChartPlot, drawn_later
 from .keys import KeyDataTable
 from .model import Row, RunModel
 
@@ -62,9 +62,9 @@ class TrafficPane(Vertical):
             self.call_after_refresh(lambda: self._pending_roofline is pending and self._draw_roofline(*pending))
 
     def _draw_roofline(self, rows: list[Row], environment: dict) -> None:
-        """Draw the roofline; off screen, keep what to draw until the pane is shown (results
-        mid-run redrew it on every update behind another pane)."""
-        if not self.is_on_screen:
+        """Draw the roofline; off screen while a run streams, keep what to draw until the pane
+        is shown (results mid-run redrew it on every update behind another pane)."""
+        if drawn_later(self):
             self._pending_roofline = (rows, environment)
             return
         self._pending_roofline = None

@@ -59,7 +59,8 @@ class SessionMixin:
 
     def on_loaded(self, message: Loaded) -> None:
         self.ws.catalog = message.catalog
-        self.run_bar.status = "ready"
+        if self.run_bar.status == "loading ops…":  # "ready" once the session is open too
+            self.run_bar.status = "opening the session…"
         self.log_pane.add(f"machine: {message.catalog.machine}")
         self.call_after_refresh(heap.settle)  # the app's widgets frozen out of later collections
 

@@ -99,6 +99,22 @@ def test_the_roofline_legend_names_each_implementation_once_with_its_sweep_value
     assert "◆ manual N 256…4096" in legend and "● pytorch N 256…4096" in legend
 
 
+def test_a_lone_roofline_point_gets_axes_the_right_way_up():
+    """One point and no ceiling (the CPU): plotext drew both log axes upside down (0.0005 at the
+    top, 0.0787 at the bottom); each now spans 4x either side of the point, rising upwards."""
+    import re
+
+    plot = Plot()
+    plot.plotsize(60, 15)
+    charts.roofline(plot, [("manual", None, 0.25, 0.0062)], None, None)
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", plot.build()).splitlines()
+    ticks = [float(m.group(1)) for line in lines if (m := re.match(r"\s*([0-9.]+)┤", line))]
+    assert len(ticks) >= 3 and ticks == sorted(ticks, reverse=True)  # largest at the top
+    assert ticks[0] > 0.0062 > ticks[-1]
+    xs = [float(x) for x in lines[-1].split()]
+    assert xs == sorted(xs) and xs[0] < 0.25 < xs[-1]
+
+
 def test_results_columns_come_in_priority_order_and_long_cells_are_cut():
     from workbench.screens.pane_timing import COLUMNS, FIXED_COLUMNS, row_detail, table_cells
 
@@ -187,3 +203,25 @@ def _results(path: Path) -> list[dict]:
     except (OSError, ValueError):
         return []
     return doc.get("results", []) if isinstance(doc, dict) else []
+
+
+def test_an_empty_profile_pane_says_whether_a_run_is_bringing_profiles():
+    """While a run with `profile` ticked was starting, the pane said to tick `profile` and run."""
+    from workbench.screens.pane_profile import summary
+
+    assert summary(None) == "no profile: tick `profile` in the actions and run"
+    assert summary(None, running=True).startswith("no profile yet: each row's appears here when the row finishes")
+
+
+def test_each_check_line_in_the_log_names_its_input_set():
+    """Three `compiled: check pass` lines a row read the same (first, special, timed inputs)."""
+    from workbench import events as ev
+    from workbench.screens.pane_log import describe
+
+    key = (0, "compiled", None)
+    lines = [describe(ev.Checked(key, {"passed": True, "input_set": "first", "sets_checked": sets}))[0]
+             for sets in (["first"], ["first", "special"], ["first", "special", "timed"])]
+    assert [line.rsplit("(", 1)[1] for line in lines] == ["first inputs)", "special inputs)", "timed inputs)"]
+    failed = describe(ev.Checked(key, {"passed": False, "input_set": "special", "max_rel_err": 0.5,
+                                       "sets_checked": ["first", "special"]}))
+    assert failed[0].endswith("(special inputs)") and failed[1] == "error"

@@ -629,14 +629,16 @@ async def test_key_to_frame_sees_the_first_frame_with_the_pane():
 
 @run_async
 async def test_the_chart_of_a_pane_off_screen_is_drawn_when_the_pane_is_shown(tmp_path):
-    """Results updates while another pane is shown leave the Timing chart undrawn; the pane's
-    key paints the last build, and the fresh drawing follows a frame later."""
+    """Results updates while a run streams and another pane is shown leave the Timing chart
+    undrawn; the pane's key paints the last build, and the fresh drawing follows a frame later.
+    Once no run streams, an update behind another pane is drawn at once (never stale)."""
     from workbench.screens.chart_plot import ChartPlot
 
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await loaded(pilot)
         await ran(pilot)
+        app._stop = object()  # as while a run streams (RunnerMixin.running)
         drawn = []
         for plot in app.query(ChartPlot):  # the Timing chart and the Traffic pane's roofline
             plot.draw = lambda fn, original=plot.draw, name=plot.id: (drawn.append(name), original(fn))[1]
@@ -652,6 +654,11 @@ async def test_the_chart_of_a_pane_off_screen_is_drawn_when_the_pane_is_shown(tm
         assert drawn == ["timing-plot"]  # the three updates make one drawing, the roofline none yet
         await pilot.press("4")
         await wait_for(pilot, lambda: drawn == ["timing-plot", "roofline-plot"])
+        app._stop = None  # the run ended: its last update draws behind the pane at once
+        drawn.clear()
+        app.show_results()
+        await pilot.pause()
+        assert "timing-plot" in drawn
 
 
 def test_the_collector_runs_on_the_redraw_timer_only():
