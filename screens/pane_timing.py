@@ -22,7 +22,7 @@ from textual.widgets import DataTable, Static
 from workbench.results import INTERPRETER_FLAG
 
 from . import charts, fmt
-from .chart_plot import ChartPlot, drawn_later
+from .chart_plot import ChartPlot, DrawnWhenShown
 from .devices_view import row_devices, show_device_column
 from .kernel_names import fit
 from .keys import KeyDataTable
@@ -35,7 +35,7 @@ METRIC_ORDER = tuple(charts.METRICS)
 STATUS_WIDTH = 16  # the whole error is on the row's detail line and in the Log pane
 
 
-class TimingPane(Container):
+class TimingPane(DrawnWhenShown, Container):
     BINDINGS = [Binding("m", "next_metric", "Metric")]
 
     model: reactive[RunModel | None] = reactive(None, always_update=True, init=False)
@@ -57,11 +57,6 @@ class TimingPane(Container):
         self.query_one(KeyDataTable).add_columns(*COLUMNS)
         self._draw()
 
-    def on_show(self) -> None:
-        if self._pending_chart is not None:
-            rows = self._pending_chart
-            self.call_after_refresh(lambda: self._pending_chart is rows and self._draw_chart(rows))
-
     def watch_model(self) -> None:
         self._draw()
 
@@ -82,18 +77,10 @@ class TimingPane(Container):
         self._draw_chart(rows)
         self._fill_table(rows)
 
-    _pending_chart: list[Row] | None = None  # rows whose chart waits for the pane to be on screen
-
     def _draw_chart(self, rows: list[Row]) -> None:
-        """Draw the chart, or, while a run streams and the pane is off screen (another pane's
-        key), keep the rows until it is shown: a pane key then paints the last build at once and
-        the fresh one a frame later (on_show), instead of a plotext build inside the key's frame
-        (mid-run, the Timing pane's frame took 60-90 ms on the H200 against 30-45 ms for
-        Profile). A run's last update is drawn at once: the first frame after it is never stale."""
-        if drawn_later(self):
-            self._pending_chart = rows
+        """Draw the chart, or keep it for when the pane is shown (DrawnWhenShown)."""
+        if self.draw_later(rows):
             return
-        self._pending_chart = None
         plot = self.query_one(ChartPlot)
         metric, param = self.metric, self.sweep_param
         idle = "a run is starting: its samples appear here as they arrive" \
@@ -104,6 +91,8 @@ class TimingPane(Container):
             caption = Text.assemble((stale, "bold yellow"), "\n", caption)
         self.query_one("#timing-caption", Static).update(caption)
         plot.display = bool(rows)
+
+    _draw_shown = _draw_chart
 
     @staticmethod
     def _chart(plt, rows: list[Row], metric: str, param: str) -> str:

@@ -14,7 +14,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from . import charts, fmt
-from .chart_plot import ChartPlot, drawn_later
+from .chart_plot import ChartPlot, DrawnWhenShown
 from .keys import KeyDataTable
 from .model import Row, RunModel
 
@@ -23,7 +23,7 @@ MEASURED_AT = 4  # the ncu column goes beside the model's bytes, only when a row
 BAR_WIDTH = 12
 
 
-class TrafficPane(Vertical):
+class TrafficPane(DrawnWhenShown, Vertical):
     model: reactive[RunModel | None] = reactive(None, always_update=True, init=False)
     sweep_param: reactive[str] = reactive("", init=False)  # named in the roofline's legend
 
@@ -54,20 +54,10 @@ class TrafficPane(Vertical):
             table.add_columns(*columns(measured))
         table.replace_rows(traffic_cells(row, worst, measured) for row in rows)
 
-    _pending_roofline: tuple | None = None  # (rows, environment) waiting for the pane to be on screen
-
-    def on_show(self) -> None:
-        pending = self._pending_roofline
-        if pending is not None:  # drawn a frame after the pane's key (as TimingPane's chart)
-            self.call_after_refresh(lambda: self._pending_roofline is pending and self._draw_roofline(*pending))
-
     def _draw_roofline(self, rows: list[Row], environment: dict) -> None:
-        """Draw the roofline; off screen while a run streams, keep what to draw until the pane
-        is shown (results mid-run redrew it on every update behind another pane)."""
-        if drawn_later(self):
-            self._pending_roofline = (rows, environment)
+        """Draw the roofline, or keep it for when the pane is shown (DrawnWhenShown)."""
+        if self.draw_later(rows, environment):
             return
-        self._pending_roofline = None
         plot = self.query_one(ChartPlot)
         ceilings = environment.get("ceilings") or {}
         dtype = next((r.record.get("dtype") for r in rows if r.record), None)
@@ -77,6 +67,8 @@ class TrafficPane(Vertical):
         copy, param = ceilings.get("copy_gbps"), self.sweep_param
         caption = plot.draw(lambda plt: charts.roofline(plt, points, copy, peak, param))
         self.query_one("#roofline-caption", Static).update(caption)
+
+    _draw_shown = _draw_roofline
 
 
 def _traffic(row: Row) -> dict:

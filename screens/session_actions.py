@@ -137,7 +137,6 @@ class SessionMixin:
             self.post_message(OpenFailed(text if str(path) in text else f"{path}: {text}"))
             return
         self.post_message(SessionOpened(opened.session, opened.path, opened.results, opened.notes))
-        import numpy  # noqa: F401  (the live chart's thinning, charts.thin: ~100 ms here, not in a key press)
 
 
 def _load_catalog(kernels: list[str], device: str):
