@@ -35,19 +35,34 @@ def tab_labels(pane_ids: list[str], width: int) -> dict[str, str]:
 class PaneTabs(TabbedContent):
     """The panes; the tab labels follow the width (`tab_labels`)."""
 
+    def on_mount(self) -> None:
+        self.screen.screen_layout_refresh_signal.subscribe(self, self._underline_follows, immediate=True)
+
     def on_resize(self) -> None:
         self.fit_labels()  # now, not after a refresh: the tabs' underline follows in this layout
 
     def fit_labels(self) -> None:
         panes = [pane.id for pane in self.query_children("ContentSwitcher").first().children if pane.id]
-        changed = False
         for pane, label in tab_labels(panes, self.content_size.width).items():
             tab = self.get_tab(pane)
             if str(tab.label) != label:
-                tab.label, changed = label, True
-        if changed:  # the underline under the active tab's new width, whichever layout pass comes first
-            tabs = self.query_one(Tabs)
-            self.call_after_refresh(lambda: tabs.is_attached and tabs._highlight_active(animate=False))
+                tab.label = label
+
+    def _underline_follows(self, _screen) -> None:
+        """After each layout: the underline spans the active tab as laid out. Textual moves it
+        only on a tab switch or a resize of the tab bar, and a relabel (`fit_labels`) resizes
+        the tabs inside it; asking for it after a refresh raced the tabs' own layout, and on a
+        loaded machine the underline stayed under the old label's width (seen in CI)."""
+        if not self.is_attached:
+            return
+        tabs = self.query_one(Tabs)
+        underline = tabs.query_one("Underline")
+        active = tabs.active_tab
+        if active is None or not underline.show_highlight or self.app.animator.is_being_animated(underline, "highlight_end"):
+            return
+        start, end = active.virtual_region.shrink(active.styles.gutter).column_span
+        if (underline.highlight_start, underline.highlight_end) != (start, end):
+            underline.highlight_start, underline.highlight_end = start, end
 
 
 def _hint_width(key) -> int:
