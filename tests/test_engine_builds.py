@@ -221,3 +221,48 @@ def test_a_session_opened_in_the_tui_builds_every_runs_kernels_ahead(monkeypatch
     assert engine_plan.build_session_ahead(session, dataclasses.replace(options, build_ahead=False), None) is None
     assert engine_plan.build_session_ahead(session, dataclasses.replace(options, device="cpu"), None) is None
     assert started == []
+
+
+def test_the_default_sessions_distinct_cuda_compiles_go_first_and_repeats_last():
+    """build_ahead.thread_tasks on the default session: gelu's `cuda_naive` and `cuda` are one
+    module and one PTX compile of gelu.cu, so with four build threads softmax.cu's two compiles
+    are among the first four tasks and gelu's repeats come after them."""
+    from workbench.engine.build_ahead import BUILD_THREADS, compile_key, thread_tasks
+    from workbench.engine.rows import expand
+    from workbench.session import load_session
+
+    registry = discover()
+    rows = expand(load_session(Path(__file__).parents[1] / "sessions" / "default.yaml"), registry, has_cuda=True)
+    tasks = thread_tasks(registry, rows)
+    assert [(r.op, r.impl, part) for r, part in tasks] == [
+        ("gelu", "cuda_naive", "build"), ("gelu", "cuda_naive", "ptx"), ("softmax", "cuda", "build"),
+        ("softmax", "cuda", "ptx"), ("gelu", "cuda", "build"), ("gelu", "cuda", "ptx")]
+    keys = [compile_key(registry, r, part) for r, part in tasks]
+    assert len(set(keys[:BUILD_THREADS])) == BUILD_THREADS and set(keys[BUILD_THREADS:]) <= set(keys[:BUILD_THREADS])
+    assert compile_key(registry, SimpleNamespace(op="nope", impl="x"), "ptx") == ("ptx", "nope", "x")
+
+
+def test_every_cuda_compile_is_asked_for_before_the_first_triton_warmup(monkeypatch, capfd):
+    """worker._build_ahead: a CUDA row after a Triton row in session order (softmax's `cuda`
+    after gelu's `triton`) starts compiling while the warmup holds the worker's thread; the
+    warmup here waits for it and fails the test if it never starts."""
+    import threading
+
+    from workbench.engine import build_ahead, worker
+
+    cuda_started = threading.Event()
+
+    def fake_prebuild(registry, row, interpret, build_dir, cache_dir=None, part="all"):
+        if row.impl == "cuda":
+            cuda_started.set()
+            return "cuda build"
+        assert cuda_started.wait(10), "the CUDA build waited for the Triton warmup"
+        return "triton warmup"
+
+    monkeypatch.setattr(build_ahead, "prebuild", fake_prebuild)
+    monkeypatch.setattr(build_ahead, "builds_in_thread", lambda registry, row: row.impl == "cuda")
+    rows = [SimpleNamespace(**{**vars(_row(impl)), "actions": ("bench",)}) for impl in ("triton", "cuda")]
+    job = SimpleNamespace(rows=rows, interpret=False, build_dir=None, cache_dir=None)
+    assert worker._build_ahead(job, SimpleNamespace(registry=None), None, threading.Event()) is None
+    out = capfd.readouterr().out
+    assert "built ahead: triton: triton warmup" in out and "built ahead: cuda: cuda build" in out

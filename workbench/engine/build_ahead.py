@@ -62,6 +62,37 @@ def builds_in_thread(registry: Any, row: Any) -> bool:
         return False
 
 
+def thread_tasks(registry: Any, rows: list[Any]) -> list[tuple[Any, str]]:
+    """The (row, part) compiles of `rows` that go to the build threads (CudaSource rows: the
+    module, and with the `ptx` action the PTX view's compile as a task of its own), in the order
+    to submit them: each distinct compile first, then the ones that repeat a compile already
+    asked for (gelu's `cuda_naive` and `cuda` are one module and one PTX compile of gelu.cu: the
+    repeats only wait on its lock and then find it built, and in session order they held two
+    of the four threads while softmax.cu, the longest compile, had not started)."""
+    first: list[tuple[Any, str]] = []
+    repeats: list[tuple[Any, str]] = []
+    seen: set = set()
+    for row in rows:
+        if not builds_in_thread(registry, row):
+            continue
+        for part in (("build", "ptx") if "ptx" in row.actions else ("all",)):
+            key = compile_key(registry, row, part)
+            (repeats if key in seen else first).append((row, part))
+            seen.add(key)
+    return first + repeats
+
+
+def compile_key(registry: Any, row: Any, part: str) -> tuple:
+    """What a build thread's task compiles: the `.cu` and its nvcc flags (and for the module,
+    the op whose binding builds it), so that two tasks with one key do one compile."""
+    try:
+        source = registry.op(row.op).get_impl(row.impl).source
+        where = (str(source.path), tuple(source.extra_nvcc_flags))
+    except Exception:  # an unknown op or impl: a task of its own (prebuild says what is wrong)
+        return (part, row.op, row.impl)
+    return ("ptx", *where) if part == "ptx" else ("module", row.op, *where)
+
+
 def prebuild(registry: Any, row: Any, interpret: bool, build_dir: str | None, cache_dir: str | None = None,
              part: str = "all") -> str:
     """Compile `row`'s kernel into the on-disk caches without launching; returns what was done

@@ -122,10 +122,11 @@ def _build_ahead(job: ChildJob, runner: Any, channel: Channel, stop: Any) -> str
     CUDA builds (load_inline, nvcc: subprocesses) run side by side in BUILD_THREADS threads, a
     row's module and its PTX view's compile as two tasks, while Triton's warmups go on in this
     thread: softmax.cu's two compiles of ~40 and ~30 s ran one after the other on the H200 and
-    the softmax rows waited for them."""
+    the softmax rows waited for them. Every compile is asked for before the first warmup, the
+    distinct ones first (build_ahead.thread_tasks)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from workbench.engine.build_ahead import BUILD_THREADS, builds_in_thread, prebuild
+    from workbench.engine.build_ahead import BUILD_THREADS, builds_in_thread, prebuild, thread_tasks
 
     def build(row: Any, part: str = "all") -> str:
         try:
@@ -135,15 +136,13 @@ def _build_ahead(job: ChildJob, runner: Any, channel: Channel, stop: Any) -> str
             return f"not built ahead: {row.label}: {type(exc).__name__}: {exc}".splitlines()[0]
 
     with ThreadPoolExecutor(max_workers=BUILD_THREADS, thread_name_prefix="build-ahead") as threads:
-        futures = []
+        # every CUDA compile is asked for before the first Triton warmup holds this thread
+        futures = [threads.submit(build, row, part) for row, part in thread_tasks(runner.registry, job.rows)]
         for index, row in enumerate(job.rows):
             if stop.is_set():
                 threads.shutdown(wait=False, cancel_futures=True)
                 return "cancelled"
-            if builds_in_thread(runner.registry, row):  # the module and the PTX view's compile apart
-                parts = ("build", "ptx") if "ptx" in row.actions else ("all",)
-                futures += [threads.submit(build, row, part) for part in parts]
-            else:
+            if not builds_in_thread(runner.registry, row):
                 mark_row(index)
                 print(build(row))
         for future in futures:
