@@ -78,7 +78,7 @@ settings:
 runs:
   - op: toy
     impls: [manual, {name: triton, params: {BLOCK_SIZE: 64}, label: triton64}]
-    shape: {M: 4, N: 5}
+    shape: {M: 4, N: 5, K: 8}
     dtype: float16
     actions: [check, bench, profile, ptx]
   - op: toy
@@ -99,7 +99,7 @@ def test_good_session_loads_into_the_model(toy_registry):
     assert session.settings == Settings(rep_ms=50.0, flush_l2=False)
     first, second, third, fourth = session.runs
     assert first.impls == (ImplRef("manual"), ImplRef("triton", {"BLOCK_SIZE": 64}, "triton64"))
-    assert first.shape == {"M": 4, "N": 5} and first.dtype == "float16"
+    assert first.shape == {"M": 4, "N": 5, "K": 8} and first.dtype == "float16"
     assert first.actions == ("check", "bench", "profile", "ptx")
     assert second.impls is None and second.actions == ("check", "bench")       # defaults: all, check+bench
     assert second.sweep == Sweep(("M", "N", "K"), (1, 2, 3))
@@ -142,9 +142,9 @@ def test_python_tags_are_refused_and_nothing_runs(tmp_path, payload):
 
 
 def test_anchors_and_merge_keys_are_plain_yaml(toy_registry):
-    session = parse("schema_version: 1\nname: x\nruns:\n  - &base\n    op: toy\n    shape: {M: 2}\n"
+    session = parse("schema_version: 1\nname: x\nruns:\n  - &base\n    op: toy\n    shape: {M: 2, N: 8, K: 8}\n"
                     "  - <<: *base\n    impls: [manual]\n", toy_registry)
-    assert session.runs[1].shape == {"M": 2} and session.runs[1].impls[0].name == "manual"
+    assert session.runs[1].shape == {"M": 2, "N": 8, "K": 8} and session.runs[1].impls[0].name == "manual"
 
 
 def test_alias_bomb_is_refused():
@@ -314,7 +314,7 @@ def test_every_problem_is_reported_at_once(toy_registry):
     ("{op: toy, shape: {M: 0}}", "runs[0].shape.M: must be a positive integer, got 0"),
     ("{op: nap, shape: {nap_ms: -1}}", "runs[0].shape.nap_ms: must be a non-negative integer, got -1"),
     ("{op: nap, shape: {nap_ms: 1.5}}", "runs[0].shape.nap_ms: must be a positive integer, got 1.5"),
-    ("{op: toy, shape: {K: 5000}}", "runs[0].shape: K: must be at most 4096, got 5000"),
+    ("{op: toy, shape: {M: 8, N: 8, K: 5000}}", "runs[0].shape: K: must be at most 4096, got 5000"),
 ])
 def test_registry_problems(toy_registry, run, expected):
     (message,) = problems(f"schema_version: 1\nname: x\nruns:\n  - {run}\n", toy_registry)
@@ -437,7 +437,7 @@ def test_saved_text_is_plain_block_yaml(toy_registry):
 
 def test_round_trip_of_a_model_built_in_code(toy_registry):
     session = Session(name="built", runs=(
-        RunSpec(op="toy", impls=(ImplRef("triton", {"BLOCK_SIZE": 32}, "t32"),), shape={"M": 2},
+        RunSpec(op="toy", impls=(ImplRef("triton", {"BLOCK_SIZE": 32}, "t32"),), shape={"M": 2, "N": 8, "K": 8},
                 actions=("ptx",), sweep=Sweep(("N",), (1, 2)), settings={"rep_ms": 5.0}),
         RunSpec(op="nap")))
     assert session_from_data(session_to_data(session), registry=toy_registry) == session
@@ -545,3 +545,35 @@ def test_a_problem_that_quotes_another_files_line_names_the_session_files():
         "plugins[0]: plug.py:2: SyntaxError: invalid syntax (session file line 3)"
     assert str(Problem("runs[0].shape.M", "must be a positive integer, got -3", 6)) == \
         "runs[0].shape.M: must be a positive integer, got -3 (line 6)"
+
+
+# -- shapes and dtypes given in part -----------------------------------------------------------
+def test_a_shape_that_names_some_fields_must_name_all_of_them(tmp_path):
+    """`shape: {M: 64}` for gelu ran at 64x16384: N came silently from the op's default."""
+    head = "schema_version: 1\nname: x\nruns:\n  - op: gelu\n    impls: [pytorch]\n"
+    path = tmp_path / "s.yaml"
+    path.write_text(head + "    shape: {M: 64}\n")
+    with pytest.raises(SessionError) as info:
+        load_session(path)
+    (problem,) = info.value.problems
+    assert problem.path == "runs[0].shape" and problem.line == 6
+    assert problem.message == ("gives M but not N; gelu's shape is {M, N}: give every field, or leave "
+                               "shape out for the default {M: 16384, N: 16384}")
+    path.write_text(head + "    shape: {M: 64}\n    sweep: {params: [N], values: [128, 256]}\n")
+    assert load_session(path).runs[0].shape == {"M": 64}  # the sweep gives N
+    path.write_text(head)
+    assert load_session(path).runs[0].shape == {}  # no shape: the op's default, as CONTRACTS says
+
+
+@pytest.mark.parametrize("key", ["impls", "shape", "dtype", "actions", "sweep", "settings", "compare"])
+def test_a_run_key_left_empty_is_refused_not_taken_as_left_out(tmp_path, key):
+    """An empty `dtype:` ran in the op's default dtype, as if the key were not there."""
+    path = tmp_path / "s.yaml"
+    path.write_text(f"schema_version: 1\nname: x\nruns:\n  - op: gelu\n    {key}:\n")
+    with pytest.raises(SessionError) as info:
+        load_session(path)
+    (problem,) = info.value.problems
+    assert problem.path == f"runs[0].{key}" and problem.message.startswith("is empty; give ")
+    assert "or leave the key out for " in problem.message
+    if key == "dtype":
+        assert "give one of float32, float16, bfloat16" in problem.message

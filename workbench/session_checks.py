@@ -42,6 +42,7 @@ def check_run(run: RunSpec, path: str, registry: Registry, problems: Problems,
     impls = None if "impls" in bad else impls
     dtype_ok = _check_dtype(run, op, path, problems) and "dtype" not in bad
     shape_ok = _check_shape(run.shape, op, child_path(path, "shape"), problems) and "shape" not in bad
+    shape_ok = shape_ok and _check_shape_complete(run, op, child_path(path, "shape"), problems)
     if shape_ok and dtype_ok:
         _check_spec(op, run.shape, run.dtype, child_path(path, "shape"), problems)
     if run.sweep is not None and impls is not None:
@@ -129,6 +130,21 @@ def _check_shape(shape: Mapping[str, Any], op: Op, path: str, problems: Problems
                 problems.add(child_path(path, key), error)
                 ok = False
     return ok
+
+
+def _check_shape_complete(run: RunSpec, op: Op, path: str, problems: Problems) -> bool:
+    """A shape that names some of the op's fields names all of them (those the sweep sets
+    aside): `{M: 64}` for gelu ran at 64x16384, N taken silently from the op's default."""
+    swept = set(run.sweep.params) if run.sweep is not None else set()
+    fields = op.spec.shape_fields()
+    missing = [f for f in fields if f not in run.shape and f not in swept]
+    if not run.shape or not missing:
+        return True
+    default = op.make_spec({}, None).shape
+    problems.add(path, f"gives {', '.join(k for k in fields if k in run.shape)} but not {', '.join(missing)}; "
+                       f"{op.name}'s shape is {{{', '.join(fields)}}}: give every field, or leave shape out "
+                       f"for the default {{{', '.join(f'{k}: {v}' for k, v in default.items())}}}")
+    return False
 
 
 def size_problem(op: Op, field: str, value: Any) -> str | None:

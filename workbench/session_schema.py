@@ -136,6 +136,11 @@ def _run(data: Any, path: str, problems: Problems) -> tuple[RunSpec, frozenset[s
         return value
 
     op = _text(data, "op", path, problems, required=True)
+    for key, default in EMPTY_MEANS.items():
+        if key in data and data[key] is None:  # `dtype:` left blank: not the same as leaving it out
+            give = f"one of {', '.join(d.value for d in DType)}" if key == "dtype" else "a value"
+            problems.add(child_path(path, key), f"is empty; give {give}, or leave the key out for {default}")
+            bad.add(key)
     impls = field("impls", _impls, data.get("impls", "all"))
     shape = field("shape", _shape, data.get("shape"))
     dtype = field("dtype", _dtype, data.get("dtype"))
@@ -148,6 +153,12 @@ def _run(data: Any, path: str, problems: Problems) -> tuple[RunSpec, frozenset[s
     run = RunSpec(op=op, impls=impls, shape=shape, dtype=dtype, actions=actions, sweep=sweep,
                   settings=settings, compare=compare)
     return run, frozenset(bad)
+
+
+# a run's keys that may be left out, and what leaving one out means (an empty one is an error)
+EMPTY_MEANS = {"impls": "every implementation (`all`)", "shape": "the op's default shape",
+               "dtype": "the op's default dtype", "actions": f"[{', '.join(DEFAULT_ACTIONS)}]",
+               "sweep": "no sweep", "settings": "the session's settings", "compare": "no A/B"}
 
 
 def _impls(value: Any, path: str, problems: Problems) -> tuple[ImplRef, ...] | None:
