@@ -44,6 +44,7 @@ from workbench.engine.relative import relate_to_pytorch
 from workbench.engine.rows import Row, expand
 from workbench.engine.spread import local_parts, requested_devices, resolve_local, run_parts
 from workbench.engine.supervisor import Background, Supervisor, query, worker_key
+from workbench.engine.vec_isa import worker_env as vec_isa_env
 from workbench.engine.workers import WorkerPool
 from workbench.events import Event, Log, Result, Started
 from workbench.machine import nvml_gpus, probe
@@ -72,7 +73,8 @@ def worker_env(cache_dir: Path) -> dict[str, str]:
     graph cache warm nothing is compiled (docs/engine.md, "Warm workers")."""
     return {"TORCHINDUCTOR_CACHE_DIR": str(Path(cache_dir) / "inductor"),
             "TRITON_CACHE_DIR": str(Path(cache_dir) / "triton"),
-            "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+            "TORCHINDUCTOR_COMPILE_THREADS": "1",
+            **vec_isa_env(cache_dir)}  # Inductor's CPU ISA check once per host (engine/vec_isa.py)
 
 
 def new_pool(options: RunOptions = RunOptions(), *, on_cuda: bool | None = None) -> WorkerPool:

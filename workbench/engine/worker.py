@@ -19,6 +19,7 @@ from typing import Any
 
 from workbench.engine.capture import mark_row
 from workbench.engine.protocol import STOP, Channel, ChildJob, Message, Mode, Query, Reload, SpecFacts, WorkerFacts
+from workbench.engine.vec_isa import record_if_checked
 
 
 def prepare(plugin_paths: tuple[str, ...], device: str) -> tuple[Any, str | None]:
@@ -111,6 +112,7 @@ def run_job(job: ChildJob, runner: Any, error: str | None, channel: Channel, sto
             return "cancelled"
         mark_row(index)
         leave = runner.run(row)
+        record_if_checked(job.cache_dir)  # Inductor's CPU ISA check, once per host (engine/vec_isa.py)
         if leave is not None:
             return leave
     return "strict mode: one process per row" if job.last else None
