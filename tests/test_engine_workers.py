@@ -195,3 +195,30 @@ def test_a_pool_keeps_at_most_two_idle_workers_per_device(tmp_path):
         assert not _alive(started[0].proc.pid)
     finally:
         pool.close()
+
+
+def test_a_pool_starts_its_zygote_ahead_and_the_first_worker_forks_from_it(tmp_path):
+    """WorkerPool.start_zygote (the TUI calls it before reading the ops): the forkserver comes
+    up in the background, and a worker started after it is its child; none under spawn or on
+    a closed pool."""
+    from multiprocessing import forkserver
+
+    pool = workers.WorkerPool(spares=False)
+    try:
+        assert pool.start_zygote() is True
+        deadline = time.monotonic() + 60
+        while forkserver._forkserver._forkserver_pid is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        zygote = forkserver._forkserver._forkserver_pid
+        assert zygote is not None and _alive(zygote)
+        worker = pool._start(WorkerKey(interpret=False, plugin_paths=(), device="cpu"))
+        ppid = int(Path(f"/proc/{worker.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        assert ppid == zygote
+    finally:
+        pool.close()
+    assert pool.start_zygote() is False  # closed
+    spawned = workers.WorkerPool(spares=False, start_method="spawn")
+    try:
+        assert spawned.start_zygote() is False
+    finally:
+        spawned.close()

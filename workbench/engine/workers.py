@@ -149,6 +149,20 @@ class WorkerPool:
         self.closed = False
         _POOLS.add(self)
 
+    def start_zygote(self) -> bool:
+        """Start the forkserver now, in the background, so that its preload (the zygote's
+        `import torch`) runs while the caller does other work, and the first worker forks from
+        a ready zygote (the TUI: while the catalog loads, which on a fresh machine is a
+        subprocess importing torch and every kernel too). Returns whether one was asked for
+        (False under spawn, or once the pool is closed). A worker started meanwhile waits for
+        the same server (the forkserver's own lock)."""
+        if self.closed or self.context.get_start_method() != "forkserver":
+            return False
+        from multiprocessing import forkserver
+
+        threading.Thread(target=forkserver.ensure_running, name="workbench-zygote-start", daemon=True).start()
+        return True
+
     def _start(self, key: WorkerKey, prestarted: bool = False) -> WorkerProcess:
         return self._starter.submit(WorkerProcess, self.context, key, self.env, prestarted).result()
 
