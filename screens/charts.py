@@ -135,7 +135,7 @@ def sweep(plt, rows: Sequence[Row], metric: str, param: str) -> Text:
         if xs:
             plt.plot(xs, ys, color=color, marker=LINE)
             plt.scatter(xs, ys, color=color, marker=marker)
-        legend.append((style, label))
+        legend.append((style, label + placed_note(len(xs), len(xs) + lost)))
     return caption(legend, f"y {METRICS[metric]}, x {param} (m: metric)", log_x, log_y, dropped)
 
 
@@ -172,7 +172,7 @@ def roofline(plt, points: Sequence[Point], copy_gbps: float | None, peak_tflops:
             plt.plot([x for x, _ in kept], [y for _, y in kept], color=color, marker=LINE)
         if kept:
             plt.scatter([x for x, _ in kept], [y for _, y in kept], color=color, marker=marker)
-        legend.append((style, label + sweep_span(param, [p[1] for p in group])))
+        legend.append((style, label + sweep_span(param, [p[1] for p in group]) + placed_note(len(kept), len(group))))
     _widen_single_values(plt, placed, ceiling_drawn=is_number(copy_gbps))
     return caption(legend, f"roofline: y TFLOP/s, x FLOP/byte · {ceiling}", True, True, dropped)
 
@@ -187,6 +187,15 @@ def _widen_single_values(plt, placed: Sequence[tuple[float, float]], ceiling_dra
                                                   ([y for _, y in placed], plt.ylim, ceiling_drawn)):
         if not spread_by_ceiling and len(set(values)) == 1:
             set_limits(math.log10(values[0] / 4), math.log10(values[0] * 4))
+
+
+def placed_note(kept: int, total: int) -> str:
+    """What a legend entry adds when its series lost points: ' (not placed: zero/NaN)' for none
+    placed, ' (2 of 5 placed)' for some; '' when all are. The caption's count alone left a
+    legend naming an implementation with nothing on the chart."""
+    if kept == total:
+        return ""
+    return " (not placed: zero/NaN)" if kept == 0 else f" ({kept} of {total} placed)"
 
 
 def sweep_span(param: str, values: Sequence) -> str:

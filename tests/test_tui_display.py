@@ -225,3 +225,19 @@ def test_each_check_line_in_the_log_names_its_input_set():
     failed = describe(ev.Checked(key, {"passed": False, "input_set": "special", "max_rel_err": 0.5,
                                        "sets_checked": ["first", "special"]}))
     assert failed[0].endswith("(special inputs)") and failed[1] == "error"
+
+
+def test_a_legend_says_which_implementation_has_nothing_or_not_all_on_the_chart():
+    """The caption counted dropped points; the legend still named an implementation whose
+    every point was dropped, as if it were on the chart."""
+    points = [("manual", 256, 1.0, 1.0), ("manual", 4096, 2.0, 2.0), ("pytorch", 256, 1.0, 0.0),
+              ("pytorch", 4096, float("nan"), 4.0), ("triton", 256, 1.0, 3.0), ("triton", 4096, 2.0, None)]
+    caption = charts.roofline(Plot(), points, 4000.0, None, "N").plain
+    legend = caption.splitlines()[0]
+    assert "◆ manual N 256…4096  " in legend + "  "
+    assert "● pytorch N 256…4096 (not placed: zero/NaN)" in legend
+    assert "▲ triton N 256…4096 (1 of 2 placed)" in legend
+    assert "dropped 3 zero/NaN points" in caption
+    rows = [_row("manual", 256, 1.0), _row("manual", 4096, 2.0), _row("pytorch", 256, None)]
+    legend = charts.sweep(Plot(), rows, "time", "N").plain.splitlines()[0]
+    assert "pytorch (not placed: zero/NaN)" in legend and "manual (" not in legend
