@@ -577,3 +577,17 @@ def test_a_run_key_left_empty_is_refused_not_taken_as_left_out(tmp_path, key):
     assert "or leave the key out for " in problem.message
     if key == "dtype":
         assert "give one of float32, float16, bfloat16" in problem.message
+
+
+def test_a_missing_kernels_path_does_not_hide_the_sessions_own_problems(tmp_path):
+    """`--kernels /missing.py` was the only problem reported: the session's missing plugin and
+    its runs went unchecked."""
+    path = tmp_path / "s.yaml"
+    path.write_text("schema_version: 1\nname: x\nplugins: [nothere.py]\n"
+                    "runs: [{op: gelu, impls: [pytorch], shape: {M: -4, N: 4}}]\n")
+    with pytest.raises(SessionError) as info:
+        load_session(path, kernels=[tmp_path / "missing.py"])
+    found = {p.path: p.message for p in info.value.problems}
+    assert found[""] == f"--kernels {tmp_path / 'missing.py'}: no such file or folder"
+    assert "no such file or folder" in found["plugins[0]"]
+    assert found["runs[0].shape.M"] == "must be a positive integer, got -4"

@@ -154,12 +154,16 @@ def _check_compare_plugins(runs, base_dir, problems: Problems) -> None:
 def _loaded_registry(plugins: list[str], problems: Problems, base_dir, kernels,
                      registry) -> tuple[Registry | None, bool]:
     """(the registry with every plugin that loaded, whether all did); each failure is a problem."""
+    complete = True
     try:
         registry = _discover(kernels, registry=registry)
     except WorkbenchError as exc:
         problems.add("", str(exc))
-        return None, False
-    complete = True
+        complete = False
+        try:  # the session's own plugins and the runs of other ops are still checked
+            registry = _discover((), registry=registry)
+        except WorkbenchError:
+            return None, False
     for index, plugin in enumerate(plugins):
         try:
             _load_plugin(plugin, base_dir, registry)
