@@ -591,3 +591,12 @@ def test_a_missing_kernels_path_does_not_hide_the_sessions_own_problems(tmp_path
     assert found[""] == f"--kernels {tmp_path / 'missing.py'}: no such file or folder"
     assert "no such file or folder" in found["plugins[0]"]
     assert found["runs[0].shape.M"] == "must be a positive integer, got -4"
+
+
+def test_a_shape_that_is_not_a_mapping_names_the_ops_own_fields(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("schema_version: 1\nname: x\nruns:\n  - op: matmul\n    shape: [64, 64, 64]\n")
+    with pytest.raises(SessionError) as info:
+        load_session(path)
+    (problem,) = info.value.problems
+    assert problem.path == "runs[0].shape" and problem.message.endswith("got [64, 64, 64]; matmul's shape is {M, N, K}")

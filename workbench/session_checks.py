@@ -6,6 +6,7 @@ structure (keys, types, ranges) was checked before by `workbench.session_schema`
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Iterable, Mapping
 
 from workbench.dtypes import DType
@@ -41,6 +42,8 @@ def check_run(run: RunSpec, path: str, registry: Registry, problems: Problems,
     impls = _check_impls(run, op, path, problems, plugin_failed)
     impls = None if "impls" in bad else impls
     dtype_ok = _check_dtype(run, op, path, problems) and "dtype" not in bad
+    if "shape" in bad:  # the file's shape was not a mapping: say which fields this op has
+        _name_shape_fields(op, child_path(path, "shape"), problems)
     shape_ok = _check_shape(run.shape, op, child_path(path, "shape"), problems) and "shape" not in bad
     shape_ok = shape_ok and _check_shape_complete(run, op, child_path(path, "shape"), problems)
     if shape_ok and dtype_ok:
@@ -130,6 +133,16 @@ def _check_shape(shape: Mapping[str, Any], op: Op, path: str, problems: Problems
                 problems.add(child_path(path, key), error)
                 ok = False
     return ok
+
+
+def _name_shape_fields(op: Op, path: str, problems: Problems) -> None:
+    """`runs[0].shape: must be a mapping of size parameters (e.g. {M: 1024, N: 1024}), got [64, 64]`
+    gets this op's own fields: `; gelu's are {M, N}`."""
+    fields = op.spec.shape_fields()
+    for index, problem in enumerate(problems.items):
+        if problem.path == path and problem.message.startswith("must be a mapping"):
+            problems.items[index] = dataclasses.replace(
+                problem, message=f"{problem.message}; {op.name}'s shape is {{{', '.join(fields)}}}")
 
 
 def _check_shape_complete(run: RunSpec, op: Op, path: str, problems: Problems) -> bool:
