@@ -60,16 +60,22 @@ def wait_for_line(proc: subprocess.Popen, text: str) -> list[str]:
 
 
 @pytest.mark.parametrize("signum, to_group", [(signal.SIGTERM, False), (signal.SIGHUP, False), (signal.SIGINT, False),
-                                              (signal.SIGTERM, True), (signal.SIGHUP, True)],
-                         ids=["SIGTERM", "SIGHUP", "SIGINT", "SIGTERM-group", "SIGHUP-group"])
+                                              (signal.SIGTERM, True), (signal.SIGHUP, True),
+                                              (signal.SIGTERM, "both")],
+                         ids=["SIGTERM", "SIGHUP", "SIGINT", "SIGTERM-group", "SIGHUP-group", "SIGTERM-as-timeout"])
 def test_a_signal_mid_replay_keeps_every_finished_row(tmp_path, signum, to_group):
-    """To the process alone (`kill PID`), or to its whole group, children included (`timeout`
-    signals its group; a closed SSH session hangs up the session's)."""
+    """To the process alone (`kill PID`), or to its whole group, children included (a closed
+    SSH session hangs up the session's), or both at once as GNU `timeout` does (the process,
+    then its group): that one arrived as two and aborted the run, leaving the row being timed
+    out of the document."""
     target = tmp_path / "out.json"
     proc = start(tmp_path, "-o", str(target))
     wait_for_line(proc, "[2/4]")                   # two rows finished; the third (8 s) is running
     assert journal.journal_path(target).is_file(), "the finished rows are on disk already"
-    if to_group:
+    if to_group == "both":
+        proc.send_signal(signum)
+        os.killpg(proc.pid, signum)
+    elif to_group:
         os.killpg(proc.pid, signum)
     else:
         proc.send_signal(signum)

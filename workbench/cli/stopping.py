@@ -4,7 +4,11 @@ SIGHUP (a closed SSH session) all do the same thing.
 The first signal sets the engine's stop flag (run_plan cancels within 3 s and returns the partial
 document) and is remembered, so the command can write that document with `cancel_signal` and exit
 128 + the signal number (130, 143, 129: the shell's convention). A second signal raises `Aborted`
-at once: the caller writes what finished so far and exits the same way.
+at once: the caller writes what finished so far and exits the same way. The same signal again
+within DUPLICATE_S of the first is the same request, not a second one: GNU `timeout` sends its
+SIGTERM to the command and then to its own process group, which the command is in, so one
+timeout arrived as two and aborted the run (the row being timed was left out of the document:
+a new user's `timeout 300 workbench --replay lecture06-gelu`).
 """
 
 from __future__ import annotations
@@ -12,12 +16,14 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+import time
 from dataclasses import dataclass
 from typing import Iterator
 
 from workbench.cli.common import EXIT_SIGNAL_BASE
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+DUPLICATE_S = 0.1  # GNU timeout's two kill() calls come microseconds apart; a person's two Ctrl-C do not
 
 
 class Aborted(BaseException):
@@ -34,6 +40,7 @@ class Stopped:
     """The signal that stopped the run (None while none has)."""
 
     signum: int | None = None
+    at: float | None = None  # time.monotonic() of the first signal
 
     @property
     def name(self) -> str | None:
@@ -56,9 +63,12 @@ def stop_on_signals(stop: threading.Event) -> Iterator[Stopped]:
         return
 
     def handler(signum, frame):
+        now = time.monotonic()
         if stop.is_set():
+            if signum == stopped.signum and stopped.at is not None and now - stopped.at < DUPLICATE_S:
+                return  # the first one again (timeout's signal to the process group)
             raise Aborted(signum)
-        stopped.signum = signum
+        stopped.signum, stopped.at = signum, now
         stop.set()
 
     previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS}
