@@ -105,7 +105,7 @@ def medians(plt, rows: Sequence[Row], metric: str) -> Text:
     points = [(row, metric_value(row, row.get("timing", "median_ms"), metric)) for row in rows]
     points = [(row, v) for row, v in points if v is not None]
     if not points:
-        return Text("no timed results (check failed, unavailable, or not benchmarked)")
+        return Text(f"no timed results: {untimed_reasons(rows)}")
     log = wants_log(v for _, v in points)
     plt.xscale("log" if log else "linear")
     for y, (((color, _), marker), (row, value)) in enumerate(reversed(list(zip(styles(), points))), start=1):
@@ -187,6 +187,22 @@ def _widen_single_values(plt, placed: Sequence[tuple[float, float]], ceiling_dra
                                                   ([y for _, y in placed], plt.ylim, ceiling_drawn)):
         if not spread_by_ceiling and len(set(values)) == 1:
             set_limits(math.log10(values[0] / 4), math.log10(values[0] * 4))
+
+
+def untimed_reasons(rows: Sequence[Row]) -> str:
+    """Why no row has a median, counted: '4 cancelled', '1 failed, 2 unavailable', 'not
+    benchmarked (no bench action)'. The fixed '(check failed, unavailable, or not benchmarked)'
+    was shown after a cancel too, naming none of the three that happened."""
+    from collections import Counter
+
+    def why(row: Row) -> str:
+        if row.status == "skipped" and row.error == "cancelled":
+            return "cancelled"
+        if row.status in ("ok", None):
+            return "not benchmarked"
+        return row.status
+    counts = Counter(why(row) for row in rows)
+    return ", ".join(f"{n} {reason}" for reason, n in counts.items()) or "no rows yet"
 
 
 def placed_note(kept: int, total: int) -> str:

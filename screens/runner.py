@@ -295,7 +295,16 @@ class RunnerMixin:
     def _show_run_done(self, message: RunDone) -> None:
         self._finished()
         self.run_bar.progress(self._total, self._total)
-        self.run_bar.status = summary(message.doc, message.cancelled)
+        kept = 0
+        if message.cancelled:
+            from .sessions_io import KEPT_FLAG, row_identity
+
+            cancelled = {row_identity(r) for r in message.doc.get("results", ())
+                         if r.get("error") == "cancelled" and r.get("status") == "skipped"}
+            kept = sum(KEPT_FLAG in (r.get("flags") or ()) and row_identity(r) in cancelled
+                       for r in (self.ws.saved_results or {}).get("results", ())
+                       if r.get("run_index") == message.run_index)
+        self.run_bar.status = summary(message.doc, message.cancelled, kept)
         self.log_pane.add(self.run_bar.status, "warning" if message.cancelled else "info")
         failed = sum(r.get("status") == "failed" for r in message.doc.get("results", ()))
         if failed:  # one notice for the run; each error is in the Log pane and the row's detail
@@ -340,11 +349,14 @@ class RunnerMixin:
             self.log_pane.add(f"results written to {path}")
 
 
-def summary(doc: dict, cancelled: bool) -> str:
-    """'done: 4 ok, 2 unavailable' (or 'cancelled: ...')."""
-    counts = Counter(r.get("status", "?") for r in doc.get("results", ()))
+def summary(doc: dict, cancelled: bool, kept: int = 0) -> str:
+    """'done: 4 ok, 2 unavailable'; 'cancelled: 2 ok, 4 not run (3 show their earlier results)'
+    (kept: the rows a cancel left unmeasured that keep an earlier record, sessions_io.merge_results)."""
+    counts = Counter("not run" if r.get("error") == "cancelled" and r.get("status") == "skipped"
+                     else r.get("status", "?") for r in doc.get("results", ()))
     parts = ", ".join(f"{n} {status}" for status, n in counts.items()) or "no rows"
-    return f"{'cancelled' if cancelled else 'done'}: {parts}"
+    earlier = f" ({kept} show their earlier results)" if kept else ""
+    return f"{'cancelled' if cancelled else 'done'}: {parts}{earlier}"
 
 
 def _run_plan(session, **kwargs) -> dict:

@@ -159,12 +159,41 @@ def results_file(session_path: Path | None, data: Path, name: str) -> Path:
     return ws.results_path(session_path, data)
 
 
+KEPT_FLAG = "kept from an earlier run: the run after it was cancelled before this row"
+
+
 def merge_results(old: dict | None, new: dict, run_index: int) -> dict:
-    """`new` (a one-run document, run_index 0) as run `run_index` of the saved document."""
+    """`new` (a one-run document, run_index 0) as run `run_index` of the saved document. In a
+    cancelled run, a row the cancel left unmeasured (skipped, "cancelled") keeps the earlier
+    record of the same row (same op, label, implementation, params, shape, dtype and sweep
+    value), with KEPT_FLAG: r then escape wrote a file of skipped rows over the measured ones
+    (MEASUREMENT.md rule 12, nothing measured lost)."""
+    earlier = [r for r in (old or {}).get("results", ()) if r.get("run_index") == run_index]
     kept = [r for r in (old or {}).get("results", ()) if r.get("run_index") != run_index]
     fresh = [{**r, "run_index": run_index} for r in new.get("results", ())]
+    if new.get("cancelled"):
+        before = {row_identity(r): r for r in earlier if not _cancelled(r)}
+        fresh = [_kept(before[row_identity(r)]) if _cancelled(r) and row_identity(r) in before else r
+                 for r in fresh]
     merged = sorted(kept + fresh, key=lambda r: r.get("run_index", 0))
     return {**new, "results": merged}
+
+
+def row_identity(record: dict) -> str:
+    """What makes two records the same row of a run (not its results)."""
+    import json
+
+    fields = ("op", "label", "impl", "params", "shape", "dtype", "sweep_value")
+    return json.dumps([record.get(f) for f in fields], sort_keys=True, default=str)
+
+
+def _cancelled(record: dict) -> bool:
+    return record.get("status") == "skipped" and record.get("error") == "cancelled"
+
+
+def _kept(record: dict) -> dict:
+    flags = list(record.get("flags") or [])
+    return {**record, "flags": flags if KEPT_FLAG in flags else [*flags, KEPT_FLAG]}
 
 
 def write_results(doc: dict, path: Path) -> Path:

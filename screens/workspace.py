@@ -106,8 +106,10 @@ class Workspace:
 
     def finish(self, doc: dict, index: int) -> dict:
         """Fold the results document of run `index` in; returns the merged document to write."""
-        self.models.setdefault(index, RunModel()).finish(doc)
         self.saved_results = merge_results(self.saved_results, doc, index)
+        if doc.get("cancelled"):  # the rows shown are the ones saved: earlier results kept included
+            doc = {**doc, "results": [r for r in self.saved_results["results"] if r.get("run_index") == index]}
+        self.models.setdefault(index, RunModel()).finish(doc)
         return self.saved_results
 
     def run_titles(self) -> list[tuple[int, str]]:

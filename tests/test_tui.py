@@ -207,6 +207,37 @@ async def test_cancel_stops_the_run(tmp_path):
 
 
 @run_async
+async def test_a_cancelled_rerun_keeps_the_earlier_results_of_the_rows_it_did_not_measure(tmp_path):
+    """r, then r and escape: the cancel wrote skipped rows over the measured ones in the results
+    file, and the Timing pane said '(check failed, unavailable, or not benchmarked)'."""
+    import json
+
+    from workbench.screens.sessions_io import KEPT_FLAG
+
+    app = make_app(tmp_path, engine=fixture_engine(delay_s=0.1))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.runs_finished == 1, timeout_s=60)
+        first = {r["label"]: r for r in json.loads((tmp_path / "sessions" / "tui-fixture.results.json").read_text())["results"]}
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.running)
+        await wait_for(pilot, lambda: any(r.status == "ok" for r in app.ws.models[0].rows.values() if r.record))
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.runs_finished == 2, timeout_s=60)
+        saved = json.loads((tmp_path / "sessions" / "tui-fixture.results.json").read_text())["results"]
+        kept = [r for r in saved if KEPT_FLAG in (r.get("flags") or ())]
+        assert kept and len(saved) == len(first)
+        for record in kept:  # the earlier measurement, unchanged but for the flag
+            assert record["status"] == "ok" and record["timing"] == first[record["label"]]["timing"]
+        assert not any(r["status"] == "skipped" for r in saved)
+        assert app.run_bar.status.startswith("cancelled: ") and "not run" in app.run_bar.status
+        assert app.run_bar.status.endswith(f"({len(kept)} show their earlier results)")
+        shown = app.ws.models[0].rows
+        assert all(shown[(r["label"], None)].get("timing", "median_ms") == r["timing"]["median_ms"] for r in kept)
+
+
+@run_async
 async def test_quit_asks_while_a_run_is_active(tmp_path):
     app = make_app(tmp_path, engine=fixture_engine(delay_s=0.2))
     async with app.run_test(size=(100, 30)) as pilot:

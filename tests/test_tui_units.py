@@ -202,3 +202,43 @@ def test_thin_leaves_short_and_flat_series_whole():
     assert charts.thin([3.0, 1.0, 2.0]) == ([1, 2, 3], [3.0, 1.0, 2.0])
     xs, ys = charts.thin([2.0] * 10_000, cells=(50, 10))
     assert len(xs) == 50 and set(ys) == {2.0}
+
+
+def test_a_cancelled_run_keeps_earlier_records_of_the_rows_it_left_unmeasured():
+    from workbench.screens.sessions_io import KEPT_FLAG
+
+    def rec(impl, status="ok", error=None, median=1.0, shape=None, flags=()):
+        return {"run_index": 1, "op": "gelu", "impl": impl, "label": impl, "params": {}, "shape": shape or {"M": 8},
+                "dtype": "float32", "sweep_value": None, "status": status, "error": error,
+                "timing": {"median_ms": median} if status == "ok" else None, "flags": list(flags)}
+
+    old = {"results": [{"run_index": 0, "impl": "x"}, rec("a", median=1.0), rec("b", median=2.0),
+                       rec("c", median=3.0, shape={"M": 16})]}
+    cancelled = {"cancelled": True, "results": [rec("a", median=1.5), rec("b", "skipped", "cancelled"),
+                                                rec("c", "skipped", "cancelled"), rec("d", "skipped", "cancelled")]}
+    merged = merge_results(old, cancelled, 1)["results"]
+    by = {r["impl"]: r for r in merged if r["run_index"] == 1}
+    assert by["a"]["timing"]["median_ms"] == 1.5 and KEPT_FLAG not in by["a"]["flags"]  # measured now
+    assert by["b"]["timing"]["median_ms"] == 2.0 and by["b"]["flags"] == [KEPT_FLAG]     # kept
+    assert by["c"]["status"] == "skipped"  # another shape: not the same row, nothing kept for it
+    assert by["d"]["status"] == "skipped" and merged[0] == {"run_index": 0, "impl": "x"}
+    again = merge_results({"results": merged}, cancelled, 1)["results"]  # a second cancel
+    assert [r for r in again if r["impl"] == "b"][0]["flags"] == [KEPT_FLAG]
+    finished = merge_results({"results": merged}, {**cancelled, "cancelled": False}, 1)["results"]
+    assert [r for r in finished if r["impl"] == "b"][0]["status"] == "skipped"  # not a cancel: replaced
+
+
+def test_the_run_summary_and_the_untimed_message_say_what_happened():
+    from workbench.screens import charts
+    from workbench.screens.runner import summary
+
+    doc = {"results": [{"status": "ok"}, {"status": "skipped", "error": "cancelled"},
+                       {"status": "skipped", "error": "cancelled"}]}
+    assert summary(doc, True) == "cancelled: 1 ok, 2 not run"
+    assert summary(doc, True, kept=2) == "cancelled: 1 ok, 2 not run (2 show their earlier results)"
+    assert summary({"results": [{"status": "ok"}, {"status": "failed"}]}, False) == "done: 1 ok, 1 failed"
+    rows = [Row(label="a", impl="a", sweep_value=None, status="skipped", error="cancelled"),
+            Row(label="b", impl="b", sweep_value=None, status="skipped", error="cancelled"),
+            Row(label="c", impl="c", sweep_value=None, status="failed")]
+    assert charts.untimed_reasons(rows) == "2 cancelled, 1 failed"
+    assert charts.untimed_reasons([Row(label="a", impl="a", sweep_value=None, status="ok")]) == "1 not benchmarked"

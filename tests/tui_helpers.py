@@ -34,11 +34,15 @@ def fixture_engine(path: Path | dict = GELU_H200, *, delay_s: float = 0.0, fail:
     def engine(session, *, on_event, stop: threading.Event | None = None, options=None) -> dict:
         if fail:
             raise RuntimeError(fail)
+        records = []
         for record in data["doc"]["results"]:
-            if stop is not None and stop.is_set():
-                break
+            if stop is not None and stop.is_set():  # as the engine's cancel_rest: skipped, "cancelled"
+                records.append({**record, "status": "skipped", "error": "cancelled", "timing": None,
+                                "traffic": None, "check": None, "profile": None, "ptx": None, "flags": []})
+                continue
             _emit(record, data, on_event, delay_s)
-        return {**data["doc"], "cancelled": bool(stop and stop.is_set())}
+            records.append(record)
+        return {**data["doc"], "results": records, "cancelled": bool(stop and stop.is_set())}
     return engine
 
 
