@@ -425,6 +425,26 @@ def test_a_gpu_this_host_does_not_have_is_a_usage_error(capsys, monkeypatch, tmp
     assert code == 0
 
 
+def test_a_sessions_own_gpu_device_this_host_does_not_have_is_a_usage_error(capsys, monkeypatch, tmp_path):
+    """`settings: {device: cuda}` (or a run's) replayed on a host without a GPU wrote a document
+    of unavailable rows under `device cpu` and exited 0, where `--device cuda` is exit 2."""
+    import workbench.machine as machine
+
+    monkeypatch.setattr(machine, "nvml_gpus", lambda: [])
+    path = tmp_path / "gpu.yaml"
+    path.write_text("schema_version: 1\nname: gpu\nsettings: {device: cuda}\n"
+                    "runs: [{op: gelu, impls: [pytorch], shape: {M: 8, N: 8}}]\n")
+    code, out, err = run(capsys, "--replay", str(path))
+    assert code == 2 and out == ""
+    assert f"{path}: settings.device: cuda: this host has no GPU NVML can see; allowed: auto, cpu" in err
+    path.write_text("schema_version: 1\nname: gpu\nruns: [{op: gelu, impls: [pytorch], shape: {M: 8, N: 8}},\n"
+                    "  {op: gelu, impls: [pytorch], shape: {M: 8, N: 8}, settings: {device: 'cuda:1'}}]\n")
+    code, _out, err = run(capsys, "--replay", str(path))
+    assert code == 2 and "runs[1].settings.device: cuda:1: this host has no GPU NVML can see" in err
+    code, _out, _err = run(capsys, "--check", str(path))
+    assert code == 0  # --check only checks the file, as for --device
+
+
 def test_a_failed_ab_entry_makes_the_exit_code_1():
     from workbench.cli.replay import _exit_code
 

@@ -98,8 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _missing_gpu(device: str) -> str | None:
-    """Why `--device cuda[:N]` cannot run here (NVML, no torch), or None: a run asked for a GPU
-    this host does not have measured nothing and still exited 0."""
+    """Why `--device cuda[:N]` cannot run here, or None (missing_gpu)."""
+    problem = missing_gpu(device)
+    return f"--device {device}: {problem}" if problem else None
+
+
+def missing_gpu(device: str) -> str | None:
+    """Why the device `cuda[:N]` cannot run here (NVML, no torch), or None: a run asked for a
+    GPU this host does not have measured nothing and still exited 0."""
     from workbench.machine import nvml_gpus
 
     count = len(nvml_gpus())
@@ -107,7 +113,7 @@ def _missing_gpu(device: str) -> str | None:
     if index < count:
         return None
     have = f"cuda:0..cuda:{count - 1}" if count else "no GPU NVML can see"
-    return f"--device {device}: this host has {have}; allowed: auto, cpu" + (", cuda, cuda:N below " + str(count) if count else "")
+    return f"this host has {have}; allowed: auto, cpu" + (", cuda, cuda:N below " + str(count) if count else "")
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:

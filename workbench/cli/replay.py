@@ -112,6 +112,9 @@ def _prepare(args, argv, env: Env, err: Console) -> _Prepared | None:
     except SessionError as exc:
         print_problems(exc, err)
         return None
+    if args.device is None and (problem := _missing_session_gpu(session)):
+        err.print(f"{path}: {problem}", markup=False)
+        return None
     baseline = _read_baseline(args.compare, err) if args.compare else None
     if args.compare and baseline is None:
         return None
@@ -147,6 +150,21 @@ def _prepare(args, argv, env: Env, err: Console) -> _Prepared | None:
         return None
     options = dataclasses.replace(options, done={_key(r): r for r in done})
     return _Prepared(session, options, ours, baseline, done, environment)
+
+
+def _missing_session_gpu(session) -> str | None:
+    """The session's own `device: cuda[:N]` (settings, or a run's) on a host without that GPU:
+    one error, as `--device cuda` gets, not a document of unavailable rows and exit 0 under a
+    header that said `device cpu` (a new user's try). --device overrides it (the caller skips
+    this then)."""
+    from workbench.cli.main import missing_gpu
+
+    wanted = [("settings.device", session.settings.device)]
+    wanted += [(f"runs[{i}].settings.device", run.settings.get("device")) for i, run in enumerate(session.runs)]
+    for where, device in wanted:
+        if isinstance(device, str) and device.startswith("cuda") and (problem := missing_gpu(device)):
+            return f"{where}: {device}: {problem} (--device cpu runs the session on the CPU)"
+    return None
 
 
 def _key(record: dict[str, Any]) -> tuple:
