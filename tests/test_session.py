@@ -600,3 +600,25 @@ def test_a_shape_that_is_not_a_mapping_names_the_ops_own_fields(tmp_path):
         load_session(path)
     (problem,) = info.value.problems
     assert problem.path == "runs[0].shape" and problem.message.endswith("got [64, 64, 64]; matmul's shape is {M, N, K}")
+
+
+def test_a_plugin_path_that_is_not_python_or_a_folder_without_op_files_is_named(tmp_path):
+    """`--kernels notes.txt` failed with "'NoneType' object has no attribute 'loader'" (a new
+    user's try); an empty folder was taken silently."""
+    from workbench.errors import WorkbenchError
+    from workbench.plugin_sources import plugin_files
+
+    text = tmp_path / "notes.txt"
+    text.write_text("x\n")
+    with pytest.raises(WorkbenchError, match=r"notes.txt: not a Python file; a plugin is a .py file"):
+        plugin_files(text)
+    empty = tmp_path / "empty"
+    (empty / "_private.py").parent.mkdir()
+    (empty / "_private.py").write_text("")
+    with pytest.raises(WorkbenchError, match=r"empty: a folder with no op files"):
+        plugin_files(empty)
+    session = tmp_path / "s.yaml"
+    session.write_text("schema_version: 1\nname: x\nruns: [{op: gelu, impls: [pytorch]}]\n")
+    with pytest.raises(SessionError) as info:
+        load_session(session, kernels=[text])
+    assert "not a Python file" in info.value.problems[0].message

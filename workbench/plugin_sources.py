@@ -33,10 +33,17 @@ def plugin_files(path: Path) -> list[Path]:
     if not path.exists():
         raise WorkbenchError(f"--kernels {path}: no such file or folder")
     if path.is_file():
+        if path.suffix != ".py":  # imported as Python it failed with "'NoneType' object has no attribute 'loader'"
+            raise WorkbenchError(f"--kernels {path}: not a Python file; a plugin is a .py file, a package "
+                                 "folder (with __init__.py) or a folder of .py op files")
         return [path.resolve()]
     if (path / "__init__.py").exists():
         return [(path / "__init__.py").resolve()]
-    return sorted(p.resolve() for p in path.glob("*.py") if not p.name.startswith("_"))
+    files = sorted(p.resolve() for p in path.glob("*.py") if not p.name.startswith("_"))
+    if not files:
+        raise WorkbenchError(f"--kernels {path}: a folder with no op files (no __init__.py, no .py file "
+                             "whose name does not start with _)")
+    return files
 
 
 def source_files(paths: Iterable[str | Path]) -> list[Path]:
