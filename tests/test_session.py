@@ -622,3 +622,15 @@ def test_a_plugin_path_that_is_not_python_or_a_folder_without_op_files_is_named(
     with pytest.raises(SessionError) as info:
         load_session(session, kernels=[text])
     assert "not a Python file" in info.value.problems[0].message
+
+
+def test_a_sweep_written_as_param_to_values_is_one_error_showing_the_form(tmp_path):
+    """`sweep: {N: [64, 128]}` gave three problems (an unknown key, then params and values null)."""
+    path = tmp_path / "s.yaml"
+    path.write_text("schema_version: 1\nname: x\nruns:\n  - op: gelu\n    impls: [pytorch]\n"
+                    "    shape: {M: 64, N: 64}\n    sweep: {N: [64, 128]}\n")
+    with pytest.raises(SessionError) as info:
+        load_session(path)
+    (problem,) = info.value.problems
+    assert problem.path == "runs[0].sweep" and problem.line == 7
+    assert problem.message == "a sweep is {params: [...], values: [...]}: write sweep: {params: [N], values: [64, 128]}"

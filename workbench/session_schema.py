@@ -263,6 +263,12 @@ def _sweep(value: Any, path: str, problems: Problems) -> Sweep | None:
     if not isinstance(value, dict):
         problems.add(path, f"must be a mapping {{params: [...], values: [...]}}, got {show(value)}")
         return None
+    if value and not set(value) & set(SWEEP_KEYS):  # `sweep: {N: [64, 128]}`: one error that shows the form
+        (param, given), *more = value.items()
+        example = f"{{params: [{param}], values: {show(given) if isinstance(given, list) else '[...]'}}}"
+        problems.add(path, f"a sweep is {{params: [...], values: [...]}}: write sweep: {example}"
+                           + (" (several params take one list of values together)" if more else ""))
+        return None
     unknown_keys(value, path, SWEEP_KEYS, problems)
     params = value.get("params")
     params = [params] if isinstance(params, str) else params
