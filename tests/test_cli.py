@@ -379,7 +379,17 @@ def test_compare_with_an_unreadable_baseline_exits_2(capsys, tmp_path, session_f
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     code, _, err = run(capsys, "--replay", str(session_file), "--compare", str(bad))
-    assert code == 2 and "cannot read a results document" in err and fake_plan.calls == []
+    assert code == 2 and "bad.json: not a JSON results document (the baseline is what --replay -o" in err
+    assert fake_plan.calls == []
+    code, _, err = run(capsys, "--replay", str(session_file), "--compare", str(tmp_path / "missing.json"))
+    assert code == 2 and "missing.json: cannot read it: " in err and fake_plan.calls == []
+
+
+def test_a_usage_error_is_one_line_without_the_usage_block(capsys):
+    code, _, err = run(capsys, "--replay", "x.yaml", "--device", "tpu")
+    assert code == 2 and "usage:" not in err
+    assert err.strip() == ("error: --device must be auto, cpu, cuda or cuda:N, got 'tpu' "
+                           "(workbench --help lists the options)")
 
 
 @pytest.mark.parametrize("where", ["a folder", "file as folder", "file as grandparent", "read-only folder"])

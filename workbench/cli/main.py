@@ -42,8 +42,16 @@ EXTENSION_FORMATS = {".json": "json", ".csv": "csv", ".jsonl": "jsonl"}
 TEXT_EXTENSIONS = (".txt", ".log", ".out", ".table")  # the text table, as without an extension
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line (and where the options are listed), like every
+    other error workbench prints: argparse's 8-line usage block came before some of them only."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"error: {message} (workbench --help lists the options)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="workbench", description="A keyboard-driven terminal workbench for GPU kernel engineering.",
         epilog=f"exit codes: {EXIT_CODES_TEXT}")
     parser.add_argument("file", nargs="?", metavar="FILE",

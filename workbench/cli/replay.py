@@ -235,9 +235,15 @@ def _exit_code(doc: dict[str, Any]) -> int:
 
 def _read_baseline(path: str, err: Console) -> dict[str, Any] | None:
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except (OSError, ValueError) as exc:
-        err.print(f"error: --compare {path}: cannot read a results document: {exc}", markup=False)
+        err.print(f"error: --compare {path}: cannot read it: {exc}", markup=False)
+        return None
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:  # a session file, a CSV or a table: "Expecting value: line 1 column 1" alone
+        err.print(f"error: --compare {path}: not a JSON results document (the baseline is what --replay -o "
+                  f"PATH.json wrote; {Path(path).suffix or 'this file'} is not JSON: {exc})", markup=False)
         return None
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
         err.print(f"error: --compare {path}: not a results document (no `results` list)", markup=False)
