@@ -61,10 +61,13 @@ def action_commands(app) -> list[SystemCommand]:
     app's public state: `ws` (the Workspace), `running`, `data_dir` and its action_* methods."""
     ws = app.ws
     run = (lambda action: partial(app.run_action, action))
-    commands = [
+    # run or cancel, whichever can be done now (the footer dims the other; the palette offered
+    # cancel with no run in progress: a new user's try)
+    commands = [SystemCommand("Cancel the run (escape)", "stop the run in progress within 3 s", run("cancel"))] \
+        if getattr(app, "running", False) else [
         SystemCommand("Run the run on screen (r)", "check and time its implementations", run("run")),
-        SystemCommand("Run anyway (F)", "run this run, rows estimated too large included", run("force_run")),
-        SystemCommand("Cancel the run (escape)", "stop the run in progress within 3 s", run("cancel")),
+        SystemCommand("Run anyway (F)", "run this run, rows estimated too large included", run("force_run"))]
+    commands += [
         SystemCommand("Save the session (ctrl+s)", "a shipped one is saved as your copy", run("save")),
         SystemCommand("Open a session (ctrl+o)", "a file, or a shipped or saved session", run("open")),
         SystemCommand("Edit the spec (e)", "shape, dtype, actions and sweep of the run", run("edit_spec")),

@@ -110,9 +110,14 @@ async def test_the_palette_holds_every_action(tmp_path):
     async with app.run_test(size=(120, 40)) as pilot:
         await loaded(pilot)
         titles = " | ".join(c.title for c in app.get_system_commands(app.screen))
-        for words in ("Save the session", "Run the run on screen", "Cancel the run", "dtype: float16",
+        for words in ("Save the session", "Run the run on screen", "Run anyway", "dtype: float16",
                       "Edit the sweep", "Delete run 0", "Duplicate run 0", "Move run 0", "Pane: Profile"):
             assert words in titles, words
+        assert "Cancel the run" not in titles  # nothing runs: run, not cancel
+        app._stop = __import__("threading").Event()  # as while a run is in progress: cancel, not run
+        running = " | ".join(c.title for c in app.get_system_commands(app.screen))
+        assert "Cancel the run" in running and "Run the run on screen" not in running and "Run anyway" not in running
+        app._stop = None
         await palette(pilot, "dtype: bfloat16")
         assert app.ws.session.runs[0].dtype == "bfloat16"
         await palette(pilot, "Delete run 0")
