@@ -15,6 +15,13 @@ from textual.widgets import Button, ProgressBar, Static
 from .messages import CancelRequested, RunRequested
 
 
+class KeyButton(Button):
+    """A button for the mouse; the keyboard has its key (r, escape), so tab passes it by: as a
+    tab stop it showed no heavy border and j, k and the arrows did nothing there."""
+
+    can_focus = False
+
+
 class RunBar(Horizontal):
     """One line: [Run] [Cancel] progress  status."""
 
@@ -22,8 +29,8 @@ class RunBar(Horizontal):
     status: reactive[str] = reactive("loading ops…", init=False)
 
     def compose(self) -> ComposeResult:
-        yield Button("Run r", id="run", compact=True, variant="primary")
-        yield Button("Cancel esc", id="cancel", compact=True, variant="error", disabled=True)
+        yield KeyButton("Run r", id="run", compact=True, variant="primary")
+        yield KeyButton("Cancel esc", id="cancel", compact=True, variant="error", disabled=True)
         yield ProgressBar(total=1, id="progress", show_eta=False, show_percentage=False)
         yield Static(self.status, id="run-status")
 

@@ -238,6 +238,22 @@ async def test_a_cancelled_rerun_keeps_the_earlier_results_of_the_rows_it_did_no
 
 
 @run_async
+async def test_tab_passes_the_run_bars_buttons_and_a_click_still_runs(tmp_path):
+    """Tab from a pane stopped on 'Run r', which showed no heavy border and took no j/k."""
+    from workbench.screens.run_bar import KeyButton
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        app.query_one("#results-table").focus()
+        for _ in range(12):
+            await pilot.press("tab")
+            assert not isinstance(app.focused, KeyButton)
+        await pilot.click("#run")
+        await wait_for(pilot, lambda: app.runs_finished == 1, timeout_s=60)
+
+
+@run_async
 async def test_quit_asks_while_a_run_is_active(tmp_path):
     app = make_app(tmp_path, engine=fixture_engine(delay_s=0.2))
     async with app.run_test(size=(100, 30)) as pilot:
