@@ -108,6 +108,8 @@ def test_throughput_metric_rescales_the_engines_figure():
 def test_formatting():
     assert fmt.ms(0.0123) == "12.3 µs" and fmt.ms(None) == "-" and fmt.ms(12_345) == "12.3 s"
     assert fmt.spread(0.99, 1.01, 1.0) == "±1%"
+    assert fmt.spread(0.703, 35.0, 0.706) == "-0.42/+4858%"  # skewed: the median at the low edge
+    assert fmt.spread(0.9, 1.3, 1.0) == "-10/+30%" and fmt.spread(0.999, 1.004, 1.0) == "±0.25%"
     assert fmt.size_bytes(2 * 1024 ** 3) == "2 GiB" and fmt.si(2_415_919_104) == "2.42 G"
     assert fmt.timer("perf_counter") == "perf_counter (CPU)"
     assert fmt.timer("interpreter") == "interpreter (not GPU speed)"

@@ -33,11 +33,20 @@ def ms(value: float | None) -> str:
 
 
 def spread(p20: float | None, p80: float | None, median: float | None) -> str:
-    """p20..p80 as a ± percentage of the median, e.g. '±0.4%'."""
+    """p20..p80 around the median as a percentage of it: '±0.4%' where the two sides are alike,
+    '-0.5/+4852%' where one side is more than twice the other and at least 1% (a symmetric
+    '±2426%' beside a 706 us median hid that the median sat at the low edge: a new user's try)."""
     if not (is_number(p20) and is_number(p80) and is_number(median)) or median <= 0:
         return "-"
+    below, above = (median - p20) / median * 100, (p80 - median) / median * 100
+    if max(below, above) >= 1 and max(below, above) > 2 * min(below, above):
+        return f"-{_pct(below)}/+{_pct(above)}%"
     pct = (p80 - p20) / 2 / median * 100
-    return f"±{pct:.2g}%" if pct < 10 else f"±{pct:.0f}%"
+    return f"±{_pct(pct)}%"
+
+
+def _pct(value: float) -> str:
+    return f"{value:.2g}" if value < 10 else f"{value:.0f}"
 
 
 def number(value: float | None, digits: int = 4) -> str:
