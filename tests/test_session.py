@@ -634,3 +634,21 @@ def test_a_sweep_written_as_param_to_values_is_one_error_showing_the_form(tmp_pa
     (problem,) = info.value.problems
     assert problem.path == "runs[0].sweep" and problem.line == 7
     assert problem.message == "a sweep is {params: [...], values: [...]}: write sweep: {params: [N], values: [64, 128]}"
+
+
+def test_a_saved_copy_keeps_the_comments_the_file_opened_with(tmp_path):
+    """ctrl+s on a shipped session wrote a copy without the shipped file's explanation."""
+    from workbench.screens import sessions_io
+    from workbench.session import leading_comments, shipped_path
+
+    shipped = shipped_path("default")
+    session = load_session(shipped)
+    header = leading_comments(shipped)
+    assert header.startswith("# The session `workbench` opens") and header.count("\n") >= 2
+    target = sessions_io.save(session, shipped, tmp_path)
+    text = target.read_text()
+    assert text.startswith(header) and not text[len(header):].lstrip().startswith("#")
+    assert load_session(target) == session
+    again = sessions_io.save(load_session(target), target, tmp_path)  # saving the copy keeps it too
+    assert again == target and target.read_text() == text
+    assert leading_comments(tmp_path / "missing.yaml") == "" and leading_comments(None) == ""

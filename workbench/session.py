@@ -36,7 +36,7 @@ from workbench.session_yaml import Problem, Problems, read_yaml
 
 __all__ = [
     "Problem", "SessionError", "load_session", "parse_session", "session_from_data",
-    "session_to_data", "dump_session", "save_session", "validate_session", "load_plugins",
+    "session_to_data", "dump_session", "save_session", "leading_comments", "validate_session", "load_plugins",
     "file_sha256", "shipped_names", "shipped_path", "is_shipped", "resolve_session_path",
     "default_session_name", "results_path", "user_session_path", "save_target", "plugin_path",
     "with_resolved_plugins", "saved_copy", "shipped_original", "SHIPPED_PREFIX",
@@ -205,8 +205,9 @@ def dump_session(session: Session) -> str:
                      default_flow_style=False, allow_unicode=True, width=100)
 
 
-def save_session(session: Session, path: str | Path) -> Path:
-    """Write the session to `path` atomically (temp file in the same folder, then rename).
+def save_session(session: Session, path: str | Path, header: str = "") -> Path:
+    """Write the session to `path` atomically (temp file in the same folder, then rename);
+    header: comment lines to put first (`leading_comments` of the file it was opened from).
 
     Refuses to overwrite a shipped session (package data): use `save_target` first.
     Raises WorkbenchError for a shipped path, OSError for a failed write (the old file is
@@ -216,7 +217,25 @@ def save_session(session: Session, path: str | Path) -> Path:
     if is_shipped(path):
         raise WorkbenchError(f"{path} is a shipped session (read-only); save a copy in the user "
                              "data directory instead (see save_target)")
-    return atomic_write_text(path, dump_session(session))
+    return atomic_write_text(path, header + dump_session(session))
+
+
+def leading_comments(path: str | Path | None) -> str:
+    """The comment lines a session file opens with (up to its first other line), each kept as
+    it is: what a save of that session keeps, the rest being data (a saved copy of a shipped
+    session lost the shipped file's explanation). '' when there are none or it cannot be read."""
+    if path is None:
+        return ""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines(keepends=True)
+    except (OSError, ValueError):
+        return ""
+    header = []
+    for line in lines:
+        if not line.lstrip().startswith("#"):
+            break
+        header.append(line if line.endswith("\n") else line + "\n")
+    return "".join(header)
 
 
 def file_sha256(path: str | Path) -> str:
