@@ -158,3 +158,14 @@ def test_an_ab_sides_plugin_file_is_recorded_and_checked_too(capsys, plugin_sess
     other.write_text(source + "# an edit of the A side only\n")
     code, _, err = run(capsys, "--replay", str(session), "--compare", str(base))
     assert code == 2 and f"changed since: {other.resolve()} (sha256 " in err
+
+
+def test_list_warns_of_a_plugin_that_registers_nothing(capsys, tmp_path):
+    """`--kernels` at a file that declares no op and no implementation was taken silently."""
+    plugin = tmp_path / "empty.py"
+    plugin.write_text("x = 1\n")
+    code, out, err = run(capsys, "--list", "--kernels", str(plugin), "--format", "json")
+    assert code == 0 and json.loads(out)["empty_sources"] == [str(plugin.resolve())]
+    assert f"warning: {plugin.resolve()}: loaded, but it registers no op and no implementation" in err
+    code, _out, err = run(capsys, "--list")
+    assert code == 0 and "registers no op" not in err  # the shipped kernels register theirs

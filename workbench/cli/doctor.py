@@ -57,11 +57,16 @@ def inventory(kernels: list[str], device: str, cache_dir=None) -> dict[str, Any]
     return {"machine": {"has_cuda": machine.has_cuda, "device_name": machine.device_name, "nvcc": machine.nvcc,
                         "triton": machine.triton, "triton_interpreted": machine.triton_interpreted,
                         "ninja": machine.ninja, "device": device},
-            "sources": list(registry.loaded_sources), "ops": ops}
+            "sources": list(registry.loaded_sources), "ops": ops,
+            # plugin sources that loaded but declared nothing (an empty file, the wrong file)
+            "empty_sources": [key for key in registry.loaded_sources if not registry.added.get(key)]}
 
 
 def run_list(args: argparse.Namespace, env: Env) -> int:
     data = inventory(args.kernels, args.device or "auto", env.cache_dir)
+    for source in data["empty_sources"]:  # taken silently before (a new user's try)
+        env.console().print(f"warning: {source}: loaded, but it registers no op and no implementation",
+                            markup=False)
     if args.format == "json":
         write_output(json.dumps(data, indent=2) + "\n", args, env)
     elif args.format == "csv":
