@@ -131,3 +131,16 @@ def run_options(args: argparse.Namespace, env: Env, *, argv: Sequence[str], sess
                       build_dir=env.cache_dir / "build", strict=bool(getattr(args, "strict", False)),
                       devices=getattr(args, "devices", None) or None, cluster=getattr(args, "cluster", None),
                       visible_gpus=visible_gpu_count(env.cuda_visible_devices))
+
+
+def missing_gpu(device: str) -> str | None:
+    """Why the device `cuda[:N]` cannot run here (NVML, no torch), or None: a run asked for a
+    GPU this host does not have measured nothing and still exited 0."""
+    from workbench.machine import nvml_gpus
+
+    count = len(nvml_gpus())
+    index = int(device.partition(":")[2] or 0)
+    if index < count:
+        return None
+    have = f"cuda:0..cuda:{count - 1}" if count else "no GPU NVML can see"
+    return f"this host has {have}; allowed: auto, cpu" + (", cuda, cuda:N below " + str(count) if count else "")

@@ -31,7 +31,7 @@ from typing import Sequence
 from rich.console import Console
 
 import workbench
-from workbench.cli.common import (EXIT_CODES_TEXT, EXIT_INTERRUPTED, EXIT_USAGE, Env, check_output_path, read_env,
+from workbench.cli.common import (EXIT_CODES_TEXT, EXIT_INTERRUPTED, EXIT_USAGE, Env, check_output_path, missing_gpu, read_env,
                                   run_options)
 from workbench.device_list import parse_devices
 from workbench.errors import WorkbenchError
@@ -111,17 +111,6 @@ def _missing_gpu(device: str) -> str | None:
     return f"--device {device}: {problem}" if problem else None
 
 
-def missing_gpu(device: str) -> str | None:
-    """Why the device `cuda[:N]` cannot run here (NVML, no torch), or None: a run asked for a
-    GPU this host does not have measured nothing and still exited 0."""
-    from workbench.machine import nvml_gpus
-
-    count = len(nvml_gpus())
-    index = int(device.partition(":")[2] or 0)
-    if index < count:
-        return None
-    have = f"cuda:0..cuda:{count - 1}" if count else "no GPU NVML can see"
-    return f"this host has {have}; allowed: auto, cpu" + (", cuda, cuda:N below " + str(count) if count else "")
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:

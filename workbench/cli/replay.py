@@ -157,7 +157,7 @@ def _missing_session_gpu(session) -> str | None:
     one error, as `--device cuda` gets, not a document of unavailable rows and exit 0 under a
     header that said `device cpu` (a new user's try). --device overrides it (the caller skips
     this then)."""
-    from workbench.cli.main import missing_gpu
+    from workbench.cli.common import missing_gpu
 
     wanted = [("settings.device", session.settings.device)]
     wanted += [(f"runs[{i}].settings.device", run.settings.get("device")) for i, run in enumerate(session.runs)]
