@@ -232,8 +232,11 @@ class SplitState:
 
         entry = self.by_source.get(source_line)
         label = STAGE_LABELS.get(self.stage, self.stage)
-        text = f"line {source_line}: " + (f"{len(self.stage_lines(source_line))} {label} lines"
-                                          if entry else f"no {label} instruction")
+        count = len(self.stage_lines(source_line))
+        # a line with PTX but no SASS: ptxas folded its instructions into other lines' ("0 SASS lines" read as a bug)
+        text = f"line {source_line}: " + (f"{count} {label} line{'s' if count != 1 else ''}" if count else
+                                          f"no {label} instruction" + (" (the compiler folded it into other lines)"
+                                                                       if entry else ""))
         if entry and gutter_counts(entry.get("counts")):
             text += f" · {gutter_counts(entry['counts'])}"
         if self.other:

@@ -244,3 +244,16 @@ def test_the_run_summary_and_the_untimed_message_say_what_happened():
             Row(label="c", impl="c", sweep_value=None, status="failed")]
     assert charts.untimed_reasons(rows) == "2 cancelled, 1 failed"
     assert charts.untimed_reasons([Row(label="a", impl="a", sweep_value=None, status="ok")]) == "1 not benchmarked"
+
+
+def test_the_split_views_status_says_when_a_line_has_no_instruction_of_the_stage():
+    """'line 11: 0 SASS lines' beside '3 PTX lines' read as a missing map (a new user's try)."""
+    from workbench.screens.ptx_view import SplitState
+
+    state = SplitState(source="a\nb\nc\n", stage="ptx", stage_texts={"ptx": "x\ny\nz\n", "sass": "s\n"},
+                       source_map=[{"source_line": 2, "ptx_lines": [1, 2, 3], "sass_lines": []},
+                                   {"source_line": 3, "ptx_lines": [3], "sass_lines": [1]}])
+    assert state.status(2) == "line 2: 3 PTX lines" and state.status(3) == "line 3: 1 PTX line"
+    state.stage = "sass"
+    assert state.status(2) == "line 2: no SASS instruction (the compiler folded it into other lines)"
+    assert state.status(3) == "line 3: 1 SASS line" and state.status(1) == "line 1: no SASS instruction"
