@@ -104,7 +104,7 @@ class SessionMixin:
         if self.ws.catalog is None:
             return
         if not self.ws.session.runs:
-            self.report("nothing to save yet: a session needs at least one run (press r)", "warning")
+            self.report("nothing to save yet: a session needs at least one run (pick an op under + in the Runs list)", "warning")
             return
         problem = self.query_one(SpecEditor).problem
         if problem:  # the session still holds the last valid value: saving it would hide the error

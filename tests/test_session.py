@@ -202,6 +202,10 @@ def test_missing_required_keys():
     assert "schema_version: missing" in problems("name: x\nruns: [{op: toy}]\n")[0]
     assert problems("schema_version: 1\nname: x\n")[0].startswith("runs: missing (required)")
     assert problems("schema_version: 1\nname: x\nruns: []\n")[0].startswith("runs: must be a non-empty list")
+    # there but empty is said as such (a new user's try: `op:` read "missing")
+    assert problems("schema_version: 1\nname: x\nruns:\n")[0].startswith("runs: is empty (required)")
+    assert any(p.startswith("runs[0].op: is empty; give a value (required)")
+               for p in problems("schema_version: 1\nname: x\nruns:\n  - op:\n"))
 
 
 # -- structure: unknown keys, wrong types, all at once --------------------------------------

@@ -82,8 +82,8 @@ def _text(data: dict, key: str, path: str, problems: Problems, *, required: bool
     value = data.get(key)
     where = child_path(path, key)
     if value is None:
-        if required:
-            problems.add(where, "missing (required)")
+        if required:  # `op:` with nothing is there but empty, not missing
+            problems.add(where, "is empty; give a value (required)" if key in data else "missing (required)")
         return None
     if not isinstance(value, str) or (required and not value.strip()):
         problems.add(where, f"must be non-empty text, got {show(value)}")
@@ -109,7 +109,8 @@ def _text_list(value: Any, path: str, problems: Problems) -> list[str]:
 def _runs(data: dict, problems: Problems) -> list[tuple[int, RunSpec, frozenset[str]]]:
     runs = data.get("runs")
     if runs is None:
-        problems.add("runs", "missing (required): a list of runs, each with at least `op`")
+        problems.add("runs", f"{'is empty' if 'runs' in data else 'missing'} (required): a list of runs, "
+                             "each with at least `op`")
         return []
     if not isinstance(runs, list) or not runs:
         problems.add("runs", f"must be a non-empty list of runs, got {show(runs)}")
