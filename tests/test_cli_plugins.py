@@ -169,3 +169,16 @@ def test_list_warns_of_a_plugin_that_registers_nothing(capsys, tmp_path):
     assert f"warning: {plugin.resolve()}: loaded, but it registers no op and no implementation" in err
     code, _out, err = run(capsys, "--list")
     assert code == 0 and "registers no op" not in err  # the shipped kernels register theirs
+    session = tmp_path / "s.yaml"
+    session.write_text("schema_version: 1\nname: s\nplugins: [empty.py]\nruns: [{op: gelu, impls: [pytorch]}]\n")
+    code, _out, err = run(capsys, "--check", str(session))
+    assert code == 0 and f"warning: {plugin.resolve()}: loaded, but it registers no op" in err
+
+
+def test_replay_warns_of_a_plugin_that_registers_nothing(capsys, tmp_path, fake_plan):
+    plugin = tmp_path / "empty.py"
+    plugin.write_text("x = 1\n")
+    session = tmp_path / "s.yaml"
+    session.write_text("schema_version: 1\nname: s\nruns: [{op: gelu, impls: [pytorch]}]\n")
+    code, _out, err = run(capsys, "--replay", str(session), "--kernels", str(plugin), "--format", "json")
+    assert code == 0 and "loaded, but it registers no op and no implementation" in err

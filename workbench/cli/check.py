@@ -22,7 +22,12 @@ def run_check(args: argparse.Namespace, env: Env, err: Console) -> int:
                                      "problems": [p.as_dict() for p in exc.problems]}, indent=2) + "\n", args, env)
         print_problems(exc, err)
         return EXIT_USAGE
-    rows = len(session_row_keys(with_resolved_plugins(session, path.parent), args.kernels))
+    resolved = with_resolved_plugins(session, path.parent)
+    rows = len(session_row_keys(resolved, args.kernels))
+    from workbench.cli.plugin_check import warn_empty
+    from workbench.manifest import declare
+
+    warn_empty(declare([*args.kernels, *resolved.plugins], cache_dir=env.cache_dir), err)
     if args.format == "json":
         write_output(json.dumps({"ok": True, "session": str(path), "name": session.name,
                                  "runs": len(session.runs), "rows": rows, "problems": []}, indent=2) + "\n", args, env)

@@ -64,7 +64,7 @@ def inventory(kernels: list[str], device: str, cache_dir=None) -> dict[str, Any]
 
 def run_list(args: argparse.Namespace, env: Env) -> int:
     data = inventory(args.kernels, args.device or "auto", env.cache_dir)
-    for source in data["empty_sources"]:  # taken silently before (a new user's try)
+    for source in data["empty_sources"]:  # taken silently before (a new user's try); as cli/plugin_check.warn_empty
         env.console().print(f"warning: {source}: loaded, but it registers no op and no implementation",
                             markup=False)
     if args.format == "json":

@@ -21,15 +21,22 @@ from rich.console import Console
 from workbench.plugin_sources import FileChange, changed_files, compare_plugin_files, plugin_records
 
 
-def current_records(session: Any, kernels: Iterable[str], cache_dir: Path | None = None) -> list[dict]:
+def current_records(session: Any, kernels: Iterable[str], cache_dir: Path | None = None,
+                    registry: Any = None) -> list[dict]:
     """The plugin files this replay will use (--kernels, then the session's resolved plugins,
     with the kernel sources they declare: their manifests, cached, say which; then the A/B
-    sides' plugin files)."""
+    sides' plugin files). registry: declare_plugins' answer, where the caller has it."""
+    paths = [*kernels, *session.plugins]
+    registry = registry if registry is not None else declare_plugins(session, kernels, cache_dir)
+    return plugin_records([*paths, *compare_plugin_files(session)], registry)  # as run_plan records them
+
+
+def declare_plugins(session: Any, kernels: Iterable[str], cache_dir: Path | None = None) -> Any:
+    """The declared registry of --kernels and the session's (resolved) plugins that exist
+    (manifests, cached: no torch)."""
     from workbench.manifest import declare
 
-    paths = [*kernels, *session.plugins]
-    registry = declare([p for p in paths if Path(p).exists()], cache_dir=cache_dir)
-    return plugin_records([*paths, *compare_plugin_files(session)], registry)  # as run_plan records them
+    return declare([p for p in [*kernels, *session.plugins] if Path(p).exists()], cache_dir=cache_dir)
 
 
 def changes_since(doc: dict | None, current: list[dict]) -> list[FileChange]:
@@ -70,3 +77,13 @@ def _read(path: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None
+
+
+def warn_empty(registry: Any, err: Console) -> list[str]:
+    """A warning on stderr for each plugin source of `registry` (declared: workbench/manifest.py)
+    that loaded but registers no op and no implementation (an empty file, the wrong file: taken
+    silently before, a new user's try); returns their keys."""
+    empty = [key for key in getattr(registry, "loaded_sources", ()) if not registry.added.get(key)]
+    for key in empty:
+        err.print(f"warning: {key}: loaded, but it registers no op and no implementation", markup=False)
+    return empty

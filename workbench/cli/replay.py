@@ -24,7 +24,7 @@ from rich.console import Console
 from workbench.cli.check import session_row_keys
 from workbench.cli.common import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_SIGNAL_BASE, EXIT_USAGE, Env,
                                   print_problems, run_options)
-from workbench.cli.plugin_check import current_records, refuse_changed, warn_changed
+from workbench.cli.plugin_check import current_records, declare_plugins, refuse_changed, warn_changed, warn_empty
 from workbench.cli.progress import progress
 from workbench.cli.sink import Sink
 from workbench.cli.stopping import Aborted, stop_on_signals
@@ -132,7 +132,9 @@ def _prepare(args, argv, env: Env, err: Console) -> _Prepared | None:
         return None
     options = run_options(args, env, argv=argv, session_sha256=sha)
     session = with_resolved_plugins(session, path.parent)
-    plugins = ours["plugins"] = current_records(session, options.kernels, env.cache_dir)  # the journal header too
+    declared = declare_plugins(session, options.kernels, env.cache_dir)
+    warn_empty(declared, err)
+    plugins = ours["plugins"] = current_records(session, options.kernels, registry=declared)  # the journal header too
     if baseline is not None and refuse_changed(f"--compare {args.compare}: the baseline", baseline, plugins,
                                                args.force, err):
         return None
