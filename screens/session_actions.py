@@ -94,6 +94,10 @@ class SessionMixin:
             self.run_bar.status = "ready"
         for note in message.notes:
             self.report(note, "warning" if "not restored" in note else "information")
+        gpu = bool(self.ws.catalog and self.ws.catalog.gpu)
+        wanted = sessions_io.gpu_setting_without_gpu(message.session, gpu, getattr(self._options, "device", None))
+        if wanted:
+            self.report(wanted, "warning")
         await self.show_run()
         if self.focused is None or self.focused.id == "sidebar":
             self.query_one("#op-list", OptionList).focus()

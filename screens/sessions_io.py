@@ -218,3 +218,19 @@ def shipped_original(path: Path | None, data: Path) -> Path | None:
     from workbench import session_paths as paths
 
     return paths.shipped_original(path, data) if path is not None else None
+
+
+def gpu_setting_without_gpu(session: Session, gpu: bool, device_override: str | None) -> str | None:
+    """What to say when the session's own device setting (or a run's) asks for a GPU on a host
+    without one: the replay refuses it (exit 2, cli/replay.py); the TUI opened it as `ready` and
+    its rows came back unavailable only after r (a new user's try). None when there is a GPU, or
+    when --device overrides the setting."""
+    if gpu or device_override:
+        return None
+    wanted = [("settings.device", session.settings.device)]
+    wanted += [(f"runs[{i}].settings.device", run.settings.get("device")) for i, run in enumerate(session.runs)]
+    for where, device in wanted:
+        if isinstance(device, str) and device.startswith("cuda"):
+            return (f"{where}: {device}, but this host has no GPU: its rows will be unavailable here "
+                    "(set the device to auto or cpu in the session file, or start with --device cpu)")
+    return None

@@ -254,6 +254,29 @@ async def test_tab_passes_the_run_bars_buttons_and_a_click_still_runs(tmp_path):
 
 
 @run_async
+async def test_a_sessions_gpu_device_on_a_host_without_one_is_said_when_it_opens(tmp_path):
+    """settings: {device: cuda} opened as `ready` and its rows came back unavailable after r."""
+    import dataclasses
+
+    from tui_helpers import fake_session
+    from workbench.session_model import Settings
+
+    session = dataclasses.replace(fake_session(), settings=Settings(device="cuda"))
+    app = WorkbenchApp(None, None, engine=fixture_engine(), catalog_loader=lambda k, d: fake_catalog(gpu=False),
+                       opener=fake_opener(session), data_dir=tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await wait_for(pilot, lambda: any("settings.device: cuda, but this host has no GPU" in line
+                                          for _level, line in app.log_pane.entries))
+    gpu_box = WorkbenchApp(None, None, engine=fixture_engine(), catalog_loader=lambda k, d: fake_catalog(gpu=True),
+                           opener=fake_opener(session), data_dir=tmp_path)
+    async with gpu_box.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await pilot.pause(0.2)
+        assert not any("has no GPU" in line for _level, line in gpu_box.log_pane.entries)
+
+
+@run_async
 async def test_quit_asks_while_a_run_is_active(tmp_path):
     app = make_app(tmp_path, engine=fixture_engine(delay_s=0.2))
     async with app.run_test(size=(100, 30)) as pilot:
