@@ -306,6 +306,9 @@ class RunnerMixin:
                        if r.get("run_index") == message.run_index)
         self.run_bar.status = summary(message.doc, message.cancelled, kept)
         self.log_pane.add(self.run_bar.status, "warning" if message.cancelled else "info")
+        if kept:
+            self.log_pane.add(f"{kept} row(s) the cancel left unmeasured show their earlier results (kept in the "
+                              "results file, flagged 'kept from an earlier run')", "warning")
         failed = sum(r.get("status") == "failed" for r in message.doc.get("results", ()))
         if failed:  # one notice for the run; each error is in the Log pane and the row's detail
             self.notify(f"{failed} row(s) failed: the errors are in the Log pane (5) and under the "
@@ -350,12 +353,13 @@ class RunnerMixin:
 
 
 def summary(doc: dict, cancelled: bool, kept: int = 0) -> str:
-    """'done: 4 ok, 2 unavailable'; 'cancelled: 2 ok, 4 not run (3 show their earlier results)'
-    (kept: the rows a cancel left unmeasured that keep an earlier record, sessions_io.merge_results)."""
+    """'done: 4 ok, 2 unavailable'; 'cancelled: 2 ok, 4 not run (3 kept)' (kept: the rows a
+    cancel left unmeasured that keep an earlier record, sessions_io.merge_results; the Log says
+    so in full)."""
     counts = Counter("not run" if r.get("error") == "cancelled" and r.get("status") == "skipped"
                      else r.get("status", "?") for r in doc.get("results", ()))
     parts = ", ".join(f"{n} {status}" for status, n in counts.items()) or "no rows"
-    earlier = f" ({kept} show their earlier results)" if kept else ""
+    earlier = f" ({kept} kept)" if kept else ""  # short: the run bar has ~35 cells at 80 columns
     return f"{'cancelled' if cancelled else 'done'}: {parts}{earlier}"
 
 

@@ -232,7 +232,9 @@ async def test_a_cancelled_rerun_keeps_the_earlier_results_of_the_rows_it_did_no
             assert record["status"] == "ok" and record["timing"] == first[record["label"]]["timing"]
         assert not any(r["status"] == "skipped" for r in saved)
         assert app.run_bar.status.startswith("cancelled: ") and "not run" in app.run_bar.status
-        assert app.run_bar.status.endswith(f"({len(kept)} show their earlier results)")
+        assert app.run_bar.status.endswith(f"({len(kept)} kept)")
+        assert any(line.startswith(f"{len(kept)} row(s) the cancel left unmeasured show their earlier results")
+                   for _level, line in app.log_pane.entries)
         shown = app.ws.models[0].rows
         assert all(shown[(r["label"], None)].get("timing", "median_ms") == r["timing"]["median_ms"] for r in kept)
 

@@ -237,7 +237,7 @@ def test_the_run_summary_and_the_untimed_message_say_what_happened():
     doc = {"results": [{"status": "ok"}, {"status": "skipped", "error": "cancelled"},
                        {"status": "skipped", "error": "cancelled"}]}
     assert summary(doc, True) == "cancelled: 1 ok, 2 not run"
-    assert summary(doc, True, kept=2) == "cancelled: 1 ok, 2 not run (2 show their earlier results)"
+    assert summary(doc, True, kept=2) == "cancelled: 1 ok, 2 not run (2 kept)"
     assert summary({"results": [{"status": "ok"}, {"status": "failed"}]}, False) == "done: 1 ok, 1 failed"
     rows = [Row(label="a", impl="a", sweep_value=None, status="skipped", error="cancelled"),
             Row(label="b", impl="b", sweep_value=None, status="skipped", error="cancelled"),
