@@ -235,6 +235,8 @@ def test_resume_refuses_another_session_or_device(capsys, session_file, fake_pla
     target.write_text(json.dumps(doc))
     code, _, err = run(capsys, "--replay", str(session_file), "--resume", str(target))
     assert code == 2 and word in err and fake_plan.calls == []
+    if change == "session":  # which run it was, and the two ways on (a new user's try)
+        assert "any change counts, a comment too" in err and "run this one afresh without --resume" in err
 
 
 def test_resume_of_nothing_says_so(capsys, session_file, fake_plan, tmp_path):

@@ -202,10 +202,15 @@ def _finished_rows(resume: str, sha: str, environment: dict, err: Console,
     except (OSError, ValueError) as exc:
         err.print(f"error: --resume {resume}: {exc}", markup=False)
         return None
-    theirs = (partial.get("provenance") or {}).get("session_sha256")
+    provenance = partial.get("provenance") or {}
+    theirs = provenance.get("session_sha256")
     if theirs != sha:
-        err.print(f"error: --resume {resume}: it ran a session file with sha256 {theirs}, this one is {sha}; "
-                  "resume only with the same session file", markup=False)
+        argv = provenance.get("argv") or []
+        ran = f" ({' '.join(map(str, argv))})" if argv else ""
+        err.print(f"error: --resume {resume}: it ran session {provenance.get('session')!r}{ran} from a file with "
+                  f"sha256 {str(theirs)[:12]}…, this one is {sha[:12]}… (any change counts, a comment too); resume "
+                  f"with that file as it was, or run this one afresh without --resume (--force does not apply: the "
+                  f"kept rows would belong to another session)", markup=False)
         return None
     if refuse_changed(f"--resume {resume}: the stopped run", partial, plugins[0], plugins[1], err):
         return None
