@@ -35,6 +35,9 @@ METRIC_ORDER = tuple(charts.METRICS)
 STATUS_WIDTH = 16  # the whole error is on the row's detail line and in the Log pane
 
 
+MIN_CHART_LINES = 6  # app.tcss's #timing-chart min-height
+
+
 class TimingPane(DrawnWhenShown, Container):
     BINDINGS = [Binding("m", "next_metric", "Metric")]
 
@@ -91,6 +94,19 @@ class TimingPane(DrawnWhenShown, Container):
             caption = Text.assemble((stale, "bold yellow"), "\n", caption)
         self.query_one("#timing-caption", Static).update(caption)
         plot.display = bool(rows)
+        self._fit_medians(rows, caption)
+
+    def _fit_medians(self, rows: list[Row], caption) -> None:
+        """The medians chart gets a line per implementation (its frame and x axis: 3 more, and
+        the caption's lines): at 80x24 six names in five lines overlapped, and an implementation
+        went missing from the chart while the table listed it (a new user's try)."""
+        timed = [r for r in rows if r.record and r.sweep_value is None and r.get("timing", "median_ms") is not None]
+        chart = self.query_one("#timing-chart")
+        width = chart.size.width or self.size.width or 80
+        text = str(getattr(caption, "plain", caption))
+        lines = sum(max(1, -(-len(line) // width)) for line in text.split("\n"))  # as the caption wraps
+        need = len(timed) + 3 + lines if timed and not any(r.sweep_value is not None for r in rows) else 0
+        chart.styles.min_height = max(MIN_CHART_LINES, need)
 
     _draw_shown = _draw_chart
 
@@ -102,6 +118,10 @@ class TimingPane(DrawnWhenShown, Container):
         if any(r.record for r in rows):
             return charts.medians(plt, [r for r in rows if r.record], metric)
         return charts.live_samples(plt, rows)
+
+    def on_resize(self) -> None:
+        if self._rows:  # the caption wraps otherwise: the chart's lines per implementation follow
+            self._fit_medians(list(self._rows), self.query_one("#timing-caption", Static).render())
 
     def _fill_table(self, rows: list[Row]) -> None:
         table = self.query_one(KeyDataTable)

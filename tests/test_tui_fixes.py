@@ -689,3 +689,29 @@ async def test_automatic_collection_is_off_while_the_app_runs(tmp_path):
         await loaded(pilot)
         assert not gc.isenabled()
     assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
+@run_async
+async def test_the_medians_chart_names_every_implementation_at_80x24(tmp_path):
+    """After an edit at 80x24 (a two-line 'results are for ...' note above the caption) the
+    chart had five lines for six names, and one implementation was missing from it while the
+    table listed it (a new user's try); now the chart gets a line per implementation."""
+    import re
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        await pilot.press("e")
+        await pilot.pause(0.3)
+        field = sorted(app.query(".shape").results(Input), key=lambda i: i.name)[0]
+        field.value = "256"
+        await pilot.pause(0.3)
+        await pilot.press("escape")
+        await pilot.pause(0.5)
+        assert "results are for" in str(app.query_one("#timing-caption", Static).render())
+        screen = re.sub(r"<[^>]+>", "", app.export_screenshot()).replace("&#160;", " ")
+        labels = [r.label for r in app.ws.models[0].rows.values()]
+        assert len(labels) == 6
+        for label in labels:
+            assert re.search(rf"{label}┤", screen), label
