@@ -154,9 +154,11 @@ def summary(profile: dict | None, running: bool = False) -> str:
     device = sum(r.get("self_device_us") or 0 for r in rows)
     cpu = sum(r.get("self_cpu_us") or 0 for r in rows)
     kernels = profile.get("kernel_count")
+    # numbers as the table writes them (fmt.number): '186881.6 µs' above a column of '128,705' read as another unit
     if not profile.get("device_events"):
-        return f"no device rows here (CPU-only profile) · CPU {cpu:.1f} µs"
-    return f"kernels per call {kernels if kernels is not None else '-'} · device {device:.1f} µs · CPU {cpu:.1f} µs"
+        return f"no device rows here (CPU-only profile) · CPU {fmt.number(cpu)} µs"
+    return (f"kernels per call {kernels if kernels is not None else '-'} · device {fmt.number(device)} µs · "
+            f"CPU {fmt.number(cpu)} µs")
 
 
 def display_names(names: list[str], items: list[dict], width: int) -> list[str]:

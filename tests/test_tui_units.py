@@ -257,3 +257,12 @@ def test_the_split_views_status_says_when_a_line_has_no_instruction_of_the_stage
     state.stage = "sass"
     assert state.status(2) == "line 2: no SASS instruction (the compiler folded it into other lines)"
     assert state.status(3) == "line 3: 1 SASS line" and state.status(1) == "line 1: no SASS instruction"
+
+
+def test_the_profile_summary_writes_numbers_as_its_table_does():
+    from workbench.screens.pane_profile import summary
+
+    cpu_only = {"rows": [{"self_cpu_us": 186881.6, "self_device_us": None}], "device_events": False}
+    assert summary(cpu_only) == "no device rows here (CPU-only profile) · CPU 186,882 µs"
+    gpu = {"rows": [{"self_cpu_us": 12.25, "self_device_us": 3767.0}], "device_events": True, "kernel_count": 9}
+    assert summary(gpu) == "kernels per call 9 · device 3767 µs · CPU 12.25 µs"
