@@ -157,7 +157,7 @@ def summary(profile: dict | None, running: bool = False) -> str:
     # numbers as the table writes them (fmt.number): '186881.6 µs' above a column of '128,705' read as another unit
     if not profile.get("device_events"):
         return f"no device rows here (CPU-only profile) · CPU {fmt.number(cpu)} µs"
-    return (f"kernels per call {kernels if kernels is not None else '-'} · device {fmt.number(device)} µs · "
+    return (f"kernels per call {fmt.number(kernels)} · device {fmt.number(device)} µs · "
             f"CPU {fmt.number(cpu)} µs")
 
 
