@@ -60,6 +60,7 @@ def test_watch_prints_what_each_save_moved_and_survives_a_broken_edit(capsys, tm
     assert "watch #2: 1 row(s) re-run, 1 kept" in stdout and "manual_mine: 2 ms -> 1.5 ms (-25.0%)" in stdout
     assert re.search(rf"error: plugin .*{re.escape(str(plugin.resolve()))}:9: SyntaxError", stderr)
     assert "nothing re-ran; the last results stay" in stderr and "changed: " in stderr
+    assert "watch #3: not run: the edit did not load (the error is on stderr)" in stdout  # no gap on stdout
     kept = json.loads(out.read_text())                   # the last good document stays in -o
     assert [r["timing"]["median_ms"] for r in kept["results"]] == [1.5, 1.0]
 
