@@ -79,7 +79,9 @@ def load_catalog(kernel_paths: Iterable[str] = (), device: str = "auto") -> Cata
     registry = declare(list(kernel_paths))
     machine = probe()
     ops = {name: _op_info(op, machine, device) for name, op in sorted(registry.ops.items())}
-    return Catalog(ops=ops, machine=_machine_line(machine), gpu=machine.has_cuda)
+    empty = [key for key in registry.loaded_sources if not registry.added.get(key)]  # as cli/plugin_check.warn_empty
+    notes = tuple(f"{key}: loaded, but it registers no op and no implementation" for key in empty)
+    return Catalog(ops=ops, machine=_machine_line(machine), gpu=machine.has_cuda, notes=notes)
 
 
 CPU_SHAPE_CAP = 512  # without a GPU a new run starts at most this large per shape field

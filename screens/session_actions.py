@@ -23,6 +23,8 @@ class SessionMixin:
     """Mixed into WorkbenchApp: its `ws`, `data_dir`, `report`, `show_run`, `run_bar`,
     `log_pane`, `running` and the runner's `run_if_pending` / `forget_pending_run`."""
 
+    _notes_shown: frozenset[str] = frozenset()  # the catalog's notes said so far (on_loaded)
+
     # -- loading ----------------------------------------------------------------------------
     @work(thread=True, exit_on_error=False, group="load")
     def _load(self) -> None:
@@ -78,6 +80,10 @@ class SessionMixin:
         if self.run_bar.status == "loading ops…":  # "ready" once the session is open too
             self.run_bar.status = "opening the session…"
         self.log_pane.add(f"machine: {message.catalog.machine}")
+        for note in message.catalog.notes:  # a plugin that registers nothing (said once, not per reload)
+            if note not in self._notes_shown:
+                self._notes_shown = self._notes_shown | {note}
+                self.report(note, "warning")
         self.call_after_refresh(heap.settle)  # the app's widgets frozen out of later collections
 
     def on_load_failed(self, message: LoadFailed) -> None:

@@ -182,3 +182,13 @@ def test_replay_warns_of_a_plugin_that_registers_nothing(capsys, tmp_path, fake_
     session.write_text("schema_version: 1\nname: s\nruns: [{op: gelu, impls: [pytorch]}]\n")
     code, _out, err = run(capsys, "--replay", str(session), "--kernels", str(plugin), "--format", "json")
     assert code == 0 and "loaded, but it registers no op and no implementation" in err
+
+
+def test_the_tuis_catalog_notes_a_plugin_that_registers_nothing(tmp_path):
+    from workbench.screens.catalog import load_catalog
+
+    plugin = tmp_path / "empty.py"
+    plugin.write_text("x = 1\n")
+    catalog = load_catalog([str(plugin)])
+    assert catalog.notes == (f"{plugin.resolve()}: loaded, but it registers no op and no implementation",)
+    assert load_catalog([]).notes == ()

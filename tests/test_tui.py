@@ -279,6 +279,20 @@ async def test_a_sessions_gpu_device_on_a_host_without_one_is_said_when_it_opens
 
 
 @run_async
+async def test_the_catalogs_notes_reach_the_log_once(tmp_path):
+    """A plugin that registers nothing: said in the TUI too, once though the ops load twice."""
+    import dataclasses
+
+    note = "/x/empty.py: loaded, but it registers no op and no implementation"
+    app = make_app(tmp_path, catalog_loader=lambda k, d: dataclasses.replace(fake_catalog(), notes=(note,)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        app.post_message(__import__("workbench.screens.messages", fromlist=["Loaded"]).Loaded(app.ws.catalog))
+        await pilot.pause(0.2)
+        assert [line for _level, line in app.log_pane.entries].count(note) == 1
+
+
+@run_async
 async def test_quit_asks_while_a_run_is_active(tmp_path):
     app = make_app(tmp_path, engine=fixture_engine(delay_s=0.2))
     async with app.run_test(size=(100, 30)) as pilot:
