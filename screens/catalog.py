@@ -74,13 +74,12 @@ class Catalog:
 def load_catalog(kernel_paths: Iterable[str] = (), device: str = "auto") -> Catalog:
     """The ops' declarations (the registry's one door, through the manifest) and the machine."""
     from workbench.machine import probe
-    from workbench.manifest import declare
+    from workbench.manifest import declare, empty_source_note, empty_sources
 
     registry = declare(list(kernel_paths))
     machine = probe()
     ops = {name: _op_info(op, machine, device) for name, op in sorted(registry.ops.items())}
-    empty = [key for key in registry.loaded_sources if not registry.added.get(key)]  # as cli/plugin_check.warn_empty
-    notes = tuple(f"{key}: loaded, but it registers no op and no implementation" for key in empty)
+    notes = tuple(empty_source_note(key) for key in empty_sources(registry))
     return Catalog(ops=ops, machine=_machine_line(machine), gpu=machine.has_cuda, notes=notes)
 
 

@@ -299,8 +299,7 @@ class RunnerMixin:
         if message.cancelled:
             from .sessions_io import KEPT_FLAG, row_identity
 
-            cancelled = {row_identity(r) for r in message.doc.get("results", ())
-                         if r.get("error") == "cancelled" and r.get("status") == "skipped"}
+            cancelled = {row_identity(r) for r in message.doc.get("results", ()) if not journal.is_finished(r)}
             kept = sum(KEPT_FLAG in (r.get("flags") or ()) and row_identity(r) in cancelled
                        for r in (self.ws.saved_results or {}).get("results", ())
                        if r.get("run_index") == message.run_index)
@@ -356,8 +355,7 @@ def summary(doc: dict, cancelled: bool, kept: int = 0) -> str:
     """'done: 4 ok, 2 unavailable'; 'cancelled: 2 ok, 4 not run (3 kept)' (kept: the rows a
     cancel left unmeasured that keep an earlier record, sessions_io.merge_results; the Log says
     so in full)."""
-    counts = Counter("not run" if r.get("error") == "cancelled" and r.get("status") == "skipped"
-                     else r.get("status", "?") for r in doc.get("results", ()))
+    counts = Counter(r.get("status", "?") if journal.is_finished(r) else "not run" for r in doc.get("results", ()))
     parts = ", ".join(f"{n} {status}" for status, n in counts.items()) or "no rows"
     earlier = f" ({kept} kept)" if kept else ""  # short: the run bar has ~35 cells at 80 columns
     return f"{'cancelled' if cancelled else 'done'}: {parts}{earlier}"

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from workbench.session_model import Session
+from workbench.journal import is_finished
+from workbench.session_model import Session, device_settings
 
 BLANK = Session(name="scratch", runs=())
 
@@ -172,8 +173,8 @@ def merge_results(old: dict | None, new: dict, run_index: int) -> dict:
     kept = [r for r in (old or {}).get("results", ()) if r.get("run_index") != run_index]
     fresh = [{**r, "run_index": run_index} for r in new.get("results", ())]
     if new.get("cancelled"):
-        before = {row_identity(r): r for r in earlier if not _cancelled(r)}
-        fresh = [_kept(before[row_identity(r)]) if _cancelled(r) and row_identity(r) in before else r
+        before = {row_identity(r): r for r in earlier if is_finished(r)}
+        fresh = [_kept(before[row_identity(r)]) if not is_finished(r) and row_identity(r) in before else r
                  for r in fresh]
     merged = sorted(kept + fresh, key=lambda r: r.get("run_index", 0))
     return {**new, "results": merged}
@@ -185,10 +186,6 @@ def row_identity(record: dict) -> str:
 
     fields = ("op", "label", "impl", "params", "shape", "dtype", "sweep_value")
     return json.dumps([record.get(f) for f in fields], sort_keys=True, default=str)
-
-
-def _cancelled(record: dict) -> bool:
-    return record.get("status") == "skipped" and record.get("error") == "cancelled"
 
 
 def _kept(record: dict) -> dict:
@@ -227,10 +224,8 @@ def gpu_setting_without_gpu(session: Session, gpu: bool, device_override: str | 
     when --device overrides the setting."""
     if gpu or device_override:
         return None
-    wanted = [("settings.device", session.settings.device)]
-    wanted += [(f"runs[{i}].settings.device", run.settings.get("device")) for i, run in enumerate(session.runs)]
-    for where, device in wanted:
-        if isinstance(device, str) and device.startswith("cuda"):
+    for where, device in device_settings(session):
+        if device.startswith("cuda"):
             return (f"{where}: {device}, but this host has no GPU: its rows will be unavailable here "
                     "(set the device to auto or cpu in the session file, or start with --device cpu)")
     return None

@@ -219,6 +219,17 @@ def declare(paths: Iterable[str | Path] = (), *, entry_points: bool = True, regi
     return registry
 
 
+def empty_sources(registry: Registry) -> list[str]:
+    """The keys of the plugin sources declared into `registry` that loaded but register no op
+    and no implementation (an empty file, the wrong file)."""
+    return [key for key in getattr(registry, "loaded_sources", ()) if not registry.added.get(key)]
+
+
+def empty_source_note(key: str) -> str:
+    """What --list, --check, --replay and the TUI say of one (empty_sources)."""
+    return f"{key}: loaded, but it registers no op and no implementation"
+
+
 def default_cache_dir() -> Path:
     """platformdirs' user cache folder "workbench" (the engine's default too)."""
     import platformdirs

@@ -33,7 +33,7 @@ def inventory(kernels: list[str], device: str, cache_dir=None) -> dict[str, Any]
     """Every op and implementation with availability per action on this machine (from the
     declarations in the manifest cache and NVML: no torch, workbench/manifest.py)."""
     from workbench.machine import note, probe, unavailable_reason
-    from workbench.manifest import declare
+    from workbench.manifest import declare, empty_sources
 
     registry = declare(kernels, cache_dir=cache_dir)
     machine = probe()
@@ -58,15 +58,15 @@ def inventory(kernels: list[str], device: str, cache_dir=None) -> dict[str, Any]
                         "triton": machine.triton, "triton_interpreted": machine.triton_interpreted,
                         "ninja": machine.ninja, "device": device},
             "sources": list(registry.loaded_sources), "ops": ops,
-            # plugin sources that loaded but declared nothing (an empty file, the wrong file)
-            "empty_sources": [key for key in registry.loaded_sources if not registry.added.get(key)]}
+            "empty_sources": empty_sources(registry)}  # loaded, but declared nothing
 
 
 def run_list(args: argparse.Namespace, env: Env) -> int:
+    from workbench.manifest import empty_source_note
+
     data = inventory(args.kernels, args.device or "auto", env.cache_dir)
-    for source in data["empty_sources"]:  # taken silently before (a new user's try); as cli/plugin_check.warn_empty
-        env.console().print(f"warning: {source}: loaded, but it registers no op and no implementation",
-                            markup=False)
+    for source in data["empty_sources"]:  # taken silently before (a new user's try)
+        env.console().print(f"warning: {empty_source_note(source)}", markup=False)
     if args.format == "json":
         write_output(json.dumps(data, indent=2) + "\n", args, env)
     elif args.format == "csv":

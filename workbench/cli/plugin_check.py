@@ -83,7 +83,9 @@ def warn_empty(registry: Any, err: Console) -> list[str]:
     """A warning on stderr for each plugin source of `registry` (declared: workbench/manifest.py)
     that loaded but registers no op and no implementation (an empty file, the wrong file: taken
     silently before, a new user's try); returns their keys."""
-    empty = [key for key in getattr(registry, "loaded_sources", ()) if not registry.added.get(key)]
+    from workbench.manifest import empty_source_note, empty_sources
+
+    empty = empty_sources(registry)
     for key in empty:
-        err.print(f"warning: {key}: loaded, but it registers no op and no implementation", markup=False)
+        err.print(f"warning: {empty_source_note(key)}", markup=False)
     return empty

@@ -160,11 +160,10 @@ def _missing_session_gpu(session) -> str | None:
     header that said `device cpu` (a new user's try). --device overrides it (the caller skips
     this then)."""
     from workbench.cli.common import missing_gpu
+    from workbench.session_model import device_settings
 
-    wanted = [("settings.device", session.settings.device)]
-    wanted += [(f"runs[{i}].settings.device", run.settings.get("device")) for i, run in enumerate(session.runs)]
-    for where, device in wanted:
-        if isinstance(device, str) and device.startswith("cuda") and (problem := missing_gpu(device)):
+    for where, device in device_settings(session):
+        if device.startswith("cuda") and (problem := missing_gpu(device)):
             return f"{where}: {device}: {problem} (--device cpu runs the session on the CPU)"
     return None
 
