@@ -168,7 +168,7 @@ def test_doctor_shows_the_peaks_and_the_cached_references(tmp_path):
     assert view["datasheet"] == "H200 SXM" and view["source"].startswith("NVIDIA H200")
     assert view["bfloat16"] == "peak 989.5 TFLOP/s · cuBLAS 730 TFLOP/s at SM 1755 MHz (74% of peak)"
     assert view["float16"] == "peak 989.5 TFLOP/s · cuBLAS: RuntimeError: no"
-    assert view["memory"] == "peak 4800 GB/s · copy: not calibrated yet"
+    assert view["memory"] == "peak 4800 GB/s · copy: not measured yet (the first benched row whose bars use it measures it)"
     unknown = bars_summary("Some GPU", None, tmp_path)
     assert unknown["datasheet"].startswith("no datasheet entry for 'Some GPU'") and "H200 SXM" in unknown["datasheet"]
     assert bars_summary(None, None, tmp_path)["datasheet"].startswith("no GPU")

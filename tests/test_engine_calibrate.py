@@ -97,3 +97,49 @@ def test_the_supervisor_pauses_the_row_clock_while_calibrating():
     stuck.mark, stuck.failure, stuck.calibrating_since = now[0], None, now[0]
     now[0] += CALIBRATION_S + 1
     assert stuck._timed_out() and "calibrating" in stuck.failure
+
+
+# -- which references a row asks for (references_for) ------------------------------------------------
+def _row(op_name, impl_name, shape, dtype):
+    from workbench.registry import discover
+
+    op = discover().op(op_name)
+    return op, op.get_impl(impl_name), op.make_spec(shape, dtype)
+
+
+def test_an_elementwise_row_asks_for_the_copy_and_floors_only():
+    op, impl, spec = _row("gelu", "pytorch", {"M": 16384, "N": 16384}, "float32")
+    assert calibrate.references_for("NVIDIA H200", op, impl, spec, "ieee") == calibrate.ALWAYS
+
+
+def test_a_matmul_row_asks_for_cublas_in_its_own_dtype_and_precision():
+    op, impl, spec = _row("matmul", "pytorch", {"M": 256, "N": 256, "K": 256}, "bfloat16")
+    assert calibrate.references_for("NVIDIA H200", op, impl, spec, "ieee") == (*calibrate.ALWAYS, "matmul_tflops.bfloat16")
+    op, impl, spec = _row("matmul", "pytorch", {"M": 256, "N": 256, "K": 256}, "float32")
+    assert calibrate.references_for("NVIDIA H200", op, impl, spec, "tf32")[-1] == "matmul_tflops.tf32"
+    assert calibrate.references_for("NVIDIA H200", op, impl, spec, "ieee")[-1] == "matmul_tflops.float32"
+
+
+def test_unknown_balance_or_cost_asks_for_the_compute_reference_too():
+    op, impl, spec = _row("gelu", "pytorch", {"M": 64, "N": 64}, "float32")
+    # no datasheet entry: the roofline's bound rests on the references, so both are measured
+    assert calibrate.references_for("Some Future GPU", op, impl, spec, "ieee")[-1] == "matmul_tflops.float32"
+
+    class NoCost:
+        def cost(self, op, spec):
+            raise RuntimeError("no cost model")
+    assert calibrate.references_for("NVIDIA H200", op, NoCost(), spec, "ieee")[-1] == "matmul_tflops.float32"
+
+
+def test_calibration_measures_only_the_names_asked_and_refuses_unknown_ones(tmp_path, monkeypatch):
+    import pytest
+
+    calls = []
+    monkeypatch.setattr(calibrate, "reference_measurers", _measurers(calls))
+    dev = FakeDev(tmp_path)
+    calibrate.calibrate(dev, calibrate.ALWAYS)
+    assert calls == list(calibrate.ALWAYS)
+    calibrate.calibrate(FakeDev(tmp_path), (*calibrate.ALWAYS, "matmul_tflops.float16"))
+    assert calls == [*calibrate.ALWAYS, "matmul_tflops.float16"]  # the cached ones are not measured again
+    with pytest.raises(ValueError, match="matmul_tflops.int8"):
+        calibrate.calibrate(FakeDev(tmp_path), ("matmul_tflops.int8",))

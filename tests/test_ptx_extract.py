@@ -428,3 +428,32 @@ def test_a_kernel_that_no_longer_compiles_says_where(tmp_path):
     assert record["kernels"] == [] and texts == {}
     assert record["notes"][0].startswith(f"ahead-of-time compile failed at {path}:{line}: ")
     assert "undefined_name" in record["notes"][0]
+
+
+@needs_triton
+@needs_compiled_triton
+def test_build_ahead_leaves_the_cubin_tool_outputs_the_ptx_view_reads(registry, tmp_path, monkeypatch):
+    """engine/build_ahead.py's Triton prebuild runs cuobjdump and nvdisasm on the kernel's cubin
+    into the PTX cache (ptx/record.cubin_tools); the row's PTX record then reads them there and
+    runs no tool at all (the ~1 s a Triton row's PTX view waited on the H200)."""
+    from workbench.engine import build_ahead
+    from workbench.ptx import tools
+    from workbench.ptx.tools import find_tool
+
+    if find_tool("cuobjdump") is None:
+        pytest.skip("cuobjdump not found: no tool outputs to cache")
+    op = registry.op("gelu")
+    spec = op.make_spec({"M": 512, "N": 512}, "float32")
+    impl = op.get_impl("triton")
+    launch = impl.backend.kernel_source(impl, spec, impl.resolve_params({}))
+    compiled = aot_compile(build_source(launch, resolve_target("sm_90")))
+    assert build_ahead._triton_tool_outputs(compiled, tmp_path)
+    cached = sorted(p.name for p in tmp_path.glob("triton-*/*"))
+    assert "sass.txt" in cached and "res-usage.txt" in cached
+
+    def no_tools(*args, **kwargs):
+        raise AssertionError(f"a tool ran although its output was built ahead: {args[0]}")
+    monkeypatch.setattr(tools, "run_tool", no_tools)
+    record, texts = ptx_record(op, impl, spec, target="sm_90", cache_dir=tmp_path)
+    (kernel,) = record["kernels"]
+    assert kernel["sass_lines"] > 0 and "LDG.E.128" in texts[kernel["name"]]["sass"]

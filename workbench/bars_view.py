@@ -31,7 +31,7 @@ def _line(peak: float | None, unit: str, ref: tuple, what: str | None) -> str:
             mhz = f" at SM {clock['median']:.0f} MHz" if clock else ""
             parts.append(f"{what} {value:.4g} {unit}{mhz}" + (f" ({100 * value / peak:.0f}% of peak)" if peak else ""))
         else:
-            parts.append(f"{what}: {error or 'not calibrated yet'}")
+            parts.append(f"{what}: {error or 'not measured yet (the first benched row whose bars use it measures it)'}")
     return " · ".join(parts)
 
 

@@ -1,7 +1,11 @@
 """Calibration: a device's measured references (MEASUREMENT.md rule 11) and launch floors, once per
-device and driver, before the first row that benches on it.
+device and driver, before the first row that benches on it, and only those the row's bars use.
 
-`calibrate(dev)` measures whatever its cache entry (engine/ceilings.CeilingCache) lacks:
+`calibrate(dev, names)` measures what its cache entry (engine/ceilings.CeilingCache) lacks of
+`names` (default: every reference; a row asks for `references_for(...)`'s: the copy and the launch
+floors always, cuBLAS in the row's compute key only for a matmul-like op or one whose cost model
+puts it at or above the peaks' machine balance; the float32 IEEE GEMM at 16384^3 alone took ~2 s
+on the H200, and a session of elementwise rows never shows it):
 - copy_gbps: a 1 GiB device-to-device copy, counting bytes read plus written;
 - matmul_tflops[key]: cuBLAS (`torch.mm`) on random n x n operands, the best of MATMUL_SIZES that
   fit, key "bfloat16", "float16", "tf32" (float32 inputs on TF32 tensor cores) or "float32" (IEEE);
@@ -26,6 +30,30 @@ from workbench.engine.timing import Timer, flush_kind, measure
 
 CEILING_RULE = StopRule(rep_ms=300.0, min_samples=10, target_rel_error=0.005)
 REFERENCES = ("copy_gbps", *(f"matmul_tflops.{k}" for k in MATMUL_KEYS), "launch_floor_ms", "launch_floor_ms_warm")
+ALWAYS = ("copy_gbps", "launch_floor_ms", "launch_floor_ms_warm")  # every benched row's bars and floor
+
+
+def references_for(device_name: str | None, op: Any, impl: Any, spec: Any, fp32_precision: str) -> tuple[str, ...]:
+    """The REFERENCES a benched row of `impl` at `spec` uses: ALWAYS, plus cuBLAS in the row's
+    compute key (ceilings.compute_key) when "% of cuBLAS" applies (a matmul-like op) or when the
+    roofline may name it as the row's ceiling (traffic._place: the cost model's intensity at or
+    above the peaks' machine balance; also when either is unknown: no datasheet figure, or a
+    cost model that raises)."""
+    from workbench.engine.ceilings import bars, compute_key
+    from workbench.engine.traffic import machine_balance
+
+    key = compute_key(op.matmul_like, str(spec.dtype), fp32_precision)
+    cublas = f"matmul_tflops.{key}"
+    if op.matmul_like:
+        return (*ALWAYS, cublas)
+    balance = machine_balance(bars(device_name, None, False, str(spec.dtype), fp32_precision))
+    try:
+        intensity = impl.cost(op, spec).intensity
+    except Exception:  # no cost model here: the bars may need it
+        intensity = None
+    if balance is None or intensity is None or intensity >= balance:
+        return (*ALWAYS, cublas)
+    return ALWAYS
 
 
 def measure_copy_gbps(device: str, timer: Timer, nbytes: int = COPY_BYTES, rule: StopRule = CEILING_RULE,
@@ -96,12 +124,16 @@ def measure_references(measurers: dict[str, Callable[[], float]], info: Any,
         store(name, value, clocks.fields()["sm_clock_mhz"], error)
 
 
-def calibrate(dev: Any) -> dict | None:
-    """Measure the references `dev` (a DeviceSession) lacks; return its cache entry (None on CPU)."""
+def calibrate(dev: Any, names: tuple[str, ...] = REFERENCES) -> dict | None:
+    """Measure the references of `names` (a subset of REFERENCES) that `dev` (a DeviceSession)
+    lacks; return its cache entry (None on CPU). Raises ValueError for a name not in REFERENCES."""
     if not dev.is_cuda:
         return None
+    unknown = [name for name in names if name not in REFERENCES]
+    if unknown:
+        raise ValueError(f"calibrate: unknown reference(s) {', '.join(unknown)}; known: {', '.join(REFERENCES)}")
     cache, key = CeilingCache(dev.cache_dir), dev.info.cache_key
-    missing = [name for name in REFERENCES if not cache.has(key, *name.split(".", 1))]
+    missing = [name for name in names if not cache.has(key, *name.split(".", 1))]
     if missing:
         flush = dev.flush()
         measurers = reference_measurers(dev.device, _timer(dev.device), dev.info.memory_bytes, flush)

@@ -20,7 +20,7 @@ from typing import Any
 
 from workbench.engine.ab import ab_row
 from workbench.engine.build_cache import BuildCache, build_key
-from workbench.engine.calibrate import calibrate
+from workbench.engine.calibrate import calibrate, references_for
 from workbench.engine.counters_run import counters_row
 from workbench.engine.device import DeviceSession
 from workbench.engine.graph_mode import wrap_for_mode
@@ -97,8 +97,8 @@ class RowRunner:
     def _execute(self, row: Row, record: dict) -> None:
         op, impl, spec, params, ctx = self._resolve(row)
         dev = self.device(row)
-        if "bench" in row.actions:  # references once per device, off the row's clock (calibrate.py)
-            calibrate(dev)
+        if "bench" in row.actions:  # the references its bars use, once per device, off the row's clock
+            calibrate(dev, references_for(dev.info.name, op, impl, spec, row.settings.fp32_precision))
         dev.apply_precision(ctx.fp32_precision)
         self.channel.event(Started(row.key, row.op, row.impl, spec.label, row.device))
         watch = impl.backend.watch()

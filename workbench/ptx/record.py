@@ -82,6 +82,26 @@ class TritonArtifacts:
         return cls(name, asm, metadata)
 
 
+def cubin_tools(cubin: bytes, name: str, cache_dir: Path | None, notes: list[str]
+                ) -> tuple[Resources, str | None, dict[int, int] | None]:
+    """(resources, SASS, SASS -> PTX line table) of kernel `name` in a Triton cubin, from
+    cuobjdump and nvdisasm, whose outputs are cached under `cache_dir`/triton-<the cubin's
+    sha256> (a repeat costs a file read: the build-ahead worker runs this for a row's `ptx`
+    action so that the row finds them there, engine/build_ahead.py). A tool failure is a note."""
+    sass, from_cubin, sass_to_ptx = None, Resources(), None
+    cache = (Path(cache_dir) if cache_dir is not None else default_cache_dir()) / f"triton-{cache_key(cubin)}"
+    with tempfile.TemporaryDirectory(prefix="wb-ptx-") as tmp:
+        path = Path(tmp) / f"{name}.cubin"
+        path.write_bytes(cubin)
+        try:
+            from_cubin = cubin_resources(path, cache / "res-usage.txt").get(name, Resources())
+            sass = disassemble(path, cache / "sass.txt").get(name)
+        except ToolError as exc:
+            notes.append(f"no SASS or resources from the cubin: {exc}")
+        sass_to_ptx = sass_table(path, cache / SASS_PTX_CACHE, name, notes)
+    return from_cubin, sass, sass_to_ptx
+
+
 def triton_kernel(art: TritonArtifacts, ctx: NoteContext, extra: Mapping[str, Any] | None = None,
                   cache_dir: Path | None = None, source: KernelSource | None = None
                   ) -> tuple[dict, dict[str, Any], list[str]]:
@@ -93,17 +113,7 @@ def triton_kernel(art: TritonArtifacts, ctx: NoteContext, extra: Mapping[str, An
     sass, from_cubin, sass_to_ptx = None, Resources(), None
     cubin = art.asm.get("cubin")
     if cubin:
-        # cuobjdump's output is cached by the cubin's content (a repeat costs a file read)
-        cache = (Path(cache_dir) if cache_dir is not None else default_cache_dir()) / f"triton-{cache_key(cubin)}"
-        with tempfile.TemporaryDirectory(prefix="wb-ptx-") as tmp:
-            path = Path(tmp) / f"{art.name}.cubin"
-            path.write_bytes(cubin)
-            try:
-                from_cubin = cubin_resources(path, cache / "res-usage.txt").get(art.name, Resources())
-                sass = disassemble(path, cache / "sass.txt").get(art.name)
-            except ToolError as exc:
-                notes.append(f"no SASS or resources from the cubin: {exc}")
-            sass_to_ptx = sass_table(path, cache / SASS_PTX_CACHE, art.name, notes)
+        from_cubin, sass, sass_to_ptx = cubin_tools(cubin, art.name, cache_dir, notes)
     else:
         notes.append("no cubin: SASS and assembler resources unavailable")
     if art.loaded_registers is not None:
