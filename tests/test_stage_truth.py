@@ -117,10 +117,35 @@ def test_the_gpu_half_builds_checks_and_times_a_case_on_cpu(monkeypatch):
     gpu = GpuTruth("cpu", rounds=2, quick=True)
     row, detail = gpu.time_case(Case("add", "pytorch", "float32", {"M": 64, "N": 64}))
     assert set(row) == ROW_KEYS and row["do_bench_ms"] == 0.5 and row["ratio"] == row["engine_ms"] / 0.5
-    assert detail["do_bench_spread"] == [{"p20_ms": 0.45, "p80_ms": 0.7}] * 2
+    n = detail["n_rounds"]  # 2, or more where the host timer's rounds moved (unsettled)
+    assert 2 <= n <= 15 and detail["do_bench_spread"] == [{"p20_ms": 0.45, "p80_ms": 0.7}] * n
     monkeypatch.setattr(dobench, "do_bench_quantiles_ms", lambda *a, **k: None)  # no quantiles: the median alone
     row, detail = gpu.time_case(Case("add", "pytorch", "float32", {"M": 64, "N": 64}))
-    assert row["do_bench_ms"] == 0.5 and detail["do_bench_spread"] == [None, None]
+    n = detail["n_rounds"]
+    assert row["do_bench_ms"] == 0.5 and detail["do_bench_spread"] == [None] * n
     assert detail["check"].get("passed") is True, detail["check"]
-    assert {k: len(v) for k, v in detail["rounds"].items()} == {"engine": 2, "do_bench": 2, "engine_zero_flush": 2}
+    assert {k: len(v) for k, v in detail["rounds"].items()} == {"engine": n, "do_bench": n, "engine_zero_flush": n}
+    assert detail["paired_ratio"] > 0
     assert detail["engine_method"]["flush_kind"] in ("read", "zero") and detail["build_ms"] > 0
+
+
+def test_unsettled_rows_get_more_rounds_up_to_the_cap_each_after_a_resettle():
+    from benchmarks.stages._truth_core import paired_ratio, unsettled
+
+    steady = {"engine": [(1.00, None), (1.001, None), (0.999, None)], "do_bench": [(1.03, None)] * 3}
+    assert not unsettled(steady)  # two steady methods 3% apart: more rounds would not move that
+    assert unsettled({"engine": [(1.0, None), (1.05, None), (1.1, None)], "do_bench": [(1.0, None)] * 3})
+    # the engine's rounds are steady; do_bench's first rounds ran in a slow episode, later ones not
+    times = {"engine": iter([1.0] * 20), "do_bench": iter([1.05, 1.05, 1.0, 1.05, 1.0, 1.0, 1.0, 1.0, 1.0] + [1.0] * 11)}
+    events = []
+    methods = {name: (lambda name=name: events.append(name) or (next(times[name]), None)) for name in ("engine", "do_bench")}
+    found = interleave(methods, 3, settle=lambda: events.append("settle"), max_rounds=15, unsettled=unsettled,
+                       resettle=lambda: events.append("resettle"))
+    assert len(found["engine"]) > 3 and not unsettled(found)          # stopped once the rounds settled
+    assert events[0] == "settle" and events.count("settle") == 1
+    assert events.count("resettle") == len(found["engine"]) - 3      # one before each extra round
+    assert paired_ratio(found) == pytest.approx(1.0)
+    # never past the cap, however unsettled
+    noisy = {"engine": iter([1.0, 1.2] * 20), "do_bench": iter([1.0] * 40)}
+    methods = {name: (lambda name=name: (next(noisy[name]), None)) for name in ("engine", "do_bench")}
+    assert len(interleave(methods, 3, max_rounds=7, unsettled=unsettled)["engine"]) == 7

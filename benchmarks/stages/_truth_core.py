@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-BUDGET_S = 200.0        # rows not started after this many seconds are skipped (full run ~4 min)
+BUDGET_S = 260.0        # rows not started after this many seconds are skipped (full run ~4-5 min)
 QUICK_BUDGET_S = 80.0   # --quick: well under 2 minutes with start-up and references
 SQUARE = {"M": 16384, "N": 16384}
 MATMUL = {"M": 8192, "N": 8192, "K": 8192}
@@ -43,18 +43,48 @@ def cases(quick: bool) -> list[Case]:
 
 
 def interleave(methods: dict[str, Callable[[], tuple[float, float | None]]], rounds: int,
-               settle: Callable[[], None] | None = None) -> dict[str, list]:
+               settle: Callable[[], None] | None = None, max_rounds: int | None = None,
+               unsettled: Callable[[dict[str, list]], bool] | None = None,
+               resettle: Callable[[], None] | None = None) -> dict[str, list]:
     """Each method once per round, the order rotated each round (A B C, B C A, C A B, ...): drift
     and warm-up order do not favour one. settle: run once before the first round (the GPU brought
     to its steady clock: after the build and check it idled, and a power-limited kernel's first
-    method ran boosted, 1980 against 1560 MHz). Returns {name: [(ms, sm_clock_median_mhz), ...]}."""
+    method ran boosted, 1980 against 1560 MHz). After `rounds`, while `unsettled(found)` says the
+    rounds do not yet pin the medians down, more rounds up to `max_rounds`, each after `resettle`
+    (on the H200 a power-limited row's rounds moved by up to 10% with the clock, and 5 rounds
+    left medians 3-5% apart that more rounds bring together). Returns {name: [(ms,
+    sm_clock_median_mhz), ...]}."""
     names, found = list(methods), {name: [] for name in methods}
     if settle is not None:
         settle()
-    for r in range(rounds):
+    r = 0
+    while r < rounds or (unsettled is not None and r < (max_rounds or rounds) and unsettled(found)):
+        if r >= rounds and resettle is not None:
+            resettle()
         for name in names[r % len(names):] + names[:r % len(names)]:
             found[name].append(methods[name]())
+        r += 1
     return found
+
+
+ROUNDS_REL_ERROR = 0.005  # a method's median over rounds is pinned down within 0.5% (its rel. SE)
+
+
+def unsettled(found: dict[str, list]) -> bool:
+    """Whether the rounds so far leave the engine's or do_bench's median over rounds uncertain:
+    its estimated relative standard error (workbench.engine.stats.median_rel_error, MAD- and
+    IQR-based, so a lone slow round is outvoted, not averaged in) above ROUNDS_REL_ERROR. Steady
+    rows stop at the planned rounds; a row whose rounds move with the clock gets more. Whether the
+    two agree is not asked: the rounds are added to measure the ratio, not to move it."""
+    from workbench.engine.stats import median_rel_error
+
+    return any(median_rel_error([ms for ms, _ in found[name]]) > ROUNDS_REL_ERROR for name in ("engine", "do_bench"))
+
+
+def paired_ratio(found: dict[str, list]) -> float:
+    """The median over rounds of engine / do_bench within the same round (adjacent in time: a
+    drift slower than a round cancels), for truth-details.json beside the ratio of medians."""
+    return statistics.median(e / d for (e, _), (d, _) in zip(found["engine"], found["do_bench"]))
 
 
 CLOCK_MATCH = 0.02  # rounds whose two SM clock medians are within 2% count as clock-matched

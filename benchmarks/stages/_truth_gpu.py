@@ -7,7 +7,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from benchmarks.stages._truth_core import REP_MS, WARMUP_MS, Case, clock_matched, interleave, summary_row
+from benchmarks.stages._truth_core import (REP_MS, WARMUP_MS, Case, clock_matched, interleave, paired_ratio,
+                                           summary_row, unsettled)
 from workbench.engine.clocks import ClockSampler
 from workbench.engine.stats import StopRule, summarize
 from workbench.engine.timing import make_l2_flush, make_timer, measure_run, warm_up
@@ -15,7 +16,9 @@ from workbench.engine.timing import make_l2_flush, make_timer, measure_run, warm
 RULE = StopRule(rep_ms=REP_MS, min_samples=10, target_rel_error=0.005)
 OLD_HEADROOM_MS = 0.1  # the former method's fixed spin (200_000 cycles at ~2 GHz)
 SETTLE_MS = 500.0      # back-to-back calls before a case's first round (_truth_core.interleave)
+RESETTLE_MS = 200.0    # ... and before each extra round of an unsettled row
 MATMUL_ROUNDS = 9      # power-limited rows vary most round to round (3-6% with the clock): more rounds (~0.8 s each)
+MAX_ROUNDS = 15        # rounds while _truth_core.unsettled says the medians are not pinned down yet
 
 
 class GpuTruth:
@@ -78,11 +81,15 @@ class GpuTruth:
                 methods["sync_each_sample"] = lambda: self._sync_each(call)
             rounds = max(self.rounds, MATMUL_ROUNDS) if case.op == "matmul" else self.rounds
             self.do_bench_spread = []
-            found = interleave(methods, rounds, settle=lambda: self._settle(call))
+            found = interleave(methods, rounds, settle=lambda: self._settle(call),
+                               max_rounds=max(rounds, MAX_ROUNDS), unsettled=unsettled,
+                               resettle=lambda: self._settle(call, RESETTLE_MS))
             detail["rounds"] = {name: [{"ms": ms, "sm_clock_mhz": mhz} for ms, mhz in got] for name, got in found.items()}
             detail["engine_method"] = dict(self.last_engine)
             detail["do_bench_spread"] = list(self.do_bench_spread)  # per do_bench round, in order
             detail["clock_matched"] = clock_matched(found)
+            detail["paired_ratio"] = paired_ratio(found)
+            detail["n_rounds"] = len(found["engine"])
             return summary_row(case, found), detail
         finally:
             del fn, inputs
@@ -123,10 +130,10 @@ class GpuTruth:
                             "headroom_ms": run.headroom_ms, "flush_kind": kind}
         return summarize(run.samples_ms).median_ms, _mhz(clocks)
 
-    def _settle(self, call) -> None:
-        """Calls back to back for SETTLE_MS of host time, then a synchronize (not timed)."""
+    def _settle(self, call, ms: float = SETTLE_MS) -> None:
+        """Calls back to back for `ms` of host time, then a synchronize (not timed)."""
         t0 = time.perf_counter()
-        while (time.perf_counter() - t0) * 1e3 < SETTLE_MS:
+        while (time.perf_counter() - t0) * 1e3 < ms:
             for _ in range(8):
                 call()
             self.timer.sync()

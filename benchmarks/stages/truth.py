@@ -9,8 +9,9 @@ compiled and cuda rows (their builds dominate) and runs 3 rounds instead of 5: d
 flush swung by up to 6% between rounds on memory-bound rows (H200, 2026-12-01), and a median of
 3 or 5 rounds follows the majority where one of 2 could not.
 
-Each row is built, checked (workbench.verify), then timed in ROUNDS rounds, the order of the
-methods rotating each round: the engine's loop (engine/timing.measure_run: batched events, read
+Each row is built, checked (workbench.verify), then timed in ROUNDS rounds (more, up to
+_truth_gpu.MAX_ROUNDS, while _truth_core.unsettled finds either median over rounds uncertain by
+over 0.5%), the order of the methods rotating each round: the engine's loop (engine/timing.measure_run: batched events, read
 flush: `engine_ms`), triton.testing.do_bench (its 0.5 quantile, with the 0.2 and 0.8 of the same call in
 truth-details.json's `do_bench_spread`, where it takes quantiles, else its median return
 statistic; keywords feature-detected: `do_bench_ms`), and, in `truth-details.json` only, the engine's loop with do_bench's zero flush
