@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable, Mapping
 import workbench
 from workbench.code_digest import impl_digest
 from workbench.dtypes import DType
+from workbench.engine.trace import mark
 from workbench.errors import WorkbenchError
 from workbench.kernel_source import source_from_plain
 from workbench.plugin_sources import package_files, plugin_files
@@ -206,7 +207,9 @@ def declare(paths: Iterable[str | Path] = (), *, entry_points: bool = True, regi
     earlier = list(getattr(registry, "declared_sources", []))
     found = [s for s in sources(paths, entry_points=entry_points) if s.key not in registry.loaded_sources]
     registry.declared_sources = earlier + found
+    mark("manifest: declaring " + ", ".join(s.key for s in found))
     built = manifests(earlier + found, cache_dir, build) if found else {}
+    mark("manifest: declared")
     for source in found:
         data = built[source.key]
         if data.get("error"):

@@ -1,7 +1,7 @@
 """The TUI parts of stage `overhead`, driven by Textual's Pilot (no terminal needed).
 
 default_session_tui_s: app start -> both runs of the shipped default session finished (r on
-each); tui_rerun_after_edit_s: after the GeLU run finished, the shape is edited and `r` pressed,
+each), with every process's phase marks (engine/trace.py) as `trace`, in s since the app start; tui_rerun_after_edit_s: after the GeLU run finished, the shape is edited and `r` pressed,
 until its first Samples event arrives (pytorch and triton, built before in the app's warm
 worker); key_latency_midrun_ms: while a long run streams samples, a pane key (2, then 1) until
 the pane is on screen, median of KEY_PRESSES.
@@ -40,9 +40,15 @@ async def drive(folder: Path, side: int, gpu: bool, quick: bool, session_file, p
     from workbench.engine.options import RunOptions
     from workbench.screens.app import WorkbenchApp
 
+    import os
+
+    from workbench.engine import trace
+
     options = RunOptions(cache_dir=folder / "cache" / "workbench")
     figures = _Saved(put)
     session = _default_session(folder, side, gpu)
+    trace_path = folder / "trace.txt"  # every process's phase marks (engine/trace.py)
+    os.environ[trace.ENV] = str(trace_path)
     t0 = time.monotonic()
     app = WorkbenchApp(session, options, data_dir=folder / "data")
     async with app.run_test(size=(200, 50)) as pilot:
@@ -54,8 +60,10 @@ async def drive(folder: Path, side: int, gpu: bool, quick: bool, session_file, p
             await _pick_run(pilot, index)
             timeline.append((round(time.monotonic() - t0, 3), "r pressed", index))
             statuses += await _run(pilot)
+        marks = [(round(t - t0, 3), pid, phase) for t, pid, phase in trace.read(str(trace_path))]
         figures["default_session_tui_s"] = (time.monotonic() - t0, {"statuses": statuses, "file": str(session),
-                                                                    "timeline": timeline})
+                                                                    "timeline": timeline, "trace": marks})
+        os.environ.pop(trace.ENV, None)
         await _pick_run(pilot, 0)
         figures["tui_rerun_after_edit_s"] = await _rerun_after_edit(pilot, side)
     path = session_file(folder, "streaming", ("pytorch", "triton"), side, gpu, rep_ms=3000 if quick else 8000,

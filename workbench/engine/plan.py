@@ -44,6 +44,7 @@ from workbench.engine.relative import relate_to_pytorch
 from workbench.engine.rows import Row, expand
 from workbench.engine.spread import local_parts, requested_devices, resolve_local, run_parts
 from workbench.engine.supervisor import Background, Supervisor, query, worker_key
+from workbench.engine.trace import mark
 from workbench.engine.vec_isa import worker_env as vec_isa_env
 from workbench.engine.workers import WorkerPool
 from workbench.events import Event, Log, Result, Started
@@ -134,7 +135,9 @@ def _run(session, options, plan, pool, on_event, stop, started, cache_dir) -> di
     build_dir = Path(options.build_dir) if options.build_dir else cache_dir / "build"
     main = _main_key(plan)
     todo = [r for r in plan.rows if r.key not in options.done]  # --resume: only what is missing
+    mark("plan: rows expanded; asking the worker for their facts")
     facts, worker = _facts(plan, todo, pool, main)
+    mark("plan: facts answered")
     machine = plan.machine if worker is None else dataclasses.replace(plan.machine, has_cuda=worker.has_cuda)
     rows = with_spec_errors(todo, facts)
     registry = CostedRegistry(plan.registry, facts)

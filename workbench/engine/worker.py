@@ -19,6 +19,7 @@ from typing import Any
 
 from workbench.engine.capture import mark_row
 from workbench.engine.protocol import STOP, Channel, ChildJob, Message, Mode, Query, Reload, SpecFacts, WorkerFacts
+from workbench.engine.trace import mark
 from workbench.engine.vec_isa import record_if_checked
 
 
@@ -71,7 +72,9 @@ def serve(plugin_paths: tuple[str, ...], device: str, interpret: bool, conn: Any
 
     channel = Channel(conn)
     reloader = Reloader(plugin_paths)  # the files' content before they are imported
+    mark(f"worker {device}: start")
     registry, error = prepare(plugin_paths, device)
+    mark(f"worker {device}: registry and CUDA ready")
     reloader.registry = registry
     baseline = Baseline.capture(device)
     runner = RowRunner(registry, interpret, baseline) if registry is not None else None
@@ -84,6 +87,7 @@ def serve(plugin_paths: tuple[str, ...], device: str, interpret: bool, conn: Any
             job = pickle.loads(data)
             if isinstance(job, Query):
                 channel.control(Message.answer, describe(registry, error, job))
+                mark(f"worker {device}: answered a query of {len(job.specs)} spec(s)")
                 continue
             if isinstance(job, Reload):  # changed plugin files re-imported in this process
                 channel.control(Message.answer, reloader.reload(job))
@@ -101,6 +105,7 @@ def serve(plugin_paths: tuple[str, ...], device: str, interpret: bool, conn: Any
 def run_job(job: ChildJob, runner: Any, error: str | None, channel: Channel, stop: Any) -> str | None:
     """Run the job's rows; returns why the worker must leave, or None to stay for the next job."""
     channel.control(Message.ready)
+    mark(f"job {job.mode.value}: {len(job.rows)} row(s)")
     if runner is None:  # a plugin that fails to import fails every row, one line each
         _fail_all(job, channel, error or "the registry could not be loaded")
         return error

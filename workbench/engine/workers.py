@@ -36,6 +36,7 @@ from typing import Any, Mapping
 
 from workbench.engine.capture import LogTail
 from workbench.engine.entry import worker_entry
+from workbench.engine.trace import mark
 from workbench.engine.protocol import STOP, Message, WorkerFacts, WorkerKey
 
 START_METHODS = ("forkserver", "spawn")
@@ -87,6 +88,7 @@ class WorkerProcess:
         args = (log_path, key.interpret, key.plugin_paths, key.device, dict(env), child_conn, job_recv, self.stop,
                 os.getpid())
         self.proc = context.Process(target=worker_entry, args=args, name="workbench-worker", daemon=False)
+        mark(f"pool: starting a worker for {key.device}" + (" (spare)" if prestarted else ""))
         try:
             self.proc.start()  # raises in an unguarded __main__ under spawn, before anything runs
         except BaseException:
@@ -129,6 +131,7 @@ class WorkerProcess:
         """Record what a message says about the worker itself (WARM carries its facts)."""
         if kind == Message.warm:
             self.facts = payload
+            mark(f"pool: worker {getattr(payload, 'pid', '?')} warm")
 
 
 class WorkerPool:

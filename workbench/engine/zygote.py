@@ -19,6 +19,11 @@ if _LOG:
     os.dup2(_fd, 2)
     os.close(_fd)
 
+from workbench.engine.trace import mark  # noqa: E402
+
+mark("zygote: start")
 import torch  # noqa: F401,E402
 
 import workbench.engine.entry  # noqa: F401,E402
+
+mark("zygote: torch imported")

@@ -1,0 +1,43 @@
+"""engine/trace.py: phase marks across processes, only when WORKBENCH_TRACE names a file."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from workbench.engine import trace
+
+
+def test_marks_are_written_only_when_asked_and_read_back_in_time_order(tmp_path, monkeypatch):
+    path = tmp_path / "trace.txt"
+    monkeypatch.delenv(trace.ENV, raising=False)
+    trace.mark("nothing")
+    assert not path.exists()
+    monkeypatch.setenv(trace.ENV, str(path))
+    trace.mark("row x: start")
+    trace.mark("row x: built")
+    marks = trace.read(str(path))
+    assert [m[2] for m in marks] == ["row x: start", "row x: built"]
+    assert marks[0][1] == os.getpid() and marks[0][0] <= marks[1][0]
+
+
+@pytest.mark.slow
+def test_a_child_process_appends_to_the_same_timeline(tmp_path, monkeypatch):
+    path = tmp_path / "trace.txt"
+    monkeypatch.setenv(trace.ENV, str(path))
+    trace.mark("parent: before")
+    subprocess.run([sys.executable, "-c", "from workbench.engine.trace import mark; mark('child: hello world')"],
+                   check=True)
+    trace.mark("parent: after")
+    marks = trace.read(str(path))
+    assert [m[2] for m in marks] == ["parent: before", "child: hello world", "parent: after"]
+    assert len({m[1] for m in marks}) == 2
+
+
+def test_a_missing_or_garbled_file_reads_as_what_parses(tmp_path):
+    assert trace.read(str(tmp_path / "none.txt")) == []
+    (tmp_path / "t.txt").write_text("1.5 12 a b c\nnot a line\n0.5 x y\n0.25 7 first\n")
+    assert trace.read(str(tmp_path / "t.txt")) == [(0.25, 7, "first"), (1.5, 12, "a b c")]
