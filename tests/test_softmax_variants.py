@@ -25,9 +25,11 @@ CU = Path(workbench.kernels.__file__).with_name("softmax.cu")
 
 def test_long_rows_start_with_the_measured_winner_and_keep_the_lecture_config():
     long16 = rows_kernel.candidates(16384, 16)
-    assert long16[0] == {"num_warps": 8, "ROWS": 1, "STREAM": 0, "EVEN": 1}  # 98.3% of copy (bf16, H200)
+    assert long16[0] == {**rows_kernel.DEFAULTS, "num_warps": 8, "EVEN": 1}  # 98.3% of copy (bf16, H200)
     assert {"num_warps": 16, **rows_kernel.DEFAULTS} in long16              # the lecture's config
-    assert {c["num_warps"] for c in long16} == {4, 8, 16, 32} and len(long16) == 5
+    assert {c["num_warps"] for c in long16} == {4, 8, 16, 32} and len(long16) == 5 + len(rows_kernel.PERSISTENT)
+    assert [c for c in long16 if c["PERSIST"]] == list(rows_kernel.PERSISTENT)  # tried last
+    assert all(c["num_stages"] >= 2 for c in rows_kernel.PERSISTENT)
     assert not any(c["ROWS"] == 2 or c["STREAM"] for c in long16)  # measured slower: pruned
     assert len({tuple(c.items()) for c in long16}) == len(long16)  # no config twice
     for c in long16:  # a row of values per thread the registers can hold
@@ -69,6 +71,47 @@ KNOBS = [dict(ROWS=1, STREAM=1, EVEN=0), dict(ROWS=2, STREAM=0, EVEN=1), dict(RO
          dict(ROWS=1, STREAM=0, EVEN=1)]
 
 
+PERSISTENT_CHECK = """
+import json, torch
+from workbench.registry import discover
+from workbench.kernels import _softmax_rows as rows_kernel
+from workbench.kernels.softmax import _tuned_launch, reference
+op = discover().op("softmax")
+worst = {}
+for dtype, tol in (("float32", 1e-5), ("bfloat16", 1e-2)):
+    for m, n in ((7, 100), (9, 128)):  # fewer programs than rows: each walks several; masked and full rows
+        spec = op.make_spec({"M": m, "N": n}, dtype)
+        (x,) = op.make_inputs(spec, "cpu", 0)
+        x[3, 1::13] = float("-inf")
+        x[5] += 1000.0
+        for knobs in rows_kernel.PERSISTENT:
+            launch = _tuned_launch(spec, 128, knobs, sms=2)
+            assert launch.kernel is rows_kernel._softmax_persistent_kernel
+            assert launch.grid[0] == min(m, 2 * knobs["PERSIST"]) == launch.scalars["num_programs"]
+            assert launch.constexprs["MASKED"] == int(n != 128) and launch.num_stages == knobs["num_stages"]
+            y = torch.full_like(x, float("nan"))  # a row no program wrote stays NaN and fails
+            launch.run(x, y)
+            worst[f"{dtype} {m}x{n} {knobs}"] = float(((y.double() - reference(x.double())).abs() / tol).max())
+print(json.dumps(worst))
+"""
+
+
+@pytest.mark.slow  # a Python subprocess under TRITON_INTERPRET
+def test_the_persistent_kernel_writes_every_row_right_under_the_interpreter():
+    import json
+    import os
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run([sys.executable, "-c", PERSISTENT_CHECK], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    worst = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(worst) == 2 * 2 * len(rows_kernel.PERSISTENT)
+    bad = {k: v for k, v in worst.items() if not v <= 1.0}
+    assert not bad, bad
+
+
 @pytest.mark.slow  # a Python subprocess under TRITON_INTERPRET
 def test_triton_variants_match_the_reference_under_the_interpreter():
     import json
@@ -97,7 +140,11 @@ def test_every_long_row_candidate_compiles_for_sm90_with_16_byte_accesses_and_no
         launch = _tuned_launch(spec, 16384, cfg)
         compiled, _ = compile_launch(build_source(launch, resolve_target("sm_90")), stand_in=True)
         ptx = compiled.asm["ptx"]
-        assert re.search(r"ld\.global[\w.:]*\.v4\.b32", ptx) and re.search(r"st\.global[\w.:]*\.v4\.b32", ptx), cfg
+        if cfg["PERSIST"]:  # the pipelined loop loads through cp.async, 16 bytes a copy, into shared memory
+            assert re.search(r"cp\.async\.cg\.shared\.global [^;]*, 0x10", ptx) and "ld.global" not in ptx, cfg
+        else:
+            assert re.search(r"ld\.global[\w.:]*\.v4\.b32", ptx), cfg
+        assert re.search(r"st\.global[\w.:]*\.v4\.b32", ptx), cfg
         assert ("evict_first" in ptx and "st.global.cs" in ptx) == bool(cfg["STREAM"]), cfg
         cubin = tmp_path / f"k{i}.cubin"
         cubin.write_bytes(compiled.asm["cubin"])
