@@ -208,3 +208,77 @@ def test_the_clock_sampler_reports_a_limit_only_for_power_or_thermal_reasons():
     assert not sampler.limited()
     sampler.reason_bits |= 0x4                # sw_power_cap
     assert sampler.limited()
+
+
+class PipelinedTimer:
+    """A timer that queues batches (launch_batch) and waits for them (collect), logging both; each
+    sample `sample_ms` long on a device clock the host clock catches up with at collect."""
+
+    name = "fake_pipelined"
+    spins = False
+
+    def __init__(self, clock: Clock, sample_ms: float = 1.0, values=None):
+        self.clock, self.sample_ms, self.log, self.values = clock, sample_ms, [], values
+        self.device_s = 0.0
+
+    def time_batch(self, call, n, flush=None, headroom_ms=0.0):  # warm-up's one-sample rounds
+        return self.collect(self.launch_batch(call, n, flush, headroom_ms))
+
+    def launch_batch(self, call, n, flush=None, headroom_ms=0.0):
+        for _ in range(n):
+            call()
+        self.log.append(("launch", n))
+        self.device_s = max(self.device_s, self.clock.now_s) + n * self.sample_ms / 1e3
+        return (n, self.device_s)
+
+    def collect(self, handle):
+        n, done_s = handle
+        self.log.append(("collect", n))
+        self.clock.now_s = max(self.clock.now_s, done_s)
+        return [self.values.pop(0) if self.values else self.sample_ms for _ in range(n)]
+
+    def sync(self):
+        pass
+
+
+def test_the_next_batch_is_queued_before_the_host_waits_on_the_current_one():
+    clock = Clock()
+    timer = PipelinedTimer(clock, sample_ms=1.0)
+    rule = StopRule(rep_ms=1e6, min_samples=10, target_rel_error=-1.0, max_samples=160)  # never precise
+    run = measure_run(lambda: None, timer, rule, warmup_ms=0.0, clock=clock)
+    log = timer.log[2:]  # after warm-up's launch + collect of one sample
+    assert log[:4] == [("launch", 10), ("launch", 10), ("collect", 10), ("launch", 20)]
+    # every collect but the last comes after the next launch: the device always has a batch queued
+    for i, (kind, _) in enumerate(log[:-1]):
+        if kind == "collect" and i + 1 < len(log) - 1:
+            assert any(k == "launch" for k, _ in log[i - 1:i]), log
+    assert len(run.samples_ms) == 160 and log[-1][0] == "collect"
+    assert sum(n for k, n in log if k == "launch") == sum(n for k, n in log if k == "collect") == 160
+
+
+def test_no_batch_is_queued_past_rep_ms_and_a_queued_one_is_kept_on_convergence():
+    clock = Clock()
+    timer = PipelinedTimer(clock, sample_ms=10.0)
+    rule = StopRule(rep_ms=100.0, min_samples=5, target_rel_error=-1.0)
+    run = measure_run(lambda: None, timer, rule, warmup_ms=0.0, clock=clock)
+    launched = sum(n for k, n in timer.log[2:] if k == "launch")
+    assert launched == len(run.samples_ms)          # nothing queued that was not collected
+    assert sum(run.samples_ms) <= 100.0 + 10.0 * 5  # the rep budget, overshot by at most one batch
+    # a converged stop after the first batch: the second, already queued, is waited for and kept
+    clock = Clock()
+    steady = PipelinedTimer(clock, sample_ms=1.0)
+    run = measure_run(lambda: None, steady, StopRule(rep_ms=1e6, min_samples=10), warmup_ms=0.0, clock=clock)
+    assert [e for e in steady.log[2:]] == [("launch", 10), ("launch", 10), ("collect", 10), ("collect", 10)]
+    assert len(run.samples_ms) == 20 and run.batches == 2
+
+
+def test_batches_in_flight_hold_distinct_event_pairs(monkeypatch):
+    _fake_cuda(monkeypatch, with_sleep=False)
+    timer = timing.CudaEventTimer()
+    first = timer.launch_batch(lambda: None, 3)
+    second = timer.launch_batch(lambda: None, 3)
+    ids = [e.id for pair in first + second for e in pair]
+    assert len(set(ids)) == 12                      # no event recorded twice while in flight
+    assert timer.collect(first) == [0.5] * 3
+    third = timer.launch_batch(lambda: None, 3)     # reuses the first batch's pairs, not the second's
+    assert {e.id for pair in third for e in pair} == {e.id for pair in first for e in pair}

@@ -149,3 +149,10 @@ def test_unsettled_rows_get_more_rounds_up_to_the_cap_each_after_a_resettle():
     noisy = {"engine": iter([1.0, 1.2] * 20), "do_bench": iter([1.0] * 40)}
     methods = {name: (lambda name=name: (next(noisy[name]), None)) for name in ("engine", "do_bench")}
     assert len(interleave(methods, 3, max_rounds=7, unsettled=unsettled)["engine"]) == 7
+
+
+def test_only_selects_rows_by_op_or_by_op_impl_dtype_in_the_stage_order():
+    picked = truth.selected(cases(False), ("matmul", "gelu.pytorch.bfloat16"))
+    assert [(c.op, c.impl, c.dtype) for c in picked] == [("gelu", "pytorch", "bfloat16"), ("matmul", "pytorch", "bfloat16"),
+                                                         ("matmul", "triton", "bfloat16")]
+    assert truth.selected(cases(True), None) == cases(True)

@@ -1,6 +1,6 @@
 """Stage `truth`: the engine's timing loop against triton.testing.do_bench, in one process, interleaved.
 
-    python benchmarks/gpu_evidence.py --stage truth [--quick] [--out DIR]
+    python benchmarks/gpu_evidence.py --stage truth [--quick] [--out DIR] [--only gelu.pytorch.bfloat16,matmul]
 
 Rows (MEASUREMENT.md rules 1-4, issue 11): the lecture's gelu and softmax at 16384 x 16384 in
 float32 and bfloat16 (manual, pytorch, compiled, triton, cuda), add at 16384 x 16384 (pytorch,
@@ -34,6 +34,14 @@ from pathlib import Path
 from benchmarks.stages._truth_core import BUDGET_S, QUICK_BUDGET_S, TruthFiles, cases, run_cases
 
 TITLE = "truth: engine timing loop vs triton.testing.do_bench (median), same process, interleaved"
+ONLY: tuple[str, ...] | None = None  # --only: rows named op.impl.dtype (or an op), e.g. gelu.pytorch.bfloat16
+
+
+def selected(todo: list, only: tuple[str, ...] | None) -> list:
+    """The cases `only` names ("op.impl.dtype" or "op"), in the stage's order; all without it."""
+    if not only:
+        return todo
+    return [c for c in todo if c.op in only or f"{c.op}.{c.impl}.{c.dtype}" in only]
 
 
 def run(quick: bool, out: Path) -> list[dict]:
@@ -52,5 +60,5 @@ def run(quick: bool, out: Path) -> list[dict]:
     files.details["environment"] = gpu.environment()
     files.details["references"] = gpu.references()
     files.write()
-    run_cases(cases(quick), files, gpu.time_case, min(BUDGET_S, QUICK_BUDGET_S) if quick else BUDGET_S)
+    run_cases(selected(cases(quick), ONLY), files, gpu.time_case, min(BUDGET_S, QUICK_BUDGET_S) if quick else BUDGET_S)
     return files.table()

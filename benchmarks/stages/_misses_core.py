@@ -1,0 +1,167 @@
+"""The pure half of stage `misses` (benchmarks/stages/misses.py): the cases, the figures asked of
+each (the targets of issue #19 still missed), and the parse of Nsight Compute's CSV. No torch,
+no GPU: unit-tested on CPU (tests/test_stage_misses.py)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import statistics
+from dataclasses import dataclass, field
+
+SQUARE = {"M": 16384, "N": 16384}
+GEMM_4096 = {"M": 4096, "N": 4096, "K": 4096}
+GEMM_8192 = {"M": 8192, "N": 8192, "K": 8192}
+
+
+@dataclass(frozen=True)
+class Side:
+    """One implementation timed in a case: a label, the registry's (op, impl)."""
+
+    label: str
+    op: str
+    impl: str
+
+
+@dataclass(frozen=True)
+class Case:
+    """A missed target: the sides timed together (interleaved rounds), the target's ratio
+    (`ours` must be `target` times faster than `against`), and a note on what the target means."""
+
+    name: str
+    shape: dict
+    dtype: str
+    sides: tuple[Side, ...]
+    ours: str
+    against: tuple[str, ...]
+    target: float
+    note: str = ""
+    copy: bool = False  # time a copy of the input too (memory-bound cases: % of copy)
+    extra: dict = field(default_factory=dict)
+
+
+def cases() -> list[Case]:
+    """#19's targets missed in the last side-by-side run (results/h200/2026-12-02), in this order."""
+    gemm = lambda dtype, shape: Case(  # noqa: E731
+        f"matmul {shape['M']}^3 {dtype}", shape, dtype,
+        (Side("cuBLAS", "matmul", "pytorch"), Side("triton", "matmul", "triton")),
+        ours="triton", against=("cuBLAS",), target=1.0, note="Triton >= 1.0x cuBLAS")
+    fused = Case(
+        "matmul_gelu 8192^3 bfloat16", GEMM_8192, "bfloat16",
+        (Side("cuBLAS+GeLU", "matmul_gelu", "manual"), Side("fused triton", "matmul_gelu", "triton"),
+         Side("compiled", "matmul_gelu", "compiled"), Side("cuBLAS matmul", "matmul", "pytorch"),
+         Side("triton matmul", "matmul", "triton")),
+        ours="fused triton", against=("cuBLAS+GeLU",), target=1.05,
+        note="fused >= 1.05x cuBLAS then GeLU; the plain GEMMs show what the epilogue costs")
+    softmax = Case(
+        "softmax 16384^2 float32", SQUARE, "float32",
+        (Side("triton", "softmax", "triton"), Side("compiled", "softmax", "compiled"),
+         Side("pytorch", "softmax", "pytorch"), Side("cuda", "softmax", "cuda")),
+        ours="triton", against=("compiled", "pytorch"), target=1.0, copy=True,
+        note="no slower than the best of pytorch and compiled beyond the measured spread")
+    return [gemm("bfloat16", GEMM_4096), gemm("float16", GEMM_4096), fused, softmax]
+
+
+def median_of_rounds(rounds: list[float]) -> float:
+    return statistics.median(rounds)
+
+
+def figures(case: Case, rounds: dict[str, list[float]], copy_ms: float | None = None) -> dict:
+    """Per side its median over rounds; the target's ratio (best `against` median / ours, so >1:
+    ours faster), whether it is met, and the paired ratio (median of per-round ratios)."""
+    medians = {label: median_of_rounds(ms) for label, ms in rounds.items() if ms}
+    out: dict = {"medians_ms": medians}
+    if copy_ms:
+        out["pct_of_copy"] = {label: 100.0 * copy_ms / ms for label, ms in medians.items()}
+    against = [a for a in case.against if a in medians]
+    if case.ours in medians and against:
+        best = min(against, key=lambda a: medians[a])
+        ratio = medians[best] / medians[case.ours]
+        paired = statistics.median(a / o for a, o in zip(rounds[best], rounds[case.ours]))
+        out.update(against=best, ratio=ratio, paired_ratio=paired, target=case.target, met=ratio >= case.target)
+        # what `ours` would have to run in to meet the target against this run's best reference
+        out["needed_ms"] = medians[best] / case.target
+        out["gap_pct"] = 100.0 * (medians[case.ours] / out["needed_ms"] - 1.0)
+    return out
+
+
+# -- Nsight Compute ----------------------------------------------------------------------------
+NCU_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "ComputeWorkloadAnalysis")
+# Hopper's wgmma pipe, by whichever name this ncu has (a regex: an absent one is no error)
+NCU_METRICS = ("regex:sm__pipe_tensor_op_(gmma|hmma)_cycles_active.avg.pct_of_peak_sustained_(active|elapsed)",
+               "sm__cycles_elapsed.avg.per_second")
+WANTED = {  # short name -> the metric names ncu's sections print (first found wins)
+    "duration_us": ("Duration", "gpu__time_duration.sum"),
+    "sm_throughput_pct": ("Compute (SM) Throughput", "SM Throughput", "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
+    "memory_throughput_pct": ("Memory Throughput",),
+    "dram_throughput_pct": ("DRAM Throughput", "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+    "sm_clock_hz": ("SM Frequency", "sm__cycles_elapsed.avg.per_second"),
+    "registers": ("Registers Per Thread",),
+    "shared_kib_per_block": ("Dynamic Shared Memory Per Block",),
+    "waves_per_sm": ("Waves Per SM",),
+    "grid": ("Grid Size",),
+    "block": ("Block Size",),
+    "achieved_occupancy_pct": ("Achieved Occupancy",),
+    "issue_busy_pct": ("Issue Slots Busy",),
+    "sm_busy_pct": ("SM Busy",),
+}
+UNIT_SCALE = {"usecond": 1.0, "msecond": 1e3, "nsecond": 1e-3, "second": 1e6, "us": 1.0, "ms": 1e3, "ns": 1e-3,
+              "hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9, "cycle/second": 1.0, "cycle/nsecond": 1e9,
+              "cycle/usecond": 1e6, "kbyte": 1.0, "byte": 1 / 1024}
+
+
+def _number(text: str) -> float | None:
+    text = text.strip().replace(",", "")
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def parse_ncu_csv(text: str) -> list[dict]:
+    """Kernels from `ncu --csv --page details` output (lines before the CSV header are skipped):
+    one dict per kernel ID in launch order: {"id", "name", "metrics": {metric name: (value, unit)},
+    and WANTED's short names as numbers (durations in us, clocks in Hz) where found}."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
+    if start is None:
+        return []
+    kernels: dict[str, dict] = {}
+    for row in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
+        kid = row.get("ID")
+        if kid is None:
+            continue
+        k = kernels.setdefault(kid, {"id": int(kid) if kid.isdigit() else kid, "name": row.get("Kernel Name", ""),
+                                     "grid": row.get("Grid Size"), "block": row.get("Block Size"), "metrics": {}})
+        name = (row.get("Metric Name") or "").strip()
+        if name:
+            k["metrics"][name] = ((row.get("Metric Value") or "").strip(), (row.get("Metric Unit") or "").strip())
+    out = []
+    for k in kernels.values():
+        for short, names in WANTED.items():
+            if short in ("grid", "block"):
+                continue
+            for name in names:
+                if name in k["metrics"]:
+                    value, unit = k["metrics"][name]
+                    number = _number(value)
+                    if number is not None and short in ("duration_us", "sm_clock_hz", "shared_kib_per_block"):
+                        number *= UNIT_SCALE.get(unit.lower(), 1.0)
+                    k[short] = number
+                    break
+        tensor = [v for n, v in k["metrics"].items() if re.match(r"sm__pipe_tensor_op_(gmma|hmma)_cycles_active", n)]
+        k["tensor_pipe_pct"] = max((_number(v) for v, _ in tensor if _number(v) is not None), default=None)
+        out.append(k)
+    return sorted(out, key=lambda k: (isinstance(k["id"], str), k["id"]))
+
+
+def label_kernels(kernels: list[dict], marks: list[tuple[str, int]]) -> list[dict]:
+    """Give each kernel the side it belongs to: `marks` are (label, kernels launched by its one
+    profiled call), in profiling order (the ncu entry's output)."""
+    out, i = [], 0
+    for label, count in marks:
+        for k in kernels[i:i + count]:
+            out.append({**k, "side": label})
+        i += count
+    return out

@@ -1,0 +1,77 @@
+"""Stage `misses` (benchmarks/stages/misses.py) on CPU: its cases exist in the registry, the figures
+of a case, the Nsight Compute CSV parse and the kernels' labels, and the no-GPU path."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks.stages import misses
+from benchmarks.stages._misses_core import cases, figures, label_kernels, parse_ncu_csv
+from workbench.registry import discover
+
+
+def test_every_side_of_every_case_is_registered_in_the_case_dtype():
+    registry = discover()
+    for case in cases():
+        labels = [s.label for s in case.sides]
+        assert case.ours in labels and set(case.against) <= set(labels)
+        for side in case.sides:
+            op = registry.op(side.op)
+            impl = op.get_impl(side.impl)
+            assert case.dtype in [d.value for d in (impl.dtypes or op.dtypes)], (case.name, side)
+    names = [c.name for c in cases()]
+    assert names == ["matmul 4096^3 bfloat16", "matmul 4096^3 float16", "matmul_gelu 8192^3 bfloat16",
+                     "softmax 16384^2 float32"]
+
+
+def test_the_figures_compare_ours_with_the_best_reference_and_say_the_gap():
+    case = cases()[3]  # softmax: ours triton, against compiled and pytorch
+    rounds = {"triton": [0.512, 0.511, 0.513], "compiled": [0.498, 0.499, 0.497], "pytorch": [0.64] * 3,
+              "cuda": [0.515] * 3}
+    got = figures(case, rounds, copy_ms=0.502)
+    assert got["against"] == "compiled" and got["met"] is False
+    assert got["ratio"] == pytest.approx(0.498 / 0.512)
+    assert got["gap_pct"] == pytest.approx(100 * (0.512 / 0.498 - 1))
+    assert got["pct_of_copy"]["compiled"] == pytest.approx(100 * 0.502 / 0.498)
+    assert got["paired_ratio"] == pytest.approx(0.498 / 0.512)
+    fused = cases()[2]  # the fused GeLU must be 1.05x faster than cuBLAS then GeLU
+    got = figures(fused, {"cuBLAS+GeLU": [1.533], "fused triton": [1.46]})
+    assert got["met"] is True and got["needed_ms"] == pytest.approx(1.533 / 1.05)
+
+
+NCU_CSV = '''==PROF== Connected to process 1234
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","1234","python3","127.0.0.1","nvjet_hsh_256x128_64x4_2x1_v_bz_coopA_NNN","1","7","(384, 1, 1)","(132, 1, 1)","0","9.0","GPU Speed Of Light Throughput","Duration","usecond","178.53"
+"0","1234","python3","127.0.0.1","nvjet_hsh_256x128_64x4_2x1_v_bz_coopA_NNN","1","7","(384, 1, 1)","(132, 1, 1)","0","9.0","GPU Speed Of Light Throughput","Compute (SM) Throughput","%","91.2"
+"0","1234","python3","127.0.0.1","nvjet_hsh_256x128_64x4_2x1_v_bz_coopA_NNN","1","7","(384, 1, 1)","(132, 1, 1)","0","9.0","GPU Speed Of Light Throughput","SM Frequency","Ghz","1.75"
+"0","1234","python3","127.0.0.1","nvjet_hsh_256x128_64x4_2x1_v_bz_coopA_NNN","1","7","(384, 1, 1)","(132, 1, 1)","0","9.0","Launch Statistics","Waves Per SM","","1"
+"0","1234","python3","127.0.0.1","nvjet_hsh_256x128_64x4_2x1_v_bz_coopA_NNN","1","7","(384, 1, 1)","(132, 1, 1)","0","9.0","Command line profiler metrics","sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active","%","88.5"
+"1","1234","python3","127.0.0.1","_tma_matmul_kernel","1","7","(256, 1, 1)","(132, 1, 1)","0","9.0","GPU Speed Of Light Throughput","Duration","msecond","0.18421"
+"1","1234","python3","127.0.0.1","_tma_matmul_kernel","1","7","(256, 1, 1)","(132, 1, 1)","0","9.0","Launch Statistics","Registers Per Thread","register/thread","168"
+"1","1234","python3","127.0.0.1","_tma_matmul_kernel","1","7","(256, 1, 1)","(132, 1, 1)","0","9.0","GPU Speed Of Light Throughput","DRAM Throughput","%","12,5"
+'''
+
+
+def test_the_ncu_csv_gives_each_kernel_its_figures_in_base_units_and_its_side():
+    kernels = parse_ncu_csv(NCU_CSV)
+    assert [k["id"] for k in kernels] == [0, 1]
+    cublas, triton = kernels
+    assert cublas["duration_us"] == pytest.approx(178.53) and cublas["sm_throughput_pct"] == 91.2
+    assert cublas["sm_clock_hz"] == pytest.approx(1.75e9) and cublas["waves_per_sm"] == 1.0
+    assert cublas["tensor_pipe_pct"] == 88.5 and cublas["grid"] == "(132, 1, 1)"
+    assert triton["duration_us"] == pytest.approx(184.21) and triton["registers"] == 168
+    assert triton["tensor_pipe_pct"] is None
+    labelled = label_kernels(kernels, [("cuBLAS", 1), ("triton", 1)])
+    assert [k["side"] for k in labelled] == ["cuBLAS", "triton"]
+    assert parse_ncu_csv("==ERROR== no kernels were profiled\n") == []
+
+
+def test_without_a_gpu_nothing_is_timed_and_it_says_so(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the stage would time for real")
+    assert misses.run(True, tmp_path) == [{"item": "misses", "status": "skipped", "note": "no CUDA GPU"}]
+    assert json.loads((tmp_path / "misses.json").read_text())["cases"] == []
