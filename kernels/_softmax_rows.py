@@ -28,8 +28,8 @@ from typing import Any
 from workbench.triton_support import jit, tl
 
 LOG2E = tl.constexpr(1.4426950408889634)  # a global a @jit function may read
-TRITON_VERSION = "4"  # the autotune cache key's version: bump when the kernel or candidates change
-DEFAULTS = {"ROWS": 1, "STREAM": 0, "EVEN": 0, "PERSIST": 0, "num_stages": 0}
+TRITON_VERSION = "5"  # the autotune cache key's version: bump when the kernel or candidates change
+DEFAULTS = {"ROWS": 1, "STREAM": 0, "EVEN": 0, "L2PASS": 0}
 VARIANTS_FROM = 8192  # BLOCK_SIZE from which the variants are candidates
 
 
@@ -59,23 +59,37 @@ def _softmax_rows_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_rows, n_col
 
 
 @jit
-def _softmax_persistent_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_rows, n_cols, num_programs,
-                               BLOCK_SIZE: tl.constexpr, NUM_STAGES: tl.constexpr, MASKED: tl.constexpr):
-    """Persistent: `num_programs` programs walk the rows num_programs apart, one whole row per
-    iteration, and the loop is software-pipelined over NUM_STAGES (Triton's fused-softmax
-    tutorial): the next row's loads are in flight while this row's two reductions and its store
-    run, where a program per row leaves HBM idle during its reductions unless another program on
-    the SM happens to be loading. MASKED 0: n_cols == BLOCK_SIZE (no access needs a mask)."""
+def _softmax_l2_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK_SIZE: tl.constexpr,
+                       MASKED: tl.constexpr):
+    """One program per row, three passes over it in BLOCK_SIZE chunks (torch.compile's form for
+    long rows): the running max, the sum of exponentials, then the output. The row is read from
+    HBM once and from L2 twice (`evict_last` keeps it there for the next pass; the last pass reads
+    `evict_first`), so a program holds a chunk, not the row: few registers, every thread slot of
+    an SM filled, more rows' loads in flight. MASKED 0: BLOCK_SIZE divides n_cols."""
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * x_row_stride
+    y_row = y_ptr + row * y_row_stride
     cols = tl.arange(0, BLOCK_SIZE)
-    mask = cols < n_cols if MASKED else None
-    # an int64 start makes the loop's row int64 too: row * stride past 2^31 elements stays exact
-    for row in tl.range(tl.program_id(0).to(tl.int64), n_rows, num_programs, num_stages=NUM_STAGES):
-        x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=-float("inf") if MASKED else None)
-        x = x.to(tl.float32)
-        row_max = tl.max(x, axis=0)
-        numerator = tl.exp2((x - row_max) * LOG2E)
-        y = numerator * (1.0 / tl.sum(numerator, axis=0))
-        tl.store(y_ptr + row * y_row_stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+    running = tl.full([BLOCK_SIZE], -float("inf"), tl.float32)
+    for start in tl.range(0, n_cols, BLOCK_SIZE):
+        mask = start + cols < n_cols if MASKED else None
+        x = tl.load(x_row + start + cols, mask=mask, other=-float("inf") if MASKED else None,
+                    eviction_policy="evict_last")
+        running = tl.maximum(running, x.to(tl.float32))
+    row_max = tl.max(running, axis=0)
+    total = tl.zeros([BLOCK_SIZE], tl.float32)
+    for start in tl.range(0, n_cols, BLOCK_SIZE):
+        mask = start + cols < n_cols if MASKED else None
+        x = tl.load(x_row + start + cols, mask=mask, other=-float("inf") if MASKED else None,
+                    eviction_policy="evict_last")
+        total += tl.exp2((x.to(tl.float32) - row_max) * LOG2E)  # padding: 2^-inf = 0
+    inverse = 1.0 / tl.sum(total, axis=0)
+    for start in tl.range(0, n_cols, BLOCK_SIZE):
+        mask = start + cols < n_cols if MASKED else None
+        x = tl.load(x_row + start + cols, mask=mask, other=-float("inf") if MASKED else None,
+                    eviction_policy="evict_first")
+        y = tl.exp2((x.to(tl.float32) - row_max) * LOG2E) * inverse
+        tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 def config(tuned: dict[str, Any]) -> dict[str, int]:
@@ -100,17 +114,16 @@ WIDE_FIRST = ({"num_warps": 8, "ROWS": 1, "STREAM": 0, "EVEN": 1}, {"num_warps":
 WIDE_LECTURE_WARPS = (4, 32)
 
 
-# Persistent candidates for the widest rows (PERSIST: programs per SM; num_stages: the row loop's
-# software pipeline, cp.async into shared memory): added after the float32 16384-wide row stayed
-# 2.8% behind torch.compile (98.0% of copy against 100.8%, H200 2026-12-02) with every
-# program-per-row config. Compiled for sm_90 at 16384 columns, 2 stages hold one row in flight:
-# 64 KiB of shared memory in float32 (32 in 16-bit dtypes), so registers (65536 per SM), not
-# shared memory, bound the programs per SM; a config whose programs do not all fit at once runs
-# in two waves and loses on the device, which the tuner measures.
-PERSISTENT = ({"num_warps": 16, "ROWS": 1, "STREAM": 0, "EVEN": 1, "PERSIST": 1, "num_stages": 2},
-              {"num_warps": 16, "ROWS": 1, "STREAM": 0, "EVEN": 1, "PERSIST": 2, "num_stages": 2},
-              {"num_warps": 8, "ROWS": 1, "STREAM": 0, "EVEN": 1, "PERSIST": 2, "num_stages": 2},
-              {"num_warps": 32, "ROWS": 1, "STREAM": 0, "EVEN": 1, "PERSIST": 1, "num_stages": 2})
+# Three-pass candidates for the widest rows (L2PASS: the chunk in float32 columns, twice as many
+# 16-bit ones so a thread still moves 16 bytes an access; _softmax_l2_kernel),
+# torch.compile's own design for a 16384-wide float32 row (its generated kernel, H200
+# 2026-12-02: three looped passes, 32 warps, 32 registers, 100.8% of copy against 98.0% for the
+# best program-per-row config here). Tried and dropped before them: a persistent kernel walking
+# the rows with the next row's loads pipelined through shared memory (cp.async, 2 stages,
+# 1-2 programs per SM): 0.548-0.581 ms against 0.519 ms for the best program-per-row config.
+L2_PASSES = ({"num_warps": 32, "ROWS": 1, "STREAM": 0, "EVEN": 1, "L2PASS": 4096},
+             {"num_warps": 16, "ROWS": 1, "STREAM": 0, "EVEN": 1, "L2PASS": 2048},
+             {"num_warps": 16, "ROWS": 1, "STREAM": 0, "EVEN": 1, "L2PASS": 4096})
 
 
 def candidates(block: int, rule: int) -> list[dict[str, int]]:
@@ -126,7 +139,7 @@ def candidates(block: int, rule: int) -> list[dict[str, int]]:
     for w in dict.fromkeys((rule, *WIDE_LECTURE_WARPS)):
         if 1 <= w <= 32:
             out.append({"num_warps": w, **DEFAULTS})
-    return out + [dict(c) for c in PERSISTENT]
+    return out + [dict(c) for c in L2_PASSES]
 
 
 def masked(cfg: dict[str, int], n_rows: int, n_cols: int, block: int) -> int:
@@ -137,8 +150,3 @@ def masked(cfg: dict[str, int], n_rows: int, n_cols: int, block: int) -> int:
 def grid(n_rows: int, rows_per_program: int) -> tuple[int, int, int]:
     """Programs: one per ROWS rows."""
     return (-(-n_rows // rows_per_program), 1, 1)
-
-
-def persistent_programs(n_rows: int, per_sm: int, sms: int) -> int:
-    """Programs of the persistent kernel: per_sm on each of `sms` multiprocessors, no more than rows."""
-    return max(1, min(n_rows, per_sm * sms))

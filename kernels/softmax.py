@@ -37,7 +37,6 @@ from workbench.triton_support import jit, next_power_of_2, tl
 
 from . import _softmax_rows as rows_kernel
 from ._autotune import attach, can_tune, choose, default_choice
-from ._tma_gemm import SM90_SMS, sm_count
 from ._onepass import ONEPASS_VERSION, cluster_candidates, config_from, fits, geometry
 from ._utils import MATRIX_TEST_SPECS, MatrixSpec, elementwise_cost, elementwise_runner, num_warps_for
 
@@ -217,29 +216,24 @@ def _row_launch(kernel, spec: SoftmaxSpec, block: int, num_warps: int) -> Triton
     )
 
 
-def _tuned_launch(spec: SoftmaxSpec, block: int, cfg: dict[str, Any], sms: int = SM90_SMS) -> TritonLaunch:
+def _tuned_launch(spec: SoftmaxSpec, block: int, cfg: dict[str, Any]) -> TritonLaunch:
     """The launch of a tuned config: the lecture's kernel for its configs (kernels/_softmax_rows.py
-    `is_lecture`), the persistent kernel for PERSIST > 0 (PERSIST programs on each of `sms`
-    multiprocessors), else the variant kernel with ROWS rows per program."""
+    `is_lecture`), the three-pass kernel for L2PASS > 0 (chunks of L2PASS columns), else the
+    variant kernel with ROWS rows per program."""
     cfg = rows_kernel.config(cfg)
     if rows_kernel.is_lecture(cfg):
         return _row_launch(_softmax_kernel, spec, block, cfg["num_warps"])
     ptr = triton_ptr(spec.dtype)
-    if cfg["PERSIST"]:
-        programs = rows_kernel.persistent_programs(spec.M, cfg["PERSIST"], sms)
-        stages = cfg["num_stages"] or 2
+    if cfg["L2PASS"]:
+        chunk = min(cfg["L2PASS"] * 4 // spec.dtype.itemsize, block)  # L2PASS counts float32 columns: same bytes
         return TritonLaunch(
-            kernel=rows_kernel._softmax_persistent_kernel,
-            signature={"x_ptr": ptr, "y_ptr": ptr, "x_row_stride": "i32", "y_row_stride": "i32", "n_rows": "i32",
-                       "n_cols": "i32", "num_programs": "i32", "BLOCK_SIZE": "constexpr", "NUM_STAGES": "constexpr",
-                       "MASKED": "constexpr"},
-            constexprs={"BLOCK_SIZE": block, "NUM_STAGES": stages,
-                        "MASKED": int(not (cfg["EVEN"] and spec.N == block))},
-            grid=(programs, 1, 1),
+            kernel=rows_kernel._softmax_l2_kernel,
+            signature={"x_ptr": ptr, "y_ptr": ptr, "x_row_stride": "i32", "y_row_stride": "i32", "n_cols": "i32",
+                       "BLOCK_SIZE": "constexpr", "MASKED": "constexpr"},
+            constexprs={"BLOCK_SIZE": chunk, "MASKED": int(spec.N % chunk != 0)},
+            grid=(spec.M, 1, 1),
             num_warps=cfg["num_warps"],
-            num_stages=stages,
-            scalars={"x_row_stride": spec.N, "y_row_stride": spec.N, "n_rows": spec.M, "n_cols": spec.N,
-                     "num_programs": programs},
+            scalars={"x_row_stride": spec.N, "y_row_stride": spec.N, "n_cols": spec.N},
         )
     knobs = {k: cfg[k] for k in ("ROWS", "STREAM")}
     knobs["MASKED"] = rows_kernel.masked(cfg, spec.M, spec.N, block)
@@ -266,7 +260,7 @@ def _triton_choice(spec: SoftmaxSpec, ctx, run=None):
 
 def _triton_launch(spec: SoftmaxSpec, params, ctx: BuildContext | None = None) -> TritonLaunch:
     block, tuned = _triton_choice(spec, ctx)
-    return dataclasses.replace(_tuned_launch(spec, block, tuned.config, sm_count(ctx)), note=tuned.note)
+    return dataclasses.replace(_tuned_launch(spec, block, tuned.config), note=tuned.note)
 
 
 @SOFTMAX.impl("triton", source=TritonSource(_triton_launch))
@@ -276,12 +270,11 @@ def build_triton(spec: SoftmaxSpec, params, ctx: BuildContext):
     the device (kernels/_autotune.py, kernels/_softmax_rows.py)."""
     block, _ = _one_block(spec)
     tuning = tuning_inputs(spec, ctx)
-    sms = sm_count(ctx)
 
     def run(config):
-        return elementwise_runner(_tuned_launch(spec, block, config, sms))(*tuning)
+        return elementwise_runner(_tuned_launch(spec, block, config))(*tuning)
     _, tuned = _triton_choice(spec, ctx, run if tuning else None)
-    return attach(elementwise_runner(_tuned_launch(spec, block, tuned.config, sms)), tuned)
+    return attach(elementwise_runner(_tuned_launch(spec, block, tuned.config)), tuned)
 
 
 def tuning_inputs(spec: SoftmaxSpec, ctx: BuildContext) -> tuple[torch.Tensor, ...] | None:

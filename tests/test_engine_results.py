@@ -214,3 +214,38 @@ def test_every_admitted_row_carries_its_estimate():
     big, registry = _one_row("triton", ("bench",), shape={"M": 65536, "N": 65536})
     skipped = admit(big, registry, NO_GPU_WITH_NVCC, force=False, interpret=True, memory_bytes=2**34)
     assert skipped.final["estimate"]["memory_bytes"] > 0 and skipped.final["error"].startswith("estimated")
+
+
+def test_the_exact_check_workspace_is_computed_only_where_it_can_change_admission():
+    from workbench.engine.estimate import exact_check_bytes_matter
+    from workbench.engine.protocol import Query
+    from workbench.engine.worker import describe
+
+    gib = 2**30
+    assert not exact_check_bytes_matter(2 * gib, 4, 141 * gib)     # 16384^2 float32 GeLU on an H200
+    assert exact_check_bytes_matter(16 * gib, 4, 141 * gib)        # 65536^2: the default (128 GiB) would refuse it
+    assert exact_check_bytes_matter(2 * gib, 4, None)              # memory unknown: always exact
+    spec = (("M", 1024), ("N", 1024))
+    (roomy,) = describe(discover(), None, Query((("gelu", "manual", spec, "float32"),)), 2**40)
+    (tight,) = describe(discover(), None, Query((("gelu", "manual", spec, "float32"),)), 2**26)
+    assert roomy.check_bytes is None and roomy.footprint_bytes == tight.footprint_bytes
+    assert tight.check_bytes is not None and tight.check_bytes > 0
+
+
+@pytest.mark.slow  # a fresh Python, to see what the query imports
+def test_a_planning_query_of_rows_that_fit_does_not_import_dynamo():
+    """Running a reference on the meta device imports torch._dynamo (~5 s; `pow`'s Python
+    decomposition is wrapped in torch._disable_dynamo): a fresh H200 worker's first plan waited
+    5.6 s for it. Rows whose conservative check estimate fits need no meta run."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import workbench.engine.execute; from workbench.registry import discover; "
+            "from workbench.engine.protocol import Query; from workbench.engine.worker import describe; "
+            "q = Query(tuple((op, i, (('M', 16384), ('N', 16384)), 'float32') for op in ('gelu', 'softmax') "
+            "for i in ('manual', 'pytorch', 'compiled', 'triton'))); "
+            "a = describe(discover(), None, q, 141 * 2**30); "
+            "assert all(x.error is None for x in a), a; print('torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "False"

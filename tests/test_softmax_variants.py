@@ -27,9 +27,9 @@ def test_long_rows_start_with_the_measured_winner_and_keep_the_lecture_config():
     long16 = rows_kernel.candidates(16384, 16)
     assert long16[0] == {**rows_kernel.DEFAULTS, "num_warps": 8, "EVEN": 1}  # 98.3% of copy (bf16, H200)
     assert {"num_warps": 16, **rows_kernel.DEFAULTS} in long16              # the lecture's config
-    assert {c["num_warps"] for c in long16} == {4, 8, 16, 32} and len(long16) == 5 + len(rows_kernel.PERSISTENT)
-    assert [c for c in long16 if c["PERSIST"]] == list(rows_kernel.PERSISTENT)  # tried last
-    assert all(c["num_stages"] >= 2 for c in rows_kernel.PERSISTENT)
+    assert {c["num_warps"] for c in long16} == {4, 8, 16, 32} and len(long16) == 5 + len(rows_kernel.L2_PASSES)
+    assert [c for c in long16 if c["L2PASS"]] == list(rows_kernel.L2_PASSES)  # tried last
+    assert all(16384 % c["L2PASS"] == 0 for c in rows_kernel.L2_PASSES)
     assert not any(c["ROWS"] == 2 or c["STREAM"] for c in long16)  # measured slower: pruned
     assert len({tuple(c.items()) for c in long16}) == len(long16)  # no config twice
     for c in long16:  # a row of values per thread the registers can hold
@@ -71,7 +71,7 @@ KNOBS = [dict(ROWS=1, STREAM=1, EVEN=0), dict(ROWS=2, STREAM=0, EVEN=1), dict(RO
          dict(ROWS=1, STREAM=0, EVEN=1)]
 
 
-PERSISTENT_CHECK = """
+L2_CHECK = """
 import json, torch
 from workbench.registry import discover
 from workbench.kernels import _softmax_rows as rows_kernel
@@ -79,35 +79,35 @@ from workbench.kernels.softmax import _tuned_launch, reference
 op = discover().op("softmax")
 worst = {}
 for dtype, tol in (("float32", 1e-5), ("bfloat16", 1e-2)):
-    for m, n in ((7, 100), (9, 128)):  # fewer programs than rows: each walks several; masked and full rows
+    for m, n, chunk in ((7, 100, 32), (9, 128, 32), (3, 128, 128)):  # a ragged last chunk, full chunks, one chunk
         spec = op.make_spec({"M": m, "N": n}, dtype)
         (x,) = op.make_inputs(spec, "cpu", 0)
-        x[3, 1::13] = float("-inf")
-        x[5] += 1000.0
-        for knobs in rows_kernel.PERSISTENT:
-            launch = _tuned_launch(spec, 128, knobs, sms=2)
-            assert launch.kernel is rows_kernel._softmax_persistent_kernel
-            assert launch.grid[0] == min(m, 2 * knobs["PERSIST"]) == launch.scalars["num_programs"]
-            assert launch.constexprs["MASKED"] == int(n != 128) and launch.num_stages == knobs["num_stages"]
-            y = torch.full_like(x, float("nan"))  # a row no program wrote stays NaN and fails
+        x[1, 1::13] = float("-inf")
+        x[2] += 1000.0
+        for warps in (4, 8):
+            knobs = {"num_warps": warps, "ROWS": 1, "STREAM": 0, "EVEN": 1, "L2PASS": chunk}
+            launch = _tuned_launch(spec, 128, knobs)
+            assert launch.kernel is rows_kernel._softmax_l2_kernel and launch.grid[0] == m
+            elems = min(chunk * 4 // x.element_size(), 128)  # L2PASS counts float32 columns
+            assert launch.constexprs == {"BLOCK_SIZE": elems, "MASKED": int(n % elems != 0)}
+            y = torch.full_like(x, float("nan"))  # a column no pass wrote stays NaN and fails
             launch.run(x, y)
-            worst[f"{dtype} {m}x{n} {knobs}"] = float(((y.double() - reference(x.double())).abs() / tol).max())
+            worst[f"{dtype} {m}x{n} chunk {chunk} w{warps}"] = float(((y.double() - reference(x.double())).abs() / tol).max())
 print(json.dumps(worst))
 """
 
 
 @pytest.mark.slow  # a Python subprocess under TRITON_INTERPRET
-def test_the_persistent_kernel_writes_every_row_right_under_the_interpreter():
+def test_the_three_pass_kernel_matches_the_reference_under_the_interpreter():
     import json
     import os
     import sys
 
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    proc = subprocess.run([sys.executable, "-c", PERSISTENT_CHECK], capture_output=True, text=True, env=env,
-                          timeout=600)
+    proc = subprocess.run([sys.executable, "-c", L2_CHECK], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     worst = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len(worst) == 2 * 2 * len(rows_kernel.PERSISTENT)
+    assert len(worst) == 2 * 3 * 2
     bad = {k: v for k, v in worst.items() if not v <= 1.0}
     assert not bad, bad
 
@@ -140,10 +140,9 @@ def test_every_long_row_candidate_compiles_for_sm90_with_16_byte_accesses_and_no
         launch = _tuned_launch(spec, 16384, cfg)
         compiled, _ = compile_launch(build_source(launch, resolve_target("sm_90")), stand_in=True)
         ptx = compiled.asm["ptx"]
-        if cfg["PERSIST"]:  # the pipelined loop loads through cp.async, 16 bytes a copy, into shared memory
-            assert re.search(r"cp\.async\.cg\.shared\.global [^;]*, 0x10", ptx) and "ld.global" not in ptx, cfg
-        else:
-            assert re.search(r"ld\.global[\w.:]*\.v4\.b32", ptx), cfg
+        assert re.search(r"ld\.global[\w.:]*\.v4\.b32", ptx), cfg
+        if cfg["L2PASS"]:  # the first two passes keep the row in L2, the last lets it go
+            assert "evict_last" in ptx and "evict_first" in ptx, cfg
         assert re.search(r"st\.global[\w.:]*\.v4\.b32", ptx), cfg
         assert ("evict_first" in ptx and "st.global.cs" in ptx) == bool(cfg["STREAM"]), cfg
         cubin = tmp_path / f"k{i}.cubin"

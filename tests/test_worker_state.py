@@ -40,3 +40,26 @@ def test_a_real_switch_still_replaces_the_worker(monkeypatch):
     monkeypatch.setenv("CUDA_LAUNCH_BLOCKING", "1")
     base.restore_tool_paths()
     assert base.env_changes() == ["CUDA_LAUNCH_BLOCKING"]
+
+
+def test_the_warm_worker_freezes_its_startup_heap_and_later_garbage_is_still_collected():
+    import gc
+
+    from workbench.engine.worker import settle_heap
+
+    before = gc.get_freeze_count()
+    try:
+        settle_heap()
+        assert gc.get_freeze_count() >= before and gc.get_freeze_count() > 0
+
+        class Cycle:
+            pass
+        a, b = Cycle(), Cycle()
+        a.other, b.other = b, a  # garbage made after the freeze: a cycle only the collector frees
+        import weakref
+        probe = weakref.ref(a)
+        del a, b
+        gc.collect()
+        assert probe() is None
+    finally:
+        gc.unfreeze()

@@ -139,6 +139,20 @@ def skip_reason(estimate: Estimate, timeout_s: float, memory_bytes: int | None) 
     return None
 
 
+def exact_check_bytes_matter(footprint_bytes: int, itemsize: int, memory_bytes: int | None) -> bool:
+    """Whether a row's exact check workspace can change its admission: the conservative default
+    estimate_row assumes without it (float64 copies of four times the footprint) brings the row
+    past half of MEMORY_FRACTION of the device's memory (unknown memory: always). Below that, the
+    default admits the row as the exact figure would, and the exact one is not worth its price:
+    running the reference on the meta device imports torch._dynamo (a Python decomposition such
+    as `pow` is wrapped in `torch._disable_dynamo`), which held the first plan of a fresh H200
+    worker for ~5.6 s."""
+    if not memory_bytes:
+        return True
+    default = 4 * footprint_bytes * 8 // max(itemsize, 1)
+    return footprint_bytes + default > 0.5 * MEMORY_FRACTION * memory_bytes
+
+
 def check_bytes_of(op, impl, spec) -> int | None:
     """The check workspace of one row (workbench.chunking.check_workspace_bytes), from the input
     and output shapes found on torch's meta device (no memory, no values); None when the op's

@@ -22,6 +22,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from workbench.engine.trace import mark
+
 # Environment variables that switch how CUDA, torch, Triton or the math libraries behave; they are
 # read once (at CUDA start, at import, at the first kernel), so no reset can undo them. Names with
 # a leading underscore are libraries' own bookkeeping (Inductor sets
@@ -67,7 +69,9 @@ class Baseline:
         changed = self.env_changes()
         try:
             self.reset()
+            mark("after row: reset")
             problem = self.probe(kept_bytes)
+            mark("after row: probed")
         except Exception as exc:  # a poisoned CUDA context raises on the first call
             problem = f"health probe failed: {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
         if changed:
@@ -106,6 +110,7 @@ class Baseline:
         _write_switches(torch, self.switches)
         if self.device.startswith("cuda"):
             gc.collect()  # device memory held by garbage goes back (host memory is not measured)
+            mark("after row: collected")
             torch.cuda.set_stream(torch.cuda.default_stream(self.device))
             torch.cuda.synchronize(self.device)
             # cuBLAS keeps a workspace per (handle, stream) in the caching allocator (32 MiB on
