@@ -63,3 +63,18 @@ def test_the_warm_worker_freezes_its_startup_heap_and_later_garbage_is_still_col
         assert probe() is None
     finally:
         gc.unfreeze()
+
+
+def test_the_full_collection_runs_only_while_device_memory_is_still_held():
+    from workbench.engine.worker_state import Baseline
+
+    base = Baseline(device="cuda:0", env=dict(os.environ))
+    base.allocated_bytes = 1000
+    passes = []
+    # nothing held beyond the baseline and the kept flush buffer: the young generations suffice
+    assert base.collect(kept_bytes=500, collect=passes.append, allocated=lambda: 1500) == 1
+    assert passes == [1]
+    # still held after the young pass: garbage in the oldest generation may hold it
+    passes.clear()
+    assert base.collect(kept_bytes=500, collect=passes.append, allocated=lambda: 1500 + 2**20) == 2
+    assert passes == [1, 2]
