@@ -108,6 +108,7 @@ class Baseline:
 
         if "torch._dynamo" in sys.modules:  # nothing to reset where nothing compiled (its import costs ~1.5 s)
             sys.modules["torch._dynamo"].reset()
+            mark("after row: dynamo reset")
         _write_switches(torch, self.switches)
         if self.device.startswith("cuda"):
             torch.cuda.set_stream(torch.cuda.default_stream(self.device))
@@ -118,8 +119,9 @@ class Baseline:
             clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
             if clear is not None:
                 clear()
-            self.collect(kept_bytes)  # after the workspaces: what is still allocated then is the row's
-            mark("after row: collected")
+            mark("after row: synchronised, cuBLAS workspaces freed")
+            generation = self.collect(kept_bytes)  # after the workspaces: what is still allocated is the row's
+            mark(f"after row: collected generations 0-{generation}")
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(self.device)
 
