@@ -1,4 +1,4 @@
-"""engine/trace.py: phase marks across processes, only when WORKBENCH_TRACE names a file."""
+"""workbench/trace.py: phase marks across processes, only when WORKBENCH_TRACE names a file."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from workbench.engine import trace
+from workbench import trace
 
 
 def test_marks_are_written_only_when_asked_and_read_back_in_time_order(tmp_path, monkeypatch):
@@ -29,7 +29,7 @@ def test_a_child_process_appends_to_the_same_timeline(tmp_path, monkeypatch):
     path = tmp_path / "trace.txt"
     monkeypatch.setenv(trace.ENV, str(path))
     trace.mark("parent: before")
-    subprocess.run([sys.executable, "-c", "from workbench.engine.trace import mark; mark('child: hello world')"],
+    subprocess.run([sys.executable, "-c", "from workbench.trace import mark; mark('child: hello world')"],
                    check=True)
     trace.mark("parent: after")
     marks = trace.read(str(path))

@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Mapping
 import workbench
 from workbench.code_digest import impl_digest
 from workbench.dtypes import DType
-from workbench.engine.trace import mark
+from workbench.trace import mark
 from workbench.errors import WorkbenchError
 from workbench.kernel_source import source_from_plain
 from workbench.plugin_sources import package_files, plugin_files

@@ -1,7 +1,7 @@
 """The TUI parts of stage `overhead`, driven by Textual's Pilot (no terminal needed).
 
 default_session_tui_s: app start -> both runs of the shipped default session finished (r on
-each), with every process's phase marks (engine/trace.py) as `trace`, in s since the app start; tui_rerun_after_edit_s: after the GeLU run finished, the shape is edited and `r` pressed,
+each), with every process's phase marks (workbench/trace.py) as `trace`, in s since the app start; tui_rerun_after_edit_s: after the GeLU run finished, the shape is edited and `r` pressed,
 until its first Samples event arrives (pytorch and triton, built before in the app's warm
 worker); key_latency_midrun_ms: while a long run streams samples, a pane key (2, then 1) until
 the pane is on screen, median of KEY_PRESSES.
@@ -42,12 +42,12 @@ async def drive(folder: Path, side: int, gpu: bool, quick: bool, session_file, p
 
     import os
 
-    from workbench.engine import trace
+    from workbench import trace
 
     options = RunOptions(cache_dir=folder / "cache" / "workbench")
     figures = _Saved(put)
     session = _default_session(folder, side, gpu)
-    trace_path = folder / "trace.txt"  # every process's phase marks (engine/trace.py)
+    trace_path = folder / "trace.txt"  # every process's phase marks (workbench/trace.py)
     os.environ[trace.ENV] = str(trace_path)
     t0 = time.monotonic()
     app = WorkbenchApp(session, options, data_dir=folder / "data")

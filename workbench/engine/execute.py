@@ -21,7 +21,7 @@ from typing import Any
 from workbench.engine.ab import ab_row
 from workbench.engine.build_cache import BuildCache, build_key
 from workbench.engine.calibrate import calibrate, references_for
-from workbench.engine.trace import mark
+from workbench.trace import mark
 from workbench.engine.counters_run import counters_row
 from workbench.engine.device import DeviceSession
 from workbench.engine.graph_mode import wrap_for_mode

@@ -44,7 +44,7 @@ from workbench.engine.relative import relate_to_pytorch
 from workbench.engine.rows import Row, expand
 from workbench.engine.spread import local_parts, requested_devices, resolve_local, run_parts
 from workbench.engine.supervisor import Background, Supervisor, query, worker_key
-from workbench.engine.trace import mark
+from workbench.trace import mark
 from workbench.engine.vec_isa import worker_env as vec_isa_env
 from workbench.engine.workers import WorkerPool
 from workbench.events import Event, Log, Result, Started

@@ -19,7 +19,7 @@ from typing import Any
 
 from workbench.engine.capture import mark_row
 from workbench.engine.protocol import STOP, Channel, ChildJob, Message, Mode, Query, Reload, SpecFacts, WorkerFacts
-from workbench.engine.trace import mark
+from workbench.trace import mark
 from workbench.engine.vec_isa import record_if_checked
 
 

@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.engine.trace import mark
+from workbench.trace import mark
 
 # Environment variables that switch how CUDA, torch, Triton or the math libraries behave; they are
 # read once (at CUDA start, at import, at the first kernel), so no reset can undo them. Names with

@@ -36,7 +36,7 @@ from typing import Any, Mapping
 
 from workbench.engine.capture import LogTail
 from workbench.engine.entry import worker_entry
-from workbench.engine.trace import mark
+from workbench.trace import mark
 from workbench.engine.protocol import STOP, Message, WorkerFacts, WorkerKey
 
 START_METHODS = ("forkserver", "spawn")

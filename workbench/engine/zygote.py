@@ -19,7 +19,7 @@ if _LOG:
     os.dup2(_fd, 2)
     os.close(_fd)
 
-from workbench.engine.trace import mark  # noqa: E402
+from workbench.trace import mark  # noqa: E402
 
 mark("zygote: start")
 import torch  # noqa: F401,E402
