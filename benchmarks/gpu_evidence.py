@@ -47,14 +47,22 @@ def _fmt(value) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--stage", action="append", required=True, help=f"one of {STAGES} or all")
+    parser.add_argument("--stage", action="append", required=True, choices=(*STAGES, "all"), metavar="STAGE",
+                        help=f"one of {', '.join(STAGES)}, or all (repeatable)")
     parser.add_argument("--quick", action="store_true", help="small sizes and few repetitions")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "evidence-out"))
     parser.add_argument("--budget-s", type=float, default=None,
                         help="override the stage's BUDGET_S (its time budget, seconds)")
     parser.add_argument("--only", default=None,
-                        help="comma-separated subset for stages that take one (replay: session names)")
+                        help="comma-separated subset for stages that take one (replay: session names; "
+                             "truth: ops or op.impl.dtype rows, e.g. gelu.pytorch.bfloat16)")
     args = parser.parse_args(argv)
+    try:
+        import torch  # noqa: F401  every stage needs it
+    except ImportError:
+        print(f"gpu_evidence: this Python ({sys.executable}) has no torch: run it with the Python that has "
+              "torch and workbench installed (.venv/bin/python after `make setup`)", file=sys.stderr)
+        return 2
     stages = STAGES if "all" in args.stage else tuple(args.stage)
     args.out.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))

@@ -156,3 +156,8 @@ def test_only_selects_rows_by_op_or_by_op_impl_dtype_in_the_stage_order():
     assert [(c.op, c.impl, c.dtype) for c in picked] == [("gelu", "pytorch", "bfloat16"), ("matmul", "pytorch", "bfloat16"),
                                                          ("matmul", "triton", "bfloat16")]
     assert truth.selected(cases(True), None) == cases(True)
+
+
+def test_only_names_a_row_that_exists_or_says_which_do():
+    with pytest.raises(ValueError, match="gelu.pytorch.bf16"):
+        truth.selected(cases(True), ("gelu.pytorch.bf16",))

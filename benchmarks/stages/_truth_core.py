@@ -151,6 +151,7 @@ def _write_json(path: Path, data: Any) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     with os.fdopen(fd, "w") as fh:
         json.dump(data, fh, indent=2, default=str)
+    os.chmod(tmp, 0o644)  # mkstemp's 0600 would make the evidence unreadable to others
     os.replace(tmp, path)
 
 

@@ -41,6 +41,10 @@ def selected(todo: list, only: tuple[str, ...] | None) -> list:
     """The cases `only` names ("op.impl.dtype" or "op"), in the stage's order; all without it."""
     if not only:
         return todo
+    names = {c.op for c in todo} | {f"{c.op}.{c.impl}.{c.dtype}" for c in todo}
+    unknown = [name for name in only if name not in names]
+    if unknown:
+        raise ValueError(f"truth --only: no row {', '.join(map(repr, unknown))}; rows: {', '.join(sorted(names))}")
     return [c for c in todo if c.op in only or f"{c.op}.{c.impl}.{c.dtype}" in only]
 
 

@@ -78,12 +78,12 @@ class RowRunner:
             # Our own refusals (a limit, no PTX) leave the process as it was; anything else (a
             # CUDA error, an OOM, a plugin's bug) may have poisoned it.
             leave = None if isinstance(exc, WorkbenchError) else f"the row raised {type(exc).__name__}"
-        mark(f"row {row.label}: rows done, resetting")
+        mark(f"row {row.op} {row.label}: done, resetting")
         problem = self.baseline.after_row(sum(d.kept_bytes for d in self.devices.values()))
         if problem is not None:
             record["flags"].append(f"{problem}: this worker was replaced after the row")
         self.channel.event(Result(row.key, record))
-        mark(f"row {row.label}: result sent")
+        mark(f"row {row.op} {row.label}: result sent")
         return "; ".join(r for r in (leave, problem) if r) or None
 
     # -- stages -----------------------------------------------------------------------------
@@ -100,28 +100,28 @@ class RowRunner:
     def _execute(self, row: Row, record: dict) -> None:
         op, impl, spec, params, ctx = self._resolve(row)
         dev = self.device(row)
-        mark(f"row {row.label}: start")
+        mark(f"row {row.op} {row.label}: start")
         if "bench" in row.actions:  # the references its bars use, once per device, off the row's clock
             calibrate(dev, references_for(dev.info.name, op, impl, spec, row.settings.fp32_precision))
-            mark(f"row {row.label}: references ready")
+            mark(f"row {row.op} {row.label}: references ready")
         dev.apply_precision(ctx.fp32_precision)
         self.channel.event(Started(row.key, row.op, row.impl, spec.label, row.device))
         watch = impl.backend.watch()
         fn, inputs, out, check = self._build(row, record, op, impl, spec, params, ctx, dev, watch)
-        mark(f"row {row.label}: built")
+        mark(f"row {row.op} {row.label}: built")
         if not self._check(row, record, op, spec, ctx, check, lambda: check.first(out)):
             return
         del out
         if not self._check(row, record, op, spec, ctx, check, lambda: check.special(fn)):
             return
-        mark(f"row {row.label}: checked")
+        mark(f"row {row.op} {row.label}: checked")
         if "bench" in row.actions:
             dev.bench(row, record, op, impl, spec, params, fn, inputs)
             note_timing(row, record)
-            mark(f"row {row.label}: benched")
+            mark(f"row {row.op} {row.label}: benched")
         if "profile" in row.actions:
             dev.profile(row, record, fn, inputs)
-            mark(f"row {row.label}: profiled")
+            mark(f"row {row.op} {row.label}: profiled")
         if not self._check(row, record, op, spec, ctx, check, lambda: check.timed(fn)):
             record["timing"] = record["traffic"] = None  # a wrong result gets no speed (rule 6)
             return
@@ -129,12 +129,12 @@ class RowRunner:
             counters_row(dev, row, record, op, impl, spec)
         if watch is not None:
             watch.finish(row, record, self.channel)
-        mark(f"row {row.label}: timed output checked")
+        mark(f"row {row.op} {row.label}: timed output checked")
         if "ptx" in row.actions:
             dev.ptx(row, record, op, impl, spec, params, ctx)
-            mark(f"row {row.label}: ptx")
+            mark(f"row {row.op} {row.label}: ptx")
         record["launch"] = launch_for(op, impl, spec, params, dev.info, record["ptx"], ctx)
-        mark(f"row {row.label}: launch record")
+        mark(f"row {row.op} {row.label}: launch record")
         if record["status"] is None:
             record["status"] = "ok"
 

@@ -177,6 +177,7 @@ def _run(session, options, plan, pool, on_event, stop, started, cache_dir) -> di
     relate_to_pytorch(doc["results"])  # traffic.speedup_vs_pytorch (engine/relative.py)
     diagnose_document(doc)  # every record's `diagnosis` (workbench/diagnosis/)
     doc["cancelled"] = stop.is_set()
+    mark(f"plan: done, {len(doc['results'])} row(s)")
     return doc
 
 
