@@ -19,7 +19,8 @@ def test_marks_are_written_only_when_asked_and_read_back_in_time_order(tmp_path,
     monkeypatch.setenv(trace.ENV, str(path))
     trace.mark("row x: start")
     trace.mark("row x: built")
-    marks = trace.read(str(path))
+    # only this test's marks: a pool thread an earlier test left running may mark here too
+    marks = [m for m in trace.read(str(path)) if m[2].startswith("row x:")]
     assert [m[2] for m in marks] == ["row x: start", "row x: built"]
     assert marks[0][1] == os.getpid() and marks[0][0] <= marks[1][0]
 
@@ -32,7 +33,7 @@ def test_a_child_process_appends_to_the_same_timeline(tmp_path, monkeypatch):
     subprocess.run([sys.executable, "-c", "from workbench.trace import mark; mark('child: hello world')"],
                    check=True)
     trace.mark("parent: after")
-    marks = trace.read(str(path))
+    marks = [m for m in trace.read(str(path)) if m[2].startswith(("parent:", "child:"))]
     assert [m[2] for m in marks] == ["parent: before", "child: hello world", "parent: after"]
     assert len({m[1] for m in marks}) == 2
 
