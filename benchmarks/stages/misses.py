@@ -230,9 +230,9 @@ def _ncu(out: Path, doc: dict) -> dict:
 
 
 def _write(out: Path, doc: dict) -> None:
-    tmp = out / "misses.json.tmp"
-    tmp.write_text(json.dumps(doc, indent=2, default=str))
-    os.replace(tmp, out / "misses.json")
+    from workbench.fileio import atomic_write_text
+
+    atomic_write_text(out / "misses.json", json.dumps(doc, indent=2, default=str))
 
 
 def _table(doc: dict) -> list[dict]:

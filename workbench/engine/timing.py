@@ -313,10 +313,10 @@ def measure_run(call: Callable[[], Any], timer: Timer, rule: StopRule, *, warmup
         device_ms = max(0.0, warm.round_ms - warm.host_launch_ms - flush_ms)
         spin = headroom_ms(warm.host_launch_ms, flush_ms, device_ms)
     batcher = SampleBatcher(on_samples or (lambda _batch: None), clock=clock)
-    samples: list[float] = []
-    batches, t0, sustained = 0, clock(), False
     if hasattr(timer, "launch_batch"):
         return _pipelined(call, timer, rule, warm, flush, spin, batcher, cancelled, limited, clock)
+    samples: list[float] = []
+    batches, t0, sustained = 0, clock(), False
     while True:
         n = batch_size(warm.round_ms, len(samples), (clock() - t0) * 1e3, rule)
         samples += timer.time_batch(call, n, flush, spin)
@@ -346,6 +346,13 @@ def _pipelined(call, timer, rule: StopRule, warm: WarmUp, flush, spin: float, ba
     waited for and its samples are kept (nothing measured is dropped: rule 12)."""
     samples: list[float] = []
     batches, t0, sustained = 0, clock(), False
+
+    def take(pairs) -> None:  # wait for a batch, keep and stream its samples
+        nonlocal batches
+        got = timer.collect(pairs)
+        samples.extend(got)
+        batches += 1
+        batcher.extend(got)
     n = batch_size(warm.round_ms, 0, 0.0, rule)
     inflight: tuple[Any, int] | None = (timer.launch_batch(call, n, flush, spin), n)
     while True:
@@ -359,19 +366,13 @@ def _pipelined(call, timer, rule: StopRule, warm: WarmUp, flush, spin: float, ba
         if after < rule.max_samples and expected_ms < rule.rep_ms:
             m = batch_size(warm.round_ms, after, expected_ms, rule)
             queued = (timer.launch_batch(call, m, flush, spin), m)
-        got = timer.collect(pairs)
-        samples += got
-        batches += 1
-        batcher.extend(got)
+        take(pairs)
         if cancelled():
             raise Cancelled()
         sustained = sustained or limited()
         if rule.done(samples, (clock() - t0) * 1e3, converge=not sustained):
             if queued is not None:  # already on the device: its samples are measured ones
-                got = timer.collect(queued[0])
-                samples += got
-                batches += 1
-                batcher.extend(got)
+                take(queued[0])
             batcher.flush()
             return Measurement(samples, warm.host_launch_ms, spin, batches, warm.calls, sustained)
         inflight = queued

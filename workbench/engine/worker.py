@@ -19,8 +19,8 @@ from typing import Any
 
 from workbench.engine.capture import mark_row
 from workbench.engine.protocol import STOP, Channel, ChildJob, Message, Mode, Query, Reload, SpecFacts, WorkerFacts
-from workbench.trace import mark
 from workbench.engine.vec_isa import record_if_checked
+from workbench.trace import mark
 
 
 def prepare(plugin_paths: tuple[str, ...], device: str) -> tuple[Any, str | None]:
@@ -47,10 +47,10 @@ def prepare(plugin_paths: tuple[str, ...], device: str) -> tuple[Any, str | None
 
 def settle_heap() -> None:
     """Collect once, then freeze what the warm-up made (torch, Triton, the kernels, the registry:
-    all alive as long as the worker) out of the collector's reach: the full collection after every
-    row (worker_state.Baseline.reset, for device memory held by garbage) then walks only what
-    later rows made, not the whole of torch's import graph (~0.3 s a row on the 2-core CPU, 0.23-0.3
-    s on the H200 box). Objects made after this stay collectable as before."""
+    all alive as long as the worker) out of the collector's reach: a full collection after a row
+    (worker_state.Baseline.collect, while device memory is still held) then walks only what later
+    rows made, not the whole of torch's import graph (~0.3 s a pass on the 2-core CPU). Objects
+    made after this stay collectable as before."""
     import gc
 
     gc.collect()

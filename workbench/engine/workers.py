@@ -36,8 +36,8 @@ from typing import Any, Mapping
 
 from workbench.engine.capture import LogTail
 from workbench.engine.entry import worker_entry
-from workbench.trace import mark
 from workbench.engine.protocol import STOP, Message, WorkerFacts, WorkerKey
+from workbench.trace import mark
 
 START_METHODS = ("forkserver", "spawn")
 # Idle workers kept per device (the least recently used beyond this are stopped): each holds a
