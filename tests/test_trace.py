@@ -42,3 +42,10 @@ def test_a_missing_or_garbled_file_reads_as_what_parses(tmp_path):
     assert trace.read(str(tmp_path / "none.txt")) == []
     (tmp_path / "t.txt").write_text("1.5 12 a b c\nnot a line\n0.5 x y\n0.25 7 first\n")
     assert trace.read(str(tmp_path / "t.txt")) == [(0.25, 7, "first"), (1.5, 12, "a b c")]
+
+
+def test_marks_of_one_instant_keep_the_order_they_were_written_in(tmp_path):
+    path = tmp_path / "trace.txt"
+    # same time and pid; text order ("b" < "z") is the opposite of write order
+    path.write_text("5.000000 7 z: start\n5.000000 7 b: built\n4.000000 8 a: first\n")
+    assert [m[2] for m in trace.read(str(path))] == ["a: first", "z: start", "b: built"]

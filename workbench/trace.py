@@ -21,7 +21,7 @@ def mark(phase: str) -> None:
     path = os.environ.get(ENV)
     if not path:
         return
-    line = f"{time.monotonic():.4f} {os.getpid()} {phase}\n".encode()
+    line = f"{time.monotonic():.6f} {os.getpid()} {phase}\n".encode()
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
@@ -33,7 +33,10 @@ def mark(phase: str) -> None:
 
 
 def read(path: str) -> list[tuple[float, int, str]]:
-    """The marks of a trace file, in time order: (monotonic s, pid, phase)."""
+    """The marks of a trace file, in time order: (monotonic s, pid, phase).
+
+    Sorted on the time alone and stably: two marks of one process in the same microsecond keep
+    the order they were written in (sorting the whole tuple put "built" before "start")."""
     marks = []
     try:
         text = open(path, encoding="utf-8", errors="replace").read()
@@ -46,4 +49,4 @@ def read(path: str) -> list[tuple[float, int, str]]:
                 marks.append((float(parts[0]), int(parts[1]), parts[2]))
             except ValueError:
                 continue
-    return sorted(marks)
+    return sorted(marks, key=lambda m: m[0])
