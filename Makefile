@@ -11,6 +11,10 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 ARGS ?=
 PYTEST_ARGS ?=
+# pytest-xdist workers: a file runs whole on one of them (--dist loadfile, so its module fixtures run
+# once); tests/conftest.py hands out the longest files first. JOBS=0 runs in this process.
+JOBS ?= 2
+XDIST = $(if $(filter 0,$(JOBS)),,-n $(JOBS) --dist loadfile)
 # Pins for CPU machines: torch's CPU build from local disk; the GPU box's Triton, so PTX seen here
 # is PTX that runs there.
 PINS = torch==2.13.0 triton==3.6.0
@@ -34,7 +38,7 @@ run: setup
 	@$(BIN)/workbench $(ARGS)
 
 test: setup
-	@$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	@$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 $(VENV_NEWEST)/bin/workbench: pyproject.toml
 	$(PY) -m venv $(VENV_NEWEST)
@@ -44,7 +48,7 @@ $(VENV_NEWEST)/bin/workbench: pyproject.toml
 	touch $(VENV_NEWEST)/bin/workbench
 
 test-newest: $(VENV_NEWEST)/bin/workbench
-	@$(VENV_NEWEST)/bin/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	@$(VENV_NEWEST)/bin/python -m pytest -q -m "not slow" $(XDIST) $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(VENV_NEWEST)
