@@ -99,7 +99,9 @@ def test_building_ahead_a_cuda_rows_ptx_leaves_the_record_nothing_to_compile(tmp
 
     impl = GELU.get_impl("cuda")
     spec = GELU.make_spec({"M": 64, "N": 1024}, "float32")
-    _nvcc_outputs(impl.backend.kernel_source(impl, spec, impl.resolve_params({}), None), tmp_path, "sm_90")
+    # prebuild passes the row's dtype: the record assembles only that dtype's kernels (ptxas --entry)
+    _nvcc_outputs(impl.backend.kernel_source(impl, spec, impl.resolve_params({}), None), tmp_path, "sm_90",
+                  spec.dtype)
     ran: list = []
     real = tools.run_tool
     tools.run_tool = lambda cmd, *a, **k: ran.append(cmd[0]) or real(cmd, *a, **k)
@@ -108,7 +110,7 @@ def test_building_ahead_a_cuda_rows_ptx_leaves_the_record_nothing_to_compile(tmp
     finally:
         tools.run_tool = real
     assert record["kernels"] and "(cached)" in record["notes"][0]
-    assert not {Path(c).name for c in ran} & {"nvcc", "nvdisasm", "cuobjdump"}, ran
+    assert not {Path(c).name for c in ran} & {"nvcc", "ptxas", "nvdisasm", "cuobjdump"}, ran
 
 
 def test_the_planning_query_answers_costs_and_refuses_unaddressable_specs():

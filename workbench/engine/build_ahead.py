@@ -121,7 +121,7 @@ def prebuild(registry: Any, row: Any, interpret: bool, build_dir: str | None, ca
             from workbench.ptx.extractors import default_target
 
             _nvcc_outputs(impl.backend.kernel_source(impl, spec, params, ctx), Path(cache_dir) / "ptx",
-                          default_target(True))
+                          default_target(True), getattr(spec, "dtype", None))
             done.append("ptx")
         return " + ".join(done) or "nothing"
     if isinstance(impl.source, TritonSource) and impl.source.launch is not None:
@@ -145,7 +145,7 @@ def _triton_tool_outputs(compiled: Any, cache_dir: Any) -> bool:
     return True
 
 
-def _nvcc_outputs(source: Any, cache_dir: Any, target: str) -> None:
+def _nvcc_outputs(source: Any, cache_dir: Any, target: str, dtype: Any = None) -> None:
     """The tool outputs the PTX record of a CudaSource for `target` ("sm_90") reads
     (ptx/extractors.cuda_record), built into the same cache: nvcc's PTX and cubin, the SASS
     listing, the SASS -> PTX line table (without nvdisasm or cuobjdump: what nvcc gave)."""
@@ -155,7 +155,8 @@ def _nvcc_outputs(source: Any, cache_dir: Any, target: str) -> None:
     from workbench.ptx.sass import disassemble
     from workbench.ptx.tools import ToolError
 
-    out = compile_cu(source.path, target, source.extra_nvcc_flags, cache_dir=cache_dir)
+    out = compile_cu(source.path, target, source.extra_nvcc_flags, cache_dir=cache_dir,
+                     kernels=source.kernels, dtype=dtype)
     try:
         disassemble(out.cubin, out.cubin.with_name("sass.txt"))
         sass_ptx_lines(out.cubin, out.cubin.with_name(SASS_PTX_CACHE))

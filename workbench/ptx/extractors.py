@@ -134,12 +134,15 @@ def cuda_record(job: PtxJob) -> tuple[dict, Texts]:
 
     name, source = job.target_name, job.source
     try:
-        out = compile_cu(source.path, name, source.extra_nvcc_flags, cache_dir=job.cache_dir)
+        out = compile_cu(source.path, name, source.extra_nvcc_flags, cache_dir=job.cache_dir,
+                         kernels=source.kernels, dtype=getattr(job.spec, "dtype", None))
     except UnavailableError as exc:  # no nvcc: a note (admission already names it), not a failed compile
         return record(name, "nvcc", [], [str(exc)]), {}
     except (ToolError, OSError) as exc:  # the .cu did not compile: the record says why, the row fails
         return record(name, "nvcc", [], [str(exc)], error=str(exc)), {}
     notes = [f"nvcc {' '.join(out.flags)} {source.path.name}" + (" (cached)" if out.cached else "")]
+    if out.entries is not None:
+        notes.append(f"ptxas assembled the {len(out.entries)} entries shown (--entry), not the whole module")
     kernels, match_notes = match_kernels(out.ptx, source.kernels, getattr(job.spec, "dtype", None))
     notes += match_notes
     resources = parse_ptxas_log(out.ptxas_log)
