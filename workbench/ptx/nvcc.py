@@ -144,14 +144,18 @@ def ptxas_command(nvcc: str, flags: tuple[str, ...], src: Path) -> list[str] | N
     import shlex
 
     out = run_tool([nvcc, "-dryrun", "-cubin", *flags, "-Xptxas", "-v", str(src), "-o", "kernel.cubin"])
-    for line in (out.stderr + out.stdout).splitlines():
-        argv = shlex.split(line.removeprefix("#$ ").strip()) if line.startswith("#$ ") else []
+    lines = [line.removeprefix("#$ ").strip() for line in (out.stderr + out.stdout).splitlines()
+             if line.startswith("#$ ")]
+    # nvcc runs a bare `ptxas` from the PATH it sets (its own bin folder first): found the same way
+    search = next((line[len("PATH="):] for line in lines if line.startswith("PATH=")), None)
+    for line in lines:
+        argv = shlex.split(line)
         if not argv or Path(argv[0]).name != "ptxas":
             continue
         if "-o" not in argv or sum(a.endswith(".ptx") for a in argv) != 1:
             return None
-        here = Path(nvcc).resolve().parent / "ptxas"
-        argv[0] = str(here) if here.is_file() else (shutil.which("ptxas", path=str(Path(nvcc).parent)) or argv[0])
+        if not os.path.isabs(argv[0]):
+            argv[0] = (shutil.which(argv[0], path=search) if search else None) or argv[0]
         argv[argv.index("-o") + 1] = "{cubin}"
         return ["{ptx}" if a.endswith(".ptx") else a for a in argv]
     return None
