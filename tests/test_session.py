@@ -345,6 +345,16 @@ def test_bad_sweeps(toy_registry, sweep, expected):
     assert message.startswith(expected), message
 
 
+@pytest.mark.parametrize("sweep", ["{params: [N], values: [4, 8, 8]}", "{params: [N], values: []}",
+                                   "{params: [N, N], values: [4]}"])
+def test_a_bad_sweep_is_the_only_problem_of_a_shape_that_leaves_its_fields_to_it(toy_registry, sweep):
+    """A shape may leave out what its sweep sets (CONTRACTS.md); a sweep with a problem of its own
+    did not make that shape "incomplete" as well (a new user's try: two problems, one false)."""
+    (message,) = problems("schema_version: 1\nname: x\nruns:\n  - op: toy\n    shape: {M: 8, K: 8}\n"
+                          f"    sweep: {sweep}\n", toy_registry)
+    assert message.startswith("runs[0].sweep"), message
+
+
 def test_param_sweep_over_impls_that_have_it(toy_registry):
     session = parse("schema_version: 1\nname: x\nruns:\n  - op: toy\n    impls: [triton]\n"
                     "    sweep: {params: [BLOCK_SIZE], values: [64, 256]}\n", toy_registry)
