@@ -72,7 +72,7 @@ class EditorMixin:
 
     def on_impls_picked(self, message: ImplsPicked) -> None:
         if self.ws.op is not None:
-            self._edit(editing.with_impls(self.ws.run, self.ws.op, message.names))
+            self._edit_checked(editing.with_impls(self.ws.run, self.ws.op, message.names))
 
     def on_params_edited(self, message: ParamsEdited) -> None:
         if self.ws.op is not None:
@@ -81,7 +81,7 @@ class EditorMixin:
             except ValueError as exc:  # the run keeps the last value the parameter can take
                 self.notify(f"{exc} (not applied)", severity="warning", timeout=3)
                 return
-            self._edit(run)
+            self._edit_checked(run)
 
     def on_spec_edited(self, message: SpecEdited) -> None:
         ws, editor = self.ws, self.query_one(SpecEditor)
@@ -94,6 +94,10 @@ class EditorMixin:
                 message.sweep_params, message.sweep_values, ws.op))
         except ValueError as exc:
             editor.problem = str(exc)
+            return
+        problems = ws.run_problems(run, self._kernels())  # what --check says of the whole run
+        if problems:
+            editor.problem = problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
             return
         editor.problem = ""
         availability = (run.dtype, run.actions) != (ws.run.dtype, ws.run.actions)
@@ -114,6 +118,17 @@ class EditorMixin:
             pane.current = current
         else:
             pane.set_reactive(TimingPane.current, current)
+
+    def _edit_checked(self, run) -> bool:
+        """Apply an edit from the implementation list or a parameter field only when the run it
+        makes can still run (Workspace.run_problems): unticking the one implementation that has
+        a swept parameter is refused, saying why, rather than saved as a file --check refuses."""
+        problems = self.ws.run_problems(run, self._kernels())
+        if problems:
+            self.notify(f"not applied: {problems[0]}", severity="warning", timeout=5)
+            self.show_impls()  # the ticks go back to the run's
+            return False
+        return self._edit(run)
 
     def _edit(self, run) -> bool:
         titles = self.ws.run_titles()
@@ -136,7 +151,7 @@ class EditorMixin:
     def _toggle_impl(self, name: str) -> None:
         chosen = editing.selected(self.ws.run, self.ws.op)
         chosen = [n for n in chosen if n != name] if name in chosen else [*chosen, name]
-        self._edit(editing.with_impls(self.ws.run, self.ws.op, chosen))
+        self._edit_checked(editing.with_impls(self.ws.run, self.ws.op, chosen))
         self.show_impls()
 
     # -- the palette ------------------------------------------------------------------------

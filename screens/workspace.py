@@ -90,6 +90,25 @@ class Workspace:
             self.drafts[run.op] = run
         return True
 
+    def run_problems(self, run: RunSpec, kernels: list[str] | tuple[str, ...] = ()) -> list[str]:
+        """What `--check` would say of `run` in this session (workbench.session.validate_session
+        on the session with this run alone: the declarations, no torch, ~20 ms), each as
+        `sweep.values[2]: value 8 is listed twice`; [] when it can run. The editor's own field
+        checks come first; this catches what only the whole run shows (a duplicate sweep value,
+        a swept parameter an implementation lacks), which ran into a confusing failure and saved
+        a file the app could then not open."""
+        from workbench.session import validate_session
+
+        base = self.path.parent if self.path is not None else Path.cwd()
+        one = dataclasses.replace(self.session, runs=(run,))
+        prefix = "runs[0]"
+        found = []
+        for problem in validate_session(one, base_dir=base, kernels=kernels):
+            if problem.path == prefix or problem.path.startswith((prefix + ".", prefix + "[")):
+                path = problem.path[len(prefix):].lstrip(".")
+                found.append(f"{path}: {problem.message}" if path else problem.message)
+        return found
+
     def model(self) -> RunModel:
         return self.models.get(self.index, RunModel()) if self.index is not None else self._draft_model
 

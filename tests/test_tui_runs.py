@@ -338,3 +338,42 @@ async def test_run_list_keys_act_on_the_highlighted_run_not_the_one_on_screen(tm
         await pilot.press("u")
         await pilot.pause(0.2)
         assert ops(app) == ["gelu", "softmax"]
+
+
+@run_async
+async def test_an_edit_that_makes_a_run_check_refuses_is_not_applied_and_says_why(tmp_path):
+    """A new user's try: sweep values `4, 8, 8` were applied, the run failed on duplicate labels,
+    and ctrl+s saved a file that --check refused and the app could not reopen. The editor now
+    asks --check's own rules of the whole run (Workspace.run_problems) before applying."""
+    from workbench.screens.messages import ImplsPicked, SpecEdited
+    from workbench.screens.spec_editor import SpecEditor
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        before = app.ws.run
+        editor = app.query_one(SpecEditor)
+        app.post_message(SpecEdited({"M": "64", "N": "64"}, "float32", ("check", "bench"), "N", "4, 8, 8"))
+        await wait_for(pilot, lambda: bool(editor.problem))
+        assert editor.problem.startswith("sweep.values[2]: value 8 is listed twice"), editor.problem
+        assert app.ws.run == before and app.ws.session.runs[0].sweep is None
+        await pilot.press("r")
+        await pilot.pause(0.2)
+        assert any("not run: sweep.values[2]" in text for text in log_lines(app))
+        # a sound sweep over triton's BLOCK_SIZE with triton alone ticked is applied
+        app.post_message(ImplsPicked(("triton",)))
+        await wait_for(pilot, lambda: [r.name for r in app.ws.run.impls or ()] == ["triton"])
+        app.post_message(SpecEdited({"M": "64", "N": "64"}, "float32", ("check", "bench"), "BLOCK_SIZE", "64, 128"))
+        await wait_for(pilot, lambda: app.ws.run.sweep is not None)
+        assert editor.problem == "" and app.ws.run.sweep.params == ("BLOCK_SIZE",)
+        # ticking manual, which has no BLOCK_SIZE, would make a run --check refuses: not applied
+        app.post_message(ImplsPicked(("manual", "triton")))
+        await wait_for(pilot, lambda: any("not applied" in m for m in messages(app)))
+        assert [r.name for r in app.ws.run.impls] == ["triton"]
+        assert any('"BLOCK_SIZE" is a parameter of triton only' in m for m in messages(app))
+
+
+def log_lines(app) -> list[str]:
+    from workbench.screens.pane_log import LogPane
+
+    return [text for _, text in app.query_one(LogPane).entries]
