@@ -78,6 +78,10 @@ def test_segfault_and_timeout_fail_only_their_row(tmp_path):
     assert any(isinstance(e, Error) and "SIGSEGV" in e.message for e in events)
     crash_key = (0, "manual_segv", 2)  # faulthandler's dump arrives as Log lines of that row
     assert any(isinstance(e, Log) and e.row == crash_key and "Segmentation fault" in e.text for e in events)
+    # the hung row's stacks arrive as warning lines, which a headless replay prints (not -v only)
+    hung_key = (1, "manual_hang", 2)
+    frames = [e for e in events if isinstance(e, Log) and e.row == hung_key and "in build_hang" in e.text]
+    assert frames and all(e.level == "warning" for e in frames), frames
 
 
 @pytest.mark.slow

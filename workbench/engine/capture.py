@@ -57,8 +57,16 @@ def row_mark(line: str) -> int | None:
     return None
 
 
+# faulthandler's dump (a timed-out row's stacks, engine/supervisor.py; a crash's): a thread's
+# header and its frames, shown as warnings so that a headless replay prints them too
+FAULTHANDLER_LINE = re.compile(r'^(?:(?:Current thread|Thread) 0x[0-9a-f]+(?: \(most recent call first\))?:'
+                               r'|  File ".*", line \d+ in \S+)')
+
+
 def level_of(line: str) -> str:
     """info | warning | error, guessed from the text (libraries do not tag their lines)."""
+    if FAULTHANDLER_LINE.match(line):
+        return "warning"
     lowered = line.lower()
     if any(w in lowered for w in ("error", "fatal", "traceback", "segmentation fault", "aborted")):
         return "error"
