@@ -113,6 +113,20 @@ def test_list_says_when_no_kernel_source_is_declared(capsys, tmp_path):
     assert re.search(r"\bno\b", line) and "ptx: no source declared" in " ".join(out.split())
 
 
+def test_list_and_check_agree_on_an_implementation_without_a_reference(capsys, plugin_session):
+    """A new user's try: --list said `yes` for every action of an implementation whose math=
+    variant has no reference, which --check refuses; --list now gives --check's own reason."""
+    plugin, session = plugin_session(NO_MATH)
+    code, out, _ = run(capsys, "--list", "--kernels", str(plugin), "--format", "json")
+    gelu = next(op for op in json.loads(out)["ops"] if op["name"] == "gelu")
+    reasons = next(i["unavailable"] for i in gelu["impls"] if i["name"] == "manual_nomath")
+    assert set(reasons) == {"check", "bench", "profile", "ptx"}
+    assert all(r and "has no reference of that variant" in r for r in reasons.values()), reasons
+    assert all(r is None for i in gelu["impls"] if i["name"] == "pytorch" for r in i["unavailable"].values())
+    code, _, err = run(capsys, "--check", str(session))
+    assert code == 2 and "has no reference of that variant" in err
+
+
 def test_replay_records_plugin_files_and_says_when_one_changed(capsys, plugin_session, fake_plan, tmp_path):
     plugin, session = plugin_session(NO_MATH.replace('impl("manual_nomath")', 'impl("manual_nomath", math="erf")'))
     base = tmp_path / "base.json"

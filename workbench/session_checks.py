@@ -70,12 +70,20 @@ def _check_op_complete(op: Op, path: str, problems: Problems) -> bool:
 def _check_math(op: Op, impl: Impl, where: str, problems: Problems) -> None:
     """The reference an implementation is checked against (its `math=` variant) must exist:
     the run would refuse the row ("unknown reference of gelu 'default'")."""
+    problem = math_problem(op, impl)
+    if problem:
+        problems.add(where, problem)
+
+
+def math_problem(op: Op, impl: Impl) -> str | None:
+    """Why `impl` cannot be checked: `op` has no reference of its `math=` variant; None when it has
+    (also `--list`'s reason for check and bench: cli/doctor.inventory)."""
     if impl.math in op.references:
-        return
+        return None
     given = f"math={impl.math!r}" if impl.math != "default" else "no math= (so 'default')"
     choices = " or ".join(f"math={m!r}" for m in op.references) or "a @" + op.name.upper() + ".reference()"
-    problems.add(where, f"{op.name}/{impl.name} declares {given}, but {op.name} has no reference of that "
-                        f"variant (references: {', '.join(op.references) or 'none'}); declare {choices} in its @impl")
+    return (f"{op.name}/{impl.name} declares {given}, but {op.name} has no reference of that "
+            f"variant (references: {', '.join(op.references) or 'none'}); declare {choices} in its @impl")
 
 
 def _check_impls(run: RunSpec, op: Op, path: str, problems: Problems, plugin_failed: bool = False) -> list[Impl] | None:

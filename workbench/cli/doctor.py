@@ -34,6 +34,7 @@ def inventory(kernels: list[str], device: str, cache_dir=None) -> dict[str, Any]
     declarations in the manifest cache and NVML: no torch, workbench/manifest.py)."""
     from workbench.machine import note, probe, unavailable_reason
     from workbench.manifest import declare, empty_sources
+    from workbench.session_checks import math_problem
 
     registry = declare(kernels, cache_dir=cache_dir)
     machine = probe()
@@ -45,6 +46,8 @@ def inventory(kernels: list[str], device: str, cache_dir=None) -> dict[str, Any]
         impls = []
         for impl in op.impls.values():
             available = {a: unavailable_reason(impl, a, machine, dtype=dtype, device=device) for a in ACTIONS}
+            unchecked = math_problem(op, impl)  # --check refuses a row of it, whatever its actions
+            available = {a: reason or unchecked for a, reason in available.items()}
             described = impl.describe()
             impls.append({
                 **described, "dtypes": [d.value for d in (impl.dtypes or op.dtypes)],
