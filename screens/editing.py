@@ -150,7 +150,7 @@ def _positive_int(name: str, text: str) -> int:
 def _too_large(value: int) -> str | None:
     if value <= INT64_MAX:
         return None
-    return f"must be at most 2^63-1 = {INT64_MAX:,} (torch sizes are int64), got {value:.3g}"
+    return f"must be at most 2^63-1 = {INT64_MAX:,} (torch sizes are int64), got {value}"
 
 
 def row_count(run: RunSpec, op: OpInfo) -> int:
