@@ -200,6 +200,20 @@ def test_tui_resolves_a_shipped_name_without_the_registry(capsys, fake_app):
     assert code == 2 and "shipped sessions" in err
 
 
+def test_check_of_a_saved_copy_says_so_as_replay_does(capsys, tmp_path):
+    """README: `--replay NAME` / `--check NAME` run the user's saved copy, saying so on stderr (a
+    new user's try: --check said nothing)."""
+    from workbench.session_paths import user_session_path
+
+    copy = user_session_path("smoke-quick", tmp_path / "data" / "workbench")
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_text(shipped_path("smoke-quick").read_text())
+    code, out, err = run(capsys, "--check", "smoke-quick")
+    assert code == 0 and f"smoke-quick: your saved copy {copy}" in " ".join(err.split()), err
+    code, out, err = run(capsys, "--check", "shipped:smoke-quick")
+    assert code == 0 and "saved copy" not in err
+
+
 @pytest.mark.slow
 def test_tui_path_imports_no_torch():
     code = ("import sys, types; m = types.ModuleType('workbench.screens.app'); "

@@ -11,9 +11,15 @@ from workbench.cli.common import EXIT_OK, EXIT_USAGE, Env, print_problems, write
 
 
 def run_check(args: argparse.Namespace, env: Env, err: Console) -> int:
-    from workbench.session import SessionError, load_session, resolve_session_path, with_resolved_plugins
+    from pathlib import Path
+
+    from workbench.session import (SessionError, load_session, resolve_session_path, shipped_original,
+                                   with_resolved_plugins)
 
     path = resolve_session_path(args.check, env.data_dir)
+    if shipped_original(path, env.data_dir) and not Path(args.check).expanduser().exists():  # as --replay says it
+        err.print(f"{args.check}: your saved copy {path} (shipped:{args.check} checks the shipped original)",
+                  markup=False)
     try:
         session = load_session(path, kernels=args.kernels)
     except SessionError as exc:
