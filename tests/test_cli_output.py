@@ -161,7 +161,8 @@ def test_a_json_output_can_be_the_next_baseline(capsys, session_file, fake_plan,
 
 
 @pytest.mark.parametrize("argv, word", [(["--list", "-o", "x.jsonl"], "goes with --replay"),
-                                        (["--doctor", "-o", "x.csv"], "not csv (from the extension")])
+                                        (["--doctor", "-o", "x.csv"], "not csv (from the extension"),
+                                        (["--check", "smoke-quick", "--format", "csv"], "--check writes table or json")])
 def test_a_format_the_mode_cannot_write_is_refused(capsys, argv, word):
     code, _, err = run(capsys, *argv)
     assert code == 2 and word in err

@@ -172,6 +172,8 @@ def _pick_format(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     why = "" if given else f" (from the extension of -o {args.output})"
     if args.doctor and args.format == "csv":
         parser.error(f"--doctor writes table or json, not csv{why}")
+    if args.check and args.format == "csv":  # it printed the text line, as if csv were fine (a new user's try)
+        parser.error(f"--check writes table or json, not csv{why}")
     if (args.daemon_list or args.daemon_stop) and args.format not in ("table", "json"):
         parser.error(f"--daemon-list and --daemon-stop write table or json, not {args.format}{why}")
     if args.format == "jsonl" and not args.replay:
