@@ -242,3 +242,15 @@ def test_run_delay_counts_threads_waiting_for_a_core():
     for thread in busy:
         thread.join()
     assert waited > 0.01
+
+
+def test_the_convergence_flag_never_reads_as_a_number_above_itself(monkeypatch):
+    """A new user saw `estimated error 0.01% > target 0.01%`: both rounded to 2 digits."""
+    import re
+
+    import workbench.engine.bench as bench
+
+    monkeypatch.setattr(bench, "median_rel_error", lambda samples: 0.000104)
+    flag = bench.convergence_flag([1.0] * 5, 0.0001, 100)
+    shown, target = re.search(r"error ([\d.]+)% > target ([\d.]+)%", flag).groups()
+    assert shown != target and float(shown) > float(target), flag

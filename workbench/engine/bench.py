@@ -73,8 +73,11 @@ def convergence_flag(samples_ms, target_rel_error: float, rep_ms: float) -> str 
     error = median_rel_error(samples_ms)
     if error <= target_rel_error:
         return None
-    shown = "unknown" if error == float("inf") else f"{100 * error:.2g}%"
-    return (f"median not converged: estimated error {shown} > target {100 * target_rel_error:.2g}% "
+    digits = 2  # as many as it takes for the two to read differently ("0.01% > 0.01%" did not)
+    while digits < 6 and f"{100 * error:.{digits}g}" == f"{100 * target_rel_error:.{digits}g}":
+        digits += 1
+    shown = "unknown" if error == float("inf") else f"{100 * error:.{digits}g}%"
+    return (f"median not converged: estimated error {shown} > target {100 * target_rel_error:.{digits}g}% "
             f"after {len(samples_ms)} samples (rep_ms {rep_ms:g} reached)")
 
 
