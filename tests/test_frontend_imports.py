@@ -66,3 +66,23 @@ def test_the_manifest_is_rebuilt_when_a_plugin_file_changes(tmp_path):
     second = declare([plugin], cache_dir=tmp_path)
     assert len(list((tmp_path / "manifest").glob("*.json"))) == 3
     assert first.op("relu").description != second.op("relu").description
+
+
+def test_parameters_keep_their_declared_order_from_a_built_and_a_read_manifest(tmp_path):
+    """A new user's try: `--list` showed matmul triton's params in their declared order right
+    after the manifest was built, and sorted (BLOCK_K first) once read back from the cache file."""
+    code = """
+        import json
+        from workbench.cli.doctor import inventory
+        orders = []
+        for _ in range(2):  # the first builds the manifest, the second reads the file
+            data = inventory([], "auto")
+            op = next(o for o in data["ops"] if o["name"] == "matmul")
+            orders.append(list(next(i for i in op["impls"] if i["name"] == "triton")["params"]))
+        print(json.dumps(orders))
+    """
+    built, read = _fresh(code, tmp_path)
+    from workbench.registry import discover
+
+    declared = list(discover().op("matmul").get_impl("triton").params)
+    assert built == read == declared and declared != sorted(declared)

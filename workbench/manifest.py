@@ -45,7 +45,8 @@ from workbench.spec import Spec
 
 # (sources in load order, the keys wanted) -> key -> manifest, or None (then: the subprocess)
 Builder = Callable[[list["Source"], set[str]], "dict[str, dict] | None"]
-MANIFEST_VERSION = 3  # 2: implementations carry their source (kernel_source.plain); 3: references, code digests
+MANIFEST_VERSION = 4  # 2: implementations carry their source (kernel_source.plain); 3: references, code digests;
+# 4: written unsorted (params in their declared order; version 3 files had them sorted)
 BUILD_TIMEOUT_S = 300.0
 
 
@@ -169,7 +170,7 @@ def _write(path: Path, data: dict) -> None:
     from workbench.fileio import atomic_write_text
 
     try:
-        atomic_write_text(path, json.dumps(data, sort_keys=True))
+        atomic_write_text(path, json.dumps(data))  # unsorted: params keep the order they were declared in
     except OSError:  # a read-only cache folder: the next start builds it again
         pass
 
