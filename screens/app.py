@@ -186,8 +186,21 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     def report(self, text: str, severity: str = "error") -> None:
-        """A notification and a Log line (never a traceback on screen)."""
-        self.notify(text, severity=severity, timeout=8 if severity == "error" else 4)
+        """A notification and a Log line (never a traceback on screen). A long text (a session
+        file's every problem) is cut in the notification to what fits a third of the screen,
+        its first lines kept (at 80x24 a toast of 12 lines ran off the top, losing the file
+        name and the first problem: a new user's try); the Log has all of it."""
+        lines, room = text.splitlines(), max(4, self.size.height // 2 - 2)
+        width = max(20, min(self.size.width // 2, 60) - 4)  # a toast's text column (Textual: half the screen, at most 60)
+        rows = [max(1, -(-len(line) // width)) for line in lines]  # each line as it wraps
+        shown = text
+        if sum(rows) > room:
+            keep = 0
+            while keep < len(lines) and sum(rows[:keep + 1]) <= room - 1:
+                keep += 1
+            keep = max(1, keep)
+            shown = "\n".join([*lines[:keep], f"… {len(lines) - keep} more line(s) in the Log (5)"])
+        self.notify(shown, severity=severity, timeout=8 if severity == "error" else 4)
         self.log_pane.add(text, {"information": "info"}.get(severity, severity))
 
     # -- widgets ----------------------------------------------------------------------------

@@ -377,3 +377,20 @@ def log_lines(app) -> list[str]:
     from workbench.screens.pane_log import LogPane
 
     return [text for _, text in app.query_one(LogPane).entries]
+
+
+@run_async
+async def test_a_long_report_keeps_its_first_lines_in_the_notice_and_all_in_the_log(tmp_path):
+    """At 80x24 a session file's nine problems ran off the top of the screen, losing the file
+    name and the first problem (a new user's try): the notice keeps the start, the Log all."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        text = "\n".join(["/x/bad.yaml: 9 problems in the session"]
+                         + [f"  settings.field{i}: must be a number > 0, got {-i} (line {i})" for i in range(9)])
+        app.report(text)
+        await pilot.pause(0.1)
+        shown = list(app._notifications)[-1].message
+        assert shown.startswith("/x/bad.yaml: 9 problems") and "more line(s) in the Log (5)" in shown
+        assert len(shown.splitlines()) < len(text.splitlines())
+        assert text in log_lines(app)
