@@ -90,11 +90,18 @@ def test_a_signal_mid_replay_keeps_every_finished_row(tmp_path, signum, to_group
     assert f"{signum.name}: the results written are partial" in err
 
 
-def test_a_second_signal_writes_what_finished_at_once(tmp_path):
+def test_a_second_signal_writes_what_finished_at_once(tmp_path, monkeypatch):
+    trace = tmp_path / "trace.txt"
+    monkeypatch.setenv("WORKBENCH_TRACE", str(trace))  # the replay marks when it has handled a signal
     proc = start(tmp_path, "--format", "json")
     wait_for_line(proc, "[2/4]")  # now in the 8 s row's first call: the cancel waits for its kill (2 s)
     proc.send_signal(signal.SIGTERM)
-    time.sleep(0.5)                                 # the first is handled (the run is stopping) ...
+    # the first is handled (the run is stopping) before the second is sent: a fixed 0.5 s was not
+    # enough on a loaded CI machine, where both arrived as one (CI, 2026-12-02)
+    deadline = time.monotonic() + 30
+    while "stop: SIGTERM handled" not in (trace.read_text() if trace.exists() else "") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)                                 # past DUPLICATE_S: a second request, not timeout's echo
     proc.send_signal(signal.SIGTERM)                # ... and this one does not wait for the cancel
     out, err = proc.communicate(timeout=60)
     doc = json.loads(out)

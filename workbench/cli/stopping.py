@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from workbench.cli.common import EXIT_SIGNAL_BASE
+from workbench.trace import mark
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 DUPLICATE_S = 0.1  # GNU timeout's two kill() calls come microseconds apart; a person's two Ctrl-C do not
@@ -70,6 +71,7 @@ def stop_on_signals(stop: threading.Event) -> Iterator[Stopped]:
             raise Aborted(signum)
         stopped.signum, stopped.at = signum, now
         stop.set()
+        mark(f"stop: {signal.Signals(signum).name} handled, the run is stopping")  # WORKBENCH_TRACE only
 
     previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS}
     try:
