@@ -191,7 +191,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         its first lines kept (at 80x24 a toast of 12 lines ran off the top, losing the file
         name and the first problem: a new user's try); the Log has all of it."""
         lines, room = text.splitlines(), max(4, self.size.height // 2 - 2)
-        width = max(20, min(self.size.width // 2, 60) - 4)  # a toast's text column (Textual: half the screen, at most 60)
+        width = max(20, min(self.size.width // 2, 60) - 4)  # a toast's text: half the screen, at most 60
         rows = [max(1, -(-len(line) // width)) for line in lines]  # each line as it wraps
         shown = text
         if sum(rows) > room:
