@@ -59,6 +59,17 @@ def wait_for_line(proc: subprocess.Popen, text: str) -> list[str]:
     pytest.fail(f"no {text!r} on stderr: {''.join(seen)}")
 
 
+def wait_for_mark(proc: subprocess.Popen, trace: Path, text: str, count: int = 1) -> None:
+    """Until $WORKBENCH_TRACE holds `text` `count` times (the replay and its worker mark each step)."""
+    deadline = time.monotonic() + START_S
+    while time.monotonic() < deadline:
+        if (trace.read_text() if trace.exists() else "").count(text) >= count:
+            return
+        time.sleep(0.02)
+    proc.kill()
+    pytest.fail(f"{text!r} not {count} time(s) in the trace: {trace.read_text() if trace.exists() else ''}")
+
+
 @pytest.mark.parametrize("signum, to_group", [(signal.SIGTERM, False), (signal.SIGHUP, False), (signal.SIGINT, False),
                                               (signal.SIGTERM, True), (signal.SIGHUP, True),
                                               (signal.SIGTERM, "both")],
@@ -94,13 +105,16 @@ def test_a_second_signal_writes_what_finished_at_once(tmp_path, monkeypatch):
     trace = tmp_path / "trace.txt"
     monkeypatch.setenv("WORKBENCH_TRACE", str(trace))  # the replay marks when it has handled a signal
     proc = start(tmp_path, "--format", "json")
-    wait_for_line(proc, "[2/4]")  # now in the 8 s row's first call: the cancel waits for its kill (2 s)
+    wait_for_line(proc, "[2/4]")
+    # the worker is in the 8 s row's first call, past its last look at the stop flag, so the cancel
+    # waits for its kill (2 s). Sent at "[2/4]" alone, on a loaded CI machine the signal found the
+    # worker between rows: it left at once, the replay ended within 0.2 s, and the second signal
+    # came too late to be one (CI, 2026-12-02)
+    wait_for_mark(proc, trace, "row sleep manual: references ready", count=3)
     proc.send_signal(signal.SIGTERM)
     # the first is handled (the run is stopping) before the second is sent: a fixed 0.5 s was not
     # enough on a loaded CI machine, where both arrived as one (CI, 2026-12-02)
-    deadline = time.monotonic() + 30
-    while "stop: SIGTERM handled" not in (trace.read_text() if trace.exists() else "") and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for_mark(proc, trace, "stop: SIGTERM handled")
     time.sleep(0.2)                                 # past DUPLICATE_S: a second request, not timeout's echo
     proc.send_signal(signal.SIGTERM)                # ... and this one does not wait for the cancel
     out, err = proc.communicate(timeout=60)
