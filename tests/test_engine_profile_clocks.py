@@ -35,6 +35,25 @@ def test_cpu_profile_says_there_are_no_device_events():
     assert record["wall_us"] > 0
 
 
+@pytest.mark.slow  # a fresh Python process (tests/conftest.py)
+def test_profiling_does_not_import_inductor(tmp_path):
+    """torch.profiler.profile's first start imports Inductor and dynamo (`hasattr(torch,
+    "_inductor")`): seconds of a worker that may never compile. A fresh process, so nothing
+    imported them before."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch\n"
+            "from workbench.engine.profile import profile_calls\n"
+            "x = torch.randn(8, 8)\n"
+            "record = profile_calls(lambda: torch.tanh(x), on_cuda=False, calls=2)\n"
+            "assert any(r['name'] == 'aten::tanh' for r in record['rows']), record\n"
+            "print(sorted(m for m in ('torch._inductor', 'torch._dynamo') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
 def _row(name, kind, calls, device_us=0.0, cpu_us=0.0):
     return blank(PROFILE_ROW_KEYS, name=name, kind=kind, calls=calls, self_device_us=device_us, self_cpu_us=cpu_us)
 

@@ -32,15 +32,20 @@ WALL_SLACK = 1.01  # kernel self-time per call may not exceed the region's wall 
 
 def profile_calls(call: Callable[[], Any], on_cuda: bool, sync: Callable[[], None] = lambda: None,
                   calls: int = PROFILED_CALLS, trace_path: str | None = None) -> dict:
-    """Profile `calls` calls of `call`; optional chrome trace written to `trace_path`."""
-    from torch.profiler import ProfilerActivity, profile
+    """Profile `calls` calls of `call`; optional chrome trace written to `trace_path`.
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
+    The autograd profiler that `torch.profiler.profile` wraps (the same Kineto events, the same
+    key_averages), not the wrapper: the wrapper's first start asks `hasattr(torch, "_inductor")`,
+    which imports Inductor and dynamo into a worker that may never compile anything: 6.3 s of
+    the first profiled row on the 2-core CPU box (a one-row gelu replay, WORKBENCH_TRACE), 6.5 s
+    on the H200 (results/h200/2026-12-02b/README.md)."""
+    from torch.autograd.profiler import profile
+
     call()  # warm-up: CUDA context, caches and lazy init happen outside the profile
     sync()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with profile(activities=activities) as prof:
+        with profile(use_cpu=True, use_device="cuda" if on_cuda else None, use_kineto=True) as prof:
             t0 = time.perf_counter()
             for _ in range(calls):
                 call()
