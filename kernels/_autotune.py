@@ -8,7 +8,12 @@ per (device, shape, dtype), and cache the choice on disk.
 checked against the first one's output (a config that computes something else is dropped, with a
 note: the engine checks the winner against float64 later); the survivors are timed with
 `triton.testing.do_bench` (median of repeated runs, L2 flushed between them, the documented
-timing call of Triton's own autotuner). One JSON file per key under `cache_dir/autotune/` holds
+timing call of Triton's own autotuner) in ROUNDS rounds, forward and backward in turn, each
+config's time the median of its rounds: timed one after the other, a power-limited GPU's clock
+drift ranked the configs by when they ran (the long-row CUDA softmax's tuner picked a config at
+88.9% of the copy on the H200 where another had measured 92.8-93.4%; README, issue #19). With
+the rounds alternating, a drift linear in time adds the same to every config's median of four.
+One JSON file per key under `cache_dir/autotune/` holds
 the winner, every candidate's median and the tuning time, so parallel builds never write the same
 file and a rerun on the same device and shape costs a file read. Without a GPU nothing is timed:
 the first candidate is the config, and the note says so.
@@ -29,7 +34,9 @@ Config = Mapping[str, Any]
 # Sanity bound for the candidate-versus-first-candidate check (not the engine's tolerance): a
 # config that differs by more than this computes something else (a bad tile, a race).
 AGREE_RTOL = {"float32": 1e-4, "float16": 2e-2, "bfloat16": 5e-2}
-WARMUP_MS, REP_MS = 10, 40  # do_bench's budgets per candidate
+WARMUP_MS, REP_MS = 10, 10  # do_bench's budgets per candidate and round
+ROUNDS = 4  # forward, backward, forward, backward: linear drift cancels in each median of four
+METHOD = "rounds4"  # in the cache key: a choice made by an older method is tuned again
 
 
 @dataclass(frozen=True)
@@ -46,7 +53,7 @@ class TuneKey:
 
     def text(self) -> str:
         shape = "x".join(f"{k}{v}" for k, v in self.shape.items())
-        return f"{self.op}/{self.impl} {self.device} {shape} {self.dtype} v{self.version}"
+        return f"{self.op}/{self.impl} {self.device} {shape} {self.dtype} v{self.version} {METHOD}"
 
     def file(self, cache_dir: Path) -> Path:
         digest = hashlib.sha256(self.text().encode()).hexdigest()[:16]
@@ -104,9 +111,11 @@ def autotune(key: TuneKey, candidates: Sequence[Config], run: Callable[[Config],
     """The fastest correct candidate for `key` (cached after the first call).
 
     candidates: configs, the first the default (always kept: it is the reference); run(config):
-    one launch returning the output tensor; bench(fn) -> median ms (default do_bench). A candidate
-    that raises (out of shared memory, too many registers) or disagrees with the first is skipped
-    and named in the note. Raises ValueError for an empty candidate list.
+    one launch returning the output tensor; bench(fn) -> median ms of one round (default
+    do_bench). The configs are timed in ROUNDS rounds, forward and backward in turn; a config's
+    time is the median of its rounds. A candidate that raises (out of shared memory, too many
+    registers), in its check or in any round, or disagrees with the first is skipped and named in
+    the note. Raises ValueError for an empty candidate list, RuntimeError when none ran.
     """
     if not candidates:
         raise ValueError(f"autotune {key.text()}: no candidate configs")
@@ -116,23 +125,40 @@ def autotune(key: TuneKey, candidates: Sequence[Config], run: Callable[[Config],
     t0 = time.perf_counter()
     bench = bench or _do_bench
     reference = run(candidates[0])
-    timings, skipped = {}, []
+    survivors, skipped = [], []
+
+    def skip(config: Config, exc: Exception) -> None:
+        skipped.append(f"{config_label(config)} ({type(exc).__name__}: "
+                       f"{str(exc).splitlines()[0][:80] if str(exc) else ''})")
     for config in candidates:
-        label = config_label(config)
         try:
             if config is not candidates[0] and not _agrees(run(config), reference, key.dtype):
-                skipped.append(f"{label} (output differs from the first config)")
+                skipped.append(f"{config_label(config)} (output differs from the first config)")
                 continue
-            timings[label] = bench(lambda c=config: run(c))
         except Exception as exc:  # a config the device cannot run is skipped, not fatal
-            skipped.append(f"{label} ({type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''})")
+            skip(config, exc)
+            continue
+        survivors.append(config)
+    rounds: dict[str, list[float]] = {config_label(c): [] for c in survivors}
+    for index in range(ROUNDS):
+        for config in (survivors if index % 2 == 0 else survivors[::-1]):
+            label = config_label(config)
+            if label not in rounds:
+                continue  # raised in an earlier round
+            try:
+                rounds[label].append(float(bench(lambda c=config: run(c))))
+            except Exception as exc:  # noqa: BLE001 - as in the check: skipped, not fatal
+                skip(config, exc)
+                del rounds[label]
+    timings = {label: _median(times) for label, times in rounds.items()}
     if not timings:
         raise RuntimeError(f"autotune {key.text()}: no candidate ran: {'; '.join(skipped)}")
     best = min(timings, key=timings.get)
     config = dict(next(c for c in candidates if config_label(c) == best))
     tuning_s = time.perf_counter() - t0
-    note = (f"autotune: {best} fastest of {len(timings)} configs ({timings[best]:.4f} ms median), "
-            f"tuned in {tuning_s:.1f} s on {key.device}") + (f"; skipped {', '.join(skipped)}" if skipped else "")
+    note = (f"autotune: {best} fastest of {len(timings)} configs ({timings[best]:.4f} ms, median of "
+            f"{ROUNDS} alternating rounds), tuned in {tuning_s:.1f} s on {key.device}") + (
+            f"; skipped {', '.join(skipped)}" if skipped else "")
     tuned = Tuned(config, "tuned", note, timings, tuning_s)
     if cache_dir is not None:
         _write(key, tuned, cache_dir)
@@ -149,6 +175,12 @@ def _agrees(out: Any, reference: Any, dtype: str) -> bool:
 
     rtol = AGREE_RTOL.get(dtype, 1e-2)
     return bool(torch.allclose(out.float(), reference.float(), rtol=rtol, atol=rtol))
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def _do_bench(fn: Callable[[], Any]) -> float:

@@ -65,6 +65,56 @@ def test_autotune_picks_the_fastest_agreeing_config_and_caches_it(tmp_path):
     assert at.cached_config(_key(version="2"), tmp_path) is None  # another version: tuned afresh
 
 
+def test_a_clock_drifting_during_tuning_does_not_pick_the_config_timed_first(tmp_path):
+    """A power-limited GPU's clock falls while the tuner runs: every timing after the first comes
+    out slower. Timed one after the other, the slower config (timed first) won; in rounds that
+    alternate forward and backward, the linear drift adds the same to each median."""
+    import torch
+
+    true_ms = {"keep=0": 1.00, "keep=1": 0.98}  # keep=1 is 2% faster
+    current, slots = [None], []
+
+    def run(config):
+        current[0] = f"keep={config['keep']}"
+        return torch.ones(4)
+
+    def bench(fn):
+        fn()
+        slots.append(current[0])
+        return true_ms[current[0]] + 0.03 * (len(slots) - 1)  # 3% slower each timing: the clock falls
+
+    tuned = at.autotune(_key(), [{"keep": 0}, {"keep": 1}], run, tmp_path, bench=bench)
+    assert tuned.config == {"keep": 1}, tuned.timings_ms
+    assert slots == ["keep=0", "keep=1", "keep=1", "keep=0"] * (at.ROUNDS // 2)  # forward, backward
+    assert tuned.timings_ms["keep=1"] < tuned.timings_ms["keep=0"]
+    assert f"median of {at.ROUNDS} alternating rounds" in tuned.note
+    # the method the choice was made by is part of its key: a cached older choice is not reused
+    assert at.METHOD in _key().text()
+
+
+def test_a_config_that_fails_in_a_later_round_is_skipped_and_named(tmp_path):
+    import torch
+
+    benched = {"num_warps=4": 0, "num_warps=8": 0}
+    current = [None]
+
+    def run(config):
+        current[0] = f"num_warps={config['num_warps']}"
+        return torch.ones(4)
+
+    def bench(fn):
+        fn()
+        benched[current[0]] += 1
+        if current[0] == "num_warps=8" and benched[current[0]] == 2:
+            raise RuntimeError("unspecified launch failure")
+        return 0.1 if current[0] == "num_warps=8" else 0.5
+
+    tuned = at.autotune(_key(), [{"num_warps": 4}, {"num_warps": 8}], run, tmp_path, bench=bench)
+    assert tuned.config == {"num_warps": 4} and set(tuned.timings_ms) == {"num_warps=4"}
+    assert "num_warps=8 (RuntimeError: unspecified launch failure)" in tuned.note
+    assert benched == {"num_warps=4": at.ROUNDS, "num_warps=8": 2}  # not timed after it failed
+
+
 def test_autotune_refuses_no_candidates_and_all_failing(tmp_path):
     with pytest.raises(ValueError):
         at.autotune(_key(), [], lambda c: None, tmp_path)
