@@ -263,7 +263,15 @@ def _triton_launch(spec: SoftmaxSpec, params, ctx: BuildContext | None = None) -
     return dataclasses.replace(_tuned_launch(spec, block, tuned.config), note=tuned.note)
 
 
-@SOFTMAX.impl("triton", source=TritonSource(_triton_launch))
+def _triton_candidate_launches(spec: SoftmaxSpec, params, ctx: BuildContext | None = None) -> list[TritonLaunch]:
+    """What build_triton's tuner times: every candidate while no choice is cached, else the one."""
+    block, tuned = _triton_choice(spec, ctx)
+    if tuned.source == "cached":
+        return [_tuned_launch(spec, block, tuned.config)]
+    return [_tuned_launch(spec, block, config) for config in _triton_candidates(spec)[1]]
+
+
+@SOFTMAX.impl("triton", source=TritonSource(_triton_launch, candidates=_triton_candidate_launches))
 def build_triton(spec: SoftmaxSpec, params, ctx: BuildContext):
     """Triton, the lecture's kernel: one program per row, the row in one block (N <= 16384);
     num_warps (and, for 16384-wide rows, unmasked tiles, rows per program, streaming hints) tuned on

@@ -89,6 +89,55 @@ def test_triton_warmup_compiles_the_launch_without_tensors():
     assert "ld.global" in compiled.asm["ptx"] and ".target sm_90" in compiled.asm["ptx"]
 
 
+def test_building_ahead_an_autotuned_triton_row_compiles_every_candidate_once(monkeypatch, tmp_path):
+    """The 16384-wide Triton softmax tunes over several configs in the timing worker: building
+    ahead compiles each of them (the tuning then loads them from Triton's cache) and, for the PTX
+    view, caches each one's tool outputs, so the winner's view is ready whichever it is; the
+    launch the run would take without tuning is compiled first, and only once."""
+    from workbench.engine import build_ahead
+    from workbench.kernels import softmax as softmax_kernels
+
+    compiled, tools = [], []
+    monkeypatch.setattr(build_ahead, "_warmup", lambda launch, has_cuda=True: compiled.append(launch) or launch)
+    monkeypatch.setattr(build_ahead, "_triton_tool_outputs", lambda done, cache: tools.append(done) or True)
+    row = SimpleNamespace(op="softmax", impl="triton", label="triton", device="cuda:0",
+                          shape={"M": 16384, "N": 16384}, dtype="float32", params={}, actions=("check", "ptx"),
+                          settings=Settings())
+    done = build_ahead.prebuild(discover(), row, False, str(tmp_path / "build"), str(tmp_path / "cache"))
+    spec = discover().op("softmax").make_spec(row.shape, row.dtype)
+    configs = softmax_kernels._triton_candidates(spec)[1]
+    assert len(configs) > 1
+    keys = [build_ahead._launch_key(launch) for launch in compiled]
+    assert len(keys) == len(set(keys)) == len(configs), "each candidate compiled, none twice"
+    assert compiled[0] == softmax_kernels._triton_launch(spec, {}), "the untuned launch first"
+    assert tools == compiled
+    assert done == f"triton warmup + ptx + {len(configs) - 1} of {len(configs) - 1} other tuning candidate(s)"
+    # a candidate that fails to compile is the tuner's to skip: the others are still built
+    compiled.clear()
+
+    def failing(launch, has_cuda=True):
+        if len(compiled) == 1:
+            compiled.append(None)
+            raise RuntimeError("out of resources")
+        compiled.append(launch)
+        return launch
+    monkeypatch.setattr(build_ahead, "_warmup", failing)
+    done = build_ahead.prebuild(discover(), row, False, str(tmp_path / "build"), str(tmp_path / "cache"))
+    assert done.endswith(f"+ {len(configs) - 2} of {len(configs) - 1} other tuning candidate(s)")
+
+
+def test_a_triton_row_without_candidates_compiles_its_one_launch(monkeypatch, tmp_path):
+    from workbench.engine import build_ahead
+
+    compiled = []
+    monkeypatch.setattr(build_ahead, "_warmup", lambda launch, has_cuda=True: compiled.append(launch) or launch)
+    row = SimpleNamespace(
+        op="gelu", impl="triton", label="triton", device="cuda:0", shape={"M": 64, "N": 64}, dtype="float32",
+        params={}, actions=("check",), settings=Settings())
+    assert build_ahead.prebuild(discover(), row, False, None, None) == "triton warmup"
+    assert len(compiled) == 1
+
+
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
 def test_building_ahead_a_cuda_rows_ptx_leaves_the_record_nothing_to_compile(tmp_path):
     """The PTX view's nvcc compile of a CudaSource row is built ahead into the cache the row's

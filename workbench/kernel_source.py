@@ -75,10 +75,14 @@ class TritonLaunch:
 class TritonSource:
     """A Triton implementation's source: launch(spec, params) -> TritonLaunch, optionally taking
     `ctx` (a BuildContext: a matmul's tl.dot precision follows ctx.fp32_precision);
-    interpreter_dtypes: the dtypes the CPU interpreter can run (None: all)."""
+    interpreter_dtypes: the dtypes the CPU interpreter can run (None: all); candidates: for a
+    builder that autotunes, (spec, params[, ctx]) -> the launches its tuner may time (every
+    config while none is cached, else the cached one), which building ahead compiles so that
+    the tuning only loads them (engine/build_ahead.py)."""
 
     launch: Callable[..., TritonLaunch] | None
     interpreter_dtypes: tuple[Any, ...] | None = None
+    candidates: Callable[..., list[TritonLaunch]] | None = None
 
     def launch_for(self, spec: Any, params: Mapping[str, Any], ctx: Any = None) -> TritonLaunch:
         if self.launch is None:
@@ -86,6 +90,14 @@ class TritonSource:
         if ctx is not None and _takes_ctx(self.launch):
             return self.launch(spec, params, ctx=ctx)
         return self.launch(spec, params)
+
+    def candidate_launches(self, spec: Any, params: Mapping[str, Any], ctx: Any = None) -> list[TritonLaunch]:
+        """The launches the builder may run: `candidates`' list, else the one launch."""
+        if self.candidates is None:
+            return [self.launch_for(spec, params, ctx)]
+        if ctx is not None and _takes_ctx(self.candidates):
+            return list(self.candidates(spec, params, ctx=ctx))
+        return list(self.candidates(spec, params))
 
     def plain(self) -> dict[str, Any]:
         dtypes = self.interpreter_dtypes

@@ -8,6 +8,9 @@ Mode.build job and, per row, compiles without launching anything on the GPU:
   pointer arguments as dtypes, so no device memory is touched) -> TRITON_CACHE_DIR; for a row
   with the `ptx` action also the cubin's cuobjdump and nvdisasm outputs the PTX view reads
   (ptx/record.cubin_tools: 1.1-1.9 s a Triton row's PTX view waited for on the H200) -> the PTX cache;
+  then the same for each other config the builder's autotuner will time (the source's
+  `candidates`, while no choice is cached): the tuning loads them, and the tuned kernel's PTX
+  view is ready whichever config wins;
 - a CudaSource (load_inline, CuPy's NVRTC): the builder itself, which compiles and loads the
   module and launches nothing -> the build folder the timing worker's build finds up to date;
   for a row with the `ptx` action also the PTX view's own nvcc compile (`-lineinfo`, a cubin,
@@ -125,11 +128,30 @@ def prebuild(registry: Any, row: Any, interpret: bool, build_dir: str | None, ca
             done.append("ptx")
         return " + ".join(done) or "nothing"
     if isinstance(impl.source, TritonSource) and impl.source.launch is not None:
-        compiled = _warmup(impl.source.launch_for(spec, params, ctx))
-        if "ptx" in row.actions and cache_dir is not None and _triton_tool_outputs(compiled, Path(cache_dir) / "ptx"):
-            return "triton warmup + ptx"
-        return "triton warmup"
+        chosen = impl.source.launch_for(spec, params, ctx)
+        compiled = _warmup(chosen)
+        ptx = "ptx" in row.actions and cache_dir is not None and _triton_tool_outputs(compiled, Path(cache_dir) / "ptx")
+        done = "triton warmup" + (" + ptx" if ptx else "")
+        others = [launch for launch in impl.source.candidate_launches(spec, params, ctx)
+                  if _launch_key(launch) != _launch_key(chosen)]
+        failed = []
+        for launch in others:  # the tuner's other configs: its timing then loads, not compiles
+            try:
+                more = _warmup(launch)
+                if ptx:  # whichever wins, its PTX view's tool outputs are cached
+                    _triton_tool_outputs(more, Path(cache_dir) / "ptx")
+            except Exception as exc:  # noqa: BLE001 - a config the tuner will skip itself
+                failed.append(f"{type(exc).__name__}")
+        if others:
+            done += f" + {len(others) - len(failed)} of {len(others)} other tuning candidate(s)"
+        return done
     return "nothing"
+
+
+def _launch_key(launch: Any) -> tuple:
+    """What makes two launches one compile: the kernel, its constexprs, warps and stages."""
+    return (getattr(launch.kernel, "__name__", id(launch.kernel)), tuple(sorted(launch.constexprs.items())),
+            int(launch.num_warps), int(launch.num_stages))
 
 
 def _triton_tool_outputs(compiled: Any, cache_dir: Any) -> bool:
