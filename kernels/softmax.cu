@@ -101,28 +101,35 @@ static int softmax_threads(int n_packs) {
     return threads;
 }
 
+// threads: the block size (a multiple of 32 in [32, 1024]; anything else is cudaErrorInvalidValue),
+// or 0 for softmax_threads'. A row that fits one block in the one-pass plan may also take this
+// kernel with a tuned block size (kernels/softmax.py, TWO_PASS_THREADS): more blocks per SM,
+// the second read served by L2.
 template <typename T>
-static cudaError_t launch_softmax(const T* x, T* y, int64_t n_rows, int n_cols, cudaStream_t stream) {
+static cudaError_t launch_softmax(const T* x, T* y, int64_t n_rows, int n_cols, int threads, cudaStream_t stream) {
     constexpr int VEC = 16 / sizeof(T);
     bool vec_ok = (n_cols % VEC == 0) && ((uintptr_t)x % 16 == 0) && ((uintptr_t)y % 16 == 0);
+    if (threads != 0 && (threads < 32 || threads > 1024 || threads % 32 != 0)) return cudaErrorInvalidValue;
     if (n_rows == 0 || n_cols == 0) return cudaSuccess;
     if (vec_ok) {
-        softmax_kernel<T, VEC><<<(unsigned int)n_rows, softmax_threads(n_cols / VEC), 0, stream>>>(x, y, n_cols);
+        const int block = threads ? threads : softmax_threads(n_cols / VEC);
+        softmax_kernel<T, VEC><<<(unsigned int)n_rows, block, 0, stream>>>(x, y, n_cols);
     } else {
-        softmax_kernel<T, 1><<<(unsigned int)n_rows, softmax_threads(n_cols), 0, stream>>>(x, y, n_cols);
+        const int block = threads ? threads : softmax_threads(n_cols);
+        softmax_kernel<T, 1><<<(unsigned int)n_rows, block, 0, stream>>>(x, y, n_cols);
     }
     return cudaGetLastError();
 }
 
 // Plain launchers (extern "C" so the binding can declare them without templates).
-extern "C" cudaError_t softmax_f32(const void* x, void* y, int64_t rows, int cols, cudaStream_t s) {
-    return launch_softmax((const float*)x, (float*)y, rows, cols, s);
+extern "C" cudaError_t softmax_f32(const void* x, void* y, int64_t rows, int cols, int threads, cudaStream_t s) {
+    return launch_softmax((const float*)x, (float*)y, rows, cols, threads, s);
 }
-extern "C" cudaError_t softmax_f16(const void* x, void* y, int64_t rows, int cols, cudaStream_t s) {
-    return launch_softmax((const __half*)x, (__half*)y, rows, cols, s);
+extern "C" cudaError_t softmax_f16(const void* x, void* y, int64_t rows, int cols, int threads, cudaStream_t s) {
+    return launch_softmax((const __half*)x, (__half*)y, rows, cols, threads, s);
 }
-extern "C" cudaError_t softmax_bf16(const void* x, void* y, int64_t rows, int cols, cudaStream_t s) {
-    return launch_softmax((const __nv_bfloat16*)x, (__nv_bfloat16*)y, rows, cols, s);
+extern "C" cudaError_t softmax_bf16(const void* x, void* y, int64_t rows, int cols, int threads, cudaStream_t s) {
+    return launch_softmax((const __nv_bfloat16*)x, (__nv_bfloat16*)y, rows, cols, threads, s);
 }
 
 // ==== one pass: the row in registers (a block, or a cluster of blocks) ========================

@@ -342,18 +342,19 @@ def build_triton_looped(spec: SoftmaxSpec, params, ctx: BuildContext):
 
 # -- CUDA: one pass, the row in registers (a block, or a cluster of blocks) ---------------------
 _CPP_BINDING = BINDING_HEADERS + r"""
-extern "C" cudaError_t softmax_f32(const void*, void*, int64_t, int, cudaStream_t);
-extern "C" cudaError_t softmax_f16(const void*, void*, int64_t, int, cudaStream_t);
-extern "C" cudaError_t softmax_bf16(const void*, void*, int64_t, int, cudaStream_t);
+extern "C" cudaError_t softmax_f32(const void*, void*, int64_t, int, int, cudaStream_t);
+extern "C" cudaError_t softmax_f16(const void*, void*, int64_t, int, int, cudaStream_t);
+extern "C" cudaError_t softmax_bf16(const void*, void*, int64_t, int, int, cudaStream_t);
 extern "C" cudaError_t softmax_onepass_f32(const void*, void*, int64_t, int, int, int, int, int, int, cudaStream_t);
 extern "C" cudaError_t softmax_onepass_f16(const void*, void*, int64_t, int, int, int, int, int, int, cudaStream_t);
 extern "C" cudaError_t softmax_onepass_bf16(const void*, void*, int64_t, int, int, int, int, int, int, cudaStream_t);
 extern "C" int softmax_onepass_fits(int64_t, int, int, const void*, const void*);
 
 // threads, packs, spacks, cluster, keep: a configuration of the one-pass kernel, threads = 0 for its
-// plan. A row too long for one pass (softmax_onepass_fits) takes the two-pass kernel.
+// plan. A row too long for one pass (softmax_onepass_fits) takes the two-pass kernel, as does any
+// row with twopass = 1 (then with `threads` threads a block, 0: the kernel's own choice).
 at::Tensor softmax_rows(at::Tensor x, int64_t threads, int64_t packs, int64_t spacks, int64_t cluster,
-                           int64_t keep) {
+                           int64_t keep, int64_t twopass) {
     TORCH_CHECK(x.is_cuda(), "softmax: x must be a CUDA tensor");
     TORCH_CHECK(x.dim() == 2, "softmax: x must be 2-D (M, N), got ", x.dim(), " dims");
     TORCH_CHECK(x.is_contiguous(), "softmax: x must be contiguous");
@@ -364,35 +365,64 @@ at::Tensor softmax_rows(at::Tensor x, int64_t threads, int64_t packs, int64_t sp
     auto stream = c10::cuda::getCurrentCUDAStream();
     int64_t rows = x.size(0);
     int cols = (int)x.size(1);
-    const bool onepass = softmax_onepass_fits(rows, cols, (int)x.element_size(), x.data_ptr(), y.data_ptr());
+    const bool onepass = twopass == 0 &&
+                         softmax_onepass_fits(rows, cols, (int)x.element_size(), x.data_ptr(), y.data_ptr());
     const int t = (int)threads, p = (int)packs, sp = (int)spacks, c = (int)cluster, k = (int)keep;
+    const int tp = twopass ? t : 0;  // the two-pass kernel's block: tuned, or its own choice
     cudaError_t err;
     switch (x.scalar_type()) {
         case at::kFloat: err = onepass ? softmax_onepass_f32(x.data_ptr(), y.data_ptr(), rows, cols, t, p, sp, c, k, stream)
-                                       : softmax_f32(x.data_ptr(), y.data_ptr(), rows, cols, stream); break;
+                                       : softmax_f32(x.data_ptr(), y.data_ptr(), rows, cols, tp, stream); break;
         case at::kHalf: err = onepass ? softmax_onepass_f16(x.data_ptr(), y.data_ptr(), rows, cols, t, p, sp, c, k, stream)
-                                      : softmax_f16(x.data_ptr(), y.data_ptr(), rows, cols, stream); break;
+                                      : softmax_f16(x.data_ptr(), y.data_ptr(), rows, cols, tp, stream); break;
         case at::kBFloat16: err = onepass ? softmax_onepass_bf16(x.data_ptr(), y.data_ptr(), rows, cols, t, p, sp, c, k, stream)
-                                          : softmax_bf16(x.data_ptr(), y.data_ptr(), rows, cols, stream); break;
+                                          : softmax_bf16(x.data_ptr(), y.data_ptr(), rows, cols, tp, stream); break;
         default: TORCH_CHECK(false, "softmax: dtype must be float32, float16 or bfloat16, got ", x.scalar_type());
     }
     TORCH_CHECK(err == cudaSuccess, "softmax launch failed (threads ", t, ", packs ", p, ", spacks ", sp,
-                ", cluster ", c, ", keep ", k, "): ",
+                ", cluster ", c, ", keep ", k, ", twopass ", twopass, "): ",
                 cudaGetErrorString(err));
     return y;
 }
 """
 PLAN = {"threads": 0, "packs": 0, "spacks": 0, "cluster": 0, "keep": 0}  # the one-pass kernel's own plan
+# A row that fits one block in the plan but holds at least TWO_PASS_FROM_BYTES (16384 float32 or
+# bfloat16 columns) also tries the two-pass kernel at these block sizes: the one-pass kernel keeps
+# a 16384-wide float32 row in 52 registers a thread at 512 threads (two blocks, 1024 threads an
+# SM), 97.1-97.4% of the copy on the H200, where torch.compile's three passes over the row, the
+# later ones served by L2 at 32 registers a thread, reached 100.8% (README, issue #19).
+TWO_PASS_THREADS = (256, 512, 1024)
+TWO_PASS_FROM_BYTES = 32 * 1024
+CUDA_VERSION = "tp1"  # the one-block rows' cache key, with their two-pass candidates
+
+
+def cuda_candidates(spec: SoftmaxSpec) -> list[dict[str, int]]:
+    """The configs the `cuda` implementation's tuner compares at `spec` (the first is an untuned
+    run's): clustered rows, kernels/_onepass.py's shapes (H200, 4096 x 262144: 71-89% of copy by
+    shape alone), the measured fastest first; a wide one-block row, the plan and then the two-pass
+    kernel at TWO_PASS_THREADS; any other row, the plan alone."""
+    clustered = [c.params() for c in cluster_candidates(spec.N, spec.dtype.itemsize)]
+    if clustered:
+        return clustered
+    if fits(spec.M, spec.N, spec.dtype.itemsize) and spec.N * spec.dtype.itemsize >= TWO_PASS_FROM_BYTES:
+        return [dict(PLAN)] + [{**PLAN, "threads": t, "twopass": 1} for t in TWO_PASS_THREADS]
+    return [dict(PLAN)]
+
+
+def cuda_call(module: Any, config: dict) -> Any:
+    """x -> softmax_rows(x, ...) with `config` (a cached config from before `twopass`: one-pass)."""
+    t, p, sp, c, keep, twopass = (int(config.get(k, 0)) for k in ("threads", "packs", "spacks", "cluster", "keep",
+                                                                   "twopass"))
+    return lambda x: module.softmax_rows(x.contiguous(), t, p, sp, c, keep, twopass)
 
 
 def _cuda_config(spec: SoftmaxSpec, ctx: BuildContext | None, run=None):
-    """The tuned one-pass configuration: clustered rows compare kernels/_onepass.py's shapes (H200,
-    4096 x 262144: 71-89% of copy by shape alone), the measured fastest first, so an untuned run
-    launches it; one-block rows and two-pass rows have nothing to tune."""
-    candidates = [c.params() for c in cluster_candidates(spec.N, spec.dtype.itemsize)]
-    if not candidates:
-        return default_choice([PLAN], "one-block row: the plan, nothing to tune")
-    return choose(ctx, "softmax", "cuda", spec, candidates, run, version=ONEPASS_VERSION)
+    """The tuned configuration (cuda_candidates); a row with one candidate has nothing to tune."""
+    candidates = cuda_candidates(spec)
+    if len(candidates) == 1:
+        return default_choice(candidates, "one-block row: the plan, nothing to tune")
+    version = ONEPASS_VERSION if candidates[0] != PLAN else f"{ONEPASS_VERSION}-{CUDA_VERSION}"
+    return choose(ctx, "softmax", "cuda", spec, candidates, run, version=version)
 
 
 def _two_pass_threads(spec: SoftmaxSpec) -> int:
@@ -405,13 +435,19 @@ def _two_pass_threads(spec: SoftmaxSpec) -> int:
     return threads
 
 
-def _cuda_launch(spec: SoftmaxSpec, params, ctx: BuildContext | None = None) -> tuple[tuple[int, ...], int]:
-    """The launch geometry softmax_rows uses: the one-pass kernel's (tuned) configuration, or the
-    two-pass kernel's one block per row."""
+def cuda_geometry(spec: SoftmaxSpec, config: dict) -> tuple[tuple[int, ...], int]:
+    """(grid, threads per block) of softmax_rows with `config`: the one-pass kernel's, or the
+    two-pass kernel's one block per row (at the config's threads, or its own choice)."""
+    if config.get("twopass"):
+        return (spec.M, 1, 1), int(config.get("threads") or 0) or _two_pass_threads(spec)
     if not fits(spec.M, spec.N, spec.dtype.itemsize):
         return (spec.M, 1, 1), _two_pass_threads(spec)
-    config = config_from(_cuda_config(spec, ctx).config, spec.N, spec.dtype.itemsize)
-    return geometry(spec.M, config)
+    return geometry(spec.M, config_from(config, spec.N, spec.dtype.itemsize))
+
+
+def _cuda_launch(spec: SoftmaxSpec, params, ctx: BuildContext | None = None) -> tuple[tuple[int, ...], int]:
+    """The launch geometry softmax_rows uses with the (tuned) configuration."""
+    return cuda_geometry(spec, _cuda_config(spec, ctx).config)
 
 
 def cuda_bytes_moved(spec: SoftmaxSpec) -> int:
@@ -424,13 +460,9 @@ def cuda_bytes_moved(spec: SoftmaxSpec) -> int:
 def build_cuda(spec: SoftmaxSpec, params, ctx: BuildContext):
     """CUDA C++, one pass: the row in registers, read once; rows past one block split over a
     thread-block cluster (distributed shared memory, tuned shape); rows past 262144 (16-byte
-    packs) take the two-pass kernel."""
+    packs) take the two-pass kernel, which wide one-block rows (16384 columns) also try, tuned
+    against the one-pass plan (cuda_candidates)."""
     module = load_cuda("wb_softmax", CU_FILE, _CPP_BINDING, ["softmax_rows"], ctx.build_dir, binding="library")
     tuning = tuning_inputs(spec, ctx)
-
-    def run_with(config):
-        t, p, c = (int(config[k]) for k in ("threads", "packs", "cluster"))
-        sp, keep = int(config.get("spacks", 0)), int(config.get("keep", 0))
-        return lambda x: module.softmax_rows(x.contiguous(), t, p, sp, c, keep)
-    tuned = _cuda_config(spec, ctx, (lambda config: run_with(config)(*tuning)) if tuning else None)
-    return attach(run_with(tuned.config), tuned)
+    tuned = _cuda_config(spec, ctx, (lambda config: cuda_call(module, config)(*tuning)) if tuning else None)
+    return attach(cuda_call(module, tuned.config), tuned)

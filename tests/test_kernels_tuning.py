@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -233,6 +234,37 @@ def test_cuda_softmax_geometry_and_traffic_follow_the_plan():
     too_long = op.make_spec({"M": 2, "N": 524288}, "float32")
     assert impl.source.launch(too_long, {}) == ((2, 1, 1), 1024)
     assert impl.cost(op, too_long).moved > op.cost(too_long).bytes  # two passes
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_a_wide_one_block_row_tunes_the_plan_against_the_two_pass_kernel(dtype):
+    """16384-wide rows (the lecture's softmax) fit one block in the one-pass plan: the tuner also
+    times the two-pass kernel at a few block sizes, the plan first (an untuned run's launch)."""
+    from workbench.kernels import softmax as sk
+
+    op = REGISTRY.op("softmax")
+    wide = op.make_spec({"M": 16384, "N": 16384}, dtype)
+    configs = sk.cuda_candidates(wide)
+    assert configs[0] == sk.PLAN and not configs[0].get("twopass")
+    assert [c["threads"] for c in configs[1:]] == list(sk.TWO_PASS_THREADS) and all(c["twopass"] for c in configs[1:])
+    assert op.get_impl("cuda").source.launch(wide, {}) == sk.cuda_geometry(wide, sk.PLAN)  # untuned: the plan
+    assert sk.cuda_geometry(wide, configs[1]) == ((16384, 1, 1), sk.TWO_PASS_THREADS[0])
+    # short rows (measured at 98.9% of the copy) and clustered rows compare what they did
+    assert sk.cuda_candidates(op.make_spec({"M": 65536, "N": 1024}, dtype)) == [sk.PLAN]
+    clustered = sk.cuda_candidates(op.make_spec({"M": 4096, "N": 262144}, dtype))
+    assert clustered == [c.params() for c in op1.cluster_candidates(262144, wide.dtype.itemsize)]
+    assert not any(c.get("twopass") for c in clustered)
+
+
+def test_the_cuda_softmax_passes_every_config_field_to_the_binding():
+    from workbench.kernels import softmax as sk
+
+    calls = []
+    module = SimpleNamespace(softmax_rows=lambda x, *args: calls.append(args))
+    x = SimpleNamespace(contiguous=lambda: "x")
+    sk.cuda_call(module, {**sk.PLAN, "threads": 512, "twopass": 1})(x)
+    sk.cuda_call(module, {"threads": 1024, "packs": 8, "cluster": 4})(x)  # an older cache's entry
+    assert calls == [(512, 0, 0, 0, 0, 1), (1024, 8, 0, 4, 0, 0)]
 
 
 # -- the TMA GEMM path ------------------------------------------------------------------------------

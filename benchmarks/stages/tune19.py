@@ -92,16 +92,15 @@ def _triton_target(sw, op, dtype: str, gpu: bool) -> tuple[dict, list, dict, Any
 
 
 def _cuda_target(sw, op, shape: dict, dtype: str, gpu: bool, module: Any, long_rows: bool):
-    from workbench.kernels._onepass import ONEPASS_VERSION, cluster_candidates
-    from workbench.kernels.softmax import PLAN
+    from workbench.kernels._onepass import ONEPASS_VERSION
+    from workbench.kernels.softmax import cuda_call, cuda_candidates
 
     target = _target(op, "cuda", shape, dtype, sw.device, gpu)
     spec = target["_spec"]
-    configs = [c.params() for c in cluster_candidates(spec.N, spec.dtype.itemsize)] or [dict(PLAN)]
+    configs = cuda_candidates(spec)  # what the implementation's tuner compares
 
     def runner(cfg):
-        t, p, sp, c, keep = (int(cfg.get(k, 0)) for k in ("threads", "packs", "spacks", "cluster", "keep"))
-        return lambda x: module.softmax_rows(x.contiguous(), t, p, sp, c, keep)
+        return cuda_call(module, cfg)
     cands = [(" ".join(f"{k}={v}" for k, v in c.items()), c, runner(c)) for c in configs]
     tune = (configs, lambda cfg, inputs: runner(cfg)(*inputs), ONEPASS_VERSION)
     return target, cands, _references(op, spec, target["_ctx"], gpu, looped=long_rows), tune
