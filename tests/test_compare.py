@@ -78,3 +78,17 @@ def test_comparison_as_dict_and_table():
     assert data["rows"][0]["ratio"] == pytest.approx(2.0)
     assert "1 slower" in comparison.summary()
     assert comparison_table(comparison).row_count == 1
+
+
+def test_many_missing_rows_are_counted_under_the_table_not_listed():
+    """A baseline of a larger session listed each of its rows as `missing`; past MISSING_SHOWN
+    they are one line under the table, and the document still has every one."""
+    from workbench.compare import MISSING_SHOWN
+
+    base = document(record("t"), *[record(f"impl{i}") for i in range(MISSING_SHOWN + 7)])
+    comparison = compare_documents(document(record("t")), base)
+    table = comparison_table(comparison)
+    assert table.row_count == 1 + MISSING_SHOWN
+    assert table.caption == "... and 7 more baseline row(s) not in this run (missing)"
+    assert len(comparison.as_dict()["rows"]) == MISSING_SHOWN + 8
+    assert comparison_table(compare_documents(document(record("t")), document(record("t")))).caption is None

@@ -163,12 +163,22 @@ def _device(doc: Mapping[str, Any]) -> str | None:
     return (doc.get("environment") or {}).get("device")
 
 
+MISSING_SHOWN = 5  # baseline rows absent from this run listed one by one; the rest are counted
+
+
 def comparison_table(comparison: Comparison) -> Table:
-    table = Table(title=comparison.summary(), title_justify="left", header_style="bold", pad_edge=False)
+    """The rows with their verdicts; past MISSING_SHOWN, the baseline's rows that are not in this
+    run are one line under the table (a baseline of a larger session listed every one of them)."""
+    missing = [r for r in comparison.rows if r.verdict == "missing"]
+    hidden = missing[MISSING_SHOWN:]
+    caption = (f"... and {len(hidden)} more baseline row(s) not in this run (missing)" if hidden else None)
+    table = Table(title=comparison.summary(), title_justify="left", header_style="bold", pad_edge=False,
+                  caption=caption, caption_justify="left")
     with_ci = any(r.ci_low is not None for r in comparison.rows)
     for name in ("op", "impl", "shape", "sweep", "baseline ms", "now ms", "ratio", *(["95% CI"] if with_ci else []), "verdict"):
         table.add_column(name, justify="right" if name.endswith("ms") or name == "ratio" else "left")
-    for r in comparison.rows:
+    hidden_ids = {id(r) for r in hidden}
+    for r in (r for r in comparison.rows if id(r) not in hidden_ids):
         interval = [f"{r.ci_low:.3f}-{r.ci_high:.3f}" if r.ci_low is not None else "-"] if with_ci else []
         table.add_row(r.op, r.label, shape_text(r.shape), "-" if r.sweep_value is None else str(r.sweep_value),
                       fmt_num(r.baseline_median_ms), fmt_num(r.median_ms),

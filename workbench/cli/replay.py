@@ -266,6 +266,10 @@ def _compare(doc: dict[str, Any], baseline: dict[str, Any], args, err: Console, 
         err.print(f"warning: the baseline ran on {comparison.baseline_device!r}, this run on "
                   f"{comparison.device!r}; results from different GPUs are not compared", markup=False)
         return code if code > EXIT_SIGNAL_BASE else EXIT_USAGE  # a signal's 128 + N stays
+    if comparison.rows and not any(r.verdict not in ("new", "missing") for r in comparison.rows):
+        err.print(f"{comparison.summary()}: no row of this run is in the baseline {args.compare} (rows match "
+                  "by op, implementation, shape, dtype and sweep value)", markup=False)
+        return code
     err.print(comparison_table(comparison))
     if comparison.regressions and code == EXIT_OK:
         return EXIT_FAILED
