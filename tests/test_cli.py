@@ -37,7 +37,7 @@ def _user_dirs(user_dirs):
     ["--list", "--doctor"],
     ["--list", "--compare", "base.json"],
     ["--list", "--device", "gpu"],
-    ["--replay", "x.yaml", "--threshold", "-1"],
+    ["--replay", "x.yaml", "--compare", "b.json", "--threshold", "-1"],
     ["--doctor", "--format", "csv"],
     ["--no-such-flag"],
 ])
@@ -45,6 +45,27 @@ def test_bad_usage_exits_2(capsys, argv):
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == ""
     assert "usage:" in err or "error:" in err
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--list", "--threshold", "0.2"], "--threshold 0.2 sets what --compare counts"),
+    (["--replay", "x.yaml", "--threshold", "0.2"], "it goes with --replay FILE --compare BASELINE.json"),
+    (["--replay", "x.yaml", "--daemon-idle", "30"], "--daemon-idle 30 times out a daemon: it goes with --daemon"),
+])
+def test_an_option_that_would_be_ignored_is_refused(capsys, monkeypatch, argv, says):
+    """A new user's `--threshold 0.2` without --compare, and `--daemon-idle 30` without --daemon,
+    were silently ignored (where --compare, --force and --resume without --replay are refused)."""
+    monkeypatch.delenv("WORKBENCH_DAEMON", raising=False)
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and says in " ".join(err.split())
+
+
+def test_daemon_idle_goes_with_the_daemon_environment_variable(monkeypatch):
+    from workbench.cli.main import parse_args
+
+    monkeypatch.setenv("WORKBENCH_DAEMON", "1")
+    assert parse_args(["--replay", "x.yaml", "--daemon-idle", "30"]).daemon_idle == 30
+    assert parse_args(["--replay", "x.yaml"]).threshold == 0.05
 
 
 def test_help_and_version_exit_0(capsys):
@@ -258,6 +279,20 @@ def test_tui_without_a_terminal_says_so_and_starts_nothing(capsys, monkeypatch, 
     code, _, _ = run(capsys, str(session_file))
     assert code == 0 and len(started) == 1
 
+
+
+@pytest.mark.parametrize("gpu, name", [(False, "default-cpu"), (True, "default")])
+def test_without_a_terminal_the_suggested_replay_is_the_session_the_tui_would_open(
+        capsys, monkeypatch, _as_if_in_a_terminal, gpu, name):
+    """On a CPU box it said `--replay default` (16384^2 rows: minutes) while the TUI opens
+    `default-cpu` (a new user's try)."""
+    from workbench import machine
+
+    monkeypatch.setattr(_as_if_in_a_terminal, "terminal_problem", REAL_TERMINAL_PROBLEM)
+    monkeypatch.setattr(machine, "probe", lambda: types.SimpleNamespace(has_cuda=gpu))
+    monkeypatch.setattr(os, "isatty", lambda fd: fd != 1)
+    code, _, err = run(capsys)
+    assert code == 2 and err.rstrip().endswith(f"workbench --replay {name}")
 
 # -- --replay against a stand-in engine ------------------------------------------------------
 def test_replay_json_is_the_results_document_with_provenance(capsys, session_file, fake_plan):

@@ -37,6 +37,7 @@ from workbench.device_list import parse_devices
 from workbench.errors import WorkbenchError
 
 DEVICE_RE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
+DEFAULT_THRESHOLD = 0.05  # --compare: a median change this large (and outside the spreads) is a verdict
 FORMATS = ("table", "json", "csv", "jsonl")
 EXTENSION_FORMATS = {".json": "json", ".csv": "csv", ".jsonl": "jsonl"}
 TEXT_EXTENSIONS = (".txt", ".log", ".out", ".table")  # the text table, as without an extension
@@ -84,8 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kernels", action="append", default=[], metavar="PATH",
                         help="a file or folder of user ops (repeatable)")
     parser.add_argument("--compare", metavar="BASELINE.json", help="compare a replay with a baseline results file")
-    parser.add_argument("--threshold", type=float, default=0.05,
-                        help="relative median change that counts as slower/faster (default 0.05)")
+    parser.add_argument("--threshold", type=float, default=None,
+                        help="with --compare: relative median change that counts as slower/faster (default "
+                             f"{DEFAULT_THRESHOLD})")
     parser.add_argument("--force", action="store_true",
                         help="run rows estimated too large; compare with (or resume) results made with other "
                              "plugin files")
@@ -143,6 +145,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                      "worker; the TUI keeps one for its life)")
     if args.daemon_idle is not None and not args.daemon_idle > 0:
         parser.error(f"--daemon-idle must be > 0 seconds, got {args.daemon_idle:g}")
+    if args.daemon_idle is not None and not args.daemon and os.environ.get("WORKBENCH_DAEMON", "") != "1":
+        parser.error(f"--daemon-idle {args.daemon_idle:g} times out a daemon: it goes with --daemon (or "
+                     "WORKBENCH_DAEMON=1)")
+    if args.threshold is not None and not args.compare:
+        parser.error(f"--threshold {args.threshold:g} sets what --compare counts as slower or faster: it goes "
+                     "with --replay FILE --compare BASELINE.json")
     if args.watch and not (args.replay or not modes):
         parser.error(f"--watch goes with FILE (the TUI) or --replay FILE, not with --{modes[0]}")
     if args.watch and (args.compare or args.resume):
@@ -153,6 +161,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     if args.resume is not None and args.output is None:
         args.output = args.resume
     _pick_format(parser, args)
+    if args.threshold is None:
+        args.threshold = DEFAULT_THRESHOLD
     if args.threshold < 0:
         parser.error(f"--threshold must be >= 0, got {args.threshold}")
     return args
@@ -237,18 +247,26 @@ def run_tui(args: argparse.Namespace, env: Env, err: Console) -> int:
     try:
         from workbench.screens.app import run as run_app
     except ImportError as exc:  # a build without the TUI, or textual missing
-        where = path or "default-cpu"
         err.print(f"the TUI cannot start ({exc}); run the session headless instead: "
-                  f"workbench --replay {where}", markup=False)
+                  f"workbench --replay {path or _default_session()}", markup=False)
         return EXIT_USAGE
     problem = terminal_problem()
     if problem:
         err.print(f"the TUI needs a terminal: {problem}; run the session headless instead: "
-                  f"workbench --replay {path or 'default'}", markup=False)
+                  f"workbench --replay {path or _default_session()}", markup=False)
         return EXIT_USAGE
     options = run_options(args, env, argv=("workbench", *([args.file] if args.file else [])))
     result = run_app(path, options, watch=args.watch)
     return int(result or 0)
+
+
+def _default_session() -> str:
+    """The session the TUI would open here: `default` with a GPU, `default-cpu` without (the GPU
+    one on a CPU box ran 16384^2 rows for minutes: a new user's try)."""
+    from workbench.machine import probe
+    from workbench.session_paths import default_session_name
+
+    return default_session_name(probe().has_cuda)
 
 
 def terminal_problem() -> str | None:
