@@ -195,6 +195,16 @@ def test_bad_schema_version(value):
     assert message.startswith("schema_version: must be a positive integer")
 
 
+def test_a_missing_schema_version_is_reported_with_every_other_problem():
+    """It was reported alone; fixed, the file's four other problems came next (a new user's try).
+    A newer schema_version still stops the check (the rest would be read as another schema)."""
+    found = problems("name: x\nsetings: {device: cpu}\nruns:\n  - op: toy\n    impl: [manual]\n    dtypes: float32\n")
+    assert found[0].startswith("schema_version: missing") and len(found) == 4
+    assert any("setings" in p for p in found) and any("runs[0].impl:" in p for p in found)
+    assert any("runs[0].dtypes:" in p for p in found)
+    assert len(problems("schema_version: 1.5\nname: x\nsetings: {}\nruns: [{op: toy}]\n")) == 2
+
+
 def test_missing_required_keys():
     found = problems("schema_version: 1\nruns: [{impls: all}]\n")
     assert "name: missing (required)" in found[0]

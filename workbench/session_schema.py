@@ -48,7 +48,7 @@ def build_session(data: Any, problems: Problems) -> Built:
         problems.add("", f"a session must be a mapping with schema_version, name and runs; got {kind_of(data)}")
         return Built(None, [], [])
     if not _schema_version(data, problems):
-        return Built(None, [], [])  # a newer (or missing) schema: the rest would only be noise
+        return Built(None, [], [])  # a newer schema: the rest, read as this one, would only be noise
     unknown_keys(data, "", TOP_KEYS, problems)
     name = _text(data, "name", "", problems, required=True)
     description = _text(data, "description", "", problems)
@@ -64,13 +64,16 @@ def build_session(data: Any, problems: Problems) -> Built:
 
 
 def _schema_version(data: dict, problems: Problems) -> bool:
+    """False (nothing more is checked) only for a newer schema; a missing or malformed version is
+    one problem among the rest, which are checked as this schema (a new user fixed a file's
+    missing schema_version only to be shown its four other problems next)."""
     version = data.get("schema_version")
     if "schema_version" not in data:
         problems.add("schema_version", f"missing; this program reads schema_version {SCHEMA_VERSION}")
-        return False
+        return True
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         problems.add("schema_version", f"must be a positive integer, got {show(version)}")
-        return False
+        return True
     if version > SCHEMA_VERSION:
         problems.add("schema_version", f"the file has schema_version {version}; this program reads "
                                        f"schema_version {SCHEMA_VERSION} (upgrade workbench to open it)")
