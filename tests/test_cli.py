@@ -83,6 +83,22 @@ def test_check_good_session(capsys, session_file):
     assert code == 0 and out.startswith("ok: ") and "1 run(s), 2 row(s)" in out and err == ""
 
 
+def test_check_with_o_says_where_its_verdict_went(capsys, tmp_path, session_file):
+    """`--check f.yaml -o out.json` wrote the file and printed nothing at all."""
+    target = tmp_path / "res" / "chk.txt"
+    code, out, err = run(capsys, "--check", str(session_file), "-o", str(target))
+    assert code == 0 and out == "" and target.read_text().startswith("ok: ")
+    assert f"check written to {target} (ok, 2 row(s))" in err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BAD)
+    code, out, err = run(capsys, "--check", str(bad), "-o", str(target), "--format", "json")
+    assert code == 2 and json.loads(target.read_text())["ok"] is False
+    assert f"check written to {target} (2 problem(s))" in err
+    target.unlink()
+    code, _, err = run(capsys, "--check", str(bad), "-o", str(target))  # as text: the problems on stderr only
+    assert code == 2 and not target.exists() and "written to" not in err
+
+
 def test_check_shipped_session_by_name(capsys):
     code, out, _ = run(capsys, "--check", "lecture06-gelu")
     assert code == 0 and "6 row(s)" in out

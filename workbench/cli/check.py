@@ -27,6 +27,8 @@ def run_check(args: argparse.Namespace, env: Env, err: Console) -> int:
             write_output(json.dumps({"ok": False, "session": str(path),
                                      "problems": [p.as_dict() for p in exc.problems]}, indent=2) + "\n", args, env)
         print_problems(exc, err)
+        if args.format == "json":  # as text, the problems are on stderr only
+            _say_written(args, err, f"{len(exc.problems)} problem(s)")
         return EXIT_USAGE
     resolved = with_resolved_plugins(session, path.parent)
     rows = len(session_row_keys(resolved, args.kernels))
@@ -39,7 +41,15 @@ def run_check(args: argparse.Namespace, env: Env, err: Console) -> int:
                                  "runs": len(session.runs), "rows": rows, "problems": []}, indent=2) + "\n", args, env)
     else:
         write_output(f"ok: {path}: session {session.name!r}, {len(session.runs)} run(s), {rows} row(s)\n", args, env)
+    _say_written(args, err, f"ok, {rows} row(s)")
     return EXIT_OK
+
+
+def _say_written(args: argparse.Namespace, err: Console, verdict: str) -> None:
+    """With -o the verdict is in the file: the terminal says where (with -o and no other line, a
+    new user saw nothing at all)."""
+    if args.output is not None:
+        err.print(f"check written to {args.output} ({verdict})", markup=False)
 
 
 def session_row_keys(session, kernels=()) -> list:
