@@ -92,3 +92,21 @@ def test_many_missing_rows_are_counted_under_the_table_not_listed():
     assert table.caption == "... and 7 more baseline row(s) not in this run (missing)"
     assert len(comparison.as_dict()["rows"]) == MISSING_SHOWN + 8
     assert comparison_table(compare_documents(document(record("t")), document(record("t")))).caption is None
+
+
+def test_a_verdict_on_rows_timed_with_the_cpu_contended_says_so():
+    """A new user's `140.005x slower`, exit 1, on a row flagged `CPU contended`: the comparison
+    did not mention the flag. It still counts (a gate must not pass a regression for a busy
+    machine), but the row and the table say it."""
+    busy = record("manual", 140.0, p20=139.0, p80=141.0)
+    busy["flags"] = ["CPU contended: while timing, the worker's threads waited 0.90 s for a core per second"]
+    comparison = compare_documents(document(busy, record("triton", 1.0)),
+                                   document(record("manual", 1.0), record("triton", 1.0)))
+    rows = {r.label: r for r in comparison.rows}
+    assert rows["manual"].verdict == "slower" and rows["manual"].contended and not rows["triton"].contended
+    assert comparison.regressions == 1 and comparison.as_dict()["rows"][0]["contended"] is True
+    table = comparison_table(comparison)
+    assert "timed with the CPU contended" in table.caption
+    assert [str(c) for c in table.columns[-1]._cells] == ["slower*", "same"]
+    # the flag on the baseline's side counts too
+    assert compare_documents(document(record("manual")), document(busy)).rows[0].contended

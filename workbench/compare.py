@@ -44,12 +44,13 @@ class RowComparison:
     ratio: float | None               # current median / baseline median
     ci_low: float | None = None       # bootstrap interval of the ratio (both documents hold samples)
     ci_high: float | None = None
+    contended: bool = False           # either side was timed with the CPU contended (its flags)
 
     def as_dict(self) -> dict[str, Any]:
         return {"op": self.op, "label": self.label, "shape": dict(self.shape), "dtype": self.dtype,
                 "sweep_value": self.sweep_value, "verdict": self.verdict,
                 "baseline_median_ms": self.baseline_median_ms, "median_ms": self.median_ms,
-                "ratio": self.ratio, "ci_low": self.ci_low, "ci_high": self.ci_high}
+                "ratio": self.ratio, "ci_low": self.ci_low, "ci_high": self.ci_high, "contended": self.contended}
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,14 @@ def compare_documents(current: Mapping[str, Any], baseline: Mapping[str, Any], t
     return Comparison(threshold, _device(current), _device(baseline), rows)
 
 
+CONTENDED_PREFIX = "CPU contended"  # engine/bench.contention_flag's flag
+
+
+def contended(record: Mapping[str, Any] | None) -> bool:
+    """Whether a record's timing carries the CPU-contention flag (its medians are not the op's alone)."""
+    return any(str(flag).startswith(CONTENDED_PREFIX) for flag in (record or {}).get("flags") or [])
+
+
 def _row(record, word, ratio, base, current_side: bool = True, interval: RatioCI | None = None) -> RowComparison:
     def median(r):
         return ((r or {}).get("timing") or {}).get("median_ms")
@@ -156,7 +165,8 @@ def _row(record, word, ratio, base, current_side: bool = True, interval: RatioCI
                          dtype=record.get("dtype"), sweep_value=record.get("sweep_value"), verdict=word,
                          baseline_median_ms=median(base), median_ms=median(record) if current_side else None,
                          ratio=ratio, ci_low=interval.ci_low if interval else None,
-                         ci_high=interval.ci_high if interval else None)
+                         ci_high=interval.ci_high if interval else None,
+                         contended=word in ("slower", "faster", "same") and (contended(record) or contended(base)))
 
 
 def _device(doc: Mapping[str, Any]) -> str | None:
@@ -171,7 +181,11 @@ def comparison_table(comparison: Comparison) -> Table:
     run are one line under the table (a baseline of a larger session listed every one of them)."""
     missing = [r for r in comparison.rows if r.verdict == "missing"]
     hidden = missing[MISSING_SHOWN:]
-    caption = (f"... and {len(hidden)} more baseline row(s) not in this run (missing)" if hidden else None)
+    notes = [f"... and {len(hidden)} more baseline row(s) not in this run (missing)"] if hidden else []
+    if any(r.contended for r in comparison.rows):
+        notes.append("* timed with the CPU contended (this run or the baseline: see the row's flags): the "
+                     "medians are not the op's alone, and neither is this verdict")
+    caption = "\n".join(notes) or None
     table = Table(title=comparison.summary(), title_justify="left", header_style="bold", pad_edge=False,
                   caption=caption, caption_justify="left")
     with_ci = any(r.ci_low is not None for r in comparison.rows)
@@ -183,5 +197,5 @@ def comparison_table(comparison: Comparison) -> Table:
         table.add_row(r.op, r.label, shape_text(r.shape), "-" if r.sweep_value is None else str(r.sweep_value),
                       fmt_num(r.baseline_median_ms), fmt_num(r.median_ms),
                       "-" if r.ratio is None else f"{r.ratio:.3f}x", *interval,
-                      Text(r.verdict, VERDICT_STYLE.get(r.verdict, "")))
+                      Text(r.verdict + ("*" if r.contended else ""), VERDICT_STYLE.get(r.verdict, "")))
     return table
