@@ -68,7 +68,9 @@ class RunnerMixin:
 
     def action_run(self) -> None:
         ws = self.ws
-        if (ws.run is None or ws.op is None) and not self._session_shown:
+        if ws.catalog is None and getattr(self, "load_error", None):
+            self.report(f"nothing to run: the ops could not be loaded: {self.load_error}")
+        elif (ws.run is None or ws.op is None) and not self._session_shown:
             self._run_pending = True
             self.notify("still loading: the run starts as soon as the session is open")
         elif ws.run is None or ws.op is None:

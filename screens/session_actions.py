@@ -9,6 +9,7 @@ from pathlib import Path
 
 from textual import work
 from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
 
 from . import heap, sessions_io
 from .dialogs import OpenScreen
@@ -24,6 +25,7 @@ class SessionMixin:
     `log_pane`, `running` and the runner's `run_if_pending` / `forget_pending_run`."""
 
     _notes_shown: frozenset[str] = frozenset()  # the catalog's notes said so far (on_loaded)
+    load_error: str | None = None  # why the ops could not be loaded (nothing can run then)
 
     # -- loading ----------------------------------------------------------------------------
     @work(thread=True, exit_on_error=False, group="load")
@@ -44,7 +46,10 @@ class SessionMixin:
         try:
             catalog = (self._catalog_loader or _load_catalog)(self._kernels(), self._device())
         except Exception as exc:  # shown as a notification and a Log line, never a traceback
-            self.post_message(LoadFailed(f"{type(exc).__name__}: {exc}"))
+            from workbench.errors import WorkbenchError
+
+            # our own errors say what is wrong in words; anything else is named by its type
+            self.post_message(LoadFailed(str(exc) if isinstance(exc, WorkbenchError) else f"{type(exc).__name__}: {exc}"))
             return
         self.post_message(Loaded(catalog))
         try:
@@ -87,9 +92,21 @@ class SessionMixin:
         self.call_after_refresh(heap.settle)  # the app's widgets frozen out of later collections
 
     def on_load_failed(self, message: LoadFailed) -> None:
+        """The ops (a plugin that does not import) or the session could not be loaded. Without
+        the ops nothing can run: the title and the Runs list say so until the app is restarted
+        (they said `loading ops…` for good, the error only in a toast: a new user's try)."""
         self.run_bar.status = "could not load"
         self.forget_pending_run()
         self.report(message.error)
+        if self.ws.catalog is not None:  # the session failed; the ops are there to start afresh
+            return
+        self.load_error = message.error
+        first = message.error.splitlines()[0] if message.error else "unknown error"
+        self.query_one("#title-bar", Static).update(f"workbench · the ops could not be loaded: {first}")
+        ops = self.query_one("#op-list", OptionList)
+        ops.clear_options()
+        ops.add_option(Option("no ops: they could not be loaded (the Log, 5, has why; fix it and restart)",
+                              disabled=True))
 
     def on_open_failed(self, message: OpenFailed) -> None:
         self.report(message.error)

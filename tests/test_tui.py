@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Input, SelectionList, Static, TabbedConte
 
 from tui_helpers import (gated_catalog, fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async,
                          wait_for)
+from workbench.errors import WorkbenchError
 from workbench.screens.app import WorkbenchApp
 from workbench.screens.dialogs import ConfirmScreen, HelpScreen
 from workbench.screens.pane_log import LogPane
@@ -72,6 +73,33 @@ async def test_loading_state_before_ops_arrive(tmp_path):
         gate.set()
         await loaded(pilot)
         assert app.ws.run.op == "gelu"
+
+
+@run_async
+async def test_ops_that_cannot_be_loaded_are_said_on_screen_until_the_app_ends(tmp_path):
+    """A plugin with a syntax error: the title and the Runs list said `loading ops…` for good and
+    `r` said to pick an op from the empty list; the error was only in a toast (a new user's try)."""
+    from textual.widgets import OptionList
+
+    error = "plugin /x/badplug.py:4: SyntaxError: invalid syntax"
+
+    def broken(kernels, device):
+        raise WorkbenchError(error)
+    app = make_app(tmp_path, catalog_loader=broken)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if app.run_bar.status == "could not load":
+                break
+        title = str(app.query_one("#title-bar", Static).render())
+        assert "the ops could not be loaded" in title and "badplug.py:4: SyntaxError" in title
+        ops = app.query_one("#op-list", OptionList)
+        assert ops.option_count == 1 and "could not be loaded" in str(ops.get_option_at_index(0).prompt)
+        assert error in log_text(app) and "WorkbenchError" not in title  # our words, not a class name
+        await pilot.press("r")
+        await pilot.pause(0.1)
+        assert any("nothing to run: the ops could not be loaded" in str(n.message) and "badplug.py:4" in str(n.message)
+                   for n in app._notifications)
 
 
 @run_async
