@@ -452,11 +452,22 @@ def test_load_save_load_is_identical(toy_registry, tmp_path):
     assert dump_session(again) == path.read_text(), "save -> load -> save gives the same text"
 
 
-def test_saved_text_is_plain_block_yaml(toy_registry):
+def test_saved_text_is_plain_yaml_as_a_person_writes_it(toy_registry):
+    """A hand-written session saved from the TUI came back with every default setting and
+    `actions: [check, bench]` spelled out and each `[...]` / `{...}` line expanded into a block
+    (a new user's try): now lists and mappings of plain values stay on one line, settings are
+    one key a line, and only what differs from the defaults is written."""
     text = dump_session(parse(GOOD, toy_registry))
-    assert "!!" not in text and "{" not in text and "[" not in text
+    assert "!!" not in text
     assert yaml.safe_load(text) == session_to_data(parse(GOOD, toy_registry))
     assert text.index("schema_version") < text.index("name") < text.index("settings") < text.index("runs")
+    assert "settings:\n  rep_ms: 50.0\n  flush_l2: false\nruns:" in text  # only what differs, a key a line
+    assert "    shape: {M: 4, N: 5, K: 8}\n" in text and "    actions: [check, bench, profile, ptx]\n" in text
+    assert "    sweep:\n      params: [M, N, K]\n      values: [1, 2, 3]\n" in text
+    assert text.count("actions:") == 1, "the default actions are not written"
+    assert "warmup_ms" not in text and "seed" not in text and "device: auto" not in text
+    assert "    settings:\n      device: cpu\n      min_samples: 3\n" in text or \
+           "    settings:\n      min_samples: 3\n      device: cpu\n" in text
 
 
 def test_round_trip_of_a_model_built_in_code(toy_registry):

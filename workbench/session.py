@@ -199,10 +199,25 @@ class _BlockDumper(yaml.SafeDumper):
         return super().increase_indent(flow, False)
 
 
+class _Block(dict):
+    """A mapping written in block style whatever it holds (settings: one key a line)."""
+
+
+_BlockDumper.add_representer(_Block, lambda dumper, data: dumper.represent_mapping(
+    "tag:yaml.org,2002:map", data, flow_style=False))
+
+
 def dump_session(session: Session) -> str:
-    """The session as YAML text: plain types, block style, keys in the contract's order."""
-    return yaml.dump(session_to_data(session), Dumper=_BlockDumper, sort_keys=False,
-                     default_flow_style=False, allow_unicode=True, width=100)
+    """The session as YAML text: plain types, keys in the contract's order, block style except
+    for lists and mappings of plain values (`impls: [manual, triton]`, `shape: {M: 64, N: 64}`,
+    as the shipped sessions and people write them), settings and actions only where they differ
+    from the defaults."""
+    data = session_to_data(session)
+    for holder in (data, *data["runs"]):
+        if "settings" in holder:
+            holder["settings"] = _Block(holder["settings"])
+    return yaml.dump(data, Dumper=_BlockDumper, sort_keys=False, default_flow_style=None, allow_unicode=True,
+                     width=100)
 
 
 def save_session(session: Session, path: str | Path, header: str = "") -> Path:

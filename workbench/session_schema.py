@@ -305,9 +305,12 @@ def session_to_data(session: Session) -> dict[str, Any]:
         data["description"] = session.description
     if session.plugins:
         data["plugins"] = list(session.plugins)
-    data["settings"] = plain(dataclasses.asdict(session.settings))
-    if data["settings"].get("devices") is None:  # not set: saved files stay as they were
-        data["settings"].pop("devices", None)
+    defaults = dataclasses.asdict(Settings())
+    # only what differs from the defaults: a hand-written file saved from the TUI came back with
+    # every default spelled out (a new user's try); on load the defaults fill in the same values
+    settings = {k: v for k, v in plain(dataclasses.asdict(session.settings)).items() if v != defaults.get(k)}
+    if settings:
+        data["settings"] = settings
     data["runs"] = [_run_to_data(run) for run in session.runs]
     return data
 
@@ -319,7 +322,8 @@ def _run_to_data(run: RunSpec) -> dict[str, Any]:
         data["shape"] = plain(run.shape)
     if run.dtype is not None:
         data["dtype"] = str(run.dtype)
-    data["actions"] = [str(a) for a in run.actions]
+    if tuple(str(a) for a in run.actions) != DEFAULT_ACTIONS:
+        data["actions"] = [str(a) for a in run.actions]
     if run.sweep is not None:
         data["sweep"] = {"params": list(run.sweep.params), "values": plain(run.sweep.values)}
     if run.settings:
