@@ -127,13 +127,15 @@ class SessionMixin:
         self.run_if_pending()
 
     # -- ctrl+s, ctrl+o ---------------------------------------------------------------------
-    def action_save(self) -> None:
+    async def action_save(self) -> None:
         if self.ws.catalog is None:
             return
+        problem = self.query_one(SpecEditor).problem
+        if not problem and self.ws.adopt_draft():  # the new run on screen is saved with the session
+            await self.show_run()
         if not self.ws.session.runs:
             self.report("nothing to save yet: a session needs at least one run (pick an op under + in the Runs list)", "warning")
             return
-        problem = self.query_one(SpecEditor).problem
         if problem:  # the session still holds the last valid value: saving it would hide the error
             self.report(f"not saved: {problem} (fix the field first)")
             return

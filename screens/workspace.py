@@ -112,6 +112,17 @@ class Workspace:
     def model(self) -> RunModel:
         return self.models.get(self.index, RunModel()) if self.index is not None else self._draft_model
 
+    def adopt_draft(self) -> bool:
+        """Put the draft on screen (a new run not yet run) into the session, as running it would;
+        True when there was one. A save saves what is on screen: a new user's `+ gelu` then
+        ctrl+s said there was nothing to save."""
+        if self.index is not None or self.run is None:
+            return False
+        self.session, self.index = editing.commit(self.session, self.index, self.run)
+        self.drafts.pop(self.run.op, None)
+        self.models[self.index] = self._draft_model
+        return True
+
     # -- running ----------------------------------------------------------------------------
     def begin_run(self) -> tuple[Session, int]:
         """Put the run on screen into the session; returns (a one-run session to run, its index).

@@ -103,6 +103,37 @@ async def test_ops_that_cannot_be_loaded_are_said_on_screen_until_the_app_ends(t
 
 
 @run_async
+async def test_saving_a_scratch_session_saves_the_new_run_on_screen(tmp_path):
+    """`+ gelu` then ctrl+s said `nothing to save yet`: the new run joined the session only when
+    run (a new user's try). A save saves what is on screen."""
+    from textual.widgets import OptionList
+
+    from workbench.screens.sessions_io import BLANK
+    from workbench.session import load_session
+
+    app = WorkbenchApp(None, None, engine=fixture_engine(), catalog_loader=lambda k, d: fake_catalog(),
+                       opener=fake_opener(BLANK), data_dir=tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if app.ws.catalog is not None and app.run_bar.status == "ready":
+                break
+        assert app.ws.session.runs == ()
+        ops = app.query_one("#op-list", OptionList)
+        ops.focus()
+        ops.highlighted = next(i for i, o in enumerate(ops.options) if o.id == "op:gelu")
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert app.ws.index is None and app.ws.run.op == "gelu"  # a draft
+        await pilot.press("ctrl+s")
+        await pilot.pause(0.3)
+        assert [r.op for r in app.ws.session.runs] == ["gelu"] and app.ws.index == 0
+        assert app.query_one("#op-list", OptionList).get_option_at_index(0).id == "run:0"
+    saved = load_session(app.ws.path, check_ops=False)
+    assert [r.op for r in saved.runs] == ["gelu"]
+
+
+@run_async
 async def test_run_fills_every_pane_and_writes_results(tmp_path):
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -154,10 +185,14 @@ async def test_single_key_bindings_are_inert_while_typing(tmp_path):
         field.value = ""
         await pilot.press("1", "2", "r", "q", "b", "question_mark")
         await pilot.pause(0.2)
-        assert field.value == "12"  # digits typed; letters rejected by the integer field
+        assert field.value == "12rqb?"  # every key typed into the field, none ran its binding
+        assert "must be a positive integer" in app.query_one("SpecEditor").problem
         assert not app.running
         assert app.query_one(TabbedContent).active == "timing"
         assert app.is_running and not isinstance(app.screen, HelpScreen)
+        await pilot.press(*["backspace"] * 4)
+        await pilot.pause(0.2)
+        assert field.value == "12" and app.ws.run.shape["M"] == 12
         assert app.query_one("SpecEditor").problem == ""
 
 
