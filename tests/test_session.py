@@ -411,9 +411,14 @@ def test_bad_actions(actions, expected):
     assert message.startswith(expected), message
 
 
-def test_duplicate_keys_are_refused():
+def test_duplicate_keys_are_refused_at_the_repeat_and_values_are_shown_as_written():
     found = problems("schema_version: 1\nname: x\nruns:\n  - op: toy\n    shape: {M: 1, M: 2}\n")
     assert found == ['runs[0].shape.M: duplicate key "M" (line 5)']
+    (inf,) = problems("schema_version: 1\nname: x\nruns:\n  - op: toy\n    shape: {M: .inf, N: 5, K: 8}\n")
+    assert inf.startswith("runs[0].shape.M: must be a positive integer, got .inf"), inf  # not JSON's Infinity
+    # the line is the repeat's (it was the first key's: a new user looked at the wrong line)
+    found = problems("schema_version: 1\nname: x\nruns: [{op: toy}]\nruns: [{op: nap}]\n")
+    assert found == ['runs: duplicate key "runs" (first at line 3) (line 4)']
 
 
 # -- plugins ---------------------------------------------------------------------------------

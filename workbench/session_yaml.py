@@ -9,6 +9,7 @@ constructed), refuses duplicate keys, and only then constructs plain Python data
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -80,7 +81,10 @@ def child_path(path: str, key: object) -> str:
 
 
 def show(value: object) -> str:
-    """A value as the message shows it: text in double quotes, YAML words for true/null."""
+    """A value as the message shows it: text in double quotes, YAML words for true/null and for
+    the non-finite floats (`.inf`, `-.inf`, `.nan`, as the file spells them; JSON said Infinity)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
     try:
         text = json.dumps(value, default=str, ensure_ascii=False)
     except (TypeError, ValueError):
@@ -113,7 +117,7 @@ def read_yaml(text: str) -> tuple[Any, dict[str, int], list[Problem]]:
         problems = Problems()
         _walk(node, "", marks, problems, {})
         if problems:
-            return None, marks, [Problem(p.path, p.message, marks.get(p.path, p.line)) for p in problems.items]
+            return None, marks, [Problem(p.path, p.message, p.line or marks.get(p.path)) for p in problems.items]
         try:
             data = loader.construct_document(node)
         except yaml.MarkedYAMLError as exc:
@@ -147,8 +151,9 @@ def _walk(node: Node, path: str, marks: dict[str, int], problems: Problems, size
             key = str(key_node.value) if isinstance(key_node, ScalarNode) else "?"
             child = child_path(path, key)
             if key in seen and key != "<<":
-                marks.setdefault(child, key_node.start_mark.line + 1)
-                problems.add(child, f"duplicate key {show(key)}")
+                first, line = marks.get(child), key_node.start_mark.line + 1  # the problem is the repeat's line
+                problems.items.append(Problem(child, f"duplicate key {show(key)}" + (
+                    f" (first at line {first})" if first and first != line else ""), line))
             seen.add(key)
             marks.setdefault(child, key_node.start_mark.line + 1)
             count += _walk(key_node, child, {}, problems, sizes)  # keys carry tags too
