@@ -121,7 +121,7 @@ def test_check_refuses_a_shape_no_torch_size_can_hold(capsys, tmp_path):
                     "    shape: {M: 100000000000000000000000000000, N: 4}\n")
     code, out, err = run(capsys, "--check", str(path))
     assert code == 2 and out == ""
-    assert "M: must be at most 2^63-1" in err and "got 100000000000000000000000000000" in err
+    assert "runs[0].shape.M: must be at most 2^63-1" in err and "got 100000000000000000000000000000" in err
 
 
 def test_check_json(capsys, tmp_path, session_file):
