@@ -7,6 +7,7 @@ The app keeps one RunSpec per op being edited; widgets post raw text, these func
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, Iterable, Mapping
 
 from workbench.engine.rows import run_row_keys
@@ -17,7 +18,9 @@ from workbench.session_model import ImplRef, RunSpec, Session, Sweep
 from .catalog import OpInfo
 
 DEFAULT_ACTIONS = ("check", "bench")
+INTEGER_TEXT = re.compile(r"-?[0-9]+")  # what a shape field takes (a sign for the message)
 INT64_MAX = 2 ** 63 - 1  # torch sizes are int64: a dimension beyond it cannot even be allocated
+TOO_LARGE = f"must be at most 2^63-1 = {INT64_MAX:,} (torch sizes are int64)"
 
 
 def default_run(op: OpInfo) -> RunSpec:
@@ -135,10 +138,17 @@ def parse_value(text: str) -> Any:
 
 
 def _positive_int(name: str, text: str) -> int:
+    """The field's text as a size, or ValueError in --check's words naming the text as typed
+    (`M: must be a positive integer, got "1e6"`). Only ASCII digits, with an optional minus for
+    --check's message on a negative number: int() also takes `1_000` and other scripts' digits,
+    and the field once filtered keystrokes (type="integer"), so `1e6` silently became 16."""
+    stripped = text.strip()
+    if not INTEGER_TEXT.fullmatch(stripped):
+        raise ValueError(f"{name}: must be a positive integer, got {show(stripped)}")
     try:
-        value = int(text.strip())
-    except ValueError:
-        raise ValueError(f"{name}: must be an integer, got {text.strip()!r}") from None
+        value = int(stripped)
+    except ValueError:  # more digits than Python turns into an int (4300): far beyond int64
+        raise ValueError(f"{name}: {TOO_LARGE}, got {show(stripped)}") from None
     if value < 1:  # the words --check uses for the same value (session_schema)
         raise ValueError(f"{name}: must be a positive integer, got {value}")
     problem = _too_large(value)
@@ -150,7 +160,7 @@ def _positive_int(name: str, text: str) -> int:
 def _too_large(value: int) -> str | None:
     if value <= INT64_MAX:
         return None
-    return f"must be at most 2^63-1 = {INT64_MAX:,} (torch sizes are int64), got {value}"
+    return f"{TOO_LARGE}, got {value}"
 
 
 def row_count(run: RunSpec, op: OpInfo) -> int:

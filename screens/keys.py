@@ -71,13 +71,26 @@ class KeyDataTable(DataTable):
         self.scroll_to(x=min(target, self.max_scroll_x), animate=False)
 
     def replace_rows(self, rows: Iterable[Iterable]) -> None:
-        """All rows anew; auto-width columns shrink back to fit (clear() keeps their widths)."""
+        """All rows anew; auto-width columns shrink back to fit (clear() keeps their widths).
+        Until the table's next idle measures the new cells, the columns are at header width
+        (a frame painted meanwhile is drawn so; `_update_dimensions` redraws it)."""
         self.clear()
         for column in self.columns.values():
             if column.auto_width:
                 column.content_width = column.label.cell_len
         for row in rows:
             self.add_row(*row)
+
+    def _update_dimensions(self, new_rows) -> None:
+        """DataTable measures new cells on its idle, after the screen may already have painted
+        the table at the old column widths; its line caches are keyed by `_update_count`, not by
+        the widths, so those lines stayed on screen until something else bumped the count (a
+        pane switch: the results table after a run showed `manu`, `trit ok 171.2` at 80x24).
+        The count is bumped here, after the measuring, so the next frame draws at the widths
+        just measured."""
+        super()._update_dimensions(new_rows)
+        self._update_count += 1
+        self.refresh()
 
 
 class KeyScroll(VerticalScroll):
@@ -110,19 +123,6 @@ class FieldInput(OrderedInput):
     BINDINGS = [Binding("tab", "app.focus_next", "Next field", show=False),
                 Binding("shift+tab", "app.focus_previous", "Previous field", show=False),
                 Binding("escape", "leave", "Back to the list")]
-
-    _last_hint = 0.0
-
-    def restricted(self) -> None:
-        """A character the field does not take (a letter in a shape field): the bell and, at
-        most every 2 s, a line saying what the field takes, so nothing is dropped silently."""
-        import time
-
-        super().restricted()
-        if self.type == "integer" and time.monotonic() - self._last_hint > 2.0:
-            self._last_hint = time.monotonic()
-            self.app.notify(f"{self.name or 'this field'} takes a whole number (digits only)",
-                            severity="warning", timeout=2)
 
     def action_leave(self) -> None:
         leave_field(self)

@@ -58,8 +58,9 @@ class SpecEditor(Vertical):
     async def _show_shape(self, op: OpInfo, shape: dict[str, Any]) -> None:
         box = self.query_one("#shape-fields", Vertical)
         await box.remove_children()
-        await box.mount_all(_field(name, FieldInput(str(value), name=name, type="integer",
-                                               compact=True, classes="shape"))
+        # plain text, not type="integer": that filtered keystrokes, so `1e6` applied as 16 and
+        # `2.5` as 25 without a word; the text is kept as typed and editing.with_shape refuses it
+        await box.mount_all(_field(name, FieldInput(str(value), name=name, compact=True, classes="shape"))
                             for name, value in shape.items())
 
     def watch_problem(self, problem: str) -> None:

@@ -23,8 +23,12 @@ def test_edit_shape_params_sweep_and_impls():
     run = editing.default_run(GELU)
     run = editing.with_shape(run, GELU, {"M": "64", "N": "128"}, "float16")
     assert dict(run.shape) == {"M": 64, "N": 128} and run.dtype == "float16"
-    with pytest.raises(ValueError, match="N: must be an integer"):
-        editing.with_shape(run, GELU, {"M": "64", "N": "x"}, "float32")
+    for typed in ("x", "2.5", "1e6", "1,044", "1_000", ""):  # --check's words, the text as typed
+        with pytest.raises(ValueError, match=f'^N: must be a positive integer, got "{typed}"$'):
+            editing.with_shape(run, GELU, {"M": "64", "N": typed}, "float32")
+    with pytest.raises(ValueError, match=r'^M: must be at most 2\^63-1 .*, got "9999'):
+        editing.with_shape(run, GELU, {"M": "9" * 5000, "N": "8"}, "float32")  # past int()'s digits
+    assert editing.with_shape(run, GELU, {"M": " 64 ", "N": "0128"}, "float32").shape == {"M": 64, "N": 128}
     for bad in ("-3", "0"):  # the words --check uses ("must not be negative" before, for -3 only)
         with pytest.raises(ValueError, match=f"M: must be a positive integer, got {bad}$"):
             editing.with_shape(run, GELU, {"M": bad, "N": "8"}, "float32")
