@@ -24,8 +24,13 @@ TOO_LARGE = f"must be at most 2^63-1 = {INT64_MAX:,} (torch sizes are int64)"
 
 
 def default_run(op: OpInfo) -> RunSpec:
-    """A new run of `op`: its default shape and dtype, every implementation, check and bench."""
-    return RunSpec(op=op.name, impls=None, shape=dict(op.defaults), dtype=op.default_dtype,
+    """A new run of `op`: its default shape and dtype, check and bench, and every implementation
+    that can do them here (`impls: all` when each can): the checklist shows the others unticked,
+    and a run of `all` made them `unavailable` rows a new user had not asked for (the CUDA ones
+    on a CPU machine)."""
+    usable = [i.name for i in op.impls if not i.blocked(DEFAULT_ACTIONS, op.default_dtype)]
+    impls = None if len(usable) in (0, len(op.impls)) else tuple(ImplRef(name) for name in usable)
+    return RunSpec(op=op.name, impls=impls, shape=dict(op.defaults), dtype=op.default_dtype,
                    actions=DEFAULT_ACTIONS)
 
 

@@ -19,6 +19,16 @@ from workbench.session_model import ImplRef, Sweep
 GELU = fake_catalog().op("gelu")
 
 
+def test_a_new_run_ticks_what_can_run_here():
+    """On a CPU machine a new gelu run was `impls: all`: its CUDA implementations, shown unticked,
+    ran as `unavailable` rows listed first (a new user's try). Where everything can run: all."""
+    cpu = fake_catalog(gpu=False).op("gelu")
+    run = editing.default_run(cpu)
+    assert [ref.name for ref in run.impls] == ["manual", "pytorch", "compiled", "triton"]
+    assert editing.selected(run, cpu) == ["manual", "pytorch", "compiled", "triton"]
+    assert editing.default_run(GELU).impls is None  # the H200: every one, as `all`
+
+
 def test_edit_shape_params_sweep_and_impls():
     run = editing.default_run(GELU)
     run = editing.with_shape(run, GELU, {"M": "64", "N": "128"}, "float16")
