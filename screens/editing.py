@@ -154,8 +154,10 @@ def _positive_int(name: str, text: str) -> int:
         value = int(stripped)
     except ValueError:  # more digits than Python turns into an int (4300): far beyond int64
         raise ValueError(f"{name}: {TOO_LARGE}, got {show(stripped)}") from None
-    if value < 1:  # the words --check uses for the same value (session_schema)
+    if value < 0:  # the words --check uses for the same value (session_schema)
         raise ValueError(f"{name}: must be a positive integer, got {value}")
+    # 0 is the op's to refuse (OpInfo.validate: its spec): `sleep_ms: 0` is a size the sleep op
+    # takes, as --check does, where gelu's M: 0 gets the words above from the spec
     problem = _too_large(value)
     if problem:
         raise ValueError(f"{name}: {problem}")

@@ -42,6 +42,13 @@ def test_edit_shape_params_sweep_and_impls():
     for bad in ("-3", "0"):  # the words --check uses ("must not be negative" before, for -3 only)
         with pytest.raises(ValueError, match=f"M: must be a positive integer, got {bad}$"):
             editing.with_shape(run, GELU, {"M": bad, "N": "8"}, "float32")
+    # 0 is the op's to refuse: the sleep op takes sleep_ms 0 (its spec's NON_NEGATIVE), as --check does
+    from workbench.screens.catalog import OpInfo
+
+    sleep = OpInfo("sleep", "host sleep", {"sleep_ms": 1}, ("float32",), "float32", (),
+                   validate=lambda shape, dtype: None)
+    nap = editing.default_run(sleep)
+    assert editing.with_shape(nap, sleep, {"sleep_ms": "0"}, "float32").shape == {"sleep_ms": 0}
     run = editing.with_impls(run, GELU, ["triton", "manual"])
     assert [r.name for r in run.impls] == ["manual", "triton"]  # the op's order
     run = editing.with_params(run, GELU, "triton", {"BLOCK_SIZE": "256", "num_warps": "4"})
