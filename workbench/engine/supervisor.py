@@ -27,7 +27,7 @@ import time
 from typing import Any, Callable
 
 from workbench.engine.capture import level_of, row_mark
-from workbench.engine.protocol import STAGE_AFTER, ChildJob, Message, Query, SpecFacts, WorkerKey
+from workbench.engine.protocol import BUILD_STAGE, STAGE_AFTER, ChildJob, Message, Query, SpecFacts, WorkerKey
 from workbench.engine.rows import Row
 from workbench.engine.workers import WorkerPool, WorkerProcess
 from workbench.errors import WorkbenchError
@@ -45,7 +45,8 @@ SIGNALS = {"SIGSEGV": "segmentation fault", "SIGABRT": "aborted", "SIGBUS": "bus
 
 
 def death_message(exitcode: int | None, stage: str) -> str:
-    """One line naming how a worker died: 'child process died during build: SIGSEGV (segmentation fault)'."""
+    """One line naming how a worker died: 'child process died during build or first call: SIGSEGV
+    (segmentation fault)'."""
     if exitcode is not None and exitcode < 0:
         try:
             name = signal.Signals(-exitcode).name
@@ -245,7 +246,7 @@ class _JobRun:
     def _handle(self, kind: Message, payload: Any) -> None:
         self.worker.note(kind, payload)
         if kind == Message.ready:
-            self.ready, self.mark, self.stage = True, self.sup.clock(), "build"
+            self.ready, self.mark, self.stage = True, self.sup.clock(), BUILD_STAGE
         elif kind == Message.done:
             self.finished = True
         elif kind == Message.calibrating:
@@ -264,7 +265,7 @@ class _JobRun:
             row = self._row(payload.row)
             self.done.add(payload.row)
             self.index += 1
-            self.mark, self.stage = self.sup.clock(), "build"
+            self.mark, self.stage = self.sup.clock(), BUILD_STAGE
             self.sup.on_result(row, payload.record)
         elif kind == Message.event:
             self.stage = STAGE_AFTER.get(type(payload), self.stage)
