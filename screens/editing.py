@@ -132,14 +132,18 @@ def sweep_texts(sweep: Sweep | None) -> tuple[str, str]:
 
 
 def parse_value(text: str) -> Any:
-    """'128' -> 128, '0.5' -> 0.5, 'true' -> True, anything else stays text."""
+    """A typed value as the session file would hold it, read as YAML reads a plain scalar:
+    '128' -> 128, '0.5' -> 0.5, 'true' -> True; anything else stays text ('1e6' too, which
+    YAML 1.1 reads as text: float() made it 1000000.0, and the message that refused it then
+    named a value nobody typed). So the editor and `--check` of the saved file agree."""
+    import yaml
+
     text = text.strip()
-    for convert in (int, float):
-        try:
-            return convert(text)
-        except ValueError:
-            pass
-    return {"true": True, "false": False}.get(text.lower(), text)
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    return value if isinstance(value, (bool, int, float, str)) and text else text
 
 
 def _positive_int(name: str, text: str) -> int:

@@ -65,6 +65,9 @@ def test_sweep_values_and_params_the_kernel_cannot_take_are_refused_while_editin
     run = editing.default_run(GELU)
     with pytest.raises(ValueError, match=r'values\[1\]: M must be a positive integer, got "x"'):
         editing.parse_sweep("M", "1, x, -2", GELU)
+    # as typed, read as the session file would read it: `1e6` is text there (it was 1000000.0 here)
+    with pytest.raises(ValueError, match=r'values\[0\]: M must be a positive integer, got "1e6"'):
+        editing.parse_sweep("M", "1e6", GELU)
     with pytest.raises(ValueError, match="BLOCK_SIZE must be a power of two"):
         editing.parse_sweep("BLOCK_SIZE", "256, 0", GELU)
     with pytest.raises(ValueError, match="triton BLOCK_SIZE: must be a power of two"):
