@@ -95,8 +95,10 @@ def test_check_with_o_says_where_its_verdict_went(capsys, tmp_path, session_file
     assert code == 2 and json.loads(target.read_text())["ok"] is False
     assert f"check written to {target} (2 problem(s))" in err
     target.unlink()
-    code, _, err = run(capsys, "--check", str(bad), "-o", str(target))  # as text: the problems on stderr only
-    assert code == 2 and not target.exists() and "written to" not in err
+    code, out, err = run(capsys, "--check", str(bad), "-o", str(target))  # as text: the same lines as stderr's
+    assert code == 2 and out == "" and "2 problems" in target.read_text()
+    assert 'runs[0].shape.N: must be a positive integer, got "two" (line 5)' in target.read_text()
+    assert f"check written to {target} (2 problem(s))" in err
 
 
 def test_check_shipped_session_by_name(capsys):

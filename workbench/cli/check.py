@@ -26,9 +26,10 @@ def run_check(args: argparse.Namespace, env: Env, err: Console) -> int:
         if args.format == "json":
             write_output(json.dumps({"ok": False, "session": str(path),
                                      "problems": [p.as_dict() for p in exc.problems]}, indent=2) + "\n", args, env)
+        elif args.output is not None:  # the verdict goes to -o whatever it is (stdout stays empty)
+            write_output(str(exc) + "\n", args, env)
         print_problems(exc, err)
-        if args.format == "json":  # as text, the problems are on stderr only
-            _say_written(args, err, f"{len(exc.problems)} problem(s)")
+        _say_written(args, err, f"{len(exc.problems)} problem(s)")
         return EXIT_USAGE
     resolved = with_resolved_plugins(session, path.parent)
     rows = len(session_row_keys(resolved, args.kernels))
