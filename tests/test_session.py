@@ -466,7 +466,7 @@ def test_saved_text_is_plain_yaml_as_a_person_writes_it(toy_registry):
     assert "!!" not in text
     assert yaml.safe_load(text) == session_to_data(parse(GOOD, toy_registry))
     assert text.index("schema_version") < text.index("name") < text.index("settings") < text.index("runs")
-    assert "settings:\n  rep_ms: 50.0\n  flush_l2: false\nruns:" in text  # only what differs, a key a line
+    assert "settings:\n  rep_ms: 50\n  flush_l2: false\nruns:" in text  # only what differs, a key a line, 50 not 50.0
     assert "    shape: {M: 4, N: 5, K: 8}\n" in text and "    actions: [check, bench, profile, ptx]\n" in text
     assert "    sweep:\n      params: [M, N, K]\n      values: [1, 2, 3]\n" in text
     assert text.count("actions:") == 1, "the default actions are not written"

@@ -308,7 +308,7 @@ def session_to_data(session: Session) -> dict[str, Any]:
     defaults = dataclasses.asdict(Settings())
     # only what differs from the defaults: a hand-written file saved from the TUI came back with
     # every default spelled out (a new user's try); on load the defaults fill in the same values
-    settings = {k: v for k, v in plain(dataclasses.asdict(session.settings)).items() if v != defaults.get(k)}
+    settings = {k: _whole(v) for k, v in plain(dataclasses.asdict(session.settings)).items() if v != defaults.get(k)}
     if settings:
         data["settings"] = settings
     data["runs"] = [_run_to_data(run) for run in session.runs]
@@ -327,10 +327,18 @@ def _run_to_data(run: RunSpec) -> dict[str, Any]:
     if run.sweep is not None:
         data["sweep"] = {"params": list(run.sweep.params), "values": plain(run.sweep.values)}
     if run.settings:
-        data["settings"] = plain(run.settings)
+        data["settings"] = {k: _whole(v) for k, v in plain(run.settings).items()}
     if run.compare is not None:
         data["compare"] = plain(compare_to_data(run.compare))
     return data
+
+
+def _whole(value: Any) -> Any:
+    """A setting held as a float (rep_ms) written as the user wrote it when whole: `rep_ms: 5`,
+    not `5.0` (equal on load; a new user's try saw every whole number of a saved file gain .0)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2 ** 53:
+        return int(value)
+    return value
 
 
 def _impl_to_data(ref: ImplRef) -> str | dict[str, Any]:
