@@ -179,20 +179,27 @@ def row_count(run: RunSpec, op: OpInfo) -> int:
     return len(run_row_keys(0, run, [i.name for i in op.impls]))  # the one counter: engine/rows
 
 
+def dims_text(run: RunSpec, op: OpInfo) -> str:
+    """`512x512`; a swept field by its name (`2xN`): its value in the shape (the op's default
+    where the file gives none) is not one the run takes (a new user saw `add 2x512` for a run
+    sweeping N over 7, 64, 128)."""
+    swept = set(run.sweep.params) if run.sweep else set()
+    return "x".join(name if name in swept else str(v) for name, v in shape_of(run, op).items())
+
+
 def label(run: RunSpec, op: OpInfo) -> str:
-    dims = "x".join(str(v) for v in shape_of(run, op).values())
     sweep = f" sweep {','.join(run.sweep.params)}" if run.sweep else ""
-    return f"{run.op} {dims} {dtype_of(run, op)}{sweep}"
+    return f"{run.op} {dims_text(run, op)} {dtype_of(run, op)}{sweep}"
 
 
 SHORT_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 
 
 def title(run: RunSpec, op: OpInfo) -> str:
-    """A short line for the run list: `gelu 512x512 f32`, `(ptx)` when it does not bench."""
-    dims = "x".join(str(v) for v in shape_of(run, op).values())
+    """A short line for the run list: `gelu 512x512 f32`, `add 2xN f16 ↔N` for a sweep, `(ptx)`
+    when it does not bench."""
     dtype = dtype_of(run, op)
-    text = f"{run.op} {dims} {SHORT_DTYPES.get(dtype, dtype)}"
+    text = f"{run.op} {dims_text(run, op)} {SHORT_DTYPES.get(dtype, dtype)}"
     if run.sweep:
         text += f" ↔{','.join(run.sweep.params)}"
     if "bench" not in run.actions:

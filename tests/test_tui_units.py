@@ -29,6 +29,17 @@ def test_a_new_run_ticks_what_can_run_here():
     assert editing.default_run(GELU).impls is None  # the H200: every one, as `all`
 
 
+def test_a_swept_field_is_named_in_the_run_list_not_given_a_value_the_run_never_takes():
+    """`add 2x512 f16 ↔N` for a run sweeping N over 7, 64, 128: 512 was the op's default
+    (a new user's second try)."""
+    from dataclasses import replace
+
+    run = replace(editing.default_run(GELU), shape={"M": 2}, sweep=Sweep(("N",), (7, 64, 128)))
+    assert editing.title(run, GELU).startswith("gelu 2xN f32 ↔N")  # it said `gelu 2x16384`
+    assert editing.label(run, GELU) == "gelu 2xN float32 sweep N"
+    assert editing.title(replace(run, sweep=None, shape={"M": 2, "N": 8}), GELU).startswith("gelu 2x8 f32")
+
+
 def test_edit_shape_params_sweep_and_impls():
     run = editing.default_run(GELU)
     run = editing.with_shape(run, GELU, {"M": "64", "N": "128"}, "float16")
