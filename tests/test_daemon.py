@@ -145,6 +145,37 @@ class Session:
     name = "fake"
 
 
+def test_a_run_ends_its_reader_before_the_connection_can_be_closed(folder, monkeypatch):
+    """The thread that reads the client's side during a run (cancel, or a closed connection) was
+    still blocked in recv() when the run's connection was closed; the descriptor's number went to
+    the next client, whose handshake that reader then read ('bad message length', CI). With a
+    client that keeps its end open, the reader must have ended when the run returns, and the
+    client still gets the document."""
+    import workbench.engine.plan as plan
+    from workbench.engine.daemon import Daemon
+
+    engine = FakeEngine()
+    engine.release.set()
+    monkeypatch.setattr(plan, "run_plan", engine.run_plan)
+    monkeypatch.setattr(plan, "new_pool", lambda options: None)
+    monkeypatch.setattr(os, "chdir", lambda path: None)
+    daemon = Daemon(folder, idle_timeout_s=60)
+    ours, theirs = multiprocessing.Pipe()  # a socket pair; `theirs` stays open, saying nothing
+    request = wire.RunRequest(Session(), None, str(folder), daemon.fingerprint)
+    daemon._run(ours, request)
+    readers = [t for t in threading.enumerate() if t.name == "workbench-daemon-cancel"]
+    assert readers == [], "the reader still blocks on the connection the caller closes next"
+    kinds = []
+    while theirs.poll(1):
+        try:
+            kinds.append(wire.recv(theirs)[0])
+        except EOFError:
+            break
+    assert kinds[0] == wire.Kind.accepted and kinds[-1] == wire.Kind.doc
+    ours.close()
+    theirs.close()
+
+
 def _run(daemon, stop=None, notes=None):
     from workbench.engine.daemon_client import run_in_daemon
 

@@ -187,13 +187,19 @@ class Daemon:
             self.run_lock.release()
 
     def _run(self, conn: Any, request: wire.RunRequest) -> None:
-        from workbench.engine.plan import new_pool, run_plan
-        from workbench.errors import WorkbenchError
-
         stop = self.current_stop = threading.Event()
         wire.send(conn, wire.Kind.accepted, self.info())
-        threading.Thread(target=_cancel_on_close, args=(conn, stop), name="workbench-daemon-cancel",
-                         daemon=True).start()
+        reader = threading.Thread(target=_cancel_on_close, args=(conn, stop), name="workbench-daemon-cancel",
+                                  daemon=True)
+        reader.start()
+        try:
+            self._run_plan(conn, request, stop)
+        finally:
+            _end_reader(conn, reader)
+
+    def _run_plan(self, conn: Any, request: wire.RunRequest, stop: threading.Event) -> None:
+        from workbench.engine.plan import new_pool, run_plan
+        from workbench.errors import WorkbenchError
 
         def on_event(event: Any) -> None:
             try:
@@ -221,6 +227,22 @@ class Daemon:
         cancelled = bool(doc.get("cancelled")) or stop.is_set()  # read before the client closes (it sets stop)
         wire.send(conn, wire.Kind.doc, (doc, self.info()))
         print(f"{utc_now_iso()} run {self.runs} done{' (cancelled)' if cancelled else ''}", flush=True)
+
+
+def _end_reader(conn: Any, reader: threading.Thread, wait_s: float = 10.0) -> None:
+    """Wake the run's reader thread and wait for it, before the connection is closed. Closed
+    under a reader blocked in recv(), the descriptor's number went to the next accepted
+    connection, and the old reader read that client's handshake ('bad message length': CI,
+    2026-12-02). shutdown() wakes the read with an end of file and frees no descriptor number;
+    what was sent (the document) still reaches the client."""
+    import socket
+
+    try:
+        with socket.socket(fileno=os.dup(conn.fileno())) as duplicate:  # the same socket, our own fd
+            duplicate.shutdown(socket.SHUT_RDWR)
+    except (OSError, ValueError, AttributeError):  # closed or shut already, or no descriptor to shut
+        pass
+    reader.join(wait_s)
 
 
 def _cancel_on_close(conn: Any, stop: threading.Event) -> None:
