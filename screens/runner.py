@@ -68,6 +68,8 @@ class RunnerMixin:
 
     def action_run(self) -> None:
         ws = self.ws
+        if self._highlight_to_run():
+            return
         if ws.catalog is None and getattr(self, "load_error", None):
             self.report(f"nothing to run: the ops could not be loaded: {self.load_error}")
         elif (ws.run is None or ws.op is None) and not self._session_shown:
@@ -81,6 +83,33 @@ class RunnerMixin:
             self.report(f"not run: {self.query_one(SpecEditor).problem} (fix the field first)")
         else:
             self._start()
+
+    def _highlight_to_run(self) -> bool:
+        """`r` in the Runs list runs what is highlighted there: a new user moved to another run
+        and pressed `r`, and the run on screen ran again (a run was shown only on Enter). True
+        when that one is picked first (the run starts once it is on screen)."""
+        from .sidebar import OpList
+
+        try:
+            runs = self.query_one("#op-list", OpList)
+        except NoMatches:
+            return False
+        if self.focused is not runs or runs.highlighted is None or self.running or self.ws.catalog is None:
+            return False
+        wanted = runs.get_option_at_index(runs.highlighted).id or ""
+        kind, _, value = wanted.partition(":")
+        if kind not in ("run", "op") or wanted == self.ws.current_id:
+            return False
+        self.call_later(self._pick_then_run, kind, int(value) if kind == "run" else value, self._force)
+        return True
+
+    async def _pick_then_run(self, kind: str, value, force: bool) -> None:
+        await self.pick(kind, value)
+        self._force = force  # R (run anyway) stays R across the pick
+        try:
+            self.action_run()
+        finally:
+            self._force = False
 
     def run_if_pending(self) -> None:
         """The session is on screen: start the run asked for (r) while it was loading."""

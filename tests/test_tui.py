@@ -134,6 +134,43 @@ async def test_saving_a_scratch_session_saves_the_new_run_on_screen(tmp_path):
 
 
 @run_async
+async def test_r_in_the_runs_list_runs_the_highlighted_run(tmp_path):
+    """A new user moved the highlight to another run and pressed `r`: the run on screen ran again
+    (a run was shown only on Enter). `r` in the list now runs what is highlighted there."""
+    from textual.widgets import OptionList
+
+    asked = []
+    engine = fixture_engine()
+
+    def recording(session, **kwargs):
+        asked.append([run.op for run in session.runs])
+        return engine(session, **kwargs)
+    app = make_app(tmp_path, engine=recording)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        assert app.ws.index == 0 and app.ws.run.op == "gelu"
+        runs = app.query_one("#op-list", OptionList)
+        runs.focus()
+        runs.highlighted = 1  # softmax, not picked (no Enter)
+        await pilot.pause(0.1)
+        before = app.runs_finished
+        await pilot.press("r")
+        for _ in range(200):
+            await pilot.pause(0.05)
+            if app.runs_finished > before:
+                break
+        assert asked == [["softmax"]] and app.ws.index == 1 and app.ws.run.op == "softmax"
+        # with the highlight on the run on screen, r runs it as before
+        before = app.runs_finished
+        await pilot.press("r")
+        for _ in range(200):
+            await pilot.pause(0.05)
+            if app.runs_finished > before:
+                break
+        assert asked == [["softmax"], ["softmax"]]
+
+
+@run_async
 async def test_run_fills_every_pane_and_writes_results(tmp_path):
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
