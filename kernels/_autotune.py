@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import statistics
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -150,7 +151,7 @@ def autotune(key: TuneKey, candidates: Sequence[Config], run: Callable[[Config],
             except Exception as exc:  # noqa: BLE001 - as in the check: skipped, not fatal
                 skip(config, exc)
                 del rounds[label]
-    timings = {label: _median(times) for label, times in rounds.items()}
+    timings = {label: statistics.median(times) for label, times in rounds.items()}
     if not timings:
         raise RuntimeError(f"autotune {key.text()}: no candidate ran: {'; '.join(skipped)}")
     best = min(timings, key=timings.get)
@@ -175,12 +176,6 @@ def _agrees(out: Any, reference: Any, dtype: str) -> bool:
 
     rtol = AGREE_RTOL.get(dtype, 1e-2)
     return bool(torch.allclose(out.float(), reference.float(), rtol=rtol, atol=rtol))
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def _do_bench(fn: Callable[[], Any]) -> float:

@@ -87,10 +87,7 @@ async def test_ops_that_cannot_be_loaded_are_said_on_screen_until_the_app_ends(t
         raise WorkbenchError(error)
     app = make_app(tmp_path, catalog_loader=broken)
     async with app.run_test(size=(120, 40)) as pilot:
-        for _ in range(100):
-            await pilot.pause(0.05)
-            if app.run_bar.status == "could not load":
-                break
+        await wait_for(pilot, lambda: app.run_bar.status == "could not load")
         title = str(app.query_one("#title-bar", Static).render())
         assert "the ops could not be loaded" in title and "badplug.py:4: SyntaxError" in title
         ops = app.query_one("#op-list", OptionList)
@@ -114,10 +111,7 @@ async def test_saving_a_scratch_session_saves_the_new_run_on_screen(tmp_path):
     app = WorkbenchApp(None, None, engine=fixture_engine(), catalog_loader=lambda k, d: fake_catalog(),
                        opener=fake_opener(BLANK), data_dir=tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
-        for _ in range(100):
-            await pilot.pause(0.05)
-            if app.ws.catalog is not None and app.run_bar.status == "ready":
-                break
+        await wait_for(pilot, lambda: app.ws.catalog is not None and app.run_bar.status == "ready")
         assert app.ws.session.runs == ()
         ops = app.query_one("#op-list", OptionList)
         ops.focus()
@@ -153,20 +147,10 @@ async def test_r_in_the_runs_list_runs_the_highlighted_run(tmp_path):
         runs.focus()
         runs.highlighted = 1  # softmax, not picked (no Enter)
         await pilot.pause(0.1)
-        before = app.runs_finished
-        await pilot.press("r")
-        for _ in range(200):
-            await pilot.pause(0.05)
-            if app.runs_finished > before:
-                break
+        await ran(pilot)  # r, then the run's end
         assert asked == [["softmax"]] and app.ws.index == 1 and app.ws.run.op == "softmax"
         # with the highlight on the run on screen, r runs it as before
-        before = app.runs_finished
-        await pilot.press("r")
-        for _ in range(200):
-            await pilot.pause(0.05)
-            if app.runs_finished > before:
-                break
+        await ran(pilot)  # r, then the run's end
         assert asked == [["softmax"], ["softmax"]]
 
 

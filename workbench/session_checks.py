@@ -173,15 +173,13 @@ def _check_shape_complete(run: RunSpec, op: Op, path: str, problems: Problems) -
 
 def size_problem(op: Op, field: str, value: Any) -> str | None:
     """Why `value` cannot be the size field `field` of `op`, or None."""
-    from workbench.spec import MAX_DIM
+    from workbench.spec import too_large
 
     low = 0 if field in op.spec.NON_NEGATIVE else 1
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         rule = "a non-negative integer" if low == 0 else "a positive integer"
         return f"must be {rule}, got {show(value)}"
-    if value > MAX_DIM:  # here, so that the path names the field (`runs[0].shape.M`), as for the rule above
-        return f"must be at most 2^63-1 = {MAX_DIM} (torch sizes are int64), got {value}"
-    return None
+    return too_large(value)  # here too, so that the path names the field (`runs[0].shape.M`)
 
 
 def _check_spec(op: Op, shape: Mapping[str, Any], dtype: str | None, path: str, problems: Problems) -> bool:

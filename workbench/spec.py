@@ -24,6 +24,11 @@ from workbench.errors import SpecError, UnknownNameError
 MAX_DIM = 2 ** 63 - 1  # a torch size is an int64: no shape field can be larger
 
 
+def too_large(value: int) -> str | None:
+    """Why a size field cannot be `value` (past what a torch size, an int64, holds), or None."""
+    return f"must be at most 2^63-1 = {MAX_DIM} (torch sizes are int64), got {value!r}" if value > MAX_DIM else None
+
+
 @dataclasses.dataclass(frozen=True)
 class Spec:
     """Base spec. Subclasses add int shape fields (with defaults) and `dtype: DType`."""
@@ -41,9 +46,9 @@ class Spec:
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 rule = "a non-negative integer" if low == 0 else "a positive integer"
                 raise SpecError(f"{name}: must be {rule}, got {value!r}")
-            if value > MAX_DIM:
-                raise SpecError(f"{name}: must be at most 2^63-1 = {MAX_DIM} (torch sizes are int64), "
-                                f"got {value!r}")
+            problem = too_large(value)
+            if problem:
+                raise SpecError(f"{name}: {problem}")
         self.check()
 
     def check(self) -> None:
