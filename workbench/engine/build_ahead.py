@@ -172,17 +172,23 @@ def _nvcc_outputs(source: Any, cache_dir: Any, target: str, dtype: Any = None) -
     """The tool outputs the PTX record of a CudaSource for `target` ("sm_90") reads
     (ptx/extractors.cuda_record), built into the same cache: nvcc's PTX and cubin, the SASS
     listing, the SASS -> PTX line table (without nvdisasm or cuobjdump: what nvcc gave)."""
+    from pathlib import Path
+
     from workbench.ptx.attach import SASS_PTX_CACHE
     from workbench.ptx.lineinfo import sass_ptx_lines
     from workbench.ptx.nvcc import compile_cu
     from workbench.ptx.sass import disassemble
     from workbench.ptx.tools import ToolError
+    from workbench.trace import mark
 
     out = compile_cu(source.path, target, source.extra_nvcc_flags, cache_dir=cache_dir,
                      kernels=source.kernels, dtype=dtype)
+    mark(f"nvcc outputs {Path(source.path).name}: compiled")
     try:
         disassemble(out.cubin, out.cubin.with_name("sass.txt"))
+        mark(f"nvcc outputs {Path(source.path).name}: disassembled")
         sass_ptx_lines(out.cubin, out.cubin.with_name(SASS_PTX_CACHE))
+        mark(f"nvcc outputs {Path(source.path).name}: line table")
     except ToolError:  # the record says so itself
         pass
 

@@ -150,11 +150,14 @@ def _build_ahead(job: ChildJob, runner: Any, channel: Channel, stop: Any) -> str
     from workbench.engine.build_ahead import BUILD_THREADS, builds_in_thread, prebuild, thread_tasks
 
     def build(row: Any, part: str = "all") -> str:
+        mark(f"build {row.label} {row.impl} {part}: start")
         try:
             done = prebuild(runner.registry, row, job.interpret, job.build_dir, job.cache_dir, part=part)
-            return f"built ahead: {row.label}: {done}"
+            line = f"built ahead: {row.label}: {done}"
         except Exception as exc:  # noqa: BLE001 - not this worker's row to fail
-            return f"not built ahead: {row.label}: {type(exc).__name__}: {exc}".splitlines()[0]
+            line = f"not built ahead: {row.label}: {type(exc).__name__}: {exc}".splitlines()[0]
+        mark(f"build {row.label} {row.impl} {part}: {line.split(':')[0]}")
+        return line
 
     with ThreadPoolExecutor(max_workers=BUILD_THREADS, thread_name_prefix="build-ahead") as threads:
         # every CUDA compile is asked for before the first Triton warmup holds this thread

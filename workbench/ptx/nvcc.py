@@ -24,6 +24,7 @@ from workbench.fileio import atomic_write_text, exclusive
 from workbench.machine import find_nvcc
 from workbench.ptx.counts import KernelText, split_kernels
 from workbench.ptx.tools import cache_key, default_cache_dir, demangle, run_tool, tool_identity
+from workbench.trace import mark
 
 # What torch's load_inline adds to every .cu it builds (torch.utils.cpp_extension.COMMON_NVCC_FLAGS;
 # a test holds the two equal), so the pane compiles what runs: a __half operator the build refuses
@@ -96,17 +97,22 @@ def compile_cu(cu_path: Path, arch: str = "sm_90", extra_flags: Iterable[str] = 
             return _load(folder, final, arch, flags, cached=True, nvcc=nvcc, entries=entries)
     # one compile per key at a time (build-ahead and a row's PTX stage asked for softmax.cu's
     # 30 s compile at once on the H200): the second waits, then finds it cached
+    mark(f"nvcc {cu_path.name}: waiting for its lock")
     with exclusive(root / f".{final.name}.lock"):
         cached = (final / "ptx.ok").exists()
         if not cached:
+            mark(f"nvcc {cu_path.name}: -ptx")
             _nvcc_ptx(nvcc, cu_path, flags, final)
+        mark(f"nvcc {cu_path.name}: picking entries")
         entries = _entries((final / "kernel.ptx").read_text(), wanted, dtype)
         if select is not None:
             atomic_write_text(select, " ".join(entries or ()))
         folder = _entries_folder(final, entries)
         if not (folder / "ok").exists():
             cached = False
+            mark(f"nvcc {cu_path.name}: ptxas of {len(entries) if entries else 'every'} entries")
             _ptxas(nvcc, cu_path, flags, final / "kernel.ptx", folder, entries)
+        mark(f"nvcc {cu_path.name}: done")
         return _load(folder, final, arch, flags, cached=cached, nvcc=nvcc, entries=entries)
 
 
