@@ -139,27 +139,46 @@ def test_a_triton_row_without_candidates_compiles_its_one_launch(monkeypatch, tm
 
 
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
-def test_building_ahead_a_cuda_rows_ptx_leaves_the_record_nothing_to_compile(tmp_path):
-    """The PTX view's nvcc compile of a CudaSource row is built ahead into the cache the row's
-    PTX record reads: the record then finds every tool output cached."""
-    from workbench.engine.build_ahead import _nvcc_outputs
+def test_building_ahead_a_cuda_rows_ptx_leaves_the_record_nothing_to_compute(tmp_path, monkeypatch):
+    """The PTX record of a CudaSource row is built ahead into the cache the row's PTX stage
+    reads: the row then runs no tool and maps no kernel (the record itself is cached), and gets
+    the same record, its first note saying the compile was cached."""
+    from workbench.engine.build_ahead import cuda_ptx_ahead
+    from workbench.ptx import extractors, tools
     from workbench.ptx.extract import ptx_record
-    from workbench.ptx import tools
 
     impl = GELU.get_impl("cuda")
     spec = GELU.make_spec({"M": 64, "N": 1024}, "float32")
-    # prebuild passes the row's dtype: the record assembles only that dtype's kernels (ptxas --entry)
-    _nvcc_outputs(impl.backend.kernel_source(impl, spec, impl.resolve_params({}), None), tmp_path, "sm_90",
-                  spec.dtype)
+    cuda_ptx_ahead(GELU, impl, spec, impl.resolve_params({}), None, tmp_path)
+    ahead, ahead_texts = ptx_record(GELU, impl, spec, cache_dir=tmp_path)
     ran: list = []
     real = tools.run_tool
-    tools.run_tool = lambda cmd, *a, **k: ran.append(cmd[0]) or real(cmd, *a, **k)
-    try:
-        record, _texts = ptx_record(GELU, impl, spec, target="sm_90", cache_dir=tmp_path)
-    finally:
-        tools.run_tool = real
+    monkeypatch.setattr(tools, "run_tool", lambda cmd, *a, **k: ran.append(cmd[0]) or real(cmd, *a, **k))
+    monkeypatch.setattr(extractors, "_cuda_record", lambda *a: pytest.fail("the cached record was made again"))
+    record, texts = ptx_record(GELU, impl, spec, cache_dir=tmp_path)
     assert record["kernels"] and "(cached)" in record["notes"][0]
+    assert (record, texts) == (ahead, ahead_texts)
     assert not {Path(c).name for c in ran} & {"nvcc", "ptxas", "nvdisasm", "cuobjdump"}, ran
+
+
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
+def test_a_cuda_record_is_cached_per_dtype_and_made_again_when_its_file_is_unreadable(tmp_path):
+    """Another dtype of the same .cu is another record (its own kernels); a cached record that
+    does not parse is made again, not trusted or raised."""
+    from workbench.ptx.extract import ptx_record
+
+    impl = GELU.get_impl("cuda")
+    f32 = GELU.make_spec({"M": 64, "N": 1024}, "float32")
+    bf16 = GELU.make_spec({"M": 64, "N": 1024}, "bfloat16")
+    first, _ = ptx_record(GELU, impl, f32, cache_dir=tmp_path)
+    other, _ = ptx_record(GELU, impl, bf16, cache_dir=tmp_path)
+    assert {k["name"] for k in first["kernels"]}.isdisjoint({k["name"] for k in other["kernels"]})
+    files = sorted(tmp_path.rglob("record-*.json"))
+    assert len(files) == 2
+    for f in files:
+        f.write_text("{not json")
+    again, _ = ptx_record(GELU, impl, f32, cache_dir=tmp_path)
+    assert again["kernels"] == first["kernels"]
 
 
 def test_the_planning_query_answers_costs_and_refuses_unaddressable_specs():

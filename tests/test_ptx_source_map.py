@@ -38,9 +38,9 @@ def registry():
     return discover()
 
 
-def _compile(registry, op_name, impl, shape, dtype="float32"):
+def _compile(registry, op_name, impl, shape, dtype="float32", cache_dir=None):
     op = registry.op(op_name)
-    return ptx_record(op, impl, op.make_spec(shape, dtype), target="sm_90")
+    return ptx_record(op, impl, op.make_spec(shape, dtype), target="sm_90", cache_dir=cache_dir)
 
 
 def _line_of(texts: dict, needle: str, after: int = 0) -> int:
@@ -125,7 +125,7 @@ def test_cuda_gelu_loop_body_maps_to_its_loads(registry):
 
 
 @needs_nvcc
-def test_a_cuda_module_is_parsed_once_for_all_its_kernels(registry, monkeypatch):
+def test_a_cuda_module_is_parsed_once_for_all_its_kernels(registry, monkeypatch, tmp_path):
     """softmax.cu instantiates 46 kernels; each parsed the whole module's PTX again (194 s on the
     2-core CPU, a TUI row past its timeout on the H200). The map must be what a kernel parsed
     on its own gives."""
@@ -138,7 +138,8 @@ def test_a_cuda_module_is_parsed_once_for_all_its_kernels(registry, monkeypatch)
     counted = lambda ptx: calls.append(1) or ptx_line_frames(ptx)  # noqa: E731
     monkeypatch.setattr(attach, "ptx_line_frames", counted)
     monkeypatch.setattr(source_map, "ptx_line_frames", counted)
-    record, texts = _compile(registry, "gelu", "cuda", {"M": 64, "N": 1024})
+    # a cache of its own: a record cached by another test is read, not made (extractors.cuda_record)
+    record, texts = _compile(registry, "gelu", "cuda", {"M": 64, "N": 1024}, cache_dir=tmp_path)
     assert len(record["kernels"]) > 1 and len(calls) == 1
     impl = registry.op("gelu").get_impl("cuda")
     source = impl.backend.kernel_source(impl, registry.op("gelu").make_spec({"M": 64, "N": 1024}, "float32"), {}, None)

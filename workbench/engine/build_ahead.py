@@ -13,9 +13,10 @@ Mode.build job and, per row, compiles without launching anything on the GPU:
   view is ready whichever config wins;
 - a CudaSource (load_inline, CuPy's NVRTC): the builder itself, which compiles and loads the
   module and launches nothing -> the build folder the timing worker's build finds up to date;
-  for a row with the `ptx` action also the PTX view's own nvcc compile (`-lineinfo`, a cubin,
-  its SASS and line tables) -> the PTX cache (softmax.cu: ~15 s of nvcc, ptxas and nvdisasm on
-  the H200 that the row no longer waits for).
+  for a row with the `ptx` action also the row's whole PTX record (its own nvcc compile with
+  `-lineinfo`, a cubin, its SASS and line tables, then the kernels matched, counted and mapped
+  to source lines) -> the PTX cache (softmax.cu: ~15 s of nvcc, ptxas and nvdisasm, then 7 s of
+  mapping, on the H200 that the row no longer waits for).
 torch.compile is not built ahead: Inductor traces with real inputs at the first call, which
 runs on the device. Nothing runs on the GPU, but compilers take host cores: a row whose kernel
 is estimated launch-bound (LAUNCH_BOUND_S) is timed with nothing compiling beside it, so no
@@ -121,10 +122,7 @@ def prebuild(registry: Any, row: Any, interpret: bool, build_dir: str | None, ca
             impl.builder(spec, params, ctx)
             done.append("cuda build")
         if part in ("all", "ptx") and "ptx" in row.actions and cache_dir is not None:
-            from workbench.ptx.extractors import default_target
-
-            _nvcc_outputs(impl.backend.kernel_source(impl, spec, params, ctx), Path(cache_dir) / "ptx",
-                          default_target(True), getattr(spec, "dtype", None))
+            cuda_ptx_ahead(op, impl, spec, params, ctx, Path(cache_dir) / "ptx")
             done.append("ptx")
         return " + ".join(done) or "nothing"
     if isinstance(impl.source, TritonSource) and impl.source.launch is not None:
@@ -168,29 +166,20 @@ def _triton_tool_outputs(compiled: Any, cache_dir: Any) -> bool:
     return True
 
 
-def _nvcc_outputs(source: Any, cache_dir: Any, target: str, dtype: Any = None) -> None:
-    """The tool outputs the PTX record of a CudaSource for `target` ("sm_90") reads
-    (ptx/extractors.cuda_record), built into the same cache: nvcc's PTX and cubin, the SASS
-    listing, the SASS -> PTX line table (without nvdisasm or cuobjdump: what nvcc gave)."""
-    from pathlib import Path
-
-    from workbench.ptx.attach import SASS_PTX_CACHE
-    from workbench.ptx.lineinfo import sass_ptx_lines
-    from workbench.ptx.nvcc import compile_cu
-    from workbench.ptx.sass import disassemble
-    from workbench.ptx.tools import ToolError
+def cuda_ptx_ahead(op: Any, impl: Any, spec: Any, params: Any, ctx: Any, cache_dir: Any) -> None:
+    """The PTX record of a CudaSource row, made as the row's own PTX stage makes it
+    (ptx/extract.ptx_record, this machine's target) into the same cache (`cache_dir`: the run's
+    `ptx/` folder): nvcc's PTX and cubin, the SASS listing and line table, and the finished
+    record and texts (ptx/extractors.cuda_record caches them: softmax.cu's took 7 s of the
+    row's time on the H200 after its compile had been built ahead). Raises RuntimeError with
+    the compiler's words when the .cu does not compile (the row reports it itself)."""
+    from workbench.ptx.extract import ptx_record
     from workbench.trace import mark
 
-    out = compile_cu(source.path, target, source.extra_nvcc_flags, cache_dir=cache_dir,
-                     kernels=source.kernels, dtype=dtype)
-    mark(f"nvcc outputs {Path(source.path).name}: compiled")
-    try:
-        disassemble(out.cubin, out.cubin.with_name("sass.txt"))
-        mark(f"nvcc outputs {Path(source.path).name}: disassembled")
-        sass_ptx_lines(out.cubin, out.cubin.with_name(SASS_PTX_CACHE))
-        mark(f"nvcc outputs {Path(source.path).name}: line table")
-    except ToolError:  # the record says so itself
-        pass
+    found, _texts = ptx_record(op, impl, spec, params, target=None, cache_dir=cache_dir, ctx=ctx)
+    mark(f"ptx record {impl.name} {getattr(spec, 'dtype', '')}: made")
+    if found.get("error"):
+        raise RuntimeError(found["error"])
 
 
 def _warmup(launch: Any, has_cuda: bool = True) -> Any:

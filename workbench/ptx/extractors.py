@@ -12,18 +12,22 @@ A missing tool or a failed compile gives a record with a note saying why, never 
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from workbench.error_location import locate
 from workbench.errors import UnavailableError
+from workbench.fileio import atomic_write_text, exclusive
 from workbench.kernel_source import CudaSource, InductorKernels, TritonLaunch
 from workbench.ptx.attach import CudaModuleMaps, map_cuda_kernel
 from workbench.ptx.notes import NoteContext
 from workbench.ptx.record import TritonArtifacts, kernel_entry, triton_kernel
 from workbench.ptx.resources import Resources, parse_ptxas_log
 from workbench.ptx.source_map import KernelSource, python_source
-from workbench.ptx.tools import ToolError
+from workbench.ptx.tools import ToolError, cache_key
 from workbench.registry import BuildContext, Impl, Op
 
 Texts = dict[str, dict[str, Any]]
@@ -129,8 +133,13 @@ def block_elems(constexprs: Mapping[str, Any]) -> int | None:
 
 # -- cuda ------------------------------------------------------------------------------------------
 def cuda_record(job: PtxJob) -> tuple[dict, Texts]:
-    from workbench.ptx.nvcc import compile_cu, match_kernels, nvcc_version
-    from workbench.ptx.sass import disassemble
+    """The record of a CudaSource: nvcc's outputs (compile_cu, cached), then the kernels matched,
+    counted and mapped to their source lines. That second part is pure Python over the module's
+    PTX and took 7 s for softmax.cu's 46 entries of one dtype on the H200 (11 s on a 2-core
+    CPU), after the compile itself had been built ahead: so the finished record and texts are
+    cached too, beside the cubin (record_cache_path), and the build-ahead worker, which makes
+    them first, leaves the timing worker a JSON read (0.06 s for softmax.cu's 9 MB)."""
+    from workbench.ptx.nvcc import compile_cu
 
     name, source = job.target_name, job.source
     try:
@@ -140,7 +149,61 @@ def cuda_record(job: PtxJob) -> tuple[dict, Texts]:
         return record(name, "nvcc", [], [str(exc)]), {}
     except (ToolError, OSError) as exc:  # the .cu did not compile: the record says why, the row fails
         return record(name, "nvcc", [], [str(exc)], error=str(exc)), {}
-    notes = [f"nvcc {' '.join(out.flags)} {source.path.name}" + (" (cached)" if out.cached else "")]
+    first = f"nvcc {' '.join(out.flags)} {source.path.name}" + (" (cached)" if out.cached else "")
+    path = record_cache_path(out, job, name)
+    # one computation at a time: a row that arrives while the build-ahead worker is mapping the
+    # same kernels waits for its record instead of starting over beside it
+    with exclusive(path.with_name(f".{path.name}.lock")):
+        cached = _read_record(path)
+        if cached is not None:
+            found, texts = cached
+            return {**found, "notes": [first, *found["notes"][1:]]}, texts
+        found, texts = _cuda_record(job, out, name, first)
+        try:
+            atomic_write_text(path, json.dumps([found, texts]))
+        except OSError:  # a cache that cannot be written costs the next row the same work, no more
+            pass
+    return found, texts
+
+
+def record_cache_path(out: Any, job: PtxJob, target: str) -> Path:
+    """Where the finished record of `out` (compile_cu's NvccOutput: its folder is keyed by the
+    .cu bundle, flags, nvcc and the entries assembled) is kept for this dtype's kernels: keyed
+    also by the target, kernel names, dtype, item size, the op's tensor-core expectation, the
+    .cu's path (records name it) and the code that makes records (ptx_code_digest)."""
+    key = cache_key(target, str(getattr(job.spec, "dtype", None)), "\0".join(job.source.kernels or ()),
+                    str(job.itemsize), str(bool(job.op.matmul_like)), str(job.source.path), ptx_code_digest())
+    return Path(out.cubin).parent / f"record-{key}.json"
+
+
+@functools.cache
+def ptx_code_digest() -> str:
+    """sha256 of workbench's version and the files of workbench/ptx (what makes a record):
+    a record cached by an older workbench is made again."""
+    import hashlib
+
+    import workbench
+
+    h = hashlib.sha256(workbench.__version__.encode())
+    for file in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(file.name.encode() + b"\0" + file.read_bytes())
+    return h.hexdigest()
+
+
+def _read_record(path: Path) -> tuple[dict, Texts] | None:
+    try:
+        found, texts = json.loads(path.read_text())
+    except (OSError, ValueError, TypeError):  # none yet, or unreadable: made again
+        return None
+    return (found, texts) if isinstance(found, dict) and isinstance(texts, dict) else None
+
+
+def _cuda_record(job: PtxJob, out: Any, name: str, first: str) -> tuple[dict, Texts]:
+    from workbench.ptx.nvcc import match_kernels, nvcc_version
+    from workbench.ptx.sass import disassemble
+
+    source = job.source
+    notes = [first]
     if out.entries is not None:
         notes.append(f"ptxas assembled the {len(out.entries)} entries shown (--entry), not the whole module")
     kernels, match_notes = match_kernels(out.ptx, source.kernels, getattr(job.spec, "dtype", None))
