@@ -103,7 +103,7 @@ def _with_nvcc_counts(record: dict) -> dict:
 
 
 def test_cuda_naive_computes_in_fp64():
-    doc = json.loads((RESULTS / "lecture06-gelu.json").read_text())
+    doc = json.loads(_path("lecture06-gelu.json").read_text())
     naive = _with_nvcc_counts(_row(doc, "cuda_naive"))
     findings = diagnose_record(naive, doc["environment"], doc["results"])
     names = [f["rule"] for f in findings]
@@ -171,7 +171,7 @@ def test_tiny_matmul_is_launch_bound_and_leaves_sms_idle():
 
 
 def test_clock_drop_launch_blocking_recompiles():
-    doc = json.loads((RESULTS / "lecture06-gelu.json").read_text())
+    doc = json.loads(_path("lecture06-gelu.json").read_text())
     row = copy.deepcopy(_row(doc, "triton"))
     row["timing"].update(clock_fell=True, throttle=["sw_power_cap"],
                          sm_clock_mhz={"min": 1530.0, "median": 1755.0, "max": 1980.0, "n": 40},
@@ -186,7 +186,7 @@ def test_clock_drop_launch_blocking_recompiles():
 
 
 def test_l2_resident_small_row_timed_warm():
-    doc = json.loads((RESULTS / "lecture06-gelu.json").read_text())
+    doc = json.loads(_path("lecture06-gelu.json").read_text())
     row = copy.deepcopy(_row(doc, "triton"))
     row["traffic"].update(bytes=8 << 20, bytes_moved_est=8 << 20, l2_resident=True)
     row["timing"]["flush_l2"] = False
@@ -195,7 +195,7 @@ def test_l2_resident_small_row_timed_warm():
 
 
 def test_spills_and_low_occupancy_from_the_ptx_and_launch_records():
-    doc = json.loads((RESULTS / "lecture06-gelu.json").read_text())
+    doc = json.loads(_path("lecture06-gelu.json").read_text())
     row = copy.deepcopy(_row(doc, "cuda_naive"))
     row["ptx"]["kernels"][0].update(spills=96, registers=255)
     row["launch"].update(occupancy=0.125, blocks_per_sm=1, limiter="registers", registers=255)
