@@ -425,13 +425,14 @@ def test_compare_with_another_sessions_baseline_warns(capsys, tmp_path, session_
     assert "the baseline is session" not in err
 
 
-def test_compare_with_no_row_in_common_says_so_in_one_line(capsys, tmp_path, session_file, fake_plan):
-    """Every row `new` and every baseline row `missing` was a table of nothing compared."""
+def test_compare_with_no_row_in_common_says_so_in_one_line_and_exits_2(capsys, tmp_path, session_file, fake_plan):
+    """Every row `new` and every baseline row `missing` was a table of nothing compared, exit 0."""
     base = write_baseline(tmp_path, *[record(f"other{i}", 1.0) for i in range(12)])
     fake_plan.doc = document(record("manual", 1.0), record("triton", 1.0))
     code, out, err = run(capsys, "--replay", str(session_file), "--compare", str(base), "--format", "json")
-    assert code == 0
+    assert code == 2  # nothing was compared: a CI job against the wrong baseline must not pass
     assert f"2 new, 12 missing: no row of this run is in the baseline {base}" in err
+    assert "nothing was compared" in err
     assert "other11" not in err and len(json.loads(out)["comparison"]["rows"]) == 14  # the document has all
 
 

@@ -42,6 +42,16 @@ def test_rows_without_timing_are_not_compared(now_status, base_status):
     assert (word, ratio) == ("n/a", None)
 
 
+def test_rows_timed_under_the_triton_interpreter_are_not_compared():
+    """Host time of numpy's emulation is not kernel speed: 1.6x apart is n/a, not slower."""
+    now, base = record(median=1.6, p20=1.58, p80=1.62), record(median=1.0)
+    assert verdict(now, base, 0.05)[0] == "slower"
+    for side in (now, base):
+        side["timing"]["timer"] = "interpreter"
+        assert verdict(now, base, 0.05) == ("n/a", None)
+        side["timing"]["timer"] = "cuda_event"
+
+
 def test_rows_match_by_op_label_shape_dtype_and_sweep_value():
     base = document(record("triton", 1.0, sweep_value=128, shape={"M": 128}),
                     record("triton", 2.0, sweep_value=256, shape={"M": 256}),

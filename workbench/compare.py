@@ -6,8 +6,9 @@ baseline / current above 1 + threshold); otherwise `same`. Where both records ho
 (`timing.samples_ms`, setting keep_samples), the A/B statistics replace the p20/p80 test: the
 ratio of medians with a bootstrap interval (workbench/abstats.py, unpaired: the documents were
 timed apart), `slower` when the whole interval is above 1 and the ratio above 1 + threshold,
-`faster` symmetrically; `ci_low`/`ci_high` are then filled. Rows without timing on either side
-are `n/a`; rows on one side only are `new` / `missing`. Rows match by (op, label, shape, dtype,
+`faster` symmetrically; `ci_low`/`ci_high` are then filled. Rows without timing on either side,
+or timed under the Triton interpreter on either side (host time of numpy's emulation), are
+`n/a`; rows on one side only are `new` / `missing`. Rows match by (op, label, shape, dtype,
 sweep_value), the n-th such row of one document with the n-th of the other. Results from
 different GPUs are never compared (`Comparison.different_gpu`), nor are two rows that ran on
 GPUs of different names in a run spread over a mixed host (`--devices`: each row's device name is
@@ -26,6 +27,11 @@ from rich.text import Text
 from workbench.abstats import MIN_PAIRS, RatioCI, unpaired_ratio
 from workbench.engine.merge import device_name_of
 from workbench.report import fmt_num, shape_text
+
+# A row timed under the Triton interpreter measured numpy's emulation on the host, not a kernel
+# (results.INTERPRETER_FLAG): two back-to-back CPU replays of one session called such rows
+# 1.37x and 1.62x slower (a new user's try), so they are `n/a`, never a regression.
+INTERPRETER = "interpreter"
 
 VERDICT_STYLE = {"slower": "bold red", "faster": "green", "same": "", "n/a": "dim", "new": "cyan",
                  "missing": "yellow"}
@@ -93,7 +99,7 @@ def verdict(current: Mapping[str, Any], baseline: Mapping[str, Any], threshold: 
     needed = ("median_ms", "p20_ms", "p80_ms")
     if (current.get("status") != "ok" or baseline.get("status") != "ok"
             or any(cur.get(k) is None or base.get(k) is None for k in needed) or base["median_ms"] <= 0
-            or cur["median_ms"] <= 0):
+            or cur["median_ms"] <= 0 or INTERPRETER in (cur.get("timer"), base.get("timer"))):
         return "n/a", None
     ratio = cur["median_ms"] / base["median_ms"]
     interval = sample_interval(current, baseline)

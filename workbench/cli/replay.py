@@ -267,9 +267,12 @@ def _compare(doc: dict[str, Any], baseline: dict[str, Any], args, err: Console, 
                   f"{comparison.device!r}; results from different GPUs are not compared", markup=False)
         return code if code > EXIT_SIGNAL_BASE else EXIT_USAGE  # a signal's 128 + N stays
     if comparison.rows and not any(r.verdict not in ("new", "missing") for r in comparison.rows):
-        err.print(f"{comparison.summary()}: no row of this run is in the baseline {args.compare} (rows match "
-                  "by op, implementation, shape, dtype and sweep value)", markup=False)
-        return code
+        # nothing was compared: exit 2, as for a baseline from another GPU (a CI job comparing
+        # against the wrong file passed with exit 0: a new user's try)
+        err.print(f"error: {comparison.summary()}: no row of this run is in the baseline {args.compare} "
+                  "(rows match by op, implementation, shape, dtype and sweep value): nothing was compared",
+                  markup=False)
+        return code if code > EXIT_SIGNAL_BASE else EXIT_USAGE
     err.print(comparison_table(comparison))
     if comparison.regressions and code == EXIT_OK:
         return EXIT_FAILED
