@@ -132,7 +132,7 @@ def test_mlp_batch_sweep_is_launch_bound():
 def test_mlp_host_time_against_kernel_time_and_the_graph_variant():
     """A recorded MLP row given the fields the engine now records: host launch time, a profile
     of its kernels, and a `+graph` peer row."""
-    doc = json.loads((RESULTS / "lecture06-mlp.json").read_text())
+    doc = json.loads(_path("lecture06-mlp.json").read_text())
     row = copy.deepcopy(_row(doc, "pytorch", run_index=0, sweep=2))
     row["timing"]["host_launch_ms"] = 2.2
     row["profile"] = {"rows": [{"name": "gemm", "kind": "kernel", "calls": 120, "self_device_us": 1500.0}],
