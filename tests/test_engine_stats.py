@@ -92,7 +92,7 @@ def test_measure_stops_by_time_cap_with_noisy_samples():
     clock = FakeClock()
     timer = FakeTimer([1.0, 3.0] * 1000, clock)
     rule = StopRule(rep_ms=50.0, min_samples=5, target_rel_error=1e-9)
-    samples = measure(lambda: None, timer, rule, warmup_ms=10.0, clock=clock)
+    samples = measure(lambda: None, timer, rule, warmup_ms=10.0, clock=clock, back_to_back_warm_up=False)
     # the timer advances the clock by each sample; warm-up's median round (2 ms) sizes the batches,
     # which are cut to what rep_ms leaves: the cap is hit after ~50 ms of samples
     assert 50.0 <= sum(samples) <= 53.0
@@ -108,6 +108,59 @@ def test_warm_up_makes_at_least_one_call_and_honours_the_budget():
     assert warm_up(call, PerfCounterTimer(clock=clock), warmup_ms=0.0, clock=clock).calls == 1
     warm = warm_up(call, PerfCounterTimer(clock=clock), warmup_ms=10.0, clock=clock)
     assert warm.calls == 3 and warm.host_launch_ms == pytest.approx(4.0) and warm.round_ms == pytest.approx(4.0)
+
+
+class _CountingTimer(PerfCounterTimer):
+    """A host timer that counts synchronizes and the calls it times (rounds)."""
+
+    def __init__(self, clock):
+        super().__init__(clock=clock)
+        self.syncs, self.rounds = 0, 0
+
+    def time_batch(self, call, n, flush=None, headroom_ms=0.0):
+        self.rounds += n
+        return super().time_batch(call, n, flush, headroom_ms)
+
+    def sync(self):
+        self.syncs += 1
+
+
+def test_warm_up_spends_the_rest_back_to_back_without_flush_then_one_synchronize():
+    clock = FakeClock()
+    calls, flushes = [], []
+
+    def call():
+        calls.append(1)
+        clock.now_s += 0.001  # 1 ms a call on this host clock
+    timer = _CountingTimer(clock)
+    warm = warm_up(call, timer, warmup_ms=25.0, clock=clock, flush=lambda: flushes.append(1))
+    # 5 measuring rounds (flushed), then 20 ms left: 20 calls back to back, unflushed, one sync
+    assert timer.rounds == 5 and len(flushes) == 5
+    assert warm.back_to_back == 20 and warm.calls == 25 == len(calls) and timer.syncs == 1
+    assert warm.round_ms == pytest.approx(1.0)
+    old = warm_up(call, _CountingTimer(clock), warmup_ms=25.0, clock=clock, flush=lambda: flushes.append(1),
+                  back_to_back=False)
+    assert old.back_to_back == 0 and old.calls == 25 and len(flushes) == 5 + 25  # rounds only, each flushed
+
+
+def test_back_to_back_warm_up_is_bounded_by_the_round_time_not_the_host_time():
+    """A launch that returns at once (the device is behind) must not queue warmup_ms of host
+    time's worth of calls: the count is what the measured round time allows."""
+    clock = FakeClock()
+    calls = []
+    timer = _CountingTimer(clock)
+
+    def timed_round(call_, n, flush=None, headroom_ms=0.0):  # a round waits 2 ms for the device
+        timer.rounds += n
+        out = []
+        for _ in range(n):
+            call_()
+            clock.now_s += 0.002
+            out.append(2.0)
+        return out
+    timer.time_batch = timed_round
+    warm = warm_up(lambda: calls.append(1), timer, warmup_ms=25.0, clock=clock)
+    assert warm.round_ms == pytest.approx(2.0) and warm.back_to_back == int(15.0 / 2.0)
 
 
 def test_flush_runs_before_every_timed_call_and_outside_it():

@@ -46,7 +46,7 @@ TIMING_KEYS = ("timer", "median_ms", "p20_ms", "p80_ms", "min_ms", "mean_ms", "n
                "launch_bound", "device_median_ms", "clock_fell", "samples_ms", "launch_floor_ms",
                "sm_clock_mhz", "throttle", "flush_kind", "host_launch_ms", "headroom_ms", "batches",
                "below_launch_floor", "device_median_source", "device_median_l2_warm", "mode", "env",
-               "sustained")
+               "sustained", "warmup_calls", "warmup_back_to_back")
 CHECK_KEYS = ("passed", "gate", "max_abs_err", "max_rel_err", "rel_l2_err", "first_bad_index", "atol", "rtol",
               "norm_rtol", "ref_rms", "nonfinite_mismatches", "chunks", "input_set", "sets_checked")
 TRAFFIC_KEYS = ("bytes_read", "bytes_written", "bytes", "bytes_moved_est", "flops", "gbps", "tflops",

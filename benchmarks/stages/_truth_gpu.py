@@ -79,7 +79,7 @@ class GpuTruth:
                 "engine_zero_flush": lambda: self._engine(call, "zero")}
             if case.op == "matmul":
                 methods["sync_each_sample"] = lambda: self._sync_each(call)
-                methods["engine_after_back_to_back"] = lambda: self._engine(call, "read", back_to_back_ms=WARMUP_MS)
+                methods["engine_round_warm_up"] = lambda: self._engine(call, "read", back_to_back=False)
             rounds = max(self.rounds, MATMUL_ROUNDS) if case.op == "matmul" else self.rounds
             self.do_bench_spread = []
             found = interleave(methods, rounds, settle=lambda: self._settle(call),
@@ -123,24 +123,18 @@ class GpuTruth:
         return fn, inputs, build_ms, check
 
     # -- the methods: each returns (ms, median SM clock in MHz or None) ------------------------
-    def _engine(self, call, kind: str, back_to_back_ms: float = 0.0) -> tuple[float, float | None]:
-        """The engine's loop; back_to_back_ms: first that long of calls back to back with no flush
-        and no synchronize, as do_bench warms up (power-limited GEMMs read 1-4% faster in every
-        engine variant than under do_bench over ten calls: is it the state the loop starts in?)."""
+    def _engine(self, call, kind: str, back_to_back: bool = True) -> tuple[float, float | None]:
+        """The engine's loop (engine/timing.measure_run, as engine/bench.py calls it);
+        back_to_back=False: its warm-up before 2026-12-03, one-sample rounds only (power-limited
+        GEMMs read 0.944-0.999 of do_bench that way over 11 calls: kept for the A/B)."""
         with ClockSampler(self.info) as clocks:
-            warmup_ms = WARMUP_MS
-            if back_to_back_ms:  # do_bench's count (its estimate from one synchronised call), then
-                t0 = time.perf_counter()  # the engine's loop with one warm-up sample (rule 2)
-                call()
-                self.timer.sync()
-                estimate_ms = max((time.perf_counter() - t0) * 1e3, 1e-3)
-                for _ in range(max(1, int(back_to_back_ms / estimate_ms))):
-                    call()
-                warmup_ms = 0.0
-            run = measure_run(call, self.timer, RULE, warmup_ms=warmup_ms, flush=self.flush[kind],
-                              limited=clocks.limited)
+            run = measure_run(call, self.timer, RULE, warmup_ms=WARMUP_MS, flush=self.flush[kind],
+                              limited=clocks.limited, back_to_back_warm_up=back_to_back)
+        if kind != "read" or not back_to_back:
+            return summarize(run.samples_ms).median_ms, _mhz(clocks)
         self.last_engine = {"n": len(run.samples_ms), "batches": run.batches, "sustained": run.sustained, "host_launch_ms": run.host_launch_ms,
-                            "headroom_ms": run.headroom_ms, "flush_kind": kind}
+                            "headroom_ms": run.headroom_ms, "flush_kind": kind, "warmup_calls": run.warmup_calls,
+                            "warmup_back_to_back": run.warmup_back_to_back}
         return summarize(run.samples_ms).median_ms, _mhz(clocks)
 
     def _settle(self, call, ms: float = SETTLE_MS) -> None:

@@ -51,7 +51,8 @@ def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ce
             record["flags"].append(flag)
     timing = blank(TIMING_KEYS, timer=timer.name, flush_l2=flush is not None, flush_kind=flush_kind(flush),
                    throttle=[], host_launch_ms=run.host_launch_ms, headroom_ms=run.headroom_ms,
-                   batches=run.batches, sustained=run.sustained, samples_ms=list(samples) if settings.keep_samples else None,
+                   batches=run.batches, sustained=run.sustained,
+                   warmup_calls=run.warmup_calls, warmup_back_to_back=run.warmup_back_to_back, samples_ms=list(samples) if settings.keep_samples else None,
                    **summarize(samples).as_dict())
     flag = convergence_flag(samples, settings.target_rel_error, settings.rep_ms)
     if flag:
