@@ -40,6 +40,15 @@ STAGED_SHAPES = {4: ((1024, 8, 8), (256, 16, 16), (512, 8, 8)),
 # bfloat16 1024 x 8 x 8 (cluster 2) 90.14% against 84.95%, 512 x 4 x 4 (8) 89.62%. So kept
 # shapes come first (the untuned default).
 KEPT_SHAPES = {4: ((1024, 8, 8), (256, 16, 16)), 8: ((1024, 8, 8), (512, 4, 4)), 1: ()}
+# (threads, packs, spacks, keep) for a wide row that one block holds in the plan (softmax.cu
+# ONEPASS_ROWS_V*, launched without a cluster): the tuner compares them with the plan and the
+# two-pass kernel (kernels/softmax.py cuda_candidates). Why: at 16384 x 16384 float32 the plan
+# (512 x 8, two blocks an SM) reached 85.4% of DRAM peak under ncu against torch.compile's 88.5%
+# (0.5178 against 0.4999 ms on the H200, results/h200/2026-12-03): while a block reduces and
+# computes, its SM issues no loads. KEEP halves the ex2 of that phase; 256 threads with 8 of each
+# thread's 16 packs staged in shared memory (32 KiB a block) allow four blocks an SM for the same
+# registers, so more rows are loading while others compute.
+ROW_SHAPES = {4: ((512, 8, 0, 1), (256, 8, 8, 0), (256, 8, 8, 1)), 8: ((512, 4, 0, 1),), 1: ()}
 ONEPASS_VERSION = "3"  # the autotune cache key's version: bump when the candidates change
 
 
@@ -117,6 +126,18 @@ def cluster_candidates(n_cols: int, itemsize: int) -> list[OnepassConfig]:
         if cluster * per_block >= n_packs and cfg not in out:
             out.append(cfg)
     return out + [plan] if plan not in out else out
+
+
+def row_candidates(n_cols: int, itemsize: int) -> list[OnepassConfig]:
+    """ROW_SHAPES for a row one block holds in the plan: those that hold the row with no more
+    than half of the block idle (a 16384-wide float32 row: 512 x 8 kept, 256 x (8 + 8) staged,
+    with and without KEEP). Empty for clustered rows, two-pass rows and scalar packs."""
+    plan = onepass_plan(n_cols, itemsize)
+    if plan is None or plan.cluster != 1:
+        return []
+    n_packs = -(-n_cols // plan.vec)
+    return [OnepassConfig(t, p, 1, plan.vec, sp, k) for t, p, sp, k in ROW_SHAPES[plan.vec]
+            if n_packs <= t * (p + sp) < 2 * n_packs]
 
 
 def fits(n_rows: int, n_cols: int, itemsize: int) -> bool:

@@ -558,6 +558,14 @@ static cudaError_t launch_config(const T* x, T* y, int64_t rows, int cols, int c
 #define ONEPASS_KEPT_V4(K) K(1024, 8, 8) K(256, 16, 16)
 #define ONEPASS_KEPT_V8(K) K(1024, 8, 8) K(512, 4, 4)
 
+// R(THREADS, PACKS, SPACKS, KEEP): one-block shapes for wide rows (>= 32 KiB, one block in the plan),
+// launched without a cluster only (launch_row), which the tuner compares with the plan and the
+// two-pass kernel (kernels/_onepass.py ROW_SHAPES): KEEP on the plan's shape (half the ex2), and
+// half the threads with half of each thread's packs staged in shared memory (twice the blocks an
+// SM for the same registers), with and without KEEP.
+#define ONEPASS_ROWS_V4(R) R(512, 8, 0, 1) R(256, 8, 8, 0) R(256, 8, 8, 1)
+#define ONEPASS_ROWS_V8(R) R(512, 4, 0, 1)
+
 #define ONEPASS_CASE(THR, PK) \
     if (threads == THR && packs == PK && spacks == 0 && !keep) \
         return launch_config<T, VEC, THR, PK>(x, y, rows, cols, cluster, stream);
@@ -568,6 +576,22 @@ static cudaError_t launch_config(const T* x, T* y, int64_t rows, int cols, int c
     if (threads == THR && packs == PK && spacks == SPK && keep) \
         return launch_config<T, VEC, THR, PK, SPK, true>(x, y, rows, cols, cluster, stream);
 
+#define ONEPASS_ROW_CASE(THR, PK, SPK, KP) \
+    if (threads == THR && packs == PK && spacks == SPK && keep == (KP != 0)) \
+        return launch_row<T, VEC, THR, PK, SPK, (KP != 0)>(x, y, rows, cols, cluster, stream);
+
+// A one-block shape of ONEPASS_ROWS_V*: no cluster variant is compiled (half the kernels).
+template <typename T, int VEC, int THREADS, int PACKS, int SPACKS, bool KEEP>
+static cudaError_t launch_row(const T* x, T* y, int64_t rows, int cols, int cluster, cudaStream_t stream) {
+    if (cluster > 1) return cudaErrorInvalidConfiguration;
+    constexpr int SMEM = THREADS * SPACKS * 16;
+    auto kernel = onepass::softmax_onepass_kernel<T, VEC, THREADS, PACKS, false, SPACKS, KEEP>;
+    cudaError_t err = allow_smem(kernel, SMEM);
+    if (err != cudaSuccess) return err;
+    kernel<<<(unsigned int)rows, THREADS, SMEM, stream>>>(x, y, cols);
+    return cudaGetLastError();
+}
+
 template <typename T, int VEC>
 static cudaError_t dispatch(const T* x, T* y, int64_t rows, int cols, int threads, int packs, int spacks,
                             int cluster, bool keep, cudaStream_t stream) {
@@ -575,11 +599,13 @@ static cudaError_t dispatch(const T* x, T* y, int64_t rows, int cols, int thread
         ONEPASS_CONFIGS_V4(ONEPASS_CASE)
         ONEPASS_STAGED_V4(ONEPASS_STAGED_CASE)
         ONEPASS_KEPT_V4(ONEPASS_KEPT_CASE)
+        ONEPASS_ROWS_V4(ONEPASS_ROW_CASE)
     }
     if constexpr (VEC * sizeof(T) == 16 && sizeof(T) == 2) {
         ONEPASS_CONFIGS_V8(ONEPASS_CASE)
         ONEPASS_STAGED_V8(ONEPASS_STAGED_CASE)
         ONEPASS_KEPT_V8(ONEPASS_KEPT_CASE)
+        ONEPASS_ROWS_V8(ONEPASS_ROW_CASE)
     }
     if constexpr (VEC == 1) { ONEPASS_CONFIGS_V1(ONEPASS_CASE) }
     return cudaErrorInvalidConfiguration;  // not an instantiated configuration

@@ -37,7 +37,7 @@ from workbench.triton_support import jit, next_power_of_2, tl
 
 from . import _softmax_rows as rows_kernel
 from ._autotune import attach, can_tune, choose, default_choice
-from ._onepass import ONEPASS_VERSION, cluster_candidates, config_from, fits, geometry
+from ._onepass import ONEPASS_VERSION, cluster_candidates, config_from, fits, geometry, row_candidates
 from ._utils import MATRIX_TEST_SPECS, MatrixSpec, elementwise_cost, elementwise_runner, num_warps_for
 
 CU_FILE = Path(__file__).with_name("softmax.cu")
@@ -393,19 +393,21 @@ PLAN = {"threads": 0, "packs": 0, "spacks": 0, "cluster": 0, "keep": 0}  # the o
 # later ones served by L2 at 32 registers a thread, reached 100.8% (README, issue #19).
 TWO_PASS_THREADS = (256, 512, 1024)
 TWO_PASS_FROM_BYTES = 32 * 1024
-CUDA_VERSION = "tp1"  # the one-block rows' cache key, with their two-pass candidates
+CUDA_VERSION = "tp2"  # the one-block rows' cache key: tp2 adds ROW_SHAPES (kernels/_onepass.py)
 
 
 def cuda_candidates(spec: SoftmaxSpec) -> list[dict[str, int]]:
     """The configs the `cuda` implementation's tuner compares at `spec` (the first is an untuned
     run's): clustered rows, kernels/_onepass.py's shapes (H200, 4096 x 262144: 71-89% of copy by
-    shape alone), the measured fastest first; a wide one-block row, the plan and then the two-pass
+    shape alone), the measured fastest first; a wide one-block row, the plan, its ROW_SHAPES
+    (kept and staged one-block shapes: kernels/_onepass.py row_candidates) and then the two-pass
     kernel at TWO_PASS_THREADS; any other row, the plan alone."""
     clustered = [c.params() for c in cluster_candidates(spec.N, spec.dtype.itemsize)]
     if clustered:
         return clustered
     if fits(spec.M, spec.N, spec.dtype.itemsize) and spec.N * spec.dtype.itemsize >= TWO_PASS_FROM_BYTES:
-        return [dict(PLAN)] + [{**PLAN, "threads": t, "twopass": 1} for t in TWO_PASS_THREADS]
+        rows = [c.params() for c in row_candidates(spec.N, spec.dtype.itemsize)]
+        return [dict(PLAN)] + rows + [{**PLAN, "threads": t, "twopass": 1} for t in TWO_PASS_THREADS]
     return [dict(PLAN)]
 
 

@@ -170,7 +170,7 @@ def test_rows_past_a_16_block_cluster_take_the_two_pass_kernel():
 
 def _instantiated() -> dict[int, set[tuple[int, int, int, int]]]:
     """(threads, packs, spacks, keep) of the ONEPASS_CONFIGS_V* (spacks 0), ONEPASS_STAGED_V* and
-    ONEPASS_KEPT_V* (keep 1) macros in softmax.cu, by pack width."""
+    ONEPASS_KEPT_V* (keep 1) and ONEPASS_ROWS_V* macros in softmax.cu, by pack width."""
     text = (KERNELS / "softmax.cu").read_text()
     out = {}
     for vec_name, vec in (("V4", 4), ("V8", 8), ("V1", 1)):
@@ -180,6 +180,9 @@ def _instantiated() -> dict[int, set[tuple[int, int, int, int]]]:
             found = re.search(rf"#define ONEPASS_{macro}_{vec_name}\({letter}\)(.*?)\n(?!\s)", text, re.S)
             if found:
                 out[vec] |= {(*map(int, m), keep) for m in re.findall(rf"{letter}\((\d+), (\d+), (\d+)\)", found.group(1))}
+        found = re.search(rf"#define ONEPASS_ROWS_{vec_name}\(R\)(.*?)\n(?!\s)", text, re.S)
+        if found:  # one-block shapes, launched without a cluster (launch_row)
+            out[vec] |= {tuple(map(int, m)) for m in re.findall(r"R\((\d+), (\d+), (\d+), (\d+)\)", found.group(1))}
     return out
 
 
@@ -188,6 +191,7 @@ def _instantiated() -> dict[int, set[tuple[int, int, int, int]]]:
 def test_every_config_the_python_side_asks_for_is_instantiated(n_cols, itemsize):
     have = _instantiated()
     configs = op1.cluster_candidates(n_cols, itemsize) or [op1.onepass_plan(n_cols, itemsize)]
+    configs += op1.row_candidates(n_cols, itemsize)
     for cfg in filter(None, configs):
         assert (cfg.threads, cfg.packs, cfg.spacks, cfg.keep) in have[cfg.vec], cfg
         assert cfg.elements >= n_cols and cfg.cluster <= op1.MAX_CLUSTER
@@ -225,6 +229,19 @@ def test_cluster_candidates_start_with_the_measured_winner_and_end_with_the_plan
     assert one_block[0] == op1.OnepassConfig(1024, 8, 1, 4, 8, 1) and all(c.elements < 2 * 65536 for c in one_block)
 
 
+def test_row_candidates_hold_one_wide_row_in_one_block_and_are_kept_or_staged():
+    fp32 = op1.row_candidates(16384, 4)
+    assert op1.OnepassConfig(512, 8, 1, 4, 0, 1) in fp32        # the plan's shape with KEEP
+    assert {(c.spacks, c.keep) for c in fp32 if c.threads == 256} == {(8, 0), (8, 1)}  # staged, 32 KiB
+    for n_cols, itemsize in ((16384, 4), (16384, 2), (8192, 4), (32768, 4)):
+        for cfg in op1.row_candidates(n_cols, itemsize):
+            assert cfg.cluster == 1 and n_cols <= cfg.elements < 2 * n_cols
+            assert op1.geometry(16384, cfg) == ((16384, 1, 1), cfg.threads)
+    assert op1.row_candidates(8192, 4) == []           # 256 x 8 plan: no shape fits it within 2x
+    assert op1.row_candidates(262144, 4) == [] and op1.row_candidates(1000, 4) == []  # clustered; scalar packs
+    assert op1.row_candidates(1 << 20, 4) == []        # two-pass row
+
+
 def test_cuda_softmax_geometry_and_traffic_follow_the_plan():
     op = REGISTRY.op("softmax")
     impl = op.get_impl("cuda")
@@ -246,9 +263,13 @@ def test_a_wide_one_block_row_tunes_the_plan_against_the_two_pass_kernel(dtype):
     wide = op.make_spec({"M": 16384, "N": 16384}, dtype)
     configs = sk.cuda_candidates(wide)
     assert configs[0] == sk.PLAN and not configs[0].get("twopass")
-    assert [c["threads"] for c in configs[1:]] == list(sk.TWO_PASS_THREADS) and all(c["twopass"] for c in configs[1:])
+    rows = [c.params() for c in op1.row_candidates(16384, wide.dtype.itemsize)]
+    assert rows and configs[1:1 + len(rows)] == rows and not any(c.get("twopass") for c in rows)
+    two = configs[1 + len(rows):]
+    assert [c["threads"] for c in two] == list(sk.TWO_PASS_THREADS) and all(c["twopass"] for c in two)
     assert op.get_impl("cuda").source.launch(wide, {}) == sk.cuda_geometry(wide, sk.PLAN)  # untuned: the plan
-    assert sk.cuda_geometry(wide, configs[1]) == ((16384, 1, 1), sk.TWO_PASS_THREADS[0])
+    assert sk.cuda_geometry(wide, two[0]) == ((16384, 1, 1), sk.TWO_PASS_THREADS[0])
+    assert all(sk.cuda_geometry(wide, c) == ((16384, 1, 1), c["threads"]) for c in rows)  # one block a row
     # short rows (measured at 98.9% of the copy) and clustered rows compare what they did
     assert sk.cuda_candidates(op.make_spec({"M": 65536, "N": 1024}, dtype)) == [sk.PLAN]
     clustered = sk.cuda_candidates(op.make_spec({"M": 4096, "N": 262144}, dtype))

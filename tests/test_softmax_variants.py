@@ -225,6 +225,39 @@ def test_staged_kernels_use_cp_async_and_do_not_spill(resources):
     assert checked == 3 * 3 + 2 * 3
 
 
+def _row_mangled(dtype: str, vec: int, threads: int, packs: int, spacks: int, keep: int, cluster: int = 0) -> str:
+    """The mangled template arguments of a one-pass kernel with IN_CLUSTER = cluster."""
+    return f"{dtype}Li{vec}ELi{threads}ELi{packs}ELb{cluster}ELi{spacks}ELb{keep}EE"
+
+
+def test_one_block_row_shapes_compile_without_a_cluster_variant_or_spills(resources):
+    """ROW_SHAPES (kernels/_onepass.py) are launched without a cluster: launch_row compiles only
+    IN_CLUSTER = false. Staged ones copy with cp.async; kept ones take half the ex2 of the same
+    shape without KEEP (the plan's 512 x 8 at 16384 float32)."""
+    report, ptx = resources
+    kernels = _reports(report)
+    codes = {4: ["f"], 8: ["6__half", "13__nv_bfloat16"]}
+    checked = 0
+    for vec, group in op1.ROW_SHAPES.items():
+        for threads, packs, spacks, keep in group:
+            for code in codes.get(vec, []):
+                frag = _row_mangled(code, vec, threads, packs, spacks, keep)
+                names = [n for n in kernels if frag in n]
+                assert names, f"{frag} not compiled"
+                text = "".join(kernels[n] for n in names)
+                assert "0 bytes spill stores" in text and "0 bytes spill loads" in text, (frag, text)
+                assert not [n for n in kernels if _row_mangled(code, vec, threads, packs, spacks, keep, 1) in n]
+                body = _body(ptx, frag)
+                assert "barrier.cluster" not in body and ("cp.async.cg.shared.global" in body) == (spacks > 0), frag
+                if keep:
+                    plain = _body(ptx, _row_mangled(code, vec, threads, packs, spacks, 0))
+                    elements = (packs + spacks) * vec
+                    # one ex2 per element plus ~21 in the merges (sm_90 PTX), against two per element
+                    assert body.count("ex2.approx") < elements + 32 and plain.count("ex2.approx") >= 2 * elements, frag
+                checked += 1
+    assert checked == 3 + 2
+
+
 def test_keep_takes_one_exponential_per_element_and_packed_maxima(resources):
     """KEEP's point (kernels/_onepass.py KEPT_SHAPES): half the ex2 of the same shape without it;
     16-bit rows take the max on packed pairs and keep the exponentials as float16 pairs."""

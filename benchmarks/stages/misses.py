@@ -246,6 +246,10 @@ def _table(doc: dict) -> list[dict]:
             rows.append({"item": record["case"], "ratio": round(record["ratio"], 3), "target": record["target"],
                          "met": record["met"], "gap_pct": round(record["gap_pct"], 2),
                          "note": f"vs {record['against']}; paired {record['paired_ratio']:.3f}; {meds}"})
+            for label, also in (record.get("also") or {}).items():
+                rows.append({"item": f"{record['case']} ({label})", "ratio": round(also["ratio"], 3),
+                             "target": record["target"], "met": also["met"], "gap_pct": round(also["gap_pct"], 2),
+                             "note": f"vs {record['against']}; paired {also['paired_ratio']:.3f}"})
         else:
             rows.append({"item": record["case"], "note": meds})
     for kern in (doc.get("ncu") or {}).get("kernels") or []:
