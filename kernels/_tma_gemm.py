@@ -27,7 +27,7 @@ from workbench.kernel_source import TRITON_DTYPE, TritonLaunch
 from workbench.triton_support import jit, tl
 
 SM90_SMS = 132  # H200 multiprocessors: the persistent grid where no device can be asked
-TMA_VERSION = "tma3"  # the autotune cache key's version: bump when the kernel or CANDIDATES change
+TMA_VERSION = "tma4"  # the autotune cache key's version: bump when the kernel or CANDIDATES change
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, SUBTILE, GROUP_M); the first is the default.
 # Shared memory (Triton 3.6, sm_90 AOT): 128x256x64 s3 sub1 176 KiB, s4 sub1 224 KiB, sub0 s3 208 KiB
@@ -41,11 +41,17 @@ TMA_VERSION = "tma3"  # the autotune cache key's version: bump when the kernel o
 # group: 4096^3 has 32 x 16 tiles, so GROUP_M 8 walks 8 tile rows = 1 MiB of A per column step
 # and 4 halves it; untimed until tune19 round 2). Not added: warp_specialize=True, which in Triton
 # 3.6 for sm_90 compiles to the same loop unflattened (no setmaxnreg, no producer warps).
+# STREAMK (last field, 1): _tma_streamk_kernel, the hybrid stream-K form of the same tile, for
+# the two configs the H200 picked most (4096^3 and 8192^3, bfloat16 and float16). Why: 128 x 256
+# tiles leave a partial last wave at both sizes (4096^3: 512 tiles = 3.88 waves of 132, run as 4;
+# 8192^3: 2048 = 15.5 as 16), ~3% of the SMs' time idle; cuBLAS's 256 x 128 tiles have the same
+# 3.88 waves, so the Triton kernel was at 0.988-1.019x cuBLAS (2026-12-03, misses stage).
 CANDIDATES = (
-    (128, 256, 64, 8, 3, 1, 8), (128, 256, 64, 8, 4, 1, 8), (128, 256, 64, 8, 3, 0, 8),
-    (128, 256, 64, 8, 3, 1, 16), (128, 256, 64, 8, 4, 1, 4), (128, 128, 64, 4, 4, 1, 8),
+    (128, 256, 64, 8, 3, 1, 8, 0), (128, 256, 64, 8, 4, 1, 8, 0), (128, 256, 64, 8, 3, 0, 8, 0),
+    (128, 256, 64, 8, 3, 1, 16, 0), (128, 256, 64, 8, 4, 1, 4, 0), (128, 128, 64, 4, 4, 1, 8, 0),
+    (128, 256, 64, 8, 4, 1, 8, 1), (128, 256, 64, 8, 3, 1, 8, 1),
 )
-CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "SUBTILE", "GROUP_M")
+CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "SUBTILE", "GROUP_M", "STREAMK")
 
 
 def candidate_configs() -> list[dict[str, int]]:
@@ -116,17 +122,98 @@ def _tma_matmul_kernel(a_desc, b_desc, c_desc, M, N, K,
             acc = tl.dot(a, b, acc)
         tile_id_c += NUM_PROGRAMS
         pid_m, pid_n = _tile_ids(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
-        offs_cm = pid_m * BLOCK_M
-        offs_cn = pid_n * BLOCK_N
-        if ACTIVATION == "gelu":
-            acc = _gelu_tile(acc)  # fused epilogue: the tile is still in registers
-        if SUBTILE:
-            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
-            acc0, acc1 = tl.split(halves)
-            c_desc.store([offs_cm, offs_cn], acc0.to(c_desc.dtype))
-            c_desc.store([offs_cm, offs_cn + BLOCK_N // 2], acc1.to(c_desc.dtype))
+        _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N, ACTIVATION, SUBTILE)
+
+
+@jit
+def _store_tile(c_desc, acc, offs_cm, offs_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                ACTIVATION: tl.constexpr, SUBTILE: tl.constexpr):
+    """The epilogue: act(acc) in C's dtype through TMA, in two BLOCK_N / 2 halves with SUBTILE."""
+    if ACTIVATION == "gelu":
+        acc = _gelu_tile(acc)  # fused epilogue: the tile is still in registers
+    if SUBTILE:
+        halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+        acc0, acc1 = tl.split(halves)
+        c_desc.store([offs_cm, offs_cn], acc0.to(c_desc.dtype))
+        c_desc.store([offs_cm, offs_cn + BLOCK_N // 2], acc1.to(c_desc.dtype))
+    else:
+        c_desc.store([offs_cm, offs_cn], acc.to(c_desc.dtype))
+
+
+@jit
+def _tma_streamk_kernel(a_desc, b_desc, c_desc, ws_ptr, flags_ptr, M, N, K,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                        GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, ACTIVATION: tl.constexpr,
+                        SUBTILE: tl.constexpr):
+    """Hybrid stream-K: the full waves of tiles as _tma_matmul_kernel (program p: tiles p,
+    p + NUM_PROGRAMS, ...), then the last, partial wave's K iterations split evenly over every
+    program, so no SM idles through the last wave (4096^3 in 128 x 256 tiles: 512 tiles on 132
+    SMs are 3.88 waves, run as 4 by the data-parallel kernel).
+
+    Stream-K phase: the remaining R tiles' R * k_tiles iterations, `per` = cdiv(R * k_tiles,
+    NUM_PROGRAMS) a program, in order of (tile, k). A program walks its range's tile segments from
+    the last to the first. A segment that ends before its tile's last iteration is a partial: its
+    float32 accumulator goes to the program's workspace slot (ws_ptr + pid * BLOCK_M * BLOCK_N)
+    and the program's flag is set (release). The segment holding the tile's last iteration owns
+    the tile: it waits for the flags of the programs before it that hold parts of the tile
+    (acquire), adds their partials, clears their flags for the next launch, and stores the tile.
+    Each program writes at most one partial (its last segment) and owns at most one split tile
+    (its first segment), so the owner's wait is for partials written first by lower programs: no
+    program waits on one that waits on it, and under the interpreter, which runs programs in
+    order, every flag is set before it is read. Needs every program resident (the persistent grid
+    is at most one program per SM) and one launch at a time per workspace (kernels/_tma_gemm.py
+    tma_runner owns one per callable)."""
+    start_pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    num_tiles = num_pid_m * num_pid_n
+    dp_tiles = (num_tiles // NUM_PROGRAMS) * NUM_PROGRAMS
+    tile_id_c = start_pid - NUM_PROGRAMS
+    for tile_id in tl.range(start_pid, dp_tiles, NUM_PROGRAMS, flatten=True):
+        pid_m, pid_n = _tile_ids(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        offs_am = pid_m * BLOCK_M
+        offs_bn = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            offs_k = ki * BLOCK_K
+            a = a_desc.load([offs_am, offs_k])
+            b = b_desc.load([offs_k, offs_bn])
+            acc = tl.dot(a, b, acc)
+        tile_id_c += NUM_PROGRAMS
+        pid_m, pid_n = _tile_ids(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
+        _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N, ACTIVATION, SUBTILE)
+
+    sk_iters = (num_tiles - dp_tiles) * k_tiles
+    per = tl.cdiv(sk_iters, NUM_PROGRAMS)
+    start = start_pid * per
+    it_end = tl.minimum(start + per, sk_iters)
+    offs_ws = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    while it_end > start:
+        t_local = (it_end - 1) // k_tiles
+        tile_first = t_local * k_tiles
+        seg_start = tl.maximum(start, tile_first)
+        pid_m, pid_n = _tile_ids(dp_tiles + t_local, num_pid_m, num_pid_n, GROUP_M)
+        offs_am = pid_m * BLOCK_M
+        offs_bn = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(seg_start - tile_first, it_end - tile_first):
+            offs_k = ki * BLOCK_K
+            a = a_desc.load([offs_am, offs_k])
+            b = b_desc.load([offs_k, offs_bn])
+            acc = tl.dot(a, b, acc)
+        if it_end - tile_first < k_tiles:  # a partial: the tile goes on in the next program
+            tl.store(ws_ptr + start_pid * (BLOCK_M * BLOCK_N) + offs_ws, acc)
+            tl.debug_barrier()  # every thread's part is stored before the flag says so
+            tl.atomic_xchg(flags_ptr + start_pid, 1, sem="release")
         else:
-            c_desc.store([offs_cm, offs_cn], acc.to(c_desc.dtype))
+            for q in range(tile_first // per, start_pid):  # the programs before this one in the tile
+                while tl.atomic_add(flags_ptr + q, 0, sem="acquire") == 0:
+                    pass
+                acc += tl.load(ws_ptr + q * (BLOCK_M * BLOCK_N) + offs_ws, cache_modifier=".cg")
+                tl.atomic_xchg(flags_ptr + q, 0)  # ready for the next launch
+            _store_tile(c_desc, acc, offs_am, offs_bn, BLOCK_M, BLOCK_N, ACTIVATION, SUBTILE)
+        it_end = seg_start
 
 
 class _StandIn:
@@ -141,12 +228,16 @@ class _StandIn:
 
 
 def tma_launch(M: int, N: int, K: int, dtype: str, config: Mapping[str, int], *, activation: str = "none",
-               sms: int = SM90_SMS, a: Any = None, b: Any = None, c: Any = None, note: str = "") -> TritonLaunch:
-    """The launch of `_tma_matmul_kernel` for C (M, N) = act(A (M, K) @ B (K, N)), contiguous.
+               sms: int = SM90_SMS, a: Any = None, b: Any = None, c: Any = None, note: str = "",
+               workspace: Any = None, flags: Any = None) -> TritonLaunch:
+    """The launch of `_tma_matmul_kernel` (or, with config STREAMK = 1, `_tma_streamk_kernel`)
+    for C (M, N) = act(A (M, K) @ B (K, N)), contiguous.
 
-    With tensors a, b, c the descriptors point at them (the run); without, at stand-ins of the
-    same dtype and shape (the ahead-of-time PTX, same specialisation). sms: programs of the
-    persistent grid. Raises WorkbenchError (from TensorDescriptor) for misaligned rows.
+    With tensors a, b, c (and for stream-K a float32 workspace of programs x BLOCK_M x BLOCK_N
+    and int32 zeroed flags, one per program: streamk_buffers) the descriptors point at them (the
+    run); without, at stand-ins of the same dtype and shape (the ahead-of-time PTX, same
+    specialisation). sms: programs of the persistent grid. Raises WorkbenchError (from
+    TensorDescriptor) for misaligned rows.
     """
     import torch
 
@@ -154,6 +245,7 @@ def tma_launch(M: int, N: int, K: int, dtype: str, config: Mapping[str, int], *,
     torch_dtype = getattr(torch, dtype)
     bm, bn, bk = int(config["BLOCK_M"]), int(config["BLOCK_N"]), int(config["BLOCK_K"])
     sub = int(config["SUBTILE"])
+    streamk = int(config.get("STREAMK", 0))
     a = a if a is not None else _StandIn(torch_dtype, (M, K))
     b = b if b is not None else _StandIn(torch_dtype, (K, N))
     c = c if c is not None else _StandIn(torch_dtype, (M, N))
@@ -162,20 +254,39 @@ def tma_launch(M: int, N: int, K: int, dtype: str, config: Mapping[str, int], *,
     tiles = -(-M // bm) * -(-N // bn)
     programs = max(1, min(sms, tiles))
     t = TRITON_DTYPE[dtype]
+    signature = {"a_desc": f"tensordesc<{t}[{bm}, {bk}]>", "b_desc": f"tensordesc<{t}[{bk}, {bn}]>",
+                 "c_desc": f"tensordesc<{t}[{bm}, {bn // 2 if sub else bn}]>"}
+    scalars: dict[str, Any] = {"M": M, "N": N, "K": K, **descs}
+    if streamk:
+        signature.update(ws_ptr="*fp32", flags_ptr="*i32")
+        scalars.update(ws_ptr=workspace if workspace is not None else _StandIn(torch.float32, (programs, bm * bn)),
+                       flags_ptr=flags if flags is not None else _StandIn(torch.int32, (programs,)))
+    signature.update({"M": "i32", "N": "i32", "K": "i32",
+                      **{k: "constexpr" for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "NUM_PROGRAMS",
+                                                  "ACTIVATION", "SUBTILE")}})
     return TritonLaunch(
-        kernel=_tma_matmul_kernel,
-        signature={"a_desc": f"tensordesc<{t}[{bm}, {bk}]>", "b_desc": f"tensordesc<{t}[{bk}, {bn}]>",
-                   "c_desc": f"tensordesc<{t}[{bm}, {bn // 2 if sub else bn}]>", "M": "i32", "N": "i32", "K": "i32",
-                   **{k: "constexpr" for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "NUM_PROGRAMS",
-                                               "ACTIVATION", "SUBTILE")}},
+        kernel=_tma_streamk_kernel if streamk else _tma_matmul_kernel,
+        signature=signature,
         constexprs={"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": int(config["GROUP_M"]),
                     "NUM_PROGRAMS": programs, "ACTIVATION": activation, "SUBTILE": sub},
         grid=(programs, 1, 1),
         num_warps=int(config["num_warps"]),
         num_stages=int(config["num_stages"]),
         note=note,
-        scalars={"M": M, "N": N, "K": K, **descs},
+        scalars=scalars,
     )
+
+
+def streamk_buffers(M: int, N: int, config: Mapping[str, int], sms: int, device: Any) -> tuple[Any, Any]:
+    """(workspace, flags) for _tma_streamk_kernel: float32 (programs, BLOCK_M * BLOCK_N), one
+    partial accumulator a program (128 x 256 tiles on 132 SMs: 16.5 MiB), and int32 zeros, one
+    flag a program (each owner clears the flags it consumed, so they stay zero between launches)."""
+    import torch
+
+    bm, bn = int(config["BLOCK_M"]), int(config["BLOCK_N"])
+    programs = max(1, min(sms, -(-M // bm) * -(-N // bn)))
+    return (torch.empty((programs, bm * bn), dtype=torch.float32, device=device),
+            torch.zeros((programs,), dtype=torch.int32, device=device))
 
 
 def run_launch(launch: TritonLaunch) -> Any:
@@ -200,12 +311,21 @@ def tma_runner(spec: Any, config: Mapping[str, int], activation: str, sms: int):
 
     dtype = str(spec.dtype)
 
+    buffers: dict[tuple, tuple[Any, Any]] = {}  # stream-K's workspace and flags, per (device, M, N)
+
     def run(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         (m, k), (k_b, n) = a.shape, b.shape
         if k != k_b:
             raise ValueError(f"matmul triton: inner dimensions differ: A is {m}x{k}, B is {k_b}x{n}")
         a, b = a.contiguous(), b.contiguous()
         c = torch.empty((m, n), dtype=a.dtype, device=a.device)
-        run_launch(tma_launch(m, n, k, dtype, config, activation=activation, sms=sms, a=a, b=b, c=c))
+        ws = flags = None
+        if int(config.get("STREAMK", 0)):
+            key = (str(a.device), m, n)
+            if key not in buffers:
+                buffers[key] = streamk_buffers(m, n, config, sms, a.device)
+            ws, flags = buffers[key]
+        run_launch(tma_launch(m, n, k, dtype, config, activation=activation, sms=sms, a=a, b=b, c=c,
+                              workspace=ws, flags=flags))
         return c
     return run

@@ -146,6 +146,7 @@ def build_source(launch: TritonLaunch, target: Any) -> AotBuild:
 
 def _torch_dtype(torch: Any, declared: str, name: str) -> Any:
     by_name = {short: getattr(torch, long) for long, short in TRITON_DTYPE.items()}
+    by_name.update(i32=torch.int32, i64=torch.int64)  # flags and counters (the stream-K GEMM's)
     try:
         return by_name[declared[1:]]
     except KeyError:
