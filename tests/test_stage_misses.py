@@ -23,7 +23,7 @@ def test_every_side_of_every_case_is_registered_in_the_case_dtype():
             assert case.dtype in [d.value for d in (impl.dtypes or op.dtypes)], (case.name, side)
     names = [c.name for c in cases()]
     assert names == ["matmul 4096^3 bfloat16", "matmul 4096^3 float16", "matmul_gelu 8192^3 bfloat16",
-                     "softmax 16384^2 float32"]
+                     "softmax 16384^2 float32", "matmul 8192^3 bfloat16", "matmul 8192^3 float16"]
 
 
 def test_the_figures_compare_ours_with_the_best_reference_and_say_the_gap():

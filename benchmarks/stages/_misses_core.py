@@ -61,7 +61,8 @@ def cases() -> list[Case]:
          Side("pytorch", "softmax", "pytorch"), Side("cuda", "softmax", "cuda")),
         ours="triton", against=("compiled", "pytorch"), target=1.0, copy=True, also=("cuda",),
         note="triton and cuda: no slower than the best of pytorch and compiled beyond the measured spread")
-    return [gemm("bfloat16", GEMM_4096), gemm("float16", GEMM_4096), fused, softmax]
+    return [gemm("bfloat16", GEMM_4096), gemm("float16", GEMM_4096), fused, softmax,
+            gemm("bfloat16", GEMM_8192), gemm("float16", GEMM_8192)]
 
 
 def median_of_rounds(rounds: list[float]) -> float:
