@@ -349,10 +349,14 @@ extern "C" cudaError_t softmax_onepass_f32(const void*, void*, int64_t, int, int
 extern "C" cudaError_t softmax_onepass_f16(const void*, void*, int64_t, int, int, int, int, int, int, cudaStream_t);
 extern "C" cudaError_t softmax_onepass_bf16(const void*, void*, int64_t, int, int, int, int, int, int, cudaStream_t);
 extern "C" int softmax_onepass_fits(int64_t, int, int, const void*, const void*);
+extern "C" cudaError_t softmax_l2_f32(const void*, void*, int64_t, int, int, cudaStream_t);
+extern "C" cudaError_t softmax_l2_f16(const void*, void*, int64_t, int, int, cudaStream_t);
+extern "C" cudaError_t softmax_l2_bf16(const void*, void*, int64_t, int, int, cudaStream_t);
 
 // threads, packs, spacks, cluster, keep: a configuration of the one-pass kernel, threads = 0 for its
 // plan. A row too long for one pass (softmax_onepass_fits) takes the two-pass kernel, as does any
-// row with twopass = 1 (then with `threads` threads a block, 0: the kernel's own choice).
+// row with twopass = 1 (then with `threads` threads a block, 0: the kernel's own choice); twopass = 2
+// takes the three-pass L2 kernel (softmax_l2_kernel) at `threads` (512 or 1024).
 at::Tensor softmax_rows(at::Tensor x, int64_t threads, int64_t packs, int64_t spacks, int64_t cluster,
                            int64_t keep, int64_t twopass) {
     TORCH_CHECK(x.is_cuda(), "softmax: x must be a CUDA tensor");
@@ -370,7 +374,14 @@ at::Tensor softmax_rows(at::Tensor x, int64_t threads, int64_t packs, int64_t sp
     const int t = (int)threads, p = (int)packs, sp = (int)spacks, c = (int)cluster, k = (int)keep;
     const int tp = twopass ? t : 0;  // the two-pass kernel's block: tuned, or its own choice
     cudaError_t err;
-    switch (x.scalar_type()) {
+    if (twopass == 2) {
+        switch (x.scalar_type()) {
+            case at::kFloat: err = softmax_l2_f32(x.data_ptr(), y.data_ptr(), rows, cols, t, stream); break;
+            case at::kHalf: err = softmax_l2_f16(x.data_ptr(), y.data_ptr(), rows, cols, t, stream); break;
+            case at::kBFloat16: err = softmax_l2_bf16(x.data_ptr(), y.data_ptr(), rows, cols, t, stream); break;
+            default: TORCH_CHECK(false, "softmax: dtype must be float32, float16 or bfloat16, got ", x.scalar_type());
+        }
+    } else switch (x.scalar_type()) {
         case at::kFloat: err = onepass ? softmax_onepass_f32(x.data_ptr(), y.data_ptr(), rows, cols, t, p, sp, c, k, stream)
                                        : softmax_f32(x.data_ptr(), y.data_ptr(), rows, cols, tp, stream); break;
         case at::kHalf: err = onepass ? softmax_onepass_f16(x.data_ptr(), y.data_ptr(), rows, cols, t, p, sp, c, k, stream)
@@ -392,22 +403,27 @@ PLAN = {"threads": 0, "packs": 0, "spacks": 0, "cluster": 0, "keep": 0}  # the o
 # SM), 97.1-97.4% of the copy on the H200, where torch.compile's three passes over the row, the
 # later ones served by L2 at 32 registers a thread, reached 100.8% (README, issue #19).
 TWO_PASS_THREADS = (256, 512, 1024)
+# The three-pass L2 kernel (softmax.cu softmax_l2_kernel, twopass = 2: torch.compile's form, two
+# blocks an SM) at these block sizes, for the same rows; 16-byte packs only.
+L2_PASS_THREADS = (1024, 512)
 TWO_PASS_FROM_BYTES = 32 * 1024
-CUDA_VERSION = "tp2"  # the one-block rows' cache key: tp2 adds ROW_SHAPES (kernels/_onepass.py)
+CUDA_VERSION = "tp3"  # the one-block rows' cache key: tp2 added ROW_SHAPES, tp3 the L2 kernel
 
 
 def cuda_candidates(spec: SoftmaxSpec) -> list[dict[str, int]]:
     """The configs the `cuda` implementation's tuner compares at `spec` (the first is an untuned
     run's): clustered rows, kernels/_onepass.py's shapes (H200, 4096 x 262144: 71-89% of copy by
     shape alone), the measured fastest first; a wide one-block row, the plan, its ROW_SHAPES
-    (kept and staged one-block shapes: kernels/_onepass.py row_candidates) and then the two-pass
-    kernel at TWO_PASS_THREADS; any other row, the plan alone."""
+    (kept and staged one-block shapes: kernels/_onepass.py row_candidates), the three-pass L2 kernel
+    at L2_PASS_THREADS (twopass 2) and then the two-pass kernel at TWO_PASS_THREADS; any other
+    row, the plan alone."""
     clustered = [c.params() for c in cluster_candidates(spec.N, spec.dtype.itemsize)]
     if clustered:
         return clustered
     if fits(spec.M, spec.N, spec.dtype.itemsize) and spec.N * spec.dtype.itemsize >= TWO_PASS_FROM_BYTES:
         rows = [c.params() for c in row_candidates(spec.N, spec.dtype.itemsize)]
-        return [dict(PLAN)] + rows + [{**PLAN, "threads": t, "twopass": 1} for t in TWO_PASS_THREADS]
+        l2 = [{**PLAN, "threads": t, "twopass": 2} for t in L2_PASS_THREADS] if spec.N % (16 // spec.dtype.itemsize) == 0 else []
+        return [dict(PLAN)] + rows + l2 + [{**PLAN, "threads": t, "twopass": 1} for t in TWO_PASS_THREADS]
     return [dict(PLAN)]
 
 
@@ -462,8 +478,9 @@ def cuda_bytes_moved(spec: SoftmaxSpec) -> int:
 def build_cuda(spec: SoftmaxSpec, params, ctx: BuildContext):
     """CUDA C++, one pass: the row in registers, read once; rows past one block split over a
     thread-block cluster (distributed shared memory, tuned shape); rows past 262144 (16-byte
-    packs) take the two-pass kernel, which wide one-block rows (16384 columns) also try, tuned
-    against the one-pass plan (cuda_candidates)."""
+    packs) take the two-pass kernel. Wide one-block rows (16384 columns) also try kept and staged
+    one-block shapes, the three-pass L2 kernel (torch.compile's form) and the two-pass kernel,
+    tuned against the one-pass plan (cuda_candidates)."""
     module = load_cuda("wb_softmax", CU_FILE, _CPP_BINDING, ["softmax_rows"], ctx.build_dir, binding="library")
     tuning = tuning_inputs(spec, ctx)
     tuned = _cuda_config(spec, ctx, (lambda config: cuda_call(module, config)(*tuning)) if tuning else None)

@@ -265,8 +265,11 @@ def test_a_wide_one_block_row_tunes_the_plan_against_the_two_pass_kernel(dtype):
     assert configs[0] == sk.PLAN and not configs[0].get("twopass")
     rows = [c.params() for c in op1.row_candidates(16384, wide.dtype.itemsize)]
     assert rows and configs[1:1 + len(rows)] == rows and not any(c.get("twopass") for c in rows)
-    two = configs[1 + len(rows):]
-    assert [c["threads"] for c in two] == list(sk.TWO_PASS_THREADS) and all(c["twopass"] for c in two)
+    l2 = configs[1 + len(rows):1 + len(rows) + len(sk.L2_PASS_THREADS)]  # the three-pass L2 kernel
+    assert [(c["threads"], c["twopass"]) for c in l2] == [(t, 2) for t in sk.L2_PASS_THREADS]
+    two = configs[1 + len(rows) + len(l2):]
+    assert [c["threads"] for c in two] == list(sk.TWO_PASS_THREADS) and all(c["twopass"] == 1 for c in two)
+    assert all(sk.cuda_geometry(wide, c) == ((16384, 1, 1), c["threads"]) for c in l2)
     assert op.get_impl("cuda").source.launch(wide, {}) == sk.cuda_geometry(wide, sk.PLAN)  # untuned: the plan
     assert sk.cuda_geometry(wide, two[0]) == ((16384, 1, 1), sk.TWO_PASS_THREADS[0])
     assert all(sk.cuda_geometry(wide, c) == ((16384, 1, 1), c["threads"]) for c in rows)  # one block a row
@@ -275,6 +278,8 @@ def test_a_wide_one_block_row_tunes_the_plan_against_the_two_pass_kernel(dtype):
     clustered = sk.cuda_candidates(op.make_spec({"M": 4096, "N": 262144}, dtype))
     assert clustered == [c.params() for c in op1.cluster_candidates(262144, wide.dtype.itemsize)]
     assert not any(c.get("twopass") for c in clustered)
+    odd = sk.cuda_candidates(op.make_spec({"M": 64, "N": 16385}, dtype))  # scalar packs: no L2 kernel
+    assert not any(c.get("twopass") == 2 for c in odd)
 
 
 def test_the_cuda_softmax_passes_every_config_field_to_the_binding():

@@ -258,6 +258,25 @@ def test_one_block_row_shapes_compile_without_a_cluster_variant_or_spills(resour
     assert checked == 3 + 2
 
 
+def test_the_l2_kernel_reads_with_cache_hints_in_few_registers(resources):
+    """softmax_l2_kernel (three passes, twopass = 2): every dtype at 512 and 1024 threads, no
+    spills, at most 32 registers (two blocks of 1024 an SM), L2 evict_last for the first two reads
+    and evict_first for the third, one ex2 per element in the sum and one in the output."""
+    report, ptx = resources
+    kernels = _reports(report)
+    for code in ("f", "6__half", "13__nv_bfloat16"):
+        for threads in (512, 1024):
+            frag = f"softmax_l2_kernelI{code}Li{threads}E"
+            names = [n for n in kernels if frag in n]
+            assert names, f"{frag} not compiled"
+            text = kernels[names[0]]
+            assert "0 bytes spill stores" in text and "0 bytes spill loads" in text, text
+            assert int(re.search(r"Used (\d+) registers", text).group(1)) <= 32, text
+            body = _body(ptx, frag)
+            assert "createpolicy.fractional.L2::evict_last" in body and "createpolicy.fractional.L2::evict_first" in body
+            assert body.count("ld.global.L2::cache_hint.v4") >= 3 and "barrier.cluster" not in body
+
+
 def test_keep_takes_one_exponential_per_element_and_packed_maxima(resources):
     """KEEP's point (kernels/_onepass.py KEPT_SHAPES): half the ex2 of the same shape without it;
     16-bit rows take the max on packed pairs and keep the exponentials as float16 pairs."""
