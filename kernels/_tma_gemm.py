@@ -27,7 +27,7 @@ from workbench.kernel_source import TRITON_DTYPE, TritonLaunch
 from workbench.triton_support import jit, tl
 
 SM90_SMS = 132  # H200 multiprocessors: the persistent grid where no device can be asked
-TMA_VERSION = "tma4"  # the autotune cache key's version: bump when the kernel or CANDIDATES change
+TMA_VERSION = "tma5"  # the autotune cache key's version: bump when the kernel or CANDIDATES change
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, SUBTILE, GROUP_M); the first is the default.
 # Shared memory (Triton 3.6, sm_90 AOT): 128x256x64 s3 sub1 176 KiB, s4 sub1 224 KiB, sub0 s3 208 KiB
@@ -141,6 +141,17 @@ def _store_tile(c_desc, acc, offs_cm, offs_cn, BLOCK_M: tl.constexpr, BLOCK_N: t
 
 
 @jit
+def _store_halves(c_desc, acc0, acc1, offs_cm, offs_cn, BLOCK_N: tl.constexpr, ACTIVATION: tl.constexpr):
+    """The epilogue of a tile held as its two BLOCK_N / 2 halves (C's descriptor blocks are
+    BLOCK_N / 2 wide: stream-K configs have SUBTILE)."""
+    if ACTIVATION == "gelu":
+        acc0 = _gelu_tile(acc0)
+        acc1 = _gelu_tile(acc1)
+    c_desc.store([offs_cm, offs_cn], acc0.to(c_desc.dtype))
+    c_desc.store([offs_cm, offs_cn + BLOCK_N // 2], acc1.to(c_desc.dtype))
+
+
+@jit
 def _tma_streamk_kernel(a_desc, b_desc, c_desc, ws_ptr, flags_ptr, M, N, K,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                         GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, ACTIVATION: tl.constexpr,
@@ -188,7 +199,7 @@ def _tma_streamk_kernel(a_desc, b_desc, c_desc, ws_ptr, flags_ptr, M, N, K,
     per = tl.cdiv(sk_iters, NUM_PROGRAMS)
     start = start_pid * per
     it_end = tl.minimum(start + per, sk_iters)
-    offs_ws = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    offs_half = tl.arange(0, BLOCK_M)[:, None] * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)[None, :]
     while it_end > start:
         t_local = (it_end - 1) // k_tiles
         tile_first = t_local * k_tiles
@@ -202,17 +213,25 @@ def _tma_streamk_kernel(a_desc, b_desc, c_desc, ws_ptr, flags_ptr, M, N, K,
             a = a_desc.load([offs_am, offs_k])
             b = b_desc.load([offs_k, offs_bn])
             acc = tl.dot(a, b, acc)
+        # the partial tile moves in two BLOCK_N / 2 halves: an owner then holds its accumulator and
+        # half a partial (192 of 255 registers), not two whole tiles (spills at 128 x 256)
+        halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+        acc0, acc1 = tl.split(halves)
         if it_end - tile_first < k_tiles:  # a partial: the tile goes on in the next program
-            tl.store(ws_ptr + start_pid * (BLOCK_M * BLOCK_N) + offs_ws, acc)
+            slot = ws_ptr + start_pid * (BLOCK_M * BLOCK_N)
+            tl.store(slot + offs_half, acc0)
+            tl.store(slot + (BLOCK_M * BLOCK_N // 2) + offs_half, acc1)
             tl.debug_barrier()  # every thread's part is stored before the flag says so
             tl.atomic_xchg(flags_ptr + start_pid, 1, sem="release")
         else:
             for q in range(tile_first // per, start_pid):  # the programs before this one in the tile
                 while tl.atomic_add(flags_ptr + q, 0, sem="acquire") == 0:
                     pass
-                acc += tl.load(ws_ptr + q * (BLOCK_M * BLOCK_N) + offs_ws, cache_modifier=".cg")
+                slot = ws_ptr + q * (BLOCK_M * BLOCK_N)
+                acc0 += tl.load(slot + offs_half, cache_modifier=".cg")
+                acc1 += tl.load(slot + (BLOCK_M * BLOCK_N // 2) + offs_half, cache_modifier=".cg")
                 tl.atomic_xchg(flags_ptr + q, 0)  # ready for the next launch
-            _store_tile(c_desc, acc, offs_am, offs_bn, BLOCK_M, BLOCK_N, ACTIVATION, SUBTILE)
+            _store_halves(c_desc, acc0, acc1, offs_am, offs_bn, BLOCK_N, ACTIVATION)
         it_end = seg_start
 
 
@@ -237,7 +256,7 @@ def tma_launch(M: int, N: int, K: int, dtype: str, config: Mapping[str, int], *,
     and int32 zeroed flags, one per program: streamk_buffers) the descriptors point at them (the
     run); without, at stand-ins of the same dtype and shape (the ahead-of-time PTX, same
     specialisation). sms: programs of the persistent grid. Raises WorkbenchError (from
-    TensorDescriptor) for misaligned rows.
+    TensorDescriptor) for misaligned rows, ValueError for STREAMK without SUBTILE.
     """
     import torch
 
@@ -246,6 +265,8 @@ def tma_launch(M: int, N: int, K: int, dtype: str, config: Mapping[str, int], *,
     bm, bn, bk = int(config["BLOCK_M"]), int(config["BLOCK_N"]), int(config["BLOCK_K"])
     sub = int(config["SUBTILE"])
     streamk = int(config.get("STREAMK", 0))
+    if streamk and not sub:
+        raise ValueError(f"matmul triton: STREAMK=1 needs SUBTILE=1 (the stream-K kernel moves tiles in halves), got {dict(config)}")
     a = a if a is not None else _StandIn(torch_dtype, (M, K))
     b = b if b is not None else _StandIn(torch_dtype, (K, N))
     c = c if c is not None else _StandIn(torch_dtype, (M, N))
