@@ -32,7 +32,7 @@ class GpuTruth:
         self.info = device_info(device)
         self.registry = discover()
         self.timer = make_timer(device)
-        self.flush = {kind: make_l2_flush(device, self.info.l2_bytes, kind) for kind in ("read", "zero", "zero_read")}
+        self.flush = {kind: make_l2_flush(device, self.info.l2_bytes, kind) for kind in ("read", "zero")}
         self.last_engine: dict = {}
         self.do_bench_spread: list[dict | None] = []
         self.on_cuda = device.startswith("cuda")
@@ -76,8 +76,7 @@ class GpuTruth:
             call = lambda: fn(*inputs)  # noqa: E731
             methods: dict[str, Callable[[], tuple[float, float | None]]] = {
                 "engine": lambda: self._engine(call, "read"), "do_bench": lambda: self._do_bench(call),
-                "engine_zero_flush": lambda: self._engine(call, "zero"),
-                "engine_zero_read_flush": lambda: self._engine(call, "zero_read")}
+                "engine_zero_flush": lambda: self._engine(call, "zero")}
             if case.op == "matmul":
                 methods["sync_each_sample"] = lambda: self._sync_each(call)
                 methods["engine_round_warm_up"] = lambda: self._engine(call, "read", back_to_back=False)

@@ -34,7 +34,7 @@ MAX_BATCH = 1000               # event pairs per batch (events are reused)
 HEADROOM_FACTOR = 1.5          # spin = 1.5 x host launch time + the event records, less the flush
 EVENT_RECORD_MS = 0.010        # host time of the spin launch and the start event record (~10 us)
 MAX_HEADROOM_MS = 2.0          # a launcher slower than this is host-bound anyway: no longer spin
-FLUSH_KINDS = ("read", "zero", "zero_read")
+FLUSH_KINDS = ("read", "zero")
 
 
 class Cancelled(Exception):
@@ -162,12 +162,8 @@ class L2Flush:
     max(2 x L2, 256 MiB), written once at allocation, so L2 ends full of clean lines and the timed
     kernel writes back nothing of ours. kind "zero": `zero_()` as triton.testing.do_bench does; it
     leaves up to L2 of DIRTY lines that the timed kernel must write back (read-heavy kernels of
-    16-256 MiB timed 10-23% slower that way on the H200). kind "zero_read": `zero_()` of a second
-    buffer of the same size, then the read: L2 ends as clean as with "read", and the flush writes
-    HBM as do_bench's does (twice the flush traffic). Why offered: under a power limit a flush's
-    own HBM writes lower the clock the timed kernel then runs at; on the H200 the read flush let
-    power-limited 16384^2 rows run 30-120 MHz faster than do_bench's zero flush did
-    (results/h200/2026-12-03, truth call 5): "zero_read" keeps L2 clean and draws do_bench's power."""
+    16-256 MiB timed 10-23% slower that way on the H200). "Zero then read" would end as clean as
+    "read" at twice the flush traffic, so it is not offered."""
 
     def __init__(self, device: str, l2_bytes: int | None, kind: str = "read"):
         import torch
@@ -178,17 +174,13 @@ class L2Flush:
         self.nbytes = max(2 * int(l2_bytes or 0), MIN_FLUSH_BYTES)
         self._buf = torch.ones(self.nbytes // 4, dtype=torch.float32, device=device)
         self._out = torch.empty((), dtype=torch.float32, device=device)
-        self._zeroed = torch.empty_like(self._buf) if kind == "zero_read" else None
         self._torch = torch
 
     def __call__(self) -> None:
         if self.kind == "read":
             self._torch.amax(self._buf, dim=0, out=self._out)
-        elif self.kind == "zero":
+        else:
             self._buf.zero_()
-        else:  # zero_read: the writes first; the read then evicts them (written back inside the flush)
-            self._zeroed.zero_()
-            self._torch.amax(self._buf, dim=0, out=self._out)
 
 
 def make_l2_flush(device: str, l2_bytes: int | None, kind: str = "read") -> L2Flush | None:
@@ -199,7 +191,7 @@ def make_l2_flush(device: str, l2_bytes: int | None, kind: str = "read") -> L2Fl
 
 
 def flush_kind(flush: Callable[[], None] | None) -> str | None:
-    """The `timing.flush_kind` of a flush callable: "read", "zero", "zero_read", "custom" or None (no flush)."""
+    """The `timing.flush_kind` of a flush callable: "read", "zero", "custom" or None (no flush)."""
     if flush is None:
         return None
     return getattr(flush, "kind", "custom")
