@@ -22,7 +22,8 @@ from .messages import Choice, ImplsPicked, ParamsEdited
 
 
 class OpList(KeyOptionList):
-    """The session's runs, then every op as `+ op` (a new run of it); Enter or a click picks one.
+    """The session's runs, then every op as `+ op` (a new run of it). Highlighting a run shows it;
+    Enter or a click on `+ op` starts a new run of that op.
 
     Option ids: `run:<index>` or `op:<name>`. d deletes the run, c copies it, K / J move it.
     """
@@ -50,6 +51,16 @@ class OpList(KeyOptionList):
         event.stop()
         kind, _, value = event.option.id.partition(":")
         self.post_message(Choice(kind, int(value) if kind == "run" else value))
+
+    @on(OptionList.OptionHighlighted)
+    def _moved(self, event: OptionList.OptionHighlighted) -> None:
+        """Moving onto a run shows it, so the panes are always the highlighted run's (a new user
+        moved with j, saw the previous run's panes, and `r` ran the highlighted one). Moving onto
+        `+ op` changes nothing: a new run starts only on Enter."""
+        event.stop()
+        kind, _, value = (event.option.id or "").partition(":")
+        if kind == "run":
+            self.post_message(Choice(kind, int(value)))
 
 
 class ImplPanel(Vertical):

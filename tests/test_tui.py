@@ -155,6 +155,32 @@ async def test_r_in_the_runs_list_runs_the_highlighted_run(tmp_path):
 
 
 @run_async
+async def test_moving_the_highlight_onto_a_run_shows_it_and_onto_an_op_does_not(tmp_path):
+    """A fresh-clone try (2026-12-03): j moved the highlight to softmax while the panes still
+    showed gelu, and `e` then edited a run not highlighted. Highlighting a run now shows it;
+    `+ op` entries start a new run only on Enter."""
+    from textual.widgets import OptionList
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        assert app.ws.index == 0 and app.ws.run.op == "gelu"
+        runs = app.query_one("#op-list", OptionList)
+        runs.focus()
+        await pilot.press("j")
+        await wait_for(pilot, lambda: app.ws.index == 1)
+        assert app.ws.run.op == "softmax" and app.focused is runs and runs.highlighted == 1
+        n_runs = len(app.ws.session.runs)
+        await pilot.press("j")  # onto the first `+ op`: no new run, the shown run stays
+        await pilot.pause(0.2)
+        assert runs.get_option_at_index(runs.highlighted).id.startswith("op:")
+        assert len(app.ws.session.runs) == n_runs and app.ws.index == 1
+        await pilot.press("k", "k")
+        await wait_for(pilot, lambda: app.ws.index == 0)
+        assert app.ws.run.op == "gelu" and app.focused is runs
+
+
+@run_async
 async def test_run_fills_every_pane_and_writes_results(tmp_path):
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
