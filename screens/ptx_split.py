@@ -93,6 +93,13 @@ class CodeLines(ScrollView, can_focus=True):
         if announce:
             self.post_message(self.Moved(self, self.cursor_line))
 
+    def on_resize(self, event) -> None:
+        """Keep the cursor line in view when the view shrinks. A fresh-clone try at 80x24: the
+        split opened centred on line 144 for a taller pane, the pane then shrank to six rows, and
+        the header named line 144 while lines 137-142 showed."""
+        if self.code_lines and not self._visible(self.cursor_line):
+            self._center(self.cursor_line)
+
     def _visible(self, line: int) -> bool:
         top, height = int(self.scroll_offset.y), self.scrollable_content_region.height
         return bool(height) and top < line <= top + height

@@ -148,3 +148,33 @@ async def test_split_view_without_a_source_map_says_why(tmp_path):
         await pilot.press("d")  # nothing to compare with: a notice, no crash
         await pilot.pause(0.2)
         assert app.query_one(SplitView).state is None
+
+
+def test_the_cursor_line_stays_in_view_when_the_code_view_shrinks():
+    """At 80x24 the split opened centred on its line for a taller pane, then the pane shrank and
+    the cursor line was off screen while the header named it (a fresh-clone try)."""
+    import asyncio
+
+    from rich.text import Text
+    from textual.app import App
+
+    class One(App):
+        CSS = "CodeLines { height: 20; }"
+
+        def compose(self):
+            yield CodeLines(id="code")
+
+    async def scenario():
+        app = One()
+        async with app.run_test(size=(60, 30)) as pilot:
+            code = app.query_one("#code", CodeLines)
+            code.set_lines([Text(f"line {i}") for i in range(1, 201)], [str(i) for i in range(1, 201)], 20)
+            await pilot.pause()
+            code.move_to(144)
+            await pilot.pause()
+            assert code._visible(144)
+            code.styles.height = 6  # the pane shrinks after the cursor was centred
+            await pilot.pause()
+            await pilot.pause()
+            assert code.scrollable_content_region.height <= 6 and code._visible(144)
+    asyncio.run(scenario())
