@@ -217,7 +217,10 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         if sessions_io.shipped_original(self.ws.path, self.data_dir) is not None:
             where = f"your copy: {where}"
         machine = self.ws.catalog.machine if self.ws.catalog else "loading ops…"
-        return f"workbench · {self.ws.session.name} ({where}) · {machine}"
+        text = f"workbench · {self.ws.session.name} ({where}) · {machine}"
+        if getattr(self, "autosave_error", None):  # first, so 80 columns show it (a fresh-clone try
+            text = f"⚠ autosave failing (Log 5) · {text}"  # missed a 4 s notice on a read-only data dir)
+        return text
 
     # -- actions ----------------------------------------------------------------------------
     def action_pane(self, pane: str) -> None:

@@ -25,6 +25,7 @@ class EditorMixin:
     """Mixed into WorkbenchApp: `self.ws` is the Workspace."""
 
     _autosave_timer = None
+    autosave_error: str | None = None  # the last autosave's failure, shown in the title bar until one succeeds
 
     # -- attributes down --------------------------------------------------------------------
     async def show_run(self) -> None:
@@ -187,4 +188,12 @@ class EditorMixin:
         try:
             sessions_io.autosave(self.ws.session, self.ws.path, self.data_dir)
         except (OSError, ValueError, TypeError) as exc:
-            self.report(f"autosave failed: {exc}", "warning")
+            first = self.autosave_error is None
+            self.autosave_error = str(exc)
+            self.query_one("#title-bar", Static).update(self.title_text())
+            if first:  # the title bar keeps saying so; one notice, not one per edit
+                self.report(f"autosave failed: {exc}", "warning")
+            return
+        if self.autosave_error is not None:
+            self.autosave_error = None
+            self.query_one("#title-bar", Static).update(self.title_text())

@@ -775,3 +775,31 @@ async def test_the_results_table_is_drawn_at_full_width_after_a_second_run(tmp_p
         app.show_results()  # a redraw as each flush does, the table's size unchanged
         await pilot.pause(0.2)
         assert drawn(table) == first
+
+
+@run_async
+async def test_a_failing_autosave_stays_in_the_title_bar_until_one_succeeds(tmp_path, monkeypatch):
+    """A fresh-clone try with a read-only data dir saw the failure only as a 4 s notice and in
+    the Log; the title bar now says so until an autosave succeeds, with one notice, not one per
+    edit."""
+    from workbench.screens import sessions_io
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        title = app.query_one("#title-bar", Static)
+        saved = sessions_io.autosave
+
+        def refuse(*args, **kwargs):
+            raise OSError(30, "Read-only file system", str(tmp_path / "autosave"))
+        monkeypatch.setattr(sessions_io, "autosave", refuse)
+        app.autosave_now()
+        app.autosave_now()
+        await pilot.pause()
+        assert "autosave failing" in str(title.render())
+        notices = [str(n.message) for n in app._notifications]
+        assert sum("autosave failed" in m for m in notices) == 1
+        monkeypatch.setattr(sessions_io, "autosave", saved)
+        app.autosave_now()
+        await pilot.pause()
+        assert "autosave failing" not in str(title.render()) and app.autosave_error is None
