@@ -251,8 +251,8 @@ def warm_up(call: Callable[[], Any], timer: Timer, warmup_ms: float,
     remaining host time), then one synchronize. Why: a power-limited kernel enters the timed loop
     at the clock do_bench's loop would find, not the higher one that idle gaps between warm-up
     rounds leave; on the H200 the engine read cuBLAS and Triton bf16 8192^3 2.1% faster than
-    do_bench on average over 11 calls with round-only warm-up, and 0.9995 / 0.998 of it after a
-    back-to-back warm-up (results/h200/2026-12-03, truth `engine_after_back_to_back`).
+    do_bench on average over 11 calls with round-only warm-up (0.944-0.999), and 0.996-1.001 in
+    four runs over three calls with this one (results/h200/2026-12-03b).
     back_to_back=False: rounds only, for all of `warmup_ms` (the method before 2026-12-03)."""
     host_ms: list[float] = []
 
