@@ -181,6 +181,32 @@ async def test_moving_the_highlight_onto_a_run_shows_it_and_onto_an_op_does_not(
 
 
 @run_async
+async def test_moving_the_highlight_during_a_run_keeps_its_results_with_the_run_that_ran(tmp_path):
+    """Highlighting shows a run (above), so j during a run switches the panes mid-run: the
+    results must still land on the run that ran, and show when it is highlighted again."""
+    from textual.widgets import OptionList
+
+    app = make_app(tmp_path, engine=fixture_engine(delay_s=0.05))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.running)
+        runs = app.query_one("#op-list", OptionList)
+        runs.focus()
+        await pilot.press("j")  # softmax shown while gelu runs
+        await wait_for(pilot, lambda: app.ws.index == 1)
+        await wait_for(pilot, lambda: not app.running, timeout_s=30)
+        assert app.ws.index == 1 and app.ws.run.op == "softmax"
+        await pilot.pause(0.2)
+        table = app.query_one("#results-table", DataTable)
+        assert table.row_count == 0  # gelu's results did not land on softmax, which never ran
+        await pilot.press("k")
+        await wait_for(pilot, lambda: app.ws.index == 0)
+        await pilot.pause(0.2)
+        assert table.row_count > 0  # gelu's rows, back on screen with gelu
+
+
+@run_async
 async def test_run_fills_every_pane_and_writes_results(tmp_path):
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
