@@ -107,19 +107,36 @@ def _tma_matmul_kernel(a_desc, b_desc, c_desc, M, N, K,
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
     num_tiles = num_pid_m * num_pid_n
+    _data_parallel_tiles(a_desc, b_desc, c_desc, start_pid, num_tiles, num_pid_m, num_pid_n, k_tiles,
+                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_PROGRAMS, ACTIVATION, SUBTILE)
+
+
+@jit
+def _tile_dot(a_desc, b_desc, offs_am, offs_bn, k_lo, k_hi, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+              BLOCK_K: tl.constexpr):
+    """A float32 BLOCK_M x BLOCK_N tile of A @ B over K steps k_lo..k_hi-1 (out-of-range rows and
+    the K tail arrive as zeros: TMA padding)."""
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for ki in range(k_lo, k_hi):
+        offs_k = ki * BLOCK_K
+        a = a_desc.load([offs_am, offs_k])
+        b = b_desc.load([offs_k, offs_bn])
+        acc = tl.dot(a, b, acc)
+    return acc
+
+
+@jit
+def _data_parallel_tiles(a_desc, b_desc, c_desc, start_pid, n_tiles, num_pid_m, num_pid_n, k_tiles,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                         GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, ACTIVATION: tl.constexpr,
+                         SUBTILE: tl.constexpr):
+    """Tiles start_pid, start_pid + NUM_PROGRAMS, ... below n_tiles, each whole, then stored."""
     # A second tile counter for the epilogue, so that the pipeliner does not have to keep the main
     # loop's tile id alive across the flattened loop (Triton's persistent-matmul tutorial).
     tile_id_c = start_pid - NUM_PROGRAMS
-    for tile_id in tl.range(start_pid, num_tiles, NUM_PROGRAMS, flatten=True):
+    for tile_id in tl.range(start_pid, n_tiles, NUM_PROGRAMS, flatten=True):
         pid_m, pid_n = _tile_ids(tile_id, num_pid_m, num_pid_n, GROUP_M)
-        offs_am = pid_m * BLOCK_M
-        offs_bn = pid_n * BLOCK_N
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for ki in range(k_tiles):  # out-of-range rows and the K tail arrive as zeros (TMA padding)
-            offs_k = ki * BLOCK_K
-            a = a_desc.load([offs_am, offs_k])
-            b = b_desc.load([offs_k, offs_bn])
-            acc = tl.dot(a, b, acc)
+        acc = _tile_dot(a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, k_tiles, BLOCK_M, BLOCK_N, BLOCK_K)
         tile_id_c += NUM_PROGRAMS
         pid_m, pid_n = _tile_ids(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
         _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N, ACTIVATION, SUBTILE)
@@ -132,12 +149,16 @@ def _store_tile(c_desc, acc, offs_cm, offs_cn, BLOCK_M: tl.constexpr, BLOCK_N: t
     if ACTIVATION == "gelu":
         acc = _gelu_tile(acc)  # fused epilogue: the tile is still in registers
     if SUBTILE:
-        halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
-        acc0, acc1 = tl.split(halves)
-        c_desc.store([offs_cm, offs_cn], acc0.to(c_desc.dtype))
-        c_desc.store([offs_cm, offs_cn + BLOCK_N // 2], acc1.to(c_desc.dtype))
+        acc0, acc1 = _halves(acc, BLOCK_M, BLOCK_N)
+        _store_halves(c_desc, acc0, acc1, offs_cm, offs_cn, BLOCK_N, "none")
     else:
         c_desc.store([offs_cm, offs_cn], acc.to(c_desc.dtype))
+
+
+@jit
+def _halves(acc, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """A BLOCK_M x BLOCK_N tile as its two BLOCK_M x BLOCK_N / 2 column halves."""
+    return tl.split(tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1)))
 
 
 @jit
@@ -180,20 +201,8 @@ def _tma_streamk_kernel(a_desc, b_desc, c_desc, ws_ptr, flags_ptr, M, N, K,
     k_tiles = tl.cdiv(K, BLOCK_K)
     num_tiles = num_pid_m * num_pid_n
     dp_tiles = (num_tiles // NUM_PROGRAMS) * NUM_PROGRAMS
-    tile_id_c = start_pid - NUM_PROGRAMS
-    for tile_id in tl.range(start_pid, dp_tiles, NUM_PROGRAMS, flatten=True):
-        pid_m, pid_n = _tile_ids(tile_id, num_pid_m, num_pid_n, GROUP_M)
-        offs_am = pid_m * BLOCK_M
-        offs_bn = pid_n * BLOCK_N
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for ki in range(k_tiles):
-            offs_k = ki * BLOCK_K
-            a = a_desc.load([offs_am, offs_k])
-            b = b_desc.load([offs_k, offs_bn])
-            acc = tl.dot(a, b, acc)
-        tile_id_c += NUM_PROGRAMS
-        pid_m, pid_n = _tile_ids(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
-        _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N, ACTIVATION, SUBTILE)
+    _data_parallel_tiles(a_desc, b_desc, c_desc, start_pid, dp_tiles, num_pid_m, num_pid_n, k_tiles,
+                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_PROGRAMS, ACTIVATION, SUBTILE)
 
     sk_iters = (num_tiles - dp_tiles) * k_tiles
     per = tl.cdiv(sk_iters, NUM_PROGRAMS)
@@ -207,16 +216,11 @@ def _tma_streamk_kernel(a_desc, b_desc, c_desc, ws_ptr, flags_ptr, M, N, K,
         pid_m, pid_n = _tile_ids(dp_tiles + t_local, num_pid_m, num_pid_n, GROUP_M)
         offs_am = pid_m * BLOCK_M
         offs_bn = pid_n * BLOCK_N
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for ki in range(seg_start - tile_first, it_end - tile_first):
-            offs_k = ki * BLOCK_K
-            a = a_desc.load([offs_am, offs_k])
-            b = b_desc.load([offs_k, offs_bn])
-            acc = tl.dot(a, b, acc)
+        acc = _tile_dot(a_desc, b_desc, offs_am, offs_bn, seg_start - tile_first, it_end - tile_first,
+                        BLOCK_M, BLOCK_N, BLOCK_K)
         # the partial tile moves in two BLOCK_N / 2 halves: an owner then holds its accumulator and
         # half a partial (192 of 255 registers), not two whole tiles (spills at 128 x 256)
-        halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
-        acc0, acc1 = tl.split(halves)
+        acc0, acc1 = _halves(acc, BLOCK_M, BLOCK_N)
         if it_end - tile_first < k_tiles:  # a partial: the tile goes on in the next program
             slot = ws_ptr + start_pid * (BLOCK_M * BLOCK_N)
             tl.store(slot + offs_half, acc0)
