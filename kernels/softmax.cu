@@ -102,9 +102,8 @@ static int softmax_threads(int n_packs) {
 }
 
 // threads: the block size (a multiple of 32 in [32, 1024]; anything else is cudaErrorInvalidValue),
-// or 0 for softmax_threads'. A row that fits one block in the one-pass plan may also take this
-// kernel with a tuned block size (kernels/softmax.py, TWO_PASS_THREADS): more blocks per SM,
-// the second read served by L2.
+// or 0 for softmax_threads'. (A row that fits one block in the one-pass plan took this kernel as a
+// tuner candidate until the H200 put it 40-50% behind the plan, 2026-12-03.)
 template <typename T>
 static cudaError_t launch_softmax(const T* x, T* y, int64_t n_rows, int n_cols, int threads, cudaStream_t stream) {
     constexpr int VEC = 16 / sizeof(T);
@@ -515,19 +514,34 @@ __device__ __forceinline__ uint64_t l2_evict_first_policy() {
     return policy;
 }
 
-// One 16-byte pack with an L2 cache-eviction policy (PTX ISA: ld ... .L2::cache_hint).
-template <typename P>
+// One 16-byte pack with an L2 cache-eviction policy (PTX ISA: ld ... .L2::cache_hint); L1: 0 no L1
+// priority (the default, evict_normal), 1 L1::evict_last, 2 L1::evict_first (PTX ISA "ld",
+// .level::eviction_priority).
+template <int L1, typename P>
 __device__ __forceinline__ P load_with_policy(const P* ptr, uint64_t policy) {
     static_assert(sizeof(P) == 16, "16-byte packs");
     uint4 u;
-    asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                 : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w) : "l"(ptr), "l"(policy));
+    if constexpr (L1 == 1)
+        asm volatile("ld.global.L1::evict_last.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                     : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w) : "l"(ptr), "l"(policy));
+    else if constexpr (L1 == 2)
+        asm volatile("ld.global.L1::evict_first.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                     : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w) : "l"(ptr), "l"(policy));
+    else
+        asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                     : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w) : "l"(ptr), "l"(policy));
     P p;
     memcpy(&p, &u, sizeof(P));
     return p;
 }
 
-template <typename T, int THREADS>
+// TRITON_FORM: the PTX kernels/_softmax_rows.py's _softmax_l2_kernel compiles to (sm_90, Triton
+// 3.6), which on the H200 ran at torch.compile's speed (0.4995 against 0.5002 ms, 16384^2 float32,
+// 2026-12-03) where this kernel without it ran 0.5192: the first two passes' loads also ask L1 to
+// keep the row (L1::evict_last: two blocks' 64 KiB rows fit an SM's L1, so the re-reads can stop
+// there), the last pass's ask L1 to drop it (L1::evict_first), and no loop is unrolled (one pack a
+// thread in flight per step, as Triton issues them).
+template <typename T, int THREADS, bool TRITON_FORM = false>
 __global__ void __launch_bounds__(THREADS, 2048 / THREADS)
 softmax_l2_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
     constexpr int VEC = 16 / (int)sizeof(T);
@@ -539,10 +553,12 @@ softmax_l2_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
     const int n_packs = n_cols / VEC;
     const uint64_t keep = l2_evict_last_policy();
 
+    constexpr int L1_KEEP = TRITON_FORM ? 1 : 0, L1_DROP = TRITON_FORM ? 2 : 0, UNROLL = TRITON_FORM ? 1 : 4;
+
     float m = -INFINITY;
-#pragma unroll 4
+#pragma unroll UNROLL
     for (int i = (int)threadIdx.x; i < n_packs; i += THREADS) {
-        const P p = load_with_policy(x_p + i, keep);
+        const P p = load_with_policy<L1_KEEP>(x_p + i, keep);
 #pragma unroll
         for (int k = 0; k < VEC; ++k) m = fmaxf(m, p.get(k));
     }
@@ -550,9 +566,9 @@ softmax_l2_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
     const float row_max = block_merge<THREADS>(m, 0.0f, warp_pairs).x;
     float s = 0.0f;
     if (row_max != -INFINITY) {  // a row of -inf only: the sum stays 0 and the output NaN (torch.softmax's)
-#pragma unroll 4
+#pragma unroll UNROLL
         for (int i = (int)threadIdx.x; i < n_packs; i += THREADS) {
-            const P p = load_with_policy(x_p + i, keep);
+            const P p = load_with_policy<L1_KEEP>(x_p + i, keep);
 #pragma unroll
             for (int k = 0; k < VEC; ++k) s += exp_shifted(p.get(k), row_max);
         }
@@ -560,9 +576,9 @@ softmax_l2_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
     // every pair has the same max: the merge adds the sums
     const float inv_sum = 1.0f / block_merge<THREADS>(row_max, s, warp_pairs).y;
     const uint64_t drop = l2_evict_first_policy();
-#pragma unroll 4
+#pragma unroll UNROLL
     for (int i = (int)threadIdx.x; i < n_packs; i += THREADS)
-        y_p[i] = scaled_pack<P, VEC>(load_with_policy(x_p + i, drop), row_max, inv_sum);
+        y_p[i] = scaled_pack<P, VEC>(load_with_policy<L1_DROP>(x_p + i, drop), row_max, inv_sum);
 }
 
 }  // namespace onepass
@@ -632,10 +648,10 @@ static cudaError_t launch_config(const T* x, T* y, int64_t rows, int cols, int c
 
 // R(THREADS, PACKS, SPACKS, KEEP): one-block shapes for wide rows (>= 32 KiB, one block in the plan),
 // launched without a cluster only (launch_row), which the tuner compares with the plan and the
-// two-pass kernel (kernels/_onepass.py ROW_SHAPES): KEEP on the plan's shape (half the ex2), and
-// half the threads with half of each thread's packs staged in shared memory (twice the blocks an
-// SM for the same registers), with and without KEEP.
-#define ONEPASS_ROWS_V4(R) R(512, 8, 0, 1) R(256, 8, 8, 0) R(256, 8, 8, 1)
+// three-pass L2 kernel (kernels/_onepass.py ROW_SHAPES): KEEP on the plan's shape (half the ex2).
+// (Half the threads with half of each thread's packs staged in shared memory ran 3-5% behind the
+// plan on the H200 and were dropped.)
+#define ONEPASS_ROWS_V4(R) R(512, 8, 0, 1)
 #define ONEPASS_ROWS_V8(R) R(512, 4, 0, 1)
 
 #define ONEPASS_CASE(THR, PK) \
@@ -735,24 +751,30 @@ static cudaError_t launch_onepass(const T* x, T* y, int64_t rows, int cols, int 
                   : dispatch<T, 1>(x, y, rows, cols, threads, packs, spacks, cluster, keep != 0, stream);
 }
 
-// The three-pass L2 kernel at `threads` (512 or 1024) a block: 16-byte packs only.
+// The three-pass L2 kernel at 1024 threads a block: 16-byte packs only; triton_form 1 for
+// TRITON_FORM (L1 hints, no unrolling). (512 threads, timed on the H200 in three calls, ran 4-27%
+// behind 1024 and was dropped, 2026-12-03.)
 template <typename T>
-static cudaError_t launch_l2(const T* x, T* y, int64_t rows, int cols, int threads, cudaStream_t stream) {
+static cudaError_t launch_l2(const T* x, T* y, int64_t rows, int cols, int threads, int triton_form,
+                             cudaStream_t stream) {
     if (rows == 0 || cols == 0) return cudaSuccess;
     if (!onepass_vec_ok(cols, (int)sizeof(T), x, y)) return cudaErrorInvalidValue;
-    if (threads == 1024) onepass::softmax_l2_kernel<T, 1024><<<(unsigned int)rows, 1024, 0, stream>>>(x, y, cols);
-    else if (threads == 512) onepass::softmax_l2_kernel<T, 512><<<(unsigned int)rows, 512, 0, stream>>>(x, y, cols);
-    else return cudaErrorInvalidConfiguration;
+    if (threads != 1024) return cudaErrorInvalidConfiguration;
+    if (triton_form) onepass::softmax_l2_kernel<T, 1024, true><<<(unsigned int)rows, 1024, 0, stream>>>(x, y, cols);
+    else onepass::softmax_l2_kernel<T, 1024, false><<<(unsigned int)rows, 1024, 0, stream>>>(x, y, cols);
     return cudaGetLastError();
 }
-extern "C" cudaError_t softmax_l2_f32(const void* x, void* y, int64_t rows, int cols, int threads, cudaStream_t s) {
-    return launch_l2((const float*)x, (float*)y, rows, cols, threads, s);
+extern "C" cudaError_t softmax_l2_f32(const void* x, void* y, int64_t rows, int cols, int threads, int form,
+                                      cudaStream_t s) {
+    return launch_l2((const float*)x, (float*)y, rows, cols, threads, form, s);
 }
-extern "C" cudaError_t softmax_l2_f16(const void* x, void* y, int64_t rows, int cols, int threads, cudaStream_t s) {
-    return launch_l2((const __half*)x, (__half*)y, rows, cols, threads, s);
+extern "C" cudaError_t softmax_l2_f16(const void* x, void* y, int64_t rows, int cols, int threads, int form,
+                                      cudaStream_t s) {
+    return launch_l2((const __half*)x, (__half*)y, rows, cols, threads, form, s);
 }
-extern "C" cudaError_t softmax_l2_bf16(const void* x, void* y, int64_t rows, int cols, int threads, cudaStream_t s) {
-    return launch_l2((const __nv_bfloat16*)x, (__nv_bfloat16*)y, rows, cols, threads, s);
+extern "C" cudaError_t softmax_l2_bf16(const void* x, void* y, int64_t rows, int cols, int threads, int form,
+                                       cudaStream_t s) {
+    return launch_l2((const __nv_bfloat16*)x, (__nv_bfloat16*)y, rows, cols, threads, form, s);
 }
 
 // Plain launchers (extern "C" so the binding can declare them without templates).

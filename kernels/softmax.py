@@ -349,14 +349,15 @@ extern "C" cudaError_t softmax_onepass_f32(const void*, void*, int64_t, int, int
 extern "C" cudaError_t softmax_onepass_f16(const void*, void*, int64_t, int, int, int, int, int, int, cudaStream_t);
 extern "C" cudaError_t softmax_onepass_bf16(const void*, void*, int64_t, int, int, int, int, int, int, cudaStream_t);
 extern "C" int softmax_onepass_fits(int64_t, int, int, const void*, const void*);
-extern "C" cudaError_t softmax_l2_f32(const void*, void*, int64_t, int, int, cudaStream_t);
-extern "C" cudaError_t softmax_l2_f16(const void*, void*, int64_t, int, int, cudaStream_t);
-extern "C" cudaError_t softmax_l2_bf16(const void*, void*, int64_t, int, int, cudaStream_t);
+extern "C" cudaError_t softmax_l2_f32(const void*, void*, int64_t, int, int, int, cudaStream_t);
+extern "C" cudaError_t softmax_l2_f16(const void*, void*, int64_t, int, int, int, cudaStream_t);
+extern "C" cudaError_t softmax_l2_bf16(const void*, void*, int64_t, int, int, int, cudaStream_t);
 
 // threads, packs, spacks, cluster, keep: a configuration of the one-pass kernel, threads = 0 for its
 // plan. A row too long for one pass (softmax_onepass_fits) takes the two-pass kernel, as does any
 // row with twopass = 1 (then with `threads` threads a block, 0: the kernel's own choice); twopass = 2
-// takes the three-pass L2 kernel (softmax_l2_kernel) at `threads` (512 or 1024).
+// takes the three-pass L2 kernel (softmax_l2_kernel) at `threads` (1024), twopass = 3 the same in
+// Triton's form (TRITON_FORM: L1 eviction hints, no unrolling).
 at::Tensor softmax_rows(at::Tensor x, int64_t threads, int64_t packs, int64_t spacks, int64_t cluster,
                            int64_t keep, int64_t twopass) {
     TORCH_CHECK(x.is_cuda(), "softmax: x must be a CUDA tensor");
@@ -374,11 +375,12 @@ at::Tensor softmax_rows(at::Tensor x, int64_t threads, int64_t packs, int64_t sp
     const int t = (int)threads, p = (int)packs, sp = (int)spacks, c = (int)cluster, k = (int)keep;
     const int tp = twopass ? t : 0;  // the two-pass kernel's block: tuned, or its own choice
     cudaError_t err;
-    if (twopass == 2) {
+    if (twopass >= 2) {
+        const int form = twopass == 3 ? 1 : 0;
         switch (x.scalar_type()) {
-            case at::kFloat: err = softmax_l2_f32(x.data_ptr(), y.data_ptr(), rows, cols, t, stream); break;
-            case at::kHalf: err = softmax_l2_f16(x.data_ptr(), y.data_ptr(), rows, cols, t, stream); break;
-            case at::kBFloat16: err = softmax_l2_bf16(x.data_ptr(), y.data_ptr(), rows, cols, t, stream); break;
+            case at::kFloat: err = softmax_l2_f32(x.data_ptr(), y.data_ptr(), rows, cols, t, form, stream); break;
+            case at::kHalf: err = softmax_l2_f16(x.data_ptr(), y.data_ptr(), rows, cols, t, form, stream); break;
+            case at::kBFloat16: err = softmax_l2_bf16(x.data_ptr(), y.data_ptr(), rows, cols, t, form, stream); break;
             default: TORCH_CHECK(false, "softmax: dtype must be float32, float16 or bfloat16, got ", x.scalar_type());
         }
     } else switch (x.scalar_type()) {
@@ -398,32 +400,33 @@ at::Tensor softmax_rows(at::Tensor x, int64_t threads, int64_t packs, int64_t sp
 """
 PLAN = {"threads": 0, "packs": 0, "spacks": 0, "cluster": 0, "keep": 0}  # the one-pass kernel's own plan
 # A row that fits one block in the plan but holds at least TWO_PASS_FROM_BYTES (16384 float32 or
-# bfloat16 columns) also tries the two-pass kernel at these block sizes: the one-pass kernel keeps
-# a 16384-wide float32 row in 52 registers a thread at 512 threads (two blocks, 1024 threads an
-# SM), 97.1-97.4% of the copy on the H200, where torch.compile's three passes over the row, the
-# later ones served by L2 at 32 registers a thread, reached 100.8% (README, issue #19).
-TWO_PASS_THREADS = (256, 512, 1024)
-# The three-pass L2 kernel (softmax.cu softmax_l2_kernel, twopass = 2: torch.compile's form, two
-# blocks an SM) at these block sizes, for the same rows; 16-byte packs only.
-L2_PASS_THREADS = (1024, 512)
+# bfloat16 columns) also tries the three-pass L2 kernel (softmax.cu softmax_l2_kernel:
+# torch.compile's form, two blocks of 1024 an SM; 16-byte packs only) as it was written (twopass 2)
+# and in the form Triton compiles its own to (twopass 3: L1 eviction hints, no unrolling). Why:
+# the one-pass kernel keeps a 16384-wide float32 row in 52 registers a thread at 512 threads (two
+# blocks, 1024 threads an SM), 97.1-97.4% of the copy on the H200, where torch.compile's three
+# passes over the row, the later ones served by L2 at 32 registers a thread, reached 100.8%
+# (README, issue #19). Dropped after three H200 calls (2026-12-03, each candidate timed in four
+# alternating rounds): the L2 kernel at 512 threads (4-27% behind 1024) and the two-pass kernel at
+# 256, 512 and 1024 threads (40-50% behind the plan).
+L2_PASS_FORMS = (2, 3)
 TWO_PASS_FROM_BYTES = 32 * 1024
-CUDA_VERSION = "tp3"  # the one-block rows' cache key: tp2 added ROW_SHAPES, tp3 the L2 kernel
+CUDA_VERSION = "tp4"  # the one-block rows' cache key: tp2 added ROW_SHAPES, tp3 the L2 kernel, tp4 its Triton form
 
 
 def cuda_candidates(spec: SoftmaxSpec) -> list[dict[str, int]]:
     """The configs the `cuda` implementation's tuner compares at `spec` (the first is an untuned
     run's): clustered rows, kernels/_onepass.py's shapes (H200, 4096 x 262144: 71-89% of copy by
     shape alone), the measured fastest first; a wide one-block row, the plan, its ROW_SHAPES
-    (kept and staged one-block shapes: kernels/_onepass.py row_candidates), the three-pass L2 kernel
-    at L2_PASS_THREADS (twopass 2) and then the two-pass kernel at TWO_PASS_THREADS; any other
-    row, the plan alone."""
+    (kept one-block shapes: kernels/_onepass.py row_candidates), then the three-pass L2 kernel in
+    L2_PASS_FORMS (twopass 2 and 3); any other row, the plan alone."""
     clustered = [c.params() for c in cluster_candidates(spec.N, spec.dtype.itemsize)]
     if clustered:
         return clustered
     if fits(spec.M, spec.N, spec.dtype.itemsize) and spec.N * spec.dtype.itemsize >= TWO_PASS_FROM_BYTES:
         rows = [c.params() for c in row_candidates(spec.N, spec.dtype.itemsize)]
-        l2 = [{**PLAN, "threads": t, "twopass": 2} for t in L2_PASS_THREADS] if spec.N % (16 // spec.dtype.itemsize) == 0 else []
-        return [dict(PLAN)] + rows + l2 + [{**PLAN, "threads": t, "twopass": 1} for t in TWO_PASS_THREADS]
+        l2 = [{**PLAN, "threads": 1024, "twopass": f} for f in L2_PASS_FORMS] if spec.N % (16 // spec.dtype.itemsize) == 0 else []
+        return [dict(PLAN)] + rows + l2
     return [dict(PLAN)]
 
 

@@ -229,10 +229,9 @@ def test_cluster_candidates_start_with_the_measured_winner_and_end_with_the_plan
     assert one_block[0] == op1.OnepassConfig(1024, 8, 1, 4, 8, 1) and all(c.elements < 2 * 65536 for c in one_block)
 
 
-def test_row_candidates_hold_one_wide_row_in_one_block_and_are_kept_or_staged():
+def test_row_candidates_hold_one_wide_row_in_one_block_and_are_kept():
     fp32 = op1.row_candidates(16384, 4)
-    assert op1.OnepassConfig(512, 8, 1, 4, 0, 1) in fp32        # the plan's shape with KEEP
-    assert {(c.spacks, c.keep) for c in fp32 if c.threads == 256} == {(8, 0), (8, 1)}  # staged, 32 KiB
+    assert fp32 == [op1.OnepassConfig(512, 8, 1, 4, 0, 1)]        # the plan's shape with KEEP (staged: dropped)
     for n_cols, itemsize in ((16384, 4), (16384, 2), (8192, 4), (32768, 4)):
         for cfg in op1.row_candidates(n_cols, itemsize):
             assert cfg.cluster == 1 and n_cols <= cfg.elements < 2 * n_cols
@@ -254,9 +253,9 @@ def test_cuda_softmax_geometry_and_traffic_follow_the_plan():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
-def test_a_wide_one_block_row_tunes_the_plan_against_the_two_pass_kernel(dtype):
+def test_a_wide_one_block_row_tunes_the_plan_against_the_l2_kernel(dtype):
     """16384-wide rows (the lecture's softmax) fit one block in the one-pass plan: the tuner also
-    times the two-pass kernel at a few block sizes, the plan first (an untuned run's launch)."""
+    times the three-pass L2 kernel in both its forms, the plan first (an untuned run's launch)."""
     from workbench.kernels import softmax as sk
 
     op = REGISTRY.op("softmax")
@@ -265,13 +264,11 @@ def test_a_wide_one_block_row_tunes_the_plan_against_the_two_pass_kernel(dtype):
     assert configs[0] == sk.PLAN and not configs[0].get("twopass")
     rows = [c.params() for c in op1.row_candidates(16384, wide.dtype.itemsize)]
     assert rows and configs[1:1 + len(rows)] == rows and not any(c.get("twopass") for c in rows)
-    l2 = configs[1 + len(rows):1 + len(rows) + len(sk.L2_PASS_THREADS)]  # the three-pass L2 kernel
-    assert [(c["threads"], c["twopass"]) for c in l2] == [(t, 2) for t in sk.L2_PASS_THREADS]
-    two = configs[1 + len(rows) + len(l2):]
-    assert [c["threads"] for c in two] == list(sk.TWO_PASS_THREADS) and all(c["twopass"] == 1 for c in two)
-    assert all(sk.cuda_geometry(wide, c) == ((16384, 1, 1), c["threads"]) for c in l2)
+    l2 = configs[1 + len(rows):]  # the three-pass L2 kernel, last
+    assert [(c["threads"], c["twopass"]) for c in l2] == [(1024, 2), (1024, 3)] == [(1024, f) for f in sk.L2_PASS_FORMS]
+    assert not any(c.get("twopass") == 1 for c in configs)  # the two-pass kernel: dropped for these rows
+    assert all(sk.cuda_geometry(wide, c) == ((16384, 1, 1), 1024) for c in l2)
     assert op.get_impl("cuda").source.launch(wide, {}) == sk.cuda_geometry(wide, sk.PLAN)  # untuned: the plan
-    assert sk.cuda_geometry(wide, two[0]) == ((16384, 1, 1), sk.TWO_PASS_THREADS[0])
     assert all(sk.cuda_geometry(wide, c) == ((16384, 1, 1), c["threads"]) for c in rows)  # one block a row
     # short rows (measured at 98.9% of the copy) and clustered rows compare what they did
     assert sk.cuda_candidates(op.make_spec({"M": 65536, "N": 1024}, dtype)) == [sk.PLAN]
