@@ -4,9 +4,9 @@
 
 Tiles come in through the tensor memory accelerator (TMA: host `TensorDescriptor`s, so every load
 is a `cp.async.bulk.tensor` into shared memory and no thread computes an address), feed `wgmma`,
-and C leaves through TMA too. The grid is persistent: NUM_PROGRAMS programs (CTAS_PER_SM an SM)
-walk the tiles NUM_PROGRAMS apart in GROUP_M-grouped order, and the flattened tile loop lets the
-loads of a program's next tile start while its epilogue (GeLU, store) runs. SUBTILE stores C in two
+and C leaves through TMA too. The grid is persistent: NUM_PROGRAMS programs (one per SM) walk the
+tiles NUM_PROGRAMS apart in GROUP_M-grouped order, and the flattened tile loop lets the loads of a
+program's next tile start while its epilogue (GeLU, store) runs. SUBTILE stores C in two
 BLOCK_N / 2 halves, which frees shared memory for the pipeline. Addresses are the TMA unit's
 (int32 coordinates per dimension, 64-bit base): tensors past 2^31 elements need no other care.
 
@@ -27,7 +27,7 @@ from workbench.kernel_source import TRITON_DTYPE, TritonLaunch
 from workbench.triton_support import jit, tl
 
 SM90_SMS = 132  # H200 multiprocessors: the persistent grid where no device can be asked
-TMA_VERSION = "tma6"  # the autotune cache key's version: bump when the kernel or CANDIDATES change
+TMA_VERSION = "tma5"  # the autotune cache key's version: bump when the kernel or CANDIDATES change
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, SUBTILE, GROUP_M); the first is the default.
 # Shared memory (Triton 3.6, sm_90 AOT): 128x256x64 s3 sub1 176 KiB, s4 sub1 224 KiB, sub0 s3 208 KiB
@@ -46,29 +46,18 @@ TMA_VERSION = "tma6"  # the autotune cache key's version: bump when the kernel o
 # tiles leave a partial last wave at both sizes (4096^3: 512 tiles = 3.88 waves of 132, run as 4;
 # 8192^3: 2048 = 15.5 as 16), ~3% of the SMs' time idle; cuBLAS's 256 x 128 tiles have the same
 # 3.88 waves, so the Triton kernel was at 0.988-1.019x cuBLAS (2026-12-03, misses stage).
-# CTAS_PER_SM (last field, 2): two programs an SM (a persistent grid of 2 x SMs), each one warp
-# group on a 128 x 128 tile, so while one program runs its epilogue (GeLU, the C store) the other's
-# wgmma keep the tensor cores busy: the overlap cuBLAS gets from its "ping-pong" kernels, which
-# Triton 3.6 cannot build inside one program on sm_90 (no warp specialisation there). Needs two
-# programs' shared memory on one SM: 128x128x64 s3 SUBTILE takes 112 KiB (sm_90 AOT), two of them
-# 226 KiB of the SM's 228. Why: under ncu (H200, 2026-12-03) the one-program 128 x 256 kernel kept
-# the tensor pipe 93.8% busy at 4096^3 against cuBLAS's 94.9%, and the fused GeLU epilogue, run
-# while no wgmma is in flight, cost 2.1% at 8192^3 (1.6253 against 1.5912 ms).
+# Tried and dropped: two programs an SM (a persistent grid of 2 x 132), each one warp group on a
+# 128 x 128 x 64 tile, 3 stages (112 KiB of shared memory, two fit an SM), so that one program's
+# epilogue runs while the other's wgmma keep the tensor cores busy (cuBLAS's "ping-pong"). The
+# tuner's rounds on the H200 (2026-12-03, third session) put it behind the 128 x 256 default:
+# 4096^3 bfloat16 0.1964 against 0.1896 ms, float16 0.2109 against 0.1980, the fused GeLU at
+# 8192^3 1.6382 against 1.5279.
 CANDIDATES = (
-    (128, 256, 64, 8, 3, 1, 8, 0, 1), (128, 256, 64, 8, 4, 1, 8, 0, 1), (128, 256, 64, 8, 3, 0, 8, 0, 1),
-    (128, 256, 64, 8, 3, 1, 16, 0, 1), (128, 256, 64, 8, 4, 1, 4, 0, 1), (128, 128, 64, 4, 4, 1, 8, 0, 1),
-    (128, 256, 64, 8, 4, 1, 8, 1, 1), (128, 256, 64, 8, 3, 1, 8, 1, 1),
-    (128, 128, 64, 4, 3, 1, 8, 0, 2), (128, 128, 64, 4, 3, 1, 16, 0, 2),
+    (128, 256, 64, 8, 3, 1, 8, 0), (128, 256, 64, 8, 4, 1, 8, 0), (128, 256, 64, 8, 3, 0, 8, 0),
+    (128, 256, 64, 8, 3, 1, 16, 0), (128, 256, 64, 8, 4, 1, 4, 0), (128, 128, 64, 4, 4, 1, 8, 0),
+    (128, 256, 64, 8, 4, 1, 8, 1), (128, 256, 64, 8, 3, 1, 8, 1),
 )
-CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "SUBTILE", "GROUP_M", "STREAMK",
-               "CTAS_PER_SM")
-
-
-def programs(M: int, N: int, config: Mapping[str, int], sms: int) -> int:
-    """Programs of the persistent grid: CTAS_PER_SM (1 where a config has none) a multiprocessor,
-    no more than there are tiles."""
-    tiles = -(-M // int(config["BLOCK_M"])) * -(-N // int(config["BLOCK_N"]))
-    return max(1, min(sms * int(config.get("CTAS_PER_SM", 1)), tiles))
+CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "SUBTILE", "GROUP_M", "STREAMK")
 
 
 def candidate_configs() -> list[dict[str, int]]:
@@ -276,9 +265,8 @@ def tma_launch(M: int, N: int, K: int, dtype: str, config: Mapping[str, int], *,
     With tensors a, b, c (and for stream-K a float32 workspace of programs x BLOCK_M x BLOCK_N
     and int32 zeroed flags, one per program: streamk_buffers) the descriptors point at them (the
     run); without, at stand-ins of the same dtype and shape (the ahead-of-time PTX, same
-    specialisation). sms: multiprocessors; the persistent grid is `programs(M, N, config, sms)`.
-    Raises WorkbenchError (from TensorDescriptor) for misaligned rows, ValueError for STREAMK
-    without SUBTILE or with CTAS_PER_SM other than 1.
+    specialisation). sms: programs of the persistent grid. Raises WorkbenchError (from
+    TensorDescriptor) for misaligned rows, ValueError for STREAMK without SUBTILE.
     """
     import torch
 
@@ -289,23 +277,21 @@ def tma_launch(M: int, N: int, K: int, dtype: str, config: Mapping[str, int], *,
     streamk = int(config.get("STREAMK", 0))
     if streamk and not sub:
         raise ValueError(f"matmul triton: STREAMK=1 needs SUBTILE=1 (the stream-K kernel moves tiles in halves), got {dict(config)}")
-    if streamk and int(config.get("CTAS_PER_SM", 1)) != 1:
-        raise ValueError(f"matmul triton: STREAMK=1 needs CTAS_PER_SM=1 (stream-K programs wait on each other, so "
-                         f"every one must be resident: one an SM is what was checked), got {dict(config)}")
     a = a if a is not None else _StandIn(torch_dtype, (M, K))
     b = b if b is not None else _StandIn(torch_dtype, (K, N))
     c = c if c is not None else _StandIn(torch_dtype, (M, N))
     descs = {"a_desc": descriptor(a, [M, K], [K, 1], [bm, bk]), "b_desc": descriptor(b, [K, N], [N, 1], [bk, bn]),
              "c_desc": descriptor(c, [M, N], [N, 1], [bm, bn // 2 if sub else bn])}
-    n_programs = programs(M, N, config, sms)
+    tiles = -(-M // bm) * -(-N // bn)
+    programs = max(1, min(sms, tiles))
     t = TRITON_DTYPE[dtype]
     signature = {"a_desc": f"tensordesc<{t}[{bm}, {bk}]>", "b_desc": f"tensordesc<{t}[{bk}, {bn}]>",
                  "c_desc": f"tensordesc<{t}[{bm}, {bn // 2 if sub else bn}]>"}
     scalars: dict[str, Any] = {"M": M, "N": N, "K": K, **descs}
     if streamk:
         signature.update(ws_ptr="*fp32", flags_ptr="*i32")
-        scalars.update(ws_ptr=workspace if workspace is not None else _StandIn(torch.float32, (n_programs, bm * bn)),
-                       flags_ptr=flags if flags is not None else _StandIn(torch.int32, (n_programs,)))
+        scalars.update(ws_ptr=workspace if workspace is not None else _StandIn(torch.float32, (programs, bm * bn)),
+                       flags_ptr=flags if flags is not None else _StandIn(torch.int32, (programs,)))
     signature.update({"M": "i32", "N": "i32", "K": "i32",
                       **{k: "constexpr" for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "NUM_PROGRAMS",
                                                   "ACTIVATION", "SUBTILE")}})
@@ -313,8 +299,8 @@ def tma_launch(M: int, N: int, K: int, dtype: str, config: Mapping[str, int], *,
         kernel=_tma_streamk_kernel if streamk else _tma_matmul_kernel,
         signature=signature,
         constexprs={"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": int(config["GROUP_M"]),
-                    "NUM_PROGRAMS": n_programs, "ACTIVATION": activation, "SUBTILE": sub},
-        grid=(n_programs, 1, 1),
+                    "NUM_PROGRAMS": programs, "ACTIVATION": activation, "SUBTILE": sub},
+        grid=(programs, 1, 1),
         num_warps=int(config["num_warps"]),
         num_stages=int(config["num_stages"]),
         note=note,
@@ -329,9 +315,9 @@ def streamk_buffers(M: int, N: int, config: Mapping[str, int], sms: int, device:
     import torch
 
     bm, bn = int(config["BLOCK_M"]), int(config["BLOCK_N"])
-    n_programs = programs(M, N, config, sms)
-    return (torch.empty((n_programs, bm * bn), dtype=torch.float32, device=device),
-            torch.zeros((n_programs,), dtype=torch.int32, device=device))
+    programs = max(1, min(sms, -(-M // bm) * -(-N // bn)))
+    return (torch.empty((programs, bm * bn), dtype=torch.float32, device=device),
+            torch.zeros((programs,), dtype=torch.int32, device=device))
 
 
 def run_launch(launch: TritonLaunch) -> Any:

@@ -535,12 +535,14 @@ __device__ __forceinline__ P load_with_policy(const P* ptr, uint64_t policy) {
     return p;
 }
 
-// TRITON_FORM: the PTX kernels/_softmax_rows.py's _softmax_l2_kernel compiles to (sm_90, Triton
-// 3.6), which on the H200 ran at torch.compile's speed (0.4995 against 0.5002 ms, 16384^2 float32,
-// 2026-12-03) where this kernel without it ran 0.5192: the first two passes' loads also ask L1 to
-// keep the row (L1::evict_last: two blocks' 64 KiB rows fit an SM's L1, so the re-reads can stop
-// there), the last pass's ask L1 to drop it (L1::evict_first), and no loop is unrolled (one pack a
-// thread in flight per step, as Triton issues them).
+// TRITON_FORM: the loads of kernels/_softmax_rows.py's _softmax_l2_kernel as Triton 3.6 compiles
+// it for sm_90 (which on the H200 ran at torch.compile's speed, 0.4995 against 0.5002 ms at
+// 16384^2 float32, 2026-12-03, where this kernel without them ran 0.5192): the first two passes'
+// loads also ask L1 to keep the row (L1::evict_last: two blocks' 64 KiB rows fit an SM's L1, so
+// the re-reads can stop there), the last pass's ask L1 to drop it (L1::evict_first). Triton's PTX
+// loops are not unrolled, but ptxas unrolls them (its SASS: four 16-byte loads in flight in each of
+// the first two passes, two in the third), so the loops here keep theirs: a first try with
+// `unroll 1` ran 0.5997 ms against 0.5239 without the hints (H200, 2026-12-03, third session).
 template <typename T, int THREADS, bool TRITON_FORM = false>
 __global__ void __launch_bounds__(THREADS, 2048 / THREADS)
 softmax_l2_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
@@ -553,10 +555,10 @@ softmax_l2_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
     const int n_packs = n_cols / VEC;
     const uint64_t keep = l2_evict_last_policy();
 
-    constexpr int L1_KEEP = TRITON_FORM ? 1 : 0, L1_DROP = TRITON_FORM ? 2 : 0, UNROLL = TRITON_FORM ? 1 : 4;
+    constexpr int L1_KEEP = TRITON_FORM ? 1 : 0, L1_DROP = TRITON_FORM ? 2 : 0;
 
     float m = -INFINITY;
-#pragma unroll UNROLL
+#pragma unroll 4
     for (int i = (int)threadIdx.x; i < n_packs; i += THREADS) {
         const P p = load_with_policy<L1_KEEP>(x_p + i, keep);
 #pragma unroll
@@ -566,7 +568,7 @@ softmax_l2_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
     const float row_max = block_merge<THREADS>(m, 0.0f, warp_pairs).x;
     float s = 0.0f;
     if (row_max != -INFINITY) {  // a row of -inf only: the sum stays 0 and the output NaN (torch.softmax's)
-#pragma unroll UNROLL
+#pragma unroll 4
         for (int i = (int)threadIdx.x; i < n_packs; i += THREADS) {
             const P p = load_with_policy<L1_KEEP>(x_p + i, keep);
 #pragma unroll
@@ -576,7 +578,7 @@ softmax_l2_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
     // every pair has the same max: the merge adds the sums
     const float inv_sum = 1.0f / block_merge<THREADS>(row_max, s, warp_pairs).y;
     const uint64_t drop = l2_evict_first_policy();
-#pragma unroll UNROLL
+#pragma unroll 4
     for (int i = (int)threadIdx.x; i < n_packs; i += THREADS)
         y_p[i] = scaled_pack<P, VEC>(load_with_policy<L1_DROP>(x_p + i, drop), row_max, inv_sum);
 }
@@ -752,7 +754,7 @@ static cudaError_t launch_onepass(const T* x, T* y, int64_t rows, int cols, int 
 }
 
 // The three-pass L2 kernel at 1024 threads a block: 16-byte packs only; triton_form 1 for
-// TRITON_FORM (L1 hints, no unrolling). (512 threads, timed on the H200 in three calls, ran 4-27%
+// TRITON_FORM (L1 eviction hints). (512 threads, timed on the H200 in three calls, ran 4-27%
 // behind 1024 and was dropped, 2026-12-03.)
 template <typename T>
 static cudaError_t launch_l2(const T* x, T* y, int64_t rows, int cols, int threads, int triton_form,

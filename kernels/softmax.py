@@ -356,8 +356,8 @@ extern "C" cudaError_t softmax_l2_bf16(const void*, void*, int64_t, int, int, in
 // threads, packs, spacks, cluster, keep: a configuration of the one-pass kernel, threads = 0 for its
 // plan. A row too long for one pass (softmax_onepass_fits) takes the two-pass kernel, as does any
 // row with twopass = 1 (then with `threads` threads a block, 0: the kernel's own choice); twopass = 2
-// takes the three-pass L2 kernel (softmax_l2_kernel) at `threads` (1024), twopass = 3 the same in
-// Triton's form (TRITON_FORM: L1 eviction hints, no unrolling).
+// takes the three-pass L2 kernel (softmax_l2_kernel) at `threads` (1024), twopass = 3 the same with
+// Triton's loads (TRITON_FORM: L1 eviction hints).
 at::Tensor softmax_rows(at::Tensor x, int64_t threads, int64_t packs, int64_t spacks, int64_t cluster,
                            int64_t keep, int64_t twopass) {
     TORCH_CHECK(x.is_cuda(), "softmax: x must be a CUDA tensor");
@@ -402,7 +402,7 @@ PLAN = {"threads": 0, "packs": 0, "spacks": 0, "cluster": 0, "keep": 0}  # the o
 # A row that fits one block in the plan but holds at least TWO_PASS_FROM_BYTES (16384 float32 or
 # bfloat16 columns) also tries the three-pass L2 kernel (softmax.cu softmax_l2_kernel:
 # torch.compile's form, two blocks of 1024 an SM; 16-byte packs only) as it was written (twopass 2)
-# and in the form Triton compiles its own to (twopass 3: L1 eviction hints, no unrolling). Why:
+# and with the loads Triton compiles its own to (twopass 3: L1 eviction hints too). Why:
 # the one-pass kernel keeps a 16384-wide float32 row in 52 registers a thread at 512 threads (two
 # blocks, 1024 threads an SM), 97.1-97.4% of the copy on the H200, where torch.compile's three
 # passes over the row, the later ones served by L2 at 32 registers a thread, reached 100.8%
