@@ -121,6 +121,14 @@ def test_resolve_session_path(tmp_path, monkeypatch):
         resolve_session_path("nope")
     with pytest.raises(WorkbenchError, match="no shipped session 'nope'"):
         shipped_path("nope")
+    # a mistyped name gets the closest shipped one; an unrelated one gets none
+    with pytest.raises(WorkbenchError, match="no such session file; did you mean smoke-quick\\? shipped sessions"):
+        resolve_session_path("smok-quick")
+    with pytest.raises(WorkbenchError, match="did you mean lecture06-gelu\\?"):
+        shipped_path("lecture06-gelo")
+    with pytest.raises(WorkbenchError) as info:
+        resolve_session_path("zzz")
+    assert "did you mean" not in str(info.value)
 
 
 def test_session_error_lists_problems_with_the_file(tmp_path):

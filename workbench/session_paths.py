@@ -9,6 +9,8 @@ shipped one) is what the name NAME finds from then on, in the TUI and in `--repl
 
 from __future__ import annotations
 
+import difflib
+
 import importlib.resources
 from pathlib import Path
 
@@ -34,7 +36,7 @@ def shipped_path(name: str) -> Path:
     """Path of a shipped session by name; raises WorkbenchError naming the shipped ones."""
     path = _shipped_dir() / f"{name}.yaml"
     if not path.is_file():
-        raise WorkbenchError(f"no shipped session {name!r}; shipped: {', '.join(shipped_names())}")
+        raise WorkbenchError(f"no shipped session {name!r};{did_you_mean(name)} shipped: {', '.join(shipped_names())}")
     return path
 
 
@@ -83,8 +85,15 @@ def resolve_session_path(arg: str | Path, data_dir: str | Path | None = None) ->
     name = path.name.removesuffix(".yaml")
     if text in (name, f"{name}.yaml") and name in shipped_names():
         return saved_copy(name, data_dir) or shipped_path(name)
-    raise WorkbenchError(f"{arg}: no such session file; shipped sessions: {', '.join(shipped_names())}"
-                         f" (or {SHIPPED_PREFIX}NAME for a shipped original)")
+    raise WorkbenchError(f"{arg}: no such session file;{did_you_mean(name)} shipped sessions: "
+                         f"{', '.join(shipped_names())} (or {SHIPPED_PREFIX}NAME for a shipped original)")
+
+
+def did_you_mean(name: str) -> str:
+    """' did you mean NAME?' for the shipped session closest to a mistyped name (difflib's ratio
+    >= 0.75), else ''."""
+    close = difflib.get_close_matches(name, shipped_names(), n=1, cutoff=0.75)
+    return f" did you mean {close[0]}?" if close else ""
 
 
 def default_session_name(has_cuda: bool) -> str:
