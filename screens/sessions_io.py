@@ -143,10 +143,11 @@ def autosave(session: Session, session_path: Path | None, data: Path) -> Path:
 
 
 def save(session: Session, session_path: Path | None, data: Path) -> Path:
-    """Save atomically; returns where it went (a copy in DATA_DIR/sessions for a shipped one)."""
+    """Save atomically; returns where it went (a copy in DATA_DIR/sessions for a shipped one; for a
+    session without a file, a new one: session_paths.new_session_path)."""
     from workbench import session as ws
 
-    target = ws.save_target(session_path, data) if session_path else ws.user_session_path(session.name, data)
+    target = ws.save_target(session_path, data) if session_path else ws.new_session_path(session.name, data)
     ws.save_session(session, target, header=ws.leading_comments(session_path))
     autosave_path(session_path, data).unlink(missing_ok=True)
     return target
@@ -155,8 +156,9 @@ def save(session: Session, session_path: Path | None, data: Path) -> Path:
 def results_file(session_path: Path | None, data: Path, name: str) -> Path:
     from workbench import session as ws
 
-    if session_path is None:
-        return data / "sessions" / f"{name}.results.json"
+    if session_path is None:  # beside the file its first save will take (new_session_path)
+        first = ws.new_session_path(name, data)
+        return first.with_name(f"{first.stem}.results.json")
     return ws.results_path(session_path, data)
 
 

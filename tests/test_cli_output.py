@@ -100,10 +100,15 @@ def test_the_session_file_itself_is_refused_and_kept(capsys, session_file, fake_
     link = tmp_path / "same.yaml"
     link.symlink_to(session_file)
     for target in (str(session_file), str(link)):
-        code, out, err = run(capsys, "--replay", str(session_file), "-o", target)
+        code, out, err = run(capsys, "--replay", str(session_file), "-o", target, "--format", "table")
         assert code == 2 and out == "" and "an input of this run" in err
-    code, _, err = run(capsys, "--replay", str(session_file), "--kernels", str(session_file), "-o", str(session_file))
+    code, _, err = run(capsys, "--replay", str(session_file), "--kernels", str(session_file), "-o", str(session_file),
+                       "--format", "json")
     assert code == 2
+    # without --format a .yaml target is refused by its extension (it wrote a table into another.yaml)
+    other = tmp_path / "another.yaml"
+    code, out, err = run(capsys, "--replay", str(session_file), "-o", str(other))
+    assert code == 2 and "a session file's extension: results are not a session" in err and not other.exists()
     assert session_file.read_bytes() == before and fake_plan.calls == []
 
 

@@ -128,6 +128,37 @@ async def test_saving_a_scratch_session_saves_the_new_run_on_screen(tmp_path):
 
 
 @run_async
+async def test_a_scratch_session_never_saves_over_an_earlier_saved_one(tmp_path):
+    """A new user's scratch session (a broken file opened as an empty one) saved over the
+    scratch.yaml an earlier session had saved, and its runs were gone. The first save of a session
+    without a file takes a free name; later saves of it go to that file."""
+    from textual.widgets import OptionList
+
+    from workbench.screens.sessions_io import BLANK
+
+    earlier = tmp_path / "sessions" / "scratch.yaml"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_text("# an earlier session's runs\n")
+    app = WorkbenchApp(None, None, engine=fixture_engine(), catalog_loader=lambda k, d: fake_catalog(),
+                       opener=fake_opener(BLANK), data_dir=tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.ws.catalog is not None and app.run_bar.status == "ready")
+        ops = app.query_one("#op-list", OptionList)
+        ops.focus()
+        ops.highlighted = next(i for i, o in enumerate(ops.options) if o.id == "op:gelu")
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        await pilot.press("ctrl+s")
+        await pilot.pause(0.3)
+        assert app.ws.path == tmp_path / "sessions" / "scratch-2.yaml" and app.ws.path.is_file()
+        await pilot.press("ctrl+s")  # the session has its file now: the same one again
+        await pilot.pause(0.3)
+        assert app.ws.path == tmp_path / "sessions" / "scratch-2.yaml"
+    assert earlier.read_text() == "# an earlier session's runs\n"
+    assert sorted(p.name for p in earlier.parent.glob("*.yaml")) == ["scratch-2.yaml", "scratch.yaml"]
+
+
+@run_async
 async def test_r_in_the_runs_list_runs_the_highlighted_run(tmp_path):
     """A new user moved the highlight to another run and pressed `r`: the run on screen ran again
     (a run was shown only on Enter). `r` in the list now runs what is highlighted there."""

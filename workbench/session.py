@@ -28,8 +28,8 @@ from workbench.session_checks import check_runs
 from workbench.session_model import Session
 from workbench.session_paths import (DEFAULT_CPU_SESSION, DEFAULT_SESSION, SHIPPED_PACKAGE,
                                      SHIPPED_PREFIX, default_session_name, is_shipped,
-                                     resolve_session_path, results_path, save_target, saved_copy,
-                                     shipped_names, shipped_original, shipped_path,
+                                     new_session_path, resolve_session_path, results_path, save_target,
+                                     saved_copy, shipped_names, shipped_original, shipped_path,
                                      user_session_path)
 from workbench.session_schema import build_session, session_to_data
 from workbench.session_yaml import Problem, Problems, read_yaml
@@ -38,7 +38,7 @@ __all__ = [
     "Problem", "SessionError", "load_session", "parse_session", "session_from_data",
     "session_to_data", "dump_session", "save_session", "leading_comments", "validate_session", "load_plugins",
     "file_sha256", "shipped_names", "shipped_path", "is_shipped", "resolve_session_path",
-    "default_session_name", "results_path", "user_session_path", "save_target", "plugin_path",
+    "default_session_name", "results_path", "user_session_path", "new_session_path", "save_target", "plugin_path",
     "with_resolved_plugins", "saved_copy", "shipped_original", "SHIPPED_PREFIX",
     "DEFAULT_SESSION", "DEFAULT_CPU_SESSION", "SHIPPED_PACKAGE",
 ]

@@ -53,6 +53,18 @@ def user_session_path(name: str, data_dir: str | Path) -> Path:
     return Path(data_dir) / "sessions" / f"{name}.yaml"
 
 
+def new_session_path(name: str, data_dir: str | Path) -> Path:
+    """Where a session that has no file yet (a scratch session) is saved the first time:
+    DATA_DIR/sessions/NAME.yaml, or NAME-2.yaml, NAME-3.yaml, ... when that exists, so a first
+    save never writes over a file saved before (a new user's scratch session replaced an earlier
+    one's runs)."""
+    first = user_session_path(name, data_dir)
+    path, n = first, 2
+    while path.exists():
+        path, n = first.with_name(f"{name}-{n}.yaml"), n + 1
+    return path
+
+
 def saved_copy(name: str, data_dir: str | Path | None) -> Path | None:
     """The user's saved copy of shipped session `name`, if there is one (None without data_dir)."""
     if data_dir is None:

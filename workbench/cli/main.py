@@ -174,9 +174,12 @@ def _pick_format(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     given = args.format is not None
     if not given:
         suffix = Path(args.output).suffix.lower() if args.output else ""
-        if suffix and suffix not in (*EXTENSION_FORMATS, *TEXT_EXTENSIONS, ".yaml", ".yml"):  # a .yaml: the input check
-            # -o results.xlsx wrote the text table into it without a word (a new user's try)
-            parser.error(f"-o {args.output}: no format is known for {suffix!r}; give --format table|json|csv|jsonl, "
+        if suffix and suffix not in (*EXTENSION_FORMATS, *TEXT_EXTENSIONS):
+            # -o results.xlsx wrote the text table into it without a word, and -o other.yaml a table
+            # into what reads as a session file (new users' tries)
+            what = "a session file's extension: results are not a session" if suffix in (".yaml", ".yml") else \
+                f"no format is known for {suffix!r}"
+            parser.error(f"-o {args.output}: {what}; give --format table|json|csv|jsonl, "
                          f"or end the path in {', '.join([*EXTENSION_FORMATS, *TEXT_EXTENSIONS])}")
         args.format = EXTENSION_FORMATS.get(suffix, "table")
     why = "" if given else f" (from the extension of -o {args.output})"
