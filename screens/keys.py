@@ -108,7 +108,16 @@ class OrderedInput(Input):
         """The field's own bound keys (backspace, arrows, home, end, tab...) run here, in turn
         with the typed characters. Textual runs them only when the key has bubbled back up to
         the app, so in a fast burst a digit queued behind a backspace landed first (`1024`,
-        backspace 7 7 gave 10247: Textualize/textual#6605)."""
+        backspace 7 7 gave 10247: Textualize/textual#6605).
+
+        A key that reaches the field after the focus has left it (typed in a burst behind a tab,
+        all of them queued here before the tab moved the focus: `64 tab 32` gave M 6432) goes
+        back to the app, which hands it to the widget that has the focus now."""
+        if self.app.focused is not None and self.app.focused is not self:
+            event.stop()
+            event.prevent_default()
+            self.app.post_message(events.Key(event.key, event.character))
+            return
         for binding in self._bindings.key_to_bindings.get(event.key, ()):
             if not binding.priority and await self.app.run_action(binding.action, self):
                 event.stop()

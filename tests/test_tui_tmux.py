@@ -94,6 +94,23 @@ async def test_keys_typed_in_a_burst_in_a_shape_field_all_land(tmp_path):
 
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 @run_async
+async def test_a_burst_with_tab_puts_each_value_in_its_own_field(tmp_path, size):
+    """`e`, then `64 tab 64 tab` typed fast (over SSH): M read 6464 and N kept its value. The
+    keys after the tab were already queued at M when the tab moved the focus to N."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await loaded(pilot)
+        await pilot.press("e")
+        await pilot.pause(0.2)
+        assert app.focused is _field(app, "M")
+        await _burst(pilot, "6", "4", "tab", "3", "2", "tab")
+        assert (_field(app, "M").value, _field(app, "N").value) == ("64", "32")
+        assert app.ws.run.shape == {**app.ws.run.shape, "M": 64, "N": 32}
+        assert app.focused is not _field(app, "M") and app.focused is not _field(app, "N")  # the dtype, next
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+@run_async
 async def test_hiding_and_showing_the_sidebar_gives_the_run_list_its_focus_back(tmp_path, size):
     """After `b b` nothing in the sidebar had the focus: d did nothing, k did not move."""
     from workbench.screens.sidebar import OpList
