@@ -51,6 +51,10 @@ def test_bad_usage_exits_2(capsys, argv):
     (["--list", "--threshold", "0.2"], "--threshold 0.2 sets what --compare counts"),
     (["--replay", "x.yaml", "--threshold", "0.2"], "it goes with --replay FILE --compare BASELINE.json"),
     (["--replay", "x.yaml", "--daemon-idle", "30"], "--daemon-idle 30 times out a daemon: it goes with --daemon"),
+    # the reason names what was given (it talked of --watch to a user who gave --check)
+    (["--daemon", "--check", "x.yaml"], "go with --replay FILE (not with --check)"),
+    (["--daemon", "--replay", "x.yaml", "--watch"], "(not with --watch, which keeps its own warm worker)"),
+    (["--daemon", "x.yaml"], "(the TUI keeps a warm worker for its life)"),
 ])
 def test_an_option_that_would_be_ignored_is_refused(capsys, monkeypatch, argv, says):
     """A new user's `--threshold 0.2` without --compare, and `--daemon-idle 30` without --daemon,

@@ -141,8 +141,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     if args.strict and (args.check or args.list or args.doctor):
         parser.error("--strict goes with --replay FILE or the TUI")
     if (args.daemon or args.daemon_idle is not None) and (not args.replay or args.watch):
-        parser.error("--daemon and --daemon-idle go with --replay FILE (not --watch, which keeps its own warm "
-                     "worker; the TUI keeps one for its life)")
+        why = ("not with --watch, which keeps its own warm worker" if args.watch else
+               f"not with --{modes[0].replace('_', '-')}" if modes else "the TUI keeps a warm worker for its life")
+        parser.error(f"--daemon and --daemon-idle go with --replay FILE ({why})")
     if args.daemon_idle is not None and not args.daemon_idle > 0:
         parser.error(f"--daemon-idle must be > 0 seconds, got {args.daemon_idle:g}")
     if args.daemon_idle is not None and not args.daemon and os.environ.get("WORKBENCH_DAEMON", "") != "1":
