@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Input, Static, TabbedContent, TabPane
 
@@ -227,13 +228,29 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         self.query_one(TabbedContent).active = pane
         self.query_one(f"#{pane}").query_one(PANE_FOCUS[pane]).focus()
 
-    def action_edit_spec(self, field: str = "shape") -> None:
-        """Focus the spec editor (at 80 columns it takes the sidebar's place until escape)."""
+    async def action_edit_spec(self, field: str = "shape") -> None:
+        """Focus the spec editor (at 80 columns it takes the sidebar's place until escape). From
+        the Runs list with `+ op` highlighted, that new run is put on screen first, as Enter does:
+        `e` there edited the run shown before (a new user's try)."""
+        await self._highlighted_op_to_screen()
         self.remove_class("-no-sidebar")
         self.add_class("-spec")
         target = "#sweep-params" if field == "sweep" else ".shape"
         fields = self.query_one(SpecEditor).query(target).results(Input)
         self.call_after_refresh(lambda: next(fields, self.query_one("#dtype")).focus())
+
+    async def _highlighted_op_to_screen(self) -> None:
+        from .sidebar import OpList
+
+        try:
+            runs = self.query_one("#op-list", OpList)
+        except NoMatches:
+            return
+        if self.focused is not runs or runs.highlighted is None or self.ws.catalog is None:
+            return
+        kind, _, op = (runs.get_option_at_index(runs.highlighted).id or "").partition(":")
+        if kind == "op" and not (self.ws.index is None and self.ws.run is not None and self.ws.run.op == op):
+            await self.pick("op", op)
 
     def on_descendant_focus(self, event) -> None:
         """A spec field got the keyboard (e, tab, a click): the spec editor is shown."""

@@ -24,7 +24,7 @@ MARKS = (
     ("✗", "can do none of the ticked actions here (struck through; the detail says why)"),
     ("↔N", "in the run list: the run sweeps N"),
     ("(ptx)", "in the run list: the run does not bench, only the actions named"),
-    ("+ op", "in the run list: a new run of that op (joins the session when run)"),
+    ("+ op", "in the run list: Enter or e starts a new run of that op (it joins the session when run or saved)"),
     ("━ border", "the focused section or pane: the keyboard is there"),
     ("⚠", "the results shown are for another spec than the one being edited (r runs it)"),
     ("◆ ● ▲ ■ ✚ ★", "one glyph per implementation in the charts, as in the legend under them"),

@@ -159,6 +159,35 @@ async def test_a_scratch_session_never_saves_over_an_earlier_saved_one(tmp_path)
 
 
 @run_async
+async def test_e_on_a_highlighted_new_op_edits_that_op(tmp_path):
+    """`e` with `+ cdist` highlighted edited the run shown before (add's M and N, no D): `e`
+    from the Runs list now puts the highlighted new run on screen first, as Enter does."""
+    from textual.widgets import Input, OptionList
+
+    app = WorkbenchApp(None, None, engine=fixture_engine(), catalog_loader=lambda k, d: fake_catalog(),
+                       opener=fake_opener(), data_dir=tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.ws.catalog is not None and app.run_bar.status == "ready")
+        ops = app.query_one("#op-list", OptionList)
+        ops.focus()
+        shown = app.ws.run
+        ops.highlighted = next(i for i, o in enumerate(ops.options) if o.id == "op:softmax")
+        await pilot.pause(0.1)
+        assert app.ws.run == shown  # moving onto `+ op` alone changes nothing
+        await pilot.press("e")
+        await pilot.pause(0.3)
+        assert app.ws.index is None and app.ws.run.op == "softmax"
+        assert isinstance(app.focused, Input) and app.focused.name == "M"
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        ops.highlighted = next(i for i, o in enumerate(ops.options) if o.id == "run:0")
+        await pilot.pause(0.2)
+        await pilot.press("e")  # on a run: that run, as before
+        await pilot.pause(0.3)
+        assert app.ws.index == 0
+
+
+@run_async
 async def test_r_in_the_runs_list_runs_the_highlighted_run(tmp_path):
     """A new user moved the highlight to another run and pressed `r`: the run on screen ran again
     (a run was shown only on Enter). `r` in the list now runs what is highlighted there."""
