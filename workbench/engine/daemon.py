@@ -39,6 +39,11 @@ from workbench.provenance import utc_now_iso
 DEFAULT_IDLE_TIMEOUT_S = 600.0
 WATCH_S = 0.5          # how often the main thread looks at the idle clock and the socket file
 SHUTDOWN_WAIT_S = 10.0  # a run in progress gets this long to finish cancelling before the pool closes
+# A run whose client already has its answer (document or error) is only finishing (its reader thread
+# ending, the lock released): a client that comes in then waits this long for it instead of being
+# told the daemon is busy (a replay right after another ran cold, and CI saw `busy` on a second
+# run of the same test).
+FINISHING_WAIT_S = 10.0
 
 
 class Daemon:
@@ -56,6 +61,8 @@ class Daemon:
         self.shutdown = threading.Event()
         self.reason = ""
         self.run_lock = threading.Lock()
+        self.finishing = threading.Event()  # set once the run holding run_lock has answered its client
+        self.listening = threading.Event()  # set once the socket accepts connections (its file appears at bind)
         self.current_stop: threading.Event | None = None
         self.pool: Any = None
         self._inode: int | None = None
@@ -91,6 +98,7 @@ class Daemon:
         os.chmod(self.paths.socket, 0o600)
         self._inode = os.stat(self.paths.socket).st_ino
         self._write_info()
+        self.listening.set()
         if threading.current_thread() is threading.main_thread():  # (a test serves from a thread)
             for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
                 signal.signal(signum, lambda n, _f: self.stop(f"signal {signal.Signals(n).name}"))
@@ -174,10 +182,11 @@ class Daemon:
         if differs:
             wire.send(conn, wire.Kind.refused, f"daemon {os.getpid()} runs with other {', '.join(differs)}")
             return
-        if self.shutdown.is_set() or not self.run_lock.acquire(blocking=False):
+        if self.shutdown.is_set() or not self._take_run_lock():
             wire.send(conn, wire.Kind.busy, self.info())
             return
         try:
+            self.finishing.clear()
             self.runs += 1
             self.busy_since = time.monotonic()
             self._run(conn, request)
@@ -185,6 +194,18 @@ class Daemon:
             self.busy_since, self.current_stop = None, None
             self.last_active = time.monotonic()
             self.run_lock.release()
+
+    def _take_run_lock(self) -> bool:
+        """The run lock, at once when free; while the run holding it is only finishing (its
+        client answered), after waiting up to FINISHING_WAIT_S for it; else False (busy)."""
+        if self.run_lock.acquire(blocking=False):
+            return True
+        return self.finishing.is_set() and self.run_lock.acquire(timeout=FINISHING_WAIT_S)
+
+    def _answer(self, conn: Any, kind: Any, payload: Any) -> None:
+        """The run's last message to its client (document or error): the run is finishing."""
+        self.finishing.set()
+        wire.send(conn, kind, payload)
 
     def _run(self, conn: Any, request: wire.RunRequest) -> None:
         stop = self.current_stop = threading.Event()
@@ -217,15 +238,15 @@ class Daemon:
                 self.pool = new_pool(request.options)
             doc = run_plan(request.session, on_event=on_event, stop=stop, options=request.options, workers=self.pool)
         except WorkbenchError as exc:
-            wire.send(conn, wire.Kind.error, str(exc))
+            self._answer(conn, wire.Kind.error, str(exc))
             return
         except Exception as exc:  # an engine bug: the client says so, the daemon stays up
             traceback.print_exc()
-            wire.send(conn, wire.Kind.error, f"the daemon's run failed: {type(exc).__name__}: {exc} "
-                                             f"(traceback in {self.paths.log})")
+            self._answer(conn, wire.Kind.error, f"the daemon's run failed: {type(exc).__name__}: {exc} "
+                                                f"(traceback in {self.paths.log})")
             return
         cancelled = bool(doc.get("cancelled")) or stop.is_set()  # read before the client closes (it sets stop)
-        wire.send(conn, wire.Kind.doc, (doc, self.info()))
+        self._answer(conn, wire.Kind.doc, (doc, self.info()))
         print(f"{utc_now_iso()} run {self.runs} done{' (cancelled)' if cancelled else ''}", flush=True)
 
 
