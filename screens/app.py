@@ -162,6 +162,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         self.set_class(width < NARROW or height < TALL, "-spec-apart")
         self.set_class(width >= WIDE, "-wide")
         self.set_class(height < SHORT, "-short")
+        self.set_class(height >= TALL, "-tall")  # room for longer pane summaries (the PTX notes)
         if small:
             self.clear_notifications()  # nothing may cover the notice
         self.query_one("#too-small", Static).update(
