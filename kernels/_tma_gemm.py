@@ -27,7 +27,7 @@ from workbench.kernel_source import TRITON_DTYPE, TritonLaunch
 from workbench.triton_support import jit, tl
 
 SM90_SMS = 132  # H200 multiprocessors: the persistent grid where no device can be asked
-TMA_VERSION = "tma6"  # the autotune cache key's version: bump when the kernel or CANDIDATES change
+TMA_VERSION = "tma5"  # the autotune cache key's version: bump when the kernel or CANDIDATES change
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, SUBTILE, GROUP_M); the first is the default.
 # Shared memory (Triton 3.6, sm_90 AOT): 128x256x64 s3 sub1 176 KiB, s4 sub1 224 KiB, sub0 s3 208 KiB
@@ -51,30 +51,22 @@ TMA_VERSION = "tma6"  # the autotune cache key's version: bump when the kernel o
 # epilogue runs while the other's wgmma keep the tensor cores busy (cuBLAS's "ping-pong"). The
 # tuner's rounds on the H200 (2026-12-03, third session) put it behind the 128 x 256 default:
 # 4096^3 bfloat16 0.1964 against 0.1896 ms, float16 0.2109 against 0.1980, the fused GeLU at
-# 8192^3 1.6382 against 1.5279.
+# 8192^3 1.6382 against 1.5279. Also tried and dropped for the fused kernel: the GeLU epilogue's
+# reciprocal by two Newton steps on the FMA pipe instead of the SFU's (one SFU operation an element
+# instead of two, as exact in float16: 0.499 ulp under the interpreter), which needed 175 registers
+# against 161 and ran 1.6717 ms against 1.5691 for the same config with the division (tuner's
+# rounds, H200, 2026-12-03, third session, commit 5b981e3).
 CANDIDATES = (
     (128, 256, 64, 8, 3, 1, 8, 0), (128, 256, 64, 8, 4, 1, 8, 0), (128, 256, 64, 8, 3, 0, 8, 0),
     (128, 256, 64, 8, 3, 1, 16, 0), (128, 256, 64, 8, 4, 1, 4, 0), (128, 128, 64, 4, 4, 1, 8, 0),
     (128, 256, 64, 8, 4, 1, 8, 1), (128, 256, 64, 8, 3, 1, 8, 1),
 )
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "SUBTILE", "GROUP_M", "STREAMK")
-# GELU_FMA (fused GeLU only, candidates_configs("gelu")): the epilogue's reciprocal by Newton's
-# method on the FMA pipe instead of the SFU (_gelu_tile). Why: the epilogue runs while no wgmma
-# is in flight, and its two SFU operations an element (ex2 and the reciprocal, 16 a clock an SM on
-# sm_90) make it ~2x longer than its FMA work; under ncu (H200, 2026-12-03) the fused kernel ran
-# 1374-1386 µs against 1340-1368 for the plain GEMM. Added to the data-parallel configs the H200
-# picked for the fused kernel (s3 and s4); not to stream-K, whose owners' epilogue then needs 255
-# registers and 344 bytes of stack (sm_90 AOT).
-GELU_FMA_FROM = ((128, 256, 64, 8, 3, 1, 8, 0), (128, 256, 64, 8, 4, 1, 8, 0))
 
 
-def candidate_configs(activation: str = "none") -> list[dict[str, int]]:
-    """The autotune candidates as dicts (CONFIG_KEYS); for activation "gelu" also GELU_FMA_FROM's
-    configs with GELU_FMA = 1."""
-    configs = [dict(zip(CONFIG_KEYS, c)) for c in CANDIDATES]
-    if activation == "gelu":
-        configs += [{**dict(zip(CONFIG_KEYS, c)), "GELU_FMA": 1} for c in GELU_FMA_FROM]
-    return configs
+def candidate_configs() -> list[dict[str, int]]:
+    """The autotune candidates as dicts (CONFIG_KEYS)."""
+    return [dict(zip(CONFIG_KEYS, c)) for c in CANDIDATES]
 
 
 def tensor_descriptor_class() -> Any:
@@ -107,24 +99,10 @@ def _tile_ids(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @jit
-def _gelu_tile(acc, FMA_RCP: tl.constexpr = False):
+def _gelu_tile(acc):
     """tanh-form GeLU of a float32 tile as x / (1 + 2^u), u = -2 log2(e) sqrt(2/pi)(x + 0.044715 x^3)
-    (kernels/gelu.py's form: one exp2 and one division per element).
-
-    FMA_RCP: the division without the SFU. With e = 2^-|u| in (0, 1] and d = 1 + e in (1, 2],
-    x / (1 + 2^u) is x / d for u <= 0 (x >= 0) and x e / d for u > 0; 1 / d starts from the
-    linear seed 24/17 - 8/17 d (relative error <= 1/17 on [1, 2]) and takes two Newton steps
-    r(2 - d r), each squaring the error: <= (1/17)^4 = 1.2e-5, under a tenth of a float16 ulp
-    (the classic Newton-Raphson division seed, scaled from [0.5, 1] to [1, 2]). One SFU
-    operation an element (ex2) instead of two; eight more FMA-pipe ones. A NaN stays NaN."""
+    (kernels/gelu.py's form: one exp2 and one division per element)."""
     u = acc * (acc * acc * -0.10294323958002350 + -2.3022081981443250)
-    if FMA_RCP:
-        e = tl.exp2(-tl.abs(u))
-        d = 1.0 + e
-        r = 1.4117647058823530 - 0.47058823529411764 * d
-        r = r * (2.0 - d * r)
-        r = r * (2.0 - d * r)
-        return acc * r * tl.where(u > 0.0, e, 1.0)
     return acc / (1.0 + tl.exp2(u))
 
 
@@ -178,8 +156,8 @@ def _data_parallel_tiles(a_desc, b_desc, c_desc, start_pid, n_tiles, num_pid_m, 
 def _store_tile(c_desc, acc, offs_cm, offs_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                 ACTIVATION: tl.constexpr, SUBTILE: tl.constexpr):
     """The epilogue: act(acc) in C's dtype through TMA, in two BLOCK_N / 2 halves with SUBTILE."""
-    if ACTIVATION != "none":
-        acc = _gelu_tile(acc, ACTIVATION == "gelu_fma")  # fused epilogue: the tile is still in registers
+    if ACTIVATION == "gelu":
+        acc = _gelu_tile(acc)  # fused epilogue: the tile is still in registers
     if SUBTILE:
         acc0, acc1 = _halves(acc, BLOCK_M, BLOCK_N)
         _store_halves(c_desc, acc0, acc1, offs_cm, offs_cn, BLOCK_N, "none")
@@ -197,9 +175,9 @@ def _halves(acc, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
 def _store_halves(c_desc, acc0, acc1, offs_cm, offs_cn, BLOCK_N: tl.constexpr, ACTIVATION: tl.constexpr):
     """The epilogue of a tile held as its two BLOCK_N / 2 halves (C's descriptor blocks are
     BLOCK_N / 2 wide: stream-K configs have SUBTILE)."""
-    if ACTIVATION != "none":
-        acc0 = _gelu_tile(acc0, ACTIVATION == "gelu_fma")
-        acc1 = _gelu_tile(acc1, ACTIVATION == "gelu_fma")
+    if ACTIVATION == "gelu":
+        acc0 = _gelu_tile(acc0)
+        acc1 = _gelu_tile(acc1)
     c_desc.store([offs_cm, offs_cn], acc0.to(c_desc.dtype))
     c_desc.store([offs_cm, offs_cn + BLOCK_N // 2], acc1.to(c_desc.dtype))
 
@@ -325,9 +303,7 @@ def tma_launch(M: int, N: int, K: int, dtype: str, config: Mapping[str, int], *,
         kernel=_tma_streamk_kernel if streamk else _tma_matmul_kernel,
         signature=signature,
         constexprs={"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": int(config["GROUP_M"]),
-                    "NUM_PROGRAMS": programs, "SUBTILE": sub,
-                    # GELU_FMA: the GeLU epilogue's reciprocal on the FMA pipe (_gelu_tile)
-                    "ACTIVATION": "gelu_fma" if activation == "gelu" and int(config.get("GELU_FMA", 0)) else activation},
+                    "NUM_PROGRAMS": programs, "ACTIVATION": activation, "SUBTILE": sub},
         grid=(programs, 1, 1),
         num_warps=int(config["num_warps"]),
         num_stages=int(config["num_stages"]),
