@@ -477,7 +477,8 @@ def cuda_bytes_moved(spec: SoftmaxSpec) -> int:
 
 
 @SOFTMAX.impl("cuda", moved_bytes=cuda_bytes_moved,
-              source=CudaSource(CU_FILE, ("softmax_onepass_kernel", "softmax_kernel"), launch=_cuda_launch))
+              source=CudaSource(CU_FILE, ("softmax_onepass_kernel", "softmax_kernel", "softmax_l2_kernel"),
+                                launch=_cuda_launch))
 def build_cuda(spec: SoftmaxSpec, params, ctx: BuildContext):
     """CUDA C++, one pass: the row in registers, read once; rows past one block split over a
     thread-block cluster (distributed shared memory, tuned shape); rows past 262144 (16-byte

@@ -298,3 +298,17 @@ def test_keep_takes_one_exponential_per_element_and_packed_maxima(resources):
                 assert kept.count("ex2.approx") < elements + 64 < plain.count("ex2.approx"), (code, threads)
                 if pair:
                     assert f"max.{pair}" in kept and "cvt.rn.f16x2.f32" in kept, code
+
+
+def test_the_ptx_record_of_the_cuda_softmax_holds_the_l2_kernel_it_may_launch(resources):
+    """The tuner picks the three-pass L2 kernel for 16384-wide float32 rows (twopass 3): the PTX
+    view must be able to show it, so the implementation names it among its kernels."""
+    from workbench.ptx.nvcc import match_kernels
+
+    _, ptx = resources
+    source = REGISTRY.op("softmax").get_impl("cuda").source
+    found, notes = match_kernels(ptx, source.kernels, "float32")
+    names = [k.mangled for k in found]
+    assert notes == [], notes
+    assert any("softmax_l2_kernelIfLi1024ELb1E" in n for n in names)  # the tuned one: TRITON_FORM
+    assert not any("softmax_l2_kernelI6__half" in n for n in names)  # float32's only
