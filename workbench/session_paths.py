@@ -10,7 +10,6 @@ shipped one) is what the name NAME finds from then on, in the TUI and in `--repl
 from __future__ import annotations
 
 import difflib
-
 import importlib.resources
 from pathlib import Path
 
