@@ -123,18 +123,10 @@ def test_the_streamk_kernel_compiles_for_sm90_without_spills(tmp_path):
     tile held 256 and spilled (ptxas: 255 registers, 120 bytes spilled; -8% at 4096^3 on the H200,
     2026-12-03); adding it in halves must not spill. The cubin is Triton's own (its ptxas), read
     with cuobjdump -res-usage (workbench.ptx.resources)."""
-    from workbench.ptx.resources import cubin_resources
-    from workbench.ptx.tools import ToolError
-    from workbench.ptx.triton_aot import build_source, compile_launch, resolve_target
+    from sm90_aot import compile_sm90, resources
 
     for i, config in enumerate(c for c in tma.candidate_configs() if c.get("STREAMK")):
-        launch = tma.tma_launch(4096, 4096, 4096, "bfloat16", config)
-        compiled, _ = compile_launch(build_source(launch, resolve_target("sm_90")), stand_in=True)
+        compiled = compile_sm90(tma.tma_launch(4096, 4096, 4096, "bfloat16", config))
         assert "wgmma.mma_async" in compiled.asm["ptx"] and "atom.global.gpu.release" in compiled.asm["ptx"]
-        cubin = tmp_path / f"streamk{i}.cubin"
-        cubin.write_bytes(compiled.asm["cubin"])
-        try:
-            (res,) = cubin_resources(cubin).values()
-        except ToolError as exc:
-            pytest.skip(str(exc))
+        res = resources(compiled, tmp_path, f"streamk{i}")
         assert res.spill_bytes == 0 and res.registers < 255, (config, res)

@@ -131,26 +131,18 @@ def test_triton_variants_match_the_reference_under_the_interpreter():
 def test_every_long_row_candidate_compiles_for_sm90_with_16_byte_accesses_and_no_spills(tmp_path):
     """The configs the device will time, compiled ahead of time here (a kernel that fails to
     compile would waste the GPU run): v4 loads and stores, no local memory, the hints in PTX."""
-    from workbench.ptx.resources import cubin_resources
-    from workbench.ptx.tools import ToolError
-    from workbench.ptx.triton_aot import build_source, compile_launch, resolve_target
+    from sm90_aot import compile_sm90, resources
 
     spec = REGISTRY.op("softmax").make_spec({"M": 16384, "N": 16384}, "bfloat16")
     for i, cfg in enumerate(rows_kernel.candidates(16384, 16)):
-        launch = _tuned_launch(spec, 16384, cfg)
-        compiled, _ = compile_launch(build_source(launch, resolve_target("sm_90")), stand_in=True)
+        compiled = compile_sm90(_tuned_launch(spec, 16384, cfg))
         ptx = compiled.asm["ptx"]
         assert re.search(r"ld\.global[\w.:]*\.v4\.b32", ptx), cfg
         if cfg["L2PASS"]:  # the first two passes keep the row in L2, the last lets it go
             assert "evict_last" in ptx and "evict_first" in ptx, cfg
         assert re.search(r"st\.global[\w.:]*\.v4\.b32", ptx), cfg
         assert ("evict_first" in ptx and "st.global.cs" in ptx) == bool(cfg["STREAM"]), cfg
-        cubin = tmp_path / f"k{i}.cubin"
-        cubin.write_bytes(compiled.asm["cubin"])
-        try:
-            (res,) = cubin_resources(cubin).values()
-        except ToolError as exc:
-            pytest.skip(str(exc))
+        res = resources(compiled, tmp_path, f"k{i}")
         assert res.spill_bytes == 0 and res.registers <= 255, (cfg, res)
 
 
