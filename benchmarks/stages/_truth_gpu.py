@@ -11,14 +11,20 @@ from benchmarks.stages._truth_core import (REP_MS, WARMUP_MS, Case, clock_matche
                                            summary_row, unsettled)
 from workbench.engine.clocks import ClockSampler
 from workbench.engine.stats import StopRule, summarize
-from workbench.engine.timing import make_l2_flush, make_timer, measure_run, warm_up
+from workbench.engine.timing import make_l2_flush, make_timer, measure_run
 
 RULE = StopRule(rep_ms=REP_MS, min_samples=10, target_rel_error=0.005)
-OLD_HEADROOM_MS = 0.1  # the former method's fixed spin (200_000 cycles at ~2 GHz)
 SETTLE_MS = 500.0      # back-to-back calls before a case's first round (_truth_core.interleave)
 RESETTLE_MS = 200.0    # ... and before each extra round of an unsettled row
-MATMUL_ROUNDS = 9      # power-limited rows vary most round to round (3-6% with the clock): more rounds (~0.8 s each)
 MAX_ROUNDS = 15        # rounds while _truth_core.unsettled says the medians are not pinned down yet
+# The power-limited GEMMs: their rounds sit at a few clock states 2-4% apart (H200, 2026-12-03c:
+# triton bf16 8192^3 rounds at 1.518-1.528, 1.559 and 1.594 ms in both methods), so a median of
+# 9-15 rounds follows whichever state held the majority of that row's rounds: 0.978-0.9995 over
+# five full runs, 1.25 x 2.5% / sqrt(15) ~ 0.8% standard error per method. 30 rounds halve the
+# variance; three methods a round (~0.45 s) keep a row near 15 s. (The first 30-round run,
+# 2026-12-03d, read triton 0.977 again, cuBLAS 0.999: not round noise, see results/h200/2026-12-03d.)
+MATMUL_ROUNDS = 30
+MATMUL_MAX_ROUNDS = 40
 
 
 class GpuTruth:
@@ -69,6 +75,7 @@ class GpuTruth:
 
         detail: dict[str, Any] = {"op": case.op, "impl": case.impl, "dtype": case.dtype, "shape": dict(case.shape)}
         fn, inputs, detail["build_ms"], detail["check"] = self._build_and_check(case)
+        detail["tuned"] = getattr(fn, "tuned", None)  # the tuner's pick and its timings (kernels/_autotune.attach)
         try:
             if detail["check"].get("passed") is False:
                 detail["error"] = "check failed: no speed for a wrong result"
@@ -77,13 +84,11 @@ class GpuTruth:
             methods: dict[str, Callable[[], tuple[float, float | None]]] = {
                 "engine": lambda: self._engine(call, "read"), "do_bench": lambda: self._do_bench(call),
                 "engine_zero_flush": lambda: self._engine(call, "zero")}
-            if case.op == "matmul":
-                methods["sync_each_sample"] = lambda: self._sync_each(call)
-                methods["engine_round_warm_up"] = lambda: self._engine(call, "read", back_to_back=False)
-            rounds = max(self.rounds, MATMUL_ROUNDS) if case.op == "matmul" else self.rounds
+            matmul = case.op == "matmul"
+            rounds = max(self.rounds, MATMUL_ROUNDS) if matmul else self.rounds
             self.do_bench_spread = []
             found = interleave(methods, rounds, settle=lambda: self._settle(call),
-                               max_rounds=max(rounds, MAX_ROUNDS), unsettled=unsettled,
+                               max_rounds=max(rounds, MATMUL_MAX_ROUNDS if matmul else MAX_ROUNDS), unsettled=unsettled,
                                resettle=lambda: self._settle(call, RESETTLE_MS))
             detail["rounds"] = {name: [{"ms": ms, "sm_clock_mhz": mhz} for ms, mhz in got] for name, got in found.items()}
             detail["engine_method"] = dict(self.last_engine)
@@ -123,14 +128,13 @@ class GpuTruth:
         return fn, inputs, build_ms, check
 
     # -- the methods: each returns (ms, median SM clock in MHz or None) ------------------------
-    def _engine(self, call, kind: str, back_to_back: bool = True) -> tuple[float, float | None]:
-        """The engine's loop (engine/timing.measure_run, as engine/bench.py calls it);
-        back_to_back=False: its warm-up before 2026-12-03, one-sample rounds only (power-limited
-        GEMMs read 0.944-0.999 of do_bench that way over 11 calls: kept for the A/B)."""
+    def _engine(self, call, kind: str) -> tuple[float, float | None]:
+        """The engine's loop (engine/timing.measure_run, as engine/bench.py calls it) with the
+        `kind` L2 flush ("read": the engine's; "zero": do_bench's, for the A/B)."""
         with ClockSampler(self.info) as clocks:
             run = measure_run(call, self.timer, RULE, warmup_ms=WARMUP_MS, flush=self.flush[kind],
-                              limited=clocks.limited, back_to_back_warm_up=back_to_back)
-        if kind != "read" or not back_to_back:
+                              limited=clocks.limited)
+        if kind != "read":
             return summarize(run.samples_ms).median_ms, _mhz(clocks)
         self.last_engine = {"n": len(run.samples_ms), "batches": run.batches, "sustained": run.sustained, "host_launch_ms": run.host_launch_ms,
                             "headroom_ms": run.headroom_ms, "flush_kind": kind, "warmup_calls": run.warmup_calls,
@@ -161,16 +165,6 @@ class GpuTruth:
                 ms = found[1]
         self.do_bench_spread.append(None if found is None else {"p20_ms": found[0], "p80_ms": found[2]})
         return ms, _mhz(clocks)
-
-    def _sync_each(self, call) -> tuple[float, float | None]:
-        """The former engine method: zero flush, a fixed 100 us spin, a synchronize per sample."""
-        with ClockSampler(self.info) as clocks:
-            warm_up(call, self.timer, WARMUP_MS, flush=self.flush["zero"])
-            samples: list[float] = []
-            t0 = time.perf_counter()
-            while not RULE.done(samples, (time.perf_counter() - t0) * 1e3):
-                samples += self.timer.time_batch(call, 1, self.flush["zero"], OLD_HEADROOM_MS)
-        return summarize(samples).median_ms, _mhz(clocks)
 
 
 def _mhz(clocks: ClockSampler) -> float | None:

@@ -15,8 +15,11 @@ over 0.5%), the order of the methods rotating each round: the engine's loop (eng
 flush: `engine_ms`), triton.testing.do_bench (its 0.5 quantile, with the 0.2 and 0.8 of the same call in
 truth-details.json's `do_bench_spread`, where it takes quantiles, else its median return
 statistic; keywords feature-detected: `do_bench_ms`), and, in `truth-details.json` only, the engine's loop with do_bench's zero flush
-(isolates the flush from the loop) and, for matmul, the former method (a synchronize after every
-sample plus a fixed 100 us spin). The SM clock is sampled during each. ratio = engine / do_bench.
+(isolates the flush from the loop). matmul rows run _truth_gpu.MATMUL_ROUNDS rounds (up to
+MATMUL_MAX_ROUNDS): their rounds move between clock states. The SM clock is sampled during each.
+ratio = engine / do_bench. (Until 2026-12-03c matmul rows also ran the former method, a
+synchronize after every sample plus a fixed 100 us spin, and the engine with its former warm-up:
+their rounds are in results/h200/2026-12-0*/truth*/truth-details.json.)
 
 Writes, after every row (nothing finished is lost): `truth-dobench.json` shaped exactly
 {"rows": [{"op", "impl", "dtype", "shape", "engine_ms", "do_bench_ms", "ratio"}]}, and
