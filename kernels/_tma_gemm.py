@@ -40,7 +40,10 @@ TMA_VERSION = "tma5"  # the autotune cache key's version: bump when the kernel o
 # fill 132 SMs with 128x256 tiles. Added: s4 sub1 GROUP_M 4 (the winner's stages with a narrower
 # group: 4096^3 has 32 x 16 tiles, so GROUP_M 8 walks 8 tile rows = 1 MiB of A per column step
 # and 4 halves it; untimed until tune19 round 2). Not added: warp_specialize=True, which in Triton
-# 3.6 for sm_90 compiles to the same loop unflattened (no setmaxnreg, no producer warps).
+# 3.6 for sm_90 compiles to the same loop unflattened (no setmaxnreg, no producer warps); nor a
+# Gluon producer/consumer ping-pong kernel on 128 x 128 tiles (cdbe704: 0.93-0.96x cuBLAS at
+# 4096^3, 0.96-0.99x at 8192^3 on the H200, 2026-12-03d, behind these configs; docs/kernels-h200.md
+# round 6).
 # STREAMK (last field, 1): _tma_streamk_kernel, the hybrid stream-K form of the same tile, for
 # the two configs the H200 picked most (4096^3 and 8192^3, bfloat16 and float16). Why: 128 x 256
 # tiles leave a partial last wave at both sizes (4096^3: 512 tiles = 3.88 waves of 132, run as 4;
