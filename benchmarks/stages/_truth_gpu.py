@@ -21,8 +21,9 @@ MAX_ROUNDS = 15        # rounds while _truth_core.unsettled says the medians are
 # triton bf16 8192^3 rounds at 1.518-1.528, 1.559 and 1.594 ms in both methods), so a median of
 # 9-15 rounds follows whichever state held the majority of that row's rounds: 0.978-0.9995 over
 # five full runs, 1.25 x 2.5% / sqrt(15) ~ 0.8% standard error per method. 30 rounds halve the
-# variance; three methods a round (~0.45 s) keep a row near 15 s. (The first 30-round run,
-# 2026-12-03d, read triton 0.977 again, cuBLAS 0.999: not round noise, see results/h200/2026-12-03d.)
+# variance; three methods a round (~0.45 s) keep a row near 15 s. They did not bring the two
+# GEMM rows inside 2% every time: in three 30-round runs (2026-12-03d) a median over rounds read
+# 0.977 for Triton in one and for cuBLAS in another, 0.990-1.000 at matching clocks in all three.
 MATMUL_ROUNDS = 30
 MATMUL_MAX_ROUNDS = 40
 
