@@ -471,6 +471,26 @@ def _cuda_launch(spec: SoftmaxSpec, params, ctx: BuildContext | None = None) -> 
     return cuda_geometry(spec, _cuda_config(spec, ctx).config)
 
 
+CXX_TYPE = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16"}  # softmax.cu's T, demangled
+
+
+def _cuda_launched(spec: SoftmaxSpec, params, ctx: BuildContext | None = None) -> str:
+    """The kernel softmax_rows launches with the (tuned) configuration, as softmax.cu dispatches
+    it: the L2 kernel (twopass 2 and 3) and the one-pass kernel with their template arguments
+    (16-byte aligned tensors assumed, as torch allocates them), the two-pass kernel by name
+    (twopass 1, or a row too long for one pass)."""
+    config = _cuda_config(spec, ctx).config
+    twopass = int(config.get("twopass") or 0)
+    t = CXX_TYPE[str(spec.dtype)]
+    if twopass >= 2:
+        return f"softmax_l2_kernel<{t}, 1024, {'true' if twopass == 3 else 'false'}>"
+    one = config_from(config, spec.N, spec.dtype.itemsize)
+    if twopass == 1 or one is None or not fits(spec.M, spec.N, spec.dtype.itemsize):
+        return "softmax_kernel"
+    in_cluster, keep = ("true" if flag else "false" for flag in (one.cluster > 1, one.keep))
+    return f"softmax_onepass_kernel<{t}, {one.vec}, {one.threads}, {one.packs}, {in_cluster}, {one.spacks}, {keep}>"
+
+
 def cuda_bytes_moved(spec: SoftmaxSpec) -> int:
     """The ideal 2MN when the one-pass kernel takes the row, else the two-pass re-read."""
     return cost(spec).bytes if fits(spec.M, spec.N, spec.dtype.itemsize) else reread_bytes_moved(spec)
@@ -478,7 +498,7 @@ def cuda_bytes_moved(spec: SoftmaxSpec) -> int:
 
 @SOFTMAX.impl("cuda", moved_bytes=cuda_bytes_moved,
               source=CudaSource(CU_FILE, ("softmax_onepass_kernel", "softmax_kernel", "softmax_l2_kernel"),
-                                launch=_cuda_launch))
+                                launch=_cuda_launch, launched=_cuda_launched))
 def build_cuda(spec: SoftmaxSpec, params, ctx: BuildContext):
     """CUDA C++, one pass: the row in registers, read once; rows past one block split over a
     thread-block cluster (distributed shared memory, tuned shape); rows past 262144 (16-byte

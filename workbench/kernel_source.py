@@ -117,15 +117,24 @@ class CudaSource:
     """A `.cu` file and the `__global__` kernels an implementation launches from it.
 
     launch: optional (spec, params) -> (grid, block_threads) for the launch geometry.
+    launched: optional (spec, params) -> the kernel the run launches at `spec`, where the
+    implementation chooses among `kernels` (a tuned choice): its demangled name with template
+    arguments (`softmax_l2_kernel<float, 1024, true>`) or its base name alone. The PTX record
+    lists it first, so the view opens on it and the launch record's registers are its own.
     """
 
     path: Path
     kernels: tuple[str, ...]
     launch: Callable[[Any, Mapping[str, Any]], tuple[tuple[int, ...], int]] | None = None
     extra_nvcc_flags: tuple[str, ...] = field(default_factory=tuple)
+    launched: Callable[[Any, Mapping[str, Any]], str | None] | None = None
 
     def geometry(self, spec: Any, params: Any) -> tuple[tuple[int, ...], int] | None:
         return self.launch(spec, params) if self.launch is not None else None
+
+    def launched_kernel(self, spec: Any, params: Any) -> str | None:
+        """What `launched` names at `spec`, or None where it is not declared."""
+        return self.launched(spec, params) if self.launched is not None else None
 
     def plain(self) -> dict[str, Any]:
         return {"type": "cuda", "path": str(self.path), "kernels": list(self.kernels),

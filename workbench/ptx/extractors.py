@@ -157,13 +157,49 @@ def cuda_record(job: PtxJob) -> tuple[dict, Texts]:
         cached = _read_record(path)
         if cached is not None:
             found, texts = cached
-            return {**found, "notes": [first, *found["notes"][1:]]}, texts
-        found, texts = _cuda_record(job, out, name, first)
-        try:
-            atomic_write_text(path, json.dumps([found, texts]))
-        except OSError:  # a cache that cannot be written costs the next row the same work, no more
-            pass
-    return found, texts
+            found = {**found, "notes": [first, *found["notes"][1:]]}
+        else:
+            found, texts = _cuda_record(job, out, name, first)
+            try:
+                atomic_write_text(path, json.dumps([found, texts]))
+            except OSError:  # a cache that cannot be written costs the next row the same work, no more
+                pass
+    found = launched_first(found, _launched(job))
+    order = [k.get("name") for k in found.get("kernels") or []]
+    return found, {**{n: texts[n] for n in order if n in texts}, **texts}  # the texts in the record's order
+
+
+def _launched(job: PtxJob) -> str | None:
+    """The kernel the run launches (CudaSource.launched), None where undeclared or it fails."""
+    try:
+        return job.source.launched_kernel(job.spec, job.params)
+    except Exception:  # a choice that cannot be made here (no cache, API drift): the record stays as is
+        return None
+
+
+def launched_first(found: dict, launched: str | None) -> dict:
+    """`found` (a cuda `ptx` record) with the kernel the run launches first: the entry whose name
+    is `launched` (spaces and namespaces ignored), then the other entries of its base name; a note
+    says which, or that the PTX has none of that name. The record's other kernels keep their
+    order (it is cached per module and dtype, not per tuned choice)."""
+    if not launched:
+        return found
+    from workbench.ptx.nvcc import base_name
+
+    def plain(name: str) -> str:  # `onepass::softmax_l2_kernel<float, 1024, true>` -> `softmax_l2_kernel<float,1024,true>`
+        head, sep, args = name.replace(" ", "").partition("<")
+        return head.split("::")[-1] + sep + args
+
+    def rank(entry: dict) -> int:
+        name = str(entry.get("name", ""))
+        if plain(name) == plain(launched):
+            return 0
+        return 1 if base_name(name) == base_name(launched) else 2
+    kernels = sorted(found.get("kernels") or [], key=rank)  # stable: ties keep the record's order
+    hit = [k for k in kernels if rank(k) < 2]
+    note = (f"the run launches {launched}: listed first" if hit
+            else f"the run launches {launched}, which is not among the kernels matched in the PTX")
+    return {**found, "kernels": kernels, "notes": [*found.get("notes", []), note]}
 
 
 def record_cache_path(out: Any, job: PtxJob, target: str) -> Path:
