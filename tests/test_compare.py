@@ -120,3 +120,16 @@ def test_a_verdict_on_rows_timed_with_the_cpu_contended_says_so():
     assert [str(c) for c in table.columns[-1]._cells] == ["slower*", "same"]
     # the flag on the baseline's side counts too
     assert compare_documents(document(record("manual")), document(busy)).rows[0].contended
+
+
+def test_a_same_verdict_past_the_threshold_is_explained_under_the_table():
+    """A new user saw `1368.000x same` (the spreads overlapped) with nothing saying why: the
+    caption says the spreads decided it, and only where a `same` row's ratio is past the threshold."""
+    wide = record("manual", 10.0, p20=0.5, p80=20.0)
+    comparison = compare_documents(document(wide, record("triton", 1.0)),
+                                   document(record("manual", 1.0), record("triton", 1.0)))
+    assert [r.verdict for r in comparison.rows] == ["same", "same"]
+    caption = comparison_table(comparison).caption
+    assert "medians differ by more than 5%" in caption and "spreads overlap" in caption
+    close = record("manual", 1.03, p20=1.025, p80=1.035)  # same because under the threshold: no note
+    assert comparison_table(compare_documents(document(close), document(record("manual", 1.0)))).caption is None

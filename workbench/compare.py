@@ -175,6 +175,12 @@ def _row(record, word, ratio, base, current_side: bool = True, interval: RatioCI
                          contended=word in ("slower", "faster", "same") and (contended(record) or contended(base)))
 
 
+def unresolved(row: RowComparison, threshold: float) -> bool:
+    """A `same` whose median ratio is past the threshold either way: the spreads, not the
+    medians, decided it (the table's caption says so)."""
+    return row.verdict == "same" and row.ratio is not None and row.ratio > 0 and max(row.ratio, 1 / row.ratio) > 1 + threshold
+
+
 def _device(doc: Mapping[str, Any]) -> str | None:
     return (doc.get("environment") or {}).get("device")
 
@@ -191,6 +197,10 @@ def comparison_table(comparison: Comparison) -> Table:
     if any(r.contended for r in comparison.rows):
         notes.append("* timed with the CPU contended (this run or the baseline: see the row's flags): the "
                      "medians are not the op's alone, and neither is this verdict")
+    if any(unresolved(r, comparison.threshold) for r in comparison.rows):
+        notes.append("same with a ratio past the threshold: the medians differ by more than "
+                     f"{comparison.threshold:.0%}, but the runs' spreads overlap (p20-p80, or the 95% interval "
+                     "spans 1), so no change is shown")
     caption = "\n".join(notes) or None
     table = Table(title=comparison.summary(), title_justify="left", header_style="bold", pad_edge=False,
                   caption=caption, caption_justify="left")
