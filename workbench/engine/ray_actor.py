@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import queue
+import shutil
 import tempfile
 import threading
 import uuid
@@ -43,7 +44,8 @@ class PlaceActor:
         from workbench.engine.ship import unpack
         from workbench.errors import WorkbenchError
 
-        mapping = unpack(bundle, Path(tempfile.mkdtemp(prefix="workbench-ray-plugins-")))
+        folder = Path(tempfile.mkdtemp(prefix=PLUGINS_PREFIX)) if bundle.paths else None  # no plugins: no folder
+        mapping = unpack(bundle, folder) if folder is not None else {}
         session = dataclasses.replace(session, plugins=tuple(mapping.get(str(p), str(p)) for p in session.plugins))
         options = dataclasses.replace(options, kernels=tuple(mapping.get(k, k) for k in options.kernels))
         events: queue.Queue = queue.Queue()
@@ -58,10 +60,30 @@ class PlaceActor:
             finally:
                 events.put(None)
 
-        threading.Thread(target=target, name="workbench-ray-place", daemon=True).start()
-        while (item := events.get()) is not None:
-            yield item
-        yield ("error", box["error"], None) if "error" in box else ("doc", box["doc"], mapping)
+        worker = threading.Thread(target=target, name="workbench-ray-place", daemon=True)
+        worker.start()
+        try:
+            while (item := events.get()) is not None:
+                yield item
+            yield ("error", box["error"], None) if "error" in box else ("doc", box["doc"], mapping)
+        finally:  # the plugin copies go with the run (a run cut short: once its thread has ended)
+            if folder is not None:
+                remove_when_done(worker, folder)
+
+
+PLUGINS_PREFIX = "workbench-ray-plugins-"  # the node's copies of the sender's plugin files, one folder a run
+
+
+def remove_when_done(thread: threading.Thread, folder: Path) -> None:
+    """Remove `folder` once `thread` has ended: now if it has, else from a daemon thread that
+    waits for it (a run's rows may still import the plugin files it holds)."""
+    def remove() -> None:
+        thread.join()
+        shutil.rmtree(folder, ignore_errors=True)
+    if thread.is_alive():
+        threading.Thread(target=remove, name="workbench-ray-cleanup", daemon=True).start()
+    else:
+        remove()
 
 
 def place_actor(ray: Any, num_gpus: int) -> Any:
