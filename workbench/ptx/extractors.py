@@ -164,17 +164,13 @@ def cuda_record(job: PtxJob) -> tuple[dict, Texts]:
                 atomic_write_text(path, json.dumps([found, texts]))
             except OSError:  # a cache that cannot be written costs the next row the same work, no more
                 pass
-    found = launched_first(found, _launched(job))
+    try:
+        found = launched_first(found, job.source.launched_kernel(job.spec, job.params))
+    except Exception as exc:  # a choice that cannot be made here: the record keeps its order and says why
+        found = {**found, "notes": [*found.get("notes", []),
+                                    f"which kernel the run launches is unknown here: {type(exc).__name__}: {exc}"]}
     order = [k.get("name") for k in found.get("kernels") or []]
     return found, {**{n: texts[n] for n in order if n in texts}, **texts}  # the texts in the record's order
-
-
-def _launched(job: PtxJob) -> str | None:
-    """The kernel the run launches (CudaSource.launched), None where undeclared or it fails."""
-    try:
-        return job.source.launched_kernel(job.spec, job.params)
-    except Exception:  # a choice that cannot be made here (no cache, API drift): the record stays as is
-        return None
 
 
 def launched_first(found: dict, launched: str | None) -> dict:
