@@ -82,9 +82,7 @@ class GpuTruth:
                 detail["error"] = "check failed: no speed for a wrong result"
                 return None, detail
             call = lambda: fn(*inputs)  # noqa: E731
-            methods: dict[str, Callable[[], tuple[float, float | None]]] = {
-                "engine": lambda: self._engine(call, "read"), "do_bench": lambda: self._do_bench(call),
-                "engine_zero_flush": lambda: self._engine(call, "zero")}
+            methods = self.methods(call)
             matmul = case.op == "matmul"
             rounds = max(self.rounds, MATMUL_ROUNDS) if matmul else self.rounds
             self.do_bench_spread = []
@@ -129,6 +127,12 @@ class GpuTruth:
         return fn, inputs, build_ms, check
 
     # -- the methods: each returns (ms, median SM clock in MHz or None) ------------------------
+    def methods(self, call) -> dict[str, Callable[[], tuple[float, float | None]]]:
+        """The stage's three methods for `call`, as interleave takes them: the engine's loop
+        (read flush), do_bench, and the engine's loop with do_bench's zero flush."""
+        return {"engine": lambda: self._engine(call, "read"), "do_bench": lambda: self._do_bench(call),
+                "engine_zero_flush": lambda: self._engine(call, "zero")}
+
     def _engine(self, call, kind: str) -> tuple[float, float | None]:
         """The engine's loop (engine/timing.measure_run, as engine/bench.py calls it) with the
         `kind` L2 flush ("read": the engine's; "zero": do_bench's, for the A/B)."""

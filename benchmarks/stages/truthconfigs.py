@@ -53,9 +53,7 @@ def run(quick: bool, out: Path) -> list[dict]:
     for name, call in sides.items():
         call()
         torch.cuda.synchronize()
-        found = interleave({"engine": lambda: gpu._engine(call, "read"), "do_bench": lambda: gpu._do_bench(call),
-                            "engine_zero_flush": lambda: gpu._engine(call, "zero")},
-                           gpu.rounds, settle=lambda: gpu._settle(call))
+        found = interleave(gpu.methods(call), gpu.rounds, settle=lambda: gpu._settle(call))
         med = {k: statistics.median(ms for ms, _ in v) for k, v in found.items()}
         row = {"config": name, "rounds": {k: [{"ms": ms, "sm_clock_mhz": mhz} for ms, mhz in v] for k, v in found.items()},
                "engine_ms": med["engine"], "do_bench_ms": med["do_bench"], "engine_zero_ms": med["engine_zero_flush"],

@@ -186,14 +186,11 @@ def launched_first(found: dict, launched: str | None) -> dict:
         head, sep, args = name.replace(" ", "").partition("<")
         return head.split("::")[-1] + sep + args
 
-    def rank(entry: dict) -> int:
-        name = str(entry.get("name", ""))
-        if plain(name) == plain(launched):
-            return 0
-        return 1 if base_name(name) == base_name(launched) else 2
-    kernels = sorted(found.get("kernels") or [], key=rank)  # stable: ties keep the record's order
-    hit = [k for k in kernels if rank(k) < 2]
-    note = (f"the run launches {launched}: listed first" if hit
+    exact, base = plain(launched), base_name(launched)
+    ranked = [(0 if plain(name) == exact else 1 if base_name(name) == base else 2, k)
+              for k in found.get("kernels") or [] for name in [str(k.get("name", ""))]]
+    kernels = [k for _, k in sorted(ranked, key=lambda pair: pair[0])]  # stable: ties keep the record's order
+    note = (f"the run launches {launched}: listed first" if any(r < 2 for r, _ in ranked)
             else f"the run launches {launched}, which is not among the kernels matched in the PTX")
     return {**found, "kernels": kernels, "notes": [*found.get("notes", []), note]}
 
