@@ -5,11 +5,13 @@ shape of truth-dobench.json, writing as rows finish, the budget, and the no-GPU 
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 
 from benchmarks.stages import truth
-from benchmarks.stages._truth_core import Case, TruthFiles, cases, clock_matched, interleave, run_cases, summary_row
+from benchmarks.stages._truth_core import (Case, TruthFiles, cases, clock_matched, flush_split, interleave, run_cases,
+                                           summary_row)
 from workbench.registry import discover
 
 ROW_KEYS = {"op", "impl", "dtype", "shape", "engine_ms", "do_bench_ms", "ratio"}
@@ -61,6 +63,25 @@ def test_the_clock_matched_ratio_takes_only_rounds_at_the_same_clock():
     assert got["clock_matched_ratio"] == pytest.approx((0.30 / 0.303 + 0.30 / 0.306) / 2)
     assert clock_matched({"engine": [(1.0, None)], "do_bench": [(1.0, 1980.0)]}) == {"clock_matched_ratio": None,
                                                                                      "matched": 0}
+
+
+def test_the_flush_split_separates_the_loop_from_the_flush_kind():
+    # do_bench 1.00; the engine's loop with do_bench's zero flush 0.99 (the loop: -1%); the engine
+    # with its read flush 0.97 (the flush: 0.97 / 0.99)
+    found = {"engine": [(0.97, None), (0.96, None), (0.98, None)],
+             "do_bench": [(1.00, None), (1.02, None), (0.98, None)],
+             "engine_zero_flush": [(0.99, None), (1.01, None), (0.97, None)]}
+    got = flush_split(found)
+    assert got["engine_zero_flush_ms"] == 0.99
+    assert got["same_flush_ratio"] == pytest.approx(0.99 / 1.00)
+    assert got["paired_same_flush_ratio"] == pytest.approx(statistics.median([0.99, 1.01 / 1.02, 0.97 / 0.98]))
+    assert got["flush_effect"] == pytest.approx(0.97 / 0.99)
+    assert flush_split({"engine": [(1.0, None)], "do_bench": [(1.0, None)]}) == {}
+    files = TruthFiles.__new__(TruthFiles)  # the table's note carries both halves
+    files.rows = [summary_row(Case("gelu", "compiled", "bfloat16", {"M": 4, "N": 4}), found)]
+    files.matched, files.details = [{**clock_matched(found), **got}], {"rows": [], "skipped": []}
+    note = files.table()[0]["note"]
+    assert "ratio 0.970 (outside 2%)" in note and "same flush 0.990" in note and "read/zero flush 0.980" in note
 
 
 def test_rows_are_written_as_they_finish_and_the_budget_skips_the_rest(tmp_path):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 SQUARE = {"M": 16384, "N": 16384}
 GEMM_4096 = {"M": 4096, "N": 4096, "K": 4096}
 GEMM_8192 = {"M": 8192, "N": 8192, "K": 8192}
+LONG_ROWS = {"M": 4096, "N": 262144}
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class Case:
     copy: bool = False  # time a copy of the input too (memory-bound cases: % of copy)
     extra: dict = field(default_factory=dict)
     also: tuple[str, ...] = ()  # other sides held to the same target against the same references
+    copy_target: float | None = None  # `ours` must also reach this % of the copy (needs copy=True)
 
 
 def cases() -> list[Case]:
@@ -61,8 +63,19 @@ def cases() -> list[Case]:
          Side("pytorch", "softmax", "pytorch"), Side("cuda", "softmax", "cuda")),
         ours="triton", against=("compiled", "pytorch"), target=1.0, copy=True, also=("cuda",),
         note="triton and cuda: no slower than the best of pytorch and compiled beyond the measured spread")
+    long_rows = lambda dtype: Case(  # noqa: E731
+        f"softmax 4096x262144 {dtype}", LONG_ROWS, dtype,
+        (Side("cuda", "softmax", "cuda"), Side("compiled", "softmax", "compiled")),
+        ours="cuda", against=("compiled",), target=1.3, copy=True, copy_target=90.0,
+        note="cuda (thread-block cluster, one pass) >= 90% of copy and >= 1.3x torch.compile")
     return [gemm("bfloat16", GEMM_4096), gemm("float16", GEMM_4096), fused, softmax,
-            gemm("bfloat16", GEMM_8192), gemm("float16", GEMM_8192)]
+            gemm("bfloat16", GEMM_8192), gemm("float16", GEMM_8192), long_rows("bfloat16"), long_rows("float32")]
+
+
+def selected(only: tuple[str, ...] | None) -> list[Case]:
+    """cases(), or those whose name contains one of `only` (gpu_evidence.py --only: comma-separated,
+    e.g. "4096x262144,matmul_gelu"), in cases()' order."""
+    return [c for c in cases() if not only or any(o and o in c.name for o in only)]
 
 
 def median_of_rounds(rounds: list[float]) -> float:
@@ -76,6 +89,10 @@ def figures(case: Case, rounds: dict[str, list[float]], copy_ms: float | None = 
     out: dict = {"medians_ms": medians}
     if copy_ms:
         out["pct_of_copy"] = {label: 100.0 * copy_ms / ms for label, ms in medians.items()}
+        if case.copy_target is not None and case.ours in medians:
+            pct = out["pct_of_copy"][case.ours]
+            out.update(copy_target_pct=case.copy_target, copy_met=pct >= case.copy_target,
+                       copy_gap_points=case.copy_target - pct)
     against = [a for a in case.against if a in medians]
     if case.ours in medians and against:
         best = min(against, key=lambda a: medians[a])
@@ -95,10 +112,17 @@ def figures(case: Case, rounds: dict[str, list[float]], copy_ms: float | None = 
 
 
 # -- Nsight Compute ----------------------------------------------------------------------------
-NCU_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "ComputeWorkloadAnalysis")
-# Hopper's wgmma pipe, by whichever name this ncu has (a regex: an absent one is no error)
+NCU_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "ComputeWorkloadAnalysis", "WarpStateStats")
+# Hopper's wgmma pipe, by whichever name this ncu has; the XU pipe (MUFU: ex2, rcp), where a
+# 16-bit softmax spends its exponentials; why warps wait (per issued instruction); the DRAM bytes
+# (one read and one write of the row?). Regexes, so that a name this ncu lacks is no error.
 NCU_METRICS = ("regex:sm__pipe_tensor_op_(gmma|hmma)_cycles_active.avg.pct_of_peak_sustained_(active|elapsed)",
-               "sm__cycles_elapsed.avg.per_second")
+               "sm__cycles_elapsed.avg.per_second",
+               r"regex:^sm__inst_executed_pipe_xu\.avg\.pct_of_peak_sustained_active$",
+               r"regex:^smsp__average_warps_issue_stalled_[a-z_]+_per_issue_active\.ratio$",
+               r"regex:^dram__bytes_(read|write)\.sum$")
+STALL = re.compile(r"smsp__average_warps_issue_stalled_([a-z_]+)_per_issue_active\.ratio")
+BYTES = {"byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12}  # ncu's units are decimal
 WANTED = {  # short name -> the metric names ncu's sections print (first found wins)
     "duration_us": ("Duration", "gpu__time_duration.sum"),
     "sm_throughput_pct": ("Compute (SM) Throughput", "SM Throughput", "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
@@ -113,6 +137,13 @@ WANTED = {  # short name -> the metric names ncu's sections print (first found w
     "achieved_occupancy_pct": ("Achieved Occupancy",),
     "issue_busy_pct": ("Issue Slots Busy",),
     "sm_busy_pct": ("SM Busy",),
+    "warp_cycles_per_issue": ("Warp Cycles Per Issued Instruction",),
+    "ipc_active": ("Executed Ipc Active",),
+    "cluster_size": ("Cluster Size",),
+    "max_active_clusters": ("Max Active Clusters",),
+    "xu_pipe_pct": ("sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active",),
+    "dram_read_bytes": ("dram__bytes_read.sum",),
+    "dram_write_bytes": ("dram__bytes_write.sum",),
 }
 UNIT_SCALE = {"usecond": 1.0, "msecond": 1e3, "nsecond": 1e-3, "second": 1e6, "us": 1.0, "ms": 1e3, "ns": 1e-3,
               "hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9, "cycle/second": 1.0, "cycle/nsecond": 1e9,
@@ -156,10 +187,16 @@ def parse_ncu_csv(text: str) -> list[dict]:
                     number = _number(value)
                     if number is not None and short in ("duration_us", "sm_clock_hz", "shared_kib_per_block"):
                         number *= UNIT_SCALE.get(unit.lower(), 1.0)
+                    elif number is not None and short.endswith("_bytes"):
+                        number *= BYTES.get(unit.lower(), 1.0)
                     k[short] = number
                     break
         tensor = [v for n, v in k["metrics"].items() if re.match(r"sm__pipe_tensor_op_(gmma|hmma)_cycles_active", n)]
         k["tensor_pipe_pct"] = max((_number(v) for v, _ in tensor if _number(v) is not None), default=None)
+        stalls = {m.group(1): _number(v) for n, (v, _) in k["metrics"].items()
+                  if (m := STALL.fullmatch(n)) and _number(v) is not None}
+        # the six largest reasons a warp waited, in cycles per issued instruction
+        k["stalls"] = dict(sorted(stalls.items(), key=lambda kv: -kv[1])[:6]) or None
         out.append(k)
     return sorted(out, key=lambda k: (isinstance(k["id"], str), k["id"]))
 

@@ -87,6 +87,25 @@ def paired_ratio(found: dict[str, list]) -> float:
     return statistics.median(e / d for (e, _), (d, _) in zip(found["engine"], found["do_bench"]))
 
 
+def flush_split(found: dict[str, list]) -> dict:
+    """For truth-details.json and the table: the engine/do_bench ratio split in two, where the
+    rounds include `engine_zero_flush` (the engine's loop with do_bench's `zero_()` L2 flush):
+    `same_flush_ratio` (engine_zero_flush / do_bench, medians over rounds, and `paired_same_flush_ratio`,
+    the median per-round one): the two loops with the same flush, what is left of the method
+    itself; `flush_effect` (engine / engine_zero_flush): the engine's read flush against the zero
+    flush in the same loop (below 1: the dirty lines `zero_()` leaves in L2 are written back
+    inside the timed kernel; MEASUREMENT.md rule 4). Empty without zero-flush rounds."""
+    zero = [ms for ms, _ in found.get("engine_zero_flush") or []]
+    if not zero:
+        return {}
+    engine = statistics.median(ms for ms, _ in found["engine"])
+    theirs = statistics.median(ms for ms, _ in found["do_bench"])
+    same = statistics.median(zero)
+    return {"engine_zero_flush_ms": same, "same_flush_ratio": same / theirs,
+            "paired_same_flush_ratio": statistics.median(z / d for z, (d, _) in zip(zero, found["do_bench"])),
+            "flush_effect": engine / same}
+
+
 CLOCK_MATCH = 0.02  # rounds whose two SM clock medians are within 2% count as clock-matched
 
 
@@ -115,13 +134,13 @@ class TruthFiles:
     def __init__(self, out: Path):
         self.out = out
         self.rows: list[dict] = []
-        self.matched: list[dict] = []  # per row: clock_matched() of its rounds, for the table
+        self.matched: list[dict] = []  # per row: clock_matched() and flush_split() of its rounds, for the table
         self.details: dict[str, Any] = {"environment": None, "references": None, "rows": [], "skipped": []}
 
     def add(self, row: dict | None, detail: dict) -> None:
         if row is not None:
             self.rows.append(row)
-            self.matched.append(detail.get("clock_matched") or {})
+            self.matched.append({**(detail.get("clock_matched") or {}), **(detail.get("flush_split") or {})})
         self.details["rows"].append(detail)
         self.write()
 
@@ -138,7 +157,9 @@ class TruthFiles:
                  "unit": "ms (do_bench median)", "note": f"ratio {r['ratio']:.3f}" + ("" if abs(r["ratio"] - 1) <= 0.02
                                                                                      else " (outside 2%)")
                  + (f"; clock-matched {m['clock_matched_ratio']:.3f} ({m['matched']} rounds)"
-                    if m.get("clock_matched_ratio") else "; no clock-matched round")}
+                    if m.get("clock_matched_ratio") else "; no clock-matched round")
+                 + (f"; same flush {m['same_flush_ratio']:.3f}; read/zero flush {m['flush_effect']:.3f}"
+                    if m.get("same_flush_ratio") else "")}
                 for r, m in zip(self.rows, self.matched)]
         rows += [{"item": f"{d['op']} {d['impl']} {d['dtype']}", "status": "failed", "note": d["error"]}
                  for d in self.details["rows"] if d.get("error")]

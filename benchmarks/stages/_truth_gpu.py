@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from benchmarks.stages._truth_core import (REP_MS, WARMUP_MS, Case, clock_matched, interleave, paired_ratio,
-                                           summary_row, unsettled)
+from benchmarks.stages._truth_core import (REP_MS, WARMUP_MS, Case, clock_matched, flush_split, interleave,
+                                           paired_ratio, summary_row, unsettled)
 from workbench.engine.clocks import ClockSampler
 from workbench.engine.stats import StopRule, summarize
 from workbench.engine.timing import make_l2_flush, make_timer, measure_run
@@ -94,6 +94,7 @@ class GpuTruth:
             detail["do_bench_spread"] = list(self.do_bench_spread)  # per do_bench round, in order
             detail["clock_matched"] = clock_matched(found)
             detail["paired_ratio"] = paired_ratio(found)
+            detail["flush_split"] = flush_split(found)
             detail["n_rounds"] = len(found["engine"])
             return summary_row(case, found), detail
         finally:

@@ -5,8 +5,9 @@
 The cases (benchmarks/stages/_misses_core.py): Triton against cuBLAS at 4096^3 in bfloat16 and
 float16; the fused `matmul_gelu` at 8192^3 bfloat16 against cuBLAS then GeLU, beside
 torch.compile and both plain GEMMs (what the epilogue costs); the Triton softmax at 16384^2
-float32 against torch.compile, PyTorch and the CUDA kernel, with a copy of the input (% of
-copy). Each side is built through the registry (its autotuned config; tuning counted as build),
+float32 against torch.compile, PyTorch and the CUDA kernel, with a copy of the input timed in the
+same rounds (% of copy); the long-row CUDA softmax (4096 x 262144, bfloat16 and float32: >= 90% of copy, >= 1.3x
+torch.compile). `--only 4096x262144` (comma-separated parts of case names) runs a subset. Each side is built through the registry (its autotuned config; tuning counted as build),
 checked on the first input set with the engine's gates, then timed with the engine's loop (batched
 events, read flush, StopRule 100 ms) in ROUNDS rounds whose order rotates; the figures are medians
 over rounds, the target's ratio, the gap to it in % and the median per-round ratio. The kernels per
@@ -14,9 +15,11 @@ call of each side come from torch.profiler, and torch.compile's generated code i
 (`inductor-<case>.py.txt`: its kernels, their launch configs).
 
 Then one `ncu --clock-control none` process (benchmarks/stages/_misses_ncu.py) profiles one call of
-every side with the SpeedOfLight, LaunchStats, Occupancy and ComputeWorkloadAnalysis sections and
-Hopper's tensor-pipe metric: per kernel duration, SM and DRAM throughput, tensor pipe active,
-registers, waves per SM, grid and block: what stands in the way, in the kernel's own counters.
+every side with the SpeedOfLight, LaunchStats, Occupancy, ComputeWorkloadAnalysis and WarpStateStats
+sections, Hopper's tensor-pipe metric, the XU (MUFU) pipe, the stall reasons and the DRAM bytes:
+per kernel duration, SM and DRAM throughput, tensor and XU pipe active, registers, waves per SM,
+clusters, grid and block, the largest stall reasons (cycles per issued instruction) and the bytes
+read and written: what stands in the way, in the kernel's own counters.
 
 Writes `misses.json` (and `ncu.csv`, `ncu.log`) to `out` after every case. Without a GPU:
 nothing timed, says why.
@@ -26,19 +29,23 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.stages._misses_core import NCU_METRICS, NCU_SECTIONS, Case, cases, figures, label_kernels, parse_ncu_csv
+from benchmarks.stages._misses_core import (NCU_METRICS, NCU_SECTIONS, Case, cases, figures, label_kernels,
+                                            parse_ncu_csv, selected)
 
 TITLE = "misses: #19's open targets side by side (engine loop, rotating rounds), then under ncu"
 BUDGET_S = 200.0   # no case starts after this; ncu runs after the cases
 ROUNDS = 5
 NCU_TIMEOUT_S = 240
 PROFILED = 3  # torch.profiler calls per side, for its kernels per call
+COPY = "copy"  # the label of a case's copy in its rounds
+ONLY: tuple[str, ...] | None = None  # gpu_evidence.py --only: cases whose name contains one of these
 
 
 def _copy_or_set(name: str | None) -> bool:
@@ -58,7 +65,7 @@ def run(quick: bool, out: Path) -> list[dict]:
     gpu = _Gpu("cuda:0")
     doc["environment"] = gpu.environment()
     t0 = time.monotonic()
-    todo = cases()
+    todo = selected(ONLY)
     for case in todo:
         if time.monotonic() - t0 > BUDGET_S:
             doc["cases"].append({"case": case.name, "skipped": f"not started within {BUDGET_S:g} s"})
@@ -157,20 +164,21 @@ class _Gpu:
             record["sides"][side.label] = info
             if side.impl == "compiled":
                 record["sides"][side.label]["inductor_code"] = _inductor_code(fn, inputs, out, case, side)
-        copy_ms = None
-        if case.copy:
+        if case.copy:  # a copy of the input's bytes, timed in the same rounds (% of copy)
             src = self.registry.op(case.sides[0].op).make_inputs(
                 self.registry.op(case.sides[0].op).make_spec(case.shape, case.dtype), self.device, 0)[0]
             dst = torch.empty_like(src)
-            copy_ms = self.time(lambda: dst.copy_(src))
-            record["copy_ms"] = copy_ms
-            del src, dst
+            calls[COPY] = lambda: dst.copy_(src)
         labels = list(calls)
         found: dict[str, list[float]] = {label: [] for label in labels}
         for r in range(rounds):
             for label in labels[r % len(labels):] + labels[:r % len(labels)]:
                 found[label].append(self.time(calls[label]))
         record["rounds_ms"] = found
+        copy_rounds = found.pop(COPY, None)
+        copy_ms = statistics.median(copy_rounds) if copy_rounds else None
+        if copy_ms is not None:
+            record["copy_ms"] = copy_ms
         record.update(figures(case, found, copy_ms))
         del calls
         torch.cuda.empty_cache()
@@ -235,6 +243,17 @@ def _write(out: Path, doc: dict) -> None:
     atomic_write_text(out / "misses.json", json.dumps(doc, indent=2, default=str))
 
 
+def _ncu_extras(kern: dict) -> str:
+    """The long-row figures of a kernel's ncu record, where ncu gave them."""
+    parts = [f"{label} {kern[key]:.3g}" for key, label in (
+        ("xu_pipe_pct", "xu%"), ("issue_busy_pct", "issue%"), ("achieved_occupancy_pct", "occ%"),
+        ("warp_cycles_per_issue", "cyc/issue"), ("cluster_size", "cluster"), ("max_active_clusters", "max clusters"),
+        ("dram_read_bytes", "read B"), ("dram_write_bytes", "written B")) if kern.get(key) is not None]
+    if kern.get("stalls"):
+        parts.append("stalls " + ", ".join(f"{k} {v:.2g}" for k, v in list(kern["stalls"].items())[:4]))
+    return ("; " + "; ".join(parts)) if parts else ""
+
+
 def _table(doc: dict) -> list[dict]:
     rows = []
     for record in doc["cases"]:
@@ -246,6 +265,12 @@ def _table(doc: dict) -> list[dict]:
             rows.append({"item": record["case"], "ratio": round(record["ratio"], 3), "target": record["target"],
                          "met": record["met"], "gap_pct": round(record["gap_pct"], 2),
                          "note": f"vs {record['against']}; paired {record['paired_ratio']:.3f}; {meds}"})
+            if "copy_target_pct" in record:
+                pct = record["pct_of_copy"][next(c.ours for c in cases() if c.name == record["case"])]
+                rows.append({"item": f"{record['case']} (% of copy)", "ratio": round(pct, 2),
+                             "target": record["copy_target_pct"], "met": record["copy_met"],
+                             "gap_pct": round(record["copy_gap_points"], 2),
+                             "note": f"copy {record['copy_ms']:.4f} ms; gap in points of copy"})
             for label, also in (record.get("also") or {}).items():
                 rows.append({"item": f"{record['case']} ({label})", "ratio": round(also["ratio"], 3),
                              "target": record["target"], "met": also["met"], "gap_pct": round(also["gap_pct"], 2),
@@ -258,7 +283,7 @@ def _table(doc: dict) -> list[dict]:
                               f"dram {kern.get('dram_throughput_pct')}% tensor {kern.get('tensor_pipe_pct')}% "
                               f"regs {kern.get('registers')} waves {kern.get('waves_per_sm')} "
                               f"grid {kern.get('grid')} block {kern.get('block')} "
-                              f"clk {kern.get('sm_clock_hz')}")})
+                              f"clk {kern.get('sm_clock_hz')}" + _ncu_extras(kern))})
     if (doc.get("ncu") or {}).get("error"):
         rows.append({"item": "ncu", "note": doc["ncu"]["error"]})
     return rows
