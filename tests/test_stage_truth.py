@@ -182,3 +182,29 @@ def test_only_selects_rows_by_op_or_by_op_impl_dtype_in_the_stage_order():
 def test_only_names_a_row_that_exists_or_says_which_do():
     with pytest.raises(ValueError, match="gelu.pytorch.bf16"):
         truth.selected(cases(True), ("gelu.pytorch.bf16",))
+
+
+def test_truth_split_reads_details_files_and_marks_figures_outside_2_percent(tmp_path, capsys):
+    from benchmarks import truth_split
+
+    rounds = lambda *ms: [{"ms": m, "sm_clock_mhz": 1980.0} for m in ms]  # noqa: E731
+    details = {"rows": [
+        {"op": "gelu", "impl": "compiled", "dtype": "bfloat16", "rounds": {
+            "engine": rounds(0.970, 0.960, 0.980), "do_bench": rounds(1.0, 1.02, 0.98),
+            "engine_zero_flush": rounds(0.99, 1.01, 0.97)}},
+        {"op": "add", "impl": "cuda", "dtype": "float32", "rounds": {  # an older file: no zero-flush rounds
+            "engine": rounds(1.0), "do_bench": rounds(1.0)}},
+        {"op": "add", "impl": "triton", "dtype": "float32", "error": "check failed: no speed for a wrong result"}]}
+    got = truth_split.split_rows(details)
+    assert [(r["op"], r["impl"]) for r in got] == [("gelu", "compiled"), ("add", "cuda")]  # the failed row has no rounds
+    assert got[0]["ratio"] == pytest.approx(0.97) and got[0]["flush_effect"] == pytest.approx(0.97 / 0.99)
+    assert "same_flush_ratio" not in got[1]
+    path = tmp_path / "run1" / "truth-details.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(details))
+    assert truth_split.main([str(path)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[2] == "| run1 | gelu compiled bfloat16 | 3 | 0.970* | 0.970* | 0.990 | 0.990 | 0.980* |"
+    assert table[3].endswith("| 1.000 | 1.000 | - | - | - |")
+    assert truth_split.main([str(tmp_path / "missing.json")]) == 2
+    assert "no such file" in capsys.readouterr().err

@@ -1,0 +1,78 @@
+"""The truth stage's rows with the engine/do_bench ratio split in two, from truth-details.json files.
+
+    python benchmarks/truth_split.py results/h200/2026-12-03d/truth-call*/truth-details.json
+
+Per row and file: the ratio of medians (engine / do_bench, the committed figure), the same-flush
+ratio (the engine's loop with do_bench's zero flush / do_bench: the loop itself), the flush effect
+(the engine's read flush / its zero flush: the write-back of dirty lines `zero_()` leaves), and the
+paired ratios (medians of the per-round ratios). A markdown table to stdout; `*` marks a figure
+outside 2%. Older files without zero-flush rounds show `-` for the split.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: the repository root on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.stages._truth_core import flush_split, paired_ratio  # noqa: E402
+
+LIMIT = 0.02
+
+
+def _found(detail: dict) -> dict[str, list]:
+    return {name: [(r["ms"], r.get("sm_clock_mhz")) for r in rounds] for name, rounds in detail["rounds"].items()}
+
+
+def split_rows(details: dict) -> list[dict]:
+    """One dict per timed row of a truth-details.json document: op, impl, dtype, n_rounds, ratio,
+    paired_ratio and flush_split()'s figures (absent without zero-flush rounds)."""
+    import statistics
+
+    out = []
+    for detail in details.get("rows") or []:
+        if not detail.get("rounds"):
+            continue
+        found = _found(detail)
+        ratio = (statistics.median(ms for ms, _ in found["engine"])
+                 / statistics.median(ms for ms, _ in found["do_bench"]))
+        out.append({"op": detail["op"], "impl": detail["impl"], "dtype": detail["dtype"],
+                    "n_rounds": len(found["engine"]), "ratio": ratio, "paired_ratio": paired_ratio(found),
+                    **flush_split(found)})
+    return out
+
+
+def _cell(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" + ("*" if abs(value - 1.0) > LIMIT else "")
+
+
+def markdown(files: list[Path]) -> str:
+    lines = ["| file | row | rounds | ratio | paired | same flush | paired same flush | read/zero flush |",
+             "|---|---|---|---|---|---|---|---|"]
+    for path in files:
+        for r in split_rows(json.loads(path.read_text())):
+            lines.append(f"| {path.parent.name} | {r['op']} {r['impl']} {r['dtype']} | {r['n_rounds']} | "
+                         f"{_cell(r['ratio'])} | {_cell(r['paired_ratio'])} | {_cell(r.get('same_flush_ratio'))} | "
+                         f"{_cell(r.get('paired_same_flush_ratio'))} | {_cell(r.get('flush_effect'))} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    missing = [a for a in argv if not Path(a).is_file()]
+    if missing:
+        print(f"truth_split: no such file: {missing[0]} (give truth-details.json files written by the truth stage)",
+              file=sys.stderr)
+        return 2
+    print(markdown([Path(a) for a in argv]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
