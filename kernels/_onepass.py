@@ -40,6 +40,13 @@ STAGED_SHAPES = {4: ((1024, 8, 8), (256, 16, 16), (512, 8, 8)),
 # bfloat16 1024 x 8 x 8 (cluster 2) 90.14% against 84.95%, 512 x 4 x 4 (8) 89.62%. So kept
 # shapes come first (the untuned default).
 KEPT_SHAPES = {4: ((1024, 8, 8), (256, 16, 16)), 8: ((1024, 8, 8), (512, 4, 4)), 1: ()}
+# (threads, packs, spacks) of KEPT_SHAPES with an EVEN twin (softmax.cu ONEPASS_EVEN_V*: no bounds
+# checks, for a row of exactly the cluster's slices). Why: in the bfloat16 winner the checks were
+# 240 of 2192 SASS instructions a thread (sm_90a, nvcc 13.0; 1952 without, 63 registers both,
+# no spills), and the block computes with its SM issuing no loads. Not float32 (1024 x (8 + 8)
+# spilled 212 bytes with it) nor the 512-thread 16-bit shapes (32-40 -> 59-64 registers).
+# cluster_candidates puts the twin first, so the tuner times it beside the checked kernel.
+EVEN_SHAPES = {4: (), 8: ((1024, 8, 8),), 1: ()}
 # (threads, packs, spacks, keep) for a wide row that one block holds in the plan (softmax.cu
 # ONEPASS_ROWS_V*, launched without a cluster): the tuner compares them with the plan and the
 # two-pass kernel (kernels/softmax.py cuda_candidates). Why: at 16384 x 16384 float32 the plan
@@ -51,14 +58,15 @@ KEPT_SHAPES = {4: ((1024, 8, 8), (256, 16, 16)), 8: ((1024, 8, 8), (512, 4, 4)),
 # The staged 256 x (8 + 8) shapes, with and without KEEP, ran 3-5% behind the plan in three H200
 # calls (2026-12-03, results/h200/2026-12-03b) and were dropped.
 ROW_SHAPES = {4: ((512, 8, 0, 1),), 8: ((512, 4, 0, 1),), 1: ()}
-ONEPASS_VERSION = "3"  # the autotune cache key's version: bump when the candidates change
+ONEPASS_VERSION = "4"  # the autotune cache key's version: bump when the candidates change (4: EVEN)
 
 
 @dataclass(frozen=True)
 class OnepassConfig:
     """threads per block, packs per thread in registers, blocks per cluster (1: no cluster), pack
-    width, packs per thread staged in shared memory (16 bytes each), and keep (1: the kernel's
-    KEEP, the exponentials kept over the input)."""
+    width, packs per thread staged in shared memory (16 bytes each), keep (1: the kernel's
+    KEEP, the exponentials kept over the input) and even (1: its EVEN twin, no bounds checks; only
+    for a row of exactly `elements` columns)."""
 
     threads: int
     packs: int
@@ -66,6 +74,7 @@ class OnepassConfig:
     vec: int
     spacks: int = 0
     keep: int = 0
+    even: int = 0
 
     @property
     def elements(self) -> int:
@@ -79,7 +88,7 @@ class OnepassConfig:
 
     def params(self) -> dict[str, int]:
         return {"threads": self.threads, "packs": self.packs, "spacks": self.spacks, "cluster": self.cluster,
-                "keep": self.keep}
+                "keep": self.keep, "even": self.even}
 
 
 def pack_width(n_cols: int, itemsize: int) -> int:
@@ -108,7 +117,8 @@ def onepass_plan(n_cols: int, itemsize: int) -> OnepassConfig | None:
 
 def cluster_candidates(n_cols: int, itemsize: int) -> list[OnepassConfig]:
     """The configurations the autotuner compares for a row that needs more than one block in the
-    plan: every kept (KEPT_SHAPES, the H200's fastest first), staged (STAGED_SHAPES) and
+    plan: every kept (KEPT_SHAPES, the H200's fastest first, each after its EVEN twin where the row is
+    exactly its slices: EVEN_SHAPES), staged (STAGED_SHAPES) and
     register-only (CLUSTER_SHAPES) shape in the smallest cluster (1, 2, 4, 8 or 16 blocks) that
     holds the row, then the plan. The first is the default of an untuned run. Empty for a row that
     fits one block in the plan (nothing to tune) or needs the two-pass kernel."""
@@ -125,6 +135,8 @@ def cluster_candidates(n_cols: int, itemsize: int) -> list[OnepassConfig]:
         while cluster < MAX_CLUSTER and cluster * per_block < n_packs:
             cluster *= 2
         cfg = OnepassConfig(threads, packs, cluster, vec, spacks, keep)
+        if cluster * per_block * vec == n_cols and keep and (threads, packs, spacks) in EVEN_SHAPES[vec]:
+            out.append(OnepassConfig(threads, packs, cluster, vec, spacks, keep, even=1))  # its EVEN twin first
         if cluster * per_block >= n_packs and cfg not in out:
             out.append(cfg)
     return out + [plan] if plan not in out else out
@@ -154,9 +166,10 @@ def geometry(n_rows: int, config: OnepassConfig) -> tuple[tuple[int, int, int], 
 
 
 def config_from(params: Any, n_cols: int, itemsize: int) -> OnepassConfig | None:
-    """A tuned {threads, packs, spacks, cluster, keep} as an OnepassConfig (threads 0: the plan; an
-    older cache's entry without spacks or keep: 0)."""
+    """A tuned {threads, packs, spacks, cluster, keep, even} as an OnepassConfig (threads 0: the plan;
+    an older cache's entry without spacks, keep or even: 0)."""
     if not params or not params.get("threads"):
         return onepass_plan(n_cols, itemsize)
     return OnepassConfig(int(params["threads"]), int(params["packs"]), int(params["cluster"]),
-                         pack_width(n_cols, itemsize), int(params.get("spacks", 0)), int(params.get("keep", 0)))
+                         pack_width(n_cols, itemsize), int(params.get("spacks", 0)), int(params.get("keep", 0)),
+                         int(params.get("even", 0)))

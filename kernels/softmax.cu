@@ -315,7 +315,14 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 // sum / 2^shift per thread: one ex2 per element instead of two, and no exp in the output pass.
 // Why: in bfloat16 a 16-byte pack is 8 elements, so two MUFU.EX2 per element (16 per SM per clock
 // on sm_90) take ~0.5 ms of the 1.0 ms copy of 4096 x 262144; KEEP halves that.
-template <typename T, int VEC, int THREADS, int PACKS, bool IN_CLUSTER, int SPACKS = 0, bool KEEP = false>
+// EVEN: the row is exactly the cluster's (or the block's) slice, so no pack is past its end and
+// the 14 per-pack bounds checks go (launch_config refuses EVEN for any other row length). Why: in
+// the bfloat16 long-row winner (1024 x (8 + 8), KEEP, cluster 2) the checks were 240 of 2192 SASS
+// instructions a thread (ISETP, BSSY/BSYNC and BRA around every pack; sm_90a: 1952 with EVEN, 63
+// registers either way, no spills). Instantiated only where it costs no registers
+// (ONEPASS_EVEN_V*): the float32 1024 x (8 + 8) kernel spilled 212 bytes with it, and the 512-thread
+// 16-bit shapes went from 32-40 to 59-64 registers (fewer blocks an SM).
+template <typename T, int VEC, int THREADS, int PACKS, bool IN_CLUSTER, int SPACKS = 0, bool KEEP = false, bool EVEN = false>
 __global__ void __launch_bounds__(THREADS)
 softmax_onepass_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
     using P = Pack<T, VEC>;
@@ -344,14 +351,14 @@ softmax_onepass_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
 #pragma unroll
         for (int j = 0; j < SPACKS; ++j) {
             const int i = (PACKS + j) * THREADS + (int)threadIdx.x;
-            if (i < n_packs) cp_async16(&staged[j * THREADS + threadIdx.x], &x_p[i]);
+            if (EVEN || i < n_packs) cp_async16(&staged[j * THREADS + threadIdx.x], &x_p[i]);
         }
     }
     P p[PACKS];
 #pragma unroll
     for (int j = 0; j < PACKS; ++j) {
         const int i = j * THREADS + (int)threadIdx.x;
-        if (i < n_packs) p[j] = x_p[i];
+        if (EVEN || i < n_packs) p[j] = x_p[i];
     }
     // n_cols % VEC == 0 when VEC > 1, so a pack is wholly inside the row or wholly outside.
     float m = -INFINITY;
@@ -359,18 +366,18 @@ softmax_onepass_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
         uint32_t acc = P::NEG_INF2;
 #pragma unroll
         for (int j = 0; j < PACKS; ++j)
-            if (j * THREADS + (int)threadIdx.x < n_packs) p[j].max_into(acc);
+            if (EVEN || j * THREADS + (int)threadIdx.x < n_packs) p[j].max_into(acc);
         if constexpr (SPACKS > 0) {
             cp_async_wait_all();  // this thread's copies are visible to it (no block barrier needed)
 #pragma unroll
             for (int j = 0; j < SPACKS; ++j)
-                if ((PACKS + j) * THREADS + (int)threadIdx.x < n_packs) staged[j * THREADS + threadIdx.x].max_into(acc);
+                if (EVEN || (PACKS + j) * THREADS + (int)threadIdx.x < n_packs) staged[j * THREADS + threadIdx.x].max_into(acc);
         }
         m = P::max_of(acc);
     } else {
 #pragma unroll
         for (int j = 0; j < PACKS; ++j) {
-            if (j * THREADS + (int)threadIdx.x < n_packs) {
+            if (EVEN || j * THREADS + (int)threadIdx.x < n_packs) {
 #pragma unroll
                 for (int k = 0; k < VEC; ++k) m = fmaxf(m, p[j].get(k));
             }
@@ -379,7 +386,7 @@ softmax_onepass_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
             cp_async_wait_all();  // this thread's copies are visible to it (no block barrier needed)
 #pragma unroll
             for (int j = 0; j < SPACKS; ++j) {
-                if ((PACKS + j) * THREADS + (int)threadIdx.x < n_packs) {
+                if (EVEN || (PACKS + j) * THREADS + (int)threadIdx.x < n_packs) {
                     const P q = staged[j * THREADS + threadIdx.x];
 #pragma unroll
                     for (int k = 0; k < VEC; ++k) m = fmaxf(m, q.get(k));
@@ -398,7 +405,7 @@ softmax_onepass_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
         auto e = [&](float v) { return ex2(fmaf(v - m0, LOG2E, SHIFT)); };
 #pragma unroll
         for (int j = 0; j < PACKS; ++j) {
-            if (j * THREADS + (int)threadIdx.x < n_packs) {
+            if (EVEN || j * THREADS + (int)threadIdx.x < n_packs) {
 #pragma unroll
                 for (int k = 0; k < VEC; k += 2) {
                     const float a = e(p[j].get(k)), b = e(p[j].get(k + 1));
@@ -410,7 +417,7 @@ softmax_onepass_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
         if constexpr (SPACKS > 0) {
 #pragma unroll
             for (int j = 0; j < SPACKS; ++j) {
-                if ((PACKS + j) * THREADS + (int)threadIdx.x < n_packs) {
+                if (EVEN || (PACKS + j) * THREADS + (int)threadIdx.x < n_packs) {
                     P q = staged[j * THREADS + threadIdx.x];
 #pragma unroll
                     for (int k = 0; k < VEC; k += 2) {
@@ -426,7 +433,7 @@ softmax_onepass_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
     } else if (m != -INFINITY) {  // a thread with no element (or only -inf) keeps the empty pair
 #pragma unroll
         for (int j = 0; j < PACKS; ++j) {
-            if (j * THREADS + (int)threadIdx.x < n_packs) {
+            if (EVEN || j * THREADS + (int)threadIdx.x < n_packs) {
 #pragma unroll
                 for (int k = 0; k < VEC; ++k) s += exp_shifted(p[j].get(k), m);
             }
@@ -434,7 +441,7 @@ softmax_onepass_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
         if constexpr (SPACKS > 0) {
 #pragma unroll
             for (int j = 0; j < SPACKS; ++j) {
-                if ((PACKS + j) * THREADS + (int)threadIdx.x < n_packs) {
+                if (EVEN || (PACKS + j) * THREADS + (int)threadIdx.x < n_packs) {
                     const P q = staged[j * THREADS + threadIdx.x];
 #pragma unroll
                     for (int k = 0; k < VEC; ++k) s += exp_shifted(q.get(k), m);
@@ -466,26 +473,26 @@ softmax_onepass_kernel(const T* __restrict__ x, T* __restrict__ y, int n_cols) {
 #pragma unroll
         for (int j = 0; j < PACKS; ++j) {
             const int i = j * THREADS + (int)threadIdx.x;
-            if (i < n_packs) y_p[i] = kept_pack<P, VEC>(p[j], c);
+            if (EVEN || i < n_packs) y_p[i] = kept_pack<P, VEC>(p[j], c);
         }
         if constexpr (SPACKS > 0) {
 #pragma unroll
             for (int j = 0; j < SPACKS; ++j) {
                 const int i = (PACKS + j) * THREADS + (int)threadIdx.x;
-                if (i < n_packs) y_p[i] = kept_pack<P, VEC>(staged[j * THREADS + threadIdx.x], c);
+                if (EVEN || i < n_packs) y_p[i] = kept_pack<P, VEC>(staged[j * THREADS + threadIdx.x], c);
             }
         }
     } else {
 #pragma unroll
         for (int j = 0; j < PACKS; ++j) {
             const int i = j * THREADS + (int)threadIdx.x;
-            if (i < n_packs) y_p[i] = scaled_pack<P, VEC>(p[j], row_max, inv_sum);
+            if (EVEN || i < n_packs) y_p[i] = scaled_pack<P, VEC>(p[j], row_max, inv_sum);
         }
         if constexpr (SPACKS > 0) {
 #pragma unroll
             for (int j = 0; j < SPACKS; ++j) {
                 const int i = (PACKS + j) * THREADS + (int)threadIdx.x;
-                if (i < n_packs) y_p[i] = scaled_pack<P, VEC>(staged[j * THREADS + threadIdx.x], row_max, inv_sum);
+                if (EVEN || i < n_packs) y_p[i] = scaled_pack<P, VEC>(staged[j * THREADS + threadIdx.x], row_max, inv_sum);
             }
         }
     }
@@ -597,17 +604,20 @@ static cudaError_t allow_smem(K kernel, int bytes) {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
-template <typename T, int VEC, int THREADS, int PACKS, int SPACKS = 0, bool KEEP = false>
+template <typename T, int VEC, int THREADS, int PACKS, int SPACKS = 0, bool KEEP = false, bool EVEN = false>
 static cudaError_t launch_config(const T* x, T* y, int64_t rows, int cols, int cluster, cudaStream_t stream) {
     constexpr int SMEM = THREADS * SPACKS * 16;  // the staged packs (16 bytes each)
+    constexpr int64_t SLICE = (int64_t)THREADS * (PACKS + SPACKS) * VEC;
+    // EVEN drops the bounds checks: only a row of exactly the cluster's slices may take it
+    if (EVEN && (int64_t)cols != SLICE * (cluster > 1 ? cluster : 1)) return cudaErrorInvalidValue;
     cudaError_t err;
     if (cluster <= 1) {
-        auto kernel = onepass::softmax_onepass_kernel<T, VEC, THREADS, PACKS, false, SPACKS, KEEP>;
+        auto kernel = onepass::softmax_onepass_kernel<T, VEC, THREADS, PACKS, false, SPACKS, KEEP, EVEN>;
         if ((err = allow_smem(kernel, SMEM)) != cudaSuccess) return err;
         kernel<<<(unsigned int)rows, THREADS, SMEM, stream>>>(x, y, cols);
         return cudaGetLastError();
     }
-    auto kernel = onepass::softmax_onepass_kernel<T, VEC, THREADS, PACKS, true, SPACKS, KEEP>;
+    auto kernel = onepass::softmax_onepass_kernel<T, VEC, THREADS, PACKS, true, SPACKS, KEEP, EVEN>;
     if ((err = allow_smem(kernel, SMEM)) != cudaSuccess) return err;
     if (cluster > 8) {  // 16 blocks is a non-portable cluster size on sm_90: opt in once
         err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
@@ -647,6 +657,9 @@ static cudaError_t launch_config(const T* x, T* y, int64_t rows, int cols, int c
 // element), for the two fastest staged shapes of each width.
 #define ONEPASS_KEPT_V4(K) K(1024, 8, 8) K(256, 16, 16)
 #define ONEPASS_KEPT_V8(K) K(1024, 8, 8) K(512, 4, 4)
+// Kept shapes that also have an EVEN instantiation (no bounds checks; see softmax_onepass_kernel),
+// launched when even = 1 and the row is exactly the cluster's slices.
+#define ONEPASS_EVEN_V8(E) E(1024, 8, 8)
 
 // R(THREADS, PACKS, SPACKS, KEEP): one-block shapes for wide rows (>= 32 KiB, one block in the plan),
 // launched without a cluster only (launch_row), which the tuner compares with the plan and the
@@ -657,17 +670,20 @@ static cudaError_t launch_config(const T* x, T* y, int64_t rows, int cols, int c
 #define ONEPASS_ROWS_V8(R) R(512, 4, 0, 1)
 
 #define ONEPASS_CASE(THR, PK) \
-    if (threads == THR && packs == PK && spacks == 0 && !keep) \
+    if (threads == THR && packs == PK && spacks == 0 && !keep && !even) \
         return launch_config<T, VEC, THR, PK>(x, y, rows, cols, cluster, stream);
 #define ONEPASS_STAGED_CASE(THR, PK, SPK) \
-    if (threads == THR && packs == PK && spacks == SPK && !keep) \
+    if (threads == THR && packs == PK && spacks == SPK && !keep && !even) \
         return launch_config<T, VEC, THR, PK, SPK>(x, y, rows, cols, cluster, stream);
 #define ONEPASS_KEPT_CASE(THR, PK, SPK) \
-    if (threads == THR && packs == PK && spacks == SPK && keep) \
+    if (threads == THR && packs == PK && spacks == SPK && keep && !even) \
         return launch_config<T, VEC, THR, PK, SPK, true>(x, y, rows, cols, cluster, stream);
 
+#define ONEPASS_EVEN_CASE(THR, PK, SPK) \
+    if (threads == THR && packs == PK && spacks == SPK && keep && even) \
+        return launch_config<T, VEC, THR, PK, SPK, true, true>(x, y, rows, cols, cluster, stream);
 #define ONEPASS_ROW_CASE(THR, PK, SPK, KP) \
-    if (threads == THR && packs == PK && spacks == SPK && keep == (KP != 0)) \
+    if (threads == THR && packs == PK && spacks == SPK && keep == (KP != 0) && !even) \
         return launch_row<T, VEC, THR, PK, SPK, (KP != 0)>(x, y, rows, cols, cluster, stream);
 
 // A one-block shape of ONEPASS_ROWS_V*: no cluster variant is compiled (half the kernels).
@@ -684,7 +700,7 @@ static cudaError_t launch_row(const T* x, T* y, int64_t rows, int cols, int clus
 
 template <typename T, int VEC>
 static cudaError_t dispatch(const T* x, T* y, int64_t rows, int cols, int threads, int packs, int spacks,
-                            int cluster, bool keep, cudaStream_t stream) {
+                            int cluster, bool keep, bool even, cudaStream_t stream) {
     if constexpr (VEC * sizeof(T) == 16 && sizeof(T) == 4) {
         ONEPASS_CONFIGS_V4(ONEPASS_CASE)
         ONEPASS_STAGED_V4(ONEPASS_STAGED_CASE)
@@ -695,6 +711,7 @@ static cudaError_t dispatch(const T* x, T* y, int64_t rows, int cols, int thread
         ONEPASS_CONFIGS_V8(ONEPASS_CASE)
         ONEPASS_STAGED_V8(ONEPASS_STAGED_CASE)
         ONEPASS_KEPT_V8(ONEPASS_KEPT_CASE)
+        ONEPASS_EVEN_V8(ONEPASS_EVEN_CASE)
         ONEPASS_ROWS_V8(ONEPASS_ROW_CASE)
     }
     if constexpr (VEC == 1) { ONEPASS_CONFIGS_V1(ONEPASS_CASE) }
@@ -742,15 +759,15 @@ extern "C" int softmax_onepass_fits(int64_t rows, int cols, int itemsize, const 
 
 template <typename T>
 static cudaError_t launch_onepass(const T* x, T* y, int64_t rows, int cols, int threads, int packs, int spacks,
-                                  int cluster, int keep, cudaStream_t stream) {
+                                  int cluster, int keep, int even, cudaStream_t stream) {
     constexpr int VEC = 16 / sizeof(T);
     if (rows == 0 || cols == 0) return cudaSuccess;
     const bool vec_ok = onepass_vec_ok(cols, (int)sizeof(T), x, y);
     if (threads == 0 && !softmax_onepass_plan(cols, vec_ok ? VEC : 1, &threads, &packs, &cluster))
         return cudaErrorInvalidValue;  // too long for one pass: softmax_onepass_fits says so first
     if (cluster > 1 && rows * cluster > 0x7fffffffLL) return cudaErrorInvalidValue;
-    return vec_ok ? dispatch<T, VEC>(x, y, rows, cols, threads, packs, spacks, cluster, keep != 0, stream)
-                  : dispatch<T, 1>(x, y, rows, cols, threads, packs, spacks, cluster, keep != 0, stream);
+    return vec_ok ? dispatch<T, VEC>(x, y, rows, cols, threads, packs, spacks, cluster, keep != 0, even != 0, stream)
+                  : dispatch<T, 1>(x, y, rows, cols, threads, packs, spacks, cluster, keep != 0, even != 0, stream);
 }
 
 // The three-pass L2 kernel at 1024 threads a block: 16-byte packs only; triton_form 1 for
@@ -781,14 +798,17 @@ extern "C" cudaError_t softmax_l2_bf16(const void* x, void* y, int64_t rows, int
 
 // Plain launchers (extern "C" so the binding can declare them without templates).
 extern "C" cudaError_t softmax_onepass_f32(const void* x, void* y, int64_t rows, int cols, int threads,
-                                           int packs, int spacks, int cluster, int keep, cudaStream_t s) {
-    return launch_onepass((const float*)x, (float*)y, rows, cols, threads, packs, spacks, cluster, keep, s);
+                                           int packs, int spacks, int cluster, int keep, int even,
+                                           cudaStream_t s) {
+    return launch_onepass((const float*)x, (float*)y, rows, cols, threads, packs, spacks, cluster, keep, even, s);
 }
 extern "C" cudaError_t softmax_onepass_f16(const void* x, void* y, int64_t rows, int cols, int threads,
-                                           int packs, int spacks, int cluster, int keep, cudaStream_t s) {
-    return launch_onepass((const __half*)x, (__half*)y, rows, cols, threads, packs, spacks, cluster, keep, s);
+                                           int packs, int spacks, int cluster, int keep, int even,
+                                           cudaStream_t s) {
+    return launch_onepass((const __half*)x, (__half*)y, rows, cols, threads, packs, spacks, cluster, keep, even, s);
 }
 extern "C" cudaError_t softmax_onepass_bf16(const void* x, void* y, int64_t rows, int cols, int threads,
-                                           int packs, int spacks, int cluster, int keep, cudaStream_t s) {
-    return launch_onepass((const __nv_bfloat16*)x, (__nv_bfloat16*)y, rows, cols, threads, packs, spacks, cluster, keep, s);
+                                           int packs, int spacks, int cluster, int keep, int even,
+                                           cudaStream_t s) {
+    return launch_onepass((const __nv_bfloat16*)x, (__nv_bfloat16*)y, rows, cols, threads, packs, spacks, cluster, keep, even, s);
 }

@@ -345,21 +345,22 @@ _CPP_BINDING = BINDING_HEADERS + r"""
 extern "C" cudaError_t softmax_f32(const void*, void*, int64_t, int, int, cudaStream_t);
 extern "C" cudaError_t softmax_f16(const void*, void*, int64_t, int, int, cudaStream_t);
 extern "C" cudaError_t softmax_bf16(const void*, void*, int64_t, int, int, cudaStream_t);
-extern "C" cudaError_t softmax_onepass_f32(const void*, void*, int64_t, int, int, int, int, int, int, cudaStream_t);
-extern "C" cudaError_t softmax_onepass_f16(const void*, void*, int64_t, int, int, int, int, int, int, cudaStream_t);
-extern "C" cudaError_t softmax_onepass_bf16(const void*, void*, int64_t, int, int, int, int, int, int, cudaStream_t);
+extern "C" cudaError_t softmax_onepass_f32(const void*, void*, int64_t, int, int, int, int, int, int, int, cudaStream_t);
+extern "C" cudaError_t softmax_onepass_f16(const void*, void*, int64_t, int, int, int, int, int, int, int, cudaStream_t);
+extern "C" cudaError_t softmax_onepass_bf16(const void*, void*, int64_t, int, int, int, int, int, int, int, cudaStream_t);
 extern "C" int softmax_onepass_fits(int64_t, int, int, const void*, const void*);
 extern "C" cudaError_t softmax_l2_f32(const void*, void*, int64_t, int, int, int, cudaStream_t);
 extern "C" cudaError_t softmax_l2_f16(const void*, void*, int64_t, int, int, int, cudaStream_t);
 extern "C" cudaError_t softmax_l2_bf16(const void*, void*, int64_t, int, int, int, cudaStream_t);
 
-// threads, packs, spacks, cluster, keep: a configuration of the one-pass kernel, threads = 0 for its
-// plan. A row too long for one pass (softmax_onepass_fits) takes the two-pass kernel, as does any
+// threads, packs, spacks, cluster, keep, even: a configuration of the one-pass kernel, threads = 0
+// for its plan (even = 1: the instantiation without bounds checks, for a row of exactly the
+// cluster's slices; refused for any other). A row too long for one pass (softmax_onepass_fits) takes the two-pass kernel, as does any
 // row with twopass = 1 (then with `threads` threads a block, 0: the kernel's own choice); twopass = 2
 // takes the three-pass L2 kernel (softmax_l2_kernel) at `threads` (1024), twopass = 3 the same with
 // Triton's loads (TRITON_FORM: L1 eviction hints).
 at::Tensor softmax_rows(at::Tensor x, int64_t threads, int64_t packs, int64_t spacks, int64_t cluster,
-                           int64_t keep, int64_t twopass) {
+                           int64_t keep, int64_t even, int64_t twopass) {
     TORCH_CHECK(x.is_cuda(), "softmax: x must be a CUDA tensor");
     TORCH_CHECK(x.dim() == 2, "softmax: x must be 2-D (M, N), got ", x.dim(), " dims");
     TORCH_CHECK(x.is_contiguous(), "softmax: x must be contiguous");
@@ -372,7 +373,7 @@ at::Tensor softmax_rows(at::Tensor x, int64_t threads, int64_t packs, int64_t sp
     int cols = (int)x.size(1);
     const bool onepass = twopass == 0 &&
                          softmax_onepass_fits(rows, cols, (int)x.element_size(), x.data_ptr(), y.data_ptr());
-    const int t = (int)threads, p = (int)packs, sp = (int)spacks, c = (int)cluster, k = (int)keep;
+    const int t = (int)threads, p = (int)packs, sp = (int)spacks, c = (int)cluster, k = (int)keep, e = (int)even;
     const int tp = twopass ? t : 0;  // the two-pass kernel's block: tuned, or its own choice
     cudaError_t err;
     if (twopass >= 2) {
@@ -384,21 +385,21 @@ at::Tensor softmax_rows(at::Tensor x, int64_t threads, int64_t packs, int64_t sp
             default: TORCH_CHECK(false, "softmax: dtype must be float32, float16 or bfloat16, got ", x.scalar_type());
         }
     } else switch (x.scalar_type()) {
-        case at::kFloat: err = onepass ? softmax_onepass_f32(x.data_ptr(), y.data_ptr(), rows, cols, t, p, sp, c, k, stream)
+        case at::kFloat: err = onepass ? softmax_onepass_f32(x.data_ptr(), y.data_ptr(), rows, cols, t, p, sp, c, k, e, stream)
                                        : softmax_f32(x.data_ptr(), y.data_ptr(), rows, cols, tp, stream); break;
-        case at::kHalf: err = onepass ? softmax_onepass_f16(x.data_ptr(), y.data_ptr(), rows, cols, t, p, sp, c, k, stream)
+        case at::kHalf: err = onepass ? softmax_onepass_f16(x.data_ptr(), y.data_ptr(), rows, cols, t, p, sp, c, k, e, stream)
                                       : softmax_f16(x.data_ptr(), y.data_ptr(), rows, cols, tp, stream); break;
-        case at::kBFloat16: err = onepass ? softmax_onepass_bf16(x.data_ptr(), y.data_ptr(), rows, cols, t, p, sp, c, k, stream)
+        case at::kBFloat16: err = onepass ? softmax_onepass_bf16(x.data_ptr(), y.data_ptr(), rows, cols, t, p, sp, c, k, e, stream)
                                           : softmax_bf16(x.data_ptr(), y.data_ptr(), rows, cols, tp, stream); break;
         default: TORCH_CHECK(false, "softmax: dtype must be float32, float16 or bfloat16, got ", x.scalar_type());
     }
     TORCH_CHECK(err == cudaSuccess, "softmax launch failed (threads ", t, ", packs ", p, ", spacks ", sp,
-                ", cluster ", c, ", keep ", k, ", twopass ", twopass, "): ",
+                ", cluster ", c, ", keep ", k, ", even ", e, ", twopass ", twopass, "): ",
                 cudaGetErrorString(err));
     return y;
 }
 """
-PLAN = {"threads": 0, "packs": 0, "spacks": 0, "cluster": 0, "keep": 0}  # the one-pass kernel's own plan
+PLAN = {"threads": 0, "packs": 0, "spacks": 0, "cluster": 0, "keep": 0, "even": 0}  # the one-pass kernel's own plan
 # A row that fits one block in the plan but holds at least TWO_PASS_FROM_BYTES (16384 float32 or
 # bfloat16 columns) also tries the three-pass L2 kernel (softmax.cu softmax_l2_kernel:
 # torch.compile's form, two blocks of 1024 an SM; 16-byte packs only) as it was written (twopass 2)
@@ -432,9 +433,9 @@ def cuda_candidates(spec: SoftmaxSpec) -> list[dict[str, int]]:
 
 def cuda_call(module: Any, config: dict) -> Any:
     """x -> softmax_rows(x, ...) with `config` (a cached config from before `twopass`: one-pass)."""
-    t, p, sp, c, keep, twopass = (int(config.get(k, 0)) for k in ("threads", "packs", "spacks", "cluster", "keep",
-                                                                   "twopass"))
-    return lambda x: module.softmax_rows(x.contiguous(), t, p, sp, c, keep, twopass)
+    t, p, sp, c, keep, even, twopass = (int(config.get(k, 0)) for k in ("threads", "packs", "spacks", "cluster", "keep",
+                                                                         "even", "twopass"))
+    return lambda x: module.softmax_rows(x.contiguous(), t, p, sp, c, keep, even, twopass)
 
 
 def _cuda_config(spec: SoftmaxSpec, ctx: BuildContext | None, run=None):
@@ -487,8 +488,9 @@ def _cuda_launched(spec: SoftmaxSpec, params, ctx: BuildContext | None = None) -
     one = config_from(config, spec.N, spec.dtype.itemsize)
     if twopass == 1 or one is None or not fits(spec.M, spec.N, spec.dtype.itemsize):
         return "softmax_kernel"
-    in_cluster, keep = ("true" if flag else "false" for flag in (one.cluster > 1, one.keep))
-    return f"softmax_onepass_kernel<{t}, {one.vec}, {one.threads}, {one.packs}, {in_cluster}, {one.spacks}, {keep}>"
+    in_cluster, keep, even = ("true" if flag else "false" for flag in (one.cluster > 1, one.keep, one.even))
+    return (f"softmax_onepass_kernel<{t}, {one.vec}, {one.threads}, {one.packs}, {in_cluster}, {one.spacks}, {keep}, "
+            f"{even}>")
 
 
 def cuda_bytes_moved(spec: SoftmaxSpec) -> int:

@@ -169,20 +169,22 @@ def test_rows_past_a_16_block_cluster_take_the_two_pass_kernel():
 
 
 def _instantiated() -> dict[int, set[tuple[int, int, int, int]]]:
-    """(threads, packs, spacks, keep) of the ONEPASS_CONFIGS_V* (spacks 0), ONEPASS_STAGED_V* and
-    ONEPASS_KEPT_V* (keep 1) and ONEPASS_ROWS_V* macros in softmax.cu, by pack width."""
+    """(threads, packs, spacks, keep, even) of the ONEPASS_CONFIGS_V* (spacks 0), ONEPASS_STAGED_V*,
+    ONEPASS_KEPT_V* (keep 1), ONEPASS_EVEN_V* (keep 1, even 1) and ONEPASS_ROWS_V* macros in
+    softmax.cu, by pack width."""
     text = (KERNELS / "softmax.cu").read_text()
     out = {}
     for vec_name, vec in (("V4", 4), ("V8", 8), ("V1", 1)):
         body = re.search(rf"#define ONEPASS_CONFIGS_{vec_name}\(X\)(.*?)\n(?!\s)", text, re.S).group(1)
-        out[vec] = {(int(a), int(b), 0, 0) for a, b in re.findall(r"X\((\d+), (\d+)\)", body)}
-        for macro, letter, keep in (("STAGED", "S", 0), ("KEPT", "K", 1)):
+        out[vec] = {(int(a), int(b), 0, 0, 0) for a, b in re.findall(r"X\((\d+), (\d+)\)", body)}
+        for macro, letter, keep, even in (("STAGED", "S", 0, 0), ("KEPT", "K", 1, 0), ("EVEN", "E", 1, 1)):
             found = re.search(rf"#define ONEPASS_{macro}_{vec_name}\({letter}\)(.*?)\n(?!\s)", text, re.S)
             if found:
-                out[vec] |= {(*map(int, m), keep) for m in re.findall(rf"{letter}\((\d+), (\d+), (\d+)\)", found.group(1))}
+                out[vec] |= {(*map(int, m), keep, even)
+                             for m in re.findall(rf"{letter}\((\d+), (\d+), (\d+)\)", found.group(1))}
         found = re.search(rf"#define ONEPASS_ROWS_{vec_name}\(R\)(.*?)\n(?!\s)", text, re.S)
         if found:  # one-block shapes, launched without a cluster (launch_row)
-            out[vec] |= {tuple(map(int, m)) for m in re.findall(r"R\((\d+), (\d+), (\d+), (\d+)\)", found.group(1))}
+            out[vec] |= {(*map(int, m), 0) for m in re.findall(r"R\((\d+), (\d+), (\d+), (\d+)\)", found.group(1))}
     return out
 
 
@@ -193,7 +195,8 @@ def test_every_config_the_python_side_asks_for_is_instantiated(n_cols, itemsize)
     configs = op1.cluster_candidates(n_cols, itemsize) or [op1.onepass_plan(n_cols, itemsize)]
     configs += op1.row_candidates(n_cols, itemsize)
     for cfg in filter(None, configs):
-        assert (cfg.threads, cfg.packs, cfg.spacks, cfg.keep) in have[cfg.vec], cfg
+        assert (cfg.threads, cfg.packs, cfg.spacks, cfg.keep, cfg.even) in have[cfg.vec], cfg
+        assert not cfg.even or cfg.elements == n_cols  # EVEN drops the bounds checks: exact rows only
         assert cfg.elements >= n_cols and cfg.cluster <= op1.MAX_CLUSTER
         assert cfg.smem_bytes <= 227 * 1024  # sm_90's dynamic shared memory per block
 
@@ -202,8 +205,10 @@ def test_staged_shapes_are_instantiated_and_only_for_16_byte_packs():
     have = _instantiated()
     for vec, shapes in op1.STAGED_SHAPES.items():
         assert vec != 1 or not shapes  # cp.async copies 16 bytes: no scalar packs
-        assert {(*s, 0) for s in shapes} <= have[vec] and {(*s, 1) for s in op1.KEPT_SHAPES[vec]} <= have[vec]
-    assert not any(s or k for _, _, s, k in have[1])
+        assert {(*s, 0, 0) for s in shapes} <= have[vec] and {(*s, 1, 0) for s in op1.KEPT_SHAPES[vec]} <= have[vec]
+        assert {(*s, 1, 1) for s in op1.EVEN_SHAPES[vec]} == {c for c in have[vec] if c[4]}  # the twins, both sides
+        assert set(op1.EVEN_SHAPES[vec]) <= set(op1.KEPT_SHAPES[vec])
+    assert not any(s or k for _, _, s, k, _ in have[1])
     fp32 = op1.cluster_candidates(262144, 4)
     staged = [c for c in fp32 if c.spacks]
     assert staged and min(c.cluster for c in staged) < min(c.cluster for c in fp32 if not c.spacks)
@@ -217,12 +222,17 @@ def test_cluster_candidates_start_with_the_measured_winner_and_end_with_the_plan
     assert fp32[-1] == op1.onepass_plan(262144, 4)         # 72.8%, always compared
     assert op1.OnepassConfig(1024, 8, 8, 4) in fp32         # the best register-only shape, 85.4%
     bf16 = op1.cluster_candidates(262144, 2)
-    assert bf16[0] == op1.OnepassConfig(1024, 8, 2, 8, 8, 1)  # KEEP: 90.1%
+    assert bf16[1] == op1.OnepassConfig(1024, 8, 2, 8, 8, 1)  # KEEP: 90.1%
+    assert bf16[0] == op1.OnepassConfig(1024, 8, 2, 8, 8, 1, even=1)  # its EVEN twin (the row is 2 slices)
+    assert not any(c.even for c in fp32) and not any(c.even for c in op1.cluster_candidates(200000, 2))
+    assert op1.config_from(bf16[0].params(), 262144, 2) == bf16[0]
     for rows in (fp32, bf16):  # the KEEP variants of the two fastest staged shapes, first
+        rows = [c for c in rows if not c.even]
         kept = [c for c in rows if c.keep]
         staged = [c for c in rows if c.spacks and not c.keep]
         assert rows[:2] == kept
         assert [(c.threads, c.packs, c.spacks) for c in kept] == [(c.threads, c.packs, c.spacks) for c in staged[:2]]
+    for rows in (fp32, bf16):
         assert len(rows) == len(set(rows)) <= 8  # the stage and the kernels run tune every one
     assert op1.cluster_candidates(16384, 4) == []     # one block: nothing to tune
     one_block = op1.cluster_candidates(65536, 4)    # 16384 packs: one staged 1024 x 16 block holds it
@@ -287,7 +297,8 @@ def test_the_cuda_softmax_passes_every_config_field_to_the_binding():
     x = SimpleNamespace(contiguous=lambda: "x")
     sk.cuda_call(module, {**sk.PLAN, "threads": 512, "twopass": 1})(x)
     sk.cuda_call(module, {"threads": 1024, "packs": 8, "cluster": 4})(x)  # an older cache's entry
-    assert calls == [(512, 0, 0, 0, 0, 1), (1024, 8, 0, 4, 0, 0)]
+    sk.cuda_call(module, {"threads": 1024, "packs": 8, "spacks": 8, "cluster": 2, "keep": 1, "even": 1})(x)
+    assert calls == [(512, 0, 0, 0, 0, 0, 1), (1024, 8, 0, 4, 0, 0, 0), (1024, 8, 8, 2, 1, 1, 0)]
 
 
 # -- the TMA GEMM path ------------------------------------------------------------------------------

@@ -169,9 +169,9 @@ def resources(tmp_path_factory) -> tuple[str, str]:
     return proc.stdout + proc.stderr, ptx
 
 
-def _staged_mangled(dtype: str, vec: int, threads: int, packs: int, spacks: int, keep: int = 0) -> str:
-    """The Itanium-mangled template arguments of a clustered staged kernel (KEEP last)."""
-    return f"{dtype}Li{vec}ELi{threads}ELi{packs}ELb1ELi{spacks}ELb{keep}EE"
+def _staged_mangled(dtype: str, vec: int, threads: int, packs: int, spacks: int, keep: int = 0, even: int = 0) -> str:
+    """The Itanium-mangled template arguments of a clustered staged kernel (KEEP, then EVEN, last)."""
+    return f"{dtype}Li{vec}ELi{threads}ELi{packs}ELb1ELi{spacks}ELb{keep}ELb{even}EE"
 
 
 def _body(ptx: str, frag: str) -> str:
@@ -201,11 +201,12 @@ def test_staged_kernels_use_cp_async_and_do_not_spill(resources):
     kernels = _reports(report)
     codes = {4: ["f"], 8: ["6__half", "13__nv_bfloat16"]}
     checked = 0
-    shapes = [(vec, *shape, 0) for vec, group in op1.STAGED_SHAPES.items() for shape in group]
-    shapes += [(vec, *shape, 1) for vec, group in op1.KEPT_SHAPES.items() for shape in group]
-    for vec, threads, packs, spacks, keep in shapes:
+    shapes = [(vec, *shape, 0, 0) for vec, group in op1.STAGED_SHAPES.items() for shape in group]
+    shapes += [(vec, *shape, 1, 0) for vec, group in op1.KEPT_SHAPES.items() for shape in group]
+    shapes += [(vec, *shape, 1, 1) for vec, group in op1.EVEN_SHAPES.items() for shape in group]
+    for vec, threads, packs, spacks, keep, even in shapes:
         for code in codes.get(vec, []):
-            frag = _staged_mangled(code, vec, threads, packs, spacks, keep)
+            frag = _staged_mangled(code, vec, threads, packs, spacks, keep, even)
             names = [n for n in kernels if frag in n]
             assert names, f"{frag} not compiled"
             text = "".join(kernels[n] for n in names)
@@ -213,13 +214,16 @@ def test_staged_kernels_use_cp_async_and_do_not_spill(resources):
             body = _body(ptx, frag)
             assert "cp.async.cg.shared.global" in body and "barrier.cluster" in body, frag
             assert threads * spacks * 16 <= 227 * 1024
+            if even:  # the EVEN twin: the same kernel without the per-pack bounds checks
+                checked_twin = _body(ptx, _staged_mangled(code, vec, threads, packs, spacks, keep, 0))
+                assert body.count("setp.") < checked_twin.count("setp.") - 2 * (packs + spacks), frag
             checked += 1
-    assert checked == 3 * 3 + 2 * 3
+    assert checked == 3 * 3 + 2 * 3 + 2 * len(op1.EVEN_SHAPES[8])
 
 
 def _row_mangled(dtype: str, vec: int, threads: int, packs: int, spacks: int, keep: int, cluster: int = 0) -> str:
-    """The mangled template arguments of a one-pass kernel with IN_CLUSTER = cluster."""
-    return f"{dtype}Li{vec}ELi{threads}ELi{packs}ELb{cluster}ELi{spacks}ELb{keep}EE"
+    """The mangled template arguments of a one-pass kernel with IN_CLUSTER = cluster (EVEN false)."""
+    return f"{dtype}Li{vec}ELi{threads}ELi{packs}ELb{cluster}ELi{spacks}ELb{keep}ELb0EE"
 
 
 def test_one_block_row_shapes_compile_without_a_cluster_variant_or_spills(resources):

@@ -30,14 +30,14 @@ def stage_rows_candidates() -> list[dict]:
 
 
 class FakeSoftmaxModule:
-    """softmax_rows(x, threads, packs, spacks, cluster, keep, twopass) as the binding takes it:
+    """softmax_rows(x, threads, packs, spacks, cluster, keep, even, twopass) as the binding takes it:
     torch.softmax in float32, except one configuration that computes something else (a wrong kernel
     to catch)."""
 
     def __init__(self, wrong: tuple[int, int, int, int, int]):
         self.calls, self.wrong = [], wrong
 
-    def softmax_rows(self, x, threads, packs, spacks, cluster, keep, twopass):
+    def softmax_rows(self, x, threads, packs, spacks, cluster, keep, even, twopass):
         assert twopass == 0, "a clustered row never takes the two-pass kernel"
         self.calls.append((threads, packs, spacks, cluster, keep))
         y = torch.softmax(x.float(), dim=-1).to(x.dtype)
