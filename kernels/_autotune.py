@@ -214,11 +214,17 @@ def cache_root(ctx: Any) -> Path:
     return Path(platformdirs.user_cache_dir("workbench"))
 
 
-def can_tune(ctx: Any) -> bool:
+def compiled_on_gpu(ctx: Any) -> bool:
     """Whether the run is on a CUDA device with compiled (not interpreted) kernels."""
     import torch
 
     return ctx is not None and ctx.is_cuda and not ctx.interpret and torch.cuda.is_available()
+
+
+def can_tune(ctx: Any) -> bool:
+    """Whether a builder may time candidates here: compiled kernels on a CUDA device, and a
+    context that allows launches (BuildContext.tune: not the build-ahead worker's)."""
+    return compiled_on_gpu(ctx) and getattr(ctx, "tune", True)
 
 
 def choose(ctx: Any, op: str, impl: str, spec: Any, candidates: Sequence[Config],
@@ -226,14 +232,16 @@ def choose(ctx: Any, op: str, impl: str, spec: Any, candidates: Sequence[Config]
     """The config of (op, impl) at `spec` on the run's device.
 
     With `run`, a builder's call: tuned now (or cached). Without, a launch's call (PTX view,
-    launch geometry; ctx may be None there): the cached choice, else the first candidate. No GPU:
-    the first candidate.
+    launch geometry; ctx may be None there), or in a context with tune=False (the build-ahead
+    worker): the cached choice, else the first candidate; nothing is launched. No GPU: the first
+    candidate.
     """
-    if not (can_tune(ctx) if run is not None or ctx is not None else _gpu_here()):
+    if not (compiled_on_gpu(ctx) if ctx is not None else _gpu_here()):
         return default_choice(candidates, "no CUDA device here: nothing timed")
     key = TuneKey(op, impl, device_tag() or "?", spec_shape(spec), str(spec.dtype), version)
-    if run is None:
-        return cached_config(key, cache_root(ctx)) or default_choice(candidates, f"not tuned yet for {key.text()}")
+    if run is None or not can_tune(ctx):  # a launch's call, or a context that must not launch
+        why = f"not tuned yet for {key.text()}" + ("" if run is None else " (tuning off in this context)")
+        return cached_config(key, cache_root(ctx)) or default_choice(candidates, why)
     return autotune(key, candidates, run, cache_root(ctx))
 
 

@@ -136,6 +136,46 @@ def test_without_a_gpu_the_first_candidate_is_the_config_and_the_note_says_why()
     assert at.spec_shape(spec) == {"M": 4, "N": 1024}
 
 
+def test_a_context_that_must_not_launch_takes_the_cached_choice_and_times_nothing(tmp_path, monkeypatch):
+    """BuildContext.tune=False (the build-ahead worker: it compiles while another worker times a
+    row on the same GPU): the builder's tuner launches nothing, and takes the cached choice or the
+    first candidate; the timing worker's own build then tunes."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(at, "device_tag", lambda: "NVIDIA H200 sm_90")
+    monkeypatch.setattr(at, "cache_root", lambda ctx: tmp_path)
+    spec = REGISTRY.op("softmax").make_spec({"M": 64, "N": 1024}, "float32")
+    ahead = BuildContext(device="cuda:0", tune=False)
+    assert at.compiled_on_gpu(ahead) and not at.can_tune(ahead)
+    assert at.can_tune(BuildContext(device="cuda:0")) and not at.can_tune(BuildContext(device="cuda:0", interpret=True))
+    candidates = [{"num_warps": 4}, {"num_warps": 8}]
+    never = lambda c: pytest.fail("the build-ahead context launched a candidate")  # noqa: E731
+    tuned = at.choose(ahead, "softmax", "triton", spec, candidates, run=never)
+    assert tuned.config == {"num_warps": 4} and tuned.source == "default" and "tuning off" in tuned.note
+    key = at.TuneKey("softmax", "triton", "NVIDIA H200 sm_90", at.spec_shape(spec), "float32", "1")
+    at._write(key, at.Tuned({"num_warps": 8}, "tuned", "x", {}, 0.1), tmp_path)
+    assert at.choose(ahead, "softmax", "triton", spec, candidates, run=never).config == {"num_warps": 8}
+    timed = []
+    at.choose(BuildContext(device="cuda:0"), "softmax", "triton", spec, candidates, run=timed.append)
+    assert timed == []  # the timing worker's build: cached now, so nothing timed either
+
+
+def test_the_build_ahead_worker_builds_cuda_rows_in_a_context_that_must_not_launch(monkeypatch):
+    from workbench.engine import build_ahead
+    from workbench.kernel_source import CudaSource
+    from workbench.session_model import Settings
+
+    seen = []
+    impl = SimpleNamespace(source=CudaSource(Path("k.cu"), ("k",)), resolve_params=lambda p: {},
+                           builder=lambda spec, params, ctx: seen.append(ctx))
+    op = SimpleNamespace(get_impl=lambda name: impl, make_spec=lambda shape, dtype: (shape, dtype))
+    row = SimpleNamespace(op="softmax", impl="cuda", device="cuda:0", shape={"M": 4096, "N": 262144},
+                          dtype="bfloat16", params={}, actions=("bench",), settings=Settings())
+    assert build_ahead.prebuild(SimpleNamespace(op=lambda name: op), row, False, None) == "cuda build"
+    assert len(seen) == 1 and seen[0].tune is False and seen[0].device == "cuda:0"
+
+
 def test_a_corrupt_cache_file_is_a_miss(tmp_path):
     path = _key().file(tmp_path)
     path.parent.mkdir(parents=True)

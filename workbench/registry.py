@@ -38,13 +38,17 @@ class BuildContext:
 
     device: torch device string ("cpu", "cuda:0"); fp32_precision: "ieee" | "tf32", applied
     to torch matmul and tl.dot alike; interpret: Triton runs under TRITON_INTERPRET (CPU);
-    build_dir: a directory for build artefacts (load_inline), or None for the default.
+    build_dir: a directory for build artefacts (load_inline), or None for the default; tune:
+    whether a builder may launch its kernels to autotune (False in the build-ahead worker, which
+    compiles the next rows while another worker times the current one: a tuner there timed its
+    candidates on the GPU beside that row, and its choice was cached for the row's own build).
     """
 
     device: str = "cpu"
     fp32_precision: str = "ieee"
     interpret: bool = False
     build_dir: Path | None = None
+    tune: bool = True
 
     @property
     def is_cuda(self) -> bool:

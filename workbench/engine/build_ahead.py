@@ -12,7 +12,9 @@ Mode.build job and, per row, compiles without launching anything on the GPU:
   `candidates`, while no choice is cached): the tuning loads them, and the tuned kernel's PTX
   view is ready whichever config wins;
 - a CudaSource (load_inline, CuPy's NVRTC): the builder itself, which compiles and loads the
-  module and launches nothing -> the build folder the timing worker's build finds up to date;
+  module and launches nothing (BuildContext.tune=False: an autotuning builder does not time its
+  candidates here; on the H200 it did, beside the row being timed, and the timing worker then
+  took the choice from the cache) -> the build folder the timing worker's build finds up to date;
   for a row with the `ptx` action also the row's whole PTX record (its own nvcc compile with
   `-lineinfo`, a cubin, its SASS and line tables, then the kernels matched, counted and mapped
   to source lines) -> the PTX cache (softmax.cu: ~15 s of nvcc, ptxas and nvdisasm, then 7 s of
@@ -114,8 +116,10 @@ def prebuild(registry: Any, row: Any, interpret: bool, build_dir: str | None, ca
     params = impl.resolve_params(row.params)
     if interpret:
         return "nothing"
+    # tune=False: a builder here compiles and loads, never times candidates on the GPU the
+    # timing worker is measuring on (its tuner would, and cache a choice timed under contention)
     ctx = BuildContext(device=row.device, fp32_precision=row.settings.fp32_precision, interpret=False,
-                       build_dir=Path(build_dir) if build_dir else None)
+                       build_dir=Path(build_dir) if build_dir else None, tune=False)
     if isinstance(impl.source, CudaSource):
         done = []
         if part in ("all", "build"):
