@@ -132,8 +132,10 @@ def _warm_one(task: dict, build_dir: Path) -> None:
     impl = op.get_impl(task["impl"])
     spec = op.make_spec(task["shape"], task["dtype"])
     device, precision = task["device"], effective_fp32_precision(op, task["fp32_precision"])
+    # tune=False: these builds run side by side; an autotuning builder takes the first candidate
+    # here and tunes in its own row (a tuner here timed its candidates beside seven other builds)
     ctx = BuildContext(device=device, fp32_precision=precision, build_dir=build_dir,
-                       interpret=not device.startswith("cuda"))
+                       interpret=not device.startswith("cuda"), tune=False)
     with fp32_precision(precision):
         fn = impl.builder(spec, impl.resolve_params(task["params"]), ctx)
         fn(*op.make_inputs(spec, device, 0))

@@ -9,8 +9,9 @@ torch.compile and cuBLAS), each checked against float64, then timed. Writes
 `bench-kernels_log.txt` and `kernels_table.md` (benchmarks/kernels_table.py) to `out`.
 
 Builds: the compile-heavy ones (torch.compile, load_inline) are warmed first in parallel
-processes; the autotuned Triton and CUDA kernels tune in their own rows, one at a time, so no
-candidate is timed beside another process's kernels (their tuning is their build_ms; a rerun on
+processes (BuildContext(tune=False): a tuner there takes its first candidate); the autotuned
+Triton and CUDA kernels tune in their own rows, one at a time, so no candidate is timed beside
+another process's kernels (their tuning is their build_ms; a rerun on
 the same machine reads the cached choice). --quick: the bfloat16 rows and one GEMM of each kind
 (about 2 minutes); full: every row (about 5 minutes on an H200). Without a GPU: the same rows at
 CPU sizes (CUDA rows unavailable, Triton interpreted), to try the stage anywhere.
