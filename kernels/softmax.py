@@ -432,10 +432,23 @@ def cuda_candidates(spec: SoftmaxSpec) -> list[dict[str, int]]:
 
 
 def cuda_call(module: Any, config: dict) -> Any:
-    """x -> softmax_rows(x, ...) with `config` (a cached config from before `twopass`: one-pass)."""
+    """x -> softmax_rows(x, ...) with `config` (a cached config from before `twopass`: one-pass).
+
+    An EVEN config (no bounds checks in the kernel) is refused here with LimitError, before the
+    launch, for a row that is not exactly its columns: softmax.cu refuses it too, but on the H200
+    (2026-12-03, benchmarks/even_check.py) that refusal, a TORCH_CHECK in the binding, ended the
+    process with a segmentation fault instead of raising."""
     t, p, sp, c, keep, even, twopass = (int(config.get(k, 0)) for k in ("threads", "packs", "spacks", "cluster", "keep",
                                                                          "even", "twopass"))
-    return lambda x: module.softmax_rows(x.contiguous(), t, p, sp, c, keep, even, twopass)
+
+    def call(x):
+        if even:
+            cols = t * (p + sp) * (16 // x.element_size()) * max(c, 1)
+            if x.shape[-1] != cols:
+                raise LimitError(f"softmax cuda: the EVEN kernel (threads {t}, packs {p} + {sp}, cluster {c}) "
+                                 f"takes rows of exactly {cols} columns, got {x.shape[-1]}: use even=0")
+        return module.softmax_rows(x.contiguous(), t, p, sp, c, keep, even, twopass)
+    return call
 
 
 def _cuda_config(spec: SoftmaxSpec, ctx: BuildContext | None, run=None):

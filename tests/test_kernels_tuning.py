@@ -337,8 +337,29 @@ def test_the_cuda_softmax_passes_every_config_field_to_the_binding():
     x = SimpleNamespace(contiguous=lambda: "x")
     sk.cuda_call(module, {**sk.PLAN, "threads": 512, "twopass": 1})(x)
     sk.cuda_call(module, {"threads": 1024, "packs": 8, "cluster": 4})(x)  # an older cache's entry
-    sk.cuda_call(module, {"threads": 1024, "packs": 8, "spacks": 8, "cluster": 2, "keep": 1, "even": 1})(x)
+    import torch
+
+    sk.cuda_call(module, {"threads": 1024, "packs": 8, "spacks": 8, "cluster": 2, "keep": 1, "even": 1})(
+        torch.empty(1, 262144, dtype=torch.bfloat16))
     assert calls == [(512, 0, 0, 0, 0, 0, 1), (1024, 8, 0, 4, 0, 0, 0), (1024, 8, 8, 2, 1, 1, 0)]
+
+
+def test_an_even_config_is_refused_before_the_launch_for_any_other_row_length():
+    import torch
+
+    from workbench.errors import LimitError
+    from workbench.kernels import softmax as sk
+
+    calls = []
+    module = SimpleNamespace(softmax_rows=lambda x, *args: calls.append((tuple(x.shape), args)))
+    twin = {"threads": 1024, "packs": 8, "spacks": 8, "cluster": 2, "keep": 1, "even": 1}
+    sk.cuda_call(module, twin)(torch.empty(2, 262144, dtype=torch.bfloat16))       # 2 x 1024 x 16 x 8
+    with pytest.raises(LimitError, match="exactly 262144 columns, got 262136"):
+        sk.cuda_call(module, twin)(torch.empty(2, 262136, dtype=torch.bfloat16))
+    with pytest.raises(LimitError, match="exactly 131072 columns"):                # float32: 4 a pack
+        sk.cuda_call(module, twin)(torch.empty(2, 262144, dtype=torch.float32))
+    sk.cuda_call(module, {**twin, "even": 0})(torch.empty(2, 262136, dtype=torch.bfloat16))
+    assert [shape for shape, _ in calls] == [(2, 262144), (2, 262136)]
 
 
 # -- the TMA GEMM path ------------------------------------------------------------------------------
