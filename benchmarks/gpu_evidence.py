@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="override the stage's BUDGET_S (its time budget, seconds)")
     parser.add_argument("--only", default=None,
                         help="comma-separated subset for stages that take one (replay: session names; "
-                             "truth: ops or op.impl.dtype rows, e.g. gelu.pytorch.bfloat16)")
+                             "truth: ops or op.impl.dtype rows, e.g. gelu.pytorch.bfloat16; misses: parts of case "
+                             "names, e.g. 4096x262144,matmul_gelu)")
     args = parser.parse_args(argv)
     try:
         import torch  # noqa: F401  every stage needs it
