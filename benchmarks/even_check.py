@@ -32,6 +32,7 @@ def main(argv: list[str]) -> int:
         return 2
     from workbench.engine.plan import default_cache_dir
     from workbench.cuda_build import load_cuda
+    from workbench.errors import LimitError
     from workbench.kernels.softmax import _CPP_BINDING, CU_FILE, cuda_call
 
     rows = int(argv[0]) if argv else 64
@@ -58,7 +59,7 @@ def main(argv: list[str]) -> int:
             torch.cuda.synchronize()
             failed += 1
             print(f"{str(dtype)[6:]:9} twin asked for {N_COLS - 8} columns: ran -> FAILED (must be refused)")
-        except RuntimeError as exc:
+        except (LimitError, RuntimeError) as exc:  # cuda_call's own refusal, or the binding's
             print(f"{str(dtype)[6:]:9} twin asked for {N_COLS - 8} columns: refused ({str(exc).splitlines()[0][:120]})")
     return 1 if failed else 0
 

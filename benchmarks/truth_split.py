@@ -17,7 +17,7 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: the repository root on the path
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.stages._truth_core import flush_split, paired_ratio  # noqa: E402
+from benchmarks.stages._truth_core import Case, flush_split, paired_ratio, summary_row  # noqa: E402
 
 LIMIT = 0.02
 
@@ -29,15 +29,12 @@ def _found(detail: dict) -> dict[str, list]:
 def split_rows(details: dict) -> list[dict]:
     """One dict per timed row of a truth-details.json document: op, impl, dtype, n_rounds, ratio,
     paired_ratio and flush_split()'s figures (absent without zero-flush rounds)."""
-    import statistics
-
     out = []
     for detail in details.get("rows") or []:
         if not detail.get("rounds"):
             continue
         found = _found(detail)
-        ratio = (statistics.median(ms for ms, _ in found["engine"])
-                 / statistics.median(ms for ms, _ in found["do_bench"]))
+        ratio = summary_row(Case(detail["op"], detail["impl"], detail["dtype"], {}), found)["ratio"]
         out.append({"op": detail["op"], "impl": detail["impl"], "dtype": detail["dtype"],
                     "n_rounds": len(found["engine"]), "ratio": ratio, "paired_ratio": paired_ratio(found),
                     **flush_split(found)})

@@ -266,8 +266,7 @@ def _table(doc: dict) -> list[dict]:
                          "met": record["met"], "gap_pct": round(record["gap_pct"], 2),
                          "note": f"vs {record['against']}; paired {record['paired_ratio']:.3f}; {meds}"})
             if "copy_target_pct" in record:
-                pct = record["pct_of_copy"][next(c.ours for c in cases() if c.name == record["case"])]
-                rows.append({"item": f"{record['case']} (% of copy)", "ratio": round(pct, 2),
+                rows.append({"item": f"{record['case']} (% of copy)", "ratio": round(record["copy_pct"], 2),
                              "target": record["copy_target_pct"], "met": record["copy_met"],
                              "gap_pct": round(record["copy_gap_points"], 2),
                              "note": f"copy {record['copy_ms']:.4f} ms; gap in points of copy"})
