@@ -2,7 +2,9 @@
 
     python benchmarks/truth_split.py results/h200/2026-12-03d/truth-call*/truth-details.json
 
-Per row and file: the ratio of medians (engine / do_bench, the committed figure), the same-flush
+Per row and file: the committed ratio (engine / do_bench: the medians of the calls made in the
+GPU's fast state where the file has them, `statistic: same_state`), the ratio of the medians over
+all rounds, the same-flush
 ratio (the engine's loop with do_bench's zero flush / do_bench: the loop itself), the flush effect
 (the engine's read flush / its zero flush: the write-back of dirty lines `zero_()` leaves), and the
 paired ratios (medians of the per-round ratios). A markdown table to stdout; `*` marks a figure
@@ -17,7 +19,7 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: the repository root on the path
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.stages._truth_core import Case, flush_split, paired_ratio, summary_row  # noqa: E402
+from benchmarks.stages._truth_core import Case, all_rounds, flush_split, paired_ratio, summary_row  # noqa: E402
 
 LIMIT = 0.02
 
@@ -34,9 +36,10 @@ def split_rows(details: dict) -> list[dict]:
         if not detail.get("rounds"):
             continue
         found = _found(detail)
-        ratio = summary_row(Case(detail["op"], detail["impl"], detail["dtype"], {}), found)["ratio"]
+        ratio = summary_row(Case(detail["op"], detail["impl"], detail["dtype"], {}), found, detail.get("state_split"))["ratio"]
         out.append({"op": detail["op"], "impl": detail["impl"], "dtype": detail["dtype"],
-                    "n_rounds": len(found["engine"]), "ratio": ratio, "paired_ratio": paired_ratio(found),
+                    "n_rounds": len(found["engine"]), "ratio": ratio, "all_rounds_ratio": all_rounds(found)["ratio"],
+                    "paired_ratio": paired_ratio(found),
                     **flush_split(found)})
     return out
 
@@ -48,12 +51,12 @@ def _cell(value: float | None) -> str:
 
 
 def markdown(files: list[Path]) -> str:
-    lines = ["| file | row | rounds | ratio | paired | same flush | paired same flush | read/zero flush |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| file | row | rounds | ratio | all rounds | paired | same flush | paired same flush | read/zero flush |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for path in files:
         for r in split_rows(json.loads(path.read_text())):
             lines.append(f"| {path.parent.name} | {r['op']} {r['impl']} {r['dtype']} | {r['n_rounds']} | "
-                         f"{_cell(r['ratio'])} | {_cell(r['paired_ratio'])} | {_cell(r.get('same_flush_ratio'))} | "
+                         f"{_cell(r['ratio'])} | {_cell(r['all_rounds_ratio'])} | {_cell(r['paired_ratio'])} | {_cell(r.get('same_flush_ratio'))} | "
                          f"{_cell(r.get('paired_same_flush_ratio'))} | {_cell(r.get('flush_effect'))} |")
     return "\n".join(lines)
 

@@ -239,6 +239,31 @@ def test_do_bench_quantiles_are_asked_where_do_bench_takes_them(monkeypatch):
     assert do_bench_quantiles_ms(lambda: None) is None
 
 
+def test_do_bench_samples_come_from_return_mode_all_where_it_has_that_mode(monkeypatch):
+    import triton.testing
+
+    from workbench.engine.dobench import do_bench_samples_ms
+
+    asked = {}
+
+    def with_all(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean"):
+        asked.update(warmup=warmup, rep=rep, return_mode=return_mode)
+        if return_mode not in ("min", "max", "mean", "median", "all"):
+            raise AssertionError(return_mode)
+        return [0.3, 0.31, 0.29] if return_mode == "all" else 0.3
+    monkeypatch.setattr(triton.testing, "do_bench", with_all)
+    assert do_bench_samples_ms(lambda: None, warmup_ms=10, rep_ms=50) == [0.3, 0.31, 0.29]
+    assert asked == {"warmup": 10, "rep": 50, "return_mode": "all"}
+
+    def without_all(fn, warmup=25, rep=100, return_mode="mean"):  # an older do_bench: its assert refuses "all"
+        assert return_mode in ("min", "max", "mean", "median")
+        return 0.3
+    monkeypatch.setattr(triton.testing, "do_bench", without_all)
+    assert do_bench_samples_ms(lambda: None) is None
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, warmup=25, rep=100: 0.3)  # no return_mode at all
+    assert do_bench_samples_ms(lambda: None) is None
+
+
 def test_cancel_poll_is_throttled():
     """The stop flag is read at most once per interval, not after every sample."""
     from workbench.engine.bench import throttled

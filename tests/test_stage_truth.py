@@ -10,8 +10,8 @@ import statistics
 import pytest
 
 from benchmarks.stages import truth
-from benchmarks.stages._truth_core import (Case, TruthFiles, cases, clock_matched, flush_split, interleave, run_cases,
-                                           summary_row)
+from benchmarks.stages._truth_core import (Case, TruthFiles, all_rounds, cases, clock_matched, flush_split, interleave,
+                                           run_cases, state_split, summary_row)
 from workbench.registry import discover
 
 ROW_KEYS = {"op", "impl", "dtype", "shape", "engine_ms", "do_bench_ms", "ratio"}
@@ -45,6 +45,55 @@ def test_methods_are_interleaved_with_a_rotating_order():
     order.clear()
     interleave(methods, 1, settle=lambda: order.append("settle"))
     assert order == ["settle", "a", "b", "c"]          # the GPU settled once, before the first round
+
+
+def test_with_an_rng_each_round_is_a_random_order_logged_and_reproducible():
+    import random
+
+    def run(seed):
+        order, orders = [], []
+        methods = {name: (lambda name=name: order.append(name) or (1.0, None)) for name in ("a", "b", "c")}
+        interleave(methods, 12, rng=random.Random(seed), orders=orders)
+        return order, orders
+    order, orders = run("gelu.compiled.bfloat16")
+    assert len(orders) == 12 and all(sorted(o) == ["a", "b", "c"] for o in orders)  # each method once a round
+    assert order == [name for o in orders for name in o]                            # in the logged order
+    assert len({tuple(o) for o in orders}) > 3     # not a fixed cycle (a rotation has 3 orders)
+    assert run("gelu.compiled.bfloat16") == (order, orders) and run("add.cuda.float32")[1] != orders
+
+
+def _calls(*medians, n=40, spread=0.002):
+    """One call per median: n samples spread evenly within +-spread around it."""
+    return [[m * (1 + spread * (2 * i / (n - 1) - 1)) for i in range(n)] for m in medians]
+
+
+def test_the_same_state_medians_compare_the_calls_made_in_the_fast_state():
+    # a power-cap cycle: fast calls at 0.314 (both methods alike), slow ones at 0.34-0.35;
+    # do_bench landed in the slow state 8 times of 12, the engine 4
+    engine = _calls(*([0.314] * 8 + [0.340, 0.345, 0.350, 0.342]))
+    theirs = _calls(*([0.3145] * 4 + [0.341, 0.346, 0.349, 0.343, 0.347, 0.348, 0.344, 0.340]))
+    state = state_split({"engine": engine, "do_bench": theirs, "engine_zero_flush": _calls(*[0.3142] * 12)})
+    assert state["fast_calls"] == {"engine": 8, "do_bench": 4, "engine_zero_flush": 12}
+    assert state["slow_share"]["do_bench"][:4] == [0.0] * 4 and state["slow_share"]["do_bench"][4:] == [1.0] * 8
+    assert state["ratio"] == pytest.approx(0.314 / 0.3145)
+    found = {name: [(statistics.median(c), None) for c in calls] for name, calls in (("engine", engine), ("do_bench", theirs))}
+    assert all_rounds(found)["ratio"] < 0.93                          # the medians over all rounds: the cycle's
+    row = summary_row(Case("gelu", "compiled", "bfloat16", {"M": 4, "N": 4}), found, state)
+    assert set(row) == ROW_KEYS and row["ratio"] == pytest.approx(state["ratio"]) and row["engine_ms"] == state["engine_ms"]
+
+
+def test_a_biased_method_gets_no_same_state_figure_and_keeps_its_all_rounds_ratio():
+    engine = _calls(*[0.300] * 10)
+    theirs = _calls(*[0.315] * 10)                                  # 5% slower in every call: a bias, not a state
+    state = state_split({"engine": engine, "do_bench": theirs})
+    assert state["fast_calls"]["do_bench"] == 0 and "ratio" not in state
+    found = {name: [(statistics.median(c), None) for c in calls] for name, calls in (("engine", engine), ("do_bench", theirs))}
+    assert summary_row(Case("add", "cuda", "float32", {}), found, state)["ratio"] == pytest.approx(0.300 / 0.315)
+    # fewer than 3 fast calls of one method: no same-state figure either
+    assert "ratio" not in state_split({"engine": _calls(0.3, 0.3, 0.35), "do_bench": _calls(0.3, 0.3, 0.3)})
+    # a do_bench without return_mode="all" leaves its calls empty: no state, the all-rounds ratio
+    assert "ratio" not in state_split({"engine": _calls(0.3, 0.3, 0.3), "do_bench": [[], [], []]})
+    assert state_split({}) == {} and state_split({"engine": [[]]}) == {}
 
 
 def test_the_row_has_exactly_the_contract_keys_and_the_ratio_of_medians():
@@ -135,6 +184,7 @@ def test_the_gpu_half_builds_checks_and_times_a_case_on_cpu(monkeypatch):
         return [0.45, 0.5, 0.7]
     monkeypatch.setattr(dobench, "do_bench_median_ms", fake_do_bench)
     monkeypatch.setattr(dobench, "do_bench_quantiles_ms", fake_quantiles)
+    monkeypatch.setattr(dobench, "do_bench_samples_ms", lambda *a, **k: None)  # a do_bench without "all"
     gpu = GpuTruth("cpu", rounds=2, quick=True)
     row, detail = gpu.time_case(Case("add", "pytorch", "float32", {"M": 64, "N": 64}))
     assert set(row) == ROW_KEYS and row["do_bench_ms"] == 0.5 and row["ratio"] == row["engine_ms"] / 0.5
@@ -148,6 +198,19 @@ def test_the_gpu_half_builds_checks_and_times_a_case_on_cpu(monkeypatch):
     assert {k: len(v) for k, v in detail["rounds"].items()} == {"engine": n, "do_bench": n, "engine_zero_flush": n}
     assert detail["paired_ratio"] > 0
     assert detail["engine_method"]["flush_kind"] in ("read", "zero") and detail["build_ms"] > 0
+    assert detail["statistic"] == "all_rounds" and row["ratio"] == detail["all_rounds"]["ratio"]  # no do_bench samples
+    assert len(detail["orders"]) == n and all(sorted(o) == sorted(detail["rounds"]) for o in detail["orders"])
+
+    def fake_samples(fn, warmup_ms, rep_ms):  # do_bench's every sample: the host timer's scale, 10 of them
+        fn()
+        return [0.9, 1.0, 1.1, 1.0, 1.0, 0.95, 1.05, 1.0, 1.0, 1.0]
+    monkeypatch.setattr(dobench, "do_bench_samples_ms", fake_samples)
+    row, detail = gpu.time_case(Case("add", "pytorch", "float32", {"M": 64, "N": 64}))
+    n = detail["n_rounds"]
+    assert detail["do_bench_spread"][0] == {"p20_ms": pytest.approx(0.99), "p80_ms": pytest.approx(1.01)}  # linear, as torch.quantile
+    assert [len(c) for c in gpu.call_samples["do_bench"]] == [10] * n and len(gpu.call_samples["engine"]) == n
+    assert set(detail["state_split"]["fast_calls"]) == {"engine", "do_bench", "engine_zero_flush"}
+    assert detail["statistic"] in ("same_state", "all_rounds")
 
 
 def test_unsettled_rows_get_more_rounds_up_to_the_cap_each_after_a_resettle():
@@ -204,7 +267,7 @@ def test_truth_split_reads_details_files_and_marks_figures_outside_2_percent(tmp
     path.write_text(json.dumps(details))
     assert truth_split.main([str(path)]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[2] == "| run1 | gelu compiled bfloat16 | 3 | 0.970* | 0.970* | 0.990 | 0.990 | 0.980* |"
-    assert table[3].endswith("| 1.000 | 1.000 | - | - | - |")
+    assert table[2] == "| run1 | gelu compiled bfloat16 | 3 | 0.970* | 0.970* | 0.970* | 0.990 | 0.990 | 0.980* |"
+    assert table[3].endswith("| 1.000 | 1.000 | 1.000 | - | - | - |")
     assert truth_split.main([str(tmp_path / "missing.json")]) == 2
     assert "no such file" in capsys.readouterr().err

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -45,15 +46,22 @@ def cases(quick: bool) -> list[Case]:
 def interleave(methods: dict[str, Callable[[], tuple[float, float | None]]], rounds: int,
                settle: Callable[[], None] | None = None, max_rounds: int | None = None,
                unsettled: Callable[[dict[str, list]], bool] | None = None,
-               resettle: Callable[[], None] | None = None) -> dict[str, list]:
-    """Each method once per round, the order rotated each round (A B C, B C A, C A B, ...): drift
-    and warm-up order do not favour one. settle: run once before the first round (the GPU brought
-    to its steady clock: after the build and check it idled, and a power-limited kernel's first
-    method ran boosted, 1980 against 1560 MHz). After `rounds`, while `unsettled(found)` says the
-    rounds do not yet pin the medians down, more rounds up to `max_rounds`, each after `resettle`
-    (on the H200 a power-limited row's rounds moved by up to 10% with the clock, and 5 rounds
-    left medians 3-5% apart that more rounds bring together). Returns {name: [(ms,
-    sm_clock_median_mhz), ...]}."""
+               resettle: Callable[[], None] | None = None, rng: random.Random | None = None,
+               orders: list[list[str]] | None = None) -> dict[str, list]:
+    """Each method once per round. Order: with `rng`, a random permutation each round (appended
+    to `orders` when given); without, rotated each round (A B C, B C A, C A B, ...). Rotation lets
+    neither method always go first, but its period (three rounds of three ~0.12 s calls, 1.1 s)
+    nearly matches the H200's power-cap cycle at 700 W (a slow state every ~1 s, 5-30% slower,
+    starting a fixed time after the load does): under rotation do_bench's calls fell in the slow
+    state 10, 7 and 8 times in 12 rounds on torch.compile's rows where the engine's did 4, 3 and 4
+    (benchmarks/truth_trace.py, results/h200/2026-12-03f), so the medians over rounds were 2.5-5%
+    apart where the calls in the same state agreed within 0.6%. A random order takes the schedule
+    out of phase with the cycle. settle: run once before the first round (the GPU brought to its
+    steady clock: after the build and check it idled, and a power-limited kernel's first method
+    ran boosted, 1980 against 1560 MHz). After `rounds`, while `unsettled(found)` says the rounds
+    do not yet pin the medians down, more rounds up to `max_rounds`, each after `resettle` (on
+    the H200 a power-limited row's rounds moved by up to 10% with the clock). Returns {name:
+    [(ms, sm_clock_median_mhz), ...]}."""
     names, found = list(methods), {name: [] for name in methods}
     if settle is not None:
         settle()
@@ -61,7 +69,10 @@ def interleave(methods: dict[str, Callable[[], tuple[float, float | None]]], rou
     while r < rounds or (unsettled is not None and r < (max_rounds or rounds) and unsettled(found)):
         if r >= rounds and resettle is not None:
             resettle()
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        order = rng.sample(names, len(names)) if rng is not None else names[r % len(names):] + names[:r % len(names)]
+        if orders is not None:
+            orders.append(order)
+        for name in order:
             found[name].append(methods[name]())
         r += 1
     return found
@@ -109,12 +120,66 @@ def flush_split(found: dict[str, list]) -> dict:
 CLOCK_MATCH = 0.02  # rounds whose two SM clock medians are within 2% count as clock-matched
 
 
-def summary_row(case: Case, found: dict[str, list]) -> dict:
-    """The truth-dobench.json row: medians over rounds and their ratio (engine / do_bench)."""
-    engine = statistics.median(ms for ms, _ in found["engine"])
-    theirs = statistics.median(ms for ms, _ in found["do_bench"])
+SLOW_STATE = 1.03   # a sample above 1.03 x the row's pooled 10th percentile is in the slow state
+FAST_CALL = 0.10    # a call with at most 10% of its samples in the slow state is a fast-state call
+MIN_STATE_CALLS = 3  # the same-state medians need this many fast-state calls of each method
+
+
+def state_split(samples: dict[str, list[list[float]]]) -> dict:
+    """The GPU's state during each call, from the samples themselves, for the row's headline.
+
+    On the H200 at its 700 W cap the GPU cycles about once a second between a fast state and a
+    slow one 5-30% slower (clock and power ramps that NVML's 20-100 ms readings do not resolve);
+    a 100 ms call falls in one or the other, or straddles them (benchmarks/truth_trace.py). With
+    calls in random order, even two identical methods' medians over 15-60 rounds then come out
+    more than 2% apart in 5-30% of runs on such rows (bootstrap of the recorded calls). Comparing
+    the calls made in the same state removes the cycle and keeps the methods' own difference.
+
+    samples: {method: [every sample of one call, ms], ...} in round order. Pooled over all of the
+    row's samples, p10 = their 10th percentile; a sample above SLOW_STATE x p10 is slow; a call
+    with at most FAST_CALL of its samples slow is a fast-state call. Returns {} without samples,
+    else p10_ms, slow_above_ms, slow_share ({method: [share per call]}), fast_calls ({method:
+    count}) and, where engine and do_bench each have MIN_STATE_CALLS fast-state calls,
+    engine_ms / do_bench_ms / ratio: the medians of their fast-state calls' medians. A method
+    slower by more than about 3% has no fast-state calls and gets no same-state figures: the
+    row then keeps its ratio over all rounds (summary_row), so a bias cannot hide here."""
+    from workbench.engine.stats import quantile
+
+    pooled = sorted(s for calls in samples.values() for call in calls for s in call)
+    if not pooled:
+        return {}
+    p10 = quantile(pooled, 0.1)
+    limit = SLOW_STATE * p10
+    shares = {name: [sum(s > limit for s in call) / len(call) if call else None for call in calls]
+              for name, calls in samples.items()}
+    fast = {name: [statistics.median(call) for call, share in zip(calls, shares[name])
+                   if share is not None and share <= FAST_CALL] for name, calls in samples.items()}
+    out: dict[str, Any] = {"p10_ms": p10, "slow_above_ms": limit,
+                           "slow_share": {name: [None if x is None else round(x, 3) for x in xs] for name, xs in shares.items()},
+                           "fast_calls": {name: len(xs) for name, xs in fast.items()}}
+    if all(len(fast.get(name) or []) >= MIN_STATE_CALLS for name in ("engine", "do_bench")):
+        engine, theirs = statistics.median(fast["engine"]), statistics.median(fast["do_bench"])
+        out.update(engine_ms=engine, do_bench_ms=theirs, ratio=engine / theirs)
+    return out
+
+
+def summary_row(case: Case, found: dict[str, list], state: dict | None = None) -> dict:
+    """The truth-dobench.json row: engine_ms and do_bench_ms are the medians of the calls made in
+    the same GPU state (state_split's, where it has them), else the medians over all rounds;
+    ratio = engine / do_bench. all_rounds() gives the latter always."""
+    if state and state.get("ratio") is not None:
+        engine, theirs = state["engine_ms"], state["do_bench_ms"]
+    else:
+        engine, theirs = all_rounds(found)["engine_ms"], all_rounds(found)["do_bench_ms"]
     return {"op": case.op, "impl": case.impl, "dtype": case.dtype, "shape": dict(case.shape),
             "engine_ms": engine, "do_bench_ms": theirs, "ratio": engine / theirs}
+
+
+def all_rounds(found: dict[str, list]) -> dict:
+    """The medians over all rounds (engine_ms, do_bench_ms) and their ratio."""
+    engine = statistics.median(ms for ms, _ in found["engine"])
+    theirs = statistics.median(ms for ms, _ in found["do_bench"])
+    return {"engine_ms": engine, "do_bench_ms": theirs, "ratio": engine / theirs}
 
 
 def clock_matched(found: dict[str, list]) -> dict:
@@ -134,13 +199,16 @@ class TruthFiles:
     def __init__(self, out: Path):
         self.out = out
         self.rows: list[dict] = []
-        self.matched: list[dict] = []  # per row: clock_matched() and flush_split() of its rounds, for the table
+        self.matched: list[dict] = []  # per row: clock_matched(), flush_split() and the statistic, for the table
         self.details: dict[str, Any] = {"environment": None, "references": None, "rows": [], "skipped": []}
 
     def add(self, row: dict | None, detail: dict) -> None:
         if row is not None:
             self.rows.append(row)
-            self.matched.append({**(detail.get("clock_matched") or {}), **(detail.get("flush_split") or {})})
+            state = detail.get("state_split") or {}
+            self.matched.append({**(detail.get("clock_matched") or {}), **(detail.get("flush_split") or {}),
+                                 "statistic": detail.get("statistic"), "fast_calls": state.get("fast_calls"),
+                                 "all_rounds_ratio": (detail.get("all_rounds") or {}).get("ratio")})
         self.details["rows"].append(detail)
         self.write()
 
@@ -156,6 +224,8 @@ class TruthFiles:
         rows = [{"item": f"{r['op']} {r['impl']} {r['dtype']}", "median_ms": r["engine_ms"], "value": r["do_bench_ms"],
                  "unit": "ms (do_bench median)", "note": f"ratio {r['ratio']:.3f}" + ("" if abs(r["ratio"] - 1) <= 0.02
                                                                                      else " (outside 2%)")
+                 + (f" same state ({m['fast_calls'].get('engine', 0)}+{m['fast_calls'].get('do_bench', 0)} fast calls);"
+                    f" all rounds {m['all_rounds_ratio']:.3f}" if m.get("statistic") == "same_state" else "")
                  + (f"; clock-matched {m['clock_matched_ratio']:.3f} ({m['matched']} rounds)"
                     if m.get("clock_matched_ratio") else "; no clock-matched round")
                  + (f"; same flush {m['same_flush_ratio']:.3f}; read/zero flush {m['flush_effect']:.3f}"

@@ -4,13 +4,15 @@ on "cpu" the same code runs with host timers (tests/test_stage_truth.py, do_benc
 
 from __future__ import annotations
 
+import random
+import statistics
 import time
 from typing import Any, Callable
 
-from benchmarks.stages._truth_core import (REP_MS, WARMUP_MS, Case, clock_matched, flush_split, interleave,
-                                           paired_ratio, summary_row, unsettled)
+from benchmarks.stages._truth_core import (REP_MS, WARMUP_MS, Case, all_rounds, clock_matched, flush_split,
+                                           interleave, paired_ratio, state_split, summary_row, unsettled)
 from workbench.engine.clocks import ClockSampler
-from workbench.engine.stats import StopRule, summarize
+from workbench.engine.stats import StopRule, quantile, summarize
 from workbench.engine.timing import make_l2_flush, make_timer, measure_run
 
 RULE = StopRule(rep_ms=REP_MS, min_samples=10, target_rel_error=0.005)
@@ -42,6 +44,7 @@ class GpuTruth:
         self.flush = {kind: make_l2_flush(device, self.info.l2_bytes, kind) for kind in ("read", "zero")}
         self.last_engine: dict = {}
         self.do_bench_spread: list[dict | None] = []
+        self.call_samples: dict[str, list[list[float]]] = {}  # per method, every sample of each call (state_split)
         self.on_cuda = device.startswith("cuda")
 
     # -- the document's context -------------------------------------------------------------
@@ -86,9 +89,13 @@ class GpuTruth:
             matmul = case.op == "matmul"
             rounds = max(self.rounds, MATMUL_ROUNDS) if matmul else self.rounds
             self.do_bench_spread = []
+            self.call_samples = {name: [] for name in methods}
+            orders: list[list[str]] = []
             found = interleave(methods, rounds, settle=lambda: self._settle(call),
                                max_rounds=max(rounds, MATMUL_MAX_ROUNDS if matmul else MAX_ROUNDS), unsettled=unsettled,
-                               resettle=lambda: self._settle(call, RESETTLE_MS))
+                               resettle=lambda: self._settle(call, RESETTLE_MS),
+                               rng=random.Random(f"{case.op}.{case.impl}.{case.dtype}"), orders=orders)
+            detail["orders"] = orders
             detail["rounds"] = {name: [{"ms": ms, "sm_clock_mhz": mhz} for ms, mhz in got] for name, got in found.items()}
             detail["engine_method"] = dict(self.last_engine)
             detail["do_bench_spread"] = list(self.do_bench_spread)  # per do_bench round, in order
@@ -96,7 +103,10 @@ class GpuTruth:
             detail["paired_ratio"] = paired_ratio(found)
             detail["flush_split"] = flush_split(found)
             detail["n_rounds"] = len(found["engine"])
-            return summary_row(case, found), detail
+            detail["state_split"] = state_split(self.call_samples)
+            detail["all_rounds"] = all_rounds(found)
+            detail["statistic"] = "same_state" if detail["state_split"].get("ratio") is not None else "all_rounds"
+            return summary_row(case, found, detail["state_split"]), detail
         finally:
             del fn, inputs
             if self.on_cuda:
@@ -140,6 +150,7 @@ class GpuTruth:
         with ClockSampler(self.info) as clocks:
             run = measure_run(call, self.timer, RULE, warmup_ms=WARMUP_MS, flush=self.flush[kind],
                               limited=clocks.limited)
+        self.call_samples.setdefault("engine" if kind == "read" else "engine_zero_flush", []).append(list(run.samples_ms))
         if kind != "read":
             return summarize(run.samples_ms).median_ms, _mhz(clocks)
         self.last_engine = {"n": len(run.samples_ms), "batches": run.batches, "sustained": run.sustained, "host_launch_ms": run.host_launch_ms,
@@ -157,18 +168,27 @@ class GpuTruth:
         self.timer.sync()
 
     def _do_bench(self, call) -> tuple[float, float | None]:
-        """do_bench's median; its p20 and p80 of the same call go to do_bench_spread (a round
-        whose whole distribution moved, against one with a slow tail: truth-details.json)."""
-        from workbench.engine.dobench import do_bench_median_ms, do_bench_quantiles_ms
+        """do_bench's median of one call, from its every sample (return_mode="all": kept for
+        state_split) where it has that mode, else from its quantiles or its median statistic; the
+        p20 and p80 of the same call go to do_bench_spread (a round whose whole distribution
+        moved, against one with a slow tail: truth-details.json)."""
+        from workbench.engine.dobench import do_bench_median_ms, do_bench_quantiles_ms, do_bench_samples_ms
 
+        samples: list[float] = []
         with ClockSampler(self.info) as clocks:
-            found = do_bench_quantiles_ms(call, (0.2, 0.5, 0.8), warmup_ms=WARMUP_MS, rep_ms=REP_MS)
+            samples = do_bench_samples_ms(call, warmup_ms=WARMUP_MS, rep_ms=REP_MS) or []
+            if samples:
+                ordered = sorted(samples)
+                found = [quantile(ordered, 0.2), statistics.median(ordered), quantile(ordered, 0.8)]
+            else:
+                found = do_bench_quantiles_ms(call, (0.2, 0.5, 0.8), warmup_ms=WARMUP_MS, rep_ms=REP_MS)
             if found is None:
                 ms, statistic = do_bench_median_ms(call, warmup_ms=WARMUP_MS, rep_ms=REP_MS)
                 if statistic != "median":
                     raise RuntimeError(f"do_bench here has no median statistic (got {statistic!r})")
             else:
                 ms = found[1]
+        self.call_samples.setdefault("do_bench", []).append(samples)
         self.do_bench_spread.append(None if found is None else {"p20_ms": found[0], "p80_ms": found[2]})
         return ms, _mhz(clocks)
 

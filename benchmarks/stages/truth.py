@@ -11,15 +11,22 @@ flush swung by up to 6% between rounds on memory-bound rows (H200, 2026-12-01), 
 
 Each row is built, checked (workbench.verify), then timed in ROUNDS rounds (more, up to
 _truth_gpu.MAX_ROUNDS, while _truth_core.unsettled finds either median over rounds uncertain by
-over 0.5%), the order of the methods rotating each round: the engine's loop (engine/timing.measure_run: batched events, read
-flush: `engine_ms`), triton.testing.do_bench (its 0.5 quantile, with the 0.2 and 0.8 of the same call in
-truth-details.json's `do_bench_spread`, where it takes quantiles, else its median return
-statistic; keywords feature-detected: `do_bench_ms`), and, in `truth-details.json` only, the engine's loop with do_bench's zero flush
-(isolates the flush from the loop). matmul rows run _truth_gpu.MATMUL_ROUNDS rounds (up to
-MATMUL_MAX_ROUNDS): their rounds move between clock states. The SM clock is sampled during each.
-ratio = engine / do_bench. (Until 2026-12-03c matmul rows also ran the former method, a
-synchronize after every sample plus a fixed 100 us spin, and the engine with its former warm-up:
-their rounds are in results/h200/2026-12-0*/truth*/truth-details.json.)
+over 0.5%), the methods in a random order each round (seeded by the row's name, logged as
+`orders`: a rotating order ran in step with the H200's ~1 s power-cap cycle, _truth_core.interleave):
+the engine's loop (engine/timing.measure_run: batched events, read flush), triton.testing.do_bench
+(every sample of its call, return_mode="all", whose median is do_bench's; where it has no such
+mode its 0.5 quantile or median statistic; keywords feature-detected), and, in
+`truth-details.json` only, the engine's loop with do_bench's zero flush (isolates the flush from
+the loop). matmul rows run _truth_gpu.MATMUL_ROUNDS rounds (up to MATMUL_MAX_ROUNDS). The SM
+clock is sampled during each. A row's `engine_ms` and `do_bench_ms` are the medians of the calls
+each made in the GPU's fast state (_truth_core.state_split: at most 10% of a call's samples above
+1.03 x the row's pooled 10th percentile; at least 3 such calls of each method), else the medians
+over all rounds (a method biased by more than ~3% has no fast-state calls, so its bias shows);
+`truth-details.json` keeps both (`statistic`, `state_split`, `all_rounds`). ratio = engine /
+do_bench. (Until 2026-12-03c matmul rows also ran the former method, a synchronize after every
+sample plus a fixed 100 us spin, and the engine with its former warm-up: their rounds are in
+results/h200/2026-12-0*/truth*/truth-details.json; until 2026-12-03e the order rotated and every
+row's figures were the medians over all rounds.)
 
 Writes, after every row (nothing finished is lost): `truth-dobench.json` shaped exactly
 {"rows": [{"op", "impl", "dtype", "shape", "engine_ms", "do_bench_ms", "ratio"}]}, and

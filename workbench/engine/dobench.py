@@ -48,6 +48,25 @@ def do_bench_quantiles_ms(fn: Callable[[], Any], quantiles: tuple[float, ...] = 
     return [float(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
 
 
+def do_bench_samples_ms(fn: Callable[[], Any], *, warmup_ms: float = 25.0,
+                        rep_ms: float = 100.0) -> list[float] | None:
+    """Every sample (ms, in order) of one triton.testing.do_bench call, from its
+    return_mode="all"; None where do_bench has no such mode (its median is then
+    do_bench_median_ms's). The median of these samples is do_bench's own median statistic
+    (torch.quantile at 0.5, linear interpolation). Raises ImportError without Triton."""
+    from triton.testing import do_bench
+
+    params = inspect.signature(do_bench).parameters
+    if "return_mode" not in params:
+        return None
+    kwargs: dict[str, Any] = {k: v for k, v in (("warmup", warmup_ms), ("rep", rep_ms)) if k in params}
+    try:
+        value = do_bench(fn, return_mode="all", **kwargs)
+    except (AssertionError, ValueError):  # a do_bench whose return_mode has no "all"
+        return None
+    return [float(v) for v in value] if isinstance(value, (list, tuple)) else None
+
+
 def our_median_ms(fn: Callable[[], Any], device: str, *, warmup_ms: float = 25.0, rep_ms: float = 100.0,
                   min_samples: int = 10, target_rel_error: float = 0.005, flush_l2: bool = True,
                   flush_kind: str = "read") -> float:
