@@ -110,3 +110,13 @@ def test_without_a_gpu_nothing_is_timed_and_it_says_so(tmp_path):
         pytest.skip("a GPU is present: the stage would time for real")
     assert misses.run(True, tmp_path) == [{"item": "misses", "status": "skipped", "note": "no CUDA GPU"}]
     assert json.loads((tmp_path / "misses.json").read_text())["cases"] == []
+
+
+def test_each_round_orders_the_sides_at_random_the_same_way_run_to_run():
+    from benchmarks.stages._misses_core import round_orders
+
+    labels = ["triton", "cuBLAS", "copy"]
+    orders = round_orders("matmul 4096^3 bfloat16", labels, 12)
+    assert len(orders) == 12 and all(sorted(o) == sorted(labels) for o in orders)
+    assert len({tuple(o) for o in orders}) > 3  # not a 3-round rotation
+    assert round_orders("matmul 4096^3 bfloat16", labels, 12) == orders

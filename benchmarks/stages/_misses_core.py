@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import random
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -42,6 +43,15 @@ class Case:
     extra: dict = field(default_factory=dict)
     also: tuple[str, ...] = ()  # other sides held to the same target against the same references
     copy_target: float | None = None  # `ours` must also reach this % of the copy (needs copy=True)
+
+
+def round_orders(name: str, labels: list[str], rounds: int) -> list[list[str]]:
+    """Each round's order of the sides: a random permutation, seeded by the case's name (the same
+    run to run). Not a rotation: a rotating schedule can run in step with the H200's ~1 s
+    power-cap cycle and put one side in its slow state round after round
+    (benchmarks/stages/_truth_core.interleave)."""
+    rng = random.Random(name)
+    return [rng.sample(labels, len(labels)) for _ in range(rounds)]
 
 
 def cases() -> list[Case]:

@@ -9,7 +9,8 @@ float32 against torch.compile, PyTorch and the CUDA kernel, with a copy of the i
 same rounds (% of copy); the long-row CUDA softmax (4096 x 262144, bfloat16 and float32: >= 90% of copy, >= 1.3x
 torch.compile). `--only 4096x262144` (comma-separated parts of case names) runs a subset. Each side is built through the registry (its autotuned config; tuning counted as build),
 checked on the first input set with the engine's gates, then timed with the engine's loop (batched
-events, read flush, StopRule 100 ms) in ROUNDS rounds whose order rotates; the figures are medians
+events, read flush, StopRule 100 ms) in ROUNDS rounds, each in a random order (seeded by the case's name, logged as `orders`: a
+rotating order can run in step with the H200's ~1 s power-cap cycle, benchmarks/stages/_truth_core.interleave); the figures are medians
 over rounds, the target's ratio, the gap to it in % and the median per-round ratio. The kernels per
 call of each side come from torch.profiler, and torch.compile's generated code is saved
 (`inductor-<case>.py.txt`: its kernels, their launch configs).
@@ -37,9 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.stages._misses_core import (NCU_METRICS, NCU_SECTIONS, Case, cases, figures, label_kernels,
-                                            parse_ncu_csv, selected)
+                                            parse_ncu_csv, round_orders, selected)
 
-TITLE = "misses: #19's open targets side by side (engine loop, rotating rounds), then under ncu"
+TITLE = "misses: #19's open targets side by side (engine loop, rounds in random order), then under ncu"
 BUDGET_S = 200.0   # no case starts after this; ncu runs after the cases
 ROUNDS = 5
 NCU_TIMEOUT_S = 240
@@ -171,8 +172,9 @@ class _Gpu:
             calls[COPY] = lambda: dst.copy_(src)
         labels = list(calls)
         found: dict[str, list[float]] = {label: [] for label in labels}
-        for r in range(rounds):
-            for label in labels[r % len(labels):] + labels[:r % len(labels)]:
+        record["orders"] = round_orders(case.name, labels, rounds)
+        for order in record["orders"]:
+            for label in order:
                 found[label].append(self.time(calls[label]))
         record["rounds_ms"] = found
         copy_rounds = found.pop(COPY, None)
