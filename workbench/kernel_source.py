@@ -66,8 +66,8 @@ class TritonLaunch:
                                  f"for {len(names)} pointer arguments ({', '.join(names)})")
         return self.kernel[self.grid](**dict(zip(names, tensors)), **self._options)
 
-    def geometry(self, spec: Any = None, params: Any = None) -> tuple[tuple[int, ...], int]:
-        """(grid, threads per block)."""
+    def geometry(self, spec: Any = None, params: Any = None, ctx: Any = None) -> tuple[tuple[int, ...], int]:
+        """(grid, threads per block) of this resolved launch (ctx: unused, it is resolved already)."""
         return tuple(self.grid), int(self.num_warps) * 32
 
 
@@ -129,12 +129,19 @@ class CudaSource:
     extra_nvcc_flags: tuple[str, ...] = field(default_factory=tuple)
     launched: Callable[[Any, Mapping[str, Any]], str | None] | None = None
 
-    def geometry(self, spec: Any, params: Any) -> tuple[tuple[int, ...], int] | None:
-        return self.launch(spec, params) if self.launch is not None else None
+    def geometry(self, spec: Any, params: Any, ctx: Any = None) -> tuple[tuple[int, ...], int] | None:
+        """`launch`'s (grid, threads per block); ctx (the run's BuildContext) goes to a `launch`
+        that takes it: a tuned choice is cached under the run's build directory, so without it
+        the geometry would be the untuned default's."""
+        if self.launch is None:
+            return None
+        return self.launch(spec, params, ctx=ctx) if _takes_ctx(self.launch) else self.launch(spec, params)
 
-    def launched_kernel(self, spec: Any, params: Any) -> str | None:
-        """What `launched` names at `spec`, or None where it is not declared."""
-        return self.launched(spec, params) if self.launched is not None else None
+    def launched_kernel(self, spec: Any, params: Any, ctx: Any = None) -> str | None:
+        """What `launched` names at `spec`, or None where it is not declared; ctx as geometry's."""
+        if self.launched is None:
+            return None
+        return self.launched(spec, params, ctx=ctx) if _takes_ctx(self.launched) else self.launched(spec, params)
 
     def plain(self) -> dict[str, Any]:
         return {"type": "cuda", "path": str(self.path), "kernels": list(self.kernels),
@@ -145,7 +152,7 @@ class CudaSource:
 class InductorKernels:
     """The kernels torch.compile (Inductor) generates when the builder runs: known only then."""
 
-    def geometry(self, spec: Any = None, params: Any = None) -> None:
+    def geometry(self, spec: Any = None, params: Any = None, ctx: Any = None) -> None:
         return None
 
     def plain(self) -> dict[str, Any]:

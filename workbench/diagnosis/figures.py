@@ -78,7 +78,12 @@ def dram_bytes(record: Record) -> float | None:
 
 
 def ptx_kernels(record: Record) -> list[dict]:
-    return [k for k in section(record, "ptx").get("kernels") or () if isinstance(k, dict)]
+    """The kernels of the row's ptx record that its run launches: the one named `launched` where
+    the record names it (a CUDA module of many instantiations, CudaSource.launched), else all."""
+    ptx = section(record, "ptx")
+    kernels = [k for k in ptx.get("kernels") or () if isinstance(k, dict)]
+    launched = [k for k in kernels if ptx.get("launched") and k.get("name") == ptx.get("launched")]
+    return launched or kernels
 
 
 def label(record: Record) -> str:

@@ -82,7 +82,7 @@ def launch_record(op: Op | str, impl: Impl | str, spec: Any, params: Mapping[str
     op, impl = _resolve(op, impl)
     params = impl.resolve_params(params)
     source = impl.backend.kernel_source(impl, spec, params, ctx)
-    found = source.geometry(spec, params) if source is not None else None
+    found = source.geometry(spec, params, ctx) if source is not None else None
     if found is None:
         return None
     grid, threads = found

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -165,7 +166,7 @@ def cuda_record(job: PtxJob) -> tuple[dict, Texts]:
             except OSError:  # a cache that cannot be written costs the next row the same work, no more
                 pass
     try:
-        found = launched_first(found, job.source.launched_kernel(job.spec, job.params))
+        found = launched_first(found, job.source.launched_kernel(job.spec, job.params, job.ctx))
     except Exception as exc:  # a choice that cannot be made here: the record keeps its order and says why
         found = {**found, "notes": [*found.get("notes", []),
                                     f"which kernel the run launches is unknown here: {type(exc).__name__}: {exc}"]}
@@ -175,24 +176,40 @@ def cuda_record(job: PtxJob) -> tuple[dict, Texts]:
 
 def launched_first(found: dict, launched: str | None) -> dict:
     """`found` (a cuda `ptx` record) with the kernel the run launches first: the entry whose name
-    is `launched` (spaces and namespaces ignored), then the other entries of its base name; a note
-    says which, or that the PTX has none of that name. The record's other kernels keep their
-    order (it is cached per module and dtype, not per tuned choice)."""
+    is `launched` (spaces, namespaces and the demangler's casts ignored: `(int)4` reads 4,
+    `(bool)0` false), then the other entries of its base name; a note says which. Where the exact
+    instantiation is found the record also gets `launched` (its name as the PTX has it), which
+    the diagnosis reads instead of every kernel of the module. The record's other kernels keep
+    their order (it is cached per module and dtype, not per tuned choice)."""
     if not launched:
         return found
     from workbench.ptx.nvcc import base_name
 
-    def plain(name: str) -> str:  # `onepass::softmax_l2_kernel<float, 1024, true>` -> `softmax_l2_kernel<float,1024,true>`
-        head, sep, args = name.replace(" ", "").partition("<")
-        return head.split("::")[-1] + sep + args
-
-    exact, base = plain(launched), base_name(launched)
-    ranked = [(0 if plain(name) == exact else 1 if base_name(name) == base else 2, k)
+    exact, base = plain_kernel_name(launched), base_name(launched)
+    ranked = [(0 if plain_kernel_name(name) == exact else 1 if base_name(name) == base else 2, k)
               for k in found.get("kernels") or [] for name in [str(k.get("name", ""))]]
     kernels = [k for _, k in sorted(ranked, key=lambda pair: pair[0])]  # stable: ties keep the record's order
-    note = (f"the run launches {launched}: listed first" if any(r < 2 for r, _ in ranked)
-            else f"the run launches {launched}, which is not among the kernels matched in the PTX")
-    return {**found, "kernels": kernels, "notes": [*found.get("notes", []), note]}
+    out = {**found, "kernels": kernels}
+    if any(r == 0 for r, _ in ranked):
+        out["launched"] = kernels[0].get("name")
+        note = f"the run launches {launched}: listed first"
+    elif any(r == 1 for r, _ in ranked):
+        note = (f"the run launches {launched}; that instantiation is not among the kernels matched in the PTX, "
+                f"so the other {base} kernels are listed first")
+    else:
+        note = f"the run launches {launched}, which is not among the kernels matched in the PTX"
+    return {**out, "notes": [*found.get("notes", []), note]}
+
+
+_CAST = re.compile(r"\((?:unsigned|signed)?(?:int|long|longlong|short|char)\)(-?\d+)")
+
+
+def plain_kernel_name(name: str) -> str:
+    """A kernel name compared without spaces, namespaces or the casts some demanglers print:
+    `onepass::k<float, (int)4, (bool)1>` and `k<float, 4, true>` both read `k<float,4,true>`."""
+    flat = name.replace(" ", "").replace("(bool)0", "false").replace("(bool)1", "true")
+    head, sep, args = _CAST.sub(r"\1", flat).partition("<")
+    return head.split("::")[-1] + sep + args
 
 
 def record_cache_path(out: Any, job: PtxJob, target: str) -> Path:
