@@ -141,8 +141,9 @@ extern "C" cudaError_t add_bf16(const void*, const void*, void*, int64_t, cudaSt
 at::Tensor add_vec(at::Tensor x, at::Tensor y) {
     TORCH_CHECK(x.is_cuda() && y.is_cuda(), "add: x and y must be CUDA tensors");
     TORCH_CHECK(x.is_contiguous() && y.is_contiguous(), "add: x and y must be contiguous");
-    TORCH_CHECK(x.sizes() == y.sizes(), "add: shapes differ: ", x.sizes(), " vs ", y.sizes());
-    TORCH_CHECK(x.scalar_type() == y.scalar_type(), "add: dtypes differ: ", x.scalar_type(), " vs ", y.scalar_type());
+    WB_CHECK(x.sizes() == y.sizes(), "add: shapes differ: %s vs %s", wb_sizes(x).c, wb_sizes(y).c);
+    WB_CHECK(x.scalar_type() == y.scalar_type(), "add: dtypes differ: %s vs %s", c10::toString(x.scalar_type()),
+             c10::toString(y.scalar_type()));
     TORCH_CHECK(x.device() == y.device(), "add: x and y must be on the same device");
     const c10::cuda::CUDAGuard guard(x.device());
     auto z = at::empty_like(x);
@@ -152,9 +153,9 @@ at::Tensor add_vec(at::Tensor x, at::Tensor y) {
         case at::kFloat: err = add_f32(x.data_ptr(), y.data_ptr(), z.data_ptr(), x.numel(), stream); break;
         case at::kHalf: err = add_f16(x.data_ptr(), y.data_ptr(), z.data_ptr(), x.numel(), stream); break;
         case at::kBFloat16: err = add_bf16(x.data_ptr(), y.data_ptr(), z.data_ptr(), x.numel(), stream); break;
-        default: TORCH_CHECK(false, "add: dtype must be float32, float16 or bfloat16, got ", x.scalar_type());
+        default: WB_CHECK(false, "add: dtype must be float32, float16 or bfloat16, got %s", c10::toString(x.scalar_type()));
     }
-    TORCH_CHECK(err == cudaSuccess, "add launch failed: ", cudaGetErrorString(err));
+    WB_CHECK(err == cudaSuccess, "add launch failed: %s", cudaGetErrorString(err));
     return z;
 }
 """

@@ -198,7 +198,7 @@ static void check_input(const at::Tensor& x) {
 
 at::Tensor gelu_naive(at::Tensor x) {
     check_input(x);
-    TORCH_CHECK(x.numel() < (int64_t)1 << 31, "gelu_naive: numel must be < 2^31 (int indexing), got ", x.numel());
+    WB_CHECK(x.numel() < (int64_t)1 << 31, "gelu_naive: numel must be < 2^31 (int indexing), got %lld", (long long)x.numel());
     const c10::cuda::CUDAGuard guard(x.device());
     auto y = at::empty_like(x);
     auto stream = c10::cuda::getCurrentCUDAStream();
@@ -208,9 +208,9 @@ at::Tensor gelu_naive(at::Tensor x) {
         case at::kFloat: err = gelu_naive_f32(x.data_ptr(), y.data_ptr(), n, stream); break;
         case at::kHalf: err = gelu_naive_f16(x.data_ptr(), y.data_ptr(), n, stream); break;
         case at::kBFloat16: err = gelu_naive_bf16(x.data_ptr(), y.data_ptr(), n, stream); break;
-        default: TORCH_CHECK(false, "gelu_naive: dtype must be float32, float16 or bfloat16, got ", x.scalar_type());
+        default: WB_CHECK(false, "gelu_naive: dtype must be float32, float16 or bfloat16, got %s", c10::toString(x.scalar_type()));
     }
-    TORCH_CHECK(err == cudaSuccess, "gelu_naive launch failed: ", cudaGetErrorString(err));
+    WB_CHECK(err == cudaSuccess, "gelu_naive launch failed: %s", cudaGetErrorString(err));
     return y;
 }
 
@@ -226,9 +226,9 @@ at::Tensor gelu_vec(at::Tensor x) {
         case at::kFloat: err = gelu_vec_f32(x.data_ptr(), y.data_ptr(), x.numel(), sms, stream); break;
         case at::kHalf: err = gelu_vec_f16(x.data_ptr(), y.data_ptr(), x.numel(), sms, stream); break;
         case at::kBFloat16: err = gelu_vec_bf16(x.data_ptr(), y.data_ptr(), x.numel(), sms, stream); break;
-        default: TORCH_CHECK(false, "gelu: dtype must be float32, float16 or bfloat16, got ", x.scalar_type());
+        default: WB_CHECK(false, "gelu: dtype must be float32, float16 or bfloat16, got %s", c10::toString(x.scalar_type()));
     }
-    TORCH_CHECK(err == cudaSuccess, "gelu launch failed: ", cudaGetErrorString(err));
+    WB_CHECK(err == cudaSuccess, "gelu launch failed: %s", cudaGetErrorString(err));
     return y;
 }
 """

@@ -133,25 +133,25 @@ extern "C" cudaError_t matmul_tiled_f16(const void*, const void*, void*, int, in
 extern "C" cudaError_t matmul_tiled_bf16(const void*, const void*, void*, int, int, int, cudaStream_t);
 
 static void check_inputs(const at::Tensor& a, const at::Tensor& b, const char* name) {
-    TORCH_CHECK(a.is_cuda() && b.is_cuda(), name, ": A and B must be CUDA tensors");
-    TORCH_CHECK(a.dim() == 2 && b.dim() == 2, name, ": A and B must be 2-D");
-    TORCH_CHECK(a.is_contiguous() && b.is_contiguous(), name, ": A and B must be contiguous");
-    TORCH_CHECK(a.size(1) == b.size(0), name, ": inner dimensions differ: A is ", a.sizes(), ", B is ", b.sizes());
-    TORCH_CHECK(a.scalar_type() == b.scalar_type(), name, ": dtypes differ");
-    TORCH_CHECK(a.device() == b.device(), name, ": A and B must be on the same device");
-    TORCH_CHECK(a.size(0) < (1 << 22) && a.size(1) < ((int64_t)1 << 31) && b.size(1) < ((int64_t)1 << 31),
-                name, ": M must be < 2^22 (grid rows) and N, K < 2^31");
+    WB_CHECK(a.is_cuda() && b.is_cuda(), "%s: A and B must be CUDA tensors", name);
+    WB_CHECK(a.dim() == 2 && b.dim() == 2, "%s: A and B must be 2-D", name);
+    WB_CHECK(a.is_contiguous() && b.is_contiguous(), "%s: A and B must be contiguous", name);
+    WB_CHECK(a.size(1) == b.size(0), "%s: inner dimensions differ: A is %s, B is %s", name, wb_sizes(a).c, wb_sizes(b).c);
+    WB_CHECK(a.scalar_type() == b.scalar_type(), "%s: dtypes differ", name);
+    WB_CHECK(a.device() == b.device(), "%s: A and B must be on the same device", name);
+    WB_CHECK(a.size(0) < (1 << 22) && a.size(1) < ((int64_t)1 << 31) && b.size(1) < ((int64_t)1 << 31),
+             "%s: M must be < 2^22 (grid rows) and N, K < 2^31", name);
 }
 
 at::Tensor matmul_naive(at::Tensor a, at::Tensor b) {
     check_inputs(a, b, "matmul_naive");
-    TORCH_CHECK(a.scalar_type() == at::kFloat, "matmul_naive: float32 only, got ", a.scalar_type());
+    WB_CHECK(a.scalar_type() == at::kFloat, "matmul_naive: float32 only, got %s", c10::toString(a.scalar_type()));
     TORCH_CHECK(a.size(0) < 65535 * 8, "matmul_naive: M must be < 524280 (grid.y of 8-row blocks)");
     const c10::cuda::CUDAGuard guard(a.device());
     auto c = at::empty({a.size(0), b.size(1)}, a.options());
     auto err = matmul_naive_f32(a.data_ptr(), b.data_ptr(), c.data_ptr(), (int)a.size(0), (int)b.size(1),
                                 (int)a.size(1), c10::cuda::getCurrentCUDAStream());
-    TORCH_CHECK(err == cudaSuccess, "matmul_naive launch failed: ", cudaGetErrorString(err));
+    WB_CHECK(err == cudaSuccess, "matmul_naive launch failed: %s", cudaGetErrorString(err));
     return c;
 }
 
@@ -166,9 +166,9 @@ at::Tensor matmul_tiled(at::Tensor a, at::Tensor b) {
         case at::kFloat: err = matmul_tiled_f32(a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, stream); break;
         case at::kHalf: err = matmul_tiled_f16(a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, stream); break;
         case at::kBFloat16: err = matmul_tiled_bf16(a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, stream); break;
-        default: TORCH_CHECK(false, "matmul_tiled: dtype must be float32, float16 or bfloat16, got ", a.scalar_type());
+        default: WB_CHECK(false, "matmul_tiled: dtype must be float32, float16 or bfloat16, got %s", c10::toString(a.scalar_type()));
     }
-    TORCH_CHECK(err == cudaSuccess, "matmul_tiled launch failed: ", cudaGetErrorString(err));
+    WB_CHECK(err == cudaSuccess, "matmul_tiled launch failed: %s", cudaGetErrorString(err));
     return c;
 }
 """

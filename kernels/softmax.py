@@ -362,10 +362,10 @@ extern "C" cudaError_t softmax_l2_bf16(const void*, void*, int64_t, int, int, in
 at::Tensor softmax_rows(at::Tensor x, int64_t threads, int64_t packs, int64_t spacks, int64_t cluster,
                            int64_t keep, int64_t even, int64_t twopass) {
     TORCH_CHECK(x.is_cuda(), "softmax: x must be a CUDA tensor");
-    TORCH_CHECK(x.dim() == 2, "softmax: x must be 2-D (M, N), got ", x.dim(), " dims");
+    WB_CHECK(x.dim() == 2, "softmax: x must be 2-D (M, N), got %lld dims", (long long)x.dim());
     TORCH_CHECK(x.is_contiguous(), "softmax: x must be contiguous");
-    TORCH_CHECK(x.size(1) < ((int64_t)1 << 31), "softmax: N must be < 2^31, got ", x.size(1));
-    TORCH_CHECK(x.size(0) < ((int64_t)1 << 31), "softmax: M must be < 2^31 (one block per row), got ", x.size(0));
+    WB_CHECK(x.size(1) < ((int64_t)1 << 31), "softmax: N must be < 2^31, got %lld", (long long)x.size(1));
+    WB_CHECK(x.size(0) < ((int64_t)1 << 31), "softmax: M must be < 2^31 (one block per row), got %lld", (long long)x.size(0));
     const c10::cuda::CUDAGuard guard(x.device());
     auto y = at::empty_like(x);
     auto stream = c10::cuda::getCurrentCUDAStream();
@@ -382,7 +382,7 @@ at::Tensor softmax_rows(at::Tensor x, int64_t threads, int64_t packs, int64_t sp
             case at::kFloat: err = softmax_l2_f32(x.data_ptr(), y.data_ptr(), rows, cols, t, form, stream); break;
             case at::kHalf: err = softmax_l2_f16(x.data_ptr(), y.data_ptr(), rows, cols, t, form, stream); break;
             case at::kBFloat16: err = softmax_l2_bf16(x.data_ptr(), y.data_ptr(), rows, cols, t, form, stream); break;
-            default: TORCH_CHECK(false, "softmax: dtype must be float32, float16 or bfloat16, got ", x.scalar_type());
+            default: WB_CHECK(false, "softmax: dtype must be float32, float16 or bfloat16, got %s", c10::toString(x.scalar_type()));
         }
     } else switch (x.scalar_type()) {
         case at::kFloat: err = onepass ? softmax_onepass_f32(x.data_ptr(), y.data_ptr(), rows, cols, t, p, sp, c, k, e, stream)
@@ -391,11 +391,10 @@ at::Tensor softmax_rows(at::Tensor x, int64_t threads, int64_t packs, int64_t sp
                                       : softmax_f16(x.data_ptr(), y.data_ptr(), rows, cols, tp, stream); break;
         case at::kBFloat16: err = onepass ? softmax_onepass_bf16(x.data_ptr(), y.data_ptr(), rows, cols, t, p, sp, c, k, e, stream)
                                           : softmax_bf16(x.data_ptr(), y.data_ptr(), rows, cols, tp, stream); break;
-        default: TORCH_CHECK(false, "softmax: dtype must be float32, float16 or bfloat16, got ", x.scalar_type());
+        default: WB_CHECK(false, "softmax: dtype must be float32, float16 or bfloat16, got %s", c10::toString(x.scalar_type()));
     }
-    TORCH_CHECK(err == cudaSuccess, "softmax launch failed (threads ", t, ", packs ", p, ", spacks ", sp,
-                ", cluster ", c, ", keep ", k, ", even ", e, ", twopass ", twopass, "): ",
-                cudaGetErrorString(err));
+    WB_CHECK(err == cudaSuccess, "softmax launch failed (threads %d, packs %d, spacks %d, cluster %d, keep %d, even %d, "
+             "twopass %lld): %s", t, p, sp, c, k, e, (long long)twopass, cudaGetErrorString(err));
     return y;
 }
 """
@@ -435,9 +434,11 @@ def cuda_call(module: Any, config: dict) -> Any:
     """x -> softmax_rows(x, ...) with `config` (a cached config from before `twopass`: one-pass).
 
     An EVEN config (no bounds checks in the kernel) is refused here with LimitError, before the
-    launch, for a row that is not exactly its columns: softmax.cu refuses it too, but on the H200
-    (2026-12-03, benchmarks/even_check.py) that refusal, a TORCH_CHECK in the binding, ended the
-    process with a segmentation fault instead of raising."""
+    launch, for a row that is not exactly its columns, with a message that names the config.
+    softmax.cu refuses it too (cudaErrorInvalidValue), and the binding raises RuntimeError for
+    that since its checks format with snprintf (workbench/cuda_build.py CHECK_HELPERS; before,
+    the refusal ended the process with a segmentation fault on the H200:
+    benchmarks/binding_errors.py)."""
     t, p, sp, c, keep, even, twopass = (int(config.get(k, 0)) for k in ("threads", "packs", "spacks", "cluster", "keep",
                                                                          "even", "twopass"))
 

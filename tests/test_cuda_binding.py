@@ -16,7 +16,7 @@ import torch
 
 import workbench.kernels
 from workbench import cuda_build
-from workbench.cuda_build import BINDING_HEADERS, library_registration, load_cuda
+from workbench.cuda_build import BINDING_HEADERS, CHECK_HELPERS, library_registration, load_cuda
 
 KERNELS_DIR = Path(workbench.kernels.__file__).parent
 # Every kernels/*.py that builds through load_cuda, with the functions it binds.
@@ -147,8 +147,11 @@ def test_each_shipped_binding_compiles_without_torch_extension_h(op, tmp_path):
 
 LIBRARY_CPP = r"""
 #include <ATen/core/Tensor.h>
+""" + CHECK_HELPERS + r"""
 at::Tensor scaled(at::Tensor x, int64_t k) {
-    TORCH_CHECK(x.scalar_type() == at::kFloat, "scaled: float32 only, got ", x.scalar_type());
+    WB_CHECK(x.scalar_type() == at::kFloat, "scaled: float32 only, got %s", c10::toString(x.scalar_type()));
+    WB_CHECK(k < 1000, "scaled: k must be < 1000, got %lld (x is %s)", (long long)k, wb_sizes(x).c);
+    TORCH_CHECK(k >= 0, "scaled: k must not be negative");
     return x.mul(k);
 }
 """
@@ -168,8 +171,46 @@ def test_a_library_binding_builds_loads_and_raises_through_torch_ops(tmp_path):
     assert Path(module.__file__).is_file()
     with pytest.raises(RuntimeError, match="scaled: float32 only, got Int"):
         module.scaled(torch.ones(3, dtype=torch.int32), 3)
+    with pytest.raises(RuntimeError, match=r"scaled: k must be < 1000, got 4096 \(x is \[2, 3\]\)"):
+        module.scaled(torch.ones(2, 3), 4096)
+    with pytest.raises(RuntimeError, match="scaled: k must not be negative"):
+        module.scaled(torch.ones(2, 3), -1)
     again = build_inline("wb_scaled_test", LIBRARY_CPP, ["scaled"], "library", tmp_path)  # a warm worker's next run
     assert again.scaled(torch.ones(2), 2).tolist() == [2.0, 2.0]
+
+
+def test_no_shipped_binding_hands_torch_check_more_than_one_message_argument():
+    """TORCH_CHECK formats extra message arguments through the extension's own std::ostream, which
+    crashed the process on the H200 box instead of raising (cuda_build.CHECK_HELPERS): a shipped
+    binding passes TORCH_CHECK one string literal, and formats anything else with WB_CHECK."""
+    calls = []
+    for op in SHIPPED:
+        text = shipped_binding(op).replace(CHECK_HELPERS, "")  # WB_CHECK's own TORCH_CHECK takes its buffer
+        for match in re.finditer(r"TORCH_CHECK\(", text):
+            depth, i = 1, match.end()
+            while depth:
+                depth += {"(": 1, ")": -1}.get(text[i], 0)
+                i += 1
+            calls.append((op, text[match.end():i - 1]))
+    assert calls
+    for op, args in calls:
+        message = _split_top_level(args)[1:]
+        assert len(message) == 1 and re.fullmatch(r'\s*"[^"]*"\s*', message[0]), (op, args)
+
+
+def _split_top_level(args: str) -> list[str]:
+    parts, depth, start, quoted = [], 0, 0, False
+    for i, ch in enumerate(args):
+        if ch == '"' and args[i - 1] != "\\":
+            quoted = not quoted
+        elif not quoted and ch in "([{":
+            depth += 1
+        elif not quoted and ch in ")]}":
+            depth -= 1
+        elif not quoted and ch == "," and depth == 0:
+            parts.append(args[start:i])
+            start = i + 1
+    return parts + [args[start:]]
 
 
 def test_a_cpu_torch_gets_one_clear_unavailable_error_not_an_oserror(tmp_path):

@@ -82,13 +82,38 @@ def build_lock(build_dir: Path) -> Iterator[None]:
 BINDINGS = ("pybind", "library")
 # What a `binding="library"` binding of the shipped kernels includes: Tensor, at::empty/empty_like,
 # the device guard and current stream, and the CUDA runtime's types (no torch/extension.h).
+# WB_CHECK(cond, printf format, args...): TORCH_CHECK with its message formatted by snprintf and
+# handed over as ONE C string, which TORCH_CHECK passes on without a std::ostream (c10's
+# torchCheckMsgImpl overload for a single const char*). With more arguments TORCH_CHECK formats
+# them through this .so's ostream, and on the H200 box (2026-12-03, cuda-gdb) inserting a number
+# there crashed the process (SIGSEGV in std::basic_ostream::_M_insert<long> under c10::str) where
+# the check should have raised. wb_sizes(t).c: a tensor's sizes as "[64, 262136]" for a message.
+CHECK_HELPERS = """#include <cstdio>
+#define WB_CHECK(cond, ...)                                                     \\
+    do {                                                                        \\
+        if (!(cond)) {                                                          \\
+            char wb_check_msg_[512];                                            \\
+            std::snprintf(wb_check_msg_, sizeof(wb_check_msg_), __VA_ARGS__);   \\
+            TORCH_CHECK(false, static_cast<const char*>(wb_check_msg_));        \\
+        }                                                                       \\
+    } while (0)
+struct WbSizes { char c[128]; };
+static inline WbSizes wb_sizes(const at::Tensor& t) {
+    WbSizes out;
+    int n = std::snprintf(out.c, sizeof(out.c), "[");
+    for (int64_t i = 0; i < t.dim() && n < (int)sizeof(out.c) - 32; ++i)
+        n += std::snprintf(out.c + n, sizeof(out.c) - n, i ? ", %lld" : "%lld", (long long)t.size(i));
+    std::snprintf(out.c + n, sizeof(out.c) - n, "]");
+    return out;
+}
+"""
 BINDING_HEADERS = """#include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
-"""
+""" + CHECK_HELPERS
 
 
 def library_registration(namespace: str, functions: Iterable[str]) -> str:

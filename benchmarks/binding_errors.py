@@ -1,0 +1,52 @@
+"""GPU check that the CUDA softmax binding's refusals raise instead of killing the process.
+
+    python benchmarks/binding_errors.py      # on a CUDA machine
+
+Calls the `wb_softmax` binding directly (past cuda_call's own Python checks) with three inputs
+its TORCH_CHECK / WB_CHECK refuse: the EVEN twin on a row 8 columns short (softmax.cu returns
+cudaErrorInvalidValue), an int32 tensor and a 1-D tensor. Each must raise RuntimeError with its
+message. Before the bindings formatted their messages with snprintf (workbench/cuda_build.py
+CHECK_HELPERS), the first ended the process on the H200 (SIGSEGV in std::basic_ostream::
+_M_insert<long> under c10::str, 2026-12-03, cuda-gdb). Prints one line per input and "process
+alive"; exits 1 if one did not raise, 2 without a GPU.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: the repository root on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def main() -> int:
+    import torch
+
+    if not torch.cuda.is_available():
+        print("binding_errors: no CUDA GPU here", file=sys.stderr)
+        return 2
+    from workbench.cuda_build import load_cuda
+    from workbench.engine.plan import default_cache_dir
+    from workbench.kernels.softmax import _CPP_BINDING, CU_FILE
+
+    module = load_cuda("wb_softmax", CU_FILE, _CPP_BINDING, ["softmax_rows"], default_cache_dir() / "build",
+                       binding="library")
+    x = torch.randn(64, 262144 - 8, device="cuda").to(torch.bfloat16)
+    failed = 0
+    for args, what in (((x, 1024, 8, 8, 2, 1, 1, 0), "EVEN twin on a short row"),
+                       ((x.int(), 0, 0, 0, 0, 0, 0, 0), "int32 input"),
+                       ((x[0], 0, 0, 0, 0, 0, 0, 0), "1-D input")):
+        try:
+            module.softmax_rows(*args)
+            torch.cuda.synchronize()
+            print(f"{what}: no error", flush=True)
+            failed += 1
+        except RuntimeError as exc:
+            print(f"{what}: raised RuntimeError {str(exc).splitlines()[0][:200]}", flush=True)
+    print("process alive", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
