@@ -8,7 +8,7 @@ cluster of 2, even = 1) at ROWS x 262144 against torch.softmax in float64 (max a
 relative L2 error, no worse than the same config with even = 0; whether the two are bit for bit
 the same is printed), and the twin
 asked for a row 8 columns short, which must raise (the kernel would read and write past the
-row's end without its bounds checks). Prints one line per check and exits 1 if any failed, 2
+row's end without its bounds checks). Prints one line per check and exits 1 if any failed, 2 for a ROWS that is not a whole number or
 without a GPU.
 """
 
@@ -25,6 +25,9 @@ N_COLS = 262144  # 2 blocks x 1024 threads x 16 packs x 8 elements
 
 
 def main(argv: list[str]) -> int:
+    if argv and (len(argv) > 1 or not argv[0].isdigit() or int(argv[0]) < 1):
+        print(f"even_check: ROWS must be one whole number >= 1, got {' '.join(argv)!r}", file=sys.stderr)
+        return 2
     import torch
 
     if not torch.cuda.is_available():

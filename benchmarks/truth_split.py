@@ -62,15 +62,32 @@ def markdown(files: list[Path]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if not argv:
-        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
-        return 2
-    missing = [a for a in argv if not Path(a).is_file()]
-    if missing:
-        print(f"truth_split: no such file: {missing[0]} (give truth-details.json files written by the truth stage)",
-              file=sys.stderr)
-        return 2
+    """Print the table for the truth-details.json files in argv; 2 with one clear line on stderr
+    for no file, a path that is not a file, or a file that is not a truth stage's details."""
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__.strip(), file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    for arg in argv:
+        path = Path(arg)
+        what = "a directory" if path.is_dir() else "no such file" if not path.exists() else None
+        if what is None:
+            try:
+                details = json.loads(path.read_text())
+            except (OSError, UnicodeDecodeError, ValueError) as exc:
+                what = f"not JSON ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+            else:
+                rows = details.get("rows") if isinstance(details, dict) else None
+                if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+                    what = "not a truth-details.json (no list of rows)"
+                elif not any(isinstance(r.get("rounds"), dict) and "engine" in r["rounds"] and "do_bench" in r["rounds"]
+                             for r in rows):
+                    what = "no row with engine and do_bench rounds (is it truth-dobench.json? give truth-details.json)"
+        if what is not None:
+            print(f"truth_split: {arg}: {what}; give truth-details.json files written by the truth stage",
+                  file=sys.stderr)
+            return 2
     print(markdown([Path(a) for a in argv]))
+    print(f"\n`*`: outside {LIMIT:.0%} of 1.")
     return 0
 
 

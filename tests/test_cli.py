@@ -38,6 +38,8 @@ def _user_dirs(user_dirs):
     ["--list", "--compare", "base.json"],
     ["--list", "--device", "gpu"],
     ["--replay", "x.yaml", "--compare", "b.json", "--threshold", "-1"],
+    ["--replay", "x.yaml", "--compare", "b.json", "--threshold", "nan"],
+    ["--replay", "x.yaml", "--compare", "b.json", "--threshold", "inf"],
     ["--doctor", "--format", "csv"],
     ["--no-such-flag"],
 ])

@@ -271,3 +271,27 @@ def test_truth_split_reads_details_files_and_marks_figures_outside_2_percent(tmp
     assert table[3].endswith("| 1.000 | 1.000 | 1.000 | - | - | - |")
     assert truth_split.main([str(tmp_path / "missing.json")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content, says", [
+    (None, "a directory"), ("{not json", "not JSON"), ('["a"]', "no list of rows"),
+    ('{"rows": [{"op": "gelu", "engine_ms": 1.0}]}', "is it truth-dobench.json"),
+])
+def test_truth_split_says_what_is_wrong_with_a_file_in_one_line(tmp_path, capsys, content, says):
+    from benchmarks import truth_split
+
+    path = tmp_path / "d"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_text(content)
+    assert truth_split.main([str(path)]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_truth_split_help_and_no_arguments(capsys):
+    from benchmarks import truth_split
+
+    assert truth_split.main(["--help"]) == 0 and "truth-details.json" in capsys.readouterr().out
+    assert truth_split.main([]) == 2 and "truth_split.py" in capsys.readouterr().err

@@ -22,6 +22,7 @@ The package's modules form a tree: main -> check, replay, watch, doctor, daemon 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import sys
@@ -164,8 +165,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     _pick_format(parser, args)
     if args.threshold is None:
         args.threshold = DEFAULT_THRESHOLD
-    if args.threshold < 0:
-        parser.error(f"--threshold must be >= 0, got {args.threshold}")
+    if not math.isfinite(args.threshold) or args.threshold < 0:  # nan compared "same" for every row
+        parser.error(f"--threshold must be a finite number >= 0 (a relative change, 0.05 = 5%), got {args.threshold}")
     return args
 
 
