@@ -63,7 +63,7 @@ def main(argv: list[str]) -> int:
             failed += 1
             print(f"{str(dtype)[6:]:9} twin asked for {N_COLS - 8} columns: ran -> FAILED (must be refused)")
         except (LimitError, RuntimeError) as exc:  # cuda_call's own refusal, or the binding's
-            print(f"{str(dtype)[6:]:9} twin asked for {N_COLS - 8} columns: refused ({str(exc).splitlines()[0][:120]})")
+            print(f"{str(dtype)[6:]:9} twin asked for {N_COLS - 8} columns: refused ({str(exc).splitlines()[0]})")
     return 1 if failed else 0
 
 
