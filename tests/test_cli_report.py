@@ -97,6 +97,37 @@ def test_provenance_record():
     assert prov["session"] == "s" and prov["argv"] == ["workbench", "--replay", "s"]
     sha = git_sha()
     assert sha is None or (len(sha) >= 7 and all(c in "0123456789abcdef" for c in sha))
+    assert (prov["git_dirty"] is None) == (sha is None)
+
+
+def test_git_dirty_says_whether_the_checkout_differs_from_its_commit(tmp_path, monkeypatch):
+    """A copy of a working tree with edits (the GPU box's) must not pass for its base commit."""
+    import shutil as sh
+    import subprocess
+
+    import workbench
+    from workbench import provenance as prov_mod
+
+    git = sh.which("git")
+    if git is None:
+        pytest.skip("no git")
+    repo = tmp_path / "repo"
+    (repo / "workbench").mkdir(parents=True)
+    init = repo / "workbench" / "__init__.py"
+    init.write_text("__version__ = '0'\n")
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "x"]):
+        subprocess.run([git, *args], cwd=repo, check=True, env={**__import__("os").environ, **env})
+    monkeypatch.setattr(workbench, "__file__", str(init))
+    prov_mod.git_state.cache_clear()
+    try:
+        sha, dirty = prov_mod.git_state()
+        assert sha and dirty is False
+        init.write_text("__version__ = '1'\n")
+        prov_mod.git_state.cache_clear()
+        assert prov_mod.git_state() == (sha, True)
+    finally:
+        prov_mod.git_state.cache_clear()
 
 
 def test_utc_now_iso():
