@@ -20,8 +20,18 @@ if __package__ in (None, ""):  # run as a script: the repository root on the pat
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-def main() -> int:
-    import torch
+def main(argv: list[str]) -> int:
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
+    if argv:
+        print(f"binding_errors: takes no arguments, got {' '.join(argv)!r} (--help for more)", file=sys.stderr)
+        return 2
+    try:
+        import torch
+    except ImportError:
+        print("binding_errors: needs torch (python from the project's .venv, or one with torch)", file=sys.stderr)
+        return 2
 
     if not torch.cuda.is_available():
         print("binding_errors: no CUDA GPU here", file=sys.stderr)
@@ -49,4 +59,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

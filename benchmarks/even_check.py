@@ -25,10 +25,17 @@ N_COLS = 262144  # 2 blocks x 1024 threads x 16 packs x 8 elements
 
 
 def main(argv: list[str]) -> int:
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
     if argv and (len(argv) > 1 or not argv[0].isdigit() or int(argv[0]) < 1):
         print(f"even_check: ROWS must be one whole number >= 1, got {' '.join(argv)!r}", file=sys.stderr)
         return 2
-    import torch
+    try:
+        import torch
+    except ImportError:
+        print("even_check: needs torch (python from the project's .venv, or one with torch)", file=sys.stderr)
+        return 2
 
     if not torch.cuda.is_available():
         print("even_check: no CUDA GPU here", file=sys.stderr)

@@ -64,12 +64,21 @@ def markdown(files: list[Path]) -> str:
 def main(argv: list[str]) -> int:
     """Print the table for the truth-details.json files in argv; 2 with one clear line on stderr
     for no file, a path that is not a file, or a file that is not a truth stage's details."""
-    if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__.strip(), file=sys.stdout if argv else sys.stderr)
-        return 0 if argv else 2
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
+    usage = "usage: python benchmarks/truth_split.py TRUTH-DETAILS.json ... (--help for more)"
+    if not argv:
+        print(f"truth_split: no file given; {usage}", file=sys.stderr)
+        return 2
     for arg in argv:
+        if arg.startswith("-"):
+            print(f"truth_split: unknown option {arg}; {usage}", file=sys.stderr)
+            return 2
         path = Path(arg)
         what = "a directory" if path.is_dir() else "no such file" if not path.exists() else None
+        if what is not None:
+            what += " (give truth-details.json files written by the truth stage)"
         if what is None:
             try:
                 details = json.loads(path.read_text())
@@ -81,10 +90,10 @@ def main(argv: list[str]) -> int:
                     what = "not a truth-details.json (no list of rows)"
                 elif not any(isinstance(r.get("rounds"), dict) and "engine" in r["rounds"] and "do_bench" in r["rounds"]
                              for r in rows):
-                    what = "no row with engine and do_bench rounds (is it truth-dobench.json? give truth-details.json)"
+                    what = ("no row with engine and do_bench rounds (truth-dobench.json has the medians only: its rounds "
+                            "are in truth-details.json beside it)")
         if what is not None:
-            print(f"truth_split: {arg}: {what}; give truth-details.json files written by the truth stage",
-                  file=sys.stderr)
+            print(f"truth_split: {arg}: {what}", file=sys.stderr)
             return 2
     print(markdown([Path(a) for a in argv]))
     print(f"\n`*`: outside {LIMIT:.0%} of 1.")

@@ -149,7 +149,7 @@ def summary(profile: dict | None, running: bool = False) -> str:
     if not profile:
         if running:
             return "no profile yet: each row's appears here when the row finishes (if `profile` is ticked)"
-        return "no profile: tick `profile` in the actions and run"
+        return "no profile yet: press r to run (rows are profiled when `profile` is among the run's actions)"
     rows = profile.get("rows", ())
     device = sum(r.get("self_device_us") or 0 for r in rows)
     cpu = sum(r.get("self_cpu_us") or 0 for r in rows)

@@ -235,7 +235,7 @@ def kernel_record(row: Row, kernel: str) -> dict | None:
 def summary(row: Row | None, kernel) -> Text:
     """Counts, resources, source and launch geometry of the kernel shown."""
     if row is None:
-        return Text("no PTX yet: tick `ptx` in the actions and run")
+        return Text("no PTX yet: press r to run (rows get their PTX when `ptx` is among the run's actions)")
     ptx = row.ptx or {}
     info = next((k for k in ptx.get("kernels", ()) if k.get("name") == kernel), {})
     counts = " ".join(f"{k}={v}" for k, v in (info.get("counts") or {}).items() if v)

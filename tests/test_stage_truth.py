@@ -275,7 +275,7 @@ def test_truth_split_reads_details_files_and_marks_figures_outside_2_percent(tmp
 
 @pytest.mark.parametrize("content, says", [
     (None, "a directory"), ("{not json", "not JSON"), ('["a"]', "no list of rows"),
-    ('{"rows": [{"op": "gelu", "engine_ms": 1.0}]}', "is it truth-dobench.json"),
+    ('{"rows": [{"op": "gelu", "engine_ms": 1.0}]}', "its rounds are in truth-details.json"),
 ])
 def test_truth_split_says_what_is_wrong_with_a_file_in_one_line(tmp_path, capsys, content, says):
     from benchmarks import truth_split
@@ -294,4 +294,5 @@ def test_truth_split_help_and_no_arguments(capsys):
     from benchmarks import truth_split
 
     assert truth_split.main(["--help"]) == 0 and "truth-details.json" in capsys.readouterr().out
-    assert truth_split.main([]) == 2 and "truth_split.py" in capsys.readouterr().err
+    assert truth_split.main([]) == 2 and "no file given" in capsys.readouterr().err
+    assert truth_split.main(["--bogus"]) == 2 and "unknown option --bogus" in capsys.readouterr().err

@@ -206,10 +206,11 @@ def _results(path: Path) -> list[dict]:
 
 
 def test_an_empty_profile_pane_says_whether_a_run_is_bringing_profiles():
-    """While a run with `profile` ticked was starting, the pane said to tick `profile` and run."""
+    """While a run with `profile` ticked was starting, the pane said to tick `profile` and run; before
+    any run it told a user whose actions already had `profile` to tick it (a fresh user's try)."""
     from workbench.screens.pane_profile import summary
 
-    assert summary(None) == "no profile: tick `profile` in the actions and run"
+    assert summary(None) == "no profile yet: press r to run (rows are profiled when `profile` is among the run's actions)"
     assert summary(None, running=True).startswith("no profile yet: each row's appears here when the row finishes")
 
 

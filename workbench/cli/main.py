@@ -167,6 +167,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         args.threshold = DEFAULT_THRESHOLD
     if not math.isfinite(args.threshold) or args.threshold < 0:  # nan compared "same" for every row
         parser.error(f"--threshold must be a finite number >= 0 (a relative change, 0.05 = 5%), got {args.threshold}")
+    args.threshold += 0.0  # -0 reads 0
     return args
 
 
