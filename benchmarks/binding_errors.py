@@ -18,6 +18,7 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: the repository root on the path
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks._gpu_script import cuda_torch  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
@@ -27,21 +28,13 @@ def main(argv: list[str]) -> int:
     if argv:
         print(f"binding_errors: takes no arguments, got {' '.join(argv)!r} (--help for more)", file=sys.stderr)
         return 2
-    try:
-        import torch
-    except ImportError:
-        print("binding_errors: needs torch (python from the project's .venv, or one with torch)", file=sys.stderr)
+    torch = cuda_torch("binding_errors")
+    if torch is None:
         return 2
-
-    if not torch.cuda.is_available():
-        print("binding_errors: no CUDA GPU here", file=sys.stderr)
-        return 2
-    from workbench.cuda_build import load_cuda
     from workbench.engine.plan import default_cache_dir
-    from workbench.kernels.softmax import _CPP_BINDING, CU_FILE
+    from workbench.kernels.softmax import load_module
 
-    module = load_cuda("wb_softmax", CU_FILE, _CPP_BINDING, ["softmax_rows"], default_cache_dir() / "build",
-                       binding="library")
+    module = load_module(default_cache_dir() / "build")
     x = torch.randn(64, 262144 - 8, device="cuda").to(torch.bfloat16)
     failed = 0
     for args, what in (((x, 1024, 8, 8, 2, 1, 1, 0), "EVEN twin on a short row"),

@@ -19,6 +19,7 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: the repository root on the path
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks._gpu_script import cuda_torch  # noqa: E402
 
 TWIN = {"threads": 1024, "packs": 8, "spacks": 8, "cluster": 2, "keep": 1, "even": 1}
 N_COLS = 262144  # 2 blocks x 1024 threads x 16 packs x 8 elements
@@ -31,23 +32,15 @@ def main(argv: list[str]) -> int:
     if argv and (len(argv) > 1 or not argv[0].isdigit() or int(argv[0]) < 1):
         print(f"even_check: ROWS must be one whole number >= 1, got {' '.join(argv)!r}", file=sys.stderr)
         return 2
-    try:
-        import torch
-    except ImportError:
-        print("even_check: needs torch (python from the project's .venv, or one with torch)", file=sys.stderr)
-        return 2
-
-    if not torch.cuda.is_available():
-        print("even_check: no CUDA GPU here", file=sys.stderr)
+    torch = cuda_torch("even_check")
+    if torch is None:
         return 2
     from workbench.engine.plan import default_cache_dir
-    from workbench.cuda_build import load_cuda
     from workbench.errors import LimitError
-    from workbench.kernels.softmax import _CPP_BINDING, CU_FILE, cuda_call
+    from workbench.kernels.softmax import cuda_call, load_module
 
     rows = int(argv[0]) if argv else 64
-    module = load_cuda("wb_softmax", CU_FILE, _CPP_BINDING, ["softmax_rows"], default_cache_dir() / "build",
-                       binding="library")
+    module = load_module(default_cache_dir() / "build")
     failed = 0
     for dtype in (torch.bfloat16, torch.float16):
         gen = torch.Generator(device="cuda").manual_seed(0)

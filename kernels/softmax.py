@@ -512,6 +512,13 @@ def cuda_bytes_moved(spec: SoftmaxSpec) -> int:
     return cost(spec).bytes if fits(spec.M, spec.N, spec.dtype.itemsize) else reread_bytes_moved(spec)
 
 
+def load_module(build_dir: Path | None) -> Any:
+    """softmax.cu and its binding through load_inline (`softmax_rows`, a torch operator), built
+    once under `build_dir` and shared by the `cuda` builder and the GPU scripts that call the
+    binding directly (benchmarks/even_check.py, binding_errors.py, stages/tune19.py)."""
+    return load_cuda("wb_softmax", CU_FILE, _CPP_BINDING, ["softmax_rows"], build_dir, binding="library")
+
+
 @SOFTMAX.impl("cuda", moved_bytes=cuda_bytes_moved,
               source=CudaSource(CU_FILE, ("softmax_onepass_kernel", "softmax_kernel", "softmax_l2_kernel"),
                                 launch=_cuda_launch, launched=_cuda_launched))
@@ -521,7 +528,7 @@ def build_cuda(spec: SoftmaxSpec, params, ctx: BuildContext):
     packs) take the two-pass kernel. Wide one-block rows (16384 columns) also try kept and staged
     one-block shapes, the three-pass L2 kernel (torch.compile's form) and the two-pass kernel,
     tuned against the one-pass plan (cuda_candidates)."""
-    module = load_cuda("wb_softmax", CU_FILE, _CPP_BINDING, ["softmax_rows"], ctx.build_dir, binding="library")
+    module = load_module(ctx.build_dir)
     tuning = tuning_inputs(spec, ctx)
     tuned = _cuda_config(spec, ctx, (lambda config: cuda_call(module, config)(*tuning)) if tuning else None)
     return attach(cuda_call(module, tuned.config), tuned)

@@ -170,7 +170,8 @@ def summary_row(case: Case, found: dict[str, list], state: dict | None = None) -
     if state and state.get("ratio") is not None:
         engine, theirs = state["engine_ms"], state["do_bench_ms"]
     else:
-        engine, theirs = all_rounds(found)["engine_ms"], all_rounds(found)["do_bench_ms"]
+        medians = all_rounds(found)
+        engine, theirs = medians["engine_ms"], medians["do_bench_ms"]
     return {"op": case.op, "impl": case.impl, "dtype": case.dtype, "shape": dict(case.shape),
             "engine_ms": engine, "do_bench_ms": theirs, "ratio": engine / theirs}
 

@@ -44,10 +44,9 @@ def _prepare(gpu: bool) -> None:
 
 def _cuda_module(build_dir: Path) -> Any:
     """softmax.cu through load_inline, as the `cuda` builder loads it (same name, same cache)."""
-    from workbench.cuda_build import load_cuda
-    from workbench.kernels.softmax import _CPP_BINDING, CU_FILE
+    from workbench.kernels.softmax import load_module
 
-    return load_cuda("wb_softmax", CU_FILE, _CPP_BINDING, ["softmax_rows"], build_dir, binding="library")
+    return load_module(build_dir)
 
 
 def _target(op, impl_name: str, shape: dict, dtype: str, device: str, gpu: bool) -> dict:
