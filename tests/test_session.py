@@ -165,6 +165,11 @@ def test_alias_bomb_is_refused():
     ("schema_version: 1\n\tname: x\n", "not valid YAML", 2),
     ("a: 1\n---\nb: 2\n", "not valid YAML", 2),
     ("\x00\x01binary", "not valid YAML", 1),
+    # PyYAML notices these a line late; the line to edit is where the key, bracket or quote began
+    ("schema_version: 1\nname: x\nruns\n  - op: toy\n", "simple key could not find expected ':' (noticed on line 4)", 3),
+    ("schema_version: 1\nruns:\n  - op: toy\n    impls: [a, b\n  - op: add\n", "flow sequence expected ',' or ']', but got ':' (noticed on line 5)", 4),
+    ("schema_version: 1\nname: \"abc\nruns: []\n", "quoted scalar found unexpected end of stream", 2),
+    ("schema_version: 1\nruns:\n  - op: toy\n   impls: a\n", "block collection (from line 3) expected <block end>", 4),
 ])
 def test_non_session_text_is_one_parse_problem(text, expected, line):
     with pytest.raises(SessionError) as info:

@@ -128,11 +128,27 @@ def read_yaml(text: str) -> tuple[Any, dict[str, int], list[Problem]]:
 
 
 def _parse_problem(exc: yaml.MarkedYAMLError, text: str) -> Problem:
-    mark = exc.problem_mark or exc.context_mark
-    what = " ".join(str(s) for s in (exc.context, exc.problem) if s)
+    """One Problem for a YAML syntax error, at the line a person has to edit.
+
+    PyYAML marks where it noticed the error (`problem_mark`), which for an unclosed quote or
+    bracket or a key without its ':' is the line after the culprit; the culprit is the
+    `context_mark` ("while scanning a simple key", "while parsing a flow sequence"). Those errors
+    are placed at the context's line and name both lines; the others at the problem's line.
+    """
     last_line = max(1, len(text.splitlines()))
-    line = min(mark.line + 1, last_line) if mark else None  # "end of stream" is past the last line
-    return Problem("", f"not valid YAML: {what or exc}", line)
+
+    def line_of(mark) -> int | None:  # "end of stream" is past the last line
+        return min(mark.line + 1, last_line) if mark else None
+
+    context_line, problem_line = line_of(exc.context_mark), line_of(exc.problem_mark)
+    if context_line and problem_line and context_line != problem_line:
+        if str(exc.context or "").startswith(("while scanning", "while parsing a flow")):
+            what = f"{exc.context} {exc.problem or ''} (noticed on line {problem_line})"
+            return Problem("", f"not valid YAML: {what}", context_line)
+        what = f"{exc.context} (from line {context_line}) {exc.problem or ''}"
+        return Problem("", f"not valid YAML: {what}", problem_line)
+    what = " ".join(str(s) for s in (exc.context, exc.problem) if s)
+    return Problem("", f"not valid YAML: {what or exc}", problem_line or context_line)
 
 
 def _walk(node: Node, path: str, marks: dict[str, int], problems: Problems, sizes: dict[int, int]) -> int:
