@@ -12,7 +12,7 @@ from results_docs import document, record
 
 from workbench import cli, events
 
-GOOD = "schema_version: 1\nname: cli-test\nruns:\n  - op: gelu\n    impls: [manual, triton]\n    shape: {M: 2, N: 8}\n"
+GOOD = "schema_version: 1\nname: cli-test\nruns:\n  - op: gelu\n    impls: [manual, triton]\n    shape: {M: 1024, N: 1024}\n"
 BAD = "schema_version: 1\nname: cli-test\nruns:\n  - op: gelu\n    shape: {M: 2, N: two}\n    dtype: float64\n"
 
 
@@ -49,7 +49,7 @@ def fake_plan(monkeypatch):
             if key in done:
                 continue
             state.ran.append(key)
-            on_event(events.Started(key, rec["op"], rec["impl"], "2x8 float32", "cuda:0"))
+            on_event(events.Started(key, rec["op"], rec["impl"], "1024x1024 float32", "cuda:0"))
             on_event(events.Log(key, "a warning from the child", "warning"))
             on_event(events.Result(key, rec))
             if state.during:

@@ -431,15 +431,29 @@ def test_compare_with_another_sessions_baseline_warns(capsys, tmp_path, session_
     assert "the baseline is session" not in err
 
 
-def test_compare_with_no_row_in_common_says_so_in_one_line_and_exits_2(capsys, tmp_path, session_file, fake_plan):
-    """Every row `new` and every baseline row `missing` was a table of nothing compared, exit 0."""
+def test_compare_with_no_row_in_common_exits_2_before_running(capsys, tmp_path, session_file, fake_plan):
+    """Every row `new` and every baseline row `missing` was a table of nothing compared, exit 0;
+    then an error after the whole replay (a new user's try): now found before anything runs."""
     base = write_baseline(tmp_path, *[record(f"other{i}", 1.0) for i in range(12)])
-    fake_plan.doc = document(record("manual", 1.0), record("triton", 1.0))
     code, out, err = run(capsys, "--replay", str(session_file), "--compare", str(base), "--format", "json")
-    assert code == 2  # nothing was compared: a CI job against the wrong baseline must not pass
+    assert code == 2 and out == "" and fake_plan.calls == []  # a CI job against the wrong baseline must not pass
+    assert f"--compare {base}: no row of this session is in the baseline (2 row(s) planned, 12 in the baseline" in err
+    assert "nothing was run" in err
+    # the same shapes at another dtype match nothing either
+    base = write_baseline(tmp_path, record("manual", 1.0, dtype="bfloat16"), record("triton", 1.0, dtype="bfloat16"))
+    code, out, err = run(capsys, "--replay", str(session_file), "--compare", str(base))
+    assert code == 2 and "nothing was run" in err and fake_plan.calls == []
+
+
+def test_compare_that_matched_no_finished_row_says_so_and_exits_2(capsys, tmp_path, session_file, fake_plan):
+    """The planned rows are in the baseline, but the rows the run returned are not (the backstop)."""
+    base = write_baseline(tmp_path, record("manual", 1.0), *[record(f"other{i}", 1.0) for i in range(11)])
+    fake_plan.doc = document(record("manual", 1.0, dtype="float16"), record("triton", 1.0, dtype="float16"))
+    code, out, err = run(capsys, "--replay", str(session_file), "--compare", str(base), "--format", "json")
+    assert code == 2 and len(fake_plan.calls) == 1
     assert f"2 new, 12 missing: no row of this run is in the baseline {base}" in err
     assert "nothing was compared" in err
-    assert "other11" not in err and len(json.loads(out)["comparison"]["rows"]) == 14  # the document has all
+    assert "other10" not in err and len(json.loads(out)["comparison"]["rows"]) == 14  # the document has all
 
 
 def test_compare_across_gpus_exits_2_before_running(capsys, tmp_path, session_file, fake_plan):

@@ -145,6 +145,8 @@ def _prepare(args, argv, env: Env, err: Console) -> _Prepared | None:
     environment = blank(ENVIRONMENT_KEYS, device=planned_device_name(session, options))
     if baseline is not None and not _same_gpu(args.compare, baseline, environment, err):
         return None
+    if baseline is not None and not _shares_a_row(args.compare, baseline, session, declared, args.device, err):
+        return None
     done: list[dict] | None = []
     if args.resume:
         done, ours["resumed_from"] = _resumed_rows(args.resume, sha, environment, err, (plugins, args.force))
@@ -152,6 +154,28 @@ def _prepare(args, argv, env: Env, err: Console) -> _Prepared | None:
         return None
     options = dataclasses.replace(options, done={_key(r): r for r in done})
     return _Prepared(session, options, ours, baseline, done, environment)
+
+
+def _shares_a_row(compare: str, baseline: dict, session, registry, device: str | None, err: Console) -> bool:
+    """False (after one error line) when no row this session will run is in the baseline: rows
+    match by op, implementation label, shape, dtype and sweep value (compare.row_key), all known
+    before the run. A new user's try: the wrong baseline was found only after the whole replay.
+    A session whose rows cannot be listed here (an unknown name) is left to the run to report."""
+    from workbench.compare import row_key
+    from workbench.engine.rows import expand
+    from workbench.errors import WorkbenchError
+
+    try:
+        planned = {row_key(row.record()) for row in expand(session, registry, has_cuda=False, device_override=device)}
+    except (WorkbenchError, KeyError, ValueError):
+        return True
+    theirs = {row_key(r) for r in baseline["results"] if isinstance(r, dict)}
+    if not planned or planned & theirs:
+        return True
+    err.print(f"error: --compare {compare}: no row of this session is in the baseline ({len(planned)} row(s) "
+              f"planned, {len(theirs)} in the baseline; rows match by op, implementation, shape, dtype and "
+              "sweep value): nothing would be compared, so nothing was run", markup=False)
+    return False
 
 
 def _missing_session_gpu(session) -> str | None:
