@@ -53,6 +53,10 @@ def test_bad_usage_exits_2(capsys, argv):
     (["--list", "--threshold", "0.2"], "--threshold 0.2 sets what --compare counts"),
     (["--replay", "x.yaml", "--threshold", "0.2"], "it goes with --replay FILE --compare BASELINE.json"),
     (["--replay", "x.yaml", "--daemon-idle", "30"], "--daemon-idle 30 times out a daemon: it goes with --daemon"),
+    # the value as typed (1e999 was echoed as inf)
+    (["--replay", "x.yaml", "--compare", "b.json", "--threshold", "1e999"], "finite number >= 0 (a relative "
+                                                                             "change, 0.05 = 5%), got 1e999"),
+    (["--replay", "x.yaml", "--compare", "b.json", "--threshold", "five"], "got five"),
     # the reason names what was given (it talked of --watch to a user who gave --check)
     (["--daemon", "--check", "x.yaml"], "go with --replay FILE (not with --check)"),
     (["--daemon", "--replay", "x.yaml", "--watch"], "(not with --watch, which keeps its own warm worker)"),

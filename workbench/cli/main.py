@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kernels", action="append", default=[], metavar="PATH",
                         help="a file or folder of user ops (repeatable)")
     parser.add_argument("--compare", metavar="BASELINE.json", help="compare a replay with a baseline results file")
-    parser.add_argument("--threshold", type=float, default=None,
+    parser.add_argument("--threshold", type=_threshold, default=None,
                         help="with --compare: relative median change that counts as slower/faster (default "
                              f"{DEFAULT_THRESHOLD})")
     parser.add_argument("--force", action="store_true",
@@ -165,10 +165,19 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     _pick_format(parser, args)
     if args.threshold is None:
         args.threshold = DEFAULT_THRESHOLD
-    if not math.isfinite(args.threshold) or args.threshold < 0:  # nan compared "same" for every row
-        parser.error(f"--threshold must be a finite number >= 0 (a relative change, 0.05 = 5%), got {args.threshold}")
-    args.threshold += 0.0  # -0 reads 0
     return args
+
+
+def _threshold(text: str) -> float:
+    """--threshold's value: a finite relative change >= 0 (nan compared "same" for every row);
+    the error names the text as typed (1e999 was echoed as inf). -0 reads 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (a relative change, 0.05 = 5%), got {text}")
+    return value + 0.0
 
 
 def _pick_format(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
