@@ -7,6 +7,7 @@ import csv
 import hashlib
 import io
 import json
+import math
 import os
 import re
 import signal
@@ -76,6 +77,8 @@ def test_daemon_idle_goes_with_the_daemon_environment_variable(monkeypatch):
     monkeypatch.setenv("WORKBENCH_DAEMON", "1")
     assert parse_args(["--replay", "x.yaml", "--daemon-idle", "30"]).daemon_idle == 30
     assert parse_args(["--replay", "x.yaml"]).threshold == 0.05
+    zero = parse_args(["--replay", "x.yaml", "--compare", "b.json", "--threshold", "-0"]).threshold
+    assert zero == 0 and math.copysign(1.0, zero) == 1.0  # -0 reads 0 (it was echoed "-0" in the table)
 
 
 def test_help_and_version_exit_0(capsys):
