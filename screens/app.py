@@ -69,6 +69,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
     BINDINGS = [
         Binding("r", "run", "Run"),
         Binding("F", "force_run", "Run anyway (rows too large too)", show=False),
+        Binding("R", "run_all", "Run every run of the session in turn", show=False),
         Binding("escape", "cancel", "Cancel"),
         Binding("e", "edit_spec", "Edit spec"),
         Binding("ctrl+s", "save", "Save"),

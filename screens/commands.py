@@ -66,7 +66,9 @@ def action_commands(app) -> list[SystemCommand]:
     commands = [SystemCommand("Cancel the run (escape)", "stop the run in progress within 3 s", run("cancel"))] \
         if getattr(app, "running", False) else [
         SystemCommand("Run the run on screen (r)", "check and time its implementations", run("run")),
-        SystemCommand("Run anyway (F)", "run this run, rows estimated too large included", run("force_run"))]
+        SystemCommand("Run anyway (F)", "run this run, rows estimated too large included", run("force_run")),
+        SystemCommand("Run every run of the session (R)", "one after another, in order; escape cancels the rest",
+                      run("run_all"))]
     commands += [
         SystemCommand("Save the session (ctrl+s)", "a shipped one is saved as your copy", run("save")),
         SystemCommand("Open a session (ctrl+o)", "a file, or a shipped or saved session", run("open")),

@@ -48,6 +48,8 @@ class RunnerMixin:
         self._force = False     # the next run admits rows estimated too large (F)
         self.runs_finished = 0  # runs that ended (done, cancelled or crashed)
         self._run_pending = False  # r pressed before the session had opened: run once it has
+        self._queue: list[int] = []  # R: the session's runs still to run after the one in flight
+        self._all: Counter | None = None  # R in progress: row statuses of the runs it finished ("runs": count)
         self._session_shown = False  # set when the first session is on screen
         self._pool = None  # the app's warm workers (created with the first session on screen)
         self._ahead = None  # (session, engine Background): every run's kernels compiling ahead
@@ -67,9 +69,13 @@ class RunnerMixin:
             self._force = False
 
     def action_run(self) -> None:
-        ws = self.ws
         if self._highlight_to_run():
             return
+        self._run_on_screen()
+
+    def _run_on_screen(self) -> None:
+        """Start the run on screen, or say why it cannot start."""
+        ws = self.ws
         if ws.catalog is None and getattr(self, "load_error", None):
             self.report(f"nothing to run: the ops could not be loaded: {self.load_error}")
         elif (ws.run is None or ws.op is None) and not self._session_shown:
@@ -83,6 +89,43 @@ class RunnerMixin:
             self.report(f"not run: {self.query_one(SpecEditor).problem} (fix the field first)")
         else:
             self._start()
+
+    def action_run_all(self) -> None:
+        """R: every run of the session in order, one after another, each as `r` runs it (its rows
+        on screen and in the results file as they finish). escape cancels the run in flight and
+        the ones after it; a run that cannot start (a field being fixed) stops the rest. A new
+        run on screen (`+ op`) is not in the session: `r` runs it (and adds it)."""
+        ws = self.ws
+        if self.running:
+            self.notify("a run is in progress (escape cancels it)", severity="warning")
+            return
+        if ws.catalog is None or not ws.session.runs:
+            self.notify("nothing to run: the session has no runs yet (r runs the one on screen)", severity="warning")
+            return
+        self._queue, self._all = list(range(len(ws.session.runs))), Counter()
+        self.log_pane.add(f"running all {len(self._queue)} run(s) of the session in turn (escape cancels)")
+        self._next_queued()
+
+    def _next_queued(self) -> None:
+        """Show and start the next run R queued (after the previous one's results are in)."""
+        if not self._queue:
+            return
+        index = self._queue.pop(0)
+        if index >= len(self.ws.session.runs):  # runs deleted meanwhile (not while running: refused)
+            self._queue = []
+            return
+        self.call_later(self._pick_queued, index)
+
+    async def _pick_queued(self, index: int) -> None:
+        await self.pick("run", index)
+        self._run_on_screen()  # not action_run: the Runs list's highlight is not what R runs
+        if not self.running and self._queue:  # refused (a field with a problem): say where it stopped
+            self.report(f"run all stopped at run {index}: {len(self._queue)} run(s) after it not run", "warning")
+            self._queue, self._all = [], None
+
+    def queued_runs(self) -> int:
+        """How many runs R has still to start after the one in flight."""
+        return len(self._queue)
 
     def _highlight_to_run(self) -> bool:
         """`r` in the Runs list runs what is highlighted there: a new user moved to another run
@@ -125,7 +168,7 @@ class RunnerMixin:
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         """Dim Run while a run is in flight and Cancel while none is (the footer shows it)."""
-        if action in ("run", "force_run") and self.running:
+        if action in ("run", "force_run", "run_all") and self.running:
             return None
         if action == "cancel" and not self.running:
             return None
@@ -142,8 +185,9 @@ class RunnerMixin:
         self.run_bar.running = True
         self.refresh_bindings()
         self.run_bar.progress(0, self._total)
-        self.run_bar.status = f"starting {editing.label(ws.run, ws.op)}"
-        self.log_pane.add(f"run {index}: {editing.label(ws.run, ws.op)}")
+        queued = f" ({len(self._queue)} more queued by R)" if self._queue else ""
+        self.run_bar.status = f"starting {editing.label(ws.run, ws.op)}{queued}"
+        self.log_pane.add(f"run {index}: {editing.label(ws.run, ws.op)}{queued}")
         self.show_results()
         self.show_op_list()
         self.schedule_autosave()
@@ -152,6 +196,9 @@ class RunnerMixin:
 
     def action_cancel(self) -> None:
         if self.running and not self._stop.is_set():
+            if self._queue:
+                self.log_pane.add(f"run all: the {len(self._queue)} run(s) after this one will not run", "warning")
+            self._queue = []
             self.stop_run()
             self.run_bar.status = "cancelling…"
             self.log_pane.add("cancel requested", "warning")
@@ -322,6 +369,28 @@ class RunnerMixin:
                 raise
         self._write_results(doc)
         self.call_after_refresh(heap.settle)  # the run's objects out of the next run's collections
+        if message.cancelled or self._closing_down():
+            self._queue = []
+        if self._all is not None:
+            self._all.update(r.get("status") or "?" for r in message.doc.get("results", ()))
+            self._all["runs"] += 1
+            if not self._queue:
+                self._end_run_all(message.cancelled)
+        if self._queue:
+            self._next_queued()
+
+    def _end_run_all(self, cancelled: bool) -> None:
+        """R's summary over every run it ran: runs, then rows by status (the last run's own
+        summary said only its rows)."""
+        counts, self._all = self._all, None
+        runs = counts.pop("runs", 0)
+        rows = ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+        text = f"run all{' (cancelled)' if cancelled else ''}: {runs} run(s), {sum(counts.values())} row(s): {rows}"
+        try:
+            self.run_bar.status = text
+            self.log_pane.add(text, "warning" if cancelled or counts.get("failed") else "info")
+        except NoMatches:
+            pass  # exiting: no pane to say it in
 
     def _show_run_done(self, message: RunDone) -> None:
         self._finished()
@@ -350,6 +419,10 @@ class RunnerMixin:
                         f"press F (or \"Run anyway\" in ctrl+p) to run them anyway", "warning")
 
     def on_run_crashed(self, message: RunCrashed) -> None:
+        if self._queue:
+            self.log_pane.add(f"run all stopped: the {len(self._queue)} run(s) after the one that failed did "
+                              "not run", "warning")
+        self._queue, self._all = [], None
         self._finished()
         self.run_bar.status = "run failed (see Log)"
         self.report(message.error)

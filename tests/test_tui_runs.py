@@ -111,7 +111,7 @@ async def test_the_palette_holds_every_action(tmp_path):
         await loaded(pilot)
         titles = " | ".join(c.title for c in app.get_system_commands(app.screen))
         for words in ("Save the session", "Run the run on screen", "Run anyway", "dtype: float16",
-                      "Edit the sweep", "Delete run 0", "Duplicate run 0", "Move run 0", "Pane: Profile"):
+                      "Edit the sweep", "Run every run of the session", "Delete run 0", "Duplicate run 0", "Move run 0", "Pane: Profile"):
             assert words in titles, words
         assert "Cancel the run" not in titles  # nothing runs: run, not cancel
         app._stop = __import__("threading").Event()  # as while a run is in progress: cancel, not run
@@ -394,3 +394,48 @@ async def test_a_long_report_keeps_its_first_lines_in_the_notice_and_all_in_the_
         assert shown.startswith("/x/bad.yaml: 9 problems") and "more line(s) in the Log (5)" in shown
         assert len(shown.splitlines()) < len(text.splitlines())
         assert text in log_lines(app)
+
+
+def recording_engine(**kwargs):
+    """fixture_engine, noting each run's op in `engine.ran` (R runs them one at a time)."""
+    inner = fixture_engine(**kwargs)
+
+    def engine(session, **rest):
+        engine.ran.append(session.runs[0].op)
+        return inner(session, **rest)
+    engine.ran = []
+    return engine
+
+
+@run_async
+async def test_R_runs_every_run_of_the_session_in_order(tmp_path):
+    """There was no key for the whole session: a user pressed r on each run in turn."""
+    engine = recording_engine()
+    app = make_app(tmp_path, engine=engine)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        app.query_one("#op-list").focus()
+        await pilot.press("down")  # the highlight on run 1: R still starts at run 0
+        await pilot.press("R")
+        await wait_for(pilot, lambda: app.runs_finished == 2 and not app.running, timeout_s=20)
+        assert engine.ran == ["gelu", "softmax"]
+        assert app.ws.index == 1 and sorted(app.ws.models) == [0, 1]
+        assert any("running all 2 run(s)" in text for _, text in app.log_pane.entries)
+        assert app.log_pane.entries[-1][1].startswith("run all: 2 run(s), 12 row(s): ")  # the whole R, at its end
+        assert app.run_bar.status.startswith("run all: 2 run(s)")
+
+
+@run_async
+async def test_escape_during_R_cancels_the_runs_after_it(tmp_path):
+    engine = recording_engine(delay_s=0.2)
+    app = make_app(tmp_path, engine=engine)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await pilot.press("R")
+        await wait_for(pilot, lambda: app.running)
+        assert app.queued_runs() == 1
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.runs_finished == 1 and not app.running, timeout_s=20)
+        await pilot.pause(0.3)
+        assert engine.ran == ["gelu"] and app.queued_runs() == 0 and not app.running
+        assert any(text.startswith("run all (cancelled): 1 run(s), 6 row(s)") for _, text in app.log_pane.entries)
