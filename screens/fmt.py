@@ -31,3 +31,16 @@ TUI_FORCE_HINT = "(press F, or \"Run anyway\" in ctrl+p, to run it)"
 def tui_text(text: str | None) -> str:
     """An engine message in the TUI's words: its --force hint becomes the F key."""
     return (text or "").replace(CLI_FORCE_HINT, TUI_FORCE_HINT)
+
+
+def short_folder(folder) -> str:
+    """A folder for a Log line: `~/...` under the home directory, else as given, with a trailing
+    `/` (a folder, not a file)."""
+    from pathlib import Path
+
+    path = Path(folder)
+    try:
+        text = "~/" + str(path.relative_to(Path.home()))
+    except ValueError:
+        text = str(path)
+    return text.rstrip("/") + "/"

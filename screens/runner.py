@@ -452,7 +452,8 @@ class RunnerMixin:
         if self._journal is not None:
             self._journal.discard()  # the results file holds its rows now
         if not self._closing_down():
-            self.log_pane.add(f"results written to {path}")
+            # the file's name first and whole: a path folded at 80 columns split the name (".re|sults.json")
+            self.log_pane.add(f"results written to {path.name} in {fmt.short_folder(path.parent)}")
 
 
 def summary(doc: dict, cancelled: bool, kept: int = 0) -> str:

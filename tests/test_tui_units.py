@@ -301,3 +301,11 @@ def test_the_profile_summary_writes_numbers_as_its_table_does():
     assert summary(cpu_only) == "no device rows here (CPU-only profile) · CPU 186,882 µs"
     gpu = {"rows": [{"self_cpu_us": 12.25, "self_device_us": 3767.0}], "device_events": True, "kernel_count": 9}
     assert summary(gpu) == "kernels per call 9 · device 3767 µs · CPU 12.25 µs"
+
+
+def test_short_folder_names_the_home_as_tilde(monkeypatch, tmp_path):
+    from workbench.screens.fmt import short_folder
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert short_folder(tmp_path / "data" / "sessions") == "~/data/sessions/"
+    assert short_folder("/srv/x") == "/srv/x/"
