@@ -301,7 +301,7 @@ def test_every_problem_is_reported_at_once(toy_registry):
         sweep: {params: [M, num_warps], values: [1, 0, 1]}
     """
     found = problems(text, toy_registry)
-    assert len(found) == 14, "\n".join(found)
+    assert len(found) == 16, "\n".join(found)  # the sweep: its repeat, num_warps and 0 (the repeat hid two)
     assert all("(line " in p for p in found)
     assert [int(p.rsplit("(line ", 1)[1][:-1]) for p in found] == sorted(
         int(p.rsplit("(line ", 1)[1][:-1]) for p in found), "problems are sorted by line"
@@ -697,3 +697,13 @@ def test_a_saved_copy_keeps_the_comments_the_file_opened_with(tmp_path):
     again = sessions_io.save(load_session(target), target, tmp_path)  # saving the copy keeps it too
     assert again == target and target.read_text() == text
     assert leading_comments(tmp_path / "missing.yaml") == "" and leading_comments(None) == ""
+
+
+def test_a_repeated_sweep_value_does_not_hide_the_others_problems(toy_registry):
+    """`values: [8, 8, -1, 2.5]` said only that 8 is listed twice; -1 and 2.5 came up on the next try."""
+    found = problems("schema_version: 1\nname: x\nruns:\n  - op: toy\n    shape: {N: 8, K: 8}\n"
+                     "    sweep: {params: [M], values: [8, 8, -1, 2.5]}\n", toy_registry)
+    assert [m.split(" (line")[0] for m in found] == [
+        "runs[0].sweep.values[1]: value 8 is listed twice",
+        "runs[0].sweep.values[2]: must be a positive integer, got -1",
+        "runs[0].sweep.values[3]: must be a positive integer, got 2.5"]

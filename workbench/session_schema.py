@@ -291,9 +291,8 @@ def _sweep(value: Any, path: str, problems: Problems) -> Sweep | None:
         if isinstance(item, (dict, list)) or item is None:
             problems.add(f"{path}.values[{index}]", f"must be a number or text, got {show(item)}")
             ok = False
-        elif values.index(item) != index:
-            problems.add(f"{path}.values[{index}]", f"value {show(item)} is listed twice")
-            ok = False
+        elif values.index(item) != index:  # reported; the values still go on to be checked against
+            problems.add(f"{path}.values[{index}]", f"value {show(item)} is listed twice")  # the params
     return Sweep(params=tuple(params), values=tuple(values)) if ok else None
 
 
