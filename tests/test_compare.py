@@ -131,5 +131,8 @@ def test_a_same_verdict_past_the_threshold_is_explained_under_the_table():
     assert [r.verdict for r in comparison.rows] == ["same", "same"]
     caption = comparison_table(comparison).caption
     assert "medians differ by more than 5%" in caption and "spreads overlap" in caption
+    # and the row it is about is marked (a table of many rows said it of none in particular)
+    verdicts = [str(c) for c in comparison_table(comparison).columns[-1]._cells]
+    assert verdicts == ["same?", "same"] and caption.startswith("? same with a ratio past")
     close = record("manual", 1.03, p20=1.025, p80=1.035)  # same because under the threshold: no note
     assert comparison_table(compare_documents(document(close), document(record("manual", 1.0)))).caption is None

@@ -175,6 +175,9 @@ def _row(record, word, ratio, base, current_side: bool = True, interval: RatioCI
                          contended=word in ("slower", "faster", "same") and (contended(record) or contended(base)))
 
 
+UNRESOLVED_MARK = "?"  # on a `same` the spreads decided (its median ratio is past the threshold)
+
+
 def unresolved(row: RowComparison, threshold: float) -> bool:
     """A `same` whose median ratio is past the threshold either way: the spreads, not the
     medians, decided it (the table's caption says so)."""
@@ -198,7 +201,7 @@ def comparison_table(comparison: Comparison) -> Table:
         notes.append("* timed with the CPU contended (this run or the baseline: see the row's flags): the "
                      "medians are not the op's alone, and neither is this verdict")
     if any(unresolved(r, comparison.threshold) for r in comparison.rows):
-        notes.append("same with a ratio past the threshold: the medians differ by more than "
+        notes.append(f"{UNRESOLVED_MARK} same with a ratio past the threshold: the medians differ by more than "
                      f"{comparison.threshold:.0%}, but the runs' spreads overlap (p20-p80, or the 95% interval "
                      "spans 1), so no change is shown")
     caption = "\n".join(notes) or None
@@ -213,5 +216,6 @@ def comparison_table(comparison: Comparison) -> Table:
         table.add_row(r.op, r.label, shape_text(r.shape), "-" if r.sweep_value is None else str(r.sweep_value),
                       fmt_num(r.baseline_median_ms), fmt_num(r.median_ms),
                       "-" if r.ratio is None else f"{r.ratio:.3f}x", *interval,
-                      Text(r.verdict + ("*" if r.contended else ""), VERDICT_STYLE.get(r.verdict, "")))
+                      Text(r.verdict + (UNRESOLVED_MARK if unresolved(r, comparison.threshold) else "")
+                           + ("*" if r.contended else ""), VERDICT_STYLE.get(r.verdict, "")))
     return table
