@@ -80,8 +80,8 @@ class ProfilePane(Vertical):
         device = bool((profile or {}).get("device_events"))
         items = list((profile or {}).get("rows", ()))
         self._names = [str(item.get("name") or "") for item in items]
-        cells = [[_cell(item.get(key) if device or key != "self_device_us" else None)  # no device events: '-'
-                  for _, key in COLUMNS[1:]] for item in items]
+        cells = [[(_pct_cell if key == "pct" else _cell)(item.get(key) if device or key != "self_device_us" else None)
+                  for _, key in COLUMNS[1:]] for item in items]  # no device events: '-'
         table = self.query_one(KeyDataTable)
         cursor = table.cursor_row if table.row_count else 0  # kept across a redraw or a resize
         # the name gets what the times and % leave (calls and kind may scroll off at 80 columns)
@@ -194,8 +194,17 @@ def _cell(value) -> str | float:
     return "-" if value is None else str(value)
 
 
+def _pct_cell(value) -> str:
+    """A share of the device time at one decimal ("99.9", "<0.1"): four significant digits gave
+    "99.87", "0.1234" and "1.2e-05" in one column."""
+    if not fmt.is_number(value):
+        return "-"
+    return "<0.1" if 0 < value < 0.05 else f"{value:.1f}"
+
+
 def _sort_key(value):
     try:
-        return (0, float(str(value).replace(",", "")))
+        text = str(value).replace(",", "")
+        return (0, float(text[1:]) / 2) if text.startswith("<") else (0, float(text))  # "<0.1": under 0.1
     except ValueError:
         return (1, str(value))

@@ -309,3 +309,11 @@ def test_short_folder_names_the_home_as_tilde(monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path))
     assert short_folder(tmp_path / "data" / "sessions") == "~/data/sessions/"
     assert short_folder("/srv/x") == "/srv/x/"
+
+
+def test_profile_shares_at_one_decimal_and_sorted_as_numbers():
+    from workbench.screens.pane_profile import _pct_cell, _sort_key
+
+    cells = [_pct_cell(v) for v in (99.8712, 0.1234, 1.2e-05, 0.0, None)]
+    assert cells == ["99.9", "0.1", "<0.1", "0.0", "-"]
+    assert sorted(cells[:4], key=_sort_key) == ["0.0", "<0.1", "0.1", "99.9"]
