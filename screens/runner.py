@@ -453,7 +453,7 @@ class RunnerMixin:
             self._journal.discard()  # the results file holds its rows now
         if not self._closing_down():
             # the file's name first and whole: a path folded at 80 columns split the name (".re|sults.json")
-            self.log_pane.add(f"results written to {path.name} in {fmt.short_folder(path.parent)}")
+            self.log_pane.add(f"wrote {path.name} in {fmt.short_folder(path.parent)}")
 
 
 def summary(doc: dict, cancelled: bool, kept: int = 0) -> str:
