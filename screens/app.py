@@ -312,15 +312,24 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
     def run_ended_while_asked(self) -> None:
         """The run the quit question was about has ended: the question says so (it stayed
         'A run is in progress' after the status bar said done: a new user's try)."""
+        if self.quit_asked():
+            queued = self.queued_runs()  # R holds its next run while the question is open
+            self._quit_confirm.ask(f"The run has ended; {queued} more run(s) queued by R will not start. Quit?"
+                                   if queued else "The run has ended. Quit?")
+
+    def quit_asked(self) -> bool:
+        """Whether the quit question is on screen."""
         confirm = getattr(self, "_quit_confirm", None)
-        if confirm is not None and confirm.is_attached:
-            confirm.ask("The run has ended. Quit?")
+        return confirm is not None and confirm.is_attached
 
     def _quit_answer(self, yes: bool | None) -> None:
         self._quit_confirm = None
         if yes:
+            self.drop_queue()
             self.stop_run()
             self.exit(0)
+        else:
+            self.resume_queue()  # R's next run, held while the question was open
 
 
 def _titled(widget, title: str):

@@ -102,7 +102,7 @@ class RunnerMixin:
         if ws.catalog is None or not ws.session.runs:
             self.notify("nothing to run: the session has no runs yet (r runs the one on screen)", severity="warning")
             return
-        self._queue, self._all = list(range(len(ws.session.runs))), Counter()
+        self._queue, self._all = list(range(len(ws.session.runs))), Counter(total=len(ws.session.runs))
         self.log_pane.add(f"running all {len(self._queue)} run(s) of the session in turn (escape cancels)")
         self._next_queued()
 
@@ -126,6 +126,15 @@ class RunnerMixin:
     def queued_runs(self) -> int:
         """How many runs R has still to start after the one in flight."""
         return len(self._queue)
+
+    def drop_queue(self) -> None:
+        """R's runs not started yet will not start (quit)."""
+        self._queue, self._all = [], None
+
+    def resume_queue(self) -> None:
+        """Start R's next run if it was held (the quit question was open when the last one ended)."""
+        if self._queue and not self.running:
+            self._next_queued()
 
     def _highlight_to_run(self) -> bool:
         """`r` in the Runs list runs what is highlighted there: a new user moved to another run
@@ -372,20 +381,22 @@ class RunnerMixin:
         if message.cancelled or self._closing_down():
             self._queue = []
         if self._all is not None:
-            self._all.update(r.get("status") or "?" for r in message.doc.get("results", ()))
+            self._all.update("cancelled" if r.get("status") == "skipped" and r.get("error") == "cancelled"
+                             else r.get("status") or "?" for r in message.doc.get("results", ()))
             self._all["runs"] += 1
             if not self._queue:
                 self._end_run_all(message.cancelled)
-        if self._queue:
+        if self._queue and not self.quit_asked():  # held while quit is asked (resume_queue on "no")
             self._next_queued()
 
     def _end_run_all(self, cancelled: bool) -> None:
         """R's summary over every run it ran: runs, then rows by status (the last run's own
         summary said only its rows)."""
         counts, self._all = self._all, None
-        runs = counts.pop("runs", 0)
+        runs, total = counts.pop("runs", 0), counts.pop("total", 0)
         rows = ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-        text = f"run all{' (cancelled)' if cancelled else ''}: {runs} run(s), {sum(counts.values())} row(s): {rows}"
+        ran = f"{runs} run(s)" if runs == total else f"{runs} of {total} run(s) ({total - runs} not started)"
+        text = f"run all{' (cancelled)' if cancelled else ''}: {ran}, {sum(counts.values())} row(s): {rows}"
         try:
             self.run_bar.status = text
             self.log_pane.add(text, "warning" if cancelled or counts.get("failed") else "info")

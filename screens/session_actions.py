@@ -12,7 +12,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from . import heap, sessions_io
-from .dialogs import OpenScreen
+from .dialogs import ConfirmScreen, OpenScreen
 from .messages import LoadFailed, Loaded, OpenFailed, SessionOpened
 from .spec_editor import SpecEditor
 
@@ -139,6 +139,21 @@ class SessionMixin:
         if problem:  # the session still holds the last valid value: saving it would hide the error
             self.report(f"not saved: {problem} (fix the field first)")
             return
+        copy = sessions_io.replaced_copy(self.ws.session, self.ws.path, self.data_dir)
+        if copy is not None:
+            question = (f"Your saved copy {copy.name} holds other runs or settings than this shipped "
+                        "session. Replace your copy with it?")
+            self.push_screen(ConfirmScreen(question), self._replace_answer)
+            return
+        await self._save_now()
+
+    async def _replace_answer(self, yes: bool | None) -> None:
+        if yes:
+            await self._save_now()
+        else:
+            self.report("not saved: your copy stays as it is", "information")
+
+    async def _save_now(self) -> None:
         try:
             target = sessions_io.save(self.ws.session, self.ws.path, self.data_dir)
         except (OSError, ValueError, TypeError) as exc:

@@ -153,6 +153,25 @@ def save(session: Session, session_path: Path | None, data: Path) -> Path:
     return target
 
 
+def replaced_copy(session: Session, session_path: Path | None, data: Path) -> Path | None:
+    """The user's saved copy that saving `session` (opened from the shipped `session_path`) would
+    write over with other runs or settings; None when there is no copy, it is not a shipped
+    session, or the copy already holds the same session. (The shipped original, opened back
+    with "Open shipped original", once saved over the user's edited copy without a word.)"""
+    from workbench import session as ws
+
+    if session_path is None or not ws.is_shipped(Path(session_path)):
+        return None
+    target = ws.save_target(session_path, data)
+    if not target.is_file():
+        return None
+    try:
+        same = ws.session_to_data(ws.load_session(target, check_ops=False)) == ws.session_to_data(session)
+    except Exception:  # noqa: BLE001 - an unreadable copy is still the user's: ask
+        same = False
+    return None if same else target
+
+
 def results_file(session_path: Path | None, data: Path, name: str) -> Path:
     from workbench import session as ws
 

@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Input, Static
 from tui_helpers import (fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async,
                          wait_for)
 from workbench.screens.app import WorkbenchApp
-from workbench.screens.dialogs import HelpScreen, OpenScreen
+from workbench.screens.dialogs import ConfirmScreen, HelpScreen, OpenScreen
 
 
 def make_app(tmp_path, **kwargs) -> WorkbenchApp:
@@ -157,6 +157,21 @@ async def test_a_saved_copy_of_a_shipped_session_is_what_opens_next_time(tmp_pat
         await palette(pilot, "Open shipped original")
         await wait_for(pilot, lambda: second.ws.path == shipped_path("default-cpu"))
         assert len(second.ws.session.runs) == 3
+        # ctrl+s on the original wrote over the edited copy without a word (a new user's try): it asks
+        edited = copy.read_text()
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(second.screen, ConfirmScreen))
+        assert "Replace your copy" in second.screen._question
+        await pilot.press("n")
+        await pilot.pause(0.2)
+        assert copy.read_text() == edited and any("your copy stays as it is" in m for m in messages(second))
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(second.screen, ConfirmScreen))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: copy.read_text() != edited)
+        await pilot.press("ctrl+s")  # the copy now holds this session: saved without asking
+        await pilot.pause(0.3)
+        assert not isinstance(second.screen, ConfirmScreen)
     assert resolve_session_path("default-cpu", tmp_path) == copy          # what --replay finds
     assert resolve_session_path("shipped:default-cpu", tmp_path) == shipped_path("default-cpu")
     assert resolve_session_path("default-cpu") == shipped_path("default-cpu")
@@ -438,4 +453,26 @@ async def test_escape_during_R_cancels_the_runs_after_it(tmp_path):
         await wait_for(pilot, lambda: app.runs_finished == 1 and not app.running, timeout_s=20)
         await pilot.pause(0.3)
         assert engine.ran == ["gelu"] and app.queued_runs() == 0 and not app.running
-        assert any(text.startswith("run all (cancelled): 1 run(s), 6 row(s)") for _, text in app.log_pane.entries)
+        summary = next(text for _, text in app.log_pane.entries if text.startswith("run all (cancelled)"))
+        assert summary.startswith("run all (cancelled): 1 of 2 run(s) (1 not started), 6 row(s): ")
+        assert "cancelled" in summary.split("row(s): ")[1] and "skipped" not in summary  # the cancel's rows
+
+
+@run_async
+async def test_quit_asked_during_R_holds_the_next_run_and_says_so(tmp_path):
+    """The question said "The run has ended. Quit?" while R's next runs started behind it."""
+    engine = recording_engine(delay_s=0.15)
+    app = make_app(tmp_path, engine=engine)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await pilot.press("R")
+        await wait_for(pilot, lambda: app.running)
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await wait_for(pilot, lambda: app.runs_finished == 1, timeout_s=20)
+        await pilot.pause(0.3)
+        assert not app.running and engine.ran == ["gelu"]  # softmax held while the question is open
+        assert "1 more run(s) queued by R will not start" in app.screen._question
+        await pilot.press("n")  # not quitting: R goes on
+        await wait_for(pilot, lambda: app.runs_finished == 2 and not app.running, timeout_s=20)
+        assert engine.ran == ["gelu", "softmax"]
