@@ -253,3 +253,14 @@ def test_csv_has_dotted_columns_only():
     assert {"launch.grid", "traffic.gbps", "profile.kernel_count", "timing.sm_clock_mhz.median"} <= set(columns)
     assert rows[0]["timing.sm_clock_mhz.median"] == "1980" and rows[2]["timing.sm_clock_mhz.median"] == ""
     assert rows[1]["timing.median_ms"] == "" and rows[1]["check.passed"] == ""
+
+
+def test_a_contended_row_says_so_in_its_progress_line():
+    """With -o only these lines reach the screen: a row timed 1700x slow on a busy 2-core host
+    read `ok 15.99 ms`, its CPU-contended flag in the document only (a new user's try)."""
+    from workbench.cli.progress import row_line
+
+    busy = {**record("manual"), "flags": ["CPU contended: while timing, the worker's threads waited 0.80 s"]}
+    assert row_line(busy, 1, 2).endswith("ok 1 ms (CPU contended: other processes held the cores, not the op's "
+                                         "time alone)")
+    assert row_line(record("manual"), 1, 2).endswith("ok 1 ms")
