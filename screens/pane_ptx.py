@@ -279,7 +279,9 @@ def _empty_reason(row: Row | None) -> str:
     if row is None:
         return ""
     if _kernel_names(row):
-        return "no PTX text here: results files keep the counts, not the texts (run ptx again)"
+        # short lines: the code view does not wrap at words (at 80x24 it broke "n|ot")
+        return ("no PTX text here: results files keep\nthe counts, not the texts.\n"
+                "Press r to run it again with ptx ticked.")
     notes = "; ".join((row.ptx or {}).get("notes") or ())
     return fmt.tui_text(row.error) or notes or "no PTX for this implementation"
 

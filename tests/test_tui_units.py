@@ -317,3 +317,15 @@ def test_profile_shares_at_one_decimal_and_sorted_as_numbers():
     cells = [_pct_cell(v) for v in (99.8712, 0.1234, 1.2e-05, 0.0, None)]
     assert cells == ["99.9", "0.1", "<0.1", "0.0", "-"]
     assert sorted(cells[:4], key=_sort_key) == ["0.0", "<0.1", "0.1", "99.9"]
+
+
+def test_the_ptx_panes_empty_reason_fits_a_narrow_pane_in_whole_words():
+    """At 80x24 the code view broke "n|ot" (it does not wrap at words) and said "run ptx again"
+    without the key."""
+    import types
+
+    from workbench.screens.pane_ptx import _empty_reason
+
+    row = types.SimpleNamespace(ptx={"kernels": [{"name": "k"}]}, error=None)
+    text = _empty_reason(row)
+    assert all(len(line) <= 45 for line in text.splitlines()) and "Press r" in text
