@@ -36,6 +36,7 @@ STATUS_WIDTH = 16  # the whole error is on the row's detail line and in the Log 
 
 
 MIN_CHART_LINES = 6  # app.tcss's #timing-chart min-height
+SWEEP_PLOT_LINES = 6  # a sweep's plot: its frame, x axis and labels, and 2-3 rows of data
 
 
 class TimingPane(DrawnWhenShown, Container):
@@ -105,7 +106,10 @@ class TimingPane(DrawnWhenShown, Container):
         width = chart.size.width or self.size.width or 80
         text = str(getattr(caption, "plain", caption))
         lines = sum(max(1, -(-len(line) // width)) for line in text.split("\n"))  # as the caption wraps
-        need = len(timed) + 3 + lines if timed and not any(r.sweep_value is not None for r in rows) else 0
+        if any(r.sweep_value is not None for r in rows):  # the plot keeps SWEEP_PLOT_LINES under its caption
+            need = SWEEP_PLOT_LINES + lines  # (at 80x24 a stale note and the legend left it none: axis upside down)
+        else:
+            need = len(timed) + 3 + lines if timed else 0
         chart.styles.min_height = max(MIN_CHART_LINES, need)
 
     _draw_shown = _draw_chart
@@ -155,9 +159,11 @@ def stale_note(rows: list[Row], current: tuple | None) -> str | None:
     new = {k: v for k, v in shape.items() if k not in swept}
     if old == new and record.get("dtype") == dtype:
         return None
-    def spec(fields: dict, dt) -> str:
-        return " ".join(x for x in ("x".join(str(v) for v in fields.values()), str(dt or "")) if x)
-    return f"⚠ results are for {spec(old, record.get('dtype'))}; the spec is now {spec(new, dtype)} (r runs it)"
+    def spec(fields: dict, dt) -> str:  # a swept field by its name: "4xN float32" (it read "4 float32")
+        dims = "x".join(str(k) if k in swept else str(v) for k, v in fields.items())
+        return " ".join(x for x in (dims, str(dt or "")) if x)
+    return (f"⚠ results are for {spec(record.get('shape') or {}, record.get('dtype'))}; the spec is now "
+            f"{spec(shape, dtype)} (r runs it)")
 
 
 def table_cells(row: Row) -> tuple[str, ...]:

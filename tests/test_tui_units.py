@@ -329,3 +329,16 @@ def test_the_ptx_panes_empty_reason_fits_a_narrow_pane_in_whole_words():
     row = types.SimpleNamespace(ptx={"kernels": [{"name": "k"}]}, error=None)
     text = _empty_reason(row)
     assert all(len(line) <= 45 for line in text.splitlines()) and "Press r" in text
+
+
+def test_the_stale_note_of_a_sweep_names_the_swept_field():
+    """A sweep's results read "results are for 4 float32" (the swept N left out); at 80x24 the
+    note and the legend also left the sweep's plot no rows (its y axis upside down)."""
+    import types
+
+    from workbench.screens.pane_timing import stale_note
+
+    row = types.SimpleNamespace(record={"shape": {"M": 4, "N": 8}, "dtype": "float32"})
+    note = stale_note([row], ({"M": 8, "N": 64}, "float32", ("N",)))
+    assert note == "⚠ results are for 4xN float32; the spec is now 8xN float32 (r runs it)"
+    assert stale_note([row], ({"M": 4, "N": 64}, "float32", ("N",))) is None  # only N differs: it is swept
