@@ -707,3 +707,14 @@ def test_a_repeated_sweep_value_does_not_hide_the_others_problems(toy_registry):
         "runs[0].sweep.values[1]: value 8 is listed twice",
         "runs[0].sweep.values[2]: must be a positive integer, got -1",
         "runs[0].sweep.values[3]: must be a positive integer, got 2.5"]
+
+
+def test_a_results_document_opened_as_a_session_is_named_so():
+    """ctrl+o of a results file listed 8 schema problems (name missing, runs missing, provenance
+    unknown...) instead of saying what the file is (a new user's try)."""
+    text = '{"schema_version": 1, "provenance": {"session": "smoke-quick"}, "environment": {}, "results": []}'
+    with pytest.raises(SessionError) as info:
+        parse_session(text, check_ops=False)
+    (problem,) = info.value.problems
+    assert problem.message.startswith("a results document (what --replay -o PATH or the TUI writes), not a session: "
+                                      "it holds results of session 'smoke-quick'")

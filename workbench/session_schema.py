@@ -47,6 +47,12 @@ def build_session(data: Any, problems: Problems) -> Built:
     if not isinstance(data, dict):
         problems.add("", f"a session must be a mapping with schema_version, name and runs; got {kind_of(data)}")
         return Built(None, [], [])
+    if "runs" not in data and isinstance(data.get("results"), list):  # what a run writes, opened as a session
+        of = (data.get("provenance") or {}).get("session") if isinstance(data.get("provenance"), dict) else None
+        problems.add("", "a results document (what --replay -o PATH or the TUI writes), not a session"
+                         + (f": it holds results of session {of!r}" if of else "")
+                         + "; open the session file (.yaml), or use it as --compare BASELINE.json")
+        return Built(None, [], [])
     if not _schema_version(data, problems):
         return Built(None, [], [])  # a newer schema: the rest, read as this one, would only be noise
     unknown_keys(data, "", TOP_KEYS, problems)
