@@ -485,7 +485,11 @@ def test_compare_with_an_unreadable_baseline_exits_2(capsys, tmp_path, session_f
     bad.write_text("{not json")
     code, _, err = run(capsys, "--replay", str(session_file), "--compare", str(bad))
     assert code == 2 and "bad.json: not a JSON results document (the baseline is what --replay -o" in err
-    assert fake_plan.calls == []
+    assert "its text is not valid JSON: " in " ".join(err.split()) and fake_plan.calls == []  # not ".json is not JSON"
+    session_as_baseline = tmp_path / "s.yaml"
+    session_as_baseline.write_text("schema_version: 1\n")
+    code, _, err = run(capsys, "--replay", str(session_file), "--compare", str(session_as_baseline))
+    assert code == 2 and "a .yaml file is not JSON: " in " ".join(err.split())
     code, _, err = run(capsys, "--replay", str(session_file), "--compare", str(tmp_path / "missing.json"))
     assert code == 2 and "missing.json: cannot read it: " in err and fake_plan.calls == []
 

@@ -272,8 +272,10 @@ def _read_baseline(path: str, err: Console) -> dict[str, Any] | None:
     try:
         doc = json.loads(text)
     except ValueError as exc:  # a session file, a CSV or a table: "Expecting value: line 1 column 1" alone
+        suffix = Path(path).suffix
+        what = f"a {suffix} file is not JSON" if suffix and suffix.lower() != ".json" else "its text is not valid JSON"
         err.print(f"error: --compare {path}: not a JSON results document (the baseline is what --replay -o "
-                  f"PATH.json wrote; {Path(path).suffix or 'this file'} is not JSON: {exc})", markup=False)
+                  f"PATH.json wrote; {what}: {exc})", markup=False)
         return None
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
         err.print(f"error: --compare {path}: not a results document (no `results` list)", markup=False)
