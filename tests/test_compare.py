@@ -136,3 +136,15 @@ def test_a_same_verdict_past_the_threshold_is_explained_under_the_table():
     assert verdicts == ["same?", "same"] and caption.startswith("? same with a ratio past")
     close = record("manual", 1.03, p20=1.025, p80=1.035)  # same because under the threshold: no note
     assert comparison_table(compare_documents(document(close), document(record("manual", 1.0)))).caption is None
+
+
+def test_an_ab_line_says_whose_verdict_it_is():
+    """'manual / triton128 = 0.03092x (...): faster' named neither side (a new user's try)."""
+    from workbench.report_diagnosis import ab_line
+
+    entry = {"status": "ok", "a": "triton", "b": "pytorch", "ratio": 0.8, "ci_low": 0.79, "ci_high": 0.81,
+             "n": 200, "verdict": "faster"}
+    assert ab_line(entry) == "triton / pytorch = 0.8x (95% CI 0.79-0.81, 200 pairs): triton faster, 1.25x"
+    assert ab_line({**entry, "ratio": 2.0, "ci_low": 1.9, "ci_high": 2.1, "verdict": "slower"}).endswith(
+        "triton slower, 2x")
+    assert ab_line({**entry, "ratio": 1.0, "ci_low": 0.99, "ci_high": 1.01, "verdict": "no difference"}).endswith(": no difference")

@@ -32,12 +32,16 @@ def diagnosis_table(records: Iterable[Mapping[str, Any]], title: str) -> Table |
 
 
 def ab_line(entry: Mapping[str, Any]) -> str:
-    """'triton / pytorch = 0.791x (95% CI 0.787-0.795, 200 pairs): faster' (or the error)."""
+    """'triton / pytorch = 0.791x (95% CI 0.787-0.795, 200 pairs): triton faster, 1.26x' (or the error)."""
     if entry.get("status") != "ok":
         return f"{entry.get('a')} vs {entry.get('b')}: {entry.get('status')}: {entry.get('error')}"
     confidence = round(100 * (entry.get("confidence") or 0.95))
-    return (f"{entry['a']} / {entry['b']} = {entry['ratio']:.4g}x ({confidence}% CI {entry['ci_low']:.4g}-"
-            f"{entry['ci_high']:.4g}, {entry['n']} pairs): {entry['verdict']}")
+    verdict, ratio = entry["verdict"], entry["ratio"]
+    if verdict in ("faster", "slower") and ratio > 0:  # say whose: "manual / triton = 0.03x: faster" named no one
+        times = 1 / ratio if verdict == "faster" else ratio
+        verdict = f"{entry['a']} {verdict}, {times:.3g}x"
+    return (f"{entry['a']} / {entry['b']} = {ratio:.4g}x ({confidence}% CI {entry['ci_low']:.4g}-"
+            f"{entry['ci_high']:.4g}, {entry['n']} pairs): {verdict}")
 
 
 def ab_table(entries: list[Mapping[str, Any]]) -> Table | None:
