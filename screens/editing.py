@@ -85,8 +85,16 @@ def with_params(run: RunSpec, op: OpInfo, impl: str, texts: Mapping[str, str]) -
 
 
 def with_shape(run: RunSpec, op: OpInfo, texts: Mapping[str, str], dtype: str) -> RunSpec:
-    """Set the shape fields from text and the dtype; raises ValueError naming a bad field."""
-    shape = {name: _positive_int(name, texts.get(name, "")) for name in op.shape_fields}
+    """Set the shape fields from text and the dtype; raises ValueError naming every bad field
+    ("M: ...; N: ...": the editor showed one, and an earlier bad field looked accepted)."""
+    shape, problems = {}, []
+    for name in op.shape_fields:
+        try:
+            shape[name] = _positive_int(name, texts.get(name, ""))
+        except ValueError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ValueError("; ".join(problems))
     problem = op.validate(shape, dtype)
     if problem:
         raise ValueError(problem)
@@ -100,17 +108,21 @@ def with_actions(run: RunSpec, actions: Iterable[str]) -> RunSpec:
 
 
 def parse_sweep(params_text: str, values_text: str, op: OpInfo) -> Sweep | None:
-    """`M, N` and `256, 1024, 4096` -> Sweep; empty params -> None; raises ValueError."""
+    """`M, N` and `256, 1024, 4096` -> Sweep; empty params -> None; raises ValueError in
+    --check's words (`sweep.values[2]: must be a positive integer, got 0`)."""
     params = tuple(p.strip() for p in params_text.replace(",", " ").split() if p.strip())
     if not params:
         return None
     known = set(op.shape_fields) | {k for i in op.impls for k in i.params}
-    unknown = [p for p in params if p not in known]
+    unknown = [(index, p) for index, p in enumerate(params) if p not in known]
     if unknown:
-        raise ValueError(f"sweep: unknown parameter {unknown[0]!r}; allowed: {', '.join(sorted(known))}")
+        index, name = unknown[0]
+        raise ValueError(f"sweep.params[{index}]: {show(name)} is neither a shape field of {op.name} "
+                         f"({', '.join(op.shape_fields)}) nor a parameter of its implementations; allowed: "
+                         f"{', '.join(sorted(known))}")
     values = tuple(parse_value(v) for v in values_text.replace(",", " ").split())
     if not values:
-        raise ValueError("sweep: give at least one value")
+        raise ValueError("sweep.values: give at least one value")
     for index, value in enumerate(values):
         for param in params:
             if param in op.shape_fields:
@@ -120,8 +132,8 @@ def parse_sweep(params_text: str, values_text: str, op: OpInfo) -> Sweep | None:
             else:
                 default = next(i.params[param] for i in op.impls if param in i.params)
                 problem = param_problem(param, value, default)
-            if problem:
-                raise ValueError(f"sweep values[{index}]: {param} {problem}")
+            if problem:  # the parameter named where the sweep has several
+                raise ValueError(f"sweep.values[{index}]: {f'{param}: ' if len(params) > 1 else ''}{problem}")
     return Sweep(params=params, values=values)
 
 

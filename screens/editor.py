@@ -88,13 +88,18 @@ class EditorMixin:
         ws, editor = self.ws, self.query_one(SpecEditor)
         if ws.op is None:
             return
+        # the shape's and the sweep's problems together (one at a time hid the first bad field)
+        errors, run = [], editing.with_actions(ws.run, message.actions)
         try:
-            run = editing.with_shape(ws.run, ws.op, message.shape, message.dtype or ws.op.default_dtype)
-            run = editing.with_actions(run, message.actions)
-            run = dataclasses.replace(run, sweep=editing.parse_sweep(
-                message.sweep_params, message.sweep_values, ws.op))
+            run = editing.with_shape(run, ws.op, message.shape, message.dtype or ws.op.default_dtype)
         except ValueError as exc:
-            editor.problem = str(exc)
+            errors.append(str(exc))
+        try:
+            run = dataclasses.replace(run, sweep=editing.parse_sweep(message.sweep_params, message.sweep_values, ws.op))
+        except ValueError as exc:
+            errors.append(str(exc))
+        if errors:
+            editor.problem = "; ".join(errors)
             return
         problems = ws.run_problems(run, self._kernels())  # what --check says of the whole run
         if problems:

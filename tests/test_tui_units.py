@@ -66,7 +66,7 @@ def test_edit_shape_params_sweep_and_impls():
     assert run.impls[1] == ImplRef("triton", {"BLOCK_SIZE": 256})  # defaults are not stored
     assert editing.parse_sweep("N", "256, 1024 4096", GELU) == Sweep(("N",), (256, 1024, 4096))
     assert editing.parse_sweep(" ", "1", GELU) is None
-    with pytest.raises(ValueError, match="unknown parameter 'K'"):
+    with pytest.raises(ValueError, match=r'sweep.params\[0\]: "K" is neither a shape field of gelu \(M, N\)'):
         editing.parse_sweep("K", "1", GELU)
     assert editing.with_actions(run, ["ptx", "check"]).actions == ("check", "ptx")
 
@@ -74,12 +74,12 @@ def test_edit_shape_params_sweep_and_impls():
 def test_sweep_values_and_params_the_kernel_cannot_take_are_refused_while_editing():
     """A first user swept M over '1,x,-2' and BLOCK_SIZE 0: both ran and failed row by row."""
     run = editing.default_run(GELU)
-    with pytest.raises(ValueError, match=r'values\[1\]: M must be a positive integer, got "x"'):
+    with pytest.raises(ValueError, match=r'^sweep.values\[1\]: must be a positive integer, got "x"$'):
         editing.parse_sweep("M", "1, x, -2", GELU)
     # as typed, read as the session file would read it: `1e6` is text there (it was 1000000.0 here)
-    with pytest.raises(ValueError, match=r'values\[0\]: M must be a positive integer, got "1e6"'):
+    with pytest.raises(ValueError, match=r'^sweep.values\[0\]: must be a positive integer, got "1e6"$'):
         editing.parse_sweep("M", "1e6", GELU)
-    with pytest.raises(ValueError, match="BLOCK_SIZE must be a power of two"):
+    with pytest.raises(ValueError, match=r"^sweep.values\[1\]: must be a power of two \(1, 2, 4, ...\), got 0$"):
         editing.parse_sweep("BLOCK_SIZE", "256, 0", GELU)
     with pytest.raises(ValueError, match="triton BLOCK_SIZE: must be a power of two"):
         editing.with_params(run, GELU, "triton", {"BLOCK_SIZE": "0", "num_warps": "4"})
@@ -342,3 +342,12 @@ def test_the_stale_note_of_a_sweep_names_the_swept_field():
     note = stale_note([row], ({"M": 8, "N": 64}, "float32", ("N",)))
     assert note == "⚠ results are for 4xN float32; the spec is now 8xN float32 (r runs it)"
     assert stale_note([row], ({"M": 4, "N": 64}, "float32", ("N",))) is None  # only N differs: it is swept
+
+
+def test_every_bad_shape_field_is_named_and_a_two_param_sweep_names_its_param():
+    run = editing.default_run(GELU)
+    with pytest.raises(ValueError, match=r'^M: must be a positive integer, got "0x"; N: must be a positive integer, '
+                                         r'got "abc"$'):
+        editing.with_shape(run, GELU, {"M": "0x", "N": "abc"}, "float32")
+    with pytest.raises(ValueError, match=r"^sweep.values\[0\]: M: must be a positive integer, got 0$"):
+        editing.parse_sweep("M, N", "0", GELU)
