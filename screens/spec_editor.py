@@ -51,6 +51,9 @@ class SpecEditor(Vertical):
             for action in run.actions:
                 actions.select(action)
             params, values = editing.sweep_texts(run.sweep)
+            # the op's own last shape field ("params e.g. N" showed for the sleep op, which has none)
+            fields = op.shape_fields
+            self.query_one("#sweep-params", Input).placeholder = f"params e.g. {fields[-1]}" if fields else "params"
             self.query_one("#sweep-params", Input).value = params
             self.query_one("#sweep-values", Input).value = values
         self.problem = ""

@@ -476,3 +476,20 @@ async def test_quit_asked_during_R_holds_the_next_run_and_says_so(tmp_path):
         await pilot.press("n")  # not quitting: R goes on
         await wait_for(pilot, lambda: app.runs_finished == 2 and not app.running, timeout_s=20)
         assert engine.ran == ["gelu", "softmax"]
+
+
+@run_async
+async def test_the_sweep_placeholder_names_a_field_of_the_op_on_screen(tmp_path):
+    """"params e.g. N" showed for the sleep op, which has no N (a new user's try)."""
+    from workbench.screens import editing
+    from workbench.screens.catalog import OpInfo
+    from workbench.screens.spec_editor import SpecEditor
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        editor, params = app.query_one(SpecEditor), app.query_one("#sweep-params", Input)
+        assert params.placeholder == "params e.g. N"  # gelu: M, N
+        sleep = OpInfo("sleep", "host sleep", {"sleep_ms": 1}, ("float32",), "float32", ())
+        await editor.show(sleep, editing.default_run(sleep))
+        assert params.placeholder == "params e.g. sleep_ms"
