@@ -11,6 +11,7 @@ import re
 
 import pytest
 from cli_fakes import fake_plan, run, user_dirs  # noqa: F401 (fixtures)
+from results_docs import document, record
 
 NO_MATH = '''\
 import torch
@@ -129,6 +130,7 @@ def test_list_and_check_agree_on_an_implementation_without_a_reference(capsys, p
 
 def test_replay_records_plugin_files_and_says_when_one_changed(capsys, plugin_session, fake_plan, tmp_path):
     plugin, session = plugin_session(NO_MATH.replace('impl("manual_nomath")', 'impl("manual_nomath", math="erf")'))
+    fake_plan.doc = document(record("manual_nomath", shape={"M": 2, "N": 8}))  # the session's row: it compares
     base = tmp_path / "base.json"
     code, _, err = run(capsys, "--replay", str(session), "-o", str(base))
     assert code == 0, err
