@@ -148,3 +148,5 @@ def test_an_ab_line_says_whose_verdict_it_is():
     assert ab_line({**entry, "ratio": 2.0, "ci_low": 1.9, "ci_high": 2.1, "verdict": "slower"}).endswith(
         "triton slower, 2x")
     assert ab_line({**entry, "ratio": 1.0, "ci_low": 0.99, "ci_high": 1.01, "verdict": "no difference"}).endswith(": no difference")
+    assert ab_line({**entry, "timer": "interpreter"}).endswith(
+        "triton faster, 1.25x (a side ran under the Triton interpreter: host time, not GPU speed)")

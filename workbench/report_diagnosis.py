@@ -40,8 +40,11 @@ def ab_line(entry: Mapping[str, Any]) -> str:
     if verdict in ("faster", "slower") and ratio > 0:  # say whose: "manual / triton = 0.03x: faster" named no one
         times = 1 / ratio if verdict == "faster" else ratio
         verdict = f"{entry['a']} {verdict}, {times:.3g}x"
+    # host time of numpy's emulation on a side (the timer of both then): not a kernel's speed
+    interpreted = " (a side ran under the Triton interpreter: host time, not GPU speed)" \
+        if entry.get("timer") == "interpreter" else ""
     return (f"{entry['a']} / {entry['b']} = {ratio:.4g}x ({confidence}% CI {entry['ci_low']:.4g}-"
-            f"{entry['ci_high']:.4g}, {entry['n']} pairs): {verdict}")
+            f"{entry['ci_high']:.4g}, {entry['n']} pairs): {verdict}{interpreted}")
 
 
 def ab_table(entries: list[Mapping[str, Any]]) -> Table | None:
