@@ -93,8 +93,9 @@ def with_shape(run: RunSpec, op: OpInfo, texts: Mapping[str, str], dtype: str) -
             shape[name] = _positive_int(name, texts.get(name, ""))
         except ValueError as exc:
             problems.append(str(exc))
-    if problems:
-        raise ValueError("; ".join(problems))
+    if problems:  # the op's own rules on the fields that parsed (M: 0 hid behind N: abc), others at their defaults
+        checked = op.validate({name: shape.get(name, op.defaults.get(name, 1)) for name in op.shape_fields}, dtype)
+        raise ValueError("; ".join([checked, *problems] if checked else problems))
     problem = op.validate(shape, dtype)
     if problem:
         raise ValueError(problem)
@@ -123,6 +124,7 @@ def parse_sweep(params_text: str, values_text: str, op: OpInfo) -> Sweep | None:
     values = tuple(parse_value(v) for v in values_text.replace(",", " ").split())
     if not values:
         raise ValueError("sweep.values: give at least one value")
+    problems = []  # every bad value, as --check lists them
     for index, value in enumerate(values):
         for param in params:
             if param in op.shape_fields:
@@ -133,7 +135,9 @@ def parse_sweep(params_text: str, values_text: str, op: OpInfo) -> Sweep | None:
                 default = next(i.params[param] for i in op.impls if param in i.params)
                 problem = param_problem(param, value, default)
             if problem:  # the parameter named where the sweep has several
-                raise ValueError(f"sweep.values[{index}]: {f'{param}: ' if len(params) > 1 else ''}{problem}")
+                problems.append(f"sweep.values[{index}]: {f'{param}: ' if len(params) > 1 else ''}{problem}")
+    if problems:
+        raise ValueError("; ".join(problems))
     return Sweep(params=params, values=values)
 
 

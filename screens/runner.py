@@ -102,6 +102,10 @@ class RunnerMixin:
         if ws.catalog is None or not ws.session.runs:
             self.notify("nothing to run: the session has no runs yet (r runs the one on screen)", severity="warning")
             return
+        problem = self.query_one(SpecEditor).problem
+        if problem:  # showing run 0 would refill the editor: the typed text lost without a word
+            self.report(f"not run: {problem} (fix the field first)")
+            return
         self._queue, self._all = list(range(len(ws.session.runs))), Counter(total=len(ws.session.runs))
         self.log_pane.add(f"running all {len(self._queue)} run(s) of the session in turn (escape cancels)")
         self._next_queued()
@@ -177,7 +181,7 @@ class RunnerMixin:
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         """Dim Run while a run is in flight and Cancel while none is (the footer shows it)."""
-        if action in ("run", "force_run", "run_all") and self.running:
+        if action in ("run", "force_run") and self.running:  # (R, not in the footer, says why instead)
             return None
         if action == "cancel" and not self.running:
             return None

@@ -150,3 +150,13 @@ def test_an_ab_line_says_whose_verdict_it_is():
     assert ab_line({**entry, "ratio": 1.0, "ci_low": 0.99, "ci_high": 1.01, "verdict": "no difference"}).endswith(": no difference")
     assert ab_line({**entry, "timer": "interpreter"}).endswith(
         "triton faster, 1.25x (a side ran under the Triton interpreter: host time, not GPU speed)")
+
+
+def test_an_n_a_verdict_is_explained_under_the_table():
+    """Interpreter rows showed both times and `n/a`, with nothing saying why (a new user's try)."""
+    emulated = record("triton", 4.9)
+    emulated["timing"]["timer"] = "interpreter"
+    comparison = compare_documents(document(emulated), document(record("triton", 5.0)))
+    assert [r.verdict for r in comparison.rows] == ["n/a"]
+    assert "n/a: not compared" in comparison_table(comparison).caption
+    assert comparison_table(compare_documents(document(record("triton")), document(record("triton")))).caption is None

@@ -493,3 +493,42 @@ async def test_the_sweep_placeholder_names_a_field_of_the_op_on_screen(tmp_path)
         sleep = OpInfo("sleep", "host sleep", {"sleep_ms": 1}, ("float32",), "float32", ())
         await editor.show(sleep, editing.default_run(sleep))
         assert params.placeholder == "params e.g. sleep_ms"
+
+
+@run_async
+async def test_R_refuses_while_a_field_is_bad_and_says_why_during_a_run(tmp_path):
+    """R showed run 0 first, which refilled the editor: a typed M=0 was dropped without a word and
+    every run ran (a new user's try). During a run R said nothing (its binding was disabled)."""
+    from workbench.screens.spec_editor import SpecEditor
+
+    engine = recording_engine(delay_s=0.15)
+    app = make_app(tmp_path, engine=engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        app.query_one(SpecEditor).problem = 'M: must be a positive integer, got 0'
+        await pilot.press("R")
+        await pilot.pause(0.2)
+        assert engine.ran == [] and not app.running
+        assert any(m.startswith("not run: M: must be a positive integer, got 0 (fix the field first)")
+                   for m in messages(app))
+        app.query_one(SpecEditor).problem = ""
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.running)
+        await pilot.press("R")
+        await pilot.pause(0.1)
+        assert any("a run is in progress" in m for m in messages(app)) and app.queued_runs() == 0
+        await wait_for(pilot, lambda: not app.running, timeout_s=20)
+
+
+@run_async
+async def test_a_long_question_wraps_in_its_dialog(tmp_path):
+    """At 80x24 "...holds other runs or setting" was all of the question: the title did not wrap."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        question = ("Your saved copy smoke-quick.yaml holds other runs or settings than this shipped session. "
+                    "Replace your copy with it?")
+        app.push_screen(ConfirmScreen(question))
+        await pilot.pause(0.2)
+        title = app.screen.query_one(".dialog-title")
+        assert title.size.height >= 2 and "Replace your copy with it?" in str(title.render())

@@ -74,7 +74,8 @@ def test_edit_shape_params_sweep_and_impls():
 def test_sweep_values_and_params_the_kernel_cannot_take_are_refused_while_editing():
     """A first user swept M over '1,x,-2' and BLOCK_SIZE 0: both ran and failed row by row."""
     run = editing.default_run(GELU)
-    with pytest.raises(ValueError, match=r'^sweep.values\[1\]: must be a positive integer, got "x"$'):
+    with pytest.raises(ValueError, match=r'^sweep.values\[1\]: must be a positive integer, got "x"; sweep.values\[2\]: must be a positive '
+                                         r'integer, got -2$'):
         editing.parse_sweep("M", "1, x, -2", GELU)
     # as typed, read as the session file would read it: `1e6` is text there (it was 1000000.0 here)
     with pytest.raises(ValueError, match=r'^sweep.values\[0\]: must be a positive integer, got "1e6"$'):
@@ -349,5 +350,14 @@ def test_every_bad_shape_field_is_named_and_a_two_param_sweep_names_its_param():
     with pytest.raises(ValueError, match=r'^M: must be a positive integer, got "0x"; N: must be a positive integer, '
                                          r'got "abc"$'):
         editing.with_shape(run, GELU, {"M": "0x", "N": "abc"}, "float32")
-    with pytest.raises(ValueError, match=r"^sweep.values\[0\]: M: must be a positive integer, got 0$"):
+    with pytest.raises(ValueError, match=r"^sweep.values\[0\]: M: must be a positive integer, got 0; sweep.values\[0\]: N: "):
         editing.parse_sweep("M, N", "0", GELU)
+    # 0 is the op's rule (not the field's): it was said only once N was fixed
+    with pytest.raises(ValueError, match=r'^M: must be a positive integer, got 0; N: must be a positive integer, '
+                                         r'got "abc"$'):
+        editing.with_shape(run, GELU, {"M": "0", "N": "abc"}, "float32")
+    # every bad sweep value, as --check lists them (the editor said the first)
+    with pytest.raises(ValueError, match=r'^sweep.values\[1\]: must be a positive integer, got 0; sweep.values\[2\]: '
+                                         r'must be a positive integer, got -3; sweep.values\[3\]: must be a positive '
+                                         r'integer, got 2.5$'):
+        editing.parse_sweep("N", "7, 0, -3, 2.5", GELU)

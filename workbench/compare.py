@@ -204,6 +204,9 @@ def comparison_table(comparison: Comparison) -> Table:
         notes.append(f"{UNRESOLVED_MARK} same with a ratio past the threshold: the medians differ by more than "
                      f"{comparison.threshold:.0%}, but the runs' spreads overlap (p20-p80, or the 95% interval "
                      "spans 1), so no change is shown")
+    if any(r.verdict == "n/a" for r in comparison.rows):  # times on both sides, and still no verdict: say why
+        notes.append("n/a: not compared: a side did not finish ok, ran under the Triton interpreter (host time "
+                     "of its emulation, not a kernel), or ran on another GPU of a mixed host")
     caption = "\n".join(notes) or None
     table = Table(title=comparison.summary(), title_justify="left", header_style="bold", pad_edge=False,
                   caption=caption, caption_justify="left")
