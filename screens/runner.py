@@ -125,7 +125,7 @@ class RunnerMixin:
         self._run_on_screen()  # not action_run: the Runs list's highlight is not what R runs
         if not self.running and self._queue:  # refused (a field with a problem): say where it stopped
             self.report(f"run all stopped at run {index}: {len(self._queue)} run(s) after it not run", "warning")
-            self._queue, self._all = [], None
+            self.drop_queue()
 
     def queued_runs(self) -> int:
         """How many runs R has still to start after the one in flight."""
@@ -437,7 +437,7 @@ class RunnerMixin:
         if self._queue:
             self.log_pane.add(f"run all stopped: the {len(self._queue)} run(s) after the one that failed did "
                               "not run", "warning")
-        self._queue, self._all = [], None
+        self.drop_queue()
         self._finished()
         self.run_bar.status = "run failed (see Log)"
         self.report(message.error)

@@ -94,9 +94,11 @@ def row_line(record: dict[str, Any], place: int, total: int) -> str:
            f"{record.get('status')}"
     if timing.get("median_ms") is not None:
         text += f" {fmt_num(timing['median_ms'])} ms"
-        if any(str(flag).startswith("CPU contended") for flag in record.get("flags") or ()):
-            # with -o the table (its notes) is not printed: the flag was in the document only
-            text += " (CPU contended: other processes held the cores, not the op's time alone)"
+        if record.get("flags"):
+            from workbench.compare import contended  # (numpy, by way of abstats: only for a flagged row)
+
+            if contended(record):  # with -o the table (its notes) is not printed: the flag was in the document only
+                text += " (CPU contended: other processes held the cores, not the op's time alone)"
     if record.get("error"):
         text += f" ({clip(str(record['error']).splitlines()[0], 400)})"
     return text
