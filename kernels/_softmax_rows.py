@@ -110,7 +110,7 @@ def is_lecture(cfg: dict[str, Any]) -> bool:
 
 
 # Round 2 of issue #19 pruned the 16384-wide candidates to the H200's fastest (tune19 --quick,
-# results/h200/2026-12-01b/tune19/tune19.json, % of the same-dtype copy, bfloat16 / float16):
+# results/history/h200/2026-12-01b/tune19/tune19.json, % of the same-dtype copy, bfloat16 / float16):
 # 8 warps EVEN 98.3 / 98.22 (the winner, first: the default of an untuned run), 16 warps EVEN
 # 96.93 / 97.37, 4 warps 96.78 / 97.05, the lecture's 16 warps 95.96 / 95.3, and 32 warps (95.46 /
 # 94.75; kept because float32 preferred it in the exploration). Dropped: STREAM (every one 0.4-5

@@ -36,7 +36,7 @@ TMA_VERSION = "tma6"  # the autotune cache key's version: bump when the kernel o
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, SUBTILE, GROUP_M); the first is the default.
 # Shared memory (Triton 3.6, sm_90 AOT): 128x256x64 s3 sub1 176 KiB, s4 sub1 224 KiB, sub0 s3 208 KiB
 # (sub0 s4 would need 272 KiB: over sm_90's 227). Pruned in round 2 of issue #19 to the 128x256x64
-# family, from tune19 --quick at 4096^3 bfloat16 (results/h200/2026-12-01b/tune19/tune19.json,
+# family, from tune19 --quick at 4096^3 bfloat16 (results/history/h200/2026-12-01b/tune19/tune19.json,
 # cuBLAS 0.1738 ms in the same run, spreads ~0.5%): s4 sub1 G8 0.993x, s3 sub0 G8 0.993x, s3 sub1
 # G16 0.988x (the 8192^3 bfloat16 winner, 1.003x, in the exploration), s3 sub1 G8 0.988x (the
 # default: 8192^3 float16's 1.015x). Dropped: 128x128x64 w8 s4/s5, 128x128x128 and 256x128 (0.85-0.89x);
