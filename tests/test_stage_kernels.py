@@ -112,3 +112,33 @@ def test_the_page_names_each_target_and_whether_it_was_met():
 def test_the_page_command_refuses_a_page_that_is_not_markdown(capsys):
     assert kernels_table.main(["--run", "--out", "results/h100.txt"]) == 2
     assert "must name a .md page" in capsys.readouterr().err
+
+
+def test_the_page_command_writes_the_page_and_the_document_beside_it(tmp_path, monkeypatch, capsys):
+    """The --run wiring with the engine replaced: the session it measures is page_session's, and
+    both files land where --out says."""
+    from benchmarks.stages import _op_runs
+
+    seen = {}
+    doc = {"environment": {"device": "NVIDIA H100 80GB HBM3"}, "provenance": {},
+           "results": [_rec("matmul", "pytorch", 1.0), _rec("matmul", "triton", 0.97)]}
+
+    def fake_run(session, out, budget_s):
+        seen["session"], seen["budget"] = session, budget_s
+        return doc
+    monkeypatch.setattr(_op_runs, "has_gpu", lambda: True)
+    monkeypatch.setattr(_op_runs, "run_session", fake_run)
+    monkeypatch.setattr(_op_runs, "warm_builds", lambda session, build_dir, budget: ["warm x: cut"])
+    page = tmp_path / "results" / "h100.md"
+    assert kernels_table.main(["--run", "--quick", "--out", str(page), "--budget-s", "99"]) == 0
+    assert seen["budget"] == 99.0 and seen["session"].runs[0].op in kernels_table.PRODUCT_OPS
+    assert page.read_text().startswith("# Our kernels on NVIDIA H100 80GB HBM3")
+    assert f"--run --quick --out {page} --budget-s 99" in page.read_text()
+    assert json_load(page.with_suffix(".json"))["results"][1]["impl"] == "triton"
+    assert "Triton matmul >= cuBLAS: matmul 64x64x64 bfloat16 triton: 1.031x (met)" in capsys.readouterr().out
+
+
+def json_load(path):
+    import json
+
+    return json.loads(path.read_text())
