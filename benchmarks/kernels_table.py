@@ -9,7 +9,8 @@ stage's warm-up and budget; `page_session` puts the targets' rows first: the GEM
 epilogue, the long rows, then every memory-bound op and dtype), then writes OUT (the page: the
 targets of issue #40 with met / missed, then every row) and OUT with .json (the results
 document, checked by tests/test_results_committed.py). --quick: the memory-bound rows at 8192 x
-8192 instead of 16384 x 16384 and shorter timing windows (about 3 minutes on an H100).
+8192 instead of 16384 x 16384, shorter timing windows, a 60 s build warm-up and a 150 s budget
+(240 s without; timings on a GPU not yet taken: the first runs on H100 and H200 say how long).
 
 One row per result: op, shape, dtype, implementation, median ms and its p20-p80 spread, GB/s or
 TFLOP/s, % of the measured copy (memory-bound ops) or of cuBLAS (products), the best library
@@ -192,7 +193,8 @@ def run_page(out: Path, quick: bool, budget_s: float, command: str) -> int:
     from workbench.engine.plan import default_cache_dir
 
     session = page_session(stage.load(), quick)
-    for note in warm_builds(stage.warm_session(session), default_cache_dir() / "build", stage.WARM_BUDGET_S):
+    warm_s = stage.WARM_BUDGET_S if not quick else min(stage.WARM_BUDGET_S, 60.0)
+    for note in warm_builds(stage.warm_session(session), default_cache_dir() / "build", warm_s):
         print(f"  {note}", file=sys.stderr)
     with tempfile.TemporaryDirectory() as work:
         doc = run_session(session, Path(work), budget_s)
@@ -213,13 +215,15 @@ def main(argv: list[str] | None = None) -> int:
         parser = argparse.ArgumentParser(prog="kernels_table.py --run")
         parser.add_argument("--out", type=Path, required=True, help="the page, e.g. results/h100.md")
         parser.add_argument("--quick", action="store_true")
-        parser.add_argument("--budget-s", type=float, default=240.0, help="rows not started by then are skipped")
+        parser.add_argument("--budget-s", type=float, default=None,
+                            help="rows not started by then are skipped (default 240, --quick 150)")
         args = parser.parse_args(argv[1:])
+        budget = args.budget_s if args.budget_s is not None else (150.0 if args.quick else 240.0)
         if args.out.suffix != ".md":
             print(f"kernels_table --run: --out must name a .md page, got {args.out}", file=sys.stderr)
             return 2
         command = "python benchmarks/kernels_table.py " + " ".join(argv)
-        return run_page(args.out, args.quick, args.budget_s, command)
+        return run_page(args.out, args.quick, budget, command)
     if len(argv) != 1:
         print("usage: python benchmarks/kernels_table.py RESULTS.json\n"
               "       python benchmarks/kernels_table.py --run --out results/KIND.md [--quick] [--budget-s S]",
