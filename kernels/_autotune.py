@@ -17,6 +17,13 @@ One JSON file per key under `cache_dir/autotune/` holds
 the winner, every candidate's median and the tuning time, so parallel builds never write the same
 file and a rerun on the same device and shape costs a file read. Without a GPU nothing is timed:
 the first candidate is the config, and the note says so.
+
+Per device (issue #40): a kernel's candidates are a `CandidateLists`, one list per device family
+it was measured on ("H100 sm_90": a name fragment and the compute capability) and a generic list
+for any other device. The key of a choice names the device (name and sm_XY), the Triton version
+and which list was timed, so a choice made on one GPU, or under another Triton, is never read on
+another. A device with no list of its own tunes on first use over the generic list, and the
+choice's note says so (`autotune: no candidate list for <device>: ...`).
 """
 
 from __future__ import annotations
@@ -43,7 +50,8 @@ METHOD = "rounds4"  # in the cache key: a choice made by an older method is tune
 @dataclass(frozen=True)
 class TuneKey:
     """What a choice is valid for: the op, the implementation, the device (name and sm_XY), the
-    shape and dtype, and the kernel's version tag (bump it when the candidates change)."""
+    shape and dtype, the kernel's version tag (bump it when the candidates change), the Triton
+    version and the candidate list timed (a CandidateLists key, or "generic")."""
 
     op: str
     impl: str
@@ -51,10 +59,13 @@ class TuneKey:
     shape: Mapping[str, int]
     dtype: str
     version: str = "1"
+    triton: str = "?"
+    candidates: str = "generic"
 
     def text(self) -> str:
         shape = "x".join(f"{k}{v}" for k, v in self.shape.items())
-        return f"{self.op}/{self.impl} {self.device} {shape} {self.dtype} v{self.version} {METHOD}"
+        return (f"{self.op}/{self.impl} {self.device} {shape} {self.dtype} v{self.version} {METHOD} "
+                f"triton {self.triton} list {self.candidates}")
 
     def file(self, cache_dir: Path) -> Path:
         digest = hashlib.sha256(self.text().encode()).hexdigest()[:16]
@@ -75,6 +86,71 @@ class Tuned:
         """The results row's `tuned` entry."""
         return {"config": dict(self.config), "source": self.source, "note": self.note,
                 "timings_ms": dict(self.timings_ms), "tuning_s": round(self.tuning_s, 3)}
+
+
+GENERIC = "generic"
+
+
+@dataclass(frozen=True)
+class CandidateLists:
+    """A kernel's candidate configs per device: `by_device` maps a device key, "<name fragment>
+    sm_XY" (e.g. "H100 sm_90"), to the list measured on that device family, the first its default;
+    `generic` is the list for any other device (tuned on first use). A key matches a device tag
+    ("NVIDIA H100 80GB HBM3 sm_90") when the compute capability is the same and the fragment is a
+    word of the name (case-insensitive): "H100" matches "NVIDIA H100 80GB HBM3" and "H100 NVL",
+    not "H1000"."""
+
+    by_device: Mapping[str, Sequence[Config]]
+    generic: Sequence[Config]
+
+    def __post_init__(self) -> None:
+        for key, configs in self.by_device.items():
+            _split_device_key(key)
+            if not configs:
+                raise ValueError(f"CandidateLists: the list for {key!r} is empty")
+        if not self.generic:
+            raise ValueError("CandidateLists: the generic list is empty")
+
+    @classmethod
+    def same(cls, configs: Sequence[Config], devices: Sequence[str]) -> "CandidateLists":
+        """One list measured on every device in `devices` and used as the generic list too (a
+        memory-bound kernel whose candidates travel: the device still picks among them)."""
+        return cls({d: configs for d in devices}, configs)
+
+    def select(self, device: str | None) -> tuple[str, list[dict[str, Any]]]:
+        """(the key of the list for `device`, its configs as dicts): the first by_device key that
+        matches, else (GENERIC, the generic list). device None (no GPU): the generic list."""
+        for key, configs in self.by_device.items():
+            if device is not None and device_matches(key, device):
+                return key, [dict(c) for c in configs]
+        return GENERIC, [dict(c) for c in self.generic]
+
+
+def _split_device_key(key: str) -> tuple[str, str]:
+    """("H100", "sm_90") of "H100 sm_90"; ValueError naming the key otherwise."""
+    fragment, _, sm = key.strip().rpartition(" ")
+    if not fragment or not sm.startswith("sm_") or not sm[3:].isdigit():
+        raise ValueError(f"device key {key!r}: expected '<name fragment> sm_XY', e.g. 'H100 sm_90'")
+    return fragment, sm
+
+
+def device_matches(key: str, device: str) -> bool:
+    """Whether device key "H100 sm_90" matches device tag "NVIDIA H100 80GB HBM3 sm_90"."""
+    fragment, sm = _split_device_key(key)
+    name, _, device_sm = device.strip().rpartition(" ")
+    if device_sm != sm:
+        return False
+    words, want = name.lower().split(), fragment.lower().split()
+    return any(words[i:i + len(want)] == want for i in range(len(words) - len(want) + 1))
+
+
+def triton_version() -> str:
+    """The installed Triton's version ("none" without Triton): part of every choice's key."""
+    try:
+        import triton
+    except ImportError:
+        return "none"
+    return str(getattr(triton, "__version__", "?"))
 
 
 def config_label(config: Config) -> str:
@@ -188,7 +264,9 @@ def _write(key: TuneKey, tuned: Tuned, cache_dir: Path) -> None:
     """Atomic write (a temp file in the same directory, then os.replace)."""
     path = key.file(cache_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"key": key.text(), "config": tuned.config, "timings_ms": tuned.timings_ms,
+    data = {"key": key.text(), "op": key.op, "impl": key.impl, "device": key.device, "triton": key.triton,
+            "candidates": key.candidates, "shape": dict(key.shape), "dtype": key.dtype,
+            "config": tuned.config, "timings_ms": tuned.timings_ms, "note": tuned.note,
             "tuning_s": round(tuned.tuning_s, 3), "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     with os.fdopen(fd, "w") as f:
@@ -227,22 +305,42 @@ def can_tune(ctx: Any) -> bool:
     return compiled_on_gpu(ctx) and getattr(ctx, "tune", True)
 
 
-def choose(ctx: Any, op: str, impl: str, spec: Any, candidates: Sequence[Config],
+def choose(ctx: Any, op: str, impl: str, spec: Any, candidates: Sequence[Config] | CandidateLists,
            run: Callable[[Config], Any] | None = None, version: str = "1") -> Tuned:
     """The config of (op, impl) at `spec` on the run's device.
 
-    With `run`, a builder's call: tuned now (or cached). Without, a launch's call (PTX view,
-    launch geometry; ctx may be None there), or in a context with tune=False (the build-ahead
-    worker): the cached choice, else the first candidate; nothing is launched. No GPU: the first
-    candidate.
+    candidates: a CandidateLists (the list for this device, else the generic one), or one plain
+    list (for every device: the key then says "generic"). With `run`, a builder's call: tuned
+    now (or cached). Without, a launch's call (PTX view, launch geometry; ctx may be None there),
+    or in a context with tune=False (the build-ahead worker): the cached choice, else the first
+    candidate; nothing is launched. No GPU: the first candidate of the generic list.
     """
+    lists = candidates if isinstance(candidates, CandidateLists) else CandidateLists({}, candidates)
     if not (compiled_on_gpu(ctx) if ctx is not None else _gpu_here()):
-        return default_choice(candidates, "no CUDA device here: nothing timed")
-    key = TuneKey(op, impl, device_tag() or "?", spec_shape(spec), str(spec.dtype), version)
-    if run is None or not can_tune(ctx):  # a launch's call, or a context that must not launch
-        why = f"not tuned yet for {key.text()}" + ("" if run is None else " (tuning off in this context)")
-        return cached_config(key, cache_root(ctx)) or default_choice(candidates, why)
-    return autotune(key, candidates, run, cache_root(ctx))
+        return default_choice(lists.generic, "no CUDA device here: nothing timed")
+    device = device_tag() or "?"
+    return choose_on(device, op, impl, spec_shape(spec), str(spec.dtype), lists, version,
+                     run if can_tune(ctx) else None, cache_root(ctx), tuning_off=run is not None and not can_tune(ctx))
+
+
+def choose_on(device: str, op: str, impl: str, shape: Mapping[str, int], dtype: str, lists: CandidateLists,
+              version: str, run: Callable[[Config], Any] | None, cache_dir: Path | None, *,
+              tuning_off: bool = False, bench: Callable[[Callable[[], Any]], float] | None = None) -> Tuned:
+    """choose() past the GPU test, for a known device tag: the list for `device` (else the generic
+    one, and the note says so), keyed by device, Triton version and list; tuned with `run`, else
+    the cached choice or the list's first config (tuning_off: a context that must not launch)."""
+    list_key, configs = lists.select(device)
+    key = TuneKey(op, impl, device, dict(shape), dtype, version, triton_version(), list_key)
+    if run is None:
+        why = f"not tuned yet for {key.text()}" + (" (tuning off in this context)" if tuning_off else "")
+        hit = cached_config(key, cache_dir) or default_choice(configs, why)
+    else:
+        hit = autotune(key, configs, run, cache_dir, bench=bench)
+    if list_key != GENERIC or not lists.by_device:
+        return hit
+    generic_note = (f"autotune: no candidate list for {device} (lists for {', '.join(lists.by_device)}): "
+                    f"the generic list of {len(configs)} configs, tuned on this device on first use; ")
+    return Tuned(hit.config, hit.source, generic_note + hit.note, hit.timings_ms, hit.tuning_s)
 
 
 def _gpu_here() -> bool:

@@ -36,8 +36,8 @@ from workbench.registry import BuildContext, Op
 from workbench.triton_support import jit, next_power_of_2, tl
 
 from . import _softmax_rows as rows_kernel
-from ._autotune import attach, can_tune, choose, default_choice
-from ._onepass import ONEPASS_VERSION, cluster_candidates, config_from, fits, geometry, row_candidates
+from ._autotune import CandidateLists, attach, can_tune, choose, default_choice
+from ._onepass import MEASURED_ON as ONEPASS_MEASURED_ON, ONEPASS_VERSION, cluster_candidates, config_from, fits, geometry, row_candidates
 from ._utils import MATRIX_TEST_SPECS, MatrixSpec, elementwise_cost, elementwise_runner, num_warps_for
 
 CU_FILE = Path(__file__).with_name("softmax.cu")
@@ -255,7 +255,8 @@ def _triton_candidates(spec: SoftmaxSpec) -> tuple[int, list[dict[str, int]]]:
 
 def _triton_choice(spec: SoftmaxSpec, ctx, run=None):
     block, configs = _triton_candidates(spec)
-    return block, choose(ctx, "softmax", "triton", spec, configs, run, version=rows_kernel.TRITON_VERSION)
+    lists = CandidateLists.same(configs, rows_kernel.MEASURED_ON)
+    return block, choose(ctx, "softmax", "triton", spec, lists, run, version=rows_kernel.TRITON_VERSION)
 
 
 def _triton_launch(spec: SoftmaxSpec, params, ctx: BuildContext | None = None) -> TritonLaunch:
@@ -458,7 +459,7 @@ def _cuda_config(spec: SoftmaxSpec, ctx: BuildContext | None, run=None):
     if len(candidates) == 1:
         return default_choice(candidates, "one-block row: the plan, nothing to tune")
     version = ONEPASS_VERSION if candidates[0] != PLAN else f"{ONEPASS_VERSION}-{CUDA_VERSION}"
-    return choose(ctx, "softmax", "cuda", spec, candidates, run, version=version)
+    return choose(ctx, "softmax", "cuda", spec, CandidateLists.same(candidates, ONEPASS_MEASURED_ON), run, version=version)
 
 
 def _two_pass_threads(spec: SoftmaxSpec) -> int:

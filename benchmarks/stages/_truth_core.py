@@ -54,7 +54,7 @@ def interleave(methods: dict[str, Callable[[], tuple[float, float | None]]], rou
     nearly matches the H200's power-cap cycle at 700 W (a slow state every ~1 s, 5-30% slower,
     starting a fixed time after the load does): under rotation do_bench's calls fell in the slow
     state 10, 7 and 8 times in 12 rounds on torch.compile's rows where the engine's did 4, 3 and 4
-    (benchmarks/truth_trace.py, results/h200/2026-12-03f), so the medians over rounds were 2.5-5%
+    (benchmarks/truth_trace.py, results/history/h200/2026-12-03f), so the medians over rounds were 2.5-5%
     apart where the calls in the same state agreed within 0.6%. A random order takes the schedule
     out of phase with the cycle. settle: run once before the first round (the GPU brought to its
     steady clock: after the build and check it idled, and a power-limited kernel's first method

@@ -25,7 +25,7 @@ over all rounds (a method biased by more than ~3% has no fast-state calls, so it
 `truth-details.json` keeps both (`statistic`, `state_split`, `all_rounds`). ratio = engine /
 do_bench. (Until 2026-12-03c matmul rows also ran the former method, a synchronize after every
 sample plus a fixed 100 us spin, and the engine with its former warm-up: their rounds are in
-results/h200/2026-12-0*/truth*/truth-details.json; until 2026-12-03e the order rotated and every
+results/history/h200/2026-12-0*/truth*/truth-details.json; until 2026-12-03e the order rotated and every
 row's figures were the medians over all rounds.)
 
 Writes, after every row (nothing finished is lost): `truth-dobench.json` shaped exactly

@@ -1,6 +1,6 @@
 """`workbench --list` (ops, implementations, availability per action and why) and
-`workbench --doctor` (GPU, versions, tools, ceilings cache, bars: peaks and references, colour
-system, paths).
+`workbench --doctor` (GPU, versions, tools, ceilings cache, bars: peaks and references, the
+kernels' tuning cache for this device, colour system, paths).
 """
 
 from __future__ import annotations
@@ -148,6 +148,7 @@ def diagnose(env: Env, kernels: list[str]) -> dict[str, Any]:
                   "triton": machine.triton, "triton_interpreted": machine.triton_interpreted},
         "ceilings": _ceilings(env),
         "bars": _bars(machine, env),
+        "tuning": _tuning(machine, env),
         "colour": _colour(env),
         "paths": _paths(env),
     }
@@ -253,6 +254,13 @@ def _bars(machine, env: Env) -> dict[str, Any]:
     return bars_summary(machine.device_name, _driver_version() if machine.has_cuda else None, env.cache_dir)
 
 
+def _tuning(machine, env: Env) -> dict[str, Any]:
+    """The kernels' tuned choices cached for this GPU (workbench/tuning_view.py)."""
+    from workbench.tuning_view import tuning_summary
+
+    return tuning_summary(env.cache_dir, machine.device_name if machine.has_cuda else None)
+
+
 def _colour(env: Env) -> dict[str, Any]:
     return {"color_system": env.console().color_system, "no_color": env.no_color,
             "stdout_tty": env.stdout_tty, "stderr_tty": env.stderr_tty}
@@ -269,13 +277,15 @@ def _paths(env: Env) -> dict[str, Any]:
 
 def _doctor_tables(data: dict[str, Any]) -> list:
     items = []
-    for section in ("workbench", "python", "versions", "gpu", "tools", "ceilings", "bars", "colour", "paths"):
+    for section in ("workbench", "python", "versions", "gpu", "tools", "ceilings", "bars", "tuning", "colour", "paths"):
         table = Table(title=section, title_justify="left", show_header=False)
         table.add_column("key", style="bold")
         table.add_column("value", overflow="fold")
         for key, value in data[section].items():
             shown = json.dumps(value, default=str) if isinstance(value, (dict, list)) else (
                 "-" if value is None else str(value))
+            if section == "tuning" and key == "this_device":  # one cached choice a line
+                shown = "\n".join(value) if value else "- (none cached for this device yet)"
             table.add_row(key, shown)
         items.append(table)
     return items

@@ -38,7 +38,7 @@ def profile_calls(call: Callable[[], Any], on_cuda: bool, sync: Callable[[], Non
     key_averages), not the wrapper: the wrapper's first start asks `hasattr(torch, "_inductor")`,
     which imports Inductor and dynamo into a worker that may never compile anything: 6.3 s of
     the first profiled row on the 2-core CPU box (a one-row gelu replay, WORKBENCH_TRACE), 6.5 s
-    on the H200 (results/h200/2026-12-02b/README.md)."""
+    on the H200 (results/history/h200/2026-12-02b/README.md)."""
     from torch.autograd.profiler import profile
 
     call()  # warm-up: CUDA context, caches and lazy init happen outside the profile

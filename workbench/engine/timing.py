@@ -252,7 +252,7 @@ def warm_up(call: Callable[[], Any], timer: Timer, warmup_ms: float,
     at the clock do_bench's loop would find, not the higher one that idle gaps between warm-up
     rounds leave; on the H200 the engine read cuBLAS and Triton bf16 8192^3 2.1% faster than
     do_bench on average over 11 calls with round-only warm-up (0.944-0.999), and 0.996-1.001 in
-    four runs over three calls with this one (results/h200/2026-12-03b).
+    four runs over three calls with this one (results/history/h200/2026-12-03b).
     back_to_back=False: rounds only, for all of `warmup_ms` (the method before 2026-12-03)."""
     host_ms: list[float] = []
 
@@ -287,7 +287,7 @@ def headroom_ms(host_launch_ms: float, flush_ms: float, device_ms: float = 0.0) 
     A kernel longer than its launch keeps the host ahead within a batch and needs no spin; a spin
     there only idled the device (0.15 ms a sample for a 1.5 ms Triton GEMM on the H200), letting
     a power-limited kernel clock higher than under do_bench (0.944 of do_bench's median, against
-    0.999 for cuBLAS, whose spin was 0: results/h200/2026-12-01b/truth-call2)."""
+    0.999 for cuBLAS, whose spin was 0: results/history/h200/2026-12-01b/truth-call2)."""
     need = HEADROOM_FACTOR * (host_launch_ms + EVENT_RECORD_MS) - flush_ms - device_ms
     return min(MAX_HEADROOM_MS, max(0.0, need))
 
@@ -332,7 +332,7 @@ def measure_run(call: Callable[[], Any], timer: Timer, rule: StopRule, *, warmup
     power or thermal limit during warm-up or timing): once true, the run is not stopped on a
     converged median but timed for the whole rep_ms. A power-limited kernel (a large bf16 GEMM
     on an H200) clocks down over tens of milliseconds; stopping after 10 samples (15 ms) timed
-    the burst clock, 5% faster than do_bench's 100 ms (results/h200/2026-12-01/truth-details.json).
+    the burst clock, 5% faster than do_bench's 100 ms (results/history/h200/2026-12-01/truth-details.json).
     """
     warm = warm_up(call, timer, warmup_ms, clock, flush, back_to_back_warm_up)
     spin = 0.0
