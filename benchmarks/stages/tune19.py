@@ -108,7 +108,7 @@ def _cuda_target(sw, op, shape: dict, dtype: str, gpu: bool, module: Any, long_r
 def _matmul_target(sw, op, shape: dict, dtype: str, gpu: bool):
     import torch
 
-    from workbench.kernels._autotune import device_tag
+    from workbench.tuning import device_tag
     from workbench.kernels._tma_gemm import TMA_VERSION, candidate_configs, sm_count, tma_runner
 
     target = _target(op, "triton", shape, dtype, sw.device, gpu)
