@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -25,7 +24,9 @@ BASE = {"PATH": "/usr/bin", "HOME": "/home/k", "CUDA_VISIBLE_DEVICES": "0"}
 @pytest.fixture
 def folder():
     """A short private folder under /tmp (a Unix socket's path holds ~100 characters)."""
-    path = Path(tempfile.mkdtemp(prefix="wbd-"))
+    from conftest import daemon_folder
+
+    path = daemon_folder()
     yield path
     for child in path.iterdir():
         child.unlink()
@@ -249,10 +250,10 @@ def test_stop_cancels_the_run_and_the_partial_document_comes_back(served):
 
 
 def test_a_client_that_disconnects_mid_run_cancels_it_and_the_daemon_serves_the_next(served):
-    from multiprocessing.connection import Client
+    from workbench.engine.daemon_client import connect
 
     daemon, engine = served
-    conn = Client(str(daemon.paths.socket), "AF_UNIX", authkey=authkey(daemon.paths.folder))
+    conn = connect(daemon.paths, start=False)
     wire.send(conn, wire.Kind.run, wire.RunRequest(Session(), None, "/", fingerprint(os.environ)))
     assert wire.recv(conn)[0] == wire.Kind.accepted
     assert engine.running.wait(10)

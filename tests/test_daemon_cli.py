@@ -10,7 +10,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import types
 from pathlib import Path
@@ -80,10 +79,12 @@ def wb(tmp_path):
     test and every daemon in it is stopped at the end, its processes checked gone."""
     from workbench.engine.daemon_client import list_daemons, stop_daemons
 
-    folder = Path(tempfile.mkdtemp(prefix="wbd-"))
+    from conftest import daemon_folder
+
+    folder = daemon_folder()
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "XDG_DATA_HOME": str(tmp_path / "data"),
            "WORKBENCH_DAEMON_DIR": str(folder)}
-    env.pop("WORKBENCH_DAEMON", None)
+    env.pop("WORKBENCH_DAEMON", None)  # the suite's WORKBENCH_DAEMON=0: these tests are about the daemon
 
     def start(*args: str, extra_env=None) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-m", "workbench", *args], cwd=tmp_path, text=True,
@@ -127,7 +128,7 @@ def key_paths(value, prefix="") -> set[str]:
 
 def test_two_invocations_share_one_daemon_which_lists_and_stops_with_its_workers(wb):
     path = wb.session(GELU)
-    here, _ = replay(wb, path, out="here.json")
+    here, _ = replay(wb, path, "--no-daemon", out="here.json")
     first, _ = replay(wb, path, "--daemon", out="first.json")
     second, _ = replay(wb, path, "--daemon", out="second.json")
     d1, d2 = first["provenance"]["daemon"], second["provenance"]["daemon"]
@@ -171,9 +172,11 @@ def test_a_stale_socket_is_replaced_and_another_fingerprint_gets_its_own_daemon(
     from workbench.engine.daemon_paths import DaemonPaths, fingerprint
 
     def status(environ):
+        from workbench.engine import daemon_wire as wire
+
         conn = connect(DaemonPaths.of(wb.folder, fingerprint(environ)), start=True, environ=environ)
-        conn.send((1, "status", None))
-        info = conn.recv()[2]
+        wire.send(conn, wire.Kind.status)
+        info = wire.recv(conn)[1]
         conn.close()
         return info
 
