@@ -314,3 +314,29 @@ def test_a_finished_run_is_not_logged_as_cancelled_when_the_client_closes_at_onc
     daemon._run(Conn(), request)
     out = capsys.readouterr().out
     assert "done" in out and "(cancelled)" not in out, out
+
+
+def test_a_daemon_of_older_code_for_the_same_environment_is_replaced(served, monkeypatch):
+    """Issue #39: when a client starts a daemon for new code, the folder's idle daemons whose
+    fingerprint differs outside the environment (another source digest) are stopped; one for
+    another environment (CUDA_VISIBLE_DEVICES) is left alone."""
+    from workbench.engine import daemon_client
+    from workbench.engine.daemon_paths import DaemonPaths
+
+    daemon, engine = served
+    newer = {**fingerprint(os.environ), "source": "0" * 20}
+    monkeypatch.setattr(daemon_client, "fingerprint", lambda environ: newer)
+    mine = DaemonPaths.of(daemon.paths.folder, newer)
+    assert daemon_client._stop_superseded(mine, os.environ) == [f"daemon {os.getpid()} (other source)"]
+    assert daemon.shutdown.wait(5)
+
+
+def test_a_daemon_for_another_environment_is_kept(served, monkeypatch):
+    from workbench.engine import daemon_client
+    from workbench.engine.daemon_paths import DaemonPaths
+
+    daemon, engine = served
+    other = fingerprint({**os.environ, "CUDA_VISIBLE_DEVICES": "7"})
+    monkeypatch.setattr(daemon_client, "fingerprint", lambda environ: other)
+    assert daemon_client._stop_superseded(DaemonPaths.of(daemon.paths.folder, other), os.environ) == []
+    assert not daemon.shutdown.is_set()

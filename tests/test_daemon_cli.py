@@ -230,3 +230,58 @@ def test_daemon_stop_mid_run_ends_the_replay_with_exit_2_and_says_so(wb):
     assert "the workbench daemon was stopped during the run" in err
     doc = json.loads((wb.tmp / "stopped.json").read_text())
     assert doc["cancelled"] is True and [r["status"] for r in doc["results"]][:2] == ["ok", "ok"]
+
+
+def test_the_daemon_is_the_default_and_the_opt_outs_run_in_process(wb):
+    """Issue #39: a plain --replay uses (and starts) the daemon and says so in one line;
+    --no-daemon, WORKBENCH_DAEMON=0 and --strict run in this process; a second plain replay
+    reuses the daemon the first started."""
+    path = wb.session(SLEEPS.format(values="5"))
+    first, proc = replay(wb, path, out="first.json")
+    assert first["provenance"]["daemon"]["runs"] == 1
+    assert [line for line in proc.stderr.splitlines() if "started a workbench daemon" in line], proc.stderr
+    second, proc = replay(wb, path, out="second.json")
+    assert second["provenance"]["daemon"]["pid"] == first["provenance"]["daemon"]["pid"]
+    assert "started a workbench daemon" not in proc.stderr
+    for args, extra in ((("--no-daemon",), None), ((), {"WORKBENCH_DAEMON": "0"}), (("--strict",), None)):
+        proc = wb.cli("--replay", path, "-o", str(wb.tmp / "here.json"), *args, extra_env=extra)
+        assert proc.returncode == 0, proc.stderr
+        assert "daemon" not in json.loads((wb.tmp / "here.json").read_text())["provenance"], args
+
+
+def test_a_stopped_daemon_is_replaced_with_one_line(wb, monkeypatch):
+    """A daemon that accepts and never answers (SIGSTOP): the client kills it (its pid verified
+    as this user's daemon of this folder) and starts a fresh one, saying so."""
+    from workbench.engine import daemon_wire as wire
+    from workbench.engine.daemon_client import connect
+    from workbench.engine.daemon_paths import DaemonPaths, fingerprint
+
+    paths = DaemonPaths.of(wb.folder, fingerprint(wb.env))
+    conn = connect(paths, start=True, environ=wb.env)
+    old = conn.peer_pid
+    conn.close()
+    os.kill(old, signal.SIGSTOP)
+    monkeypatch.setattr(wire, "HANDSHAKE_S", 1.0)
+    notes = []
+    conn = connect(paths, start=True, environ=wb.env, note=notes.append)
+    try:
+        assert conn.peer_pid != old and gone([old]) == []
+        assert any(f"workbench daemon {old} did not answer" in n for n in notes), notes
+    finally:
+        conn.close()
+
+
+def test_the_session_finish_check_sees_a_daemon_left_running(wb):
+    """conftest's pytest_sessionfinish fails the suite on any daemon under its folder: the
+    listing it uses finds a live one and not a stopped one."""
+    from conftest import DAEMON_ROOT, daemons_under
+
+    from workbench.engine.daemon_client import connect, stop_daemons
+    from workbench.engine.daemon_paths import DaemonPaths, fingerprint
+
+    conn = connect(DaemonPaths.of(wb.folder, fingerprint(wb.env)), start=True, environ=wb.env)
+    pid = conn.peer_pid
+    conn.close()
+    assert pid in daemons_under(DAEMON_ROOT)
+    stop_daemons(wb.folder)
+    assert gone([pid]) == [] and pid not in daemons_under(DAEMON_ROOT)
