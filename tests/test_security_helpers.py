@@ -195,6 +195,8 @@ def test_shipped_sessions_are_trusted_and_others_are_not(tmp_path):
     assert untrusted_plugins(session, trusted=False) == ["mine.py"]
     assert untrusted_plugins(session, trusted=True) == []
     assert untrusted_plugins(shipped_path("default-cpu"), trusted=False) == []
+    example = Path(__file__).resolve().parents[1] / "examples" / "rmsnorm.yaml"
+    assert declared_plugins(example) and untrusted_plugins(example, trusted=False) == []
 
 
 def test_the_tui_asks_before_it_opens_a_session_with_plugins(tmp_path, monkeypatch, capsys):

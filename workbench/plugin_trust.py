@@ -1,8 +1,9 @@
 """Whose code a session runs before anything is run (issue #36): a session's `plugins:` are
 Python files that --check and the TUI import to learn their ops (in manifest_build, as the
 user). They are loaded only when the user trusts the session: `--trust-plugins` (headless
-commands), a yes in the TUI's question, or a session of the shipped folder. `--replay` runs
-the session's code by definition and needs no flag. Torch- and textual-free.
+commands), a yes in the TUI's question, or a session that came with workbench (the shipped
+folder, the checkout's examples/). `--replay` runs the session's code by definition and needs
+no flag. Torch- and textual-free.
 """
 
 from __future__ import annotations
@@ -25,12 +26,20 @@ def declared_plugins(path: str | Path) -> list[str]:
     return [str(p) for p in plugins] if isinstance(plugins, list) else []
 
 
-def untrusted_plugins(path: str | Path, trusted: bool) -> list[str]:
-    """The plugins of the session at `path` that need the user's word before they are imported:
-    none when `trusted` or the session is a shipped one (workbench/sessions)."""
+def shipped_with_workbench(path: str | Path) -> bool:
+    """Whether the session at `path` came with workbench itself: a shipped session
+    (workbench/sessions) or one of the checkout's examples/ (beside the workbench package)."""
+    import workbench
     from workbench.session_paths import is_shipped
 
-    if trusted or is_shipped(path):
+    examples = Path(workbench.__file__).resolve().parents[1] / "examples"
+    return is_shipped(path) or Path(path).resolve().parent == examples
+
+
+def untrusted_plugins(path: str | Path, trusted: bool) -> list[str]:
+    """The plugins of the session at `path` that need the user's word before they are imported:
+    none when `trusted` or the session came with workbench (shipped_with_workbench)."""
+    if trusted or shipped_with_workbench(path):
         return []
     return declared_plugins(path)
 
