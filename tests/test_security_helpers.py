@@ -269,3 +269,45 @@ def test_a_helper_started_with_die_with_parent_goes_with_its_parent(tmp_path):
         time.sleep(0.05)
     state = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0] if Path(f"/proc/{child}").exists() else "X"
     assert state in "ZX", "the helper outlived its killed parent"
+
+
+# -- Low: a plugin's detached grandchild does not outlive its worker ---------------------------
+@pytest.mark.slow
+def test_a_detached_grandchild_stays_under_the_worker_and_dies_with_it(tmp_path):
+    """A worker is a child subreaper (engine/entry.py): a helper that a plugin starts detached
+    (setsid, its parent gone at once) is reparented to the worker, not to init, and
+    kill_descendants (what WorkerProcess.close calls) ends it."""
+    from workbench.engine.workers import kill_descendants
+
+    pid_file = tmp_path / "helper.pid"
+    worker = textwrap.dedent(f"""
+        import ctypes, subprocess, time
+        from workbench.engine.entry import PR_SET_CHILD_SUBREAPER
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
+        subprocess.run(["bash", "-c", "setsid sleep 60 & echo $! > {pid_file}"])  # bash leaves at once
+        time.sleep(60)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", worker])
+    try:
+        deadline = time.monotonic() + 60
+        while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        helper = int(pid_file.read_text())
+        time.sleep(0.2)
+        parent = int(Path(f"/proc/{helper}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        assert parent == proc.pid, "the detached helper was not reparented to the worker"
+        assert helper in kill_descendants(proc.pid)
+        deadline = time.monotonic() + 5
+        while Path(f"/proc/{helper}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+            try:
+                if Path(f"/proc/{helper}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX":
+                    break
+            except OSError:
+                break
+        alive = Path(f"/proc/{helper}/stat").exists() and \
+            Path(f"/proc/{helper}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
+        assert not alive, "the helper outlived kill_descendants"
+    finally:
+        proc.kill()
+        proc.wait()

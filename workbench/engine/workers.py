@@ -106,6 +106,33 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def kill_descendants(pid: int) -> list[int]:
+    """SIGKILL every live descendant of `pid` (from /proc's parent links; Linux), deepest
+    first; returns their pids. Nothing elsewhere (no /proc): []."""
+    parents: dict[int, int] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in entries:
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    parents[int(name)] = int(f.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found, frontier = [], [pid]
+    while frontier:
+        frontier = [child for child, parent in parents.items() if parent in frontier and child not in found]
+        found += frontier
+    for child in reversed(found):
+        try:
+            os.kill(child, signal.SIGKILL)
+        except OSError:
+            pass
+    return found
+
+
 def zygote_log_path() -> Path:
     """Where the zygote's (and its children's early) stdout and stderr go: a file in this
     process's private temp folder, removed at exit (engine/zygote.py opens it O_NOFOLLOW)."""
@@ -152,8 +179,11 @@ class WorkerProcess:
         return self.proc.is_alive()
 
     def close(self, grace_s: float = 0.0) -> None:
-        """Ask the worker to leave (grace_s > 0), kill it if still there, release pipes and log."""
+        """Kill what the worker started (its descendants: a plugin's helpers, detached ones
+        included, entry.py), ask the worker to leave (grace_s > 0), kill it if still there,
+        release pipes and log."""
         if self.proc.pid is not None and self.proc.is_alive():
+            kill_descendants(self.proc.pid)
             if grace_s > 0:
                 try:
                     self.job_conn.send_bytes(STOP)
