@@ -311,3 +311,20 @@ def test_a_detached_grandchild_stays_under_the_worker_and_dies_with_it(tmp_path)
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_multiprocessing_temp_files_live_in_the_private_folder(tmp_path, monkeypatch):
+    """A killed run left /tmp/pymp-* (and /tmp/workbench-worker-*.log): both now live in the
+    process's private folder, which the next start sweeps."""
+    import multiprocessing
+    import tempfile
+
+    from workbench.engine import workers
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(workers, "_PRIVATE_TMP", {})
+    config = multiprocessing.current_process()._config
+    monkeypatch.setitem(config, "tempdir", None)
+    config.pop("tempdir")
+    workers.start_context("spawn")
+    assert Path(config["tempdir"]) == workers.private_tmp()

@@ -61,6 +61,9 @@ def start_context(method: str | None = None) -> Any:
         raise ValueError(f"worker start method must be one of {', '.join(START_METHODS)}, got {method!r}")
     context = multiprocessing.get_context(method)
     safe_path_for_children()  # the zygote's `python -c` and spawn's workers: no cwd on sys.path
+    # multiprocessing's own temp folder (the forkserver's socket; else a /tmp/pymp-* that a kill
+    # leaves behind) inside ours: removed at exit, swept after a kill
+    multiprocessing.current_process()._config.setdefault("tempdir", str(private_tmp()))
     if method == "forkserver":
         context.set_forkserver_preload(ZYGOTE_PRELOAD)
         os.environ["WORKBENCH_ZYGOTE_LOG"] = str(zygote_log_path())  # read by engine/zygote.py (not a parent's)
@@ -144,7 +147,7 @@ class WorkerProcess:
 
     def __init__(self, context: Any, key: WorkerKey, env: Mapping[str, str], prestarted: bool = False):
         self.key, self.prestarted = key, prestarted
-        fd, log_path = tempfile.mkstemp(prefix="workbench-worker-", suffix=".log")
+        fd, log_path = tempfile.mkstemp(prefix="worker-", suffix=".log", dir=private_tmp())  # swept if we are killed
         os.close(fd)
         self.log_path = Path(log_path)
         self.tail = LogTail(self.log_path)
