@@ -143,6 +143,10 @@ class Daemon:
             self.current_stop.set()
         if self.run_lock.acquire(timeout=SHUTDOWN_WAIT_S):
             self.run_lock.release()
+        try:
+            listener.shutdown(socket.SHUT_RDWR)  # wakes the accept thread (close alone does not)
+        except OSError:
+            pass
         listener.close()
         try:  # no other daemon binds it while we hold the lock
             if os.stat(self.paths.socket).st_ino == self._inode:
