@@ -252,7 +252,6 @@ def test_the_daemon_is_the_default_and_the_opt_outs_run_in_process(wb):
 def test_a_stopped_daemon_is_replaced_with_one_line(wb, monkeypatch):
     """A daemon that accepts and never answers (SIGSTOP): the client kills it (its pid verified
     as this user's daemon of this folder) and starts a fresh one, saying so."""
-    from workbench.engine import daemon_wire as wire
     from workbench.engine.daemon_client import connect
     from workbench.engine.daemon_paths import DaemonPaths, fingerprint
 
@@ -261,7 +260,9 @@ def test_a_stopped_daemon_is_replaced_with_one_line(wb, monkeypatch):
     old = conn.peer_pid
     conn.close()
     os.kill(old, signal.SIGSTOP)
-    monkeypatch.setattr(wire, "HANDSHAKE_S", 1.0)
+    from workbench.engine import daemon_client
+
+    monkeypatch.setattr(daemon_client, "CLIENT_HANDSHAKE_S", 1.0)
     notes = []
     conn = connect(paths, start=True, environ=wb.env, note=notes.append)
     try:

@@ -35,6 +35,7 @@ STOP_WAIT_S = 15.0
 DAEMON_KEYS = ("pid", "started", "runs", "fingerprint", "idle_timeout_s", "worker_starts")
 
 
+CLIENT_HANDSHAKE_S = 2.5  # under the 3 s in which a signal must be honoured (the daemon allows 5 s)
 REPLY_S = 30.0   # the first answer to RUN (a daemon finishing the last run waits up to 10 s for it)
 STALL_S = 2.0    # during a run, how often a silent daemon is looked at (stopped? gone?)
 CANCEL_WAIT_S = 2.5  # after CANCEL, the partial document must come within this (signals: 3 s)
@@ -134,9 +135,10 @@ def connect(paths: DaemonPaths, *, start: bool, environ: Mapping[str, str] | Non
     """A verified connection to the daemon at `paths`: the peer is a process of this user
     (SO_PEERCRED) that knows the folder's authkey, and this client proves it too; every step
     under a timeout. With start, one is started when none is there (a stale socket, whose daemon
-    died, is replaced by the new daemon; one that answers no handshake, stopped or hung, is
-    killed once, after its pid is verified to be this user's daemon, and replaced), and note()
-    says so in one line. Raises DaemonError (also when `stop` is set meanwhile)."""
+    died, is replaced by the new daemon; one that answers no handshake and is stopped (SIGSTOP)
+    is killed once, after its pid is verified to be this user's daemon, and replaced), and
+    note() says so in one line. Raises DaemonError (also when `stop` is set meanwhile, or for a
+    daemon that is running but does not answer in time: the caller runs in process)."""
     key = authkey(paths.folder)
     deadline = time.monotonic() + START_S
     proc = None
@@ -148,8 +150,8 @@ def connect(paths: DaemonPaths, *, start: bool, environ: Mapping[str, str] | Non
             return _handshake(paths, key)
         except (FileNotFoundError, ConnectionRefusedError):
             pass
-        except _Hung as exc:
-            if not start or replaced or not daemon_pid_verified(exc.pid, paths.folder):
+        except _Hung as exc:  # killed and replaced only when stopped (a slow daemon is left alone)
+            if not start or replaced or not _stopped(exc.pid) or not daemon_pid_verified(exc.pid, paths.folder):
                 raise DaemonError(f"daemon socket {paths.socket}: {exc}") from None
             _signal(exc.pid, signal.SIGKILL)
             _wait_free(paths, 5.0)
@@ -192,6 +194,7 @@ def _handshake(paths: DaemonPaths, key: bytes) -> wire.Channel:
 
     sock = wire.connect_socket(str(paths.socket))
     conn = wire.Channel(sock)
+    conn.default_timeout = CLIENT_HANDSHAKE_S
     try:
         if not wire.same_user(conn):
             raise DaemonError(f"daemon socket {paths.socket} is served by uid {conn.peer_uid} (pid {conn.peer_pid}), "
@@ -199,7 +202,7 @@ def _handshake(paths: DaemonPaths, key: bytes) -> wire.Channel:
         try:
             wire.authenticate(conn, key, server=False)
         except TimeoutError:
-            raise _Hung(conn.peer_pid, f"no handshake within {wire.HANDSHAKE_S:g} s") from None
+            raise _Hung(conn.peer_pid, f"no handshake within {conn.default_timeout:g} s") from None
         except AuthenticationError as exc:
             raise DaemonError(f"daemon socket {paths.socket}: the authkey does not match ({exc})") from None
     except BaseException:
