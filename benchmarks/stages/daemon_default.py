@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from benchmarks.stages._overhead_replays import median_ratios, stop_daemons
+from benchmarks.stages.overhead import _session_file
 
 TITLE = "Warm daemon as the default: --no-daemon against the default, five-way GeLU"
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,17 +38,6 @@ BUDGET_S = 150
 FIVE_GPU = ("manual", "pytorch", "compiled", "cuda", "triton")
 FIVE_CPU = ("manual", "pytorch")  # a dry run of the logic on a CPU box
 ROUNDS = {True: 1, False: 2}
-SESSION = """\
-schema_version: 1
-name: daemon-default
-settings: {{device: {device}, warmup_ms: 25, rep_ms: 100, timeout_s: 300}}
-runs:
-  - op: gelu
-    impls: [{impls}]
-    shape: {{M: {side}, N: {side}}}
-    dtype: float32
-    actions: [check, bench]
-"""
 
 
 def run(quick: bool, out: Path) -> list[dict]:
@@ -57,9 +47,7 @@ def run(quick: bool, out: Path) -> list[dict]:
     folder = out / "daemon_default"
     folder.mkdir(parents=True, exist_ok=True)
     side = (4096 if quick else 16384) if gpu else 256
-    session = folder / "five-way.yaml"
-    session.write_text(SESSION.format(device="auto" if gpu else "cpu", impls=", ".join(FIVE_GPU if gpu else FIVE_CPU),
-                                      side=side))
+    session = _session_file(folder, "five-way", FIVE_GPU if gpu else FIVE_CPU, side, gpu)  # overhead's session
     daemon_dir = tempfile.mkdtemp(prefix="wbd-")  # short: a Unix socket's path holds ~100 characters
     env = {**os.environ, "XDG_CACHE_HOME": str(folder / "cache"), "XDG_DATA_HOME": str(folder / "data"),
            "WORKBENCH_DAEMON_DIR": daemon_dir}
