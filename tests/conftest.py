@@ -18,7 +18,7 @@ from workbench.registry import Registry, discover
 
 # -- the shipped kernels' manifest, built once per test session ----------------------------------
 # The front end (--list, --check, the TUI catalog) reads declarations from a manifest cached under
-# the user cache folder (workbench/manifest.py); a cold cache builds it in a subprocess. Tests that
+# the user cache folder (workbench/plugins/manifest.py); a cold cache builds it in a subprocess. Tests that
 # give the CLI an empty cache folder (cli_fakes.user_dirs) get a copy of it, so only the tests
 # that really start children need the `slow` marker.
 SESSION_MANIFESTS: Path | None = None
@@ -40,7 +40,7 @@ def daemon_folder() -> Path:
 
 
 def daemons_under(root: Path) -> list[int]:
-    """Pids of live `python -m workbench.engine.daemon --dir D` processes of this user with D under
+    """Pids of live `python -m workbench.engine.daemon.server --dir D` processes of this user with D under
     `root` (from /proc: what a daemon test left running)."""
     found = []
     for entry in Path("/proc").iterdir():
@@ -52,7 +52,7 @@ def daemons_under(root: Path) -> list[int]:
             owner = (entry / "status").stat().st_uid
         except (OSError, IndexError):
             continue
-        if "workbench.engine.daemon" not in argv or "--dir" not in argv or owner != os.getuid() or state in "ZX":
+        if "workbench.engine.daemon.server" not in argv or "--dir" not in argv or owner != os.getuid() or state in "ZX":
             continue
         folder = argv[argv.index("--dir") + 1] if argv.index("--dir") + 1 < len(argv) else ""
         if os.path.realpath(folder).startswith(os.path.realpath(root) + os.sep):
@@ -83,7 +83,7 @@ def pytest_sessionstart(session):
     any test runs: tests that read it there (load_session without a registry) and the copies
     seeded into tests' own cache folders then start nothing."""
     global SESSION_MANIFESTS
-    from workbench.manifest import default_cache_dir, manifests, sources
+    from workbench.plugins.manifest import default_cache_dir, manifests, sources
 
     cache = default_cache_dir()
     manifests(sources(), cache)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from workbench.engine import daemon_wire as wire
-from workbench.engine.daemon_paths import (DaemonError, DaemonPaths, authkey, fingerprint, fingerprint_difference,
+from workbench.engine.daemon import wire
+from workbench.engine.daemon.paths import (DaemonError, DaemonPaths, authkey, fingerprint, fingerprint_difference,
                                            fingerprint_hash, known_daemons, lock_held, private_folder, try_lock)
 from workbench.events import Log, Result
 
@@ -99,7 +99,7 @@ def test_messages_round_trip_and_anything_else_is_refused():
                        (b'[99, "run", null]', "protocol 99"),
                        (json.dumps([wire.PROTOCOL, "dance", None]).encode(), "unknown daemon message kind"),
                        (json.dumps([wire.PROTOCOL, "run", {"__dc__": "os:system", "f": {}}]).encode(), "workbench"),
-                       (json.dumps([wire.PROTOCOL, "run", {"__dc__": "workbench.engine.daemon_paths:fingerprint",
+                       (json.dumps([wire.PROTOCOL, "run", {"__dc__": "workbench.engine.daemon.paths:fingerprint",
                                                            "f": {}}]).encode(), "not a dataclass")]:
         a.send_bytes(bad)
         with pytest.raises(wire.WireError, match=match):
@@ -130,7 +130,7 @@ class FakeEngine:
 @pytest.fixture
 def served(folder, monkeypatch):
     import workbench.engine.plan as plan
-    from workbench.engine.daemon import Daemon
+    from workbench.engine.daemon.server import Daemon
 
     engine = FakeEngine()
     monkeypatch.setattr(plan, "run_plan", engine.run_plan)
@@ -149,8 +149,8 @@ def served(folder, monkeypatch):
 
 
 def Session():
-    from workbench.session_model import RunSpec
-    from workbench.session_model import Session as RealSession
+    from workbench.session.model import RunSpec
+    from workbench.session.model import Session as RealSession
 
     return RealSession(name="fake", runs=(RunSpec(op="gelu"),))
 
@@ -162,7 +162,7 @@ def test_a_run_ends_its_reader_before_the_connection_can_be_closed(folder, monke
     client that keeps its end open, the reader must have ended when the run returns, and the
     client still gets the document."""
     import workbench.engine.plan as plan
-    from workbench.engine.daemon import Daemon
+    from workbench.engine.daemon.server import Daemon
 
     engine = FakeEngine()
     engine.release.set()
@@ -187,7 +187,7 @@ def test_a_run_ends_its_reader_before_the_connection_can_be_closed(folder, monke
 
 
 def _run(daemon, stop=None, notes=None):
-    from workbench.engine.daemon_client import run_in_daemon
+    from workbench.engine.daemon.client import run_in_daemon
 
     events = []
     doc = run_in_daemon(Session(), None, on_event=events.append, stop=stop or threading.Event(),
@@ -210,7 +210,7 @@ def test_a_client_arriving_while_a_run_is_finishing_waits_for_it(served, monkeyp
     """The document went to the client before the run let go of the daemon (its reader thread
     ending, the lock released), so a replay started right after another was told `busy` and ran
     cold (CI: the second run of one test got None). Held here: the first run's end is slowed."""
-    import workbench.engine.daemon as daemon_module
+    import workbench.engine.daemon.server as daemon_module
 
     daemon, engine = served
     engine.release.set()
@@ -250,7 +250,7 @@ def test_stop_cancels_the_run_and_the_partial_document_comes_back(served):
 
 
 def test_a_client_that_disconnects_mid_run_cancels_it_and_the_daemon_serves_the_next(served):
-    from workbench.engine.daemon_client import connect
+    from workbench.engine.daemon.client import connect
 
     daemon, engine = served
     conn = connect(daemon.paths, start=False)
@@ -267,7 +267,7 @@ def test_a_client_that_disconnects_mid_run_cancels_it_and_the_daemon_serves_the_
 
 
 def test_a_client_of_another_fingerprint_is_refused(served):
-    from workbench.engine.daemon_client import connect
+    from workbench.engine.daemon.client import connect
 
     daemon, _engine = served
     conn = connect(daemon.paths, start=False)
@@ -288,8 +288,8 @@ def test_a_finished_run_is_not_logged_as_cancelled_when_the_client_closes_at_onc
     closes as soon as it has the document, and the cancel watcher set the stop flag before the line."""
     import threading
 
-    from workbench.engine import daemon as daemon_module
-    from workbench.engine import daemon_wire as wire
+    from workbench.engine.daemon import server as daemon_module
+    from workbench.engine.daemon import wire
     from workbench.engine import plan
 
     monkeypatch.setattr(plan, "run_plan", lambda session, **kwargs: {"cancelled": False, "results": []})
@@ -320,8 +320,8 @@ def test_a_daemon_of_older_code_for_the_same_environment_is_replaced(served, mon
     """Issue #39: when a client starts a daemon for new code, the folder's idle daemons whose
     fingerprint differs outside the environment (another source digest) are stopped; one for
     another environment (CUDA_VISIBLE_DEVICES) is left alone."""
-    from workbench.engine import daemon_client
-    from workbench.engine.daemon_paths import DaemonPaths
+    from workbench.engine.daemon import client as daemon_client
+    from workbench.engine.daemon.paths import DaemonPaths
 
     daemon, engine = served
     newer = {**fingerprint(os.environ), "source": "0" * 20}
@@ -332,8 +332,8 @@ def test_a_daemon_of_older_code_for_the_same_environment_is_replaced(served, mon
 
 
 def test_a_daemon_for_another_environment_is_kept(served, monkeypatch):
-    from workbench.engine import daemon_client
-    from workbench.engine.daemon_paths import DaemonPaths
+    from workbench.engine.daemon import client as daemon_client
+    from workbench.engine.daemon.paths import DaemonPaths
 
     daemon, engine = served
     other = fingerprint({**os.environ, "CUDA_VISIBLE_DEVICES": "7"})

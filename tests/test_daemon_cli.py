@@ -77,7 +77,7 @@ def gone(pids, within_s: float = 10.0) -> list[int]:
 def wb(tmp_path):
     """cli(*args) runs the CLI here; start(*args) starts it; the daemon folder is private to the
     test and every daemon in it is stopped at the end, its processes checked gone."""
-    from workbench.engine.daemon_client import list_daemons, stop_daemons
+    from workbench.engine.daemon.client import list_daemons, stop_daemons
 
     from conftest import daemon_folder
 
@@ -168,11 +168,11 @@ def test_the_idle_timeout_ends_the_daemon_and_its_workers(wb):
 
 
 def test_a_stale_socket_is_replaced_and_another_fingerprint_gets_its_own_daemon(wb):
-    from workbench.engine.daemon_client import connect, list_daemons
-    from workbench.engine.daemon_paths import DaemonPaths, fingerprint
+    from workbench.engine.daemon.client import connect, list_daemons
+    from workbench.engine.daemon.paths import DaemonPaths, fingerprint
 
     def status(environ):
-        from workbench.engine import daemon_wire as wire
+        from workbench.engine.daemon import wire
 
         conn = connect(DaemonPaths.of(wb.folder, fingerprint(environ)), start=True, environ=environ)
         wire.send(conn, wire.Kind.status)
@@ -252,15 +252,15 @@ def test_the_daemon_is_the_default_and_the_opt_outs_run_in_process(wb):
 def test_a_stopped_daemon_is_replaced_with_one_line(wb, monkeypatch):
     """A daemon that accepts and never answers (SIGSTOP): the client kills it (its pid verified
     as this user's daemon of this folder) and starts a fresh one, saying so."""
-    from workbench.engine.daemon_client import connect
-    from workbench.engine.daemon_paths import DaemonPaths, fingerprint
+    from workbench.engine.daemon.client import connect
+    from workbench.engine.daemon.paths import DaemonPaths, fingerprint
 
     paths = DaemonPaths.of(wb.folder, fingerprint(wb.env))
     conn = connect(paths, start=True, environ=wb.env)
     old = conn.peer_pid
     conn.close()
     os.kill(old, signal.SIGSTOP)
-    from workbench.engine import daemon_client
+    from workbench.engine.daemon import client as daemon_client
 
     monkeypatch.setattr(daemon_client, "CLIENT_HANDSHAKE_S", 1.0)
     notes = []
@@ -277,8 +277,8 @@ def test_the_session_finish_check_sees_a_daemon_left_running(wb):
     listing it uses finds a live one and not a stopped one."""
     from conftest import DAEMON_ROOT, daemons_under
 
-    from workbench.engine.daemon_client import connect, stop_daemons
-    from workbench.engine.daemon_paths import DaemonPaths, fingerprint
+    from workbench.engine.daemon.client import connect, stop_daemons
+    from workbench.engine.daemon.paths import DaemonPaths, fingerprint
 
     conn = connect(DaemonPaths.of(wb.folder, fingerprint(wb.env)), start=True, environ=wb.env)
     pid = conn.peer_pid

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from workbench.engine import daemon_client
-from workbench.engine import daemon_wire as wire
-from workbench.engine.daemon_paths import (DaemonError, DaemonPaths, authkey, daemon_pid_verified, fingerprint,
+from workbench.engine.daemon import client as daemon_client
+from workbench.engine.daemon import wire
+from workbench.engine.daemon.paths import (DaemonError, DaemonPaths, authkey, daemon_pid_verified, fingerprint,
                                            private_folder, read_private, try_lock)
 
 OTHER_USER = "wbsecurity"
@@ -157,8 +157,8 @@ def test_the_wire_is_json_and_a_pickle_is_never_loaded(tmp_path):
 def test_a_session_options_and_events_travel_as_json():
     from workbench.engine.options import RunOptions
     from workbench.events import Checked, Result, Samples
-    from workbench.session import load_session
-    from workbench.session_paths import shipped_path
+    from workbench.session.api import load_session
+    from workbench.session.paths import shipped_path
 
     session = load_session(shipped_path("default-cpu"))
     options = RunOptions(device="cpu", kernels=("a.py",), cache_dir=Path("/tmp/c"), devices=("cuda:0",),
@@ -211,7 +211,7 @@ def test_a_socket_served_by_another_user_is_refused(other_user, tmp_path):
 @pytest.fixture
 def served(folder, monkeypatch):
     import workbench.engine.plan as plan
-    from workbench.engine.daemon import Daemon
+    from workbench.engine.daemon.server import Daemon
 
     monkeypatch.setattr(wire, "HANDSHAKE_S", 0.5)
     monkeypatch.setattr(plan, "run_plan", lambda session, **kw: {"results": [], "cancelled": False})
@@ -227,7 +227,7 @@ def served(folder, monkeypatch):
 
 
 def _session():
-    from workbench.session_model import RunSpec, Session
+    from workbench.session.model import RunSpec, Session
 
     return Session(name="s", runs=(RunSpec(op="gelu"),))
 
@@ -330,7 +330,7 @@ def test_no_daemon_never_looks_at_the_runtime_folder(monkeypatch):
     import argparse
 
     from workbench.cli import daemon as cli_daemon
-    from workbench.engine import daemon_paths
+    from workbench.engine.daemon import paths as daemon_paths
 
     def boom(environ):
         raise AssertionError("the runtime folder was looked at")

@@ -29,8 +29,8 @@ def plant(folder: Path, *names: str) -> Path:
 
 # -- High 2: helpers do not import from the working folder ------------------------------------
 def test_helper_command_lines_leave_the_working_folder_off_sys_path(monkeypatch, tmp_path):
-    from workbench.engine import daemon_client
-    from workbench.engine.daemon_paths import DaemonPaths
+    from workbench.engine.daemon import client as daemon_client
+    from workbench.engine.daemon.paths import DaemonPaths
     from workbench.helper_python import isolated_python
 
     assert isolated_python("-m", "x")[:2] == [sys.executable, "-P"]
@@ -47,12 +47,12 @@ def test_helper_command_lines_leave_the_working_folder_off_sys_path(monkeypatch,
     folder = tmp_path / "d"
     folder.mkdir(mode=0o700)
     daemon_client._start(DaemonPaths(folder, "0123456789abcdef"), os.environ, 60)
-    assert seen["argv"][:4] == [sys.executable, "-P", "-m", "workbench.engine.daemon"] and seen["cwd"] == "/"
+    assert seen["argv"][:4] == [sys.executable, "-P", "-m", "workbench.engine.daemon.server"] and seen["cwd"] == "/"
 
 
 @pytest.mark.slow
 def test_manifest_build_does_not_import_a_module_planted_in_the_working_folder(tmp_path, monkeypatch):
-    from workbench.manifest import build_in_subprocess, sources
+    from workbench.plugins.manifest import build_in_subprocess, sources
 
     marker = plant(tmp_path, "numpy", "yaml", "torch")
     monkeypatch.chdir(tmp_path)
@@ -69,7 +69,7 @@ def test_the_forkserver_zygote_does_not_import_a_module_planted_in_the_working_f
     script = tmp_path.parent / f"{tmp_path.name}-zygote.py"
     script.write_text(textwrap.dedent("""
         import os
-        from workbench.engine.workers import start_context
+        from workbench.engine.pool import start_context
         if __name__ == "__main__":
             context = start_context("forkserver")
             context.set_forkserver_preload(["numpy", "yaml"])
@@ -99,7 +99,7 @@ def test_the_planted_module_would_be_imported_without_the_guard(tmp_path):
 def test_the_zygote_log_lives_in_a_private_folder_of_its_own(tmp_path, monkeypatch):
     import tempfile
 
-    from workbench.engine import workers
+    from workbench.engine import pool as workers
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(workers, "_PRIVATE_TMP", {})
@@ -136,7 +136,7 @@ def test_the_zygote_does_not_follow_a_planted_link(tmp_path):
 
 # -- Medium 6: git revisions ------------------------------------------------------------------
 def test_a_revision_that_git_would_take_as_an_option_is_a_session_problem(tmp_path):
-    from workbench.session import SessionError, load_session
+    from workbench.session.api import SessionError, load_session
 
     session = tmp_path / "s.yaml"
     victim = tmp_path / "victim.txt"
@@ -149,7 +149,7 @@ def test_a_revision_that_git_would_take_as_an_option_is_a_session_problem(tmp_pa
 
 
 def test_the_engine_refuses_such_a_revision_too(tmp_path):
-    from workbench.engine import ab_sides
+    from workbench.engine.worker import ab_sides
     from workbench.errors import WorkbenchError
     from workbench.registry import discover
 
@@ -188,7 +188,7 @@ def test_check_imports_a_sessions_plugins_only_with_trust_plugins(capsys, tmp_pa
 
 def test_shipped_sessions_are_trusted_and_others_are_not(tmp_path):
     from workbench.plugin_trust import declared_plugins, untrusted_plugins
-    from workbench.session_paths import shipped_path
+    from workbench.session.paths import shipped_path
 
     session, _marker = _plugin_session(tmp_path)
     assert declared_plugins(session) == ["mine.py"]
@@ -221,7 +221,7 @@ def test_the_tui_asks_before_it_opens_a_session_with_plugins(tmp_path, monkeypat
 
 # -- Medium 8: Ray --------------------------------------------------------------------------
 def test_a_local_ray_cluster_listens_on_loopback_and_its_token_is_private(tmp_path):
-    from workbench.engine.ray_cluster import init_private
+    from workbench.engine.multi.ray_cluster import init_private
 
     token = tmp_path / ".ray" / "auth_token"
     seen = {}
@@ -277,12 +277,12 @@ def test_a_detached_grandchild_stays_under_the_worker_and_dies_with_it(tmp_path)
     """A worker is a child subreaper (engine/entry.py): a helper that a plugin starts detached
     (setsid, its parent gone at once) is reparented to the worker, not to init, and
     kill_descendants (what WorkerProcess.close calls) ends it."""
-    from workbench.engine.workers import kill_descendants
+    from workbench.engine.pool import kill_descendants
 
     pid_file = tmp_path / "helper.pid"
     worker = textwrap.dedent(f"""
         import ctypes, subprocess, time
-        from workbench.engine.entry import PR_SET_CHILD_SUBREAPER
+        from workbench.engine.worker.entry import PR_SET_CHILD_SUBREAPER
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
         subprocess.run(["bash", "-c", "setsid sleep 60 & echo $! > {pid_file}"])  # bash leaves at once
         time.sleep(60)
@@ -319,7 +319,7 @@ def test_multiprocessing_temp_files_live_in_the_private_folder(tmp_path, monkeyp
     import multiprocessing
     import tempfile
 
-    from workbench.engine import workers
+    from workbench.engine import pool as workers
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(workers, "_PRIVATE_TMP", {})

@@ -30,7 +30,7 @@ def shipped_with_workbench(path: str | Path) -> bool:
     """Whether the session at `path` came with workbench itself: a shipped session
     (workbench/sessions) or one of the checkout's examples/ (beside the workbench package)."""
     import workbench
-    from workbench.session_paths import is_shipped
+    from workbench.session.paths import is_shipped
 
     examples = Path(workbench.__file__).resolve().parents[1] / "examples"
     return is_shipped(path) or Path(path).resolve().parent == examples

@@ -50,7 +50,7 @@ class DaemonChoice:
     def folder(self) -> Path:
         """WORKBENCH_DAEMON_DIR or the user runtime folder (engine/daemon_paths.default_folder);
         raises DaemonError when it cannot be named."""
-        from workbench.engine.daemon_paths import DaemonError, default_folder
+        from workbench.engine.daemon.paths import DaemonError, default_folder
 
         try:
             return default_folder(self.environ)
@@ -90,8 +90,8 @@ def run_engine(session: Any, *, on_event: Callable[[Any], None], stop: threading
     when `choice.use`, else (or when the daemon is busy, refuses, cannot start or its folder is
     not safe: one line) from here."""
     if choice is not None and choice.use:
-        from workbench.engine.daemon_client import run_in_daemon
-        from workbench.engine.daemon_paths import DaemonError
+        from workbench.engine.daemon.client import run_in_daemon
+        from workbench.engine.daemon.paths import DaemonError
 
         def note(line: str) -> None:
             err.print(line, markup=False, highlight=False)
@@ -110,13 +110,13 @@ def run_engine(session: Any, *, on_event: Callable[[Any], None], stop: threading
 
 
 def run_daemon_list(args: argparse.Namespace, env: Env) -> int:
-    from workbench.engine.daemon_client import list_daemons
+    from workbench.engine.daemon.client import list_daemons
 
     return _report(list_daemons(daemon_choice(args).folder()), args, env, "running")
 
 
 def run_daemon_stop(args: argparse.Namespace, env: Env) -> int:
-    from workbench.engine.daemon_client import stop_daemons
+    from workbench.engine.daemon.client import stop_daemons
 
     return _report(stop_daemons(daemon_choice(args).folder()), args, env, "stopped")
 
