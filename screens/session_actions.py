@@ -172,8 +172,25 @@ class SessionMixin:
             self.push_screen(OpenScreen(known), self._open_answer)
 
     def _open_answer(self, answer: tuple[Path, bool] | None) -> None:
-        if answer is not None:
-            self.open_path(*answer)
+        if answer is None:
+            return
+        from workbench.plugin_trust import untrusted_plugins
+
+        path, create = answer
+        plugins = [] if path in getattr(self, "_trusted_paths", set()) else untrusted_plugins(path, False)
+        if not plugins:
+            self.open_path(path, create)
+            return
+
+        def trusted(yes: bool | None) -> None:  # issue #36: a session's plugins run as you when it opens
+            if yes:
+                self._trusted_paths = {*getattr(self, "_trusted_paths", set()), path}
+                self.open_path(path, create)
+            else:
+                self.notify(f"{path.name}: not opened (its plugins were not trusted)", severity="warning")
+
+        self.push_screen(ConfirmScreen(f"{path} loads plugins: {', '.join(plugins)}: Python code that opening it "
+                                       "runs as you. Trust this session and open it?"), trusted)
 
     def action_open_original(self) -> None:
         """From a saved copy of a shipped session back to the shipped original."""

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing.process
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,60 @@ from workbench.registry import Registry, discover
 # give the CLI an empty cache folder (cli_fakes.user_dirs) get a copy of it, so only the tests
 # that really start children need the `slow` marker.
 SESSION_MANIFESTS: Path | None = None
+
+
+# -- no warm daemon outlives the test session (issue #39) ----------------------------------------
+# The CLI uses a per-user warm daemon by default. The suite turns it off (WORKBENCH_DAEMON=0, which
+# every CLI a test starts inherits) and points WORKBENCH_DAEMON_DIR at a folder of this session's:
+# the daemon tests opt in with folders under it (daemon_folder()) and stop what they start; at the
+# end every daemon process whose folder is under it is listed, killed, and fails the session.
+DAEMON_ROOT = Path(tempfile.mkdtemp(prefix="wbt-"))  # short: a socket's path holds ~100 characters
+os.environ["WORKBENCH_DAEMON"] = "0"
+os.environ["WORKBENCH_DAEMON_DIR"] = str(DAEMON_ROOT / "default")
+
+
+def daemon_folder() -> Path:
+    """A fresh private folder for a daemon test, under the session's daemon root."""
+    return Path(tempfile.mkdtemp(prefix="d", dir=DAEMON_ROOT))
+
+
+def daemons_under(root: Path) -> list[int]:
+    """Pids of live `python -m workbench.engine.daemon.server --dir D` processes of this user with D under
+    `root` (from /proc: what a daemon test left running)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            owner = (entry / "status").stat().st_uid
+        except (OSError, IndexError):
+            continue
+        if "workbench.engine.daemon.server" not in argv or "--dir" not in argv or owner != os.getuid() or state in "ZX":
+            continue
+        folder = argv[argv.index("--dir") + 1] if argv.index("--dir") + 1 < len(argv) else ""
+        if os.path.realpath(folder).startswith(os.path.realpath(root) + os.sep):
+            found.append(int(entry.name))
+    return found
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the session when a daemon a test started is still running (then kill it)."""
+    import shutil
+    import signal
+
+    left = daemons_under(DAEMON_ROOT)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    shutil.rmtree(DAEMON_ROOT, ignore_errors=True)
+    if left:
+        print(f"\nworkbench daemon(s) {left} outlived the test session (killed now): a daemon test must stop "
+              "what it starts")
+        session.exitstatus = 1
 
 
 def pytest_sessionstart(session):

@@ -53,7 +53,10 @@ def test_bad_usage_exits_2(capsys, argv):
 @pytest.mark.parametrize("argv, says", [
     (["--list", "--threshold", "0.2"], "--threshold 0.2 sets what --compare counts"),
     (["--replay", "x.yaml", "--threshold", "0.2"], "it goes with --replay FILE --compare BASELINE.json"),
-    (["--replay", "x.yaml", "--daemon-idle", "30"], "--daemon-idle 30 times out a daemon: it goes with --daemon"),
+    (["--replay", "x.yaml", "--no-daemon", "--daemon-idle", "30"], "--daemon-idle 30 times out a daemon: not with "
+                                                                    "--no-daemon"),
+    (["--replay", "x.yaml", "--daemon", "--no-daemon"], "--daemon and --no-daemon contradict each other"),
+    (["--replay", "x.yaml", "--trust-plugins"], "--trust-plugins goes with --check FILE or FILE (the TUI)"),
     # the value as typed (1e999 was echoed as inf)
     (["--replay", "x.yaml", "--compare", "b.json", "--threshold", "1e999"], "finite number >= 0 (a relative "
                                                                              "change, 0.05 = 5%), got 1e999"),

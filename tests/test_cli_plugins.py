@@ -87,7 +87,7 @@ def plugin_session(tmp_path):
 
 def test_check_catches_an_implementation_without_its_reference(capsys, plugin_session):
     _, session = plugin_session(NO_MATH)
-    code, out, err = run(capsys, "--check", str(session))
+    code, out, err = run(capsys, "--check", str(session), "--trust-plugins")
     assert code == 2 and out == ""
     assert "runs[0].impls[0]: gelu/manual_nomath declares no math= (so 'default')" in err
     assert "references: tanh, erf" in err and "declare math='tanh' or math='erf'" in err and "(line 6)" in err
@@ -95,7 +95,7 @@ def test_check_catches_an_implementation_without_its_reference(capsys, plugin_se
 
 def test_check_catches_an_op_without_a_cost_model(capsys, plugin_session):
     _, session = plugin_session(NO_COST, op="half_nocost", impls="all")
-    code, _, err = run(capsys, "--check", str(session))
+    code, _, err = run(capsys, "--check", str(session), "--trust-plugins")
     assert code == 2 and "runs[0].op: op 'half_nocost' registers no @HALF_NOCOST.cost_model" in err
 
 
@@ -124,7 +124,7 @@ def test_list_and_check_agree_on_an_implementation_without_a_reference(capsys, p
     assert set(reasons) == {"check", "bench", "profile", "ptx"}
     assert all(r and "has no reference of that variant" in r for r in reasons.values()), reasons
     assert all(r is None for i in gelu["impls"] if i["name"] == "pytorch" for r in i["unavailable"].values())
-    code, _, err = run(capsys, "--check", str(session))
+    code, _, err = run(capsys, "--check", str(session), "--trust-plugins")
     assert code == 2 and "has no reference of that variant" in err
 
 
@@ -187,7 +187,7 @@ def test_list_warns_of_a_plugin_that_registers_nothing(capsys, tmp_path):
     assert code == 0 and "registers no op" not in err  # the shipped kernels register theirs
     session = tmp_path / "s.yaml"
     session.write_text("schema_version: 1\nname: s\nplugins: [empty.py]\nruns: [{op: gelu, impls: [pytorch]}]\n")
-    code, _out, err = run(capsys, "--check", str(session))
+    code, _out, err = run(capsys, "--check", str(session), "--trust-plugins")
     assert code == 0 and f"warning: {plugin.resolve()}: loaded, but it registers no op" in err
 
 

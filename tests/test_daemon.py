@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -25,7 +24,9 @@ BASE = {"PATH": "/usr/bin", "HOME": "/home/k", "CUDA_VISIBLE_DEVICES": "0"}
 @pytest.fixture
 def folder():
     """A short private folder under /tmp (a Unix socket's path holds ~100 characters)."""
-    path = Path(tempfile.mkdtemp(prefix="wbd-"))
+    from conftest import daemon_folder
+
+    path = daemon_folder()
     yield path
     for child in path.iterdir():
         child.unlink()
@@ -91,9 +92,16 @@ def test_messages_round_trip_and_anything_else_is_refused():
     assert wire.recv(b) == (wire.Kind.run, request)
     wire.send(a, wire.Kind.event, Log(("k",), "a line"))
     assert wire.recv(b) == (wire.Kind.event, Log(("k",), "a line"))
-    for bad, match in [("hello", "not a daemon message"), ((99, "run", None), "protocol 99"),
-                       ((wire.PROTOCOL, "dance", None), "unknown daemon message kind")]:
-        a.send(bad)
+    import json
+    import pickle
+
+    for bad, match in [(pickle.dumps(("x",)), "not JSON"), (b'"hello"', "not a daemon message"),
+                       (b'[99, "run", null]', "protocol 99"),
+                       (json.dumps([wire.PROTOCOL, "dance", None]).encode(), "unknown daemon message kind"),
+                       (json.dumps([wire.PROTOCOL, "run", {"__dc__": "os:system", "f": {}}]).encode(), "workbench"),
+                       (json.dumps([wire.PROTOCOL, "run", {"__dc__": "workbench.engine.daemon.paths:fingerprint",
+                                                           "f": {}}]).encode(), "not a dataclass")]:
+        a.send_bytes(bad)
         with pytest.raises(wire.WireError, match=match):
             wire.recv(b)
     a.close()
@@ -140,8 +148,11 @@ def served(folder, monkeypatch):
     assert not thread.is_alive()
 
 
-class Session:
-    name = "fake"
+def Session():
+    from workbench.session.model import RunSpec
+    from workbench.session.model import Session as RealSession
+
+    return RealSession(name="fake", runs=(RunSpec(op="gelu"),))
 
 
 def test_a_run_ends_its_reader_before_the_connection_can_be_closed(folder, monkeypatch):
@@ -239,10 +250,10 @@ def test_stop_cancels_the_run_and_the_partial_document_comes_back(served):
 
 
 def test_a_client_that_disconnects_mid_run_cancels_it_and_the_daemon_serves_the_next(served):
-    from multiprocessing.connection import Client
+    from workbench.engine.daemon.client import connect
 
     daemon, engine = served
-    conn = Client(str(daemon.paths.socket), "AF_UNIX", authkey=authkey(daemon.paths.folder))
+    conn = connect(daemon.paths, start=False)
     wire.send(conn, wire.Kind.run, wire.RunRequest(Session(), None, "/", fingerprint(os.environ)))
     assert wire.recv(conn)[0] == wire.Kind.accepted
     assert engine.running.wait(10)
@@ -256,10 +267,10 @@ def test_a_client_that_disconnects_mid_run_cancels_it_and_the_daemon_serves_the_
 
 
 def test_a_client_of_another_fingerprint_is_refused(served):
-    from multiprocessing.connection import Client
+    from workbench.engine.daemon.client import connect
 
     daemon, _engine = served
-    conn = Client(str(daemon.paths.socket), "AF_UNIX", authkey=authkey(daemon.paths.folder))
+    conn = connect(daemon.paths, start=False)
     wire.send(conn, wire.Kind.run, wire.RunRequest(Session(), None, "/", {**fingerprint(os.environ), "torch": "0"}))
     kind, text = wire.recv(conn)
     assert kind == wire.Kind.refused and "torch" in text
@@ -288,16 +299,44 @@ def test_a_finished_run_is_not_logged_as_cancelled_when_the_client_closes_at_onc
     closed = threading.Event()
 
     class Conn:  # the client: it closes the moment the document has been sent
-        def send(self, message):
-            if message[1] == wire.Kind.doc.value:
+        def send_bytes(self, data):
+            import json
+
+            if json.loads(data)[1] == wire.Kind.doc.value:
                 daemon.current_stop.set()
                 closed.set()
 
-        def recv(self):
+        def recv_bytes(self):
             closed.wait(5)
             raise EOFError
 
-    request = wire.RunRequest(type("S", (), {"name": "s"})(), None, str(tmp_path), daemon.fingerprint)
+    request = wire.RunRequest(Session(), None, str(tmp_path), daemon.fingerprint)
     daemon._run(Conn(), request)
     out = capsys.readouterr().out
     assert "done" in out and "(cancelled)" not in out, out
+
+
+def test_a_daemon_of_older_code_for_the_same_environment_is_replaced(served, monkeypatch):
+    """Issue #39: when a client starts a daemon for new code, the folder's idle daemons whose
+    fingerprint differs outside the environment (another source digest) are stopped; one for
+    another environment (CUDA_VISIBLE_DEVICES) is left alone."""
+    from workbench.engine.daemon import client as daemon_client
+    from workbench.engine.daemon.paths import DaemonPaths
+
+    daemon, engine = served
+    newer = {**fingerprint(os.environ), "source": "0" * 20}
+    monkeypatch.setattr(daemon_client, "fingerprint", lambda environ: newer)
+    mine = DaemonPaths.of(daemon.paths.folder, newer)
+    assert daemon_client._stop_superseded(mine, os.environ) == [f"daemon {os.getpid()} (other source)"]
+    assert daemon.shutdown.wait(5)
+
+
+def test_a_daemon_for_another_environment_is_kept(served, monkeypatch):
+    from workbench.engine.daemon import client as daemon_client
+    from workbench.engine.daemon.paths import DaemonPaths
+
+    daemon, engine = served
+    other = fingerprint({**os.environ, "CUDA_VISIBLE_DEVICES": "7"})
+    monkeypatch.setattr(daemon_client, "fingerprint", lambda environ: other)
+    assert daemon_client._stop_superseded(DaemonPaths.of(daemon.paths.folder, other), os.environ) == []
+    assert not daemon.shutdown.is_set()

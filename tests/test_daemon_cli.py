@@ -10,7 +10,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import types
 from pathlib import Path
@@ -80,10 +79,12 @@ def wb(tmp_path):
     test and every daemon in it is stopped at the end, its processes checked gone."""
     from workbench.engine.daemon.client import list_daemons, stop_daemons
 
-    folder = Path(tempfile.mkdtemp(prefix="wbd-"))
+    from conftest import daemon_folder
+
+    folder = daemon_folder()
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "XDG_DATA_HOME": str(tmp_path / "data"),
            "WORKBENCH_DAEMON_DIR": str(folder)}
-    env.pop("WORKBENCH_DAEMON", None)
+    env.pop("WORKBENCH_DAEMON", None)  # the suite's WORKBENCH_DAEMON=0: these tests are about the daemon
 
     def start(*args: str, extra_env=None) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-m", "workbench", *args], cwd=tmp_path, text=True,
@@ -127,7 +128,7 @@ def key_paths(value, prefix="") -> set[str]:
 
 def test_two_invocations_share_one_daemon_which_lists_and_stops_with_its_workers(wb):
     path = wb.session(GELU)
-    here, _ = replay(wb, path, out="here.json")
+    here, _ = replay(wb, path, "--no-daemon", out="here.json")
     first, _ = replay(wb, path, "--daemon", out="first.json")
     second, _ = replay(wb, path, "--daemon", out="second.json")
     d1, d2 = first["provenance"]["daemon"], second["provenance"]["daemon"]
@@ -171,9 +172,11 @@ def test_a_stale_socket_is_replaced_and_another_fingerprint_gets_its_own_daemon(
     from workbench.engine.daemon.paths import DaemonPaths, fingerprint
 
     def status(environ):
+        from workbench.engine.daemon import wire
+
         conn = connect(DaemonPaths.of(wb.folder, fingerprint(environ)), start=True, environ=environ)
-        conn.send((1, "status", None))
-        info = conn.recv()[2]
+        wire.send(conn, wire.Kind.status)
+        info = wire.recv(conn)[1]
         conn.close()
         return info
 
@@ -227,3 +230,59 @@ def test_daemon_stop_mid_run_ends_the_replay_with_exit_2_and_says_so(wb):
     assert "the workbench daemon was stopped during the run" in err
     doc = json.loads((wb.tmp / "stopped.json").read_text())
     assert doc["cancelled"] is True and [r["status"] for r in doc["results"]][:2] == ["ok", "ok"]
+
+
+def test_the_daemon_is_the_default_and_the_opt_outs_run_in_process(wb):
+    """Issue #39: a plain --replay uses (and starts) the daemon and says so in one line;
+    --no-daemon, WORKBENCH_DAEMON=0 and --strict run in this process; a second plain replay
+    reuses the daemon the first started."""
+    path = wb.session(SLEEPS.format(values="5"))
+    first, proc = replay(wb, path, out="first.json")
+    assert first["provenance"]["daemon"]["runs"] == 1
+    assert [line for line in proc.stderr.splitlines() if "started a workbench daemon" in line], proc.stderr
+    second, proc = replay(wb, path, out="second.json")
+    assert second["provenance"]["daemon"]["pid"] == first["provenance"]["daemon"]["pid"]
+    assert "started a workbench daemon" not in proc.stderr
+    for args, extra in ((("--no-daemon",), None), ((), {"WORKBENCH_DAEMON": "0"}), (("--strict",), None)):
+        proc = wb.cli("--replay", path, "-o", str(wb.tmp / "here.json"), *args, extra_env=extra)
+        assert proc.returncode == 0, proc.stderr
+        assert "daemon" not in json.loads((wb.tmp / "here.json").read_text())["provenance"], args
+
+
+def test_a_stopped_daemon_is_replaced_with_one_line(wb, monkeypatch):
+    """A daemon that accepts and never answers (SIGSTOP): the client kills it (its pid verified
+    as this user's daemon of this folder) and starts a fresh one, saying so."""
+    from workbench.engine.daemon.client import connect
+    from workbench.engine.daemon.paths import DaemonPaths, fingerprint
+
+    paths = DaemonPaths.of(wb.folder, fingerprint(wb.env))
+    conn = connect(paths, start=True, environ=wb.env)
+    old = conn.peer_pid
+    conn.close()
+    os.kill(old, signal.SIGSTOP)
+    from workbench.engine.daemon import client as daemon_client
+
+    monkeypatch.setattr(daemon_client, "CLIENT_HANDSHAKE_S", 1.0)
+    notes = []
+    conn = connect(paths, start=True, environ=wb.env, note=notes.append)
+    try:
+        assert conn.peer_pid != old and gone([old]) == []
+        assert any(f"workbench daemon {old} did not answer" in n for n in notes), notes
+    finally:
+        conn.close()
+
+
+def test_the_session_finish_check_sees_a_daemon_left_running(wb):
+    """conftest's pytest_sessionfinish fails the suite on any daemon under its folder: the
+    listing it uses finds a live one and not a stopped one."""
+    from conftest import DAEMON_ROOT, daemons_under
+
+    from workbench.engine.daemon.client import connect, stop_daemons
+    from workbench.engine.daemon.paths import DaemonPaths, fingerprint
+
+    conn = connect(DaemonPaths.of(wb.folder, fingerprint(wb.env)), start=True, environ=wb.env)
+    pid = conn.peer_pid
+    conn.close()
+    assert pid in daemons_under(DAEMON_ROOT)
+    stop_daemons(wb.folder)
+    assert gone([pid]) == [] and pid not in daemons_under(DAEMON_ROOT)

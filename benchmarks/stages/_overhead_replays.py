@@ -77,8 +77,8 @@ def replay_once(folder: Path, env: dict, name: str, impls, side: int, gpu: bool,
     target = folder / f"{name}-{time.monotonic_ns()}.json"
     argv = [sys.executable, "-m", "workbench", "--replay", str(path), "--format", "json", "-o", str(target)]
     t0 = time.perf_counter()
-    proc = subprocess.run(argv + (["--daemon"] if daemon else []), cwd=root, env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(argv + (["--daemon"] if daemon else ["--no-daemon"]), cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)  # --no-daemon: the daemon is the default
     wall_s = time.perf_counter() - t0
     doc = json.loads(target.read_text()) if target.exists() else {"results": [], "provenance": {}}
     rows = {r["label"]: {"status": r["status"], "build_ms": r["build_ms"],

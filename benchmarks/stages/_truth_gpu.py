@@ -79,7 +79,7 @@ class GpuTruth:
 
         detail: dict[str, Any] = {"op": case.op, "impl": case.impl, "dtype": case.dtype, "shape": dict(case.shape)}
         fn, inputs, detail["build_ms"], detail["check"] = self._build_and_check(case)
-        detail["tuned"] = getattr(fn, "tuned", None)  # the tuner's pick and its timings (kernels/_autotune.attach)
+        detail["tuned"] = getattr(fn, "tuned", None)  # the tuner's pick and its timings (workbench.tuning.attach)
         try:
             if detail["check"].get("passed") is False:
                 detail["error"] = "check failed: no speed for a wrong result"

@@ -20,6 +20,16 @@ def run_check(args: argparse.Namespace, env: Env, err: Console) -> int:
     if shipped_original(path, env.data_dir) and not Path(args.check).expanduser().exists():  # as --replay says it
         err.print(f"{args.check}: your saved copy {path} (shipped:{args.check} checks the shipped original)",
                   markup=False)
+    from workbench.plugin_trust import refusal, untrusted_plugins
+
+    untrusted = untrusted_plugins(path, bool(getattr(args, "trust_plugins", False)))
+    if untrusted:  # nothing imported: the plugins are code, and --check promises validation only
+        if args.format == "json":
+            write_output(json.dumps({"ok": False, "session": str(path), "untrusted_plugins": untrusted,
+                                     "problems": [{"path": "plugins", "message": refusal(path, untrusted)}]},
+                                    indent=2) + "\n", args, env)
+        err.print(refusal(path, untrusted), markup=False)
+        return EXIT_USAGE
     try:
         session = load_session(path, kernels=args.kernels)
     except SessionError as exc:

@@ -1,13 +1,15 @@
 """The warm daemon from the command line (docs/engine.md, "Warm daemon"; CONTRACTS.md).
 
-    workbench --replay FILE --daemon [--daemon-idle SECONDS]   (or WORKBENCH_DAEMON=1)
+    workbench --replay FILE [--daemon-idle SECONDS]   (the default: a warm daemon)
+    workbench --replay FILE --no-daemon               (or WORKBENCH_DAEMON=0: in this process)
     workbench --daemon-list [--format json]
     workbench --daemon-stop [--format json]
 
 `run_engine` is the replay's one engine call: run_plan in this process, or the same run in a
 compatible warm daemon (started when there is none). A busy daemon (one run at a time), one
-that refuses (another fingerprint) or one that cannot start: one line on stderr and the run
-happens here, as without --daemon. Environment: WORKBENCH_DAEMON=1 (as --daemon),
+that refuses (another fingerprint), one that cannot start, or a daemon folder that is not
+safe: one line on stderr and the run happens here. `--strict` runs in this process unless
+`--daemon` is given too. Environment: WORKBENCH_DAEMON=0 (as --no-daemon) or 1 (as --daemon),
 WORKBENCH_DAEMON_DIR (the daemon folder), WORKBENCH_DAEMON_IDLE_S (as --daemon-idle).
 """
 
@@ -29,25 +31,47 @@ from workbench.errors import WorkbenchError
 DEFAULT_IDLE_S = 600.0
 
 
+OFF_VALUES = ("0", "off", "no", "false")
+ON_VALUES = ("1", "on", "yes", "true")
+
+
 @dataclass(frozen=True)
 class DaemonChoice:
-    """Whether a replay uses the daemon, and where and how long it lives. environ: what the
-    fingerprint is taken from and the daemon is started with (the CLI's environment)."""
+    """Whether a replay uses the daemon, how long a started one lives, and why not (`why_not`:
+    "--no-daemon", "WORKBENCH_DAEMON=0", "--strict"). environ: what the fingerprint is taken
+    from and the daemon is started with (the CLI's environment). The folder is chosen only when
+    the daemon is used (`folder()`), so an unsafe runtime folder never touches a --no-daemon run."""
 
     use: bool
-    folder: Path
     idle_timeout_s: float
     environ: Mapping[str, str]
+    why_not: str = ""
+
+    def folder(self) -> Path:
+        """WORKBENCH_DAEMON_DIR or the user runtime folder (engine/daemon_paths.default_folder);
+        raises DaemonError when it cannot be named."""
+        from workbench.engine.daemon.paths import DaemonError, default_folder
+
+        try:
+            return default_folder(self.environ)
+        except Exception as exc:  # platformdirs on a strange box: the run goes on in process
+            raise DaemonError(f"no daemon folder ({type(exc).__name__}: {exc})") from None
 
 
 def daemon_choice(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> DaemonChoice:
-    """--daemon / WORKBENCH_DAEMON=1, the folder (WORKBENCH_DAEMON_DIR or the user runtime
-    folder), the idle timeout (--daemon-idle, else WORKBENCH_DAEMON_IDLE_S, else 600 s).
-    Raises WorkbenchError for a timeout that is not a positive number of seconds."""
-    from workbench.engine.daemon.paths import default_folder
-
+    """The daemon by default; --no-daemon or WORKBENCH_DAEMON=0 turn it off, --strict too unless
+    --daemon (or WORKBENCH_DAEMON=1) asks for it; the idle timeout (--daemon-idle, else
+    WORKBENCH_DAEMON_IDLE_S, else 600 s). Raises WorkbenchError for a WORKBENCH_DAEMON that is
+    not one of the values above, or a timeout that is not a positive number of seconds."""
     environ = dict(os.environ if environ is None else environ)
-    use = bool(getattr(args, "daemon", False)) or environ.get("WORKBENCH_DAEMON", "") == "1"
+    flag = environ.get("WORKBENCH_DAEMON", "").strip().lower()
+    if flag and flag not in OFF_VALUES + ON_VALUES:
+        raise WorkbenchError(f"WORKBENCH_DAEMON={environ['WORKBENCH_DAEMON']!r}: give 0 (no daemon) or 1 (the "
+                             "warm daemon, the default)")
+    asked = bool(getattr(args, "daemon", False)) or flag in ON_VALUES
+    why_not = ("--no-daemon" if getattr(args, "no_daemon", False) else
+               f"WORKBENCH_DAEMON={environ['WORKBENCH_DAEMON']}" if flag in OFF_VALUES and not asked else
+               "--strict" if getattr(args, "strict", False) and not asked else "")
     idle = getattr(args, "daemon_idle", None)
     if idle is None:
         text = environ.get("WORKBENCH_DAEMON_IDLE_S") or str(DEFAULT_IDLE_S)
@@ -57,13 +81,14 @@ def daemon_choice(args: argparse.Namespace, environ: Mapping[str, str] | None = 
             raise WorkbenchError(f"WORKBENCH_DAEMON_IDLE_S={text!r}: give seconds, e.g. 600") from None
     if not idle > 0:
         raise WorkbenchError(f"the daemon's idle timeout must be > 0 seconds, got {idle:g}")
-    return DaemonChoice(use, default_folder(environ), idle, environ)
+    return DaemonChoice(not why_not, idle, environ, why_not)
 
 
 def run_engine(session: Any, *, on_event: Callable[[Any], None], stop: threading.Event, options: Any,
                choice: DaemonChoice | None, err: Console) -> dict:
     """The results document of `session` (engine/plan.run_plan's contract), from a warm daemon
-    when `choice.use`, else (or when the daemon is busy, refuses or cannot start) from here."""
+    when `choice.use`, else (or when the daemon is busy, refuses, cannot start or its folder is
+    not safe: one line) from here."""
     if choice is not None and choice.use:
         from workbench.engine.daemon.client import run_in_daemon
         from workbench.engine.daemon.paths import DaemonError
@@ -72,7 +97,7 @@ def run_engine(session: Any, *, on_event: Callable[[Any], None], stop: threading
             err.print(line, markup=False, highlight=False)
 
         try:
-            doc = run_in_daemon(session, options, on_event=on_event, stop=stop, folder=choice.folder,
+            doc = run_in_daemon(session, options, on_event=on_event, stop=stop, folder=choice.folder(),
                                 environ=choice.environ, idle_timeout_s=choice.idle_timeout_s, note=note)
         except DaemonError as exc:
             note(f"workbench daemon: {exc}: running in this process")
@@ -87,13 +112,13 @@ def run_engine(session: Any, *, on_event: Callable[[Any], None], stop: threading
 def run_daemon_list(args: argparse.Namespace, env: Env) -> int:
     from workbench.engine.daemon.client import list_daemons
 
-    return _report(list_daemons(daemon_choice(args).folder), args, env, "running")
+    return _report(list_daemons(daemon_choice(args).folder()), args, env, "running")
 
 
 def run_daemon_stop(args: argparse.Namespace, env: Env) -> int:
     from workbench.engine.daemon.client import stop_daemons
 
-    return _report(stop_daemons(daemon_choice(args).folder), args, env, "stopped")
+    return _report(stop_daemons(daemon_choice(args).folder()), args, env, "stopped")
 
 
 def _report(daemons: list[dict], args: argparse.Namespace, env: Env, verb: str) -> int:

@@ -6,7 +6,7 @@
     workbench --check FILE        validate a session only: every problem, exit 0 or 2
     workbench --list              ops and implementations, with availability and the reason
     workbench --doctor            GPU, versions, ceilings cache, colour system, paths
-    workbench --replay FILE --daemon    the same run in a warm daemon shared between invocations
+    workbench --replay FILE --no-daemon the same run in this process (the default: a warm daemon)
     workbench --daemon-list | --daemon-stop   this user's warm daemons
 
 Data goes to stdout (or -o: a file written atomically, a device node or FIFO written through),
@@ -95,8 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--strict", action="store_true",
                         help="one fresh worker process per row (for untrusted plugin code; each row pays a start)")
     parser.add_argument("--daemon", action="store_true",
-                        help="with --replay FILE: run in a warm background daemon shared between invocations "
-                             "(started when none runs; also WORKBENCH_DAEMON=1); busy: runs here instead")
+                        help="with --replay FILE: run in this user's warm background daemon (the default; "
+                             "with --strict too when given); busy or unsafe: runs here instead")
+    parser.add_argument("--trust-plugins", action="store_true",
+                        help="with --check FILE or FILE (the TUI): import the session's plugins: (their code runs "
+                             "as you) without asking; sessions of the shipped folder are trusted without it")
+    parser.add_argument("--no-daemon", action="store_true",
+                        help="with --replay FILE: run in this process, no warm daemon (also WORKBENCH_DAEMON=0)")
     parser.add_argument("--daemon-idle", type=float, default=None, metavar="SECONDS",
                         help="a daemon started now exits after this long without a run (default 600; "
                              "also WORKBENCH_DAEMON_IDLE_S)")
@@ -139,17 +144,21 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         parser.error("--devices and --cluster go with --replay FILE or the TUI")
     if (args.compare or args.force or args.resume) and not args.replay:
         parser.error("--compare, --force and --resume go with --replay FILE")
+    if args.trust_plugins and not (args.check or (args.file and not modes)):
+        parser.error("--trust-plugins goes with --check FILE or FILE (the TUI); --replay runs the session's plugins "
+                     "anyway")
     if args.strict and (args.check or args.list or args.doctor):
         parser.error("--strict goes with --replay FILE or the TUI")
-    if (args.daemon or args.daemon_idle is not None) and (not args.replay or args.watch):
+    if (args.daemon or args.no_daemon or args.daemon_idle is not None) and (not args.replay or args.watch):
         why = ("not with --watch, which keeps its own warm worker" if args.watch else
                f"not with --{modes[0].replace('_', '-')}" if modes else "the TUI keeps a warm worker for its life")
-        parser.error(f"--daemon and --daemon-idle go with --replay FILE ({why})")
+        parser.error(f"--daemon, --no-daemon and --daemon-idle go with --replay FILE ({why})")
+    if args.daemon and args.no_daemon:
+        parser.error("--daemon and --no-daemon contradict each other: give one")
     if args.daemon_idle is not None and not args.daemon_idle > 0:
         parser.error(f"--daemon-idle must be > 0 seconds, got {args.daemon_idle:g}")
-    if args.daemon_idle is not None and not args.daemon and os.environ.get("WORKBENCH_DAEMON", "") != "1":
-        parser.error(f"--daemon-idle {args.daemon_idle:g} times out a daemon: it goes with --daemon (or "
-                     "WORKBENCH_DAEMON=1)")
+    if args.daemon_idle is not None and args.no_daemon:
+        parser.error(f"--daemon-idle {args.daemon_idle:g} times out a daemon: not with --no-daemon")
     if args.threshold is not None and not args.compare:
         parser.error(f"--threshold {args.threshold:g} sets what --compare counts as slower or faster: it goes "
                      "with --replay FILE --compare BASELINE.json")
@@ -270,9 +279,32 @@ def run_tui(args: argparse.Namespace, env: Env, err: Console) -> int:
         err.print(f"the TUI needs a terminal: {problem}; run the session headless instead: "
                   f"workbench --replay {path or _default_session()}", markup=False)
         return EXIT_USAGE
+    if path is not None and not _plugins_trusted(path, args, err):
+        return EXIT_USAGE
     options = run_options(args, env, argv=("workbench", *([args.file] if args.file else [])))
     result = run_app(path, options, watch=args.watch)
     return int(result or 0)
+
+
+def _plugins_trusted(path: Path, args: argparse.Namespace, err: Console) -> bool:
+    """Whether the TUI may import the session's plugins (workbench/plugin_trust.py): shipped,
+    --trust-plugins, or the user's yes to one question on the terminal before the TUI starts."""
+    from workbench.plugin_trust import untrusted_plugins
+
+    plugins = untrusted_plugins(path, args.trust_plugins)
+    if not plugins:
+        return True
+    question = (f"{path} loads plugins: {', '.join(plugins)}: Python code that opening it imports and runs as "
+                "you. Trust this session? [y/N] ")
+    try:
+        answer = input(question) if sys.stdin.isatty() else ""
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() in ("y", "yes"):
+        return True
+    err.print(f"{path}: not opened (its plugins were not trusted; --trust-plugins opens it without asking)",
+              markup=False)
+    return False
 
 
 def _default_session() -> str:

@@ -48,7 +48,7 @@ def _replay(args, argv, env: Env, err: Console, stop: threading.Event, stopped) 
         return EXIT_USAGE
     from workbench.cli.daemon import daemon_choice, run_engine
 
-    choice = daemon_choice(args)  # --daemon / WORKBENCH_DAEMON=1: the engine part in a warm daemon
+    choice = daemon_choice(args)  # the warm daemon unless --no-daemon, WORKBENCH_DAEMON=0 or --strict
     ours = ready.provenance
     sink = Sink(args, env, {"provenance": ours, "environment": ready.environment}, ready.done)
     try:

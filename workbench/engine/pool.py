@@ -37,6 +37,7 @@ from typing import Any, Mapping
 from workbench.engine.measure.capture import LogTail
 from workbench.engine.worker.entry import worker_entry
 from workbench.engine.protocol import STOP, Message, WorkerFacts, WorkerKey
+from workbench.helper_python import safe_path_for_children
 from workbench.trace import mark
 
 START_METHODS = ("forkserver", "spawn")
@@ -59,16 +60,86 @@ def start_context(method: str | None = None) -> Any:
     if method not in START_METHODS:
         raise ValueError(f"worker start method must be one of {', '.join(START_METHODS)}, got {method!r}")
     context = multiprocessing.get_context(method)
+    safe_path_for_children()  # the zygote's `python -c` and spawn's workers: no cwd on sys.path
+    # multiprocessing's own temp folder (the forkserver's socket; else a /tmp/pymp-* that a kill
+    # leaves behind) inside ours: removed at exit, swept after a kill
+    multiprocessing.current_process()._config.setdefault("tempdir", str(private_tmp()))
     if method == "forkserver":
         context.set_forkserver_preload(ZYGOTE_PRELOAD)
-        os.environ.setdefault("WORKBENCH_ZYGOTE_LOG", str(zygote_log_path()))  # read by engine/zygote.py
+        os.environ["WORKBENCH_ZYGOTE_LOG"] = str(zygote_log_path())  # read by engine/zygote.py (not a parent's)
     return context
 
 
+_PRIVATE_TMP: dict[int, Path] = {}
+PRIVATE_TMP_PREFIX = "workbench-run-"
+
+
+def private_tmp() -> Path:
+    """This process's own temp folder (mkdtemp: 0700, a fresh name), removed at exit; folders
+    that killed processes of this user left are removed when the next one is made."""
+    pid = os.getpid()
+    if pid not in _PRIVATE_TMP:
+        _sweep_private_tmp()
+        _PRIVATE_TMP[pid] = Path(tempfile.mkdtemp(prefix=f"{PRIVATE_TMP_PREFIX}{pid}-"))
+    return _PRIVATE_TMP[pid]
+
+
+def _sweep_private_tmp() -> None:
+    import shutil
+
+    root = Path(tempfile.gettempdir())
+    for folder in root.glob(f"{PRIVATE_TMP_PREFIX}*-*"):
+        try:
+            st = os.lstat(folder)
+            pid = int(folder.name[len(PRIVATE_TMP_PREFIX):].split("-", 1)[0])
+        except (OSError, ValueError):
+            continue
+        if st.st_uid != os.getuid() or not folder.is_dir() or folder.is_symlink() or _alive(pid):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def kill_descendants(pid: int) -> list[int]:
+    """SIGKILL every live descendant of `pid` (from /proc's parent links; Linux), deepest
+    first; returns their pids. Nothing elsewhere (no /proc): []."""
+    parents: dict[int, int] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in entries:
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    parents[int(name)] = int(f.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found, frontier = [], [pid]
+    while frontier:
+        frontier = [child for child, parent in parents.items() if parent in frontier and child not in found]
+        found += frontier
+    for child in reversed(found):
+        try:
+            os.kill(child, signal.SIGKILL)
+        except OSError:
+            pass
+    return found
+
+
 def zygote_log_path() -> Path:
-    """Where the zygote's (and its children's early) stdout and stderr go: a file per front-end
-    process in the temp folder, removed at exit (engine/zygote.py)."""
-    return Path(tempfile.gettempdir()) / f"workbench-zygote-{os.getpid()}.log"
+    """Where the zygote's (and its children's early) stdout and stderr go: a file in this
+    process's private temp folder, removed at exit (engine/zygote.py opens it O_NOFOLLOW)."""
+    return private_tmp() / "zygote.log"
 
 
 class WorkerProcess:
@@ -76,7 +147,7 @@ class WorkerProcess:
 
     def __init__(self, context: Any, key: WorkerKey, env: Mapping[str, str], prestarted: bool = False):
         self.key, self.prestarted = key, prestarted
-        fd, log_path = tempfile.mkstemp(prefix="workbench-worker-", suffix=".log")
+        fd, log_path = tempfile.mkstemp(prefix="worker-", suffix=".log", dir=private_tmp())  # swept if we are killed
         os.close(fd)
         self.log_path = Path(log_path)
         self.tail = LogTail(self.log_path)
@@ -111,8 +182,11 @@ class WorkerProcess:
         return self.proc.is_alive()
 
     def close(self, grace_s: float = 0.0) -> None:
-        """Ask the worker to leave (grace_s > 0), kill it if still there, release pipes and log."""
+        """Kill what the worker started (its descendants: a plugin's helpers, detached ones
+        included, entry.py), ask the worker to leave (grace_s > 0), kill it if still there,
+        release pipes and log."""
         if self.proc.pid is not None and self.proc.is_alive():
+            kill_descendants(self.proc.pid)
             if grace_s > 0:
                 try:
                     self.job_conn.send_bytes(STOP)
@@ -263,8 +337,11 @@ def _close_all_pools() -> None:
     the default handler back (tests/test_cli_stop.py), so it is killed: its workers are gone."""
     for pool in list(_POOLS):
         pool.close()
-    if os.environ.get("WORKBENCH_ZYGOTE_LOG") == str(zygote_log_path()):
-        zygote_log_path().unlink(missing_ok=True)
+    own = _PRIVATE_TMP.pop(os.getpid(), None)
+    if own is not None:  # the zygote keeps its open log file until it is killed below
+        import shutil
+
+        shutil.rmtree(own, ignore_errors=True)
     from multiprocessing import forkserver
 
     server = getattr(forkserver, "_forkserver", None)

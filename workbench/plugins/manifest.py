@@ -28,7 +28,6 @@ import importlib.util
 import json
 import platform
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -182,7 +181,10 @@ def build_in_subprocess(found: list[Source], wanted: set[str]) -> dict[str, dict
     request = [{"key": s.key, "load": s.load, "entry_point": s.entry_point, "describe": s.key in wanted}
                for s in found]
     try:
-        proc = subprocess.run([sys.executable, "-m", "workbench.plugins.manifest_build"], input=json.dumps(request),
+        from workbench.helper_python import die_with_parent, isolated_python
+
+        proc = subprocess.run(isolated_python("-m", "workbench.plugins.manifest_build"), input=json.dumps(request),
+                              preexec_fn=die_with_parent,
                               capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise WorkbenchError(f"loading the plugins took more than {BUILD_TIMEOUT_S:g} s: "

@@ -13,6 +13,8 @@ revision's implementation names are checked when the A/B runs (they are not in t
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 from workbench.session.model import ABSide, RunSpec
@@ -21,6 +23,8 @@ from workbench.session.yaml_io import Problems, child_path, show
 from workbench.variants import base_name
 
 SIDE_KEYS = ("name", "params", "label", "plugin", "rev")
+# a revision git parses as a revision, never as an option (`rev: --output=FILE` would be one)
+REV_RE = re.compile(r"[A-Za-z0-9_./~^@{}:+][A-Za-z0-9_./~^@{}:+-]*\Z")
 
 
 def parse_compare(value: Any, path: str, problems: Problems) -> tuple[ABSide, ABSide] | None:
@@ -54,6 +58,10 @@ def _side(item: Any, path: str, problems: Problems) -> ABSide | None:
         return None
     if texts["name"] is None:
         problems.add(child_path(path, "name"), "missing (required)")
+        return None
+    if texts["rev"] is not None and not REV_RE.match(texts["rev"]):
+        problems.add(child_path(path, "rev"), f"must be a git revision (a branch, tag, sha, HEAD~3; letters, digits "
+                                              f"and ._/~^@{{}}:+-, not starting with '-'), got {show(texts['rev'])}")
         return None
     if texts["plugin"] and texts["rev"]:
         problems.add(path, "give `plugin` or `rev`, not both")

@@ -68,12 +68,22 @@ def _version(name: str) -> str | None:
 def fingerprint(environ: Mapping[str, str]) -> dict:
     """What a daemon and its client must share: the Python executable and version, workbench's
     version and source digest, torch's and Triton's versions (package metadata: nothing is
-    imported), and the environment variables that matter (ENV_PREFIXES, ENV_NAMES)."""
+    imported), the GPUs the driver lists, and the environment variables that matter
+    (ENV_PREFIXES, ENV_NAMES)."""
     env = {k: v for k, v in environ.items()
            if (k.startswith(ENV_PREFIXES) or k in ENV_NAMES) and k not in ENV_IGNORED}
     return {"python": sys.executable, "python_version": platform.python_version(),
             "workbench": workbench.__version__, "source": source_digest(), "torch": _version("torch"),
-            "triton": _version("triton"), "env": dict(sorted(env.items()))}
+            "triton": _version("triton"), "gpus": gpu_set(), "env": dict(sorted(env.items()))}
+
+
+def gpu_set() -> list[str]:
+    """The GPUs the driver lists (their PCI addresses, /proc/driver/nvidia/gpus; [] without one):
+    a daemon started before a GPU came or went never serves the new set."""
+    try:
+        return sorted(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        return []
 
 
 def fingerprint_hash(fp: Mapping) -> str:
@@ -105,11 +115,14 @@ def default_folder(environ: Mapping[str, str]) -> Path:
         return Path(tempfile.gettempdir()) / f"workbench-{os.getuid()}"
 
 
-def private_folder(folder: Path) -> Path:
-    """`folder`, created 0700 if missing; raises DaemonError when it is not a folder of this
-    user's or others may enter it (a socket there would be theirs to reach)."""
+def private_folder(folder: Path, create: bool = True) -> Path:
+    """`folder`, created 0700 if missing (create); raises DaemonError when it is not a folder of
+    this user's (a symlink included: os.lstat) or others may enter it (a socket or file there
+    would be theirs to plant). Everything that reads the daemon folder checks it first:
+    --replay's client, the daemon, --daemon-list and --daemon-stop."""
     try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if create:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = os.lstat(folder)
     except OSError as exc:
         raise DaemonError(f"daemon folder {folder}: cannot be created ({exc})") from None
@@ -122,11 +135,67 @@ def private_folder(folder: Path) -> Path:
     return folder
 
 
+def read_private(path: Path, limit: int = 1 << 20) -> bytes:
+    """The bytes of `path`, a regular file of this user's that others may not read or write,
+    opened without following a symlink; raises DaemonError otherwise (a file planted in the
+    folder is never trusted), FileNotFoundError when it is missing."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise DaemonError(f"{path}: cannot be read safely ({exc.strerror}); remove it") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            raise DaemonError(f"{path}: not a private file of uid {os.getuid()} "
+                              f"(owner {st.st_uid}, mode {stat.S_IMODE(st.st_mode):o}); remove it")
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """`data` into `path` (0600), written beside it and renamed into place: a symlink or file
+    planted at `path` is replaced, never followed."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
+    try:
+        os.write(fd, data)
+        os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def daemon_pid_verified(pid: object, folder: Path) -> bool:
+    """Whether `pid` is a live workbench daemon of this user's serving `folder`: its real uid
+    (/proc/PID/status) is ours and its command line is `python -m workbench.engine.daemon.server --dir
+    FOLDER`. Only such a pid is ever signalled (a pid read from the folder could name anything)."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
+        return False
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    uids = next((line.split()[1:] for line in status.splitlines() if line.startswith("Uid:")), [])
+    if not uids or int(uids[0]) != os.getuid():
+        return False
+    args = [a.decode(errors="replace") for a in argv]
+    try:
+        at = args.index("workbench.engine.daemon.server")
+        given = args[args.index("--dir", at) + 1]
+    except (ValueError, IndexError):
+        return False
+    return args[at - 1] == "-m" and os.path.realpath(given) == os.path.realpath(folder)
+
+
 def authkey(folder: Path) -> bytes:
     """The folder's shared secret (file `authkey`, 0600, made once: written beside and linked
     into place, so a second client never reads it half written)."""
     path = folder / "authkey"
-    if not path.exists():
+    if not os.path.lexists(path):
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".authkey-")
         try:
             os.write(fd, secrets.token_bytes(AUTHKEY_BYTES))
@@ -136,7 +205,7 @@ def authkey(folder: Path) -> bytes:
             pass
         finally:
             os.unlink(tmp)
-    key = path.read_bytes()
+    key = read_private(path)
     if len(key) != AUTHKEY_BYTES:
         raise DaemonError(f"{path}: {len(key)} bytes, expected {AUTHKEY_BYTES}; remove it")
     return key

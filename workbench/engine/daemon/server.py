@@ -24,16 +24,17 @@ import argparse
 import json
 import os
 import signal
+import socket
 import sys
 import threading
 import time
 import traceback
-from multiprocessing.connection import Listener
 from pathlib import Path
 from typing import Any
 
 from workbench.engine.daemon import wire
-from workbench.engine.daemon.paths import DaemonPaths, authkey, fingerprint, fingerprint_hash, private_folder, try_lock
+from workbench.engine.daemon.paths import (DaemonPaths, authkey, fingerprint, fingerprint_hash, private_folder, try_lock,
+                                           write_private)
 from workbench.results.provenance import utc_now_iso
 
 DEFAULT_IDLE_TIMEOUT_S = 600.0
@@ -67,6 +68,7 @@ class Daemon:
         self.pool: Any = None
         self._inode: int | None = None
         self._lock_fd: int | None = None
+        self._key = b""
 
     # -- status --------------------------------------------------------------------------
     def info(self) -> dict:
@@ -83,7 +85,8 @@ class Daemon:
                 "idle_timeout_s": self.idle_timeout_s,
                 "workers": [{"device": w.key.device, "interpret": w.key.interpret, "role": w.key.role or "run",
                              "pid": w.proc.pid, "spare": w is getattr(self.pool, "spare", None)} for w in workers],
-                "zygote_pid": _zygote_pid(), "worker_starts": dict(STARTS)}
+                "zygote_pid": _zygote_pid(), "worker_starts": dict(STARTS),
+                "fingerprint_fields": self.fingerprint}
 
     # -- life ----------------------------------------------------------------------------
     def serve(self) -> int:
@@ -94,8 +97,14 @@ class Daemon:
             print(f"another daemon holds {self.paths.lock}; leaving", flush=True)
             return 0
         self.paths.socket.unlink(missing_ok=True)  # a dead daemon's (the lock was free)
-        listener = Listener(str(self.paths.socket), "AF_UNIX", authkey=authkey(self.paths.folder))
-        os.chmod(self.paths.socket, 0o600)
+        self._key = authkey(self.paths.folder)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old_umask = os.umask(0o177)  # the socket file is 0600 from its first moment
+        try:
+            listener.bind(str(self.paths.socket))
+        finally:
+            os.umask(old_umask)
+        listener.listen(16)
         self._inode = os.stat(self.paths.socket).st_ino
         self._write_info()
         self.listening.set()
@@ -128,14 +137,20 @@ class Daemon:
         elif self.busy_since is None and time.monotonic() - self.last_active > self.idle_timeout_s:
             self.stop(f"idle for {self.idle_timeout_s:g} s")
 
-    def _close(self, listener: Listener) -> None:
+    def _close(self, listener: socket.socket) -> None:
         print(f"{utc_now_iso()} daemon {os.getpid()} exiting: {self.reason}", flush=True)
         if self.current_stop is not None:
             self.current_stop.set()
         if self.run_lock.acquire(timeout=SHUTDOWN_WAIT_S):
             self.run_lock.release()
         try:
-            listener.close()  # unlinks the socket file (no other daemon binds it while we hold the lock)
+            listener.shutdown(socket.SHUT_RDWR)  # wakes the accept thread (close alone does not)
+        except OSError:
+            pass
+        listener.close()
+        try:  # no other daemon binds it while we hold the lock
+            if os.stat(self.paths.socket).st_ino == self._inode:
+                self.paths.socket.unlink()
         except OSError:  # removed already (one of the reasons to leave)
             pass
         if self.pool is not None:
@@ -145,35 +160,56 @@ class Daemon:
     def _write_info(self) -> None:
         info = {"pid": os.getpid(), "started": self.started, "fingerprint": self.paths.hash,
                 "idle_timeout_s": self.idle_timeout_s, "python": self.fingerprint["python"]}
-        self.paths.info.write_text(json.dumps(info) + "\n")
+        write_private(self.paths.info, (json.dumps(info) + "\n").encode())
 
     # -- clients -------------------------------------------------------------------------
-    def _accept(self, listener: Listener) -> None:
+    def _accept(self, listener: socket.socket) -> None:
+        """Accept connections until the daemon leaves; each is handled (peer check, handshake,
+        first message: each under a timeout) in a thread of its own, so no client, however it
+        behaves, keeps the next from being served."""
         while not self.shutdown.is_set():
             try:
-                conn = listener.accept()
-            except OSError:  # the listener was closed: we are leaving
-                return
-            except Exception as exc:  # a bad authkey (multiprocessing.AuthenticationError), a wrong peer
-                print(f"{utc_now_iso()} refused a connection: {type(exc).__name__}: {exc}", flush=True)
+                sock, _address = listener.accept()
+            except OSError as exc:  # the listener closed (we are leaving), or a transient error
+                if self.shutdown.is_set():
+                    return
+                print(f"{utc_now_iso()} accept failed: {type(exc).__name__}: {exc}", flush=True)
+                time.sleep(0.05)
                 continue
-            threading.Thread(target=self._serve_client, args=(conn,), name="workbench-daemon-client",
+            threading.Thread(target=self._serve_client, args=(sock,), name="workbench-daemon-client",
                              daemon=True).start()
 
-    def _serve_client(self, conn: Any) -> None:
+    def _serve_client(self, sock: socket.socket) -> None:
         try:
-            kind, payload = wire.recv(conn)
-            if kind == wire.Kind.status:
-                wire.send(conn, wire.Kind.info, self.info())
-            elif kind == wire.Kind.stop:
-                wire.send(conn, wire.Kind.info, self.info())
-                self.stop("asked to stop (--daemon-stop)")
-            elif kind == wire.Kind.run:
-                self._run_for(conn, payload)
-        except (EOFError, OSError, wire.WireError) as exc:
-            print(f"{utc_now_iso()} client left: {type(exc).__name__}: {exc}", flush=True)
+            conn = wire.Channel(sock)
+        except OSError as exc:
+            print(f"{utc_now_iso()} refused a connection: {exc}", flush=True)
+            sock.close()
+            return
+        try:
+            if not wire.same_user(conn):
+                print(f"{utc_now_iso()} refused a connection from uid {conn.peer_uid} (pid {conn.peer_pid})", flush=True)
+                return
+            wire.authenticate(conn, self._key, server=True)
+            self._serve_messages(conn)
+        except Exception as exc:  # a bad authkey, a timeout, garbage, a client that left: its own affair
+            print(f"{utc_now_iso()} client pid {conn.peer_pid} left or was refused: {type(exc).__name__}: {exc}",
+                  flush=True)
         finally:
             conn.close()
+
+    def _serve_messages(self, conn: Any) -> None:
+        kind, payload = wire.recv(conn)
+        if kind == wire.Kind.status:
+            wire.send(conn, wire.Kind.info, self.info())
+        elif kind == wire.Kind.stop:
+            wire.send(conn, wire.Kind.info, self.info())
+            self.stop("asked to stop (--daemon-stop)")
+        elif kind == wire.Kind.run:
+            if not isinstance(payload, wire.RunRequest):
+                raise wire.WireError(f"a run request, not a {type(payload).__name__}")
+            conn.default_timeout = None  # from here the run's own pace: the reader waits for cancel or close
+            self._run_for(conn, payload)
 
     def _run_for(self, conn: Any, request: wire.RunRequest) -> None:
         from workbench.engine.daemon.paths import fingerprint_difference
@@ -225,6 +261,8 @@ class Daemon:
         def on_event(event: Any) -> None:
             try:
                 wire.send(conn, wire.Kind.event, event)
+            except wire.WireError as exc:  # one event the wire cannot carry: logged, the run goes on
+                print(f"{utc_now_iso()} an event was not sent: {exc}", flush=True)
             except (OSError, ValueError):  # the client has gone: its run is cancelled
                 stop.set()
 
@@ -246,7 +284,10 @@ class Daemon:
                                                 f"(traceback in {self.paths.log})")
             return
         cancelled = bool(doc.get("cancelled")) or stop.is_set()  # read before the client closes (it sets stop)
-        self._answer(conn, wire.Kind.doc, (doc, self.info()))
+        try:
+            self._answer(conn, wire.Kind.doc, (doc, self.info()))
+        except wire.WireError as exc:  # a value the wire cannot carry: an engine bug, said as such
+            self._answer(conn, wire.Kind.error, f"the daemon cannot send the document: {exc}")
         print(f"{utc_now_iso()} run {self.runs} done{' (cancelled)' if cancelled else ''}", flush=True)
 
 
@@ -270,7 +311,7 @@ def _cancel_on_close(conn: Any, stop: threading.Event) -> None:
     """Read the client's side during a run: CANCEL or a closed connection stops the run."""
     try:
         while not stop.is_set():
-            kind, _payload = wire.recv(conn)
+            kind, _payload = wire.recv(conn, timeout=None)
             if kind == wire.Kind.cancel:
                 break
     except (EOFError, OSError, wire.WireError):

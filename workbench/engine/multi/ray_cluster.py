@@ -49,8 +49,32 @@ def import_ray() -> Any:
     except ImportError as exc:
         raise WorkbenchError(RAY_MISSING) from exc
     if not ray.is_initialized():
-        ray.init(include_dashboard=False)
+        init_private(ray)
     return ray
+
+
+def init_private(ray: Any, environ: Any = None) -> None:
+    """ray.init for workbench: a local cluster it starts (no RAY_ADDRESS) listens on 127.0.0.1
+    only, and what it writes (the auth token ~/.ray/auth_token, session files) is private to the
+    user (umask 077 while it starts; the token chmod 600 after)."""
+    import os
+    from pathlib import Path
+
+    environ = os.environ if environ is None else environ
+    kwargs: dict[str, Any] = {"include_dashboard": False}
+    if not environ.get("RAY_ADDRESS"):
+        kwargs["_node_ip_address"] = "127.0.0.1"
+    old = os.umask(0o077)
+    try:
+        ray.init(**kwargs)
+    finally:
+        os.umask(old)
+    token = Path(environ.get("RAY_AUTH_TOKEN_PATH") or Path(environ.get("HOME") or Path.home()) / ".ray" / "auth_token")
+    try:
+        if token.is_file() and not token.is_symlink() and token.stat().st_uid == os.getuid():
+            token.chmod(0o600)
+    except OSError:
+        pass
 
 
 def ray_parts(session: Session, rows: Sequence[Row], options: RunOptions, plugin_paths: Sequence[str],

@@ -30,6 +30,7 @@ from typing import Any, Iterator
 import workbench.registry as registry_module
 from workbench.errors import WorkbenchError
 from workbench.registry import Impl, Op, Registry
+from workbench.session.compare import REV_RE
 from workbench.variants import split_variant
 
 
@@ -139,7 +140,9 @@ def _at_revision(impl: Impl, rev: str, scratch: Path) -> tuple[Path, str | None]
     source = Path(inspect.getsourcefile(impl.builder)).resolve()
     top = _git(source.parent, "rev-parse", "--show-toplevel").decode().strip()
     folder = source.parent.relative_to(top)
-    archive = _git(Path(top), "archive", "--format=tar", rev, "--", str(folder))
+    if not REV_RE.match(rev):  # checked when the session loaded; a RunSpec made in code is checked here
+        raise WorkbenchError(f"compare: rev {rev!r} is not a git revision (it must not start with '-')")
+    archive = _git(Path(top), "archive", "--format=tar", "--end-of-options", rev, str(folder))  # after it, no "--"
     target = scratch / hashlib.sha256(f"{rev}:{folder}".encode()).hexdigest()[:12]
     safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # Python >= 3.11.4
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:

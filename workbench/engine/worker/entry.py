@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from workbench.engine.measure.capture import redirect_output
 
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 SIGKILL = 9
 WATCH_S = 1.0
 
@@ -33,11 +34,17 @@ def die_with_parent(workbench_pid: int) -> None:
       child it forks (so children could fork through it too): a worker that kept it would keep
       the zygote, and so itself, alive after a SIGKILL of the workbench. It is closed here;
     - a watchdog thread ends the worker within WATCH_S when `workbench_pid` is gone (any
-      platform, any start method)."""
+      platform, any start method);
+    - the worker is a child subreaper (Linux): a plugin's grandchild that detaches (setsid,
+      double fork) stays under it, and the pool kills every descendant with the worker."""
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, SIGKILL)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, SIGKILL)
+        # orphans of the worker's descendants (a plugin's detached, double-forked helper) become
+        # its children, not init's: the pool kills them with it (workers.kill_descendants)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1)
     except (OSError, AttributeError):  # not Linux: the watchdog below still ends the worker
         pass
     _close_zygote_pipe()

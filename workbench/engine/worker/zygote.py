@@ -14,7 +14,10 @@ import os
 
 _LOG = os.environ.get("WORKBENCH_ZYGOTE_LOG")
 if _LOG:
-    _fd = os.open(_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:  # in the starting process's private temp folder (engine/workers.py); never a planted link
+        _fd = os.open(_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        _fd = os.open(os.devnull, os.O_WRONLY)
     os.dup2(_fd, 1)
     os.dup2(_fd, 2)
     os.close(_fd)
