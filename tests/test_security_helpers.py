@@ -123,7 +123,7 @@ def test_the_zygote_does_not_follow_a_planted_link(tmp_path):
     target.write_text("keep")
     link = tmp_path / "zygote.log"
     link.symlink_to(target)
-    source = (Path(__file__).parents[1] / "workbench" / "engine" / "zygote.py").read_text()
+    source = (Path(__file__).parents[1] / "workbench" / "engine" / "worker" / "zygote.py").read_text()
     head = source.split("from workbench.trace import mark")[0]
     done = subprocess.run([sys.executable, "-c", head + "\nprint('written')\n"], capture_output=True, text=True,
                           env={**os.environ, "WORKBENCH_ZYGOTE_LOG": str(link)}, timeout=60)
