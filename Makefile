@@ -7,6 +7,7 @@
 #   make check-pins   the pins below against torch's Linux x86_64 wheel on PyPI (metadata only)
 #   make wheel-check  build the wheel and sdist, install the wheel into a fresh venv, run it outside the checkout
 #   make lint         ruff (pyproject's [tool.ruff]); the layer contracts are tests/test_import_contracts.py
+#   make typecheck    mypy on the subset pyproject's [tool.mypy] names
 # The pins live here, not in pyproject (which keeps floors only, so an installed torch is kept).
 # A box with its own torch: python3 -m pip install -e .   (no registry: README "Install")
 
@@ -44,7 +45,7 @@ SHELL := /bin/bash
 QUIET = 2>&1 | { grep -v -e "is ignored: it is neither a file nor a directory" || true; }
 PIP = PYTHONWARNINGS=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: setup run test test-newest test-triton36 check-pins wheel-check lint clean
+.PHONY: setup run test test-newest test-triton36 check-pins wheel-check lint typecheck clean
 
 # $(call make_venv,VENV,PINS): a venv with PINS, then this package editable with its test extra
 define make_venv
@@ -87,6 +88,10 @@ wheel-check: setup
 lint: setup
 	@$(BIN)/python -m ruff --version > /dev/null 2>&1 || { $(PIP) $(BIN)/python -m pip install -q -e '.[lint]' $(QUIET); }
 	@$(BIN)/python -m ruff check .
+
+typecheck: setup
+	@$(BIN)/python -m mypy --version > /dev/null 2>&1 || { $(PIP) $(BIN)/python -m pip install -q -e '.[lint]' $(QUIET); }
+	@$(BIN)/python -m mypy
 
 clean:
 	rm -rf $(VENV) $(VENV_NEWEST) $(VENV_TRITON36) dist build

@@ -90,4 +90,4 @@ EOF
 "$V/workbench" --check lecture06-gelu
 "$V/workbench" --replay smoke-quick -o smoke.json
 "$V/python" -c "import json; d = json.load(open('smoke.json')); print('smoke-quick rows:', len(d['results']), 'provenance:', d['provenance']['workbench'])"
-echo "wheel job: ok ($WHEEL)"
+echo "wheel job: ok ($WHEEL, ${SECONDS}s)"
