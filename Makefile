@@ -49,11 +49,12 @@ PIP = PYTHONWARNINGS=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # $(call make_venv,VENV,PINS): a venv with PINS, then this package editable with its test extra
 define make_venv
-	$(PY) -m venv $(1)
-	$(PIP) $(1)/bin/python -m pip install -q --upgrade pip $(QUIET)
-	$(PIP) $(1)/bin/python -m pip install -q $(2) $(QUIET)
-	$(PIP) $(1)/bin/python -m pip install -q -e '.[test]' $(QUIET)
-	touch $(1)/bin/workbench
+	@echo "setting up $(1): $(2), then this package (-e '.[test]')"
+	@$(PY) -m venv $(1)
+	@$(PIP) $(1)/bin/python -m pip install -q --upgrade pip $(QUIET)
+	@$(PIP) $(1)/bin/python -m pip install -q $(2) $(QUIET)
+	@$(PIP) $(1)/bin/python -m pip install -q -e '.[test]' $(QUIET)
+	@touch $(1)/bin/workbench
 endef
 
 $(BIN)/workbench: pyproject.toml
