@@ -3,13 +3,12 @@
     python benchmarks/gpu_evidence.py --stage wheel [--quick] [--out DIR]
 
 Takes `.whl/kernel_workbench-*.whl` (built by `make wheel-check` or `python -m build --wheel`,
-carried to the box), installs it with --no-deps into a fresh venv that sees the box's own torch,
-Triton and TUI packages (--system-site-packages, PYTHONPATH as run_on_gpu.sh set it, and this
-interpreter's site-packages), and
-from a folder outside the checkout runs the installed `workbench`: `--version`, `--check
+carried to the box), installs it with --no-deps into a folder of its own (pip --target; the box's
+own torch, Triton and TUI packages stay as they are) put first on PYTHONPATH, and from a folder
+outside the checkout runs the installed package (`python -m workbench`): `--version`, `--check
 lecture06-gelu`, then `--replay lecture06-gelu` (the session's own settings; the results document
-to OUT/wheel-gelu.json). Rows: where `workbench` was imported from (must be the
-venv's site-packages, not the checkout), the box's torch and Triton, and each GeLU row's status
+to OUT/wheel-gelu.json). Rows: where `workbench` was imported from (must be the wheel's folder,
+not the checkout), the box's torch and Triton, and each GeLU row's status
 and median. Without a wheel the stage says so in one row; without a GPU it replays smoke-quick
 (CPU sizes) instead, so the stage can be tried anywhere.
 """
@@ -41,15 +40,14 @@ def run(quick: bool, out: Path) -> list[dict]:
         return [{"step": "wheel", "status": f"skipped: no .whl/kernel_workbench-*.whl under {ROOT}"}]
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="wheel-stage-"))
-    venv, elsewhere = work / "venv", work / "elsewhere"
+    target, elsewhere = work / "site", work / "elsewhere"
     elsewhere.mkdir()
     rows: list[dict] = []
-
-    # the packages of the interpreter running this stage (torch, Triton, the TUI's), after any
-    # PYTHONPATH already set; .pth files there are not run, so the checkout's editable install
-    # does not come along (the import step checks where workbench came from)
+    # the wheel's folder first, then what was on PYTHONPATH (run_on_gpu.sh's TUI wheels), then this
+    # interpreter's packages (torch, Triton); .pth files are not run from PYTHONPATH, so the
+    # checkout's editable install stays out (the import step checks where workbench came from)
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), *site.getsitepackages()) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(target), env.get("PYTHONPATH"), *site.getsitepackages()) if p)
 
     def step(name: str, cmd: list[str], timeout: float, cwd: Path = elsewhere) -> subprocess.CompletedProcess:
         start = time.monotonic()
@@ -60,16 +58,18 @@ def run(quick: bool, out: Path) -> list[dict]:
                      "status": "ok" if proc.returncode == 0 else "FAILED", "last line": last[0][:100]})
         return proc
 
-    step("venv", [sys.executable, "-m", "venv", "--system-site-packages", str(venv)], 120)
-    py, wb = str(venv / "bin" / "python"), str(venv / "bin" / "workbench")
-    step("install", [py, "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)], 120)
+    # --target, not a venv: no ensurepip needed on the box, and the box's torch is used as it is
+    step("install", [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                     "--target", str(target), str(wheel)], 120)
+    py = sys.executable
+    wb = [py, "-m", "workbench"]
     probe = step("import", [py, "-c", "import json, workbench, torch\n"
                             "try:\n import triton; tv = triton.__version__\nexcept ImportError: tv = None\n"
                             "print(json.dumps({'file': workbench.__file__, 'version': workbench.__version__, "
                             "'torch': torch.__version__, 'triton': tv, 'cuda': torch.cuda.is_available()}))"], 120)
     if probe.returncode == 0:
         info = json.loads(probe.stdout.strip().splitlines()[-1])
-        from_wheel = str(venv) in info["file"] and str(ROOT) not in info["file"]
+        from_wheel = info["file"].startswith(str(target))
         rows[-1].update(status="ok" if from_wheel else "FAILED: imported from the checkout, not the wheel",
                         **{"last line": f"{info['file']} v{info['version']} torch {info['torch']} "
                                         f"triton {info['triton']} cuda {info['cuda']}"})
@@ -78,10 +78,10 @@ def run(quick: bool, out: Path) -> list[dict]:
         gpu = False
     # without a GPU the lecture's sizes would take minutes on the CPU: the CPU smoke session instead
     session = "lecture06-gelu" if gpu else "smoke-quick"
-    step("version", [wb, "--version"], 60)
-    step("check", [wb, "--check", session], 60)
+    step("version", [*wb, "--version"], 60)
+    step("check", [*wb, "--check", session], 60)
     doc = out / "wheel-gelu.json"
-    replay = step("replay", [wb, "--replay", session, "-o", str(doc)], BUDGET_S if quick else 3 * BUDGET_S)
+    replay = step("replay", [*wb, "--replay", session, "-o", str(doc)], BUDGET_S if quick else 3 * BUDGET_S)
     if replay.returncode in (0, 1) and doc.is_file():
         for r in json.loads(doc.read_text()).get("results", []):
             timing = r.get("timing") or {}
