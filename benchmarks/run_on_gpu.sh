@@ -12,9 +12,12 @@ set -u
 OUT=${OUT:-$PWD/evidence-out}
 EV=/tmp/ev
 mkdir -p "$EV" "$OUT"
+# (the project's own wheel, kernel_workbench-*.whl, is left out: on PYTHONPATH it would shadow the
+# checkout; the `wheel` stage installs it into a venv of its own)
 if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site
+  deps=$(ls .whl/*.whl | grep -v '/kernel_workbench-')
+  [ -n "$deps" ] && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site $deps && export PYTHONPATH=/tmp/site
 fi
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | grep -v -i warn
 export PYTHONUNBUFFERED=1

@@ -21,7 +21,6 @@ import pytest
 from cli_fakes import BAD, GOOD, fake_plan, run, session_file, user_dirs  # noqa: F401 (fixtures)
 from results_docs import CONTRACT_RECORD_KEYS, document, record
 
-from workbench import cli, events
 from workbench.cli import common
 from workbench.session.api import shipped_path
 

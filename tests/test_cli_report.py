@@ -11,6 +11,7 @@ import math
 import types
 from pathlib import Path
 
+import pytest
 from results_docs import document, record
 from rich.console import Console
 

@@ -10,12 +10,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import torch
 
 import workbench.kernels
 from workbench.kernels import _onepass as op1
 from workbench.kernels import _softmax_rows as rows_kernel
-from workbench.kernels.softmax import _tuned_launch, reference
+from workbench.kernels.softmax import _tuned_launch
 from workbench.machine import find_nvcc
 from workbench.registry import discover
 

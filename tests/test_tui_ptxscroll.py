@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from textual.widgets import Static
 
 from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async
 from workbench.screens.app import WorkbenchApp

@@ -5,4 +5,4 @@ registry through one discovery door (`workbench.registry.discover`): the `workbe
 entry-point group and paths given with `--kernels`.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"  # the one place the version is written (pyproject reads it)

@@ -57,7 +57,7 @@ def run(quick: bool, out: Path) -> list[dict]:
         left = budget - (time.monotonic() - start)
         if name == "ray" and importlib.util.find_spec("ray") is None:
             rows.append({"variant": name, "status": "skipped: ray is not importable here (pip install "
-                                                    "'workbench[ray]'); no Ray evidence from this host"})
+                                                    "'kernel-workbench[ray]'); no Ray evidence from this host"})
         elif left < 10:
             rows.append({"variant": name, "status": f"not started: stage budget {budget} s spent"})
         else:

@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="one warm worker per device, the sweep's points spread over them, one merged "
                              "document (overrides settings.devices)")
     parser.add_argument("--cluster", choices=("ray",), default=None,
-                        help="run the rows as Ray actors (pip install 'workbench[ray]'): joins RAY_ADDRESS, "
+                        help="run the rows as Ray actors (pip install 'kernel-workbench[ray]'): joins RAY_ADDRESS, "
                              "else starts a local cluster")
     parser.add_argument("--kernels", action="append", default=[], metavar="PATH",
                         help="a file or folder of user ops (repeatable)")

@@ -13,7 +13,6 @@ saved copy is what the shipped name finds from then on (`workbench.session.paths
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from pathlib import Path
 from typing import Any, Iterable

@@ -1,5 +1,5 @@
 """`--cluster ray`: the rows run in Ray actors, one per GPU of the cluster (`num_gpus=1`), or one
-CPU actor (`num_gpus=0`) when no row runs on CUDA. Optional: `pip install 'workbench[ray]'`.
+CPU actor (`num_gpus=0`) when no row runs on CUDA. Optional: `pip install 'kernel-workbench[ray]'`.
 
 Each actor (engine/ray_actor.py) runs `run_plan` on its share of the rows (engine/placement.py),
 on its node, with the same warm workers, supervisor and fault isolation as a local run; plugin
@@ -37,7 +37,7 @@ from workbench.events import Error, Event, Result, Started
 from workbench.results.document import new_document
 from workbench.session.model import Session
 
-RAY_MISSING = "--cluster ray needs Ray on this host and every node: pip install 'workbench[ray]'"
+RAY_MISSING = "--cluster ray needs Ray on this host and every node: pip install 'kernel-workbench[ray]'"
 MAX_EMPTY_ATTEMPTS = 2  # actors lost in a row without any row answered: the rest fail
 STOP_POLL_S = 0.1
 

@@ -109,7 +109,7 @@ class RowRunner:
         watch = impl.backend.watch()
         fn, inputs, out, check = self._build(row, record, op, impl, spec, params, ctx, dev, watch)
         mark(f"row {row.op} {row.label}: built")
-        if not self._check(row, record, op, spec, ctx, check, lambda: check.first(out)):
+        if not self._check(row, record, op, spec, ctx, check, lambda: check.first(out)):  # noqa: F821 (called before the del below)
             return
         del out
         if not self._check(row, record, op, spec, ctx, check, lambda: check.special(fn)):
