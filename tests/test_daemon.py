@@ -9,7 +9,6 @@ import multiprocessing
 import os
 import threading
 import time
-from pathlib import Path
 
 import pytest
 

@@ -7,12 +7,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import torch
 
 from workbench.cost import Cost
 from workbench.engine.worker.build_ahead import _warmup, likely_launch_bound, worth_building_ahead
 from workbench.engine.worker.build_cache import BuildCache, build_key, source_digest
-from workbench.kernel_source import TritonLaunch
 from workbench.machine import find_nvcc
 from workbench.registry import discover
 from workbench.session.model import Settings
