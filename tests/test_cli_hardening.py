@@ -1,0 +1,118 @@
+"""What a new user and a red team broke (issue 42), headless: a full disk under the journal, a
+re-run over a killed run's journal, a crash while --resume starts, duplicate journal lines, the
+same plugin file twice, terminal escapes in names and labels. Against the stand-in for run_plan
+(cli_fakes.py); nothing here starts a child."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+
+import pytest
+from cli_fakes import fake_plan, run, session_file, user_dirs  # noqa: F401 (fixtures)
+from results_docs import record
+
+from workbench import fileio, journal
+
+
+@pytest.fixture(autouse=True)
+def _user_dirs(user_dirs):
+    """Every test here: platformdirs' folders under tmp_path, no colour."""
+
+
+def _sha(path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _head(session_file) -> dict:
+    return {"provenance": {"session": "cli-test", "session_sha256": _sha(session_file)},
+            "environment": {"device": "NVIDIA H200"}}
+
+
+# -- 1: a full disk --------------------------------------------------------------------------
+def test_a_full_disk_is_one_line_the_document_on_stdout_exit_2_and_the_journal_resumes(
+        capsys, session_file, fake_plan, tmp_path, monkeypatch):
+    """The journal's second row and the document meet ENOSPC: a traceback and exit 1 before."""
+    target = tmp_path / "r.json"
+    real, writes = journal._write_all, []
+
+    def full_after_the_header_and_a_row(file, data):
+        writes.append(data)
+        if len(writes) > 2:
+            real(file, data[:7])                                 # a torn line, then the disk is full
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(file, data)
+
+    def no_space(path, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    with monkeypatch.context() as full:
+        full.setattr(journal, "_write_all", full_after_the_header_and_a_row)
+        full.setattr(fileio, "write_output", no_space)
+        code, out, err = run(capsys, "--replay", str(session_file), "-o", str(target))
+    assert code == 2 and json.loads(out)["results"][1]["label"] == "triton", "the whole document on stdout"
+    assert "Traceback" not in err and len([line for line in err.splitlines() if "error" in line]) == 1
+    assert "No space left on device" in err and "--resume" in err and not target.exists()
+    kept = journal.from_jsonl(journal.journal_path(target).read_text())
+    assert [r["label"] for r in kept["results"]] == ["manual"], "whole lines only: the torn row was cut off"
+    fake_plan.ran.clear()
+    code, _, err = run(capsys, "--replay", str(session_file), "--resume", str(target))
+    assert code == 0 and fake_plan.ran == [(0, "triton", None)] and "1 finished row(s) kept" in err
+    assert len(json.loads(target.read_text())["results"]) == 2 and not journal.journal_path(target).exists()
+
+
+# -- 12, 13: a killed run's journal ----------------------------------------------------------
+def test_a_rerun_without_resume_refuses_over_a_killed_runs_rows(capsys, session_file, fake_plan, tmp_path):
+    target = tmp_path / "r.json"
+    kept = journal.Journal(journal.journal_path(target), _head(session_file), [record("manual"), record("triton")])
+    kept.close()                                                  # as SIGKILL leaves it
+    code, _, err = run(capsys, "--replay", str(session_file), "-o", str(target))
+    assert code == 2 and fake_plan.calls == [] and "2 finished row(s)" in err and f"--resume {target}" in err
+    assert len(journal.from_jsonl(kept.path.read_text())["results"]) == 2, "the rows are still there"
+
+
+def test_a_journal_with_only_its_header_is_taken_without_a_word(capsys, session_file, fake_plan, tmp_path):
+    target = tmp_path / "r.json"
+    journal.Journal(journal.journal_path(target), _head(session_file)).close()
+    code, _, _ = run(capsys, "--replay", str(session_file), "-o", str(target))
+    assert code == 0 and len(json.loads(target.read_text())["results"]) == 2
+
+
+def test_resume_keeps_the_old_journal_whole_until_the_new_one_is_written(session_file, tmp_path, monkeypatch):
+    """A crash right after --resume truncated the journal lost every kept row."""
+    path = journal.journal_path(tmp_path / "r.json")
+    journal.Journal(path, _head(session_file), [record("manual")]).close()
+    before = path.read_text()
+
+    def crash(file, data):
+        raise OSError(errno.EIO, "crash")                        # the new journal's first write
+    monkeypatch.setattr(journal, "_write_all", crash)
+    with pytest.raises(OSError):
+        journal.Journal(path, _head(session_file), [record("manual")])
+    assert path.read_text() == before and not [p.name for p in tmp_path.iterdir() if p.name.endswith(".new")]
+
+
+def test_a_journal_rewritten_by_resume_is_still_held_against_a_second_run(session_file, tmp_path):
+    path = journal.journal_path(tmp_path / "r.json")
+    held = journal.Journal(path, _head(session_file), [record("manual")])
+    with pytest.raises(journal.JournalBusy):
+        journal.Journal(path, _head(session_file))
+    held.discard()
+
+
+# -- 17: duplicate and foreign journal lines -------------------------------------------------
+def test_resume_counts_unique_rows_and_says_what_it_left_out(capsys, session_file, fake_plan, tmp_path):
+    target = tmp_path / "r.json"
+    kept = journal.Journal(journal.journal_path(target), _head(session_file))
+    for rec in (record("manual", 5.0), record("manual", 6.0)):
+        kept.add(rec)
+    kept.close()
+    with open(kept.path, "a") as extra:
+        extra.write(json.dumps({"result": {"what": "not a row"}}) + "\n" + json.dumps({"other": 1}) + "\n")
+    code, _, err = run(capsys, "--replay", str(session_file), "--resume", str(target))
+    doc = json.loads(target.read_text())
+    assert code == 0 and "1 finished row(s) kept" in err and "2 journal line(s) left out" in err
+    assert fake_plan.ran == [(0, "triton", None)] and len(doc["results"]) == 2
+    assert doc["results"][0]["timing"]["median_ms"] == 6.0, "the last line of a row wins"
