@@ -116,3 +116,25 @@ def test_resume_counts_unique_rows_and_says_what_it_left_out(capsys, session_fil
     assert code == 0 and "1 finished row(s) kept" in err and "2 journal line(s) left out" in err
     assert fake_plan.ran == [(0, "triton", None)] and len(doc["results"]) == 2
     assert doc["results"][0]["timing"]["median_ms"] == 6.0, "the last line of a row wins"
+
+
+# -- 6: --compare and CPU-contended verdicts -------------------------------------------------
+BUSY = ["CPU contended: while timing, the worker's threads waited 0.90 s for a core per second"]
+
+
+@pytest.mark.parametrize("flagged, code", [(("manual", "triton"), 3), (("triton",), 1)])
+def test_regressions_only_where_the_cpu_was_contended_exit_3(capsys, session_file, fake_plan, tmp_path,
+                                                             flagged, code):
+    """A regression the tool itself marks `*` exited 1 like a real one (a new user's try)."""
+    from results_docs import document
+
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(document(record("manual", 1.0), record("triton", 0.5))))
+    rows = [record("manual", 2.0), record("triton", 0.8)]
+    for row in rows:
+        if row["label"] in flagged:
+            row["flags"] = BUSY
+    fake_plan.doc = document(*rows)
+    got, _, err = run(capsys, "--replay", str(session_file), "--compare", str(base), "--format", "json")
+    assert got == code and "2 slower" in err
+    assert ("exit 3, not 1" in err) == (code == 3)
