@@ -138,3 +138,52 @@ def test_regressions_only_where_the_cpu_was_contended_exit_3(capsys, session_fil
     got, _, err = run(capsys, "--replay", str(session_file), "--compare", str(base), "--format", "json")
     assert got == code and "2 slower" in err
     assert ("exit 3, not 1" in err) == (code == 3)
+
+
+# -- 3: tables at 80 columns; 16: terminal escapes --------------------------------------------
+def _wide_doc():
+    from results_docs import document
+
+    rows = [record("manual", 0.0382114), record("triton", 12345.678)]
+    for row in rows:
+        row["traffic"] = {"gbps": 1234.56, "tflops": 12.345, "pct_of_ceiling": 71.3, "ceiling": "copy_gbps"}
+        row["timing"]["timer"] = "cuda_event"
+    rows[1]["flags"] = ["a long note that has to wrap inside its own column, word by word, and only it"]
+    return document(*rows)
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+def test_the_replay_table_fits_columns_without_breaking_a_number(capsys, session_file, fake_plan, monkeypatch,
+                                                                 columns):
+    """At 80 columns the 13-column table was 3-5 characters a column, `0.0`/`382` on two lines."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    fake_plan.doc = _wide_doc()
+    code, out, _ = run(capsys, "--replay", str(session_file))
+    lines = out.splitlines()
+    assert code == 0 and max(map(len, lines)) <= columns
+    assert "0.03821" in out and "12346" in out.replace(",", ""), "each median whole on one line"
+    header = next(line for line in lines if "impl" in line)
+    assert ("left out: timer" in out) == (columns == 80) and ("TFLOP/s" in header) == (columns == 200)
+
+
+def test_list_honours_columns_when_piped(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run(capsys, "--list")
+    assert code == 0 and max(map(len, out.splitlines())) <= 80
+
+
+ESC = "\x1b[2J\x1b[8m"  # clear the screen, then hide what follows
+
+
+def test_escapes_in_a_session_name_or_a_label_never_reach_the_terminal(capsys, session_file, fake_plan):
+    from results_docs import document
+
+    from workbench.cli.progress import row_line
+
+    bad = record("triton")
+    bad["label"] = f"tri{ESC}ton[/]"
+    fake_plan.doc = document(record("manual"), bad)
+    fake_plan.doc["provenance"]["session"] = f"name{ESC}"
+    code, out, err = run(capsys, "--replay", str(session_file))
+    assert code == 0 and "\x1b" not in out + err and "\\x1b[2J" in out and "ton[/]" in out
+    assert "\x1b" not in row_line(bad, 2, 2) and "tri\\x1b[2J" in row_line(bad, 2, 2)

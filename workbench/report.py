@@ -95,34 +95,63 @@ def _ceiling_cell(traffic: Mapping[str, Any]) -> str:
     return f"{pct:.1f}% {name}".rstrip()
 
 
-def result_table(records: list[Mapping[str, Any]], title: str) -> Table:
-    """One run's results as a rich Table."""
+# Columns a narrow table leaves out, the first first (--replay at 80 columns squeezed 13 columns
+# to 3-5 characters each and broke numbers across lines: a new user's try). The rest stay.
+DROP_ORDER = ("timer", "build ms", "n", "TFLOP/s", "% ceiling", "GB/s", "p20–p80 ms", "check", "shape")
+
+
+def result_table(records: list[Mapping[str, Any]], title: str, width: int | None = None,
+                 console: Console | None = None) -> Table:
+    """One run's results as a rich Table; with `width` (and the console that prints it) the
+    columns of DROP_ORDER are left out, the first first, until every column but the notes fits
+    whole (only the notes wrap), and the caption names what was left out."""
     swept = any(r.get("sweep_value") is not None for r in records)
-    table = Table(title=title, title_justify="left", header_style="bold", pad_edge=False)
     columns = ["impl", "shape", *(["sweep"] if swept else []), "status", "median ms", "p20–p80 ms",
                "n", "GB/s", "TFLOP/s", "% ceiling", "build ms", "check", "timer", "notes"]
+    table = _result_table(records, title, columns)
+    if width is None or console is None:
+        return table
+    left_out: list[str] = []
+    wide = console.options.update_width(10_000)
+    for name in DROP_ORDER:
+        kept = [c for c in columns if c not in left_out]
+        if console.measure(_result_table(records, title, kept, notes=False), options=wide).maximum <= width:
+            break
+        left_out.append(name)
+    table = _result_table(records, title, [c for c in columns if c not in left_out])
+    if left_out:
+        table.caption = f"at {width} columns, left out: {', '.join(left_out)} (a wider terminal, or -o FILE.json, has them)"
+        table.caption_justify = "left"
+    return table
+
+
+def _result_table(records: list[Mapping[str, Any]], title: str, columns: list[str], notes: bool = True) -> Table:
+    """The table of `columns`; only the notes wrap (a number broke across lines); notes False:
+    the notes left empty (to measure what the other columns need)."""
+    table = Table(title=Text(title), title_justify="left", header_style="bold", pad_edge=False)
     for name in columns:
         numeric = name in {"median ms", "n", "GB/s", "TFLOP/s", "build ms"}
-        table.add_column(name, justify="right" if numeric else "left", overflow="fold")
+        table.add_column(name, justify="right" if numeric else "left", overflow="fold", no_wrap=name != "notes")
     for r in records:
         timing, traffic = r.get("timing") or {}, r.get("traffic") or {}
         spread = (f"{fmt_num(timing.get('p20_ms'))}–{fmt_num(timing.get('p80_ms'))}"
                   if timing.get("p20_ms") is not None else "-")
         status = str(r.get("status"))
-        cells = [str(r.get("label")), shape_text(r.get("shape")),
-                 *([fmt_num(r.get("sweep_value")) if isinstance(r.get("sweep_value"), (int, float))
-                    else str(r.get("sweep_value") if r.get("sweep_value") is not None else "-")] if swept else []),
-                 Text(status, STATUS_STYLE.get(status, "")), fmt_num(timing.get("median_ms")), spread,
-                 fmt_num(timing.get("n")), fmt_num(traffic.get("gbps")), fmt_num(traffic.get("tflops")),
-                 _ceiling_cell(traffic), fmt_num(r.get("build_ms"), 3), _check_cell(r.get("check")),
-                 str(timing.get("timer") or "-"), _notes(r)]
-        table.add_row(*cells)
+        cells = {"impl": Text(fmt.printable(r.get("label"))), "shape": shape_text(r.get("shape")),
+                 "sweep": (fmt_num(r.get("sweep_value")) if isinstance(r.get("sweep_value"), (int, float))
+                           else str(r.get("sweep_value") if r.get("sweep_value") is not None else "-")),
+                 "status": Text(status, STATUS_STYLE.get(status, "")), "median ms": fmt_num(timing.get("median_ms")),
+                 "p20–p80 ms": spread, "n": fmt_num(timing.get("n")), "GB/s": fmt_num(traffic.get("gbps")),
+                 "TFLOP/s": fmt_num(traffic.get("tflops")), "% ceiling": _ceiling_cell(traffic),
+                 "build ms": fmt_num(r.get("build_ms"), 3), "check": _check_cell(r.get("check")),
+                 "timer": str(timing.get("timer") or "-"), "notes": Text(fmt.printable(_notes(r)) if notes else "")}
+        table.add_row(*(cells[name] for name in columns))
     return table
 
 
 def run_title(records: list[Mapping[str, Any]], index: int) -> str:
     first = records[0]
-    return f"run {index}: {first.get('op')} {first.get('dtype') or ''}".rstrip()
+    return fmt.printable(f"run {index}: {first.get('op')} {first.get('dtype') or ''}".rstrip())
 
 
 def group_by_run(results: Iterable[Mapping[str, Any]]) -> list[tuple[int, list[Mapping[str, Any]]]]:
@@ -139,7 +168,7 @@ def environment_line(doc: Mapping[str, Any]) -> str:
     ceilings = env.get("ceilings") or {}
     if ceilings.get("copy_gbps"):
         parts.append(f"copy ceiling {fmt_num(ceilings['copy_gbps'])} GB/s")
-    return " · ".join(parts)
+    return fmt.printable(" · ".join(parts))
 
 
 def print_tables(doc: Mapping[str, Any], console: Console) -> None:
@@ -149,7 +178,7 @@ def print_tables(doc: Mapping[str, Any], console: Console) -> None:
     if not results:
         console.print("no results")
     for index, records in group_by_run(results):
-        console.print(result_table(records, run_title(records, index)))
+        console.print(result_table(records, run_title(records, index), console.width, console))
     for index, records in group_by_run(results):  # the diagnosis, then A/B (report_diagnosis.py)
         findings = diagnosis_table(records, f"diagnosis, {run_title(records, index)}")
         if findings is not None:

@@ -35,7 +35,9 @@ class Env:
 
     no_color: NO_COLOR is set (no-color.org); stdout_tty / stderr_tty: terminals;
     config_dir, data_dir, cache_dir: platformdirs' user directories for this app;
-    cuda_visible_devices: CUDA_VISIBLE_DEVICES as set (None: not set), for `--devices all`.
+    cuda_visible_devices: CUDA_VISIBLE_DEVICES as set (None: not set), for `--devices all`;
+    columns: COLUMNS as set (a positive integer, else None): the width of a table that goes to a
+    pipe or a file (200 without it).
     """
 
     no_color: bool
@@ -45,6 +47,7 @@ class Env:
     data_dir: Path
     cache_dir: Path
     cuda_visible_devices: str | None = None
+    columns: int | None = None
 
     def console(self, *, stderr: bool = True) -> Console:
         """A rich console on stderr (diagnostics) or stdout (data), honouring NO_COLOR; 200
@@ -65,7 +68,17 @@ def read_env() -> Env:
         data_dir=Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)),
         cache_dir=Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False)),
         cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+        columns=_columns(os.environ.get("COLUMNS")),
     )
+
+
+def _columns(text: str | None) -> int | None:
+    """COLUMNS as a width (at least 20), or None when unset or not a positive number."""
+    try:
+        value = int(text or "")
+    except ValueError:
+        return None
+    return max(value, 20) if value > 0 else None
 
 
 def check_output_path(path: str, inputs: tuple[str, ...] = ()) -> None:
@@ -110,12 +123,13 @@ def write_stdout(text: str) -> None:
 
 def output_style(env: Env, args: argparse.Namespace) -> tuple[int, bool]:
     """(width, colour) for a table on stdout: the terminal's width and colour unless NO_COLOR,
-    200 columns and plain text for -o, pipes and files."""
+    plain text for -o, pipes and files, COLUMNS wide when it is set (`--list | less` at 80
+    columns printed lines of 200), else 200."""
     import shutil
 
     if env.stdout_tty and args.output is None:
         return shutil.get_terminal_size().columns, not env.no_color
-    return 200, False
+    return env.columns or 200, False
 
 
 def print_problems(exc: Exception, err: Console) -> None:
