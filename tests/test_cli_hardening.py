@@ -187,3 +187,35 @@ def test_escapes_in_a_session_name_or_a_label_never_reach_the_terminal(capsys, s
     code, out, err = run(capsys, "--replay", str(session_file))
     assert code == 0 and "\x1b" not in out + err and "\\x1b[2J" in out and "ton[/]" in out
     assert "\x1b" not in row_line(bad, 2, 2) and "tri\\x1b[2J" in row_line(bad, 2, 2)
+
+
+# -- 5: the same plugin file reached twice ---------------------------------------------------
+GOOD_PLUGIN = '''\
+import torch
+from workbench.registry import REGISTRY
+
+GELU = REGISTRY.op("gelu")
+
+
+@GELU.impl("manual_twice", math="tanh")
+def build(spec, params, ctx):
+    """A GeLU reached by two paths."""
+    return lambda x: torch.nn.functional.gelu(x, approximate="tanh")
+'''
+
+
+@pytest.mark.slow  # the plugin's manifest is built in a subprocess
+@pytest.mark.parametrize("how", ["session and --kernels", "--kernels twice"])
+def test_the_same_plugin_file_reached_twice_is_loaded_once(capsys, tmp_path, monkeypatch, how):
+    """Was "op 'gelu': implementation 'manual_twice' is registered twice", exit 2."""
+    (tmp_path / "plug.py").write_text(GOOD_PLUGIN)
+    plugins = "plugins: [plug.py]\n" if how == "session and --kernels" else ""
+    session = tmp_path / "s.yaml"
+    session.write_text(f"schema_version: 1\nname: s\n{plugins}runs:\n  - op: gelu\n    impls: [manual_twice]\n"
+                       "    shape: {M: 2, N: 8}\n")
+    monkeypatch.chdir(tmp_path)
+    twice = ["--kernels", "./plug.py"] + (["--kernels", str(tmp_path / "plug.py")] if not plugins else [])
+    code, out, err = run(capsys, "--check", str(session), *twice)
+    assert code == 0 and "registered twice" not in err and "1 row(s)" in out, err
+    code, out, err = run(capsys, "--list", *twice, "--format", "json")
+    assert code == 0 and "registered twice" not in err
