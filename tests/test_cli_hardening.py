@@ -219,3 +219,26 @@ def test_the_same_plugin_file_reached_twice_is_loaded_once(capsys, tmp_path, mon
     assert code == 0 and "registered twice" not in err and "1 row(s)" in out, err
     code, out, err = run(capsys, "--list", *twice, "--format", "json")
     assert code == 0 and "registered twice" not in err
+
+
+# -- 15: -o onto a plugin file; -o to a FIFO with no reader -----------------------------------
+@pytest.mark.slow  # the plugin's manifest is built in a subprocess
+def test_o_onto_a_file_the_sessions_plugins_list_is_refused(capsys, tmp_path, fake_plan):
+    plugin = tmp_path / "plug.py"
+    plugin.write_text(GOOD_PLUGIN)
+    session = tmp_path / "s.yaml"
+    session.write_text("schema_version: 1\nname: s\nplugins: [plug.py]\nruns:\n  - op: gelu\n"
+                       "    impls: [manual_twice]\n    shape: {M: 2, N: 8}\n")
+    code, _, err = run(capsys, "--replay", str(session), "-o", str(plugin), "--format", "json")
+    assert code == 2 and "an input of this run" in err and fake_plan.calls == []
+    assert plugin.read_text() == GOOD_PLUGIN
+
+
+def test_a_fifo_with_no_reader_gives_up_with_one_line_and_the_data_on_stdout(capsys, session_file, fake_plan,
+                                                                            tmp_path, monkeypatch):
+    """open() blocked for ever: SIGTERM did nothing, and the rows were lost."""
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(fileio, "FIFO_WAIT_S", 0.2)
+    code, out, err = run(capsys, "--replay", str(session_file), "-o", str(fifo), "--format", "json")
+    assert code == 2 and "no reader opened the FIFO within 0.2 s" in err and len(json.loads(out)["results"]) == 2

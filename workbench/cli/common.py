@@ -93,6 +93,17 @@ def check_output_path(path: str, inputs: tuple[str, ...] = ()) -> None:
         raise WorkbenchError(f"-o {path!r}: {problem}" if not path else f"-o {path}: {problem}")
 
 
+def check_output_plugins(path: str | None, plugins: Sequence[str]) -> None:
+    """Refuse an -o PATH that is a file of the session's own `plugins` (resolved), as one that is
+    a --kernels file is (check_output_path): it was overwritten by the results (a red team's try).
+    Raises WorkbenchError."""
+    if path is None or not plugins:
+        return
+    from workbench.plugin_sources import source_files
+
+    check_output_path(path, tuple(str(f) for f in source_files(plugins)))
+
+
 def write_output(text: str, args: argparse.Namespace, env: Env) -> None:
     """Data to -o or stdout. A file is replaced atomically (a symlink's target is); a device
     node, FIFO or /dev/stdout is written through (workbench.fileio.write_output)."""

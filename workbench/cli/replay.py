@@ -23,7 +23,7 @@ from rich.console import Console
 
 from workbench.cli.check import session_row_keys
 from workbench.cli.common import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_SIGNAL_BASE, EXIT_USAGE, Env,
-                                  print_problems, run_options)
+                                  check_output_plugins, print_problems, run_options)
 from workbench.cli.plugin_check import current_records, declare_plugins, refuse_changed, warn_changed, warn_empty
 from workbench.cli.progress import progress
 from workbench.cli.sink import Sink
@@ -132,6 +132,7 @@ def _prepare(args, argv, env: Env, err: Console) -> _Prepared | None:
         return None
     options = run_options(args, env, argv=argv, session_sha256=sha)
     session = with_resolved_plugins(session, path.parent)
+    check_output_plugins(args.output, session.plugins)  # WorkbenchError: one line, exit 2
     declared = declare_plugins(session, options.kernels, env.cache_dir)
     warn_empty(declared, err)
     plugins = ours["plugins"] = current_records(session, options.kernels, registry=declared)  # the journal header too

@@ -79,6 +79,8 @@ class Sink:
         except WorkbenchError as exc:  # one line: what was not written, where the data and the rows are
             raise WorkbenchError(f"{exc}; {self._kept_note('the document was not written')}") from None
         except BaseException:
+            if self.journal is None and self.args.output is not None:  # a stream target: no journal
+                write_stdout(self.text(doc))  # (a second signal while a FIFO waited for its reader)
             self._keep_journal(err, "the document was not written")
             raise
         if self.args.output is not None and not is_stream(self.args.output):
