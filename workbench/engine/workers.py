@@ -59,10 +59,29 @@ def start_context(method: str | None = None) -> Any:
     if method not in START_METHODS:
         raise ValueError(f"worker start method must be one of {', '.join(START_METHODS)}, got {method!r}")
     context = multiprocessing.get_context(method)
+    _tracker_deaf_to_hangups()
     if method == "forkserver":
         context.set_forkserver_preload(ZYGOTE_PRELOAD)
         os.environ.setdefault("WORKBENCH_ZYGOTE_LOG", str(zygote_log_path()))  # read by engine/zygote.py
     return context
+
+
+def _tracker_deaf_to_hangups() -> None:
+    """Start multiprocessing's resource tracker with SIGHUP blocked (a blocked signal stays
+    blocked across its fork and exec). It ignores SIGINT and SIGTERM itself, not SIGHUP: a closed
+    SSH session hung up the whole process group, the tracker died mid-run, and its successor
+    printed "process died unexpectedly" and a KeyError traceback for each semaphore the workers
+    released (a new user's try). The run itself still stops on SIGHUP (cli/stopping.py)."""
+    hup = getattr(signal, "SIGHUP", None)
+    if hup is None or not hasattr(signal, "pthread_sigmask"):
+        return
+    from multiprocessing import resource_tracker
+
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {hup})
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def zygote_log_path() -> Path:
