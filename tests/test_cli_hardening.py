@@ -242,3 +242,21 @@ def test_a_fifo_with_no_reader_gives_up_with_one_line_and_the_data_on_stdout(cap
     monkeypatch.setattr(fileio, "FIFO_WAIT_S", 0.2)
     code, out, err = run(capsys, "--replay", str(session_file), "-o", str(fifo), "--format", "json")
     assert code == 2 and "no reader opened the FIFO within 0.2 s" in err and len(json.loads(out)["results"]) == 2
+
+
+def test_a_long_table_is_plain_aligned_text_with_every_row(capsys, session_file, fake_plan, monkeypatch):
+    """rich took 16 s for a 4000-row table: a replay stopped at ~3.7k rows took over 10 s to exit."""
+    from results_docs import document
+
+    from workbench.report import PLAIN_ROWS
+
+    monkeypatch.setenv("COLUMNS", "80")
+    rows = [record("manual", 0.5 + i, sweep_value=i) for i in range(PLAIN_ROWS + 5)]
+    rows[7]["flags"] = ["a note long enough to run past the last column of an eighty-column terminal, twice over"]
+    fake_plan.doc = document(*rows)
+    code, out, _ = run(capsys, "--replay", str(session_file))
+    lines = out.splitlines()
+    assert code == 0 and max(map(len, lines)) <= 80 and "┃" not in out
+    header = lines.index(next(line for line in lines if line.startswith("impl")))
+    assert [line.split()[2] for line in lines[header + 2:header + 2 + 3]] == ["0", "1", "2"]
+    assert sum(1 for line in lines if line.startswith("manual")) == PLAIN_ROWS + 5
