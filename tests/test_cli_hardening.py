@@ -260,3 +260,27 @@ def test_a_long_table_is_plain_aligned_text_with_every_row(capsys, session_file,
     header = lines.index(next(line for line in lines if line.startswith("impl")))
     assert [line.split()[2] for line in lines[header + 2:header + 2 + 3]] == ["0", "1", "2"]
     assert sum(1 for line in lines if line.startswith("manual")) == PLAIN_ROWS + 5
+
+
+def test_rows_a_stop_left_unrun_are_one_progress_line_not_one_each():
+    import io
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from workbench import events
+    from workbench.cli.common import Env
+    from workbench.cli.progress import progress
+
+    keys = [(0, "manual", i) for i in range(500)]
+    env = Env(no_color=True, stdout_tty=False, stderr_tty=False, config_dir=Path("."), data_dir=Path("."),
+              cache_dir=Path("."))
+    err = Console(file=io.StringIO(), width=200)
+    with progress(keys, env, err, verbose=False) as show:
+        for index, key in enumerate(keys):
+            rec = record("manual", sweep_value=key[2], status="ok" if index < 2 else "skipped")
+            if index >= 2:
+                rec["error"] = "cancelled"
+            show(events.Result(key, rec))
+    lines = err.file.getvalue().splitlines()
+    assert len(lines) == 3 and lines[-1].startswith("498 row(s) not run: cancelled"), lines[:5]
