@@ -54,7 +54,8 @@ def test_a_full_disk_is_one_line_the_document_on_stdout_exit_2_and_the_journal_r
         code, out, err = run(capsys, "--replay", str(session_file), "-o", str(target))
     assert code == 2 and json.loads(out)["results"][1]["label"] == "triton", "the whole document on stdout"
     assert "Traceback" not in err and len([line for line in err.splitlines() if "error" in line]) == 1
-    assert "No space left on device" in err and "--resume" in err and not target.exists()
+    assert "No space left on device" in err and "1 finished row(s) are kept in" in err and "--resume" in err
+    assert not target.exists()
     kept = journal.from_jsonl(journal.journal_path(target).read_text())
     assert [r["label"] for r in kept["results"]] == ["manual"], "whole lines only: the torn row was cut off"
     fake_plan.ran.clear()

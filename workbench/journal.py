@@ -120,6 +120,7 @@ class Journal:
                  *, keep_rows: bool = False):
         self.path = Path(path)
         self.failure: OSError | None = None
+        self.written = 0  # rows on disk (the kept ones and those added)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         old = open(self.path, "a+", encoding="utf-8")  # not changed before the lock is ours
         self._file = None
@@ -134,6 +135,7 @@ class Journal:
             new = open(fresh, "w+b", buffering=0)
             try:
                 _lock(new)
+                done = list(done)
                 _write_all(new, (header_line(head) + "".join(result_line(r) for r in done)).encode("utf-8"))
                 os.fsync(new.fileno())
                 os.replace(fresh, self.path)
@@ -142,6 +144,7 @@ class Journal:
                 fresh.unlink(missing_ok=True)
                 raise
             self._file = new
+            self.written = len(done)
         finally:
             old.close()  # the lock on the old file goes with it; the new one is held
         _fsync_dir(self.path.parent)
@@ -155,6 +158,7 @@ class Journal:
         try:
             _write_all(self._file, result_line(record).encode("utf-8"))
             os.fsync(self._file.fileno())
+            self.written += 1
         except OSError as exc:
             self.failure = exc
             with contextlib.suppress(OSError):

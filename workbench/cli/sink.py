@@ -113,8 +113,8 @@ class Sink:
         if self.journal is None:
             return why
         self.journal.close()
-        failure = self.journal.failure
-        short = (f", up to the row its write failed at ({failure.strerror or failure})"
-                 if failure is not None else "")
-        return (f"the finished rows are kept in {self.journal.path}{short} ({why}): "
+        if self.journal.failure is not None:  # a full disk: the rows before it are there
+            return (f"{self.journal.written} finished row(s) are kept in {self.journal.path} (its next write "
+                    f"failed too): workbench --replay FILE --resume {self.args.output}")
+        return (f"the finished rows are kept in {self.journal.path} ({why}): "
                 f"workbench --replay FILE --resume {self.args.output}")
