@@ -1,7 +1,7 @@
 """What a new user and a red team broke (issue 42), headless: a full disk under the journal, a
 re-run over a killed run's journal, a crash while --resume starts, duplicate journal lines, the
 same plugin file twice, terminal escapes in names and labels. Against the stand-in for run_plan
-(cli_fakes.py); nothing here starts a child."""
+(cli_fakes.py); only the tests marked slow start a child (a plugin's manifest is built in one)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import pytest
 from cli_fakes import fake_plan, run, session_file, user_dirs  # noqa: F401 (fixtures)
 from results_docs import record
 
-from workbench import fileio, journal
+from workbench import fileio
+from workbench.results import journal
 
 
 @pytest.fixture(autouse=True)
@@ -249,7 +250,7 @@ def test_a_long_table_is_plain_aligned_text_with_every_row(capsys, session_file,
     """rich took 16 s for a 4000-row table: a replay stopped at ~3.7k rows took over 10 s to exit."""
     from results_docs import document
 
-    from workbench.report import PLAIN_ROWS
+    from workbench.results.report import PLAIN_ROWS
 
     monkeypatch.setenv("COLUMNS", "80")
     rows = [record("manual", 0.5 + i, sweep_value=i) for i in range(PLAIN_ROWS + 5)]

@@ -9,9 +9,9 @@ import os
 
 import pytest
 
-from workbench import session_yaml
-from workbench.session import SessionError, load_session, parse_session
-from workbench.session_yaml import MAX_DEPTH, MAX_FILE_BYTES, MAX_INT_DIGITS
+from workbench.session import yaml_io as session_yaml
+from workbench.session.api import SessionError, load_session, parse_session
+from workbench.session.yaml_io import MAX_DEPTH, MAX_FILE_BYTES, MAX_INT_DIGITS
 
 MAX_NODES = 2000  # the count cap as the tests set it (100000 takes seconds to reach in pure Python)
 
