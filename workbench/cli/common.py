@@ -99,7 +99,7 @@ def check_output_plugins(path: str | None, plugins: Sequence[str]) -> None:
     Raises WorkbenchError."""
     if path is None or not plugins:
         return
-    from workbench.plugin_sources import source_files
+    from workbench.plugins.sources import source_files
 
     check_output_path(path, tuple(str(f) for f in source_files(plugins)))
 
