@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import stat
@@ -101,13 +102,39 @@ def write_output(path: str | Path, data: bytes) -> Path:
         _write_all(fd, data)
         return Path(path)
     if is_stream(path):
-        fd = os.open(path, os.O_WRONLY)  # no O_CREAT, no O_TRUNC: the node stays what it is
+        fd = _open_stream(path)  # no O_CREAT, no O_TRUNC: the node stays what it is
         try:
             _write_all(fd, data)
         finally:
             os.close(fd)
         return Path(path)
     return atomic_write_bytes(path, data)
+
+
+FIFO_WAIT_S = 10.0  # how long -o FIFO waits for a reader to open it
+
+
+def _open_stream(path: str | Path) -> int:
+    """A stream target opened for writing. A FIFO is opened without blocking, retried until a
+    reader opens it, at most FIFO_WAIT_S: a FIFO with no reader blocked the command in open() past
+    SIGTERM, and the rows were lost (a red team's try). Raises OSError (ENXIO: no reader)."""
+    import time
+
+    if not stat.S_ISFIFO(os.stat(path).st_mode):
+        return os.open(path, os.O_WRONLY)
+    deadline = time.monotonic() + FIFO_WAIT_S
+    while True:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise
+            if time.monotonic() >= deadline:
+                raise OSError(errno.ENXIO, f"no reader opened the FIFO within {FIFO_WAIT_S:g} s") from None
+            time.sleep(0.05)
+            continue
+        os.set_blocking(fd, True)  # a reader is there: write as to a pipe
+        return fd
 
 
 JOURNAL_SUFFIX = ".journal.jsonl"  # `out.json` -> `out.json.journal.jsonl` (workbench/results/journal.py)

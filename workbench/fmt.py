@@ -3,7 +3,18 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: Any, *, lines: bool = False) -> str:
+    """`text` with every control character written out (`\x1b`, `\n`): a session's name or an
+    impl's label that reached the terminal raw could clear the screen or hide output (a red
+    team's try). lines: keep newlines and tabs (a message of several lines)."""
+    return (_CONTROL_BUT_LINES if lines else _CONTROL).sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
 
 
 def clip(text: str, limit: int) -> str:

@@ -7,7 +7,7 @@ import json
 
 from rich.console import Console
 
-from workbench.cli.common import EXIT_OK, EXIT_USAGE, Env, print_problems, write_output
+from workbench.cli.common import EXIT_OK, EXIT_USAGE, Env, check_output_plugins, print_problems, write_output
 
 
 def run_check(args: argparse.Namespace, env: Env, err: Console) -> int:
@@ -42,6 +42,7 @@ def run_check(args: argparse.Namespace, env: Env, err: Console) -> int:
         _say_written(args, err, f"{len(exc.problems)} problem(s)")
         return EXIT_USAGE
     resolved = with_resolved_plugins(session, path.parent)
+    check_output_plugins(args.output, resolved.plugins)  # before the verdict is written over a plugin
     rows = len(session_row_keys(resolved, args.kernels))
     from workbench.cli.plugin_check import warn_empty
     from workbench.plugins.manifest import declare

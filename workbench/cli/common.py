@@ -19,10 +19,12 @@ from rich.console import Console
 from workbench.errors import WorkbenchError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_CONTENDED = 3  # --compare: the only regressions are rows timed with the CPU contended (`*`)
 # A replay a signal stopped exits 128 + its number: 130 SIGINT, 143 SIGTERM, 129 SIGHUP.
 EXIT_SIGNAL_BASE = 128
 EXIT_CODES_TEXT = ("0 every row ran; 1 a row or an A/B failed, or a regression; 2 bad session, bad usage, an -o path "
-                   "that cannot be written, results from different GPUs, or a baseline matching no row; 128 + N stopped by signal N, "
+                   "that cannot be written, results from different GPUs, or a baseline matching no row; 3 --compare's only "
+                   "slower rows were timed CPU-contended (*); 128 + N stopped by signal N, "
                    "the partial results written (130 SIGINT, 143 SIGTERM, 129 SIGHUP)")
 APP_NAME = "workbench"
 
@@ -33,7 +35,9 @@ class Env:
 
     no_color: NO_COLOR is set (no-color.org); stdout_tty / stderr_tty: terminals;
     config_dir, data_dir, cache_dir: platformdirs' user directories for this app;
-    cuda_visible_devices: CUDA_VISIBLE_DEVICES as set (None: not set), for `--devices all`.
+    cuda_visible_devices: CUDA_VISIBLE_DEVICES as set (None: not set), for `--devices all`;
+    columns: COLUMNS as set (a positive integer, else None): the width of a table that goes to a
+    pipe or a file (200 without it).
     """
 
     no_color: bool
@@ -43,6 +47,7 @@ class Env:
     data_dir: Path
     cache_dir: Path
     cuda_visible_devices: str | None = None
+    columns: int | None = None
 
     def console(self, *, stderr: bool = True) -> Console:
         """A rich console on stderr (diagnostics) or stdout (data), honouring NO_COLOR; 200
@@ -63,7 +68,17 @@ def read_env() -> Env:
         data_dir=Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)),
         cache_dir=Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False)),
         cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+        columns=_columns(os.environ.get("COLUMNS")),
     )
+
+
+def _columns(text: str | None) -> int | None:
+    """COLUMNS as a width (at least 20), or None when unset or not a positive number."""
+    try:
+        value = int(text or "")
+    except ValueError:
+        return None
+    return max(value, 20) if value > 0 else None
 
 
 def check_output_path(path: str, inputs: tuple[str, ...] = ()) -> None:
@@ -76,6 +91,17 @@ def check_output_path(path: str, inputs: tuple[str, ...] = ()) -> None:
     problem = output_problem(path) or output_clash(path, inputs)
     if problem:
         raise WorkbenchError(f"-o {path!r}: {problem}" if not path else f"-o {path}: {problem}")
+
+
+def check_output_plugins(path: str | None, plugins: Sequence[str]) -> None:
+    """Refuse an -o PATH that is a file of the session's own `plugins` (resolved), as one that is
+    a --kernels file is (check_output_path): it was overwritten by the results (a red team's try).
+    Raises WorkbenchError."""
+    if path is None or not plugins:
+        return
+    from workbench.plugins.sources import source_files
+
+    check_output_path(path, tuple(str(f) for f in source_files(plugins)))
 
 
 def write_output(text: str, args: argparse.Namespace, env: Env) -> None:
@@ -108,12 +134,13 @@ def write_stdout(text: str) -> None:
 
 def output_style(env: Env, args: argparse.Namespace) -> tuple[int, bool]:
     """(width, colour) for a table on stdout: the terminal's width and colour unless NO_COLOR,
-    200 columns and plain text for -o, pipes and files."""
+    plain text for -o, pipes and files, COLUMNS wide when it is set (`--list | less` at 80
+    columns printed lines of 200), else 200."""
     import shutil
 
     if env.stdout_tty and args.output is None:
         return shutil.get_terminal_size().columns, not env.no_color
-    return 200, False
+    return env.columns or 200, False
 
 
 def print_problems(exc: Exception, err: Console) -> None:

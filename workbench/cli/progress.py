@@ -12,12 +12,14 @@ import contextlib
 from typing import Any, Callable, Iterable, Iterator
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from workbench import events as ev
 from workbench.cli.common import Env
 from workbench.events import RowKey
-from workbench.fmt import clip
+from workbench.fmt import clip, printable
+from workbench.results.document import CANCELLED_ERROR
 from workbench.results.report import fmt_num, shape_text
 
 
@@ -64,25 +66,33 @@ def progress(keys: list[RowKey], env: Env, err: Console, verbose: bool,
 
     def say(line: str) -> None:
         with contextlib.suppress(OSError):
-            (bar.console if bar else err).print(line, markup=False, highlight=False)
+            (bar.console if bar else err).print(printable(line, lines=True), markup=False, highlight=False)
+
+    cancelled = [0]  # rows a stop left unrun: one line for them all at the end, not one a row
 
     def on_event(event: ev.Event) -> None:
         if isinstance(event, ev.Started) and bar is not None:
-            bar.update(task, description=f"{event.op} {event.row[1]} {event.spec_label}")
+            bar.update(task, description=escape(printable(f"{event.op} {event.row[1]} {event.spec_label}")))
         elif isinstance(event, ev.Result):
             if bar is not None:
                 bar.update(task, advance=1)
             for place, record in order.add(event.row, event.record):
-                if bar is None or record.get("status") == "failed":
+                if record.get("status") == "skipped" and record.get("error") == CANCELLED_ERROR:
+                    cancelled[0] += 1  # thousands of lines after a Ctrl-C at ~3.7k rows slowed its exit
+                elif bar is None or record.get("status") == "failed":
                     say(row_line(record, place, total))
         elif isinstance(event, ev.Log) and (verbose or event.level != "info"):
             say(f"{event.level}: {event.text}")
 
-    if bar is None:
-        yield on_event
-        return
-    with bar:
-        yield on_event
+    try:
+        if bar is None:
+            yield on_event
+            return
+        with bar:
+            yield on_event
+    finally:
+        if cancelled[0]:
+            say(f"{cancelled[0]} row(s) not run: cancelled (skipped, error \"cancelled\")")
 
 
 def row_line(record: dict[str, Any], place: int, total: int) -> str:
@@ -90,8 +100,8 @@ def row_line(record: dict[str, Any], place: int, total: int) -> str:
     timing = record.get("timing") or {}
     sweep = record.get("sweep_value")
     where = shape_text(record.get("shape")) + (f" @{sweep}" if sweep is not None else "")
-    text = f"[{place}/{total}] {record.get('op')} {record.get('label')} {where} {record.get('dtype') or ''}: " \
-           f"{record.get('status')}"
+    text = printable(f"[{place}/{total}] {record.get('op')} {record.get('label')} {where} {record.get('dtype') or ''}: "
+                     f"{record.get('status')}")
     if timing.get("median_ms") is not None:
         text += f" {fmt_num(timing['median_ms'])} ms"
         if record.get("flags"):

@@ -21,7 +21,8 @@ from workbench.results import document as results
 from workbench.cli.common import Env, output_style, write_output, write_stdout
 from workbench.errors import WorkbenchError
 from workbench.fileio import is_stream
-from workbench.results.journal import Journal, JournalBusy, header_line, is_finished, journal_path, result_line, to_jsonl
+from workbench.results.journal import (Journal, JournalBusy, JournalHasRows, header_line, is_finished, journal_path,
+                                       result_line, to_jsonl)
 from workbench.results.report import render, to_table
 
 RESUMABLE_FORMATS = ("json", "jsonl")
@@ -41,7 +42,11 @@ class Sink:
         if args.output is not None and not is_stream(args.output):
             path = journal_path(args.output)
             try:
-                self.journal = Journal(path, self.head, self.rows)
+                self.journal = Journal(path, self.head, self.rows, keep_rows=not getattr(args, "resume", None))
+            except JournalHasRows as exc:  # a re-run without --resume discarded a killed run's rows
+                raise WorkbenchError(f"-o {args.output}: a stopped run's journal with {exc.rows} finished row(s) is "
+                                     f"there ({path}); keep them with --resume {args.output}, or remove the journal "
+                                     "to start afresh") from None
             except JournalBusy:
                 raise WorkbenchError(f"-o {args.output}: another workbench run is writing it now (its journal {path} "
                                      "is held); give another -o path, or wait for that run to end") from None
@@ -72,7 +77,11 @@ class Sink:
         Raises WorkbenchError when the write failed (the data then went to stdout)."""
         try:
             write_output(self.text(doc), self.args, self.env)
+        except WorkbenchError as exc:  # one line: what was not written, where the data and the rows are
+            raise WorkbenchError(f"{exc}; {self._kept_note('the document was not written')}") from None
         except BaseException:
+            if self.journal is None and self.args.output is not None:  # a stream target: no journal
+                write_stdout(self.text(doc))  # (a second signal while a FIFO waited for its reader)
             self._keep_journal(err, "the document was not written")
             raise
         if self.args.output is not None and not is_stream(self.args.output):
@@ -97,8 +106,16 @@ class Sink:
         return to_table(doc, width=width, color=color)
 
     def _keep_journal(self, err: Console, why: str) -> None:
+        if self.journal is not None:
+            err.print(self._kept_note(why), markup=False, highlight=False)
+
+    def _kept_note(self, why: str) -> str:
+        """Where the finished rows are kept (the journal, closed), and how to go on."""
         if self.journal is None:
-            return
+            return why
         self.journal.close()
-        err.print(f"the finished rows are kept in {self.journal.path} ({why}): "
-                  f"workbench --replay FILE --resume {self.args.output}", markup=False, highlight=False)
+        if self.journal.failure is not None:  # a full disk: the rows before it are there
+            return (f"{self.journal.written} finished row(s) are kept in {self.journal.path} (its next write "
+                    f"failed too): workbench --replay FILE --resume {self.args.output}")
+        return (f"the finished rows are kept in {self.journal.path} ({why}): "
+                f"workbench --replay FILE --resume {self.args.output}")

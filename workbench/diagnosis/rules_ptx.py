@@ -128,7 +128,7 @@ def shape_alignment(record: Record, ctx: Context) -> Finding | None:
         return None
     aligned = {k: ALIGN * round(v / ALIGN) for k, v in odd.items()}
     want = {**shape, **aligned}
-    peer = next((p for p in ctx.same_label(record) if (p.get("shape") or {}) == want), None)
+    peer = ctx.same_label_at(record, want)
     mine, theirs = _throughput(record), _throughput(peer) if peer else None
     if peer is None or not mine or not theirs or mine[0] / theirs[0] >= SLOWER:
         return None

@@ -29,8 +29,16 @@ def _work(record: Record) -> float | None:
 
 
 def _sweep_evidence(record: Record, ctx: Context) -> str | None:
-    """The widest sweep of this label: work x WORK_GREW, time under x TIME_FOLLOWED."""
-    points = [p for p in [record, *ctx.same_label(record)] if _work(p) and median_ms(p)]
+    """The widest sweep of this label: work x WORK_GREW, time under x TIME_FOLLOWED (the same for
+    every ok point of the label: found once)."""
+    if record.get("status") == "ok":
+        key = ("sweep_evidence", record.get("run_index"), record.get("label"))
+        return ctx.memo(key, lambda: _sweep_points_evidence([record, *ctx.same_label(record)]))
+    return _sweep_points_evidence([record, *ctx.same_label(record)])
+
+
+def _sweep_points_evidence(records: list[Record]) -> str | None:
+    points = [p for p in records if _work(p) and median_ms(p)]
     if len(points) < 3:
         return None
     low, high = min(points, key=_work), max(points, key=_work)

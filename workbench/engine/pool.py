@@ -64,6 +64,7 @@ def start_context(method: str | None = None) -> Any:
     # multiprocessing's own temp folder (the forkserver's socket; else a /tmp/pymp-* that a kill
     # leaves behind) inside ours: removed at exit, swept after a kill
     multiprocessing.current_process()._config.setdefault("tempdir", str(private_tmp()))
+    _tracker_deaf_to_hangups()
     if method == "forkserver":
         context.set_forkserver_preload(ZYGOTE_PRELOAD)
         os.environ["WORKBENCH_ZYGOTE_LOG"] = str(zygote_log_path())  # read by engine/zygote.py (not a parent's)
@@ -134,6 +135,23 @@ def kill_descendants(pid: int) -> list[int]:
         except OSError:
             pass
     return found
+
+def _tracker_deaf_to_hangups() -> None:
+    """Start multiprocessing's resource tracker with SIGHUP blocked (a blocked signal stays
+    blocked across its fork and exec). It ignores SIGINT and SIGTERM itself, not SIGHUP: a closed
+    SSH session hung up the whole process group, the tracker died mid-run, and its successor
+    printed "process died unexpectedly" and a KeyError traceback for each semaphore the workers
+    released (a new user's try). The run itself still stops on SIGHUP (cli/stopping.py)."""
+    hup = getattr(signal, "SIGHUP", None)
+    if hup is None or not hasattr(signal, "pthread_sigmask"):
+        return
+    from multiprocessing import resource_tracker
+
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {hup})
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def zygote_log_path() -> Path:

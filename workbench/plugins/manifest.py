@@ -80,6 +80,8 @@ def sources(paths: Iterable[str | Path] = (), *, entry_points: bool = True) -> l
             found.append(Source(f"entry point {ep.name}", ep.name, True, _module_files(ep.module)))
     for path in paths:
         for file in plugin_files(Path(path)):
+            if any(source.key == str(file) for source in found):
+                continue  # the same file reached twice (--kernels X --kernels X, or a folder and a file in it)
             files = _tree(file.parent) if file.name == "__init__.py" else (file,)
             found.append(Source(str(file), str(file), False, files))
     return found

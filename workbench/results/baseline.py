@@ -26,6 +26,7 @@ from rich.text import Text
 
 from workbench.abstats import MIN_PAIRS, RatioCI, unpaired_ratio
 from workbench.engine.multi.merge import device_name_of
+from workbench.fmt import printable
 from workbench.results.report import fmt_num, shape_text
 
 # A row timed under the Triton interpreter measured numpy's emulation on the host, not a kernel
@@ -76,6 +77,11 @@ class Comparison:
     @property
     def regressions(self) -> int:
         return self.count("slower")
+
+    @property
+    def contended_regressions(self) -> int:
+        """Slower rows timed with the CPU contended (`*`): the exit code tells them apart (3, not 1)."""
+        return sum(1 for r in self.rows if r.verdict == "slower" and r.contended)
 
     def summary(self) -> str:
         parts = [f"{self.count(v)} {v}" for v in ("slower", "faster", "same", "n/a", "new", "missing") if self.count(v)]
@@ -199,7 +205,9 @@ def comparison_table(comparison: Comparison) -> Table:
     notes = [f"... and {len(hidden)} more baseline row(s) not in this run (missing)"] if hidden else []
     if any(r.contended for r in comparison.rows):
         notes.append("* timed with the CPU contended (this run or the baseline: see the row's flags): the "
-                     "medians are not the op's alone, and neither is this verdict")
+                     "medians are not the op's alone, and neither is this verdict"
+                     + ("; only such rows are slower: exit 3, not 1" if comparison.regressions
+                        and comparison.regressions == comparison.contended_regressions else ""))
     if any(unresolved(r, comparison.threshold) for r in comparison.rows):
         notes.append(f"{UNRESOLVED_MARK} same with a ratio past the threshold: the medians differ by more than "
                      f"{comparison.threshold:.0%}, but the runs' spreads overlap (p20-p80, or the 95% interval "
@@ -216,7 +224,7 @@ def comparison_table(comparison: Comparison) -> Table:
     hidden_ids = {id(r) for r in hidden}
     for r in (r for r in comparison.rows if id(r) not in hidden_ids):
         interval = [f"{r.ci_low:.3f}-{r.ci_high:.3f}" if r.ci_low is not None else "-"] if with_ci else []
-        table.add_row(r.op, r.label, shape_text(r.shape), "-" if r.sweep_value is None else str(r.sweep_value),
+        table.add_row(Text(printable(r.op)), Text(printable(r.label)), shape_text(r.shape), "-" if r.sweep_value is None else str(r.sweep_value),
                       fmt_num(r.baseline_median_ms), fmt_num(r.median_ms),
                       "-" if r.ratio is None else f"{r.ratio:.3f}x", *interval,
                       Text(r.verdict + (UNRESOLVED_MARK if unresolved(r, comparison.threshold) else "")

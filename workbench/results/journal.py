@@ -23,6 +23,7 @@ one `-o` path overwrote each other's rows and journal without a word (a new user
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -94,38 +95,74 @@ class JournalBusy(OSError):
     """Another live run holds this journal."""
 
 
+class JournalHasRows(OSError):
+    """A stopped run's journal with finished rows is there (a run that would start afresh over it)."""
+
+    def __init__(self, path: Path, rows: int):
+        super().__init__(f"{path} holds {rows} finished row(s) of a stopped run")
+        self.path, self.rows = path, rows
+
+
 class Journal:
     """An append-only journal at `path`: the header (and `done`, rows kept from an earlier run)
-    written first, then `add` appends one finished row a line, flushed and fsynced; held with an
-    exclusive flock until closed. Raises JournalBusy when another run holds it, OSError where
-    the folder cannot be written."""
+    written first, then `add` appends one finished row a line, fsynced; held with an exclusive
+    flock until closed. Raises JournalBusy when another run holds it, JournalHasRows when
+    `keep_rows` and a stopped run's journal with finished rows is there (the caller says: use
+    --resume), OSError where the folder cannot be written.
 
-    def __init__(self, path: str | Path, head: Mapping[str, Any], done: Iterable[Mapping[str, Any]] = ()):
+    The first content is written to `NAME.new` beside the journal, fsynced, then renamed over it:
+    a crash while a resumed run starts never leaves the kept rows half-written (the old journal
+    stays whole until the new one is). A row that cannot be written (a full disk) is cut back
+    off, so the journal stays whole lines for --resume; `add` then says so once through
+    `failure` and writes no more (the run goes on; the document is written at the end)."""
+
+    def __init__(self, path: str | Path, head: Mapping[str, Any], done: Iterable[Mapping[str, Any]] = (),
+                 *, keep_rows: bool = False):
         self.path = Path(path)
+        self.failure: OSError | None = None
+        self.written = 0  # rows on disk (the kept ones and those added)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "a+", encoding="utf-8")  # not truncated before the lock is ours
+        old = open(self.path, "a+", encoding="utf-8")  # not changed before the lock is ours
+        self._file = None
         try:
-            import fcntl
-
-            fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except ImportError:  # not POSIX: no lock
-            pass
-        except OSError:
-            self._file.close()
-            self._file = None
-            raise JournalBusy(f"{self.path} is being written by another run") from None
-        self._file.truncate(0)
-        self._file.write(header_line(head) + "".join(result_line(r) for r in done))
-        self._file.flush()
-        os.fsync(self._file.fileno())
+            _lock(old)
+            if keep_rows:
+                old.seek(0)
+                rows = _count_rows(old.read())
+                if rows:
+                    raise JournalHasRows(self.path, rows)
+            fresh = self.path.with_name(self.path.name + ".new")
+            new = open(fresh, "w+b", buffering=0)
+            try:
+                _lock(new)
+                done = list(done)
+                _write_all(new, (header_line(head) + "".join(result_line(r) for r in done)).encode("utf-8"))
+                os.fsync(new.fileno())
+                os.replace(fresh, self.path)
+            except BaseException:
+                new.close()
+                fresh.unlink(missing_ok=True)
+                raise
+            self._file = new
+            self.written = len(done)
+        finally:
+            old.close()  # the lock on the old file goes with it; the new one is held
+        _fsync_dir(self.path.parent)
 
     def add(self, record: Mapping[str, Any]) -> None:
-        """Append a finished row (a cancelled one is left out: it did not finish)."""
-        if self._file is None or not is_finished(record):
+        """Append a finished row (a cancelled one is left out: it did not finish). A failed
+        write is cut back off and kept in `failure`; nothing more is written after it."""
+        if self._file is None or self.failure is not None or not is_finished(record):
             return
-        self._file.write(result_line(record))
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        end = os.lseek(self._file.fileno(), 0, os.SEEK_END)
+        try:
+            _write_all(self._file, result_line(record).encode("utf-8"))
+            os.fsync(self._file.fileno())
+            self.written += 1
+        except OSError as exc:
+            self.failure = exc
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._file.fileno(), end)  # whole lines only: --resume reads it back
 
     def close(self) -> None:
         if self._file is not None:
@@ -138,6 +175,59 @@ class Journal:
         if self._file is not None:
             self.path.unlink(missing_ok=True)
         self.close()
+
+
+def _lock(file) -> None:
+    try:
+        import fcntl
+
+        fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except ImportError:  # not POSIX: no lock
+        pass
+    except OSError:
+        raise JournalBusy(f"{getattr(file, 'name', '?')} is being written by another run") from None
+
+
+def _write_all(file, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[file.write(view):]
+
+
+def _fsync_dir(folder: Path) -> None:
+    """The rename on disk too (a power cut after it keeps the new journal)."""
+    with contextlib.suppress(OSError, AttributeError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _count_rows(text: str) -> int:
+    """Finished rows in a journal's text (0 for an empty or unreadable one)."""
+    try:
+        return len(unique_rows(from_jsonl(text)["results"])[0]) if text.strip() else 0
+    except ValueError:
+        return 0
+
+
+def unique_rows(records: Iterable[Any]) -> tuple[list[dict], int]:
+    """(finished rows, one per key, the last of each kept, in first-seen order; how many lines were
+    left out: a repeat of a key, or not a result record). A journal appended to by hand or by two
+    runs counted each line as a kept row ("5 kept" for 6 unique rows: a red team's try)."""
+    rows: dict[tuple, dict] = {}
+    dropped = 0
+    for record in records:
+        if not isinstance(record, dict) or not {"run_index", "label"} <= record.keys():
+            dropped += 1
+            continue
+        if not is_finished(record):  # a cancelled row: run again, not a line too many
+            continue
+        key = _row_key(record)
+        dropped += key in rows
+        rows[key] = record
+    return list(rows.values()), dropped
 
 
 def open_beside(results_file: str | Path, head: Mapping[str, Any]) -> Journal | None:

@@ -10,6 +10,7 @@ import csv
 import io
 from typing import Any, Iterable, Mapping
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -95,34 +96,88 @@ def _ceiling_cell(traffic: Mapping[str, Any]) -> str:
     return f"{pct:.1f}% {name}".rstrip()
 
 
-def result_table(records: list[Mapping[str, Any]], title: str) -> Table:
-    """One run's results as a rich Table."""
+# Columns a narrow table leaves out, the first first (--replay at 80 columns squeezed 13 columns
+# to 3-5 characters each and broke numbers across lines: a new user's try). The rest stay.
+DROP_ORDER = ("timer", "build ms", "n", "TFLOP/s", "% ceiling", "GB/s", "p20–p80 ms", "check", "shape")
+NUMERIC = frozenset({"median ms", "n", "GB/s", "TFLOP/s", "build ms"})
+# Past this many rows a run's table is plain aligned text, not a rich Table: rich took 16 s for
+# 4000 rows, and a replay stopped by Ctrl-C at ~3.7k rows took over 10 s to exit (a red team's try).
+PLAIN_ROWS = 300
+
+
+def result_table(records: list[Mapping[str, Any]], title: str, width: int | None = None,
+                 console: Console | None = None) -> Table | Text:
+    """One run's results as a rich Table (past PLAIN_ROWS rows: aligned plain text, the same
+    columns). With `width` the columns of DROP_ORDER are left out, the first first, until every
+    column but the notes fits whole (only the notes wrap), and the caption names what was left
+    out. (console: unused, kept for callers.)"""
     swept = any(r.get("sweep_value") is not None for r in records)
-    table = Table(title=title, title_justify="left", header_style="bold", pad_edge=False)
     columns = ["impl", "shape", *(["sweep"] if swept else []), "status", "median ms", "p20–p80 ms",
                "n", "GB/s", "TFLOP/s", "% ceiling", "build ms", "check", "timer", "notes"]
-    for name in columns:
-        numeric = name in {"median ms", "n", "GB/s", "TFLOP/s", "build ms"}
-        table.add_column(name, justify="right" if numeric else "left", overflow="fold")
-    for r in records:
-        timing, traffic = r.get("timing") or {}, r.get("traffic") or {}
-        spread = (f"{fmt_num(timing.get('p20_ms'))}–{fmt_num(timing.get('p80_ms'))}"
-                  if timing.get("p20_ms") is not None else "-")
-        status = str(r.get("status"))
-        cells = [str(r.get("label")), shape_text(r.get("shape")),
-                 *([fmt_num(r.get("sweep_value")) if isinstance(r.get("sweep_value"), (int, float))
-                    else str(r.get("sweep_value") if r.get("sweep_value") is not None else "-")] if swept else []),
-                 Text(status, STATUS_STYLE.get(status, "")), fmt_num(timing.get("median_ms")), spread,
-                 fmt_num(timing.get("n")), fmt_num(traffic.get("gbps")), fmt_num(traffic.get("tflops")),
-                 _ceiling_cell(traffic), fmt_num(r.get("build_ms"), 3), _check_cell(r.get("check")),
-                 str(timing.get("timer") or "-"), _notes(r)]
-        table.add_row(*cells)
+    rows = [_cells(r) for r in records]
+    natural = {name: max([cell_len(name), *(cell_len(row[name][0]) for row in rows)]) for name in columns}
+    natural["notes"] = cell_len("notes")  # the notes wrap: they take what is left
+    left_out: list[str] = []
+    if width is not None:
+        for name in DROP_ORDER:
+            kept = [c for c in columns if c not in left_out]
+            if sum(natural[c] + 3 for c in kept) + 1 <= width:  # a cell's padding and its border
+                break
+            left_out.append(name)
+    kept = [c for c in columns if c not in left_out]
+    caption = (f"at {width} columns, left out: {', '.join(left_out)} (a wider terminal, or -o FILE.json, has them)"
+               if left_out else None)
+    if len(rows) > PLAIN_ROWS:
+        return _plain_table(rows, title, kept, natural, caption)
+    table = Table(title=Text(title), title_justify="left", header_style="bold", pad_edge=False,
+                  caption=caption, caption_justify="left")
+    for name in kept:
+        table.add_column(name, justify="right" if name in NUMERIC else "left", overflow="fold",
+                         no_wrap=name != "notes")
+    for row in rows:
+        table.add_row(*(Text(*row[name]) for name in kept))
     return table
+
+
+def _cells(r: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+    """A record's cells: column name -> (text, style)."""
+    timing, traffic = r.get("timing") or {}, r.get("traffic") or {}
+    spread = (f"{fmt_num(timing.get('p20_ms'))}–{fmt_num(timing.get('p80_ms'))}"
+              if timing.get("p20_ms") is not None else "-")
+    status, check = str(r.get("status")), _check_cell(r.get("check"))
+    sweep = r.get("sweep_value")
+    return {"impl": (fmt.printable(r.get("label")), ""), "shape": (shape_text(r.get("shape")), ""),
+            "sweep": (fmt_num(sweep) if isinstance(sweep, (int, float)) else str(sweep if sweep is not None else "-"), ""),
+            "status": (status, STATUS_STYLE.get(status, "")), "median ms": (fmt_num(timing.get("median_ms")), ""),
+            "p20–p80 ms": (spread, ""), "n": (fmt_num(timing.get("n")), ""),
+            "GB/s": (fmt_num(traffic.get("gbps")), ""), "TFLOP/s": (fmt_num(traffic.get("tflops")), ""),
+            "% ceiling": (_ceiling_cell(traffic), ""), "build ms": (fmt_num(r.get("build_ms"), 3), ""),
+            "check": (check.plain, str(check.style)), "timer": (str(timing.get("timer") or "-"), ""),
+            "notes": (fmt.printable(_notes(r)), "")}
+
+
+def _plain_table(rows: list[dict[str, tuple[str, str]]], title: str, columns: list[str], natural: dict[str, int],
+                 caption: str | None) -> Text:
+    """A long table as aligned text: a header, a rule, a line a row (the notes last, unaligned)."""
+    def line(cells: dict[str, str]) -> str:
+        parts = [(cells[c].rjust if c in NUMERIC else cells[c].ljust)(natural[c]) if c != "notes" else cells[c]
+                 for c in columns]
+        return "  ".join(parts).rstrip()
+    out = Text(no_wrap=False, overflow="fold")
+    out.append(title + "\n")
+    out.append(line({c: c for c in columns}) + "\n", "bold")
+    out.append("  ".join("-" * natural[c] for c in columns) + "\n")
+    for row in rows:
+        out.append(line({c: row[c][0] for c in columns}) + "\n")
+    if caption:
+        out.append(caption + "\n")
+    out.rstrip()
+    return out
 
 
 def run_title(records: list[Mapping[str, Any]], index: int) -> str:
     first = records[0]
-    return f"run {index}: {first.get('op')} {first.get('dtype') or ''}".rstrip()
+    return fmt.printable(f"run {index}: {first.get('op')} {first.get('dtype') or ''}".rstrip())
 
 
 def group_by_run(results: Iterable[Mapping[str, Any]]) -> list[tuple[int, list[Mapping[str, Any]]]]:
@@ -139,7 +194,7 @@ def environment_line(doc: Mapping[str, Any]) -> str:
     ceilings = env.get("ceilings") or {}
     if ceilings.get("copy_gbps"):
         parts.append(f"copy ceiling {fmt_num(ceilings['copy_gbps'])} GB/s")
-    return " · ".join(parts)
+    return fmt.printable(" · ".join(parts))
 
 
 def print_tables(doc: Mapping[str, Any], console: Console) -> None:
@@ -149,7 +204,7 @@ def print_tables(doc: Mapping[str, Any], console: Console) -> None:
     if not results:
         console.print("no results")
     for index, records in group_by_run(results):
-        console.print(result_table(records, run_title(records, index)))
+        console.print(result_table(records, run_title(records, index), console.width))
     for index, records in group_by_run(results):  # the diagnosis, then A/B (report_diagnosis.py)
         findings = diagnosis_table(records, f"diagnosis, {run_title(records, index)}")
         if findings is not None:

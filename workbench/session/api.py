@@ -14,6 +14,7 @@ saved copy is what the shipped name finds from then on (`workbench.session.paths
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -70,11 +71,37 @@ def load_session(path: str | Path, *, kernels: Iterable[str | Path] = (), regist
     """
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = read_session_bytes(path)
     except OSError as exc:
         raise SessionError([Problem("", f"cannot read the file: {exc.strerror or exc}")], str(path)) from None
+    except ValueError as exc:
+        raise SessionError([Problem("", str(exc))], str(path)) from None
     return parse_session(raw, source=str(path), base_dir=path.parent, kernels=kernels,
                          registry=registry, check_ops=check_ops)
+
+
+def read_session_bytes(path: str | Path) -> bytes:
+    """A session file's bytes: a regular file of at most MAX_FILE_BYTES, checked before and while
+    reading (`/dev/zero` grew to 5.2 GB, a FIFO blocked, 100 MB of comments took 44 s: a red
+    team's tries). Raises OSError, or ValueError saying what the file is instead."""
+    import stat as stat_
+
+    from workbench.session.yaml_io import MAX_FILE_BYTES, size_message
+
+    mode = os.stat(path).st_mode
+    if not stat_.S_ISREG(mode):
+        kind = ("a folder" if stat_.S_ISDIR(mode) else "a FIFO (named pipe)" if stat_.S_ISFIFO(mode) else
+                "a device node" if stat_.S_ISCHR(mode) or stat_.S_ISBLK(mode) else
+                "a socket" if stat_.S_ISSOCK(mode) else "not a regular file")
+        raise ValueError(f"{kind}: a session is a regular YAML file; refused without reading it")
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > MAX_FILE_BYTES:
+            raise ValueError(size_message(size))
+        raw = handle.read(MAX_FILE_BYTES + 1)  # a file still growing is cut at the cap
+    if len(raw) > MAX_FILE_BYTES:
+        raise ValueError(size_message(len(raw)))  # it grew while read
+    return raw
 
 
 def parse_session(text: str | bytes, *, source: str | None = None, base_dir: str | Path | None = None,

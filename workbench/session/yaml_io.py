@@ -22,6 +22,12 @@ SAFE_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in (
     "null", "bool", "int", "float", "str", "seq", "map", "timestamp", "binary", "merge",
     "omap", "pairs", "set", "value"))
 MAX_NODES = 100_000  # after alias expansion: refuses "billion laughs" documents
+# Caps applied before and while composing, so a hostile or mistaken file is refused in bounded
+# time and memory (a red team's 50 MB session took 370 s and 7.3 GB before "more than 100000
+# values"; 500 nested `[` was a RecursionError, a 5000-digit integer a ValueError traceback).
+MAX_FILE_BYTES = 1 << 20  # 1 MiB: the shipped sessions are under 4 KiB
+MAX_DEPTH = 64            # nested mappings and lists; a session needs about 6
+MAX_INT_DIGITS = 100      # a shape or sweep value is far below; Python refuses str->int past 4300
 
 
 _FILE_LINE = re.compile(r"\.\w+:\d+\b")  # `plug.py:2`, a line of another file in a message
@@ -95,10 +101,13 @@ def show(value: object) -> str:
 def read_yaml(text: str) -> tuple[Any, dict[str, int], list[Problem]]:
     """Parse one YAML document safely: (data, marks path -> line, problems).
 
-    data is None when there are problems (a parse error, an unsafe tag, a duplicate key).
+    data is None when there are problems (a parse error, an unsafe tag, a duplicate key, a
+    limit: MAX_FILE_BYTES of text, MAX_DEPTH levels, MAX_NODES values, MAX_INT_DIGITS digits).
     """
+    if len(text) > MAX_FILE_BYTES:  # characters: at most 4x that in bytes, refused before any parse
+        return None, {}, [Problem("", size_message(len(text), "characters"))]
     try:
-        loader = yaml.SafeLoader(text)
+        loader = _CappedLoader(text)
     except yaml.reader.ReaderError as exc:
         line = text[:exc.position].count("\n") + 1
         return None, {}, [Problem("", f"not valid YAML: {exc.reason} (character #x{exc.character:04x})"
@@ -106,10 +115,14 @@ def read_yaml(text: str) -> tuple[Any, dict[str, int], list[Problem]]:
     try:
         try:
             node = loader.get_single_node()
+        except _Limit as exc:
+            return None, {}, [Problem("", exc.message, exc.line)]
         except yaml.MarkedYAMLError as exc:
             return None, {}, [_parse_problem(exc, text)]
         except yaml.YAMLError as exc:
             return None, {}, [Problem("", f"not valid YAML: {exc}")]
+        except RecursionError:  # not reached under MAX_DEPTH; a clean problem all the same
+            return None, {}, [Problem("", f"nested too deeply: at most {MAX_DEPTH} levels of mappings and lists")]
         if node is None:
             return None, {}, [Problem("", "the file is empty; a session is a mapping with "
                                           "schema_version, name and runs")]
@@ -122,9 +135,47 @@ def read_yaml(text: str) -> tuple[Any, dict[str, int], list[Problem]]:
             data = loader.construct_document(node)
         except yaml.MarkedYAMLError as exc:
             return None, marks, [_parse_problem(exc, text)]
+        except (ValueError, OverflowError, RecursionError) as exc:  # a value its constructor refuses
+            return None, marks, [Problem("", f"a value cannot be read: {exc}")]
         return data, marks, []
     finally:
         loader.dispose()
+
+
+def size_message(size: int, unit: str = "bytes") -> str:
+    return (f"the file is {size} {unit}; a session file holds at most {MAX_FILE_BYTES} bytes (1 MiB): "
+            "refused before reading it")
+
+
+class _Limit(Exception):
+    """A cap reached while composing: one problem at the line where it was reached."""
+
+    def __init__(self, message: str, mark):
+        super().__init__(message)
+        self.message, self.line = message, (mark.line + 1 if mark is not None else None)
+
+
+class _CappedLoader(yaml.SafeLoader):
+    """SafeLoader whose composer stops at MAX_DEPTH levels and MAX_NODES nodes (aliases not yet
+    expanded: `_walk` counts those), before the rest of the file is scanned: PyYAML's composer
+    recurses once a level (RecursionError at ~330) and builds every node of a 5M-item list."""
+
+    _depth = 0
+    _nodes = 0
+
+    def compose_node(self, parent, index):
+        self._nodes += 1
+        if self._nodes > MAX_NODES:
+            raise _Limit(f"more than {MAX_NODES} values: a session holds at most {MAX_NODES}; refused",
+                         self.peek_event().start_mark)
+        if self._depth >= MAX_DEPTH:
+            raise _Limit(f"nested more than {MAX_DEPTH} levels deep (mappings and lists): a session is at most "
+                         f"{MAX_DEPTH} deep; refused", self.peek_event().start_mark)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 def _parse_problem(exc: yaml.MarkedYAMLError, text: str) -> Problem:
@@ -160,6 +211,9 @@ def _walk(node: Node, path: str, marks: dict[str, int], problems: Problems, size
         tag = node.tag.replace("tag:yaml.org,2002:", "!!")
         problems.add(path, f"tag {tag} is not allowed: sessions are plain data, read with the safe loader")
         marks.setdefault(path, node.start_mark.line + 1)
+    elif node.tag == "tag:yaml.org,2002:int" and isinstance(node, ScalarNode) and len(node.value) > MAX_INT_DIGITS:
+        problems.items.append(Problem(path, f"an integer of {len(node.value)} characters: at most {MAX_INT_DIGITS} "
+                                            "digits are read", node.start_mark.line + 1))
     count = 1
     if isinstance(node, MappingNode):
         seen: set[str] = set()

@@ -219,12 +219,14 @@ def watched_files(session_path: Path, kernels: Iterable[str] = ()) -> tuple[Path
 
 def _plugin_paths(session_path: Path, kernels: Iterable[str]) -> list[str]:
     """--kernels and the session's own plugins (resolved), read without checking its runs."""
-    from workbench.session.api import parse_session
+    from workbench.session.api import parse_session, read_session_bytes
 
     try:
-        bare = parse_session(Path(session_path).read_bytes(), source=str(session_path), check_ops=False)
+        bare = parse_session(read_session_bytes(session_path), source=str(session_path), check_ops=False)
     except OSError as exc:
         raise WorkbenchError(f"{session_path}: cannot read the file: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise WorkbenchError(f"{session_path}: {exc}") from None
     return [*kernels, *with_resolved_plugins(bare, Path(session_path).parent).plugins]
 
 
