@@ -136,6 +136,7 @@ def kill_descendants(pid: int) -> list[int]:
             pass
     return found
 
+
 def _tracker_deaf_to_hangups() -> None:
     """Start multiprocessing's resource tracker with SIGHUP blocked (a blocked signal stays
     blocked across its fork and exec). It ignores SIGINT and SIGTERM itself, not SIGHUP: a closed
