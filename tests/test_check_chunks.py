@@ -90,6 +90,18 @@ def test_fingerprints_see_a_changed_or_swapped_element_and_a_sign_of_zero():
     assert first_changed_block(before, fingerprint(torch.tensor([-0.0, 1.0, 2.0]))) == 0
 
 
+def test_fingerprints_see_a_swap_65521_apart_the_old_weighted_sum_missed():
+    # the position-weighted sum weighed positions i and i + 65521 alike (issue 38, class 3)
+    for dtype in (torch.float32, torch.bfloat16, torch.float64):
+        t = seeded_normal((3 * 65521,), dtype, "cpu", 1, 0)
+        before = fingerprint(t)
+        swapped = t.clone()
+        swapped[[10, 10 + 65521]] = t[[10 + 65521, 10]]
+        assert not torch.equal(swapped, t)
+        assert first_changed_block(before, fingerprint(swapped)) == 0, dtype
+        assert first_changed_block(before, fingerprint(t.clone())) is None
+
+
 def test_periodic_fill_writes_every_period():
     t = torch.zeros(2, 9)
     periodic_fill_(t, [1.0, 2.0], 4)

@@ -28,8 +28,10 @@ CANCEL_POLL_S = 0.05  # cancel is finished within 3 s (CONTRACTS.md): 50 ms of p
 CONTENDED = 0.5
 
 
-def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ceilings) -> None:
-    """Fill record["timing"] and ["traffic"] (and status/error/flags on a ceiling breach)."""
+def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ceilings, rotation=None) -> None:
+    """Fill record["timing"] and ["traffic"] (and status/error/flags on a ceiling breach).
+    rotation: the timed call (engine/rotation.Rotation: rotated inputs, kept outputs), else
+    fn(*inputs)."""
     settings = row.settings
     interpreted = dev.job.interpret and impl.backend.interpreted(dev.device)
     timer = make_timer(dev.device, interpreted=interpreted)
@@ -42,7 +44,8 @@ def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ce
 
     waited0, t0 = (None if dev.is_cuda else run_delay_s()), time.perf_counter()  # CPU rows only
     with ClockSampler(dev.info if dev.is_cuda else None) as clocks:
-        run = measure_run(lambda: fn(*inputs), timer, rule, warmup_ms=settings.warmup_ms, flush=flush,
+        call = rotation if rotation is not None else (lambda: fn(*inputs))
+        run = measure_run(call, timer, rule, warmup_ms=settings.warmup_ms, flush=flush,
                           on_samples=on_samples, cancelled=throttled(dev.stop.is_set), limited=clocks.limited)
     samples = run.samples_ms
     if not dev.is_cuda:

@@ -61,12 +61,29 @@ class SerialTimer:
         raise NotImplementedError
 
     def time_batch(self, call, n, flush=None, headroom_ms=0.0) -> list[float]:
+        start_batch, before, after = sample_hooks(call)
         samples = []
+        if start_batch is not None:
+            start_batch(n)
         for _ in range(n):
+            if before is not None:
+                before()
             if flush is not None:
                 flush()
-            samples.append(self.time_call(call))
+            if after is None:
+                samples.append(self.time_call(call))
+            else:
+                ms, out = self.time_call_kept(call)
+                samples.append(ms)
+                after(out)
+                del out
         return samples
+
+    def time_call_kept(self, call: Callable[[], Any]) -> tuple[float, Any]:
+        """(ms, what call returned): for calls with sample hooks (engine/rotation.py)."""
+        box: list[Any] = []
+        ms = self.time_call(lambda: box.append(call()))
+        return ms, box[0] if box else None
 
     def sync(self) -> None:
         pass
@@ -82,6 +99,12 @@ class PerfCounterTimer(SerialTimer):
         t0 = self._clock()
         call()
         return (self._clock() - t0) * 1e3
+
+    def time_call_kept(self, call: Callable[[], Any]) -> tuple[float, Any]:
+        t0 = self._clock()
+        out = call()
+        t1 = self._clock()
+        return (t1 - t0) * 1e3, out
 
 
 class CudaEventTimer:
@@ -111,14 +134,22 @@ class CudaEventTimer:
         the next before it waits on this one): each takes event pairs no other batch holds."""
         cycles = self._cycles(headroom_ms)  # first: its one-time probe uses the same events
         pairs = self._pairs(n)
+        start_batch, before, after = sample_hooks(call)
+        if start_batch is not None:
+            start_batch(n)
         for start, end in pairs:
+            if before is not None:
+                before()
             if flush is not None:
                 flush()
             if cycles:
                 self._sleep(cycles)
             start.record()
-            call()
+            out = call()
             end.record()
+            if after is not None:  # after the end event: outside the window
+                after(out)
+            del out
         return pairs
 
     def collect(self, pairs: list[tuple[Any, Any]]) -> list[float]:
@@ -148,6 +179,14 @@ class CudaEventTimer:
             ms = quantile(sorted(self.time_batch(lambda: self._sleep(probe), 3)), 0.5)
             self._cycles_per_ms = probe / ms if ms > 0 else 2e6  # ~2 GHz if the probe failed
         return int(headroom_ms * self._cycles_per_ms)
+
+
+def sample_hooks(call: Any) -> tuple[Any, Any, Any]:
+    """(start_batch(n), before_sample(), after_sample(out)) of a timed call that has them (the
+    engine's Rotation: engine/rotation.py), else Nones. Timers run them outside the timed
+    window: before_sample before the flush, after_sample after the end event (rule 13)."""
+    return (getattr(call, "start_batch", None), getattr(call, "before_sample", None),
+            getattr(call, "after_sample", None))
 
 
 def make_timer(device: str, interpreted: bool = False) -> Timer:

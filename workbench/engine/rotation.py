@@ -1,0 +1,101 @@
+"""The timed call of a row: input sets rotated, one unpredictable output per batch kept (rule 13).
+
+A kernel may be right when checked and idle, cached or partial when timed (issue 38). So the
+call the timers time is a `Rotation`: sample i runs on input set i mod len(sets) (separate
+buffers: a result cached by pointer or by a sample of the bytes is stale on the next sample), and
+of each batch ONE sample's output is kept, chosen by the operating system's random source
+(`random.SystemRandom`: no state in this process for the kernel to read). The kept outputs are
+checked after the run (workbench.verify.RowCheck.timed_calls), after a later call, so an output
+that shares a buffer with a later one is seen overwritten.
+
+The timers call the hooks OUTSIDE the timed window (engine/timing.py): `start_batch(n)` before a
+batch, `before_sample()` before the flush/spin/start event (it selects the input set),
+`after_sample(out)` after the end event. Inside the window only `fn(*current)` runs.
+
+Memory: the kept outputs are bounded by KEEP_MAX outputs and KEEP_MAX_BYTES (at least
+KEEP_MIN outputs whatever their size); once full, a new batch's pick replaces a kept one at
+random with probability KEEP_MAX / batches (reservoir sampling: every batch is equally likely
+to be among those checked). Typical runs have fewer batches than KEEP_MAX (batches double), so
+each batch is checked.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+KEEP_MAX = 8                 # outputs held for the check after timing
+KEEP_MAX_BYTES = 1 << 30     # and at most this many bytes of them ...
+KEEP_MIN = 2                 # ... but never fewer than two (aliasing between kept outputs)
+
+
+@dataclass
+class Kept:
+    """One kept output: the batch (1-based) and sample within it, the input set index, the output."""
+
+    batch: int
+    sample: int
+    set_index: int
+    out: Any
+
+
+def _nbytes(out: Any) -> int:
+    try:
+        return int(out.numel()) * int(out.element_size())
+    except Exception:  # not a tensor: the check's form gate fails it
+        return 0
+
+
+class Rotation:
+    """The timed callable over `sets` (tuples of inputs); see the module docstring."""
+
+    def __init__(self, fn: Callable[..., Any], sets: Sequence[tuple], rng: Any = None,
+                 keep_max: int = KEEP_MAX, keep_bytes: int = KEEP_MAX_BYTES):
+        if not sets:
+            raise ValueError("Rotation: at least one input set is needed, got none")
+        self.fn, self.sets = fn, list(sets)
+        self.rng = rng if rng is not None else random.SystemRandom()
+        self.keep_max, self.keep_bytes = keep_max, keep_bytes
+        self.current = self.sets[0]
+        self.kept: list[Kept] = []
+        self.samples = 0       # samples timed so far
+        self.batches = 0       # batches started
+        self._pick = -1        # the kept sample of this batch
+        self._in_batch = 0
+        self._set = 0
+
+    def __call__(self) -> Any:
+        return self.fn(*self.current)
+
+    # -- hooks (outside the timed window) ---------------------------------------------------------
+    def start_batch(self, n: int) -> None:
+        self.batches += 1
+        self._pick = self.rng.randrange(max(1, n))
+        self._in_batch = 0
+
+    def before_sample(self) -> None:
+        self._set = self.samples % len(self.sets)
+        self.current = self.sets[self._set]
+
+    def after_sample(self, out: Any) -> None:
+        if self._in_batch == self._pick:
+            self._keep(Kept(self.batches, self._in_batch, self._set, out))
+        self._in_batch += 1
+        self.samples += 1
+        self.current = self.sets[0]  # untimed calls (graph replay, profile) stay on set "first"
+
+    def _keep(self, kept: Kept) -> None:
+        held = sum(_nbytes(k.out) for k in self.kept)
+        room = len(self.kept) < KEEP_MIN or (len(self.kept) < self.keep_max
+                                             and held + _nbytes(kept.out) <= self.keep_bytes)
+        if room:
+            self.kept.append(kept)
+        elif self.rng.random() < len(self.kept) / self.batches:
+            self.kept[self.rng.randrange(len(self.kept))] = kept
+
+    def release(self) -> None:
+        """Drop the kept outputs and the extra input sets (after their check)."""
+        self.kept = []
+        self.sets = self.sets[:1]
+        self.current = self.sets[0]
