@@ -122,7 +122,7 @@ def test_row_check_passes_a_right_implementation_on_every_set():
     fn = impl.builder(spec, {}, CTX)
     pointers = [t.data_ptr() for t in inputs]
     report = check.run_all(fn, fn(*inputs))
-    assert report.passed and report.sets_checked == ["first", "special", "timed"], report
+    assert report.passed and report.sets_checked == ["first", "special", "timed calls", "timed"], report
     assert [t.data_ptr() for t in inputs] == pointers
 
 
@@ -135,12 +135,13 @@ def test_row_check_fails_an_implementation_that_modifies_its_input():
     assert not report.passed and report.gate == "inputs" and "modified its input 0" in report.detail
 
 
-def test_row_check_catches_a_stale_result_only_at_the_timed_set():
+def test_row_check_catches_a_stale_result_at_the_timed_calls():
     op, impl, spec, inputs, check = _row_check("cdist", {"M": 6, "N": 5, "D": 3}, "float32")  # no special set
     right = impl.builder(spec, {}, CTX)
     first = right(*inputs)
     report = check.run_all(lambda *args: first, first)
-    assert not report.passed and report.input_set == "timed" and report.sets_checked == ["first", "timed"]
+    assert not report.passed and report.input_set == "timed calls" and report.gate == "timed outputs"
+    assert report.sets_checked == ["first", "timed calls"] and "ownership" in report.detail
 
 
 def test_workspace_is_a_chunk_not_a_float64_copy_of_everything():

@@ -40,6 +40,36 @@ ROTATE_SEED_OFFSET = 104729  # the timed calls' second input set (separate tenso
 ROTATE_MAX_BYTES = 2 << 30   # above this many input bytes the timed calls use set "first" only
 
 
+SHIPPED_MODULE = "workbench.kernels."  # where the shipped ops and implementations live
+# A plugin implementation's tolerance_scale above this is allowed but named (rule 13, issue 38:
+# with ~1.9 a K-tail bug passed unseen). The shipped scales go far higher (GeLU's and softmax's
+# unfused forms: up to 8192 in bfloat16, each reasoned in its builder's docstring and reviewed);
+# a plugin's is not reviewed: above 16 (a choice: 4 bits of precision given away) the row says so.
+TOLERANCE_SCALE_CAP = 16.0
+TRUST_PREFIX = "trust: "
+
+
+def _shipped(fn: Any) -> bool:
+    return getattr(fn, "__module__", "").startswith(SHIPPED_MODULE)
+
+
+def trust_flags(op: Op, impl: Impl, spec: Spec) -> list[str]:
+    """The record's `trust: ...` flags (rule 13): what about this row's check plugin code decided.
+    A plugin implementation whose tolerance_scale for the row's dtype exceeds TOLERANCE_SCALE_CAP;
+    a row graded against a reference variant that plugin code added to a shipped op."""
+    flags = []
+    factor = impl.tolerance_factor(spec.dtype) if hasattr(spec, "dtype") else 1.0
+    if factor > TOLERANCE_SCALE_CAP and not _shipped(impl.builder):
+        flags.append(f"{TRUST_PREFIX}tolerance_scale {factor:g} declared by plugin code is above the cap "
+                     f"{TOLERANCE_SCALE_CAP:g}: the check's tolerances are {factor:g}x the dtype's")
+    if _shipped(op._inputs):
+        ref = op.reference_fn(impl.math)
+        if not _shipped(ref):
+            flags.append(f"{TRUST_PREFIX}graded against reference variant {impl.math!r} of the shipped op "
+                         f"{op.name!r}, added by plugin code ({getattr(ref, '__module__', '?')}), not a shipped reference")
+    return flags
+
+
 def uses_tf32(op: Op, spec: Spec, ctx: BuildContext) -> bool:
     """Whether float32 inputs of this op really run in TF32 (rule 7, P9)."""
     return op.matmul_like and ctx.fp32_precision == "tf32" and str(spec.dtype) == "float32"
@@ -291,16 +321,26 @@ class RowCheck:
     def run_all(self, fn: Callable[..., Any], out: Any, timed_calls: int = 2,
                 before_call: Callable[[], None] = lambda: None) -> CheckReport:
         """The engine's sequence without the timing: first (of `out`, released then), special,
-        `timed_calls` calls on set "first" (each after before_call(), e.g. an L2 flush), then the
-        timed set; stops at the first failing set. Returns `report`."""
+        `timed_calls` calls as the engine's timed calls (engine/rotation.Rotation: rotated input
+        sets, each call a batch of one, so each kept; each after before_call(), e.g. an L2 flush) and
+        their check (set "timed calls"), then the timed set; stops at the first failing set.
+        Returns `report`."""
+        from workbench.engine.rotation import Rotation
+
         passed = self.first(out).passed
         del out
         if passed and (self.special(fn) or self.reports[-1]).passed:
+            rotation = Rotation(fn, self.rotation_sets())
             for _ in range(timed_calls):
+                rotation.start_batch(1)
+                rotation.before_sample()
                 before_call()
-                fn(*self.inputs)
+                rotation.after_sample(rotation())
             self.sync()
-            self.timed(fn)
+            kept, sets = rotation.kept, rotation.sets
+            rotation.release()
+            if self.timed_calls(fn, kept, sets).passed:
+                self.timed(fn)
         return self.report
 
     # -- internals ----------------------------------------------------------------------------

@@ -107,6 +107,9 @@ class RowRunner:
         dev.apply_precision(ctx.fp32_precision)
         self.channel.event(Started(row.key, row.op, row.impl, spec.label, row.device))
         watch = impl.backend.watch()
+        from workbench.verify import trust_flags
+
+        record["flags"].extend(trust_flags(op, impl, spec))  # what plugin code decided of the check
         fn, inputs, out, check = self._build(row, record, op, impl, spec, params, ctx, dev, watch)
         mark(f"row {row.op} {row.label}: built")
         if not self._check(row, record, op, spec, ctx, check, lambda: check.first(out)):

@@ -3,7 +3,7 @@
 A kernel may be right when checked and idle, cached or partial when timed (issue 38). So the
 call the timers time is a `Rotation`: sample i runs on input set i mod len(sets) (separate
 buffers: a result cached by pointer or by a sample of the bytes is stale on the next sample), and
-of each batch ONE sample's output is kept, chosen by the operating system's random source
+of each batch one sample's output PER INPUT SET is kept, chosen by the operating system's random source
 (`random.SystemRandom`: no state in this process for the kernel to read). The kept outputs are
 checked after the run (workbench.verify.RowCheck.timed_calls), after a later call, so an output
 that shares a buffer with a later one is seen overwritten.
@@ -61,7 +61,7 @@ class Rotation:
         self.kept: list[Kept] = []
         self.samples = 0       # samples timed so far
         self.batches = 0       # batches started
-        self._pick = -1        # the kept sample of this batch
+        self._picks: set[int] = set()  # the kept samples of this batch (one per input set)
         self._in_batch = 0
         self._set = 0
 
@@ -70,8 +70,12 @@ class Rotation:
 
     # -- hooks (outside the timed window) ---------------------------------------------------------
     def start_batch(self, n: int) -> None:
+        """A batch of n samples: of the samples on each input set, one chosen to be kept."""
         self.batches += 1
-        self._pick = self.rng.randrange(max(1, n))
+        by_set: dict[int, list[int]] = {}
+        for i in range(max(1, n)):
+            by_set.setdefault((self.samples + i) % len(self.sets), []).append(i)
+        self._picks = {self.rng.choice(samples) for samples in by_set.values()}
         self._in_batch = 0
 
     def before_sample(self) -> None:
@@ -79,7 +83,7 @@ class Rotation:
         self.current = self.sets[self._set]
 
     def after_sample(self, out: Any) -> None:
-        if self._in_batch == self._pick:
+        if self._in_batch in self._picks:
             self._keep(Kept(self.batches, self._in_batch, self._set, out))
         self._in_batch += 1
         self.samples += 1
