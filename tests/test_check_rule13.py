@@ -105,6 +105,7 @@ def _timed(check, fn, calls=4, rng=None):
     timer = PerfCounterTimer()
     for _ in range(calls // 2):
         timer.time_batch(rotation, 2)
+    rotation.restore()
     kept, sets = rotation.kept, rotation.sets
     rotation.release()
     return check.timed_calls(fn, kept, sets)
@@ -141,6 +142,38 @@ def test_a_kernel_that_idles_when_timed_fails_the_timed_outputs_gate():
     assert check.first(lazy(*inputs)).passed
     report = _timed(check, lazy)
     assert not report.passed and report.gate == "timed outputs" and "elementwise" in report.detail
+
+
+def test_a_byte_sample_cache_returning_fresh_copies_fails_under_nudges():
+    op, impl, spec, inputs, check = _row()
+    right = impl.builder(spec, {}, CTX)
+    cache = {}
+
+    def cached(x):  # keyed by the first element's bytes; a fresh copy each time (no aliasing)
+        key = bytes(x.reshape(-1)[:1].view(torch.uint8).tolist())
+        if key not in cache:
+            cache[key] = right(x)
+        return cache[key].clone()
+    assert check.first(cached(*inputs)).passed
+    report = _timed(check, cached, calls=6)
+    assert not report.passed and report.gate == "timed outputs" and "elementwise" in report.detail
+
+
+def test_nudges_are_undone_and_a_kept_output_is_graded_under_its_own_nudge():
+    sets = [(torch.arange(6.0),), (torch.arange(6.0) + 10,)]
+    rotation = Rotation(lambda x: x * 2, sets, rng=random.Random(3))
+    for _ in range(3):
+        PerfCounterTimer().time_batch(rotation, 2)
+    changed = [k for k in rotation.kept if k.nudge and k.nudge[1] != k.nudge[2]]
+    assert changed  # some kept output was computed on a nudged set
+    originals = [torch.arange(6.0), torch.arange(6.0) + 10]
+    for k in changed:  # the output shows the element copied from `source` at `pos`, the rest as seeded
+        _, pos, source = k.nudge
+        expected = originals[k.set_index].clone()
+        expected[pos] = expected[source]
+        assert torch.equal(k.out, 2 * expected)
+    rotation.restore()
+    assert torch.equal(sets[0][0], torch.arange(6.0)) and torch.equal(sets[1][0], torch.arange(6.0) + 10)
 
 
 def test_inputs_modified_while_timed_fail_at_the_timed_calls():

@@ -305,8 +305,7 @@ class RowCheck:
                 if owned is not None:
                     report = gate_failure("timed outputs", f"{where}: ownership: {owned}", input_set=name)
                     break
-            inner = compare_output(self.op, self.impl, self.spec, self.ctx, sets[k.set_index], k.out,
-                                   input_set=name, chunk_elements=self.chunk_elements)
+            inner = self._compare_nudged(sets[k.set_index], k, name)
             if not inner.passed:
                 reason = (inner.detail or f"{inner.gate} gate").split(": ", 1)[-1]
                 report = replace(inner, gate="timed outputs",
@@ -317,6 +316,19 @@ class RowCheck:
         del later
         self.reports.append(report)
         return report
+
+    def _compare_nudged(self, inputs: tuple, kept: Any, name: str) -> CheckReport:
+        """A kept output against the reference of its set as it was at its call (its nudge
+        re-applied for the comparison, then undone: engine/rotation.py)."""
+        from workbench.engine.rotation import apply_nudge, undo_nudge
+
+        original = apply_nudge(inputs, kept.nudge) if kept.nudge else None
+        try:
+            return compare_output(self.op, self.impl, self.spec, self.ctx, inputs, kept.out,
+                                  input_set=name, chunk_elements=self.chunk_elements)
+        finally:
+            if kept.nudge:
+                undo_nudge(inputs, kept.nudge, original)
 
     def run_all(self, fn: Callable[..., Any], out: Any, timed_calls: int = 2,
                 before_call: Callable[[], None] = lambda: None) -> CheckReport:
@@ -337,6 +349,7 @@ class RowCheck:
                 before_call()
                 rotation.after_sample(rotation())
             self.sync()
+            rotation.restore()
             kept, sets = rotation.kept, rotation.sets
             rotation.release()
             if self.timed_calls(fn, kept, sets).passed:

@@ -133,6 +133,7 @@ class RowRunner:
             dev.profile(row, record, fn, inputs)
             mark(f"row {row.op} {row.label}: profiled")
         if rotation is not None:
+            rotation.restore()  # the nudged elements back before the inputs are fingerprinted
             kept, sets = rotation.kept, rotation.sets
             rotation.release()
             passed = self._check(row, record, op, spec, ctx, check, lambda: check.timed_calls(fn, kept, sets, replayed))

@@ -8,8 +8,16 @@ of each batch one sample's output PER INPUT SET is kept, chosen by the operating
 checked after the run (workbench.verify.RowCheck.timed_calls), after a later call, so an output
 that shares a buffer with a later one is seen overwritten.
 
+Nudges: before each sample, one element of one input of the sample's set is overwritten with a
+copy of another element of the same tensor (the set's previous nudge undone first; a copy keeps
+the values in their distribution); a kept output records the nudge it was computed under, and the
+check re-applies it for that output's reference. A cache keyed by pointer and version, or by a
+sample of the bytes that misses the nudged element, returns a stale result there, even a fresh
+copy of it. `restore()` undoes the nudges after the run (the inputs gate compares fingerprints).
+
 The timers call the hooks OUTSIDE the timed window (engine/timing.py): `start_batch(n)` before a
-batch, `before_sample()` before the flush/spin/start event (it selects the input set),
+batch, `before_sample()` before the flush/spin/start event (it selects the input set and nudges it:
+two one-element device copies, queued before the flush),
 `after_sample(out)` after the end event. Inside the window only `fn(*current)` runs.
 
 Memory: the kept outputs are bounded by KEEP_MAX outputs and KEEP_MAX_BYTES (at least
@@ -38,6 +46,31 @@ class Kept:
     sample: int
     set_index: int
     out: Any
+    nudge: tuple[int, int, int] | None = None  # (input, flat position, source position) at the call
+
+
+def _flat(t: Any) -> Any:
+    """The flat view of a nudgeable input (a contiguous floating tensor with elements), else None."""
+    try:
+        if t.is_floating_point() and t.numel() > 1 and t.is_contiguous():
+            return t.view(-1)
+    except AttributeError:
+        pass
+    return None
+
+
+def apply_nudge(inputs: tuple, nudge: tuple[int, int, int]) -> Any:
+    """Copy element `source` of input `index` over element `pos` (flat); returns the original
+    element (a 0-d tensor) for `undo_nudge`."""
+    index, pos, source = nudge
+    flat = inputs[index].view(-1)
+    original = flat[pos].clone()
+    flat[pos].copy_(flat[source])
+    return original
+
+
+def undo_nudge(inputs: tuple, nudge: tuple[int, int, int], original: Any) -> None:
+    inputs[nudge[0]].view(-1)[nudge[1]].copy_(original)
 
 
 def _nbytes(out: Any) -> int:
@@ -51,7 +84,7 @@ class Rotation:
     """The timed callable over `sets` (tuples of inputs); see the module docstring."""
 
     def __init__(self, fn: Callable[..., Any], sets: Sequence[tuple], rng: Any = None,
-                 keep_max: int = KEEP_MAX, keep_bytes: int = KEEP_MAX_BYTES):
+                 keep_max: int = KEEP_MAX, keep_bytes: int = KEEP_MAX_BYTES, nudges: bool = True):
         if not sets:
             raise ValueError("Rotation: at least one input set is needed, got none")
         self.fn, self.sets = fn, list(sets)
@@ -64,6 +97,8 @@ class Rotation:
         self._picks: set[int] = set()  # the kept samples of this batch (one per input set)
         self._in_batch = 0
         self._set = 0
+        self.nudges = nudges
+        self._nudged: dict[int, tuple[tuple[int, int, int], Any]] = {}  # set -> (nudge, original)
 
     def __call__(self) -> Any:
         return self.fn(*self.current)
@@ -81,10 +116,13 @@ class Rotation:
     def before_sample(self) -> None:
         self._set = self.samples % len(self.sets)
         self.current = self.sets[self._set]
+        if self.nudges:
+            self._nudge(self._set)
 
     def after_sample(self, out: Any) -> None:
         if self._in_batch in self._picks:
-            self._keep(Kept(self.batches, self._in_batch, self._set, out))
+            nudge = self._nudged.get(self._set)
+            self._keep(Kept(self.batches, self._in_batch, self._set, out, nudge[0] if nudge else None))
         self._in_batch += 1
         self.samples += 1
         self.current = self.sets[0]  # untimed calls (graph replay, profile) stay on set "first"
@@ -97,6 +135,27 @@ class Rotation:
             self.kept.append(kept)
         elif self.rng.random() < len(self.kept) / self.batches:
             self.kept[self.rng.randrange(len(self.kept))] = kept
+
+    def _nudge(self, index: int) -> None:
+        """One element of one input of set `index` replaced by a copy of another of its elements
+        (the previous nudge of that set undone first): a result cached by pointer and version,
+        or by a sample of the bytes that misses the element, is then stale."""
+        inputs = self.sets[index]
+        if index in self._nudged:
+            undo_nudge(inputs, *self._nudged.pop(index))
+        candidates = [i for i, t in enumerate(inputs) if _flat(t) is not None]
+        if not candidates:
+            return
+        which = self.rng.choice(candidates)
+        n = inputs[which].numel()
+        nudge = (which, self.rng.randrange(n), self.rng.randrange(n))
+        self._nudged[index] = (nudge, apply_nudge(inputs, nudge))
+
+    def restore(self) -> None:
+        """Every set's inputs back to their seeded values (after the run, before the check)."""
+        for index, (nudge, original) in list(self._nudged.items()):
+            undo_nudge(self.sets[index], nudge, original)
+        self._nudged = {}
 
     def release(self) -> None:
         """Drop the kept outputs and the extra input sets (after their check)."""
