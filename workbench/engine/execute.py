@@ -123,9 +123,10 @@ class RowRunner:
             from workbench.engine.rotation import Rotation
 
             # rule 13: timed inputs rotate, outputs kept. A CUDA graph replays the tensors it
-            # captured into its one output (engine/graph_mode.py): one set, one shared output.
+            # captured into its one output (engine/graph_mode.py): one set, one shared output,
+            # no nudges (a kept output holds the last replay's values, not its own call's).
             replayed = isinstance(fn, GraphCall)
-            rotation = Rotation(fn, [inputs] if replayed else check.rotation_sets())
+            rotation = Rotation(fn, [inputs] if replayed else check.rotation_sets(), nudges=not replayed)
             dev.bench(row, record, op, impl, spec, params, fn, inputs, rotation)
             note_timing(row, record)
             mark(f"row {row.op} {row.label}: benched")
