@@ -31,11 +31,12 @@ from pathlib import Path
 TITLE = "cheats: rule 13 known-wrong cases fail with their gate, shipped pass, timings unmoved"
 ROOT = Path(__file__).resolve().parents[2]
 PLUGINS = (ROOT / "tests" / "plugins" / "known_wrong.py", ROOT / "tests" / "plugins" / "cheats_cuda.py")
-# impl -> the gates its error may name (in the row's `error`)
-WRONG = {"manual_wrong_side": ("streams",), "manual_wrong_ptrcache": ("timed outputs", "elementwise"),
+VALUE = ("elementwise", "norm-wise", "elementwise+norm-wise")  # a value gate (on the special set)
+# impl -> the gates its error may name (`check failed: <gate> gate ...`, `measurement error: <gate> gate: ...`)
+WRONG = {"manual_wrong_side": ("streams",), "manual_wrong_ptrcache": ("timed outputs", *VALUE),
          "manual_wrong_lazy": ("ownership",), "manual_wrong_global": ("timed outputs",),
-         "manual_wrong_sniff": ("timed outputs",), "manual_wrong_bytes": ("timed outputs", "elementwise"),
-         "manual_wrong_once": ("timed outputs", "elementwise")}
+         "manual_wrong_sniff": ("timed outputs",), "manual_wrong_bytes": ("timed outputs", *VALUE),
+         "manual_wrong_once": ("timed outputs", *VALUE)}
 SHIPPED = ("pytorch", "triton")
 ROUNDS = 3
 MOVE_LIMIT = 0.01
@@ -81,9 +82,9 @@ def _case_rows(doc: dict) -> list[dict]:
     for rec in doc["results"]:
         error = rec.get("error") or ""
         if rec["impl"] in WRONG:
-            named = [g for g in WRONG[rec["impl"]] if f"{g} gate" in error]
-            good = rec["status"] == "failed" and bool(named) and rec.get("timing") is None
-            expect = " or ".join(WRONG[rec["impl"]])
+            named = gate_of(error)
+            good = rec["status"] == "failed" and named in WRONG[rec["impl"]] and rec.get("timing") is None
+            expect = " or ".join(g for g in WRONG[rec["impl"]] if g not in VALUE[1:]).replace("elementwise", "a value gate")
         else:
             good = rec["status"] == "ok"
             expect = "ok"
@@ -92,6 +93,14 @@ def _case_rows(doc: dict) -> list[dict]:
                      "median_ms": (rec.get("timing") or {}).get("median_ms"),
                      "note": (error[:160] or "; ".join(f for f in rec.get("flags", []) if f.startswith("trust")) or None)})
     return rows
+
+
+def gate_of(error: str) -> str | None:
+    """The gate a row's error names: `check failed: <gate> gate (...` or `measurement error: <gate> gate: ...`."""
+    for prefix in ("check failed: ", "measurement error: "):
+        if error.startswith(prefix) and " gate" in error:
+            return error[len(prefix):].split(" gate", 1)[0]
+    return None
 
 
 def _timings(size: int) -> list[dict]:
