@@ -264,10 +264,12 @@ class RowCheck:
         """The input sets the timed calls rotate among (engine/rotation.py): set "first" (the
         row's own tensors) and a second seeded set in SEPARATE tensors, made here with its
         fingerprints; only set "first" where the inputs take more than `max_bytes` (memory: the
-        second set doubles them). Call after `special` (set "first" is restored by then)."""
+        second set doubles them) or, on CUDA, more than half the free device memory. Call after `special` (set "first" is restored by then)."""
         first = self.inputs
         size = sum(t.numel() * t.element_size() for t in first if torch.is_tensor(t))
-        if size > max_bytes:
+        device = torch.device(self._device())
+        free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
+        if size > max_bytes or (free is not None and 2 * size > free):  # the row's estimate has no second set
             self.extra_sets = []
             return [first]
         second = self.op.make_inputs(self.spec, self._device(), self.seed + ROTATE_SEED_OFFSET)
