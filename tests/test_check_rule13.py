@@ -96,8 +96,10 @@ def test_ownership_refuses_a_subclass_an_input_alias_and_a_held_output():
     assert "the earlier one" in ownership_failure(op, held[2:4], inputs, [("the earlier one", held)])
     assert ownership_failure(op, x.clone(), inputs, [("held", held)]) is None
     assert not aliases(torch.zeros(0), torch.zeros(0))
-    sleep = REGISTRY.op("sleep")  # its output is its input: allowed there
-    assert ownership_failure(sleep, inputs[0], inputs) is None
+    sleep = REGISTRY.op("sleep")  # its output is its input: allowed there, and only that
+    assert ownership_failure(sleep, inputs[0], inputs, [("held", inputs[0])]) is None
+    cached = torch.zeros(1)
+    assert "held, still held" in ownership_failure(sleep, cached, inputs, [("held", cached)])
 
 
 def _timed(check, fn, calls=4, rng=None):

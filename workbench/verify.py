@@ -184,10 +184,10 @@ def ownership_failure(op: Op, out: Any, inputs: tuple, held: Sequence[tuple[str,
     output still held (`held`: (name, tensor) pairs), as one global buffer would."""
     if type(out) is not torch.Tensor:
         return f"the output is a {type(out).__module__}.{type(out).__qualname__}, not a plain torch.Tensor"
-    if op.output_aliases_input:  # the output IS the input (sleep): every call returns the same memory
-        return None
     for index, t in enumerate(inputs):
         if torch.is_tensor(t) and aliases(out, t):
+            if op.output_aliases_input:  # the output IS its input (sleep): no copy of its own to hold
+                return None
             return f"the output shares memory with input {index} of {len(inputs)}"
     for name, other in held:
         if torch.is_tensor(other) and aliases(out, other):
