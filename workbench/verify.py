@@ -264,7 +264,8 @@ class RowCheck:
         """The input sets the timed calls rotate among (engine/rotation.py): set "first" (the
         row's own tensors) and a second seeded set in SEPARATE tensors, made here with its
         fingerprints; only set "first" where the inputs take more than `max_bytes` (memory: the
-        second set doubles them) or, on CUDA, more than half the free device memory. Call after `special` (set "first" is restored by then)."""
+        second set doubles them) or, on CUDA, more than half the free device memory. Call after
+        `special` (set "first" is restored by then)."""
         first = self.inputs
         size = sum(t.numel() * t.element_size() for t in first if torch.is_tensor(t))
         device = torch.device(self._device())
@@ -300,7 +301,8 @@ class RowCheck:
         all_inputs = tuple(t for s in sets for t in s)
         first_report = None
         for k in kept:
-            where = f"the output of timed batch {k.batch}, sample {k.sample + 1} (input set {k.set_index + 1} of {len(sets)})"
+            where = (f"the output of timed batch {k.batch}, sample {k.sample + 1} "
+                     f"(input set {k.set_index + 1} of {len(sets)})")
             held = [] if replayed else [("the output of a later call", later)] + [
                 (f"the output of timed batch {o.batch}, sample {o.sample + 1}", o.out) for o in kept if o is not k]
             if torch.is_tensor(k.out):
@@ -312,7 +314,8 @@ class RowCheck:
             if not inner.passed:
                 reason = (inner.detail or f"{inner.gate} gate").split(": ", 1)[-1]
                 report = replace(inner, gate="timed outputs",
-                                 detail=f"timed outputs gate ({name} inputs): {where} failed the {inner.gate} gate: {reason}")
+                                 detail=f"timed outputs gate ({name} inputs): {where} failed the "
+                                        f"{inner.gate} gate: {reason}")
                 break
             first_report = first_report or inner
         report = report or first_report

@@ -6,8 +6,8 @@ overhead. A no-op, or a result cached on the CPU, otherwise gets a time; with th
 
 The copy is measured in this worker, once per power-of-two size bucket (cached for the worker's
 life, as the GPU copy reference is cached per device): its FASTEST of COPY_SAMPLES (the least
-contended, so the bound is the lowest plausible one), measured again before a row is failed. The margin: a fused op moves its bytes no
-faster than a memcpy of them; 3x leaves room for an op whose cost model over-counts bytes, for
+contended, so the bound is the lowest plausible one), measured again before a row is failed. The
+margin: a fused op moves its bytes no faster than a memcpy of them; 3x leaves room for an op whose cost model over-counts bytes, for
 caches a copy of separate buffers does not hit, and for a copy timed while the 2-core host was
 busy. Tiny rows, where a copy is all dispatch overhead, are bounded only loosely (the overhead is
 subtracted): the bound is about bandwidth.
