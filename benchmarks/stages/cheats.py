@@ -14,7 +14,7 @@ gate named; the shipped GeLU and softmax still pass; the rule-13 timed call move
    the special set, which rewrites the same tensors).
 2. In this process, interleaved over ROUNDS rounds, the lecture's GeLU (16384^2, --quick 8192^2;
    pytorch and triton, float32 and bfloat16) timed three ways: triton.testing.do_bench, the
-   engine's loop on the plain call (workbench.engine.dobench.our_median_ms, as stages/engine.py's
+   engine's loop on the plain call (benchmarks.dobench.our_median_ms, as stages/engine.py's
    do_bench cross-check), and the engine's loop on the rule-13 timed call (engine/rotation.py:
    two input sets rotated, one output per set and batch kept). `rotated/plain` must be within 1%
    (the extra checks stay outside the timed windows); both against do_bench are shown.
@@ -61,7 +61,7 @@ def run(quick: bool, out: Path) -> list[dict]:
 def _run_session(out: Path) -> dict:
     from workbench.engine.plan import RunOptions, default_cache_dir, run_plan
     from workbench.events import Result
-    from workbench.session_model import ImplRef, RunSpec, Session, Settings
+    from workbench.session.model import ImplRef, RunSpec, Session, Settings
 
     impls = tuple(ImplRef(i) for i in (*SHIPPED, *WRONG))
     session = Session(name="evidence-cheats", settings=Settings(device="auto", timeout_s=300.0, rep_ms=50.0), runs=(
@@ -108,7 +108,7 @@ def _timings(size: int) -> list[dict]:
 
     import torch
 
-    from workbench.engine.dobench import do_bench_median_ms, our_median_ms
+    from benchmarks.dobench import do_bench_median_ms, our_median_ms
     from workbench.engine.rotation import Rotation
     from workbench.registry import BuildContext, discover
 

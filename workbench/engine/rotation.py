@@ -5,7 +5,7 @@ call the timers time is a `Rotation`: sample i runs on input set i mod len(sets)
 buffers: a result cached by pointer or by a sample of the bytes is stale on the next sample), and
 of each batch one sample's output PER INPUT SET is kept, chosen by the operating system's random source
 (`random.SystemRandom`: no state in this process for the kernel to read). The kept outputs are
-checked after the run (workbench.verify.RowCheck.timed_calls), after a later call, so an output
+checked after the run (workbench.check.row.RowCheck.timed_calls), after a later call, so an output
 that shares a buffer with a later one is seen overwritten.
 
 Nudges: before each sample, one element of one input of the sample's set is overwritten with a
