@@ -46,6 +46,7 @@ SLEEP = Op(
     test_specs=[{"sleep_ms": 0}, {"sleep_ms": 2}],
     check_chunks=CheckChunks.flat(0),
 )
+SLEEP.output_aliases_input = True  # it returns its sentinel input (the check's ownership gate)
 
 
 # -- inputs and reference --------------------------------------------------------------------

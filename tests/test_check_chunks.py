@@ -90,6 +90,18 @@ def test_fingerprints_see_a_changed_or_swapped_element_and_a_sign_of_zero():
     assert first_changed_block(before, fingerprint(torch.tensor([-0.0, 1.0, 2.0]))) == 0
 
 
+def test_fingerprints_see_a_swap_65521_apart_the_old_weighted_sum_missed():
+    # the position-weighted sum weighed positions i and i + 65521 alike (issue 38, class 3)
+    for dtype in (torch.float32, torch.bfloat16, torch.float64):
+        t = seeded_normal((3 * 65521,), dtype, "cpu", 1, 0)
+        before = fingerprint(t)
+        swapped = t.clone()
+        swapped[[10, 10 + 65521]] = t[[10 + 65521, 10]]
+        assert not torch.equal(swapped, t)
+        assert first_changed_block(before, fingerprint(swapped)) == 0, dtype
+        assert first_changed_block(before, fingerprint(t.clone())) is None
+
+
 def test_periodic_fill_writes_every_period():
     t = torch.zeros(2, 9)
     periodic_fill_(t, [1.0, 2.0], 4)
@@ -110,7 +122,7 @@ def test_row_check_passes_a_right_implementation_on_every_set():
     fn = impl.builder(spec, {}, CTX)
     pointers = [t.data_ptr() for t in inputs]
     report = check.run_all(fn, fn(*inputs))
-    assert report.passed and report.sets_checked == ["first", "special", "timed"], report
+    assert report.passed and report.sets_checked == ["first", "special", "timed calls", "timed"], report
     assert [t.data_ptr() for t in inputs] == pointers
 
 
@@ -123,12 +135,13 @@ def test_row_check_fails_an_implementation_that_modifies_its_input():
     assert not report.passed and report.gate == "inputs" and "modified its input 0" in report.detail
 
 
-def test_row_check_catches_a_stale_result_only_at_the_timed_set():
+def test_row_check_catches_a_stale_result_at_the_timed_calls():
     op, impl, spec, inputs, check = _row_check("cdist", {"M": 6, "N": 5, "D": 3}, "float32")  # no special set
     right = impl.builder(spec, {}, CTX)
     first = right(*inputs)
     report = check.run_all(lambda *args: first, first)
-    assert not report.passed and report.input_set == "timed" and report.sets_checked == ["first", "timed"]
+    assert not report.passed and report.input_set == "timed calls" and report.gate == "timed outputs"
+    assert report.sets_checked == ["first", "timed calls"] and "ownership" in report.detail
 
 
 def test_workspace_is_a_chunk_not_a_float64_copy_of_everything():

@@ -23,7 +23,9 @@ def doc(tmp_path_factory):
         RunSpec(op="softmax", impls=(ImplRef("pytorch"), ImplRef("manual_wrong_dtype")),
                 shape={"M": 8, "N": 300}, dtype="float32", actions=("check", "bench")),
         # cdist declares no special set: a stale result survives until the timed set
-        RunSpec(op="cdist", impls=(ImplRef("manual_wrong_once"), ImplRef("manual_wrong_ptrcache")),
+        RunSpec(op="cdist", impls=(ImplRef("manual_wrong_once"), ImplRef("manual_wrong_ptrcache"),
+                                   ImplRef("manual_wrong_global"), ImplRef("manual_wrong_sniff"),
+                                   ImplRef("manual_wrong_bytes"), ImplRef("manual_wrong_lazy")),
                 shape={"M": 8, "N": 9, "D": 3}, dtype="float32", actions=("check", "bench")),))
     return run_plan(session, on_event=lambda event: None,
                     options=RunOptions(cache_dir=tmp_path_factory.mktemp("cache"), argv=("pytest",)))
@@ -37,18 +39,27 @@ def test_a_right_row_is_checked_on_every_set_and_timed(doc):
     assert missing_keys(doc) == []
     row = _row(doc, "pytorch")
     assert row["status"] == "ok", row["error"]
-    assert row["check"]["passed"] and row["check"]["sets_checked"] == ["first", "special", "timed"]
+    assert row["check"]["passed"] and row["check"]["sets_checked"] == ["first", "special", "timed calls", "timed"]
     assert row["timing"]["median_ms"] > 0
     assert row["estimate"]["footprint_bytes"] == 2 * 8 * 300 * 4 and row["estimate"]["memory_bytes"] > 0
 
 
-@pytest.mark.parametrize("impl", ["manual_wrong_once", "manual_wrong_ptrcache"])
-def test_a_stale_result_is_caught_after_timing_and_gets_no_speed(doc, impl):
+@pytest.mark.parametrize("impl", ["manual_wrong_once", "manual_wrong_ptrcache", "manual_wrong_global",
+                                  "manual_wrong_sniff", "manual_wrong_bytes"])
+def test_a_stale_result_is_caught_at_the_timed_calls_and_gets_no_speed(doc, impl):
+    # rule 13: the outputs kept from the timed calls share memory (one cached or global tensor)
     row = _row(doc, impl)
-    assert row["status"] == "failed" and row["check"]["input_set"] == "timed", row["error"]
-    assert row["check"]["sets_checked"] == ["first", "timed"]
-    assert row["error"].startswith("check failed: elementwise") and "(timed inputs)" in row["error"]
+    assert row["status"] == "failed" and row["check"]["input_set"] == "timed calls", row["error"]
+    assert row["check"]["sets_checked"] == ["first", "timed calls"]
+    assert row["error"].startswith("check failed: timed outputs gate (timed calls inputs): the output of timed "
+                                   "batch"), row["error"]
     assert row["timing"] is None and row["traffic"] is None
+
+
+def test_a_tensor_subclass_fails_ownership_before_timing(doc):
+    row = _row(doc, "manual_wrong_lazy")
+    assert row["status"] == "failed" and row["check"]["gate"] == "ownership", row["error"]
+    assert "LazyTensor, not a plain torch.Tensor" in row["error"] and row["timing"] is None
 
 
 def test_a_wrong_dtype_fails_before_timing(doc):

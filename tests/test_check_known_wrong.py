@@ -39,7 +39,8 @@ def test_known_wrong_implementation_fails_naming_its_gate(case, wrong_results):
 def test_every_shipped_op_has_its_wrong_kinds():
     kinds = {(c.op, c.impl.removeprefix(PREFIX)) for c in CASES}
     for op in shipped_ops(REGISTRY):
-        assert {"zeros", "half", "overwrite", "notail", "once", "dtype", "ptrcache"} <= {k for o, k in kinds if o == op.name}
+        assert {"zeros", "half", "overwrite", "notail", "once", "dtype", "ptrcache", "lazy", "global", "sniff",
+                "bytes"} <= {k for o, k in kinds if o == op.name}
     assert ("matmul", "ktail") in kinds and ("cdist", "ktail") in kinds and ("softmax", "nomax") in kinds
     assert ("sleep", "input") not in kinds  # sleep returns its input: that is right
 
@@ -54,7 +55,13 @@ def test_no_max_subtraction_fails_only_where_exp_overflows(wrong_results):
     assert result["check"]["input_set"] == "special", describe(result)
 
 
-def test_a_stale_result_fails_at_the_timed_set(wrong_results):
-    for kind in ("once", "ptrcache"):
+def test_a_stale_result_fails_at_the_timed_calls(wrong_results):
+    for kind in ("once", "ptrcache", "global", "sniff", "bytes"):
         result = _result(wrong_results, "cdist", kind)  # cdist has no special set
-        assert result["check"]["input_set"] == "timed", describe(result)
+        assert result["check"]["input_set"] == "timed calls", describe(result)
+        assert result["check"]["gate"] == "timed outputs", describe(result)
+
+
+def test_a_tensor_subclass_fails_the_ownership_gate_at_the_first_call(wrong_results):
+    result = _result(wrong_results, "softmax", "lazy")
+    assert result["check"]["input_set"] == "first" and "not a plain torch.Tensor" in result["detail"], describe(result)

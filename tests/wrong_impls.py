@@ -15,6 +15,12 @@ kind says nothing else), cast to the op's output dtype:
 - once: right on the first call, then returns that first result without computing;
 - dtype: the right values in another dtype (float64 for a float32 op, else float32);
 - ptrcache: results cached by the inputs' data pointers.
+Rule 13 (issue 38), each right in value whenever it computes:
+- lazy: the right values in a torch.Tensor subclass (one that could compute when first read);
+- global: one global buffer, overwritten by every call, returned each time;
+- sniff: computes unless the engine's timed call (engine/rotation.py) is on the call stack, then
+  returns its last result;
+- bytes: results cached by a sample of the inputs' bytes (their first element each).
 """
 
 from __future__ import annotations
@@ -114,17 +120,66 @@ def _ptrcache(op, spec, math):
     return run
 
 
+class LazyTensor(torch.Tensor):
+    """A subclass standing for one that computes when read (the check must not accept it)."""
+
+
+def _lazy(op, spec, math):
+    return lambda *inputs: _right(op, spec, inputs, math).as_subclass(LazyTensor)
+
+
+def _global(op, spec, math):
+    buffer: list[torch.Tensor] = []
+
+    def run(*inputs):
+        right = _right(op, spec, inputs, math)
+        if not buffer or buffer[0].shape != right.shape:
+            buffer[:] = [torch.empty_like(right)]
+        return buffer[0].copy_(right)
+    return run
+
+
+def _sniff(op, spec, math):
+    import sys
+
+    last: list[torch.Tensor] = []
+
+    def run(*inputs):
+        frame, timed = sys._getframe(1), False
+        while frame is not None and not timed:
+            timed = frame.f_code.co_filename.endswith("rotation.py")
+            frame = frame.f_back
+        if not (timed and last):
+            last[:] = [_right(op, spec, inputs, math)]
+        return last[0]
+    return run
+
+
+def _bytes(op, spec, math):
+    cache: dict[tuple, torch.Tensor] = {}
+
+    def run(*inputs):
+        key = tuple(bytes(t.reshape(-1)[:1].view(torch.uint8).cpu().tolist()) for t in inputs)
+        if key not in cache:
+            cache[key] = _right(op, spec, inputs, math)
+        return cache[key]
+    return run
+
+
 KINDS: dict[str, Callable] = {"zeros": _zeros, "half": _half, "input": _input, "overwrite": _overwrite,
                               "notail": _notail, "ktail": _ktail, "nomax": _nomax, "once": _once,
-                              "dtype": _dtype, "ptrcache": _ptrcache}
+                              "dtype": _dtype, "ptrcache": _ptrcache, "lazy": _lazy, "global": _global,
+                              "sniff": _sniff, "bytes": _bytes}
 # The gate each kind must fail (a kind may fail an earlier gate on some ops: input's shape).
 EXPECTED_GATES = {"zeros": {"elementwise+norm-wise", "elementwise"}, "half": {"elementwise+norm-wise"},
-                  "input": {"shape", "dtype", "elementwise", "elementwise+norm-wise"}, "overwrite": {"inputs"},
+                  "input": {"ownership"}, "overwrite": {"inputs"},
                   "notail": {"elementwise", "elementwise+norm-wise"},
                   "ktail": {"elementwise", "elementwise+norm-wise"},
                   "nomax": {"elementwise", "elementwise+norm-wise"},
-                  "once": {"elementwise", "elementwise+norm-wise"}, "dtype": {"dtype"},
-                  "ptrcache": {"elementwise", "elementwise+norm-wise"}}
+                  "once": {"elementwise", "elementwise+norm-wise", "timed outputs"}, "dtype": {"dtype"},
+                  "ptrcache": {"elementwise", "elementwise+norm-wise", "timed outputs"},  # special: same pointers
+                  "lazy": {"ownership"}, "global": {"timed outputs"}, "sniff": {"timed outputs"},
+                  "bytes": {"elementwise", "elementwise+norm-wise", "timed outputs"}}
 
 
 def shipped_ops(registry: Registry) -> list[Op]:

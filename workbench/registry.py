@@ -143,7 +143,12 @@ class Op:
     matmul_like: whether fp32_precision applies to it; check_chunks: how the float64 reference
     may be computed in pieces (workbench.check.chunks; None: whole); out_dtype: spec -> the dtype the
     output must have (default the spec's dtype).
+
+    output_aliases_input (class attribute, set on an op whose reference returns its input, as
+    sleep's sentinel): the check's ownership gate then lets an output share an input's memory.
     """
+
+    output_aliases_input: bool = False
 
     def __init__(self, name: str, spec: type[Spec], *, description: str = "",
                  dtypes: Iterable[DType] = tuple(DType), test_specs: Iterable[Mapping[str, int]] = (),

@@ -3,7 +3,7 @@
 `seeded_normal` fills a tensor BLOCK_ELEMENTS at a time, each block from its own generator
 seeded by (seed, stream, block): no float32 staging of the whole tensor, the same values however
 the caller slices its work, and refilling the same tensor with a new seed keeps its pointer
-(the check's second input set, MEASUREMENT.md rule 6). `fingerprint` summarises a tensor's bits
+(the check's second input set, MEASUREMENT.md rule 6). `fingerprint` hashes a tensor's bits
 per block so that the check can tell whether an implementation modified its inputs without a
 pristine copy. `periodic_fill_` writes special values (op-declared special input sets).
 """
@@ -70,23 +70,46 @@ def periodic_fill_(t: torch.Tensor, values: Iterable[float], period: int) -> tor
     return t
 
 
-def _weights(n: int, device: torch.device) -> torch.Tensor:
-    return torch.arange(n, device=device, dtype=torch.int64).remainder_(65521).add_(1)
+_MIX = (-7046029254386353131, -4658895280553007687, 0x94D049BB133111EB - 2**64)  # splitmix64 odd constants
+_LANE_KEYS = (0x243F6A8885A308D3, 0x13198A2E03707344)  # two independent lanes (pi's digits)
+
+
+def _shr(x: torch.Tensor, s: int) -> torch.Tensor:
+    """Logical right shift of int64 words (torch's >> is arithmetic)."""
+    return (x >> s) & ((1 << (64 - s)) - 1)
+
+
+def _mix_(x: torch.Tensor) -> torch.Tensor:
+    """splitmix64's finaliser in place on int64 words (multiplies wrap): a bijection whose output
+    bits each depend on every input bit."""
+    x ^= _shr(x, 30)
+    x *= _MIX[1]
+    x ^= _shr(x, 27)
+    x *= _MIX[2]
+    x ^= _shr(x, 31)
+    return x
 
 
 def fingerprint(t: torch.Tensor) -> torch.Tensor:
-    """(blocks, 2) int64: per BLOCK_ELEMENTS block of t's flattened bits, their sum and their
-    position-weighted sum (wrapping int64). Any changed element, or two swapped, changes it
-    (barring a deliberate collision); NaN payloads and -0 are seen since bits are compared."""
+    """(blocks, 2) int64: per BLOCK_ELEMENTS block of t's flattened bits, two hash lanes. Each
+    element's bits are keyed by its flat position and the lane, mixed (splitmix64 finaliser:
+    every output bit depends on every bit of value and position), and the block sums the mixed
+    words (wrapping). A changed element, or any permutation (two elements 65521 apart swapped:
+    the old position-weighted sum collided there, issue 38), changes a lane except with
+    probability ~2^-64 per lane; computed on the tensor's device, no copy to the host. NaN
+    payloads and -0 are seen since bits are hashed."""
     flat = t.detach().reshape(-1)
     bits = flat.view(_BITS[flat.dtype]) if flat.dtype in _BITS else flat
     sums = []
-    weights = None
     for start in range(0, bits.numel(), BLOCK_ELEMENTS):
         block = bits[start:start + BLOCK_ELEMENTS].to(torch.int64)
-        if weights is None or weights.numel() != block.numel():
-            weights = _weights(block.numel(), block.device)
-        sums.append(torch.stack([block.sum(), block.mul_(weights).sum()]))
+        pos = torch.arange(start, start + block.numel(), device=block.device, dtype=torch.int64)
+        lanes = []
+        for key in _LANE_KEYS:
+            word = _mix_(pos * _MIX[0] + key)   # the position's key, then the value on top
+            word += block
+            lanes.append(_mix_(word).sum())
+        sums.append(torch.stack(lanes))
     return torch.stack(sums) if sums else torch.zeros((0, 2), dtype=torch.int64)
 
 

@@ -16,7 +16,7 @@ from workbench.engine.measure.ceilings import Ceilings
 from workbench.engine.measure.clocks import ClockSampler
 from workbench.engine.measure.launch_floor import below_floor_flag, device_time_ms, is_launch_bound, launch_floor_ms
 from workbench.engine.measure.stats import StopRule, median_rel_error, summarize
-from workbench.engine.measure.timing import flush_kind, make_timer, measure_run
+from workbench.engine.measure.timing import flush_kind, make_timer, measure_run, unjoined_failure
 from workbench.engine.measure.traffic import above_peak, reference_flags, traffic_record
 from workbench.events import Log, Samples
 from workbench.results.document import INTERPRETER_FLAG, TIMING_KEYS, blank
@@ -28,8 +28,10 @@ CANCEL_POLL_S = 0.05  # cancel is finished within 3 s (CONTRACTS.md): 50 ms of p
 CONTENDED = 0.5
 
 
-def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ceilings) -> None:
-    """Fill record["timing"] and ["traffic"] (and status/error/flags on a ceiling breach)."""
+def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ceilings, rotation=None) -> None:
+    """Fill record["timing"] and ["traffic"] (and status/error/flags on a ceiling breach).
+    rotation: the timed call (engine/rotation.Rotation: rotated inputs, kept outputs), else
+    fn(*inputs)."""
     settings = row.settings
     interpreted = dev.job.interpret and impl.backend.interpreted(dev.device)
     timer = make_timer(dev.device, interpreted=interpreted)
@@ -42,9 +44,14 @@ def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ce
 
     waited0, t0 = (None if dev.is_cuda else run_delay_s()), time.perf_counter()  # CPU rows only
     with ClockSampler(dev.info if dev.is_cuda else None) as clocks:
-        run = measure_run(lambda: fn(*inputs), timer, rule, warmup_ms=settings.warmup_ms, flush=flush,
+        call = rotation if rotation is not None else (lambda: fn(*inputs))
+        run = measure_run(call, timer, rule, warmup_ms=settings.warmup_ms, flush=flush,
                           on_samples=on_samples, cancelled=throttled(dev.stop.is_set), limited=clocks.limited)
     samples = run.samples_ms
+    unjoined = None
+    if hasattr(timer, "stream_audit"):  # rule 13: work left on other streams, outside the timed run
+        unjoined = unjoined_failure(list(run.spills_ms or []) + timer.stream_audit(call),
+                                    summarize(samples).median_ms if samples else None)
     if not dev.is_cuda:
         flag = contention_flag(waited0, run_delay_s(), time.perf_counter() - t0)
         if flag:
@@ -66,6 +73,12 @@ def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ce
     _flag_bars(record, ceilings, dev.info.l2_bytes)
     if timer.name == "interpreter":
         record["flags"].append(INTERPRETER_FLAG)
+    if not dev.is_cuda and timer.name == "perf_counter" and record["status"] is None:
+        _cpu_bound(record, cost.bytes, timing["median_ms"])
+    if unjoined is not None:  # what the events timed was not all the work: no time (rule 13)
+        record["flags"].append(unjoined)
+        record["status"], record["error"] = "failed", f"measurement error: {unjoined}"
+        record["timing"] = record["traffic"] = None
 
 
 def convergence_flag(samples_ms, target_rel_error: float, rep_ms: float) -> str | None:
@@ -138,6 +151,22 @@ def _launch_floor(dev, row, record, timing, fn, inputs) -> None:
     flag = below_floor_flag(timing, floor_ms)
     if flag:
         record["flags"].append(flag)
+
+
+def _cpu_bound(record: dict, nbytes: int, median_ms: float | None) -> None:
+    """Rule 13 on the CPU (engine/cpu_bound.py): a median no work of the row's bytes fits in
+    fails the row as a measurement error, its figures cleared, as a datasheet breach does."""
+    from workbench.engine.cpu_bound import copy_reference, cpu_bound_failure
+
+    breach = cpu_bound_failure(median_ms, nbytes, *copy_reference(nbytes))
+    if breach is not None:  # confirmed on a fresh copy measurement first
+        breach = cpu_bound_failure(median_ms, nbytes, *copy_reference(nbytes, again=True))
+    if breach is None:
+        return
+    record["flags"].append(breach)
+    record["status"], record["error"] = "failed", f"measurement error: {breach}"
+    for key in ("gbps", "tflops", "pct_of_ceiling", "pct_of_peak", "pct_of_copy", "pct_of_cublas"):
+        record["traffic"][key] = None
 
 
 def _flag_bars(record: dict, ceilings: Ceilings, l2_bytes: int | None) -> None:

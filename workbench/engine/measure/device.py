@@ -79,14 +79,14 @@ class DeviceSession:
         return int(self.torch.cuda.max_memory_allocated(self.device) - self._base_bytes)
 
     # -- stages -----------------------------------------------------------------------------
-    def bench(self, row, record, op, impl, spec, params, fn, inputs) -> None:
+    def bench(self, row, record, op, impl, spec, params, fn, inputs, rotation=None) -> None:
         from workbench.engine.measure.bench import bench_row
         from workbench.engine.measure.ceilings import Ceilings, ceilings_for
 
         # ceilings first (measured once per device, cached): their buffers stay out of the row's peak
         ceilings = ceilings_for(self, op, spec, row.settings.fp32_precision) if self.is_cuda else Ceilings()
         self.restart_peak()
-        bench_row(self, row, record, op, impl, spec, params, fn, inputs, ceilings)
+        bench_row(self, row, record, op, impl, spec, params, fn, inputs, ceilings, rotation)
         peak = self.peak_bytes()
         if peak is not None:
             record["peak_mem_bytes"] = max(record["peak_mem_bytes"] or 0, peak)

@@ -35,6 +35,14 @@ HEADROOM_FACTOR = 1.5          # spin = 1.5 x host launch time + the event recor
 EVENT_RECORD_MS = 0.010        # host time of the spin launch and the start event record (~10 us)
 MAX_HEADROOM_MS = 2.0          # a launcher slower than this is host-bound anyway: no longer spin
 FLUSH_KINDS = ("read", "zero")
+# Work on other streams (rule 13): a synchronize on an idle device returns in ~5-20 us on the
+# H100/H200; one that waits longer after the timed stream's end event waited for work some call
+# left on another stream. The row fails ("streams" gate) when the median spill exceeds both
+# UNJOINED_MIN_MS (well above an idle synchronize's jitter) and UNJOINED_SHARE of the median
+# sample (work worth 10% of the kernel is more than any ranking between neighbours tolerates).
+UNJOINED_MIN_MS = 0.05
+UNJOINED_SHARE = 0.10
+AUDIT_SAMPLES = 3              # isolated samples after the run, beside the spill of the run's last batch
 
 
 class Cancelled(Exception):
@@ -61,12 +69,29 @@ class SerialTimer:
         raise NotImplementedError
 
     def time_batch(self, call, n, flush=None, headroom_ms=0.0) -> list[float]:
+        start_batch, before, after = sample_hooks(call)
         samples = []
+        if start_batch is not None:
+            start_batch(n)
         for _ in range(n):
+            if before is not None:
+                before()
             if flush is not None:
                 flush()
-            samples.append(self.time_call(call))
+            if after is None:
+                samples.append(self.time_call(call))
+            else:
+                ms, out = self.time_call_kept(call)
+                samples.append(ms)
+                after(out)
+                del out
         return samples
+
+    def time_call_kept(self, call: Callable[[], Any]) -> tuple[float, Any]:
+        """(ms, what call returned): for calls with sample hooks (engine/rotation.py)."""
+        box: list[Any] = []
+        ms = self.time_call(lambda: box.append(call()))
+        return ms, box[0] if box else None
 
     def sync(self) -> None:
         pass
@@ -82,6 +107,12 @@ class PerfCounterTimer(SerialTimer):
         t0 = self._clock()
         call()
         return (self._clock() - t0) * 1e3
+
+    def time_call_kept(self, call: Callable[[], Any]) -> tuple[float, Any]:
+        t0 = self._clock()
+        out = call()
+        t1 = self._clock()
+        return (t1 - t0) * 1e3, out
 
 
 class CudaEventTimer:
@@ -111,14 +142,22 @@ class CudaEventTimer:
         the next before it waits on this one): each takes event pairs no other batch holds."""
         cycles = self._cycles(headroom_ms)  # first: its one-time probe uses the same events
         pairs = self._pairs(n)
+        start_batch, before, after = sample_hooks(call)
+        if start_batch is not None:
+            start_batch(n)
         for start, end in pairs:
+            if before is not None:
+                before()
             if flush is not None:
                 flush()
             if cycles:
                 self._sleep(cycles)
             start.record()
-            call()
+            out = call()
             end.record()
+            if after is not None:  # after the end event: outside the window
+                after(out)
+            del out
         return pairs
 
     def collect(self, pairs: list[tuple[Any, Any]]) -> list[float]:
@@ -131,6 +170,32 @@ class CudaEventTimer:
 
     def sync(self) -> None:
         self._torch.cuda.synchronize()
+
+    def spill_ms(self, clock: Callable[[], float] = time.perf_counter) -> float:
+        """Right after a batch's last end event completed: how long a device-wide synchronize
+        still waited (ms), less an idle synchronize's own time: work some call left on another
+        stream that the timed stream never joined (rule 13). ~0 for a joined kernel."""
+        t0 = clock()
+        self._torch.cuda.synchronize()
+        t1 = clock()
+        self._torch.cuda.synchronize()
+        t2 = clock()
+        return max(0.0, (t1 - t0) - (t2 - t1)) * 1e3
+
+    def stream_audit(self, call: Callable[[], Any], n: int = AUDIT_SAMPLES) -> list[float]:
+        """`n` isolated samples after the run (device idle before each start event, so no call
+        work can run before it): the spill after each end event (spill_ms)."""
+        spills = []
+        for pair in [self._pairs(1) for _ in range(n)]:
+            self._torch.cuda.synchronize()
+            start, end = pair[0]
+            start.record()
+            call()
+            end.record()
+            end.synchronize()
+            spills.append(self.spill_ms())
+            self._events.extend(pair)
+        return spills
 
     def _pairs(self, n: int) -> list[tuple[Any, Any]]:
         """n event pairs taken out of the free pool (created where it has too few)."""
@@ -148,6 +213,14 @@ class CudaEventTimer:
             ms = quantile(sorted(self.time_batch(lambda: self._sleep(probe), 3)), 0.5)
             self._cycles_per_ms = probe / ms if ms > 0 else 2e6  # ~2 GHz if the probe failed
         return int(headroom_ms * self._cycles_per_ms)
+
+
+def sample_hooks(call: Any) -> tuple[Any, Any, Any]:
+    """(start_batch(n), before_sample(), after_sample(out)) of a timed call that has them (the
+    engine's Rotation: engine/rotation.py), else Nones. Timers run them outside the timed
+    window: before_sample before the flush, after_sample after the end event (rule 13)."""
+    return (getattr(call, "start_batch", None), getattr(call, "before_sample", None),
+            getattr(call, "after_sample", None))
 
 
 def make_timer(device: str, interpreted: bool = False) -> Timer:
@@ -314,6 +387,7 @@ class Measurement:
     warmup_calls: int
     sustained: bool = False  # the rel. SE stop was held off: a power or thermal limit was met
     warmup_back_to_back: int = 0  # of warmup_calls, made back to back (warm_up)
+    spills_ms: list[float] | None = None  # device-wide waits after batches with nothing queued behind (streams)
 
 
 def measure_run(call: Callable[[], Any], timer: Timer, rule: StopRule, *, warmup_ms: float = 25.0,
@@ -377,9 +451,14 @@ def _pipelined(call, timer, rule: StopRule, warm: WarmUp, flush, spin: float, ba
     samples: list[float] = []
     batches, t0, sustained = 0, clock(), False
 
-    def take(pairs) -> None:  # wait for a batch, keep and stream its samples
+    spills: list[float] = []
+    spill = getattr(timer, "spill_ms", None)
+
+    def take(pairs, last: bool = False) -> None:  # wait for a batch, keep and stream its samples
         nonlocal batches
         got = timer.collect(pairs)
+        if last and spill is not None:  # nothing queued behind it: a device-wide wait is the spill
+            spills.append(spill())
         samples.extend(got)
         batches += 1
         batcher.extend(got)
@@ -396,16 +475,31 @@ def _pipelined(call, timer, rule: StopRule, warm: WarmUp, flush, spin: float, ba
         if after < rule.max_samples and expected_ms < rule.rep_ms:
             m = batch_size(warm.round_ms, after, expected_ms, rule)
             queued = (timer.launch_batch(call, m, flush, spin), m)
-        take(pairs)
+        take(pairs, last=queued is None)
         if cancelled():
             raise Cancelled()
         sustained = sustained or limited()
         if rule.done(samples, (clock() - t0) * 1e3, converge=not sustained):
             if queued is not None:  # already on the device: its samples are measured ones
-                take(queued[0])
+                take(queued[0], last=True)
             batcher.flush()
-            return Measurement(samples, warm.host_launch_ms, spin, batches, warm.calls, sustained, warm.back_to_back)
+            return Measurement(samples, warm.host_launch_ms, spin, batches, warm.calls, sustained, warm.back_to_back,
+                               spills)
         inflight = queued
+
+
+def unjoined_failure(spills_ms: list[float], median_ms: float | None) -> str | None:
+    """The "streams" gate's reason when the device-wide window outlasts the event window (the
+    spills: ms a device-wide synchronize still waited after end events), else None."""
+    if not spills_ms or median_ms is None:
+        return None
+    spill = quantile(sorted(spills_ms), 0.5)
+    bound = max(UNJOINED_MIN_MS, UNJOINED_SHARE * median_ms)
+    if spill <= bound:
+        return None
+    return (f"streams gate: work left on another stream: after the timed stream's end event a "
+            f"device-wide synchronize still waited {spill:.3g} ms (median of {len(spills_ms)}) against "
+            f"a {median_ms:.3g} ms median sample (bound {bound:.3g} ms): the events did not time all the work")
 
 
 def measure(call: Callable[[], Any], timer: Timer, rule: StopRule, **kwargs) -> list[float]:

@@ -24,7 +24,7 @@ from workbench.engine.measure.calibrate import calibrate, references_for
 from workbench.trace import mark
 from workbench.engine.measure.counters_run import counters_row
 from workbench.engine.measure.device import DeviceSession
-from workbench.engine.measure.graph_mode import wrap_for_mode
+from workbench.engine.measure.graph_mode import GraphCall, wrap_for_mode
 from workbench.engine.worker.precision import effective_fp32_precision
 from workbench.engine.protocol import Channel, ChildJob, Mode
 from workbench.engine.rows import Row
@@ -107,6 +107,9 @@ class RowRunner:
         dev.apply_precision(ctx.fp32_precision)
         self.channel.event(Started(row.key, row.op, row.impl, spec.label, row.device))
         watch = impl.backend.watch()
+        from workbench.check.row import trust_flags
+
+        record["flags"].extend(trust_flags(op, impl, spec))  # what plugin code decided of the check
         fn, inputs, out, check = self._build(row, record, op, impl, spec, params, ctx, dev, watch)
         mark(f"row {row.op} {row.label}: built")
         if not self._check(row, record, op, spec, ctx, check, lambda: check.first(out)):  # noqa: F821 (called before the del below)
@@ -115,13 +118,30 @@ class RowRunner:
         if not self._check(row, record, op, spec, ctx, check, lambda: check.special(fn)):
             return
         mark(f"row {row.op} {row.label}: checked")
+        rotation = None
         if "bench" in row.actions:
-            dev.bench(row, record, op, impl, spec, params, fn, inputs)
+            from workbench.engine.rotation import Rotation
+
+            # rule 13: timed inputs rotate, outputs kept. A CUDA graph replays the tensors it
+            # captured into its one output (engine/graph_mode.py): one set, one shared output,
+            # no nudges (a kept output holds the last replay's values, not its own call's).
+            replayed = isinstance(fn, GraphCall)
+            rotation = Rotation(fn, [inputs] if replayed else check.rotation_sets(), nudges=not replayed)
+            dev.bench(row, record, op, impl, spec, params, fn, inputs, rotation)
             note_timing(row, record)
             mark(f"row {row.op} {row.label}: benched")
         if "profile" in row.actions:
             dev.profile(row, record, fn, inputs)
             mark(f"row {row.op} {row.label}: profiled")
+        if rotation is not None:
+            rotation.restore()  # the nudged elements back before the inputs are fingerprinted
+            kept, sets = rotation.kept, rotation.sets
+            rotation.release()
+            passed = self._check(row, record, op, spec, ctx, check, lambda: check.timed_calls(fn, kept, sets, replayed))
+            del kept, sets
+            if not passed:
+                record["timing"] = record["traffic"] = None  # what was timed was wrong (rule 13)
+                return
         if not self._check(row, record, op, spec, ctx, check, lambda: check.timed(fn)):
             record["timing"] = record["traffic"] = None  # a wrong result gets no speed (rule 6)
             return
