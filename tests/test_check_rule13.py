@@ -12,9 +12,7 @@ import torch
 
 from workbench.engine.cpu_bound import CPU_BOUND_MARGIN, cpu_bound_failure
 from workbench.engine.rotation import Rotation
-from workbench.engine.measure.stats import StopRule
-from workbench.engine.measure.timing import (UNJOINED_MIN_MS, UNJOINED_SHARE, PerfCounterTimer, measure_run,
-                                     unjoined_failure)
+from workbench.engine.measure.timing import (UNJOINED_MIN_MS, UNJOINED_SHARE, PerfCounterTimer, unjoined_failure)
 from workbench.registry import BuildContext, Op, Registry, discover
 from workbench.check.row import TOLERANCE_SCALE_CAP, RowCheck, aliases, ownership_failure, trust_flags
 
