@@ -126,11 +126,13 @@ def run_options(args: argparse.Namespace, env: Env, *, argv: Sequence[str], sess
     from workbench.engine.options import RunOptions
 
     kernels = tuple(str(Path(k).expanduser().resolve()) for k in args.kernels)  # children may start elsewhere
+    trace_dir = getattr(args, "trace_dir", None)
     return RunOptions(device=args.device, kernels=kernels, force=bool(getattr(args, "force", False)),
                       argv=tuple(argv), session_sha256=session_sha256, cache_dir=env.cache_dir,
                       build_dir=env.cache_dir / "build", strict=bool(getattr(args, "strict", False)),
                       devices=getattr(args, "devices", None) or None, cluster=getattr(args, "cluster", None),
-                      visible_gpus=visible_gpu_count(env.cuda_visible_devices))
+                      visible_gpus=visible_gpu_count(env.cuda_visible_devices),
+                      trace_dir=Path(trace_dir).expanduser().resolve() if trace_dir else None)
 
 
 def missing_gpu(device: str) -> str | None:

@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cluster", choices=("ray",), default=None,
                         help="run the rows as Ray actors (pip install 'workbench[ray]'): joins RAY_ADDRESS, "
                              "else starts a local cluster")
+    parser.add_argument("--trace-dir", metavar="DIR", default=None,
+                        help="keep each profiled row's Kineto trace in DIR as <session>-run<i>-<label>.pt.trace.json "
+                             "(open in ui.perfetto.dev); its path is the record's profile.trace_path")
     parser.add_argument("--kernels", action="append", default=[], metavar="PATH",
                         help="a file or folder of user ops (repeatable)")
     parser.add_argument("--compare", metavar="BASELINE.json", help="compare a replay with a baseline results file")
@@ -139,6 +142,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         parser.error("--devices and --cluster go with --replay FILE or the TUI")
     if (args.compare or args.force or args.resume) and not args.replay:
         parser.error("--compare, --force and --resume go with --replay FILE")
+    if args.trace_dir is not None and (args.check or args.list or args.doctor or args.daemon_list or args.daemon_stop):
+        parser.error(f"--trace-dir {args.trace_dir} goes with --replay FILE or the TUI (it keeps the traces of "
+                     "profiled rows)")
     if args.strict and (args.check or args.list or args.doctor):
         parser.error("--strict goes with --replay FILE or the TUI")
     if (args.daemon or args.daemon_idle is not None) and (not args.replay or args.watch):

@@ -95,8 +95,9 @@ class DeviceSession:
         from workbench.engine.profile import profile_calls, trace_file
         from workbench.events import Profile
 
-        trace = trace_file(self.job.trace_dir, row.key) if self.job.trace_dir else None
+        trace = trace_file(self.job.trace_dir, row.key, self.job.trace_session) if self.job.trace_dir else None
         record["profile"] = profile_calls(lambda: fn(*inputs), self.is_cuda, sync=self.sync, trace_path=trace)
+        record["profile"]["trace_path"] = trace
         self.channel.event(Profile(row.key, record["profile"]))
 
     def ptx(self, row, record, op, impl, spec, params, ctx=None) -> None:
