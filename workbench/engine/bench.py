@@ -43,7 +43,8 @@ def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ce
     waited0, t0 = (None if dev.is_cuda else run_delay_s()), time.perf_counter()  # CPU rows only
     with ClockSampler(dev.info if dev.is_cuda else None) as clocks:
         run = measure_run(lambda: fn(*inputs), timer, rule, warmup_ms=settings.warmup_ms, flush=flush,
-                          on_samples=on_samples, cancelled=throttled(dev.stop.is_set), limited=clocks.limited)
+                          on_samples=on_samples, cancelled=throttled(dev.stop.is_set), limited=clocks.limited,
+                          phase=dev.phase)  # NVTX ranges around warm-up and the whole timed window
     samples = run.samples_ms
     if not dev.is_cuda:
         flag = contention_flag(waited0, run_delay_s(), time.perf_counter() - t0)

@@ -98,6 +98,13 @@ class RowRunner:
         return op, impl, spec, impl.resolve_params(row.params), ctx
 
     def _execute(self, row: Row, record: dict) -> None:
+        """The row inside an NVTX range named after it (engine/nvtx.py), its phases nested."""
+        from workbench.engine.nvtx import row_range
+
+        with self.device(row).phase(row_range(row.key)):
+            self._execute_row(row, record)
+
+    def _execute_row(self, row: Row, record: dict) -> None:
         op, impl, spec, params, ctx = self._resolve(row)
         dev = self.device(row)
         mark(f"row {row.op} {row.label}: start")
@@ -107,7 +114,8 @@ class RowRunner:
         dev.apply_precision(ctx.fp32_precision)
         self.channel.event(Started(row.key, row.op, row.impl, spec.label, row.device))
         watch = impl.backend.watch()
-        fn, inputs, out, check = self._build(row, record, op, impl, spec, params, ctx, dev, watch)
+        with dev.phase("build"):
+            fn, inputs, out, check = self._build(row, record, op, impl, spec, params, ctx, dev, watch)
         mark(f"row {row.op} {row.label}: built")
         if not self._check(row, record, op, spec, ctx, check, lambda: check.first(out)):
             return
@@ -126,7 +134,8 @@ class RowRunner:
             record["timing"] = record["traffic"] = None  # a wrong result gets no speed (rule 6)
             return
         if "counters" in row.actions:
-            counters_row(dev, row, record, op, impl, spec)
+            with dev.phase("counters"):
+                counters_row(dev, row, record, op, impl, spec)
         if watch is not None:
             watch.finish(row, record, self.channel)
         mark(f"row {row.op} {row.label}: timed output checked")
@@ -182,7 +191,9 @@ class RowRunner:
 
         if op.matmul_like and str(spec.dtype) == "float32":
             record["fp32_precision"] = "tf32" if uses_tf32(op, spec, ctx) else "ieee"
-        if step() is None:  # no special set
+        with self.device(row).phase("check"):
+            done = step()
+        if done is None:  # no special set
             return True
         record["check"] = check.report.as_dict()
         self.channel.event(Checked(row.key, record["check"]))
