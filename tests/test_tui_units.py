@@ -369,3 +369,12 @@ def test_profile_trace_text_names_the_kept_trace_or_how_to_keep_one():
     assert "--trace-dir DIR" in trace_text({"trace_path": None}) and "--trace-dir DIR" in trace_text(None)
     text = trace_text({"trace_path": "/t/s-run0-triton.pt.trace.json"})
     assert text.startswith("/t/s-run0-triton.pt.trace.json") and "ui.perfetto.dev" in text
+
+
+def test_diagnosis_names_the_kept_ncu_report_and_how_to_open_it():
+    from workbench.screens.pane_diagnosis import report_text
+
+    assert report_text({"measured": None}) == "" and report_text({"measured": {"report_path": None}}) == ""
+    text = report_text({"measured": {"report_path": "/r/g-run0-triton.ncu-rep"}})
+    assert text.startswith("Nsight Compute report: /r/g-run0-triton.ncu-rep")
+    assert "ncu-ui /r/g-run0-triton.ncu-rep" in text and "ncu --import /r/g-run0-triton.ncu-rep --page details" in text

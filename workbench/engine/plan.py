@@ -149,7 +149,8 @@ def _run(session, options, plan, pool, on_event, stop, started, cache_dir) -> di
     info = _main_info(main, worker)
     run = _PlanRun(rows, on_event, stop, pool, dict(cache_dir=str(cache_dir), build_dir=str(build_dir),
                                                     trace_dir=str(options.trace_dir) if options.trace_dir else None,
-                                                    trace_session=session.name),
+                                                    trace_session=session.name,
+                                                    report_dir=str(options.report_dir) if options.report_dir else None),
                    plan, strict=options.strict, registry=registry,
                    build_ahead=options.build_ahead is not False and not options.strict)
     used = (*plan.plugin_paths, *compare_plugin_files(session))  # the A/B sides' plugin files too

@@ -117,8 +117,13 @@ def _time(evt: Any, name: str, old_name: str) -> float:
 
 def trace_file(trace_dir: str, row_key: tuple, session: str = "") -> str:
     """`trace_dir/<session>-run<i>-<label>[-<sweep value>].pt.trace.json` for a row's chrome
-    trace (the `.pt.trace.json` ending is the one Perfetto, TensorBoard and HTA look for). Every
-    character outside [A-Za-z0-9_.=-] becomes `_` (labels and sweep values come from the user)."""
+    trace (the `.pt.trace.json` ending is the one Perfetto, TensorBoard and HTA look for)."""
+    return row_file(trace_dir, row_key, session, ".pt.trace.json")
+
+
+def row_file(folder: str, row_key: tuple, session: str, suffix: str) -> str:
+    """`folder/<session>-run<i>-<label>[-<sweep value>]<suffix>` (folder created). Every character
+    outside [A-Za-z0-9_.=-] becomes `_` (labels and sweep values come from the user)."""
     import re
     from pathlib import Path
 
@@ -126,8 +131,8 @@ def trace_file(trace_dir: str, row_key: tuple, session: str = "") -> str:
     parts = ([session] if session else []) + [f"run{run_index}", str(label)]
     parts += [] if sweep_value is None else [str(sweep_value)]
     stem = re.sub(r"[^A-Za-z0-9_.=-]", "_", "-".join(parts))
-    Path(trace_dir).mkdir(parents=True, exist_ok=True)
-    return str(Path(trace_dir) / (stem + ".pt.trace.json"))
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    return str(Path(folder) / (stem + suffix))
 
 
 def kernel_ms_per_call(call: Callable[[], Any], calls: int = 20) -> float:
