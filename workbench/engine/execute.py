@@ -32,7 +32,7 @@ from workbench.engine.timing import Cancelled
 from workbench.engine.timing_notes import note_timing
 from workbench.error_location import describe_error
 from workbench.events import Built, Checked, Error, Result, Started
-from workbench.errors import WorkbenchError
+from workbench.errors import UnavailableError, WorkbenchError
 from workbench.registry import BuildContext, Registry
 
 
@@ -71,6 +71,8 @@ class RowRunner:
                 self._execute(row, record)
         except Cancelled:
             return "cancelled"
+        except UnavailableError as exc:  # a builder that finds something missing here (docs/PLUGINS.md)
+            record.update(status="unavailable", error=str(exc))
         except Exception as exc:
             # `path:line: Type: message`: the line of the plugin (or op file) that raised
             record.update(status="failed", error=describe_error(exc, self.job.plugin_paths))
