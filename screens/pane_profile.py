@@ -32,7 +32,7 @@ MIN_NAME_WIDTH = 16
 class ProfilePane(Vertical):
     BINDINGS = [Binding("s", "next_sort", "Sort"),
                 Binding("enter", "show_name", "Whole kernel name", show=False),
-                Binding("t", "show_trace", "Trace file")]
+                Binding("t", "show_trace", "Trace file", show=False)]
 
     model: reactive[RunModel | None] = reactive(None, always_update=True, init=False)
 
