@@ -24,7 +24,7 @@ from textual.widgets import DataTable, Static
 
 from workbench.counters import open_commands
 from workbench.diagnosis import diagnose_record
-from workbench.report_diagnosis import ab_line
+from workbench.results.report_diagnosis import ab_line
 
 from . import fmt
 from .keys import KeyDataTable

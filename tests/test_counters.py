@@ -108,7 +108,7 @@ def test_report_file_beside_the_results_else_in_the_cache(tmp_path):
     import types
 
     from workbench.cli.common import report_dir
-    from workbench.engine.counters_run import report_file
+    from workbench.engine.measure.counters_run import report_file
 
     job = types.SimpleNamespace(report_dir=str(tmp_path / "out.ncu"), cache_dir=str(tmp_path / "cache"),
                                 trace_session="lecture06-gelu")
@@ -137,7 +137,7 @@ log.write_text({log!r})
 def test_run_under_ncu_keeps_the_report_and_names_it(tmp_path, prints_csv):
     import sys
 
-    from workbench.engine.counters_run import run_under_ncu
+    from workbench.engine.measure.counters_run import run_under_ncu
 
     csv_text = _text("gelu_pytorch_16384_f32.details.csv")
     fake = tmp_path / "ncu"

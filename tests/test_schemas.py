@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from workbench import schemas
-from workbench.results import RECORD_KEYS, SUB_RECORD_KEYS, blank, new_document, new_record
+from workbench.results.document import RECORD_KEYS, SUB_RECORD_KEYS, blank, new_document, new_record
 
 jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is in the test extra: pip install -e '.[test]'")
 
@@ -45,7 +45,7 @@ def test_every_shipped_session_validates_and_names_its_schema(path):
 
 @pytest.mark.parametrize("name", ["lecture06-gelu.yaml", "smoke-quick.yaml"])
 def test_the_schema_comment_survives_load_save_load(tmp_path, name):
-    from workbench.session import leading_comments, load_session, save_session
+    from workbench.session.api import leading_comments, load_session, save_session
 
     source = ROOT / "sessions" / name
     first = load_session(source)
@@ -65,7 +65,7 @@ def test_the_schema_comment_survives_load_save_load(tmp_path, name):
     (lambda d: d["runs"][0].update(compare=["a"]), "compare"),
 ])
 def test_the_session_schema_refuses_what_the_checker_refuses(change, where):
-    from workbench.session import SessionError, parse_session
+    from workbench.session.api import SessionError, parse_session
 
     data = yaml.safe_load((ROOT / "sessions" / "lecture06-gelu.yaml").read_text())
     change(data)

@@ -18,7 +18,7 @@ def test_without_a_gpu_the_stage_skips_and_says_why(tmp_path):
 
 
 def test_the_stage_session_is_valid_and_keeps_the_lecture_shape():
-    from workbench.session import parse_session
+    from workbench.session.api import parse_session
 
     data = stage.session(quick=True)
     session = parse_session(yaml.safe_dump(data))

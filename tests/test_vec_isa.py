@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from workbench.engine import vec_isa
+from workbench.engine.measure import vec_isa
 
 linux_x86 = pytest.mark.skipif(vec_isa.host_key() is None, reason="needs Linux on x86_64 with a C++ compiler")
 
@@ -115,7 +115,7 @@ def test_the_users_cache_folders_are_kept(tmp_path, monkeypatch):
     worker environment nor the worker's entry overwrites them; unset (or empty), workbench's."""
     import os
 
-    from workbench.engine.entry import set_environment
+    from workbench.engine.worker.entry import set_environment
     from workbench.engine.plan import worker_env
 
     env = worker_env(tmp_path, {"TRITON_CACHE_DIR": "/mine/triton", "TORCHINDUCTOR_CACHE_DIR": ""})

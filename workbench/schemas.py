@@ -2,7 +2,7 @@
 that checks them, so that an editor can validate and complete a session (yaml-language-server's
 `# yaml-language-server: $schema=...` line) and a tool can check a results document.
 
-- session: the keys, kinds and allowed values of workbench/session_schema.py (TOP_KEYS,
+- session: the keys, kinds and allowed values of workbench/session/schema.py (TOP_KEYS,
   RUN_KEYS, IMPL_KEYS, SWEEP_KEYS, DTypes, ACTIONS), the settings' rules as JSON Schema
   (session_settings.SETTING_RULES, each rule's `schema`) and the A/B sides (session_compare).
   What only the registry knows (an op's names, shape fields, params) is not in it: `--check`
@@ -20,13 +20,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from workbench import results as res
+from workbench.results import document as res
 from workbench.dtypes import DType
-from workbench.provenance import PROVENANCE_KEYS
-from workbench.session_compare import SIDE_KEYS
-from workbench.session_model import ACTIONS, SCHEMA_VERSION
-from workbench.session_schema import IMPL_KEYS, RUN_KEYS, SWEEP_KEYS, TOP_KEYS
-from workbench.session_settings import SESSION_ONLY, SETTING_KEYS, SETTING_RULES
+from workbench.results.provenance import PROVENANCE_KEYS
+from workbench.session.compare import SIDE_KEYS
+from workbench.session.model import ACTIONS, SCHEMA_VERSION
+from workbench.session.schema import IMPL_KEYS, RUN_KEYS, SWEEP_KEYS, TOP_KEYS
+from workbench.session.settings import SESSION_ONLY, SETTING_KEYS, SETTING_RULES
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 KINDS = ("session", "results")

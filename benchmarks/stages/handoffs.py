@@ -161,8 +161,8 @@ def nvtx_timing(quick: bool) -> list[dict]:
     import torch.nn.functional as F
 
     from workbench.engine.nvtx import nvtx_range
-    from workbench.engine.stats import StopRule
-    from workbench.engine.timing import make_l2_flush, make_timer, measure_run
+    from workbench.engine.measure.stats import StopRule
+    from workbench.engine.measure.timing import make_l2_flush, make_timer, measure_run
 
     device = "cuda:0"
     timer = make_timer(device)
