@@ -14,16 +14,16 @@ wrapper (`BinaryFunctor<..., MulFunctor<float>>`, a lambda inside `GeluCUDAKerne
 stands for what it wraps, innermost first; an argument that repeats the kernel's own name
 (`SoftMaxForwardEpilogue` of `cunn_SoftMaxForward`) is dropped. Names the parser does not
 understand are shown as they are. `fit_name(name, width)` then cuts it to a column's width, the template argument kept.
-Mangled names are demangled by binutils' `c++filt` (one process per batch), where it exists.
+Mangled names are demangled by the core's one demangler (workbench/demangle.py: in-process with the
+`cxxfilt` package, else cu++filt / c++filt).
 """
 
 from __future__ import annotations
 
-import functools
 import re
-import shutil
-import subprocess
 from typing import Iterable
+
+from workbench.demangle import demangle_all as core_demangle_all
 
 BUILTIN_WORDS = {"void", "bool", "char", "short", "int", "long", "float", "double", "unsigned",
                  "signed", "const", "true", "false", "half", "__half", "__nv_bfloat16", "size_t"}
@@ -73,24 +73,10 @@ def demangle(name: str) -> str:
 
 
 def demangle_all(names: Iterable[str]) -> list[str]:
-    """Demangle many names with one `c++filt` call; names stay as given where it is missing."""
+    """Demangle many names at once (workbench.demangle); names stay as given where nothing reads them."""
     names = list(names)
-    mangled = tuple(sorted({n for n in names if n.startswith("_Z")}))
-    found = _cxxfilt(mangled) if mangled else {}
-    return [found.get(n, n) for n in names]
-
-
-@functools.lru_cache(maxsize=64)
-def _cxxfilt(names: tuple[str, ...]) -> dict[str, str]:
-    tool = shutil.which("c++filt")
-    if tool is None:
-        return {}
-    try:
-        out = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True, text=True,
-                             timeout=5, check=True).stdout.splitlines()
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    return dict(zip(names, out)) if len(out) == len(names) else {}
+    found = core_demangle_all(names)
+    return [found[n] for n in names]
 
 
 def _key(arg: "_Node | str | None") -> str | None:

@@ -1,7 +1,8 @@
 """Diagnosis: what each row's numbers say and what to do (workbench/diagnosis), and A/B.
 
 The table lists the run's rows with their findings; the highlighted row's findings are spelled
-out below it (evidence in numbers, then the prescription). `x` marks a row as A, then B (a third
+out below it (evidence in numbers, then the prescription), and the Nsight Compute report its
+`counters` kept, with the commands that open it. `x` marks a row as A, then B (a third
 mark replaces the oldest); `a` asks for an A/B of the two marked rows: both are timed round-robin
 in one worker and the ratio comes back with its confidence interval (screens/ab_action.py).
 
@@ -21,6 +22,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
+from workbench.counters import open_commands
 from workbench.diagnosis import diagnose_record
 from workbench.results.report_diagnosis import ab_line
 
@@ -53,6 +55,7 @@ class DiagnosisPane(Vertical):
         self.marks: list[tuple[str, Any]] = []
         self._keys: list[tuple[str, Any]] = []
         self._findings: dict[tuple[str, Any], list[dict]] = {}
+        self._reports: dict[tuple[str, Any], str] = {}
 
     def compose(self) -> ComposeResult:
         yield Static("", id="diagnosis-summary", classes="summary")
@@ -75,6 +78,7 @@ class DiagnosisPane(Vertical):
         records = [r.record for r in rows]
         environment = (model.environment if model else None) or {}
         self._findings = {(r.label, r.sweep_value): diagnose_record(r.record, environment, records) for r in rows}
+        self._reports = {(r.label, r.sweep_value): report_text(r.record) for r in rows}
         self._keys = [(r.label, r.sweep_value) for r in rows]
         self.marks = [m for m in self.marks if m in self._keys]
         self._fill(rows)
@@ -105,6 +109,8 @@ class DiagnosisPane(Vertical):
     def _show_detail(self) -> None:
         key = self._current()
         text = detail_text(key[0], self._findings.get(key, [])) if key else ""
+        if key and self._reports.get(key):
+            text += "\n\n" + self._reports[key]
         self.query_one("#diagnosis-detail", Static).update(Text(text))  # plain: evidence holds [ ]
 
     def _current(self) -> tuple[str, Any] | None:
@@ -139,6 +145,12 @@ def detail_text(label: str, findings: list[dict]) -> str:
         parts.append(f"{mark} {finding['rule']}: {fmt.tui_text(finding['evidence'])}\n"
                      f"  → {fmt.tui_text(finding['suggestion'])}")
     return f"{label}\n" + "\n".join(parts)
+
+
+def report_text(record: dict | None) -> str:
+    """The row's kept Nsight Compute report and how to open it ("" without one)."""
+    path = ((record or {}).get("measured") or {}).get("report_path")
+    return f"Nsight Compute report: {path}\n  open: {open_commands(path)}" if path else ""
 
 
 def ab_text(entries) -> str:

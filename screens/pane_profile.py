@@ -4,6 +4,7 @@ kernels per call, and CPU against device time.
 Kernel names are shortened for the table (screens.kernel_names: demangled, namespaces dropped,
 template arguments collapsed, cut to the width left by the time columns, which stay in view);
 the highlighted row's full name is on the line under the table, and enter shows it whole.
+t shows where the row's Kineto trace was kept (`--trace-dir DIR`) and how to open it in Perfetto.
 
 Attributes down: `model`. The implementation shown is picked in the pane's own Select.
 """
@@ -30,7 +31,8 @@ MIN_NAME_WIDTH = 16
 
 class ProfilePane(Vertical):
     BINDINGS = [Binding("s", "next_sort", "Sort"),
-                Binding("enter", "show_name", "Whole kernel name", show=False)]
+                Binding("enter", "show_name", "Whole kernel name", show=False),
+                Binding("t", "show_trace", "Trace file", show=False)]
 
     model: reactive[RunModel | None] = reactive(None, always_update=True, init=False)
 
@@ -124,6 +126,11 @@ class ProfilePane(Vertical):
         if name:
             self.app.push_screen(TextScreen("Kernel name", name))
 
+    def action_show_trace(self) -> None:
+        """Where the shown row's profiler trace is, and how to open it (trace_text)."""
+        if self._shown is not None:
+            self.app.push_screen(TextScreen("Profiler trace", trace_text(self._shown.profile)))
+
     def action_next_sort(self) -> None:
         column = (self._sort[0] + 1) % len(COLUMNS)
         self._sort = (column, COLUMNS[column][1] not in ("name", "kind"))  # figures: largest first
@@ -159,6 +166,16 @@ def summary(profile: dict | None, running: bool = False) -> str:
         return f"no device rows here (CPU-only profile) · CPU {fmt.number(cpu)} µs"
     return (f"kernels per call {fmt.number(kernels)} · device {fmt.number(device)} µs · "
             f"CPU {fmt.number(cpu)} µs")
+
+
+def trace_text(profile: dict | None) -> str:
+    """The row's kept trace and how to open it, or how to keep one (the `t` key)."""
+    path = (profile or {}).get("trace_path")
+    if not path:
+        return ("no trace kept for this row: start workbench (or --replay) with --trace-dir DIR to keep each "
+                "profiled row's trace as DIR/<session>-run<i>-<label>.pt.trace.json")
+    return (f"{path}\n\nopen it in https://ui.perfetto.dev (Open trace file), or chrome://tracing; "
+            "TensorBoard's profiler plugin and HTA read the same file")
 
 
 def display_names(names: list[str], items: list[dict], width: int) -> list[str]:

@@ -64,6 +64,7 @@ def test_bad_usage_exits_2(capsys, argv):
     (["--daemon", "--check", "x.yaml"], "go with --replay FILE (not with --check)"),
     (["--daemon", "--replay", "x.yaml", "--watch"], "(not with --watch, which keeps its own warm worker)"),
     (["--daemon", "x.yaml"], "(the TUI keeps a warm worker for its life)"),
+    (["--check", "x.yaml", "--trace-dir", "tr"], "--trace-dir tr goes with --replay FILE or the TUI"),
 ])
 def test_an_option_that_would_be_ignored_is_refused(capsys, monkeypatch, argv, says):
     """A new user's `--threshold 0.2` without --compare, and `--daemon-idle 30` without --daemon,
@@ -81,6 +82,16 @@ def test_daemon_idle_goes_with_the_daemon_environment_variable(monkeypatch):
     assert parse_args(["--replay", "x.yaml"]).threshold == 0.05
     zero = parse_args(["--replay", "x.yaml", "--compare", "b.json", "--threshold", "-0"]).threshold
     assert zero == 0 and math.copysign(1.0, zero) == 1.0  # -0 reads 0 (it was echoed "-0" in the table)
+
+
+def test_trace_dir_reaches_the_run_options(tmp_path):
+    """--trace-dir DIR sets RunOptions.trace_dir (absolute: the workers may start elsewhere)."""
+    from workbench.cli.common import read_env, run_options
+    from workbench.cli.main import parse_args
+
+    args = parse_args(["--replay", "x.yaml", "--trace-dir", str(tmp_path / "tr")])
+    assert run_options(args, read_env(), argv=("workbench",)).trace_dir == (tmp_path / "tr").resolve()
+    assert run_options(parse_args(["--replay", "x.yaml"]), read_env(), argv=("w",)).trace_dir is None
 
 
 def test_help_and_version_exit_0(capsys):

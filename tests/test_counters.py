@@ -92,3 +92,60 @@ def test_truncated_call_is_incomplete():
     kernels = parse_ncu_csv(_text("gelu_manual_16384_f32.details.csv"))
     assert measured_record(kernels, max_kernels=9)["complete"] is False
     assert measured_record([])["reason"].startswith("ncu profiled no kernels")
+
+
+def test_the_report_is_kept_where_asked_and_opened_with_ncu_ui():
+    argv = ncu_command("ncu", "/tmp/log", ["python", "-m", "x"], report="/r/s-run0-triton.ncu-rep")
+    assert argv[argv.index("--export") + 1] == "/r/s-run0-triton.ncu-rep" and "--force-overwrite" in argv
+    assert argv[-3:] == ["python", "-m", "x"]
+    assert "--export" not in ncu_command("ncu", "/tmp/log", ["python"])
+    assert counters.import_command("ncu", "/r/a.ncu-rep")[:3] == ["ncu", "--import", "/r/a.ncu-rep"]
+    assert counters.open_commands("/r/a.ncu-rep") == "ncu-ui /r/a.ncu-rep  ·  ncu --import /r/a.ncu-rep --page details"
+    assert unmeasured("no ncu")["report_path"] is None
+
+
+def test_report_file_beside_the_results_else_in_the_cache(tmp_path):
+    import types
+
+    from workbench.cli.common import report_dir
+    from workbench.engine.measure.counters_run import report_file
+
+    job = types.SimpleNamespace(report_dir=str(tmp_path / "out.ncu"), cache_dir=str(tmp_path / "cache"),
+                                trace_session="lecture06-gelu")
+    assert report_file(job, (0, "triton", None)) == str(tmp_path / "out.ncu" / "lecture06-gelu-run0-triton.ncu-rep")
+    job.report_dir = None
+    assert report_file(job, (1, "a b", 64)) == str(tmp_path / "cache" / "ncu" / "lecture06-gelu-run1-a_b-64.ncu-rep")
+    assert report_dir(str(tmp_path / "res" / "out.json")) == tmp_path / "res" / "out.ncu"
+    assert report_dir(None) is None and report_dir("/dev/null") is None
+
+
+FAKE_NCU = """#!{python}
+import sys, pathlib
+argv = sys.argv[1:]
+if "--import" in argv:  # print the kept report's counters
+    print(pathlib.Path(argv[argv.index("--import") + 1]).read_text())
+    sys.exit(0)
+log = pathlib.Path(argv[argv.index("--log-file") + 1])
+if "--export" in argv:
+    pathlib.Path(argv[argv.index("--export") + 1]).write_text({csv!r})
+log.write_text({log!r})
+"""
+
+
+@pytest.mark.slow  # runs a fake ncu
+@pytest.mark.parametrize("prints_csv", [True, False])
+def test_run_under_ncu_keeps_the_report_and_names_it(tmp_path, prints_csv):
+    import sys
+
+    from workbench.engine.measure.counters_run import run_under_ncu
+
+    csv_text = _text("gelu_pytorch_16384_f32.details.csv")
+    fake = tmp_path / "ncu"
+    fake.write_text(FAKE_NCU.format(python=sys.executable, csv=csv_text, log=csv_text if prints_csv else "==PROF== done"))
+    fake.chmod(0o755)
+    report = tmp_path / "out.ncu" / "s-run0-pytorch.ncu-rep"
+    report.parent.mkdir()
+    record = run_under_ncu(str(fake), {"op": "gelu"}, 30.0, report=str(report))
+    assert record["reason"] is None and record["kernel_count"] == 1
+    assert record["report_path"] == str(report) and report.is_file()
+    assert run_under_ncu(str(fake), {"op": "gelu"}, 30.0)["report_path"] is None  # nothing asked: none kept

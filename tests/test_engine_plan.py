@@ -4,6 +4,7 @@ check, bench, profile and ptx; the document has every contract key, one Result p
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -37,7 +38,11 @@ def _row(doc, impl):
 def test_document_has_every_key_and_is_json(gelu_run):
     doc, _, traces = gelu_run
     assert missing_keys(doc) == []
-    assert traces == ["run0-manual.json", "run0-pytorch.json", "run0-triton.json"]  # chrome traces
+    assert traces == ["tiny-gelu-run0-manual.pt.trace.json", "tiny-gelu-run0-pytorch.pt.trace.json",
+                      "tiny-gelu-run0-triton.pt.trace.json"]  # chrome traces, named for Perfetto/TensorBoard
+    manual = _row(doc, "manual")["profile"]["trace_path"]
+    assert manual.endswith("tiny-gelu-run0-manual.pt.trace.json") and "traceEvents" in json.loads(Path(manual).read_text())
+    assert _row(doc, "cuda")["profile"] is None or _row(doc, "cuda")["profile"]["trace_path"] is None
     assert [r["impl"] for r in doc["results"]] == ["manual", "pytorch", "triton", "cuda"]
     assert json.loads(dumps(doc))["schema_version"] == 1
     assert doc["provenance"]["session"] == "tiny-gelu" and doc["provenance"]["argv"] == ["pytest"]

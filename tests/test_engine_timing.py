@@ -282,3 +282,51 @@ def test_batches_in_flight_hold_distinct_event_pairs(monkeypatch):
     assert timer.collect(first) == [0.5] * 3
     third = timer.launch_batch(lambda: None, 3)     # reuses the first batch's pairs, not the second's
     assert {e.id for pair in third for e in pair} == {e.id for pair in first for e in pair}
+
+
+def test_nvtx_phases_wrap_the_warm_up_and_the_whole_timed_window_never_a_sample(monkeypatch):
+    """measure_run's phases (engine/nvtx.py ranges): warm-up, then one `timed` range pushed before
+    the first sample's start event and popped after the last sample's stop event."""
+    import contextlib
+
+    _fake_cuda(monkeypatch)
+    log = FakeEvent.log
+
+    @contextlib.contextmanager
+    def phase(name):
+        log.append(("push", name))
+        yield
+        log.append(("pop", name))
+
+    run = measure_run(lambda: log.append(("call",)), timing.CudaEventTimer(),
+                      StopRule(rep_ms=1e6, min_samples=10, target_rel_error=-1.0, max_samples=40),
+                      warmup_ms=0.0, phase=phase)
+    ranges = [(i, e) for i, e in enumerate(log) if e[0] in ("push", "pop")]
+    assert [e for _, e in ranges] == [("push", "warm-up"), ("pop", "warm-up"), ("push", "timed"), ("pop", "timed")]
+    start, stop = ranges[2][0], ranges[3][0]
+    records = [i for i, e in enumerate(log) if e[0] == "record"]
+    timed_calls = sum(1 for e in log[start:stop] if e == ("call",))
+    assert len(run.samples_ms) == 40 and timed_calls == 40  # every timed sample inside the one range
+    assert start < min(i for i in records if i > start) and max(records) < stop  # events inside it
+
+
+def test_nvtx_ranges_are_named_after_the_row_and_nothing_on_cpu(monkeypatch):
+    import types
+
+    import torch
+
+    from workbench.engine.nvtx import nvtx_range, row_range
+
+    assert row_range((0, "triton", None)) == "run0-triton"
+    assert row_range((2, "my impl/v2", 4096)) == "run2-my_impl_v2-4096"  # no `/`: ncu reads it as nesting
+    calls = []
+    fake = types.SimpleNamespace(nvtx=types.SimpleNamespace(range_push=lambda n: calls.append(("push", n)),
+                                                            range_pop=lambda: calls.append(("pop",))))
+    monkeypatch.setattr(torch, "cuda", fake)
+    with nvtx_range("run0-triton", enabled=False):
+        pass
+    assert calls == []
+    with pytest.raises(KeyError):
+        with nvtx_range("run0-triton", enabled=True):
+            raise KeyError("the block failed")
+    assert calls == [("push", "run0-triton"), ("pop",)]  # popped even when the block raised

@@ -689,7 +689,8 @@ def test_a_saved_copy_keeps_the_comments_the_file_opened_with(tmp_path):
     shipped = shipped_path("default")
     session = load_session(shipped)
     header = leading_comments(shipped)
-    assert header.startswith("# The session `workbench` opens") and header.count("\n") >= 2
+    first, rest = header.split("\n", 1)  # the schema line for editors (docs/schemas/), then the explanation
+    assert first.startswith("# yaml-language-server: $schema=") and rest.startswith("# The session `workbench` opens")
     target = sessions_io.save(session, shipped, tmp_path)
     text = target.read_text()
     assert text.startswith(header) and not text[len(header):].lstrip().startswith("#")

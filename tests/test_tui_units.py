@@ -361,3 +361,20 @@ def test_every_bad_shape_field_is_named_and_a_two_param_sweep_names_its_param():
                                          r'must be a positive integer, got -3; sweep.values\[3\]: must be a positive '
                                          r'integer, got 2.5$'):
         editing.parse_sweep("N", "7, 0, -3, 2.5", GELU)
+
+
+def test_profile_trace_text_names_the_kept_trace_or_how_to_keep_one():
+    from workbench.screens.pane_profile import trace_text
+
+    assert "--trace-dir DIR" in trace_text({"trace_path": None}) and "--trace-dir DIR" in trace_text(None)
+    text = trace_text({"trace_path": "/t/s-run0-triton.pt.trace.json"})
+    assert text.startswith("/t/s-run0-triton.pt.trace.json") and "ui.perfetto.dev" in text
+
+
+def test_diagnosis_names_the_kept_ncu_report_and_how_to_open_it():
+    from workbench.screens.pane_diagnosis import report_text
+
+    assert report_text({"measured": None}) == "" and report_text({"measured": {"report_path": None}}) == ""
+    text = report_text({"measured": {"report_path": "/r/g-run0-triton.ncu-rep"}})
+    assert text.startswith("Nsight Compute report: /r/g-run0-triton.ncu-rep")
+    assert "ncu-ui /r/g-run0-triton.ncu-rep" in text and "ncu --import /r/g-run0-triton.ncu-rep --page details" in text

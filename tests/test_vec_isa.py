@@ -108,3 +108,21 @@ def test_workers_get_the_switch_through_the_cores_environment(fresh, monkeypatch
     assert vec_isa.ENV not in worker_env(fresh)
     vec_isa.record_path(fresh).write_text(json.dumps({"key": vec_isa.host_key(), "all_claimed_valid": True}))
     assert worker_env(fresh)[vec_isa.ENV] == "1"
+
+
+def test_the_users_cache_folders_are_kept(tmp_path, monkeypatch):
+    """TRITON_CACHE_DIR / TORCHINDUCTOR_CACHE_DIR set by the user are theirs: neither the core's
+    worker environment nor the worker's entry overwrites them; unset (or empty), workbench's."""
+    import os
+
+    from workbench.engine.worker.entry import set_environment
+    from workbench.engine.plan import worker_env
+
+    env = worker_env(tmp_path, {"TRITON_CACHE_DIR": "/mine/triton", "TORCHINDUCTOR_CACHE_DIR": ""})
+    assert "TRITON_CACHE_DIR" not in env and env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor")
+    assert worker_env(tmp_path, {})["TRITON_CACHE_DIR"] == str(tmp_path / "triton")
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/mine/triton")
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    set_environment(False, {"TRITON_CACHE_DIR": "/wb/triton", "TORCHINDUCTOR_CACHE_DIR": "/wb/inductor"})
+    assert os.environ["TRITON_CACHE_DIR"] == "/mine/triton" and os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/wb/inductor"

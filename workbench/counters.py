@@ -22,7 +22,9 @@ they are converted to bytes and microseconds.
 
 Torch-free: the front end and the tests import it. The `measured` record (docs/CONTRACTS.md):
 every key of MEASURED_KEYS is present; `reason` says why nothing was measured (no ncu,
-ERR_NVGPUCTRPERM, a CPU row, a failed run), and the figures are then None.
+ERR_NVGPUCTRPERM, a CPU row, a failed run), and the figures are then None; `report_path` is the
+kept Nsight Compute report (`--export`, opened with `ncu-ui FILE` or `ncu --import FILE --page
+details`), None where none was written.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ MAX_KERNELS = 500  # --launch-count: a call with more kernels is profiled in par
 NCU_PATHS = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/ncu")
 MEASURED_KEYS = ("tool", "clock_control", "cache_control", "dram_bytes_read", "dram_bytes_write",
                  "dram_bytes", "kernel_us", "kernel_count", "kernels", "complete", "model_bytes",
-                 "ideal_bytes", "pct_of_model", "reason")
+                 "ideal_bytes", "pct_of_model", "reason", "report_path")
 KERNEL_KEYS = ("name", "grid", "block", "dram_bytes_read", "dram_bytes_write", "kernel_us")
 
 BYTE_UNITS = {"byte": 1, "b": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
@@ -102,11 +104,24 @@ def failure_reason(log_text: str, returncode: int | None) -> str:
 
 # -- the command -----------------------------------------------------------------------------
 def ncu_command(ncu: str, log_path: str | Path, program: Iterable[str],
-                max_kernels: int = MAX_KERNELS) -> list[str]:
-    """The argv that runs `program` (a Python command line) under ncu (module docstring)."""
+                max_kernels: int = MAX_KERNELS, report: str | Path | None = None) -> list[str]:
+    """The argv that runs `program` (a Python command line) under ncu (module docstring);
+    report: also keep the `.ncu-rep` there (`--export`; `--force-overwrite`: a re-run replaces it)."""
+    keep = ["--export", str(report), "--force-overwrite"] if report else []
     return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
             "--csv", "--page", "raw", "--print-units", "base", "--metrics", ",".join(METRICS),
-            "--launch-count", str(max_kernels), "--log-file", str(log_path), *program]
+            "--launch-count", str(max_kernels), *keep, "--log-file", str(log_path), *program]
+
+
+def import_command(ncu: str, report: str | Path) -> list[str]:
+    """The argv that prints a kept report's counters as the same CSV (`ncu --import`)."""
+    return [ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base",
+            "--metrics", ",".join(METRICS)]
+
+
+def open_commands(report: str) -> str:
+    """How to open a kept report: Nsight Compute's UI, or its details page in a terminal."""
+    return f"ncu-ui {report}  ·  ncu --import {report} --page details"
 
 
 # -- parsing ---------------------------------------------------------------------------------
@@ -211,11 +226,12 @@ def unmeasured(reason: str) -> dict:
 
 
 def measured_record(kernels: list[KernelCounters], *, model_bytes: int | None = None,
-                    ideal_bytes: int | None = None, max_kernels: int = MAX_KERNELS) -> dict:
+                    ideal_bytes: int | None = None, max_kernels: int = MAX_KERNELS,
+                    report_path: str | None = None) -> dict:
     """The `measured` record of one call: per kernel and summed. model_bytes: the cost model's
     bytes_moved_est (what the implementation's kernels should move), ideal_bytes: its `bytes`;
     pct_of_model = 100 x measured DRAM bytes / model_bytes. complete is False when ncu stopped at
-    max_kernels (the sums then cover only those kernels)."""
+    max_kernels (the sums then cover only those kernels). report_path: the kept `.ncu-rep`."""
     if not kernels:
         return unmeasured("ncu profiled no kernels: the call launched none between cudaProfilerStart and Stop")
     read = _sum(k.dram_bytes_read for k in kernels)
@@ -226,7 +242,8 @@ def measured_record(kernels: list[KernelCounters], *, model_bytes: int | None = 
                   dram_bytes_write=write, dram_bytes=total, kernel_us=_sum(k.kernel_us for k in kernels),
                   kernel_count=len(kernels), kernels=[k.as_dict() for k in kernels],
                   complete=len(kernels) < max_kernels, model_bytes=model_bytes, ideal_bytes=ideal_bytes,
-                  pct_of_model=100.0 * total / model_bytes if total is not None and model_bytes else None)
+                  pct_of_model=100.0 * total / model_bytes if total is not None and model_bytes else None,
+                  report_path=report_path)
     return record
 
 

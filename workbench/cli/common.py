@@ -153,11 +153,25 @@ def run_options(args: argparse.Namespace, env: Env, *, argv: Sequence[str], sess
     from workbench.engine.options import RunOptions
 
     kernels = tuple(str(Path(k).expanduser().resolve()) for k in args.kernels)  # children may start elsewhere
+    trace_dir = getattr(args, "trace_dir", None)
     return RunOptions(device=args.device, kernels=kernels, force=bool(getattr(args, "force", False)),
                       argv=tuple(argv), session_sha256=session_sha256, cache_dir=env.cache_dir,
                       build_dir=env.cache_dir / "build", strict=bool(getattr(args, "strict", False)),
                       devices=getattr(args, "devices", None) or None, cluster=getattr(args, "cluster", None),
-                      visible_gpus=visible_gpu_count(env.cuda_visible_devices))
+                      visible_gpus=visible_gpu_count(env.cuda_visible_devices),
+                      trace_dir=Path(trace_dir).expanduser().resolve() if trace_dir else None,
+                      report_dir=report_dir(getattr(args, "output", None)))
+
+
+def report_dir(output: str | None) -> Path | None:
+    """Where `counters` keeps its .ncu-rep files: beside -o PATH, in `<stem>.ncu/` (None without -o:
+    the engine keeps them in its cache folder). A device node or FIFO output has no folder for them."""
+    if not output:
+        return None
+    path = Path(output).expanduser()
+    if path.exists() and not path.is_file():
+        return None
+    return path.resolve().parent / f"{path.stem}.ncu"
 
 
 def missing_gpu(device: str) -> str | None:

@@ -63,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--check", metavar="FILE", help="validate a session only")
     mode.add_argument("--list", action="store_true", help="ops and implementations, with availability")
     mode.add_argument("--doctor", action="store_true", help="GPU, versions, ceilings cache, colours, paths")
+    mode.add_argument("--schema", choices=("session", "results"), default=None,
+                      help="print the JSON Schema of a session file or a results document (docs/schemas/)")
+    mode.add_argument("--plot", metavar="RESULTS.json",
+                      help="draw a results document's figures into -o FIG.svg|png (pip install 'kernel-workbench[plot]')")
     mode.add_argument("--daemon-list", action="store_true",
                       help="this user's warm daemons: pid, started, idle s, runs served, warm workers, fingerprint")
     mode.add_argument("--daemon-stop", action="store_true",
@@ -83,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cluster", choices=("ray",), default=None,
                         help="run the rows as Ray actors (pip install 'kernel-workbench[ray]'): joins RAY_ADDRESS, "
                              "else starts a local cluster")
+    parser.add_argument("--trace-dir", metavar="DIR", default=None,
+                        help="keep each profiled row's Kineto trace in DIR as <session>-run<i>-<label>.pt.trace.json "
+                             "(open in ui.perfetto.dev); its path is the record's profile.trace_path")
     parser.add_argument("--kernels", action="append", default=[], metavar="PATH",
                         help="a file or folder of user ops (repeatable)")
     parser.add_argument("--compare", metavar="BASELINE.json", help="compare a replay with a baseline results file")
@@ -126,7 +133,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
     modes = [m for m in ("replay", "check") if getattr(args, m)] + [m for m in ("list", "doctor") if getattr(args, m)]
-    modes += [m.replace("_", "-") for m in ("daemon_list", "daemon_stop") if getattr(args, m)]
+    modes += [m.replace("_", "-") for m in ("daemon_list", "daemon_stop", "schema", "plot") if getattr(args, m)]
     if args.file and modes:
         parser.error(f"FILE {args.file!r} opens the TUI; it cannot be combined with --{modes[0]}")
     if args.device is not None and not DEVICE_RE.match(args.device):
@@ -147,6 +154,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     if args.trust_plugins and not (args.check or (args.file and not modes)):
         parser.error("--trust-plugins goes with --check FILE or FILE (the TUI); --replay runs the session's plugins "
                      "anyway")
+    if args.trace_dir is not None and modes and not args.replay:
+        parser.error(f"--trace-dir {args.trace_dir} goes with --replay FILE or the TUI (it keeps the traces of "
+                     "profiled rows)")
     if args.strict and (args.check or args.list or args.doctor):
         parser.error("--strict goes with --replay FILE or the TUI")
     if (args.daemon or args.no_daemon or args.daemon_idle is not None) and (not args.replay or args.watch):
@@ -171,7 +181,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                      "(its -o PATH, e.g. --replay FILE --resume out.json)")
     if args.resume is not None and args.output is None:
         args.output = args.resume
-    _pick_format(parser, args)
+    if args.plot:
+        _plot_output(parser, args)
+    else:
+        _pick_format(parser, args)
     if args.threshold is None:
         args.threshold = DEFAULT_THRESHOLD
     return args
@@ -187,6 +200,20 @@ def _threshold(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (a relative change, 0.05 = 5%), got {text}")
     return value + 0.0
+
+
+PLOT_EXTENSIONS = (".svg", ".png", ".pdf")
+
+
+def _plot_output(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--plot writes a figure: -o FIG.svg|png|pdf is required (the extension picks the format)."""
+    suffix = Path(args.output).suffix.lower() if args.output else ""
+    if suffix not in PLOT_EXTENSIONS:
+        given = f"-o {args.output}" if args.output else "no -o"
+        parser.error(f"--plot {args.plot} draws a figure into -o FIG with extension {', '.join(PLOT_EXTENSIONS)}; "
+                     f"got {given}")
+    if args.format is not None:
+        parser.error(f"--format {args.format} is for data; --plot takes the figure's format from -o {args.output}")
 
 
 def _pick_format(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -238,8 +265,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace, argv: list[str], env: Env, err: Console) -> int:
     if args.output is not None:
-        inputs = (args.replay, args.check, args.file, args.compare, *args.kernels)  # not --resume: -o completes it
+        inputs = (args.replay, args.check, args.file, args.compare, args.plot, *args.kernels)  # not --resume: -o completes it
         check_output_path(args.output, inputs)
+    if args.schema:
+        from workbench.schemas import dumps
+
+        from workbench.cli.common import write_output
+
+        write_output(dumps(args.schema), args, env)  # stdout, or -o PATH
+        return 0
+    if args.plot:
+        from workbench.cli.plot import run_plot
+
+        return run_plot(args, err)
     if args.daemon_list or args.daemon_stop:
         from workbench.cli import daemon
 

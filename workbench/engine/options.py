@@ -7,6 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+# Cache folders a worker gets under workbench's cache folder unless the user set them (theirs stand:
+# engine/plan.worker_env, engine/entry.set_environment).
+USER_CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -15,6 +19,7 @@ class RunOptions:
     session_sha256: provenance; cache_dir: ceilings, manifests, Inductor and Triton caches
     (None: the platformdirs user cache folder "workbench"); build_dir: load_inline builds (None:
     cache_dir/build); trace_dir: write a chrome trace per profiled row there (None: none);
+    report_dir: keep each `counters` row's Nsight Compute report there (None: cache_dir/ncu);
     warm_spare: keep a spare worker started ahead of need (engine/workers.py; False: never;
     None, the default: only when every row runs on a CUDA device, since CPU rows are timed on
     the host's cores that a starting spare would share); strict: one fresh worker process per
@@ -41,6 +46,7 @@ class RunOptions:
     cache_dir: Path | None = None
     build_dir: Path | None = None
     trace_dir: Path | None = None
+    report_dir: Path | None = None
     warm_spare: bool | None = None
     strict: bool = False
     start_method: str | None = None

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from workbench.diagnosis import diagnose_document, diagnose_record
 from workbench.engine.ab_plan import ABJobs, ab_rows
@@ -37,7 +38,7 @@ from workbench.engine.admit import Admission, admit
 from workbench.engine.worker.build_ahead import worth_building_ahead
 from workbench.engine.measure.ceilings import CeilingCache, datasheet_for
 from workbench.engine.measure.environment import DeviceInfo, environment_record, host_memory_bytes
-from workbench.engine.options import RunOptions
+from workbench.engine.options import USER_CACHE_VARS, RunOptions
 from workbench.engine.cost_query import CostedRegistry, fact_key, queried_specs, with_spec_errors
 from workbench.engine.protocol import ChildJob, Mode, WorkerKey
 from workbench.engine.measure.relative import relate_to_pytorch
@@ -65,15 +66,19 @@ def default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("workbench"))
 
 
-def worker_env(cache_dir: Path) -> dict[str, str]:
+def worker_env(cache_dir: Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """What the core sets in every worker: Inductor's and Triton's caches under workbench's
     cache folder, so a second process start finds its kernels compiled (the core reads no
-    environment itself; these are written, for the worker's libraries to read). Inductor
-    compiles in the worker itself (one compile thread): its pool of compile subprocesses costs a
-    Python and torch start per worker, the cost warm workers exist to remove, and with the FX
-    graph cache warm nothing is compiled (docs/engine.md, "Warm workers")."""
-    return {"TORCHINDUCTOR_CACHE_DIR": str(Path(cache_dir) / "inductor"),
-            "TRITON_CACHE_DIR": str(Path(cache_dir) / "triton"),
+    environment itself; these are written, for the worker's libraries to read), except a cache
+    folder the user set (`environ`, default os.environ: their TRITON_CACHE_DIR or
+    TORCHINDUCTOR_CACHE_DIR is theirs, shared with their other tools). Inductor compiles in the
+    worker itself (one compile thread): its pool of compile subprocesses costs a Python and torch
+    start per worker, the cost warm workers exist to remove, and with the FX graph cache warm
+    nothing is compiled (docs/engine.md, "Warm workers")."""
+    environ = os.environ if environ is None else environ
+    caches = {"TORCHINDUCTOR_CACHE_DIR": str(Path(cache_dir) / "inductor"),
+              "TRITON_CACHE_DIR": str(Path(cache_dir) / "triton")}
+    return {**{k: v for k, v in caches.items() if not (k in USER_CACHE_VARS and environ.get(k))},
             "TORCHINDUCTOR_COMPILE_THREADS": "1",
             **vec_isa_env(cache_dir)}  # Inductor's CPU ISA check once per host (engine/vec_isa.py)
 
@@ -143,7 +148,9 @@ def _run(session, options, plan, pool, on_event, stop, started, cache_dir) -> di
     registry = CostedRegistry(plan.registry, facts)
     info = _main_info(main, worker)
     run = _PlanRun(rows, on_event, stop, pool, dict(cache_dir=str(cache_dir), build_dir=str(build_dir),
-                                                    trace_dir=str(options.trace_dir) if options.trace_dir else None),
+                                                    trace_dir=str(options.trace_dir) if options.trace_dir else None,
+                                                    trace_session=session.name,
+                                                    report_dir=str(options.report_dir) if options.report_dir else None),
                    plan, strict=options.strict, registry=registry,
                    build_ahead=options.build_ahead is not False and not options.strict)
     used = (*plan.plugin_paths, *compare_plugin_files(session))  # the A/B sides' plugin files too

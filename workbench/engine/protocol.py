@@ -81,7 +81,9 @@ class WorkerKey:
 class ChildJob:
     """Rows for one worker to run, in order. mode: Mode.exec or Mode.ptx; interpret: as the
     worker's key; log_path: the worker's log file (fds 1 and 2); cache_dir / build_dir: ceilings
-    cache and load_inline build folder; trace_dir: chrome traces of profiled rows (None: none);
+    cache and load_inline build folder; trace_dir: chrome traces of profiled rows (None: none),
+    named after trace_session (the session's name; engine/profile.trace_file); report_dir: where
+    `counters` keeps each row's .ncu-rep (None: cache_dir/ncu; engine/counters_run.report_file);
     last: the worker leaves after this job (strict mode: one process per row)."""
 
     mode: str
@@ -93,6 +95,8 @@ class ChildJob:
     build_dir: str | None = None
     trace_dir: str | None = None
     last: bool = False
+    trace_session: str = ""
+    report_dir: str | None = None
 
 
 @dataclass(frozen=True)

@@ -167,7 +167,7 @@ class Supervisor:
 
     def run_rows(self, rows: list[Row], *, key: WorkerKey, mode: str, cache_dir: str | None,
                  build_dir: str | None, trace_dir: str | None = None, next_key: WorkerKey | None = None,
-                 strict: bool = False) -> None:
+                 strict: bool = False, trace_session: str = "", report_dir: str | None = None) -> None:
         """Run `rows` (in order) in as many workers as it takes; returns when all have a result
         or the stop flag is set. next_key: the key of the job expected after this one (a spare
         for it starts while these rows run where the pool has none idle); strict: one fresh
@@ -177,7 +177,7 @@ class Supervisor:
         while pending and not self.stop.is_set():
             batch = pending[:1] if strict else pending
             job = ChildJob(mode, tuple(batch), key.plugin_paths, key.interpret, "", cache_dir, build_dir,
-                           trace_dir, last=strict)
+                           trace_dir, last=strict, trace_session=trace_session, report_dir=report_dir)
             worker = self.pool.take(key, fresh=strict)  # strict: never a worker that ran a job
             following = key if strict and len(pending) > 1 else next_key
             done |= _JobRun(self, job, worker, following).run()

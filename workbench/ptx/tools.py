@@ -2,7 +2,7 @@
 
 nvcc (workbench.machine.find_nvcc), cuobjdump and nvdisasm (on PATH, beside nvcc, or the copies
 Triton's NVIDIA backend ships in `triton/backends/nvidia/bin/`), and a C++ demangler (cu++filt
-from the CUDA toolkit, else binutils' c++filt). Results of slow tool runs are cached on disk under
+from the CUDA toolkit, else binutils' c++filt: workbench/demangle.py's fallback). Results of slow tool runs are cached on disk under
 the user cache directory (platformdirs), keyed by a hash of their inputs.
 """
 
@@ -103,18 +103,11 @@ def cached_output(cmd: Sequence[str], cache_file: Path | None) -> str:
 
 
 def demangle(names: Iterable[str]) -> dict[str, str]:
-    """Mangled -> demangled for each name (itself where no demangler exists or it fails)."""
-    names = list(dict.fromkeys(names))
-    tool = find_demangler()
-    if not tool or not names:
-        return {n: n for n in names}
-    try:
-        out = run_tool([tool], input_text="\n".join(names) + "\n", timeout_s=10).stdout.splitlines()
-    except ToolError:
-        return {n: n for n in names}
-    if len(out) != len(names):
-        return {n: n for n in names}
-    return dict(zip(names, out))
+    """Mangled -> demangled for each name (itself where no demangler reads it): workbench.demangle,
+    the one demangler (in-process where the `cxxfilt` package is, this module's tool otherwise)."""
+    from workbench.demangle import demangle_all
+
+    return demangle_all(names)
 
 
 def default_cache_dir() -> Path:

@@ -14,7 +14,8 @@ Keys this module adds to the contract (extensions, never renames):
   `device_median_source`, `device_median_l2_warm` (docs/CONTRACTS.md, engine/timing.py);
 - traffic: `l2_resident` (working set fits L2 and was measured warm, rule 3), `peak`,
   `pct_of_peak`, `pct_of_copy`, `pct_of_cublas`, `speedup_vs_pytorch` (engine/traffic.py);
-- profile: `reason` (why there are no device rows), `wall_us` (the profiled region);
+- profile: `reason` (why there are no device rows), `wall_us` (the profiled region), `trace_path`
+  (the row's Kineto trace, `--trace-dir`; None when none was kept);
 - document: `cancelled` (run_plan was stopped; unfinished rows are `skipped`, error "cancelled"),
   `cancel_signal` (the signal that stopped a replay: "SIGINT" | "SIGTERM" | "SIGHUP", else None).
 - document: `ab` (A/B comparisons with confidence intervals, engine/ab.py);
@@ -53,7 +54,7 @@ TRAFFIC_KEYS = ("bytes_read", "bytes_written", "bytes", "bytes_moved_est", "flop
                 "intensity", "bound", "ceiling", "pct_of_ceiling", "l2_resident", "peak", "pct_of_peak",
                 "pct_of_copy", "pct_of_cublas", "speedup_vs_pytorch")
 LAUNCH_KEYS = ("grid", "num_warps", "block_threads", "waves")
-PROFILE_KEYS = ("rows", "kernel_count", "device_events", "reason", "wall_us")
+PROFILE_KEYS = ("rows", "kernel_count", "device_events", "reason", "wall_us", "trace_path")
 PROFILE_ROW_KEYS = ("name", "kind", "calls", "self_device_us", "self_cpu_us", "pct")
 
 # The one wording of "this time is the Triton interpreter's": a flag of the record (engine/bench.py)

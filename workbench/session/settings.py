@@ -70,6 +70,10 @@ def _number(low: float, *, low_open: bool = False, high: float | None = None, hi
         if bad_low or bad_high or value != value:
             return None, f"must be a number {bounds}, got {show(value)}"
         return float(value), None
+    bound = {("exclusiveMinimum" if low_open else "minimum"): low}
+    if high is not None:
+        bound[("exclusiveMaximum" if high_open else "maximum")] = high
+    rule.schema = {"type": "number", **bound}  # the same rule as JSON Schema (workbench/schemas.py)
     return rule
 
 
@@ -79,6 +83,7 @@ def _integer(low: int):
             word = "a positive integer" if low == 1 else f"an integer >= {low}"
             return None, f"must be {word}, got {show(value)}"
         return value, None
+    rule.schema = {"type": "integer", "minimum": low}
     return rule
 
 
@@ -110,6 +115,13 @@ def _precision(value: Any) -> tuple[Any, str | None]:
 def _timing_mode(value: Any) -> tuple[Any, str | None]:
     return (value, None) if value in TIMING_MODES else (None, f"must be one of {', '.join(TIMING_MODES)}, got {show(value)}")
 
+
+# each rule as JSON Schema (workbench/schemas.py builds the session file's schema from these)
+_device.schema = {"type": "string", "pattern": DEVICE_RE.pattern}
+_devices.schema = {"type": "string", "description": DEVICES_ALLOWED}
+_boolean.schema = {"type": "boolean"}
+_precision.schema = {"enum": [p.value for p in Fp32Precision]}
+_timing_mode.schema = {"enum": list(TIMING_MODES)}
 
 SETTING_RULES: dict[str, Callable[[Any], tuple[Any, str | None]]] = {
     "device": _device,

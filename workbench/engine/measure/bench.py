@@ -46,7 +46,8 @@ def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ce
     with ClockSampler(dev.info if dev.is_cuda else None) as clocks:
         call = rotation if rotation is not None else (lambda: fn(*inputs))
         run = measure_run(call, timer, rule, warmup_ms=settings.warmup_ms, flush=flush,
-                          on_samples=on_samples, cancelled=throttled(dev.stop.is_set), limited=clocks.limited)
+                          on_samples=on_samples, cancelled=throttled(dev.stop.is_set), limited=clocks.limited,
+                          phase=dev.phase)  # NVTX ranges around warm-up and the whole timed window
     samples = run.samples_ms
     unjoined = None
     if hasattr(timer, "stream_audit"):  # rule 13: work left on other streams, outside the timed run

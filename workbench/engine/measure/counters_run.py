@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from workbench.counters import (failure_reason, find_ncu, measured_record, ncu_command, parse_ncu_csv,
-                                unavailable_reason, unmeasured)
+from workbench.counters import (failure_reason, find_ncu, import_command, measured_record, ncu_command,
+                                parse_ncu_csv, unavailable_reason, unmeasured)
 from workbench.events import Log
 
 POLL_S = 0.1
@@ -44,7 +44,8 @@ def counters_row(dev: Any, row: Any, record: dict, op: Any, impl: Any, spec: Any
         cost = impl.cost(op, spec)
         job = counters_job(row, dev.job.build_dir, tuple(dev.job.plugin_paths))
         record["measured"] = run_under_ncu(ncu, job, row.settings.timeout_s, dev.stop.is_set,
-                                           model_bytes=cost.moved, ideal_bytes=cost.bytes)
+                                           model_bytes=cost.moved, ideal_bytes=cost.bytes,
+                                           report=report_file(dev.job, row.key))
     else:
         record["measured"] = unmeasured(reason)
     why = record["measured"]["reason"]
@@ -53,24 +54,39 @@ def counters_row(dev: Any, row: Any, record: dict, op: Any, impl: Any, spec: Any
                           "warning" if why else "info"))
 
 
+def report_file(job: Any, row_key: tuple) -> str | None:
+    """Where the row's `.ncu-rep` is kept: `<report_dir or cache_dir/ncu>/<session>-run<i>-<label>.ncu-rep`
+    (the CLI puts report_dir beside `-o PATH`); None with neither folder."""
+    from workbench.engine.measure.profile import row_file
+
+    folder = job.report_dir or (str(Path(job.cache_dir) / "ncu") if job.cache_dir else None)
+    return row_file(folder, row_key, job.trace_session, ".ncu-rep") if folder else None
+
+
 def run_under_ncu(ncu: str, job: dict, timeout_s: float, stopped=lambda: False, *,
                   model_bytes: int | None = None, ideal_bytes: int | None = None,
-                  python: str = sys.executable) -> dict:
-    """Run counters_entry for `job` under ncu; the `measured` record (or why there is none)."""
+                  python: str = sys.executable, report: str | None = None) -> dict:
+    """Run counters_entry for `job` under ncu; the `measured` record (or why there is none).
+    report: keep ncu's report there (`measured.report_path` where it was written)."""
     with tempfile.TemporaryDirectory(prefix="workbench-ncu-") as tmp:
         job_path, log_path = Path(tmp) / "job.json", Path(tmp) / "ncu.log"
         job_path.write_text(json.dumps(job))
-        argv = ncu_command(ncu, log_path, [python, "-m", "workbench.engine.measure.counters_entry", str(job_path)])
+        argv = ncu_command(ncu, log_path, [python, "-m", "workbench.engine.measure.counters_entry", str(job_path)],
+                           report=report)
         returncode, stdout, stderr, why = _run(argv, timeout_s, stopped)
         log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
+    kept = report if report and Path(report).is_file() else None
     if why:
         return unmeasured(why)
+    if '"Kernel Name"' not in log_text and '"Kernel Name"' not in stdout and kept:
+        # an ncu that exports without printing: read the counters back from the kept report
+        _code, stdout, _err, _why = _run(import_command(ncu, kept), timeout_s, stopped)
     try:  # the report goes to --log-file; an ncu that printed it to stdout is read there
         kernels = parse_ncu_csv(log_text if '"Kernel Name"' in log_text else stdout)
     except ValueError:
         program = next((ln for ln in stderr.splitlines() if ln.startswith("counters run failed")), None)
         return unmeasured(program or failure_reason("\n".join((log_text, stdout, stderr)), returncode))
-    return measured_record(kernels, model_bytes=model_bytes, ideal_bytes=ideal_bytes)
+    return measured_record(kernels, model_bytes=model_bytes, ideal_bytes=ideal_bytes, report_path=kept)
 
 
 def _run(argv: list[str], timeout_s: float, stopped) -> tuple[int | None, str, str, str | None]:

@@ -34,6 +34,12 @@ class DeviceSession:
         self.cache_dir = Path(job.cache_dir) if job.cache_dir else None
 
     # -- small device helpers ---------------------------------------------------------------
+    def phase(self, name: str):
+        """An NVTX range named `name` around a block on a CUDA device (engine/nvtx.py); else nothing."""
+        from workbench.engine.nvtx import nvtx_range
+
+        return nvtx_range(name, self.is_cuda)
+
     def sync(self) -> None:
         if self.is_cuda:
             self.torch.cuda.synchronize()
@@ -95,8 +101,10 @@ class DeviceSession:
         from workbench.engine.measure.profile import profile_calls, trace_file
         from workbench.events import Profile
 
-        trace = trace_file(self.job.trace_dir, row.key) if self.job.trace_dir else None
-        record["profile"] = profile_calls(lambda: fn(*inputs), self.is_cuda, sync=self.sync, trace_path=trace)
+        trace = trace_file(self.job.trace_dir, row.key, self.job.trace_session) if self.job.trace_dir else None
+        with self.phase("profile"):
+            record["profile"] = profile_calls(lambda: fn(*inputs), self.is_cuda, sync=self.sync, trace_path=trace)
+        record["profile"]["trace_path"] = trace
         self.channel.event(Profile(row.key, record["profile"]))
 
     def ptx(self, row, record, op, impl, spec, params, ctx=None) -> None:

@@ -115,15 +115,24 @@ def _time(evt: Any, name: str, old_name: str) -> float:
         return float(getattr(evt, attr, 0.0) or 0.0)
 
 
-def trace_file(trace_dir: str, row_key: tuple) -> str:
-    """`trace_dir/run<i>-<label>[-<sweep value>].json` for a row's chrome trace."""
+def trace_file(trace_dir: str, row_key: tuple, session: str = "") -> str:
+    """`trace_dir/<session>-run<i>-<label>[-<sweep value>].pt.trace.json` for a row's chrome
+    trace (the `.pt.trace.json` ending is the one Perfetto, TensorBoard and HTA look for)."""
+    return row_file(trace_dir, row_key, session, ".pt.trace.json")
+
+
+def row_file(folder: str, row_key: tuple, session: str, suffix: str) -> str:
+    """`folder/<session>-run<i>-<label>[-<sweep value>]<suffix>` (folder created). Every character
+    outside [A-Za-z0-9_.=-] becomes `_` (labels and sweep values come from the user)."""
     import re
     from pathlib import Path
 
     run_index, label, sweep_value = row_key
-    stem = f"run{run_index}-{label}" + ("" if sweep_value is None else f"-{sweep_value}")
-    Path(trace_dir).mkdir(parents=True, exist_ok=True)
-    return str(Path(trace_dir) / (re.sub(r"[^A-Za-z0-9_.=-]", "_", stem) + ".json"))
+    parts = ([session] if session else []) + [f"run{run_index}", str(label)]
+    parts += [] if sweep_value is None else [str(sweep_value)]
+    stem = re.sub(r"[^A-Za-z0-9_.=-]", "_", "-".join(parts))
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    return str(Path(folder) / (stem + suffix))
 
 
 def kernel_ms_per_call(call: Callable[[], Any], calls: int = 20) -> float:

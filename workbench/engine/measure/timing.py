@@ -21,9 +21,10 @@ and any monotonic `clock` (seconds).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, ContextManager, Protocol
 
 from workbench.engine.measure.stats import StopRule, quantile
 
@@ -396,7 +397,8 @@ def measure_run(call: Callable[[], Any], timer: Timer, rule: StopRule, *, warmup
                 cancelled: Callable[[], bool] = lambda: False,
                 limited: Callable[[], bool] = lambda: False,
                 clock: Callable[[], float] = time.perf_counter,
-                back_to_back_warm_up: bool = True) -> Measurement:
+                back_to_back_warm_up: bool = True,
+                phase: Callable[[str], ContextManager] = lambda _name: contextlib.nullcontext()) -> Measurement:
     """Warm up (warm_up, back_to_back=back_to_back_warm_up), then time `call` in batches until
     `rule` says stop.
 
@@ -407,16 +409,27 @@ def measure_run(call: Callable[[], Any], timer: Timer, rule: StopRule, *, warmup
     converged median but timed for the whole rep_ms. A power-limited kernel (a large bf16 GEMM
     on an H200) clocks down over tens of milliseconds; stopping after 10 samples (15 ms) timed
     the burst clock, 5% faster than do_bench's 100 ms (results/history/h200/2026-12-01/truth-details.json).
+    phase: a context manager per phase, "warm-up" then "timed" (engine/nvtx.py: NVTX ranges); the
+    timed one opens before the first sample's start event and closes after the last one's stop.
     """
-    warm = warm_up(call, timer, warmup_ms, clock, flush, back_to_back_warm_up)
-    spin = 0.0
-    if getattr(timer, "spins", False):
-        flush_ms = quantile(sorted(timer.time_batch(flush, 3)), 0.5) if flush is not None else 0.0
-        # the kernel's device time, under-estimated (so the spin errs long): a warm-up round is
-        # the host launch, then the flush and kernel on the device, then the synchronize
-        device_ms = max(0.0, warm.round_ms - warm.host_launch_ms - flush_ms)
-        spin = headroom_ms(warm.host_launch_ms, flush_ms, device_ms)
+    with phase("warm-up"):
+        warm = warm_up(call, timer, warmup_ms, clock, flush, back_to_back_warm_up)
+        spin = 0.0
+        if getattr(timer, "spins", False):
+            flush_ms = quantile(sorted(timer.time_batch(flush, 3)), 0.5) if flush is not None else 0.0
+            # the kernel's device time, under-estimated (so the spin errs long): a warm-up round is
+            # the host launch, then the flush and kernel on the device, then the synchronize
+            device_ms = max(0.0, warm.round_ms - warm.host_launch_ms - flush_ms)
+            spin = headroom_ms(warm.host_launch_ms, flush_ms, device_ms)
     batcher = SampleBatcher(on_samples or (lambda _batch: None), clock=clock)
+    with phase("timed"):
+        return _timed(call, timer, rule, warm, flush, spin, batcher, cancelled, limited, clock)
+
+
+def _timed(call, timer: Timer, rule: StopRule, warm: WarmUp, flush, spin: float, batcher: "SampleBatcher",
+           cancelled, limited, clock) -> Measurement:
+    """The timed window: batches of samples until the rule stops (the pipelined loop where the
+    timer can queue a batch without waiting)."""
     if hasattr(timer, "launch_batch"):
         return _pipelined(call, timer, rule, warm, flush, spin, batcher, cancelled, limited, clock)
     samples: list[float] = []

@@ -133,7 +133,7 @@ class RayPart:
         self.holder.device = label
         here = {r.key: ("cuda:0" if r.device.startswith("cuda") else r.device) for r in pending}
         sub = dataclasses.replace(self.options, devices=None, cluster=None, rows_here=here, ab=self.ab,
-                                  cache_dir=None, build_dir=None, trace_dir=None,
+                                  cache_dir=None, build_dir=None, trace_dir=None, report_dir=None,
                                   done={k: v for k, v in self.options.done.items() if k in here})
         watcher = _StopWatcher(stop, actor)
         in_flight = None

@@ -77,7 +77,10 @@ def _watch(workbench_pid: int) -> None:
 
 def set_environment(interpret: bool, env: Mapping[str, str]) -> None:
     """TRITON_INTERPRET on or off, then `env` (the core's choices: Inductor and Triton cache
-    folders under workbench's cache directory, engine/plan.py)."""
+    folders under workbench's cache directory, engine/plan.py), except a cache folder already
+    set in this process's environment (the user's: USER_CACHE_VARS)."""
+    from workbench.engine.options import USER_CACHE_VARS
+
     if interpret:
         os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported
         # numpy warns when an operation overflows to inf or makes a NaN (inf - inf); the kernels
@@ -88,7 +91,7 @@ def set_environment(interpret: bool, env: Mapping[str, str]) -> None:
                                 category=RuntimeWarning, module="triton.runtime.interpreter")
     else:  # compiled Triton (GPU, PTX) even when the caller's environment had it set
         os.environ.pop("TRITON_INTERPRET", None)
-    os.environ.update(env)
+    os.environ.update({k: v for k, v in env.items() if not (k in USER_CACHE_VARS and os.environ.get(k))})
 
 
 STACK_SIGNAL = signal.SIGUSR1

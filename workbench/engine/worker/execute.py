@@ -32,7 +32,7 @@ from workbench.engine.measure.timing import Cancelled
 from workbench.engine.measure.timing_notes import note_timing
 from workbench.error_location import describe_error
 from workbench.events import Built, Checked, Error, Result, Started
-from workbench.errors import WorkbenchError
+from workbench.errors import UnavailableError, WorkbenchError
 from workbench.registry import BuildContext, Registry
 
 
@@ -71,6 +71,8 @@ class RowRunner:
                 self._execute(row, record)
         except Cancelled:
             return "cancelled"
+        except UnavailableError as exc:  # a builder that finds something missing here (docs/PLUGINS.md)
+            record.update(status="unavailable", error=str(exc))
         except Exception as exc:
             # `path:line: Type: message`: the line of the plugin (or op file) that raised
             record.update(status="failed", error=describe_error(exc, self.job.plugin_paths))
@@ -98,6 +100,13 @@ class RowRunner:
         return op, impl, spec, impl.resolve_params(row.params), ctx
 
     def _execute(self, row: Row, record: dict) -> None:
+        """The row inside an NVTX range named after it (engine/nvtx.py), its phases nested."""
+        from workbench.engine.nvtx import row_range
+
+        with self.device(row).phase(row_range(row.key)):
+            self._execute_row(row, record)
+
+    def _execute_row(self, row: Row, record: dict) -> None:
         op, impl, spec, params, ctx = self._resolve(row)
         dev = self.device(row)
         mark(f"row {row.op} {row.label}: start")
@@ -110,7 +119,8 @@ class RowRunner:
         from workbench.check.row import trust_flags
 
         record["flags"].extend(trust_flags(op, impl, spec))  # what plugin code decided of the check
-        fn, inputs, out, check = self._build(row, record, op, impl, spec, params, ctx, dev, watch)
+        with dev.phase("build"):
+            fn, inputs, out, check = self._build(row, record, op, impl, spec, params, ctx, dev, watch)
         mark(f"row {row.op} {row.label}: built")
         if not self._check(row, record, op, spec, ctx, check, lambda: check.first(out)):  # noqa: F821 (called before the del below)
             return
@@ -146,7 +156,8 @@ class RowRunner:
             record["timing"] = record["traffic"] = None  # a wrong result gets no speed (rule 6)
             return
         if "counters" in row.actions:
-            counters_row(dev, row, record, op, impl, spec)
+            with dev.phase("counters"):
+                counters_row(dev, row, record, op, impl, spec)
         if watch is not None:
             watch.finish(row, record, self.channel)
         mark(f"row {row.op} {row.label}: timed output checked")
@@ -202,7 +213,9 @@ class RowRunner:
 
         if op.matmul_like and str(spec.dtype) == "float32":
             record["fp32_precision"] = "tf32" if uses_tf32(op, spec, ctx) else "ieee"
-        if step() is None:  # no special set
+        with self.device(row).phase("check"):
+            done = step()
+        if done is None:  # no special set
             return True
         record["check"] = check.report.as_dict()
         self.channel.event(Checked(row.key, record["check"]))

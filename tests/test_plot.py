@@ -1,0 +1,89 @@
+"""`workbench --plot RESULTS.json -o FIG` (workbench/plot.py): rendered on CPU from committed
+documents (an H200 GeLU replay, an H200 softmax sweep, a CPU smoke replay); without matplotlib one
+line names the extra, exit 2."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from workbench import plot
+
+ROOT = Path(__file__).resolve().parents[1]
+GELU = ROOT / "results" / "h200" / "2026-12-01" / "replay" / "lecture06-gelu.json"
+SWEEP = ROOT / "tests" / "fixtures" / "tui_softmax_sweep_h200.json"  # {"doc": ..., ...}
+SMOKE = ROOT / "tests" / "fixtures" / "cpu_smoke_replay.json"
+
+
+def _doc(path):
+    data = json.loads(path.read_text())
+    return data.get("doc", data)
+
+
+def test_what_the_figure_shows_is_read_from_the_document():
+    doc = _doc(GELU)
+    assert set(plot.runs(doc)) == {0} and len(plot.runs(doc)[0]) == 6
+    assert plot.run_title(plot.runs(doc)[0]) == "gelu · float32 · M=16384 N=16384"
+    points, left_out = plot.roofline_points(doc)
+    triton = next(p for p in points if p["label"] == "triton")
+    row = next(r for r in doc["results"] if r["label"] == "triton")
+    assert triton["intensity"] == pytest.approx(row["traffic"]["flops"] / row["traffic"]["bytes"])
+    assert triton["flops_per_s"] == pytest.approx(row["traffic"]["flops"] / (row["timing"]["median_ms"] / 1e3))
+    lim = plot.ceilings(doc, "float32")
+    assert lim["copy"] == pytest.approx(doc["environment"]["ceilings"]["copy_gbps"] * 1e9)
+    assert lim["matmul_peak"] == pytest.approx(67.0e12) and left_out == 0
+    sweep = plot.runs(_doc(SWEEP))[0]
+    assert plot.run_title(sweep) == "softmax · float32 · M=4096 · sweep over N"
+    assert plot.ceilings(_doc(SMOKE), "float32") == dict.fromkeys(("copy", "matmul", "hbm_peak", "matmul_peak"))
+
+
+@pytest.mark.parametrize("source, suffix", [(GELU, ".svg"), (SWEEP, ".png"), (SMOKE, ".svg")])
+def test_figures_render_on_cpu(tmp_path, source, suffix):
+    pytest.importorskip("matplotlib", reason="matplotlib is the optional `plot` extra: pip install 'kernel-workbench[plot]'")
+    doc = _doc(source)
+    out = plot.render(doc, tmp_path / f"fig{suffix}")
+    data = out.read_bytes()
+    if suffix == ".svg":
+        text = data.decode()
+        assert text.lstrip().startswith("<?xml") and "<svg" in text
+        assert doc["environment"]["device"] in text and "roofline" in text  # titles kept as text (svg.fonttype)
+        assert next(iter(plot.runs(doc)[0]))["op"] in text
+    else:
+        assert data.startswith(b"\x89PNG") and len(data) > 10_000
+
+
+def test_nothing_to_plot_is_an_error(tmp_path):
+    pytest.importorskip("matplotlib", reason="matplotlib is the optional `plot` extra")
+    with pytest.raises(ValueError, match="nothing to plot"):
+        plot.render({"results": [{"status": "failed", "timing": None}]}, tmp_path / "x.svg")
+
+
+def test_cli_without_matplotlib_names_the_extra(tmp_path, monkeypatch, capsys):
+    from workbench.cli.main import main
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    assert main(["--plot", str(SMOKE), "-o", str(tmp_path / "f.svg")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "pip install 'kernel-workbench[plot]'" in err and not (tmp_path / "f.svg").exists()
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--plot", "r.json"], "-o FIG with extension .svg, .png, .pdf; got no -o"),
+    (["--plot", "r.json", "-o", "f.txt"], "got -o f.txt"),
+    (["--plot", "r.json", "-o", "f.svg", "--format", "json"], "--format json is for data"),
+])
+def test_cli_refuses_a_figure_without_a_figure_path(capsys, argv, says):
+    from workbench.cli.main import main
+
+    assert main(argv) == 2
+    assert says in " ".join(capsys.readouterr().err.split())
+
+
+def test_cli_refuses_a_session_file(tmp_path, capsys):
+    from workbench.cli.main import main
+
+    assert main(["--plot", str(ROOT / "sessions" / "smoke.yaml"), "-o", str(tmp_path / "f.svg")]) == 2
+    assert "not a readable results document" in capsys.readouterr().err

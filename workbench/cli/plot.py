@@ -1,0 +1,37 @@
+"""`workbench --plot RESULTS.json -o FIG.svg|png|pdf`: a results document's figures
+(workbench/plot.py). Without matplotlib (the optional `plot` extra) one line says what to
+install, exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.console import Console
+
+from workbench.cli.common import EXIT_USAGE
+
+
+def run_plot(args: argparse.Namespace, err: Console) -> int:
+    from workbench.plot import MissingPlotting, render
+
+    try:
+        with open(args.plot, encoding="utf-8") as handle:
+            doc = json.load(handle)
+    except (OSError, ValueError) as exc:
+        err.print(f"error: --plot {args.plot}: not a readable results document ({exc})", markup=False)
+        return EXIT_USAGE
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
+        err.print(f"error: --plot {args.plot}: not a results document (no `results` list; a session file? "
+                  "plot what --replay -o RESULTS.json wrote)", markup=False)
+        return EXIT_USAGE
+    try:
+        path = render(doc, args.output)
+    except MissingPlotting as exc:
+        err.print(f"error: {exc}", markup=False)
+        return EXIT_USAGE
+    except ValueError as exc:
+        err.print(f"error: --plot {args.plot}: {exc}", markup=False)
+        return EXIT_USAGE
+    err.print(f"figure written to {path}", markup=False)
+    return 0
