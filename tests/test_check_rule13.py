@@ -1,5 +1,5 @@
 """MEASUREMENT.md rule 13 (issue 38): what is timed is what was checked. In-process, CPU only:
-the rotation of timed inputs and the kept outputs (engine/rotation.py) under the host timer, the
+the rotation of timed inputs and the kept outputs (engine/measure/rotation.py) under the host timer, the
 ownership gate, the timed-outputs gate of RowCheck, the streams gate and the CPU bound with
 injected numbers, and the trust flags of plugin code."""
 
@@ -10,8 +10,8 @@ import random
 import pytest
 import torch
 
-from workbench.engine.cpu_bound import CPU_BOUND_MARGIN, cpu_bound_failure
-from workbench.engine.rotation import Rotation
+from workbench.engine.measure.cpu_bound import CPU_BOUND_MARGIN, cpu_bound_failure
+from workbench.engine.measure.rotation import Rotation
 from workbench.engine.measure.timing import (UNJOINED_MIN_MS, UNJOINED_SHARE, PerfCounterTimer, unjoined_failure)
 from workbench.registry import BuildContext, Op, Registry, discover
 from workbench.check.row import TOLERANCE_SCALE_CAP, RowCheck, aliases, ownership_failure, trust_flags

@@ -285,7 +285,7 @@ def test_batches_in_flight_hold_distinct_event_pairs(monkeypatch):
 
 
 def test_nvtx_phases_wrap_the_warm_up_and_the_whole_timed_window_never_a_sample(monkeypatch):
-    """measure_run's phases (engine/nvtx.py ranges): warm-up, then one `timed` range pushed before
+    """measure_run's phases (engine/measure/nvtx.py ranges): warm-up, then one `timed` range pushed before
     the first sample's start event and popped after the last sample's stop event."""
     import contextlib
 
@@ -315,7 +315,7 @@ def test_nvtx_ranges_are_named_after_the_row_and_nothing_on_cpu(monkeypatch):
 
     import torch
 
-    from workbench.engine.nvtx import nvtx_range, row_range
+    from workbench.engine.measure.nvtx import nvtx_range, row_range
 
     assert row_range((0, "triton", None)) == "run0-triton"
     assert row_range((2, "my impl/v2", 4096)) == "run2-my_impl_v2-4096"  # no `/`: ncu reads it as nesting

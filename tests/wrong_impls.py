@@ -18,7 +18,7 @@ kind says nothing else), cast to the op's output dtype:
 Rule 13 (issue 38), each right in value whenever it computes:
 - lazy: the right values in a torch.Tensor subclass (one that could compute when first read);
 - global: one global buffer, overwritten by every call, returned each time;
-- sniff: computes unless the engine's timed call (engine/rotation.py) is on the call stack, then
+- sniff: computes unless the engine's timed call (engine/measure/rotation.py) is on the call stack, then
   returns its last result;
 - bytes: results cached by a sample of the inputs' bytes (their first element each).
 """

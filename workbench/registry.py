@@ -329,6 +329,15 @@ class Registry:
 REGISTRY = Registry()
 
 
+def op_entry_points() -> list[importlib.metadata.EntryPoint]:
+    """The `workbench.ops` entry points, one per name (the first found): a checkout installed
+    under two distribution names (the old `workbench` and `kernel-workbench`) lists each twice."""
+    seen: dict[str, importlib.metadata.EntryPoint] = {}
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        seen.setdefault(ep.name, ep)
+    return list(seen.values())
+
+
 def discover(paths: Iterable[str | Path] = (), *, entry_points: bool = True,
              registry: Registry | None = None) -> Registry:
     """Load ops through the one door: the `workbench.ops` entry points, then `paths`.
@@ -340,7 +349,7 @@ def discover(paths: Iterable[str | Path] = (), *, entry_points: bool = True,
     """
     registry = registry or REGISTRY
     if entry_points:
-        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        for ep in op_entry_points():
             _load_once(registry, f"entry point {ep.name}", ep.load)
     for path in paths:
         for file in plugin_files(Path(path)):

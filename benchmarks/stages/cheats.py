@@ -15,7 +15,7 @@ gate named; the shipped GeLU and softmax still pass; the rule-13 timed call move
 2. In this process, interleaved over ROUNDS rounds, the lecture's GeLU (16384^2, --quick 8192^2;
    pytorch and triton, float32 and bfloat16) timed three ways: triton.testing.do_bench, the
    engine's loop on the plain call (benchmarks.dobench.our_median_ms, as stages/engine.py's
-   do_bench cross-check), and the engine's loop on the rule-13 timed call (engine/rotation.py:
+   do_bench cross-check), and the engine's loop on the rule-13 timed call (engine/measure/rotation.py:
    two input sets rotated, one output per set and batch kept). `rotated/plain` must be within 1%
    (the extra checks stay outside the timed windows); both against do_bench are shown.
 Without a GPU it says so and returns no rows (the plugin's side-stream case needs CUDA).
@@ -109,7 +109,7 @@ def _timings(size: int) -> list[dict]:
     import torch
 
     from benchmarks.dobench import do_bench_median_ms, our_median_ms
-    from workbench.engine.rotation import Rotation
+    from workbench.engine.measure.rotation import Rotation
     from workbench.registry import BuildContext, discover
 
     op = discover().op("gelu")

@@ -160,7 +160,7 @@ def nvtx_timing(quick: bool) -> list[dict]:
     import torch
     import torch.nn.functional as F
 
-    from workbench.engine.nvtx import nvtx_range
+    from workbench.engine.measure.nvtx import nvtx_range
     from workbench.engine.measure.stats import StopRule
     from workbench.engine.measure.timing import make_l2_flush, make_timer, measure_run
 

@@ -13,7 +13,7 @@ after timing, a second seeded set is written into the same input tensors in plac
 pointers, new values), the implementation is called once more and checked against that set's
 reference: a kernel that is right once and then a no-op, or that caches its result by pointer,
 fails there. Before that set, "timed calls" (rule 13, issue 38): outputs of the TIMED calls,
-one per batch chosen at random and kept (engine/rotation.py), whose inputs rotated between set
+one per batch chosen at random and kept (engine/measure/rotation.py), whose inputs rotated between set
 "first" and a second set in separate tensors (`rotation_sets`), checked after timing and after a
 later call (`timed_calls`: its failure is the "timed outputs" gate).
 
@@ -261,7 +261,7 @@ class RowCheck:
         return self._call("timed", fn)
 
     def rotation_sets(self, max_bytes: int = ROTATE_MAX_BYTES) -> list[tuple]:
-        """The input sets the timed calls rotate among (engine/rotation.py): set "first" (the
+        """The input sets the timed calls rotate among (engine/measure/rotation.py): set "first" (the
         row's own tensors) and a second seeded set in SEPARATE tensors, made here with its
         fingerprints; only set "first" where the inputs take more than `max_bytes` (memory: the
         second set doubles them) or, on CUDA, more than half the free device memory. Call after
@@ -325,8 +325,8 @@ class RowCheck:
 
     def _compare_nudged(self, inputs: tuple, kept: Any, name: str) -> CheckReport:
         """A kept output against the reference of its set as it was at its call (its nudge
-        re-applied for the comparison, then undone: engine/rotation.py)."""
-        from workbench.engine.rotation import apply_nudge, undo_nudge
+        re-applied for the comparison, then undone: engine/measure/rotation.py)."""
+        from workbench.engine.measure.rotation import apply_nudge, undo_nudge
 
         original = apply_nudge(inputs, kept.nudge) if kept.nudge else None
         try:
@@ -343,7 +343,7 @@ class RowCheck:
         sets, each call a batch of one, so each kept; each after before_call(), e.g. an L2 flush) and
         their check (set "timed calls"), then the timed set; stops at the first failing set.
         Returns `report`."""
-        from workbench.engine.rotation import Rotation
+        from workbench.engine.measure.rotation import Rotation
 
         passed = self.first(out).passed
         del out

@@ -39,7 +39,7 @@ from workbench.trace import mark
 from workbench.errors import WorkbenchError
 from workbench.kernel_source import source_from_plain
 from workbench.plugins.sources import package_files, plugin_files
-from workbench.registry import ENTRY_POINT_GROUP, REGISTRY, Op, Registry
+from workbench.registry import REGISTRY, Op, Registry, op_entry_points
 from workbench.spec import Spec
 
 # (sources in load order, the keys wanted) -> key -> manifest, or None (then: the subprocess)
@@ -76,7 +76,7 @@ def sources(paths: Iterable[str | Path] = (), *, entry_points: bool = True) -> l
     Raises WorkbenchError for a path that does not exist."""
     found = []
     if entry_points:
-        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        for ep in op_entry_points():
             found.append(Source(f"entry point {ep.name}", ep.name, True, _module_files(ep.module)))
     for path in paths:
         for file in plugin_files(Path(path)):

@@ -9,17 +9,16 @@ registry (new ops, and implementations added to an op an earlier source declared
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import sys
 
 from workbench.plugins.manifest import MANIFEST_VERSION, describe_registry
-from workbench.registry import ENTRY_POINT_GROUP, REGISTRY, discover
+from workbench.registry import REGISTRY, discover, op_entry_points
 
 
 def _load(source: dict) -> None:
     if source["entry_point"]:
-        (ep,) = [e for e in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP) if e.name == source["load"]]
+        (ep,) = [e for e in op_entry_points() if e.name == source["load"]]
         # the registry's own loader, so loaded_sources and errors read as discover's
         from workbench.registry import _load_once
 

@@ -155,9 +155,9 @@ def _launch_floor(dev, row, record, timing, fn, inputs) -> None:
 
 
 def _cpu_bound(record: dict, nbytes: int, median_ms: float | None) -> None:
-    """Rule 13 on the CPU (engine/cpu_bound.py): a median no work of the row's bytes fits in
+    """Rule 13 on the CPU (engine/measure/cpu_bound.py): a median no work of the row's bytes fits in
     fails the row as a measurement error, its figures cleared, as a datasheet breach does."""
-    from workbench.engine.cpu_bound import copy_reference, cpu_bound_failure
+    from workbench.engine.measure.cpu_bound import copy_reference, cpu_bound_failure
 
     breach = cpu_bound_failure(median_ms, nbytes, *copy_reference(nbytes))
     if breach is not None:  # confirmed on a fresh copy measurement first

@@ -35,8 +35,8 @@ class DeviceSession:
 
     # -- small device helpers ---------------------------------------------------------------
     def phase(self, name: str):
-        """An NVTX range named `name` around a block on a CUDA device (engine/nvtx.py); else nothing."""
-        from workbench.engine.nvtx import nvtx_range
+        """An NVTX range named `name` around a block on a CUDA device (engine/measure/nvtx.py); else nothing."""
+        from workbench.engine.measure.nvtx import nvtx_range
 
         return nvtx_range(name, self.is_cuda)
 

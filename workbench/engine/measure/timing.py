@@ -89,7 +89,7 @@ class SerialTimer:
         return samples
 
     def time_call_kept(self, call: Callable[[], Any]) -> tuple[float, Any]:
-        """(ms, what call returned): for calls with sample hooks (engine/rotation.py)."""
+        """(ms, what call returned): for calls with sample hooks (engine/measure/rotation.py)."""
         box: list[Any] = []
         ms = self.time_call(lambda: box.append(call()))
         return ms, box[0] if box else None
@@ -218,7 +218,7 @@ class CudaEventTimer:
 
 def sample_hooks(call: Any) -> tuple[Any, Any, Any]:
     """(start_batch(n), before_sample(), after_sample(out)) of a timed call that has them (the
-    engine's Rotation: engine/rotation.py), else Nones. Timers run them outside the timed
+    engine's Rotation: engine/measure/rotation.py), else Nones. Timers run them outside the timed
     window: before_sample before the flush, after_sample after the end event (rule 13)."""
     return (getattr(call, "start_batch", None), getattr(call, "before_sample", None),
             getattr(call, "after_sample", None))
@@ -409,7 +409,7 @@ def measure_run(call: Callable[[], Any], timer: Timer, rule: StopRule, *, warmup
     converged median but timed for the whole rep_ms. A power-limited kernel (a large bf16 GEMM
     on an H200) clocks down over tens of milliseconds; stopping after 10 samples (15 ms) timed
     the burst clock, 5% faster than do_bench's 100 ms (results/history/h200/2026-12-01/truth-details.json).
-    phase: a context manager per phase, "warm-up" then "timed" (engine/nvtx.py: NVTX ranges); the
+    phase: a context manager per phase, "warm-up" then "timed" (engine/measure/nvtx.py: NVTX ranges); the
     timed one opens before the first sample's start event and closes after the last one's stop.
     """
     with phase("warm-up"):

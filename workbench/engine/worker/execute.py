@@ -100,8 +100,8 @@ class RowRunner:
         return op, impl, spec, impl.resolve_params(row.params), ctx
 
     def _execute(self, row: Row, record: dict) -> None:
-        """The row inside an NVTX range named after it (engine/nvtx.py), its phases nested."""
-        from workbench.engine.nvtx import row_range
+        """The row inside an NVTX range named after it (engine/measure/nvtx.py), its phases nested."""
+        from workbench.engine.measure.nvtx import row_range
 
         with self.device(row).phase(row_range(row.key)):
             self._execute_row(row, record)
@@ -130,7 +130,7 @@ class RowRunner:
         mark(f"row {row.op} {row.label}: checked")
         rotation = None
         if "bench" in row.actions:
-            from workbench.engine.rotation import Rotation
+            from workbench.engine.measure.rotation import Rotation
 
             # rule 13: timed inputs rotate, outputs kept. A CUDA graph replays the tensors it
             # captured into its one output (engine/graph_mode.py): one set, one shared output,
