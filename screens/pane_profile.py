@@ -89,8 +89,10 @@ class ProfilePane(Vertical):
         names = display_names(self._names, items, room)
         width = min(room, max((len(n) for n in names), default=MIN_NAME_WIDTH))  # no gap to the times
         table.clear(columns=True)
-        table.add_column(COLUMNS[0][0], key=COLUMNS[0][1], width=width)
-        for label, key in COLUMNS[1:]:
+        sort, descending = self._sort  # the sorted column's header carries ▼ (largest first) or ▲
+        labels = [sort_label(label, descending) if i == sort else label for i, (label, _) in enumerate(COLUMNS)]
+        table.add_column(labels[0], key=COLUMNS[0][1], width=width)
+        for label, (_, key) in zip(labels[1:], COLUMNS[1:]):
             table.add_column(label, key=key)
         for index, (name, rest) in enumerate(zip(names, cells)):
             table.add_row(name, *rest, key=str(index))
@@ -125,21 +127,30 @@ class ProfilePane(Vertical):
             self.app.push_screen(TextScreen("Kernel name", name))
 
     def action_next_sort(self) -> None:
-        column = (self._sort[0] + 1) % len(COLUMNS)
+        """The next column that changes the order (a column of one value, e.g. device µs all
+        '-' on a CPU, sorted nothing: `s` looked dead); the header marks it (▼ / ▲)."""
+        table = self.query_one(KeyDataTable)
+        column = self._sort[0]
+        for _ in range(len(COLUMNS)):
+            column = (column + 1) % len(COLUMNS)
+            values = {str(table.get_cell_at((r, column))) for r in range(table.row_count)} \
+                if table.row_count and column < len(table.columns) else set()
+            if len(values) > 1 or not table.row_count:
+                break
         self._sort = (column, COLUMNS[column][1] not in ("name", "kind"))  # figures: largest first
-        self._apply_sort()
+        self._show(self._shown)
 
     @on(DataTable.HeaderSelected)
     def _header(self, event: DataTable.HeaderSelected) -> None:
         event.stop()
         column, descending = self._sort
         self._sort = (event.column_index, not descending if column == event.column_index else True)
-        self._apply_sort()
+        self._show(self._shown)
 
     def _apply_sort(self) -> None:
         table = self.query_one(KeyDataTable)
+        column, descending = self._sort
         if table.row_count:
-            column, descending = self._sort
             table.sort(COLUMNS[column][1], key=_sort_key, reverse=descending)
 
 
@@ -176,9 +187,14 @@ def display_names(names: list[str], items: list[dict], width: int) -> list[str]:
     return shown
 
 
+def sort_label(label: str, descending: bool) -> str:
+    """A column header with the sort's direction: 'device µs ▼' (largest first) or 'name ▲'."""
+    return f"{label} {'▼' if descending else '▲'}"
+
+
 def _others_width(cells: list[list[str]], count: int) -> int:
     """Cells the first `count` non-name columns take: each its widest cell or label, plus padding."""
-    widths = [len(label) for label, _ in COLUMNS[1:1 + count]]
+    widths = [len(label) + 2 for label, _ in COLUMNS[1:1 + count]]  # + 2: the sort mark
     for row in cells:
         widths = [max(w, len(str(c))) for w, c in zip(widths, row)]
     return sum(w + 2 for w in widths)
