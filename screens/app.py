@@ -150,6 +150,8 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         """The `.box` holding focus gets `-focus-box` (its bright border); restyled only when
         focus moves into another box, so a pane key (within #panes) restyles nothing."""
         box = next((node for node in widget.ancestors_with_self if node.has_class("box")), None) if widget else None
+        if box is None and self.is_running:  # never no section: the keys would be dead without a word
+            self.call_after_refresh(self._refocus)
         if box is self._focus_box:
             return
         if self._focus_box is not None:
@@ -157,6 +159,21 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         if box is not None:
             box.add_class("-focus-box")
         self._focus_box = box
+
+    def _refocus(self) -> None:
+        """Focus left every section (shift+tab off the end of a hidden one, a widget removed):
+        the run list gets it back, or the pane on show when the sidebar is hidden."""
+        focused = self.screen.focused if self.screen is not None else None
+        if self.screen is not self.screen_stack[0] or (
+                focused is not None and any(n.has_class("box") for n in focused.ancestors_with_self)):
+            return  # a dialog is open (it has the keys), or focus found a section meanwhile
+        try:
+            if self.has_class("-no-sidebar"):
+                self.action_pane(self.query_one(TabbedContent).active)
+            else:
+                self.query_one(OpList).focus()
+        except NoMatches:
+            pass
 
     def on_resize(self, event) -> None:
         self._fit(event.size.width, event.size.height)

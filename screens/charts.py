@@ -195,7 +195,8 @@ def roofline(plt, points: Sequence[Point], copy_gbps: float | None, peak_tflops:
         (color, _), marker = style
         kept = [(x, y) for _, _, x, y in group if _ok(x, True) and _ok(y, True)]
         placed += kept
-        dropped += len(group) - len(kept)
+        if label not in interpreted:  # those are named in the legend: no GPU speed, not a bad figure
+            dropped += len(group) - len(kept)
         if len(kept) > 1:
             plt.plot([x for x, _ in kept], [y for _, y in kept], color=color, marker=LINE)
         if kept:
