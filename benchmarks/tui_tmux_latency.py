@@ -35,7 +35,7 @@ POLL_S = 0.005
 FIRST_FRAME_TIMEOUT_S = 60.0
 KEY_TIMEOUT_S = 10.0
 # what each pane shows on screen that no other does (plain text of a capture)
-PANE_TEXT = {"1": ("timing", ("median", "spread")), "2": ("profile", ("no profile", "kernel", "Profile of"))}
+PANE_TEXT = {"1": ("timing", ("spread",)), "2": ("profile", ("device µs", "no profile yet"))}
 STREAMING_TEXT = ("1/", "2/", "3/", "4/")  # the status bar while a run is timing row k of n
 
 

@@ -366,7 +366,7 @@ class RunnerMixin:
         self._dirty = False
         if self.ws.index == self._running_index:
             try:
-                self.show_results()
+                self.show_results(shown_only=self.running)
             except NoMatches:
                 if not self._closing_down():
                     raise

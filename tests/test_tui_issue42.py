@@ -205,3 +205,33 @@ async def test_log_lines_carry_times_and_a_run_its_duration(tmp_path):
         lines = [strip.text for strip in log.lines]
         assert any(re.match(r"\d\d:\d\d:\d\d ", line) for line in lines), lines[:4]
         assert any(re.search(r"run 0 done: .* · took \d+\.\d s", text) for _, text in log.entries), log.entries
+
+
+# -- issue 39 item 3: a streaming run redraws only the pane on screen ----------------------------
+@pytest.mark.slow
+@run_async
+async def test_a_streaming_run_redraws_only_the_pane_on_screen(tmp_path):
+    from workbench.screens.pane_profile import ProfilePane
+
+    app = WorkbenchApp(None, None, engine=fixture_engine(GELU_H200, delay_s=0.4), opener=fake_opener(),
+                       catalog_loader=lambda kernels, device: fake_catalog(), data_dir=tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        profile = app.query_one(ProfilePane)
+        sets = []
+        watch = type(profile).watch_model
+        type(profile).watch_model = lambda self, model: (sets.append(model), watch(self, model))[1]
+        try:
+            await pilot.press("r")
+            await wait_for(pilot, lambda: app.runs_finished == 0 and app.ws.model().rows, 10)
+            sets.clear()  # (the run's start clears every pane once)
+            await pilot.pause(1.0)  # redraws while Timing is shown
+            assert app.running
+            assert not sets  # the hidden Profile pane was not rebuilt
+            assert ProfilePane in app._behind
+            await pilot.press("2")
+            await wait_for(pilot, lambda: bool(sets), 2)  # brought up to date once shown
+            assert ProfilePane not in app._behind or app.running
+            await wait_for(pilot, lambda: app.runs_finished == 1, 20)
+        finally:
+            type(profile).watch_model = watch
