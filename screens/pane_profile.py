@@ -127,17 +127,21 @@ class ProfilePane(Vertical):
             self.app.push_screen(TextScreen("Kernel name", name))
 
     def action_next_sort(self) -> None:
-        """The next column that changes the order (a column of one value, e.g. device µs all
-        '-' on a CPU, sorted nothing: `s` looked dead); the header marks it (▼ / ▲)."""
+        """The next column whose order differs from the one on screen (device µs all '-' on a
+        CPU, or CPU µs in the profiler's own order, changed nothing: `s` looked dead); the
+        header marks it (▼ largest first, ▲)."""
         table = self.query_one(KeyDataTable)
+        shown = [table.get_row_at(r) for r in range(table.row_count)]
         column = self._sort[0]
         for _ in range(len(COLUMNS)):
             column = (column + 1) % len(COLUMNS)
-            values = {str(table.get_cell_at((r, column))) for r in range(table.row_count)} \
-                if table.row_count and column < len(table.columns) else set()
-            if len(values) > 1 or not table.row_count:
+            descending = COLUMNS[column][1] not in ("name", "kind")  # figures: largest first
+            if column >= len(table.columns) or not shown:
                 break
-        self._sort = (column, COLUMNS[column][1] not in ("name", "kind"))  # figures: largest first
+            ordered = sorted(shown, key=lambda row: _sort_key(row[column]), reverse=descending)
+            if ordered != shown:
+                break
+        self._sort = (column, descending)
         self._show(self._shown)
 
     @on(DataTable.HeaderSelected)
