@@ -96,6 +96,8 @@ async def test_s_in_profile_marks_the_sorted_column_and_reorders(tmp_path):
         await pilot.press("s")
         await pilot.pause(0.1)
         assert names() != first  # the first s already shows another order
+        marked = next(h for h in header() if h.endswith(("▼", "▲")))
+        assert f"sorted by {marked} (s)" in str(app.query_one("#profile-summary").render())
         orders = set()
         for _ in range(6):
             before = header()
