@@ -87,7 +87,7 @@ class ProfilePane(Vertical):
         table = self.query_one(KeyDataTable)
         cursor = table.cursor_row if table.row_count else 0  # kept across a redraw or a resize
         # the name gets what the times and % leave (calls and kind may scroll off at 80 columns)
-        room = max(MIN_NAME_WIDTH, table.size.width - _others_width(cells, 3) - 3)
+        room = max(MIN_NAME_WIDTH, table.size.width - _others_width(cells, 3, self._sort[0]) - 3)
         names = display_names(self._names, items, room)
         width = min(room, max((len(n) for n in names), default=MIN_NAME_WIDTH))  # no gap to the times
         table.clear(columns=True)
@@ -198,9 +198,10 @@ def sort_label(label: str, descending: bool) -> str:
     return f"{label} {'▼' if descending else '▲'}"
 
 
-def _others_width(cells: list[list[str]], count: int) -> int:
+def _others_width(cells: list[list[str]], count: int, sort: int = -1) -> int:
     """Cells the first `count` non-name columns take: each its widest cell or label, plus padding."""
-    widths = [len(label) + 2 for label, _ in COLUMNS[1:1 + count]]  # + 2: the sort mark
+    widths = [len(label) + (2 if index == sort else 0)  # + 2: the sort mark (" ▼")
+              for index, (label, _) in enumerate(COLUMNS[1:1 + count], start=1)]
     for row in cells:
         widths = [max(w, len(str(c))) for w, c in zip(widths, row)]
     return sum(w + 2 for w in widths)
