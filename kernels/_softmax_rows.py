@@ -1,5 +1,5 @@
 """softmax's `triton` kernel with the whole row in one block, and the configurations its autotuner
-compares (kernels/_autotune.py).
+compares (workbench/tuning.py).
 
     y[i, j] = exp(x[i, j] - m_i) / sum_k exp(x[i, k] - m_i)     x, y: (M, N), N <= BLOCK_SIZE
 

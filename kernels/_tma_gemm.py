@@ -10,7 +10,7 @@ program's next tile start while its epilogue (GeLU, store) runs. SUBTILE stores 
 BLOCK_N / 2 halves, which frees shared memory for the pipeline. Addresses are the TMA unit's
 (int32 coordinates per dimension, 64-bit base): tensors past 2^31 elements need no other care.
 
-Config space and choice: the candidates below, timed on the device by kernels/_autotune.py. On one
+Config space and choice: the candidates below, timed on the device by workbench/tuning.py. On one
 H200 (exploration run, 2026-12-01; cuBLAS measured in the same run) the best of them reached:
 8192^3 bfloat16 1.003x cuBLAS (128x256x64, 8 warps, 3 stages, SUBTILE, GROUP_M 16), float16 1.015x
 (the same with GROUP_M 8); 4096^3 0.97x (bfloat16) and 0.93x (float16, where the tutorial's
