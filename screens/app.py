@@ -78,6 +78,8 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         Binding("b", "toggle_sidebar", "Sidebar"),
         UNDO_KEY,
         Binding("q", "quit", "Quit"),
+        # m wherever the Timing pane is on screen (its caption offers it), not only with focus in it
+        Binding("m", "next_metric", "Metric", show=False),
         *(Binding(str(i), f"pane('{p}')", PANE_TITLES[p], show=False)
           for i, p in enumerate(PANES, start=1)),
     ]
@@ -103,6 +105,9 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
 
     # -- layout -----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
+        # the size classes before any widget is styled: set in on_mount they restyled the whole
+        # tree once more before the first frame (~0.15-0.3 s on the loaded 2-core CPU)
+        self._size_classes(self.size.width, self.size.height, update=False)
         yield Static("workbench · loading ops…", id="title-bar")
         with Horizontal(id="main"):
             with VerticalScroll(id="sidebar", can_focus=False):
@@ -145,6 +150,8 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         """The `.box` holding focus gets `-focus-box` (its bright border); restyled only when
         focus moves into another box, so a pane key (within #panes) restyles nothing."""
         box = next((node for node in widget.ancestors_with_self if node.has_class("box")), None) if widget else None
+        if box is None and self.is_running:  # never no section: the keys would be dead without a word
+            self.call_after_refresh(self._refocus)
         if box is self._focus_box:
             return
         if self._focus_box is not None:
@@ -153,22 +160,46 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
             box.add_class("-focus-box")
         self._focus_box = box
 
+    def _refocus(self) -> None:
+        """Focus left every section (shift+tab off the end of a hidden one, a widget removed):
+        the run list gets it back, or the pane on show when the sidebar is hidden."""
+        focused = self.screen.focused if self.screen is not None else None
+        if self.screen is not self.screen_stack[0] or (
+                focused is not None and any(n.has_class("box") for n in focused.ancestors_with_self)):
+            return  # a dialog is open (it has the keys), or focus found a section meanwhile
+        try:
+            if self.has_class("-no-sidebar"):
+                self.action_pane(self.query_one(TabbedContent).active)
+            else:
+                self.query_one(OpList).focus()
+        except NoMatches:
+            pass
+
     def on_resize(self, event) -> None:
         self._fit(event.size.width, event.size.height)
 
     def _fit(self, width: int, height: int) -> None:
-        small = width < MIN_SIZE[0] or height < MIN_SIZE[1]
-        self.set_class(small, "-too-small")
-        self.set_class(width < NARROW, "-narrow")
-        self.set_class(width < NARROW or height < TALL, "-spec-apart")
-        self.set_class(width >= WIDE, "-wide")
-        self.set_class(height < SHORT, "-short")
-        self.set_class(height >= TALL, "-tall")  # room for longer pane summaries (the PTX notes)
+        small = self._size_classes(width, height)
         if small:
             self.clear_notifications()  # nothing may cover the notice
         self.query_one("#too-small", Static).update(
             f"Terminal too small ({width}×{height}).\n"
             f"workbench needs at least {MIN_SIZE[0]}×{MIN_SIZE[1]}: enlarge the window.")
+
+    def _size_classes(self, width: int, height: int, update: bool = True) -> bool:
+        """The app's classes for this size (-narrow, -short, ...); whether it is too small."""
+        small = width < MIN_SIZE[0] or height < MIN_SIZE[1]
+        wanted = {"-too-small": small, "-narrow": width < NARROW, "-spec-apart": width < NARROW or height < TALL,
+                  "-wide": width >= WIDE, "-short": height < SHORT,
+                  "-tall": height >= TALL}  # -tall: room for longer pane summaries (the PTX notes)
+        # one restyle of the tree for all of them: each set_class restyled every widget (six
+        # passes, 0.6 s of the first frame on the loaded 2-core CPU)
+        changed = [name for name, on in wanted.items() if on != self.has_class(name)]
+        for name in changed:
+            self.set_class(wanted[name], name, update=False)
+        if changed and update:
+            self.update_node_styles()
+        return small
 
     # -- notices ----------------------------------------------------------------------------
     def action_help_quit(self) -> None:
@@ -284,6 +315,15 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
 
     def action_next_metric(self) -> None:
         self.query_one(TimingPane).action_next_metric()
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        """m only while the Timing pane is shown (elsewhere it would change a chart out of view)."""
+        if action == "next_metric":
+            try:
+                return self.query_one(TabbedContent).active == "timing"
+            except NoMatches:
+                return False
+        return super().check_action(action, parameters)
 
     def action_help(self) -> None:
         groups = [("Everywhere", self.BINDINGS + GENERAL_KEYS), ("Run list", RUN_LIST_KEYS),

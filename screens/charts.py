@@ -29,6 +29,8 @@ LOG_RATIO = 20.0  # an axis spanning more than this factor is drawn logarithmic
 # chart is ~180x35 cells): a stream of 0.5 ms kernels sends ~2000 samples a second, and plotext's
 # build of one 58,280-sample series took 94-226 ms of the event loop on the 2-core CPU.
 THIN_CELLS = (320, 80)
+INTERPRETED = "Triton interpreter: no GPU speed"  # why a row timed on the CPU's interpreter has no place
+MAX_X_TICKS = 6  # ticks on a sweep's x axis of whole numbers (integer_ticks)
 
 
 def metric_value(row: Row, ms: float | None, metric: str) -> float | None:
@@ -136,7 +138,31 @@ def sweep(plt, rows: Sequence[Row], metric: str, param: str) -> Text:
             plt.plot(xs, ys, color=color, marker=LINE)
             plt.scatter(xs, ys, color=color, marker=marker)
         legend.append((style, label + placed_note(len(xs), len(xs) + lost)))
+    placed = [x for xs, ys in series.values() for x in keep_points(xs, ys, log_x, log_y)[0]]
+    ticks = integer_ticks(placed, log_x)
+    if ticks:  # whole sweep values get whole ticks: plotext's own read 127.50 for a sweep of N
+        plt.xticks(ticks, [str(int(t)) for t in ticks])
     return caption(legend, f"y {METRICS[metric]}, x {param} (m: metric)", log_x, log_y, dropped)
+
+
+def integer_ticks(values: Sequence, log: bool, most: int = MAX_X_TICKS) -> list[int]:
+    """Tick positions for an axis of whole numbers (a sweep of N): the values themselves, at
+    most `most` of them, each at least 1/(most+1) of the axis from the one before (the first and
+    the last always); [] when some value is not a whole number (plotext's ticks then)."""
+    if not values or not all(is_number(v) and float(v).is_integer() for v in values):
+        return []
+    points = sorted({int(v) for v in values})
+    if log and points[0] <= 0:
+        return []
+    where = [math.log10(v) if log else float(v) for v in points]
+    gap = (where[-1] - where[0]) / (most + 1)
+    kept = [0]
+    for index in range(1, len(points)):
+        if where[index] - where[kept[-1]] >= gap:
+            kept.append(index)
+    if kept[-1] != len(points) - 1:  # the last value always: it replaces the one too close to it
+        kept[-1 if len(kept) > 1 else len(kept):] = [len(points) - 1]
+    return [points[i] for i in kept]
 
 
 def _series(rows: Sequence[Row], metric: str) -> dict[str, tuple[list, list]]:
@@ -149,9 +175,11 @@ def _series(rows: Sequence[Row], metric: str) -> dict[str, tuple[list, list]]:
 
 
 def roofline(plt, points: Sequence[Point], copy_gbps: float | None, peak_tflops: float | None,
-             param: str = "") -> Text:
+             param: str = "", interpreted: Iterable[str] = ()) -> Text:
     """Achieved TFLOP/s against intensity (FLOP/byte), both log, under the measured ceilings:
-    one glyph per implementation, its sweep points joined in sweep order."""
+    one glyph per implementation, its sweep points joined in sweep order. `interpreted`: labels
+    timed under the Triton interpreter (no GPU speed: named so when not placed)."""
+    interpreted = set(interpreted)
     setup(plt)
     xs = [x for _, _, x, _ in points if is_number(x) and x > 0]
     if not xs:
@@ -167,12 +195,14 @@ def roofline(plt, points: Sequence[Point], copy_gbps: float | None, peak_tflops:
         (color, _), marker = style
         kept = [(x, y) for _, _, x, y in group if _ok(x, True) and _ok(y, True)]
         placed += kept
-        dropped += len(group) - len(kept)
+        if label not in interpreted:  # those are named in the legend: no GPU speed, not a bad figure
+            dropped += len(group) - len(kept)
         if len(kept) > 1:
             plt.plot([x for x, _ in kept], [y for _, y in kept], color=color, marker=LINE)
         if kept:
             plt.scatter([x for x, _ in kept], [y for _, y in kept], color=color, marker=marker)
-        legend.append((style, label + sweep_span(param, [p[1] for p in group]) + placed_note(len(kept), len(group))))
+        legend.append((style, label + sweep_span(param, [p[1] for p in group])
+                       + placed_note(len(kept), len(group), INTERPRETED if label in interpreted else "zero/NaN")))
     _widen_single_values(plt, placed, ceiling_drawn=is_number(copy_gbps))
     return caption(legend, f"roofline: y TFLOP/s, x FLOP/byte · {ceiling}", True, True, dropped)
 
@@ -205,13 +235,14 @@ def untimed_reasons(rows: Sequence[Row]) -> str:
     return ", ".join(f"{n} {reason}" for reason, n in counts.items()) or "no rows yet"
 
 
-def placed_note(kept: int, total: int) -> str:
+def placed_note(kept: int, total: int, why: str = "zero/NaN") -> str:
     """What a legend entry adds when its series lost points: ' (not placed: zero/NaN)' for none
-    placed, ' (2 of 5 placed)' for some; '' when all are. The caption's count alone left a
-    legend naming an implementation with nothing on the chart."""
+    placed (`why`: INTERPRETED for a row timed under the Triton interpreter), ' (2 of 5
+    placed)' for some; '' when all are. The caption's count alone left a legend naming an
+    implementation with nothing on the chart."""
     if kept == total:
         return ""
-    return " (not placed: zero/NaN)" if kept == 0 else f" ({kept} of {total} placed)"
+    return f" (not placed: {why})" if kept == 0 else f" ({kept} of {total} placed)"
 
 
 def sweep_span(param: str, values: Sequence) -> str:

@@ -14,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from .fitting import FittedFooter
 from .keys import KeyOptionList, OrderedInput
 
 
@@ -106,6 +107,7 @@ class HelpScreen(ModalScreen[None]):
             with VerticalScroll():
                 yield Static(bindings_table(self._groups), id="help-table")
                 yield Static(marks_table(), id="help-marks")
+        yield FittedFooter(compact=True)  # the dialog's keys, not the screen's under it
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -123,6 +125,7 @@ class ConfirmScreen(ModalScreen[bool]):
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Yes (y)", id="yes", variant="error", compact=True)
                 yield Button("No (n)", id="no", compact=True)
+        yield FittedFooter(compact=True)
 
     def action_answer(self, answer: bool) -> None:
         self.dismiss(answer)
@@ -156,6 +159,7 @@ class OpenScreen(ModalScreen[tuple[Path, bool] | None]):
             yield Static("", id="open-problem", classes="problem")
             yield KeyOptionList(*[Option(label, id=str(path)) for label, path in self._known],
                                 id="open-known")
+        yield FittedFooter(compact=True)
 
     @on(Input.Submitted, "#open-path")
     def _typed(self, event: Input.Submitted) -> None:
@@ -194,3 +198,4 @@ class TextScreen(ModalScreen[None]):
             yield Label(f"{self._title} (escape closes)", classes="dialog-title")
             with VerticalScroll():
                 yield Static(self._text, markup=False, id="text-body")
+        yield FittedFooter(compact=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from textual.widgets import Static
+from textual.widgets import Static, TabbedContent
 
 from . import editing, sessions_io
 from .messages import Choice, ImplsPicked, ParamsEdited, SpecEdited
@@ -19,12 +19,15 @@ from .spec_editor import SpecEditor
 
 AUTOSAVE_DELAY_S = 0.3
 RESULT_PANES = (TimingPane, ProfilePane, PtxPane, TrafficPane, DiagnosisPane)
+PANE_IDS = {TimingPane: "timing", ProfilePane: "profile", PtxPane: "ptx", TrafficPane: "traffic",
+            DiagnosisPane: "diagnosis"}  # each result pane's tab (app.PANES)
 
 
 class EditorMixin:
     """Mixed into WorkbenchApp: `self.ws` is the Workspace."""
 
     _autosave_timer = None
+    _behind: frozenset = frozenset()  # result panes not redrawn while hidden during a run (show_results)
     autosave_error: str | None = None  # the last autosave's failure, shown in the title bar until one succeeds
 
     # -- attributes down --------------------------------------------------------------------
@@ -49,18 +52,38 @@ class EditorMixin:
         self.query_one(ImplPanel).show(ws.op, editing.selected(ws.run, ws.op),
                                        editing.dtype_of(ws.run, ws.op), ws.run.actions, params)
 
-    def show_results(self) -> None:
+    def show_results(self, shown_only: bool = False) -> None:
+        """Every result pane from the run's model; `shown_only` (a streaming run's redraws): only
+        the pane on screen, the others marked behind and brought up to date when shown
+        (`on_tabbed_content_tab_activated`): the hidden panes' tables were rebuilt on every
+        redraw, while the keys waited."""
         model = self.ws.model()
         sweep = self.ws.run.sweep if self.ws.run else None
         param = ", ".join(sweep.params) if sweep else ""
         self.query_one(TimingPane).sweep_param = param
         self.query_one(TrafficPane).sweep_param = param
         self.mark_stale(redraw=False)  # the model set below redraws the chart, stale note included
+        active = self.query_one(TabbedContent).active if shown_only else None
         for pane in RESULT_PANES:
-            try:
-                self.query_one(pane).model = model
-            except Exception as exc:  # a record the pane did not expect: say so, keep the app
-                self.report(f"{pane.__name__} could not show the results: {type(exc).__name__}: {exc}")
+            if shown_only and PANE_IDS[pane] != active:
+                self._behind = self._behind | {pane}
+                continue
+            self._behind = self._behind - {pane}
+            self._set_model(pane, model)
+
+    def _set_model(self, pane, model) -> None:
+        try:
+            self.query_one(pane).model = model
+        except Exception as exc:  # a record the pane did not expect: say so, keep the app
+            self.report(f"{pane.__name__} could not show the results: {type(exc).__name__}: {exc}")
+
+    def on_tabbed_content_tab_activated(self, event) -> None:
+        """A pane behind the streaming run comes on screen: painted first as it was, brought up
+        to date right after (the key is answered before the pane's redraw)."""
+        pane = next((p for p, pane_id in PANE_IDS.items() if pane_id == event.pane.id), None)
+        if pane in self._behind:
+            self._behind = self._behind - {pane}
+            self.call_after_refresh(lambda: self._set_model(pane, self.ws.model()))
 
     # -- messages up ------------------------------------------------------------------------
     async def pick(self, kind: str, value) -> None:

@@ -19,7 +19,6 @@ TAB_PADDING = 2  # a Tab's padding: one cell each side (Textual's default CSS)
 # right; `?` (help, which lists every key) goes last
 DROP_FIRST = ("ctrl+o", "ctrl+s", "q", "b", "e")
 KEEP_LAST = ("question_mark",)
-FOOTER_SETTLE_S = 0.06  # bindings updates this close together make one footer recompose
 
 
 def tab_labels(pane_ids: list[str], width: int) -> dict[str, str]:
@@ -85,7 +84,7 @@ class FittedFooter(Footer):
 
     _width = 0
     _shown: tuple | None = None  # the hints of the last recompose asked for
-    _pending = None  # the Timer of a recompose asked for and not yet done
+    _pending = False  # a recompose asked for and not yet done
 
     def compose(self):
         widgets = list(super().compose())
@@ -109,15 +108,16 @@ class FittedFooter(Footer):
         Textual's Footer rebuilds every key widget on each bindings update, and a pane key is
         three of them (focus leaves, the pane switches, focus arrives): three recomposes of ~12
         widgets a key press, drawn while the pane's frame waited. Here the updates within
-        FOOTER_SETTLE_S fold into one, after the pane has been drawn."""
+        one frame fold into one, done right after the pane has been drawn."""
         self._bindings_ready = True
         if not screen.app.app_focus or not self.is_attached or screen is not self.screen:
             return
-        if self._pending is None:
-            self._pending = self.set_timer(FOOTER_SETTLE_S, self._settle)
+        if not self._pending:  # right after the next frame (the pane's): a timer lagged behind a
+            self._pending = True  # pane switch on a loaded CPU (a new user's try)
+            self.call_after_refresh(self._settle)
 
     async def _settle(self) -> None:
-        self._pending = None
+        self._pending = False
         if not self.is_attached:
             return
         shown = tuple((binding.key, binding.description, binding.action, enabled, tooltip)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from rich.text import Text
 
 from workbench import events as ev
@@ -13,8 +15,14 @@ MAX_LINES = 5000
 LEVEL_STYLES = {"info": "", "warning": "yellow", "error": "bold red"}
 
 
+def clock() -> str:
+    """The time a line is added, HH:MM:SS (tests that compare screens replace this)."""
+    return time.strftime("%H:%M:%S")
+
+
 class LogPane(KeyRichLog):
-    """A scrolling log; the app adds lines with `add`. No timestamps (snapshots stay stable).
+    """A scrolling log; the app adds lines with `add`, each with the time it came (HH:MM:SS,
+    `clock`: a new user could not tell how long a row had taken).
 
     RichLog renders a line once, at the width it has when written: one written while the pane is
     hidden (width 0) came out one character per line, and a resize never re-wrapped. So a line
@@ -29,12 +37,15 @@ class LogPane(KeyRichLog):
     def __init__(self, **kwargs) -> None:
         super().__init__(markup=False, wrap=True, max_lines=MAX_LINES, auto_scroll=True, **kwargs)
         self.entries: list[tuple[str, str]] = []  # (level, text), also while the pane is hidden
+        self.stamps: list[str] = []  # the time each entry came, HH:MM:SS
         self.rendered_width = 0  # the width, in cells, the lines on screen were rendered at
 
     def add(self, text: str, level: str = "info") -> None:
+        stamp = clock()
         self.entries = [*self.entries[-MAX_LINES + 1:], (level, text)]
+        self.stamps = [*self.stamps[-MAX_LINES + 1:], stamp]
         if self.rendered_width and self._width() == self.rendered_width:
-            self.write(_line(level, text), width=self.rendered_width)
+            self.write(_line(level, text, stamp), width=self.rendered_width)
         else:  # hidden, not laid out yet, or resized: rendered by _sync at the width it gets
             self.rendered_width = 0
             self.call_later(self._sync)
@@ -55,13 +66,15 @@ class LogPane(KeyRichLog):
             return
         self.clear()
         self.rendered_width = width
-        for level, text in self.entries:
-            self.write(_line(level, text), width=width)
+        for (level, text), stamp in zip(self.entries, self.stamps):
+            self.write(_line(level, text, stamp), width=width)
 
 
-def _line(level: str, text: str) -> Text:
+def _line(level: str, text: str, stamp: str = "") -> Text:
     mark = {"warning": "! ", "error": "✗ "}.get(level, "  ")
-    return Text(mark + text, style=LEVEL_STYLES.get(level, ""))
+    line = Text(f"{stamp} " if stamp else "", style="dim")
+    line.append(mark + text, style=LEVEL_STYLES.get(level, ""))
+    return line
 
 
 def describe(event: ev.Event) -> tuple[str, str] | None:

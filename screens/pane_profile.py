@@ -77,8 +77,10 @@ class ProfilePane(Vertical):
     def _show(self, row: Row | None) -> None:
         self._shown = row
         profile = row.profile if row else None
+        sort, descending = self._sort  # named here too: at 80 columns the sorted header may be scrolled off
+        sorted_by = f" · sorted by {sort_label(COLUMNS[sort][0], descending)} (s)" if profile else ""
         self.query_one("#profile-summary", Static).update(
-            summary(profile, running=bool(getattr(self.app, "running", False))))
+            summary(profile, running=bool(getattr(self.app, "running", False))) + sorted_by)
         device = bool((profile or {}).get("device_events"))
         items = list((profile or {}).get("rows", ()))
         self._names = [str(item.get("name") or "") for item in items]
@@ -87,12 +89,14 @@ class ProfilePane(Vertical):
         table = self.query_one(KeyDataTable)
         cursor = table.cursor_row if table.row_count else 0  # kept across a redraw or a resize
         # the name gets what the times and % leave (calls and kind may scroll off at 80 columns)
-        room = max(MIN_NAME_WIDTH, table.size.width - _others_width(cells, 3) - 3)
+        room = max(MIN_NAME_WIDTH, table.size.width - _others_width(cells, 3, self._sort[0]) - 3)
         names = display_names(self._names, items, room)
         width = min(room, max((len(n) for n in names), default=MIN_NAME_WIDTH))  # no gap to the times
         table.clear(columns=True)
-        table.add_column(COLUMNS[0][0], key=COLUMNS[0][1], width=width)
-        for label, key in COLUMNS[1:]:
+        sort, descending = self._sort  # the sorted column's header carries ▼ (largest first) or ▲
+        labels = [sort_label(label, descending) if i == sort else label for i, (label, _) in enumerate(COLUMNS)]
+        table.add_column(labels[0], key=COLUMNS[0][1], width=width)
+        for label, (_, key) in zip(labels[1:], COLUMNS[1:]):
             table.add_column(label, key=key)
         for index, (name, rest) in enumerate(zip(names, cells)):
             table.add_row(name, *rest, key=str(index))
@@ -132,21 +136,34 @@ class ProfilePane(Vertical):
             self.app.push_screen(TextScreen("Profiler trace", trace_text(self._shown.profile)))
 
     def action_next_sort(self) -> None:
-        column = (self._sort[0] + 1) % len(COLUMNS)
-        self._sort = (column, COLUMNS[column][1] not in ("name", "kind"))  # figures: largest first
-        self._apply_sort()
+        """The next column whose order differs from the one on screen (device µs all '-' on a
+        CPU, or CPU µs in the profiler's own order, changed nothing: `s` looked dead); the
+        header marks it (▼ largest first, ▲)."""
+        table = self.query_one(KeyDataTable)
+        shown = [table.get_row_at(r) for r in range(table.row_count)]
+        column = self._sort[0]
+        for _ in range(len(COLUMNS)):
+            column = (column + 1) % len(COLUMNS)
+            descending = COLUMNS[column][1] not in ("name", "kind")  # figures: largest first
+            if column >= len(table.columns) or not shown:
+                break
+            ordered = sorted(shown, key=lambda row: _sort_key(row[column]), reverse=descending)
+            if ordered != shown:
+                break
+        self._sort = (column, descending)
+        self._show(self._shown)
 
     @on(DataTable.HeaderSelected)
     def _header(self, event: DataTable.HeaderSelected) -> None:
         event.stop()
         column, descending = self._sort
         self._sort = (event.column_index, not descending if column == event.column_index else True)
-        self._apply_sort()
+        self._show(self._shown)
 
     def _apply_sort(self) -> None:
         table = self.query_one(KeyDataTable)
+        column, descending = self._sort
         if table.row_count:
-            column, descending = self._sort
             table.sort(COLUMNS[column][1], key=_sort_key, reverse=descending)
 
 
@@ -193,9 +210,15 @@ def display_names(names: list[str], items: list[dict], width: int) -> list[str]:
     return shown
 
 
-def _others_width(cells: list[list[str]], count: int) -> int:
+def sort_label(label: str, descending: bool) -> str:
+    """A column header with the sort's direction: 'device µs ▼' (largest first) or 'name ▲'."""
+    return f"{label} {'▼' if descending else '▲'}"
+
+
+def _others_width(cells: list[list[str]], count: int, sort: int = -1) -> int:
     """Cells the first `count` non-name columns take: each its widest cell or label, plus padding."""
-    widths = [len(label) for label, _ in COLUMNS[1:1 + count]]
+    widths = [len(label) + (2 if index == sort else 0)  # + 2: the sort mark (" ▼")
+              for index, (label, _) in enumerate(COLUMNS[1:1 + count], start=1)]
     for row in cells:
         widths = [max(w, len(str(c))) for w, c in zip(widths, row)]
     return sum(w + 2 for w in widths)

@@ -40,6 +40,7 @@ class RunnerMixin:
     def _init_runner(self) -> None:
         self._stop: threading.Event | None = None
         self._running_index: int | None = None
+        self._run_t0: float | None = None  # monotonic start of the run in flight
         self._journal: journal.Journal | None = None  # finished rows of the run in flight, on disk
         self._done = self._total = 0
         self._devices = DeviceProgress()
@@ -195,6 +196,7 @@ class RunnerMixin:
         self._journal = journal.open_beside(sessions_io.results_file(ws.path, self.data_dir, ws.session.name),
                                             {"provenance": {"session": ws.session.name}})  # rows kept as they finish
         self._stop, self._running_index = threading.Event(), index
+        self._run_t0 = time.monotonic()  # the run's wall time goes in the Log with its summary
         self.run_bar.running = True
         self.refresh_bindings()
         self.run_bar.progress(0, self._total)
@@ -364,7 +366,7 @@ class RunnerMixin:
         self._dirty = False
         if self.ws.index == self._running_index:
             try:
-                self.show_results()
+                self.show_results(shown_only=self.running)
             except NoMatches:
                 if not self._closing_down():
                     raise
@@ -419,7 +421,9 @@ class RunnerMixin:
                        for r in (self.ws.saved_results or {}).get("results", ())
                        if r.get("run_index") == message.run_index)
         self.run_bar.status = summary(message.doc, message.cancelled, kept)
-        self.log_pane.add(self.run_bar.status, "warning" if message.cancelled else "info")
+        took = f" · took {duration(time.monotonic() - self._run_t0)}" if self._run_t0 is not None else ""
+        self.log_pane.add(f"run {message.run_index} {self.run_bar.status}{took}",
+                          "warning" if was_cancelled(message.doc, message.cancelled) else "info")
         if kept:
             self.log_pane.add(f"{kept} row(s) the cancel left unmeasured show their earlier results (kept in the "
                               "results file, flagged 'kept from an earlier run')", "warning")
@@ -474,11 +478,26 @@ class RunnerMixin:
 def summary(doc: dict, cancelled: bool, kept: int = 0) -> str:
     """'done: 4 ok, 2 unavailable'; 'cancelled: 2 ok, 4 not run (3 kept)' (kept: the rows a
     cancel left unmeasured that keep an earlier record, sessions_io.merge_results; the Log says
-    so in full)."""
+    so in full). A cancel that came after every row had finished is 'done' ('cancelled: 4 ok'
+    read as if something had been lost)."""
     counts = Counter(r.get("status", "?") if journal.is_finished(r) else "not run" for r in doc.get("results", ()))
     parts = ", ".join(f"{n} {status}" for status, n in counts.items()) or "no rows"
     earlier = f" ({kept} kept)" if kept else ""  # short: the run bar has ~35 cells at 80 columns
-    return f"{'cancelled' if cancelled else 'done'}: {parts}{earlier}"
+    return f"{'cancelled' if was_cancelled(doc, cancelled) else 'done'}: {parts}{earlier}"
+
+
+def was_cancelled(doc: dict, cancelled: bool) -> bool:
+    """Whether a cancel cut the run: asked for, and some row did not finish (or none came)."""
+    rows = doc.get("results", ())
+    return cancelled and (not rows or any(not journal.is_finished(r) for r in rows))
+
+
+def duration(seconds: float) -> str:
+    """'8.2 s', '2 min 05 s': a run's wall time for the Log."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest:02d} s"
 
 
 def _run_plan(session, **kwargs) -> dict:

@@ -1,7 +1,7 @@
 """Snapshots of each pane, rendered from committed results fixtures (no measured numbers).
 
 Deterministic by construction: a fake catalog (an H200 with nvcc), a fake engine replaying
-tests/fixtures/tui_*.json, a fixed terminal size, a fixed data directory, no timestamps, no
+tests/fixtures/tui_*.json, a fixed terminal size, a fixed data directory, the Log's timestamps fixed, no
 animations, notifications cleared. Update with `pytest tests/test_tui_snapshots.py --snapshot-update`
 after checking the new SVGs by eye.
 """
@@ -28,7 +28,11 @@ PROFILE_H200 = Path(__file__).parent / "fixtures" / "h200" / "lecture06-profile-
 
 
 @pytest.fixture
-def data_dir():
+def data_dir(monkeypatch):
+    from workbench.screens import pane_log, runner
+
+    monkeypatch.setattr(pane_log, "clock", lambda: "12:00:00")  # the Log's times and a run's duration: fixed
+    monkeypatch.setattr(runner, "duration", lambda seconds: "1.0 s")
     shutil.rmtree(DATA_DIR, ignore_errors=True)
     yield DATA_DIR
     shutil.rmtree(DATA_DIR, ignore_errors=True)

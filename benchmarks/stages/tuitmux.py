@@ -1,0 +1,65 @@
+"""Stage `tuitmux`: the TUI's first frame and a pane key answered mid-run, in a real terminal
+(tmux), as issue 39 item 3 measures them (benchmarks/tui_tmux_latency.py).
+
+    python benchmarks/gpu_evidence.py --stage tuitmux [--quick] [--out DIR]
+
+Rows: first frame at 200x50 (median of 5 starts, 3 with --quick; targets <= 0.5 s), and the pane
+keys 2/1 pressed while the session's first run streams (12 presses; targets median <= 30 ms,
+max <= 50 ms), each from `tmux send-keys` until the captured screen shows the pane. The session
+is the shipped `default` with a GPU (`default-cpu` without), whose first run (GeLU 8192^2, five
+ways) streams long enough. Needs tmux and textual (with textual-plotext) in this Python: a row
+says plainly which is missing instead of a figure.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+TITLE = "TUI in tmux: first frame and mid-run pane key"
+ROOT = Path(__file__).resolve().parents[2]
+BUDGET_S = 240
+
+
+def run(quick: bool, out: Path) -> list[dict]:
+    missing = _missing()
+    if missing:
+        return [{"figure": "tui tmux", "status": "not measured", "why": missing}]
+    gpu = _has_gpu()
+    folder = out / "tuitmux"
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "tui_tmux_latency.py"), "--runs", "3" if quick else "5",
+           "--presses", "12", "--session", "default" if gpu else "default-cpu", "--out", str(folder)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=BUDGET_S)
+    if proc.returncode != 0:
+        return [{"figure": "tui tmux", "status": f"failed ({proc.returncode})",
+                 "why": (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]}]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    rows = [{"figure": "first frame s (200x50)", "median": result["first_frame_median_s"],
+             "runs": result["first_frame_s"], "target": "<= 0.5", "device": "gpu" if gpu else "cpu"}]
+    if "key_median_ms" in result:
+        rows.append({"figure": "pane key mid-run ms", "median": result["key_median_ms"], "max": result["key_max_ms"],
+                     "runs": result["key_ms"], "target": "<= 30 median, <= 50 max",
+                     "run still streaming": result["run_still_streaming"]})
+    return rows
+
+
+def _missing() -> str | None:
+    """What the measurement lacks here, in words; None when it can run."""
+    if shutil.which("tmux") is None:
+        return "tmux is not installed (apt-get install tmux)"
+    probe = subprocess.run([sys.executable, "-c", "import textual, textual_plotext"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["?"])[-1]
+        return f"textual is missing in {sys.executable}: {last} (carry the textual wheels)"
+    return None
+
+
+def _has_gpu() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()

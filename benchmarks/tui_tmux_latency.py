@@ -1,0 +1,165 @@
+"""The TUI's first frame and its mid-run key latency, measured as a person sees them: in a real
+terminal (tmux), reading the screen with `tmux capture-pane` (issue 39 item 3).
+
+    python benchmarks/tui_tmux_latency.py [--runs 5] [--presses 12] [--session default-cpu]
+        [--size 200x50] [--python .venv/bin/python] [--out DIR] [--skip-keys]
+
+first frame: `tmux new-session` running `python -m workbench SESSION` -> the first capture whose
+screen shows the footer (the line with "Run" and "Quit": the app has painted its layout), polled
+every POLL_S; the median (and every run) of --runs starts. key latency: the session's first run
+is started (r) and, once the run streams (the status bar names a row), the pane keys 2 and 1
+alternate; each is timed from `tmux send-keys` until the captured screen shows the new pane
+(the Profile pane's or the Timing pane's own text), polled every POLL_S (a capture takes ~2-5 ms:
+the figure includes up to one poll of lag). Prints one JSON line (and writes it to
+OUT/tui_tmux_latency.json with the last screens when --out is given).
+
+Needs tmux on PATH and textual installed in --python's environment; says so and exits 2
+otherwise. The TUI's autosave goes to a temporary XDG_DATA_HOME, never the user's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+POLL_S = 0.005
+FIRST_FRAME_TIMEOUT_S = 60.0
+KEY_TIMEOUT_S = 10.0
+# what each pane shows on screen that no other does (plain text of a capture)
+PANE_TEXT = {"1": ("timing", ("spread",)), "2": ("profile", ("device µs", "no profile yet"))}
+STREAMING_TEXT = ("1/", "2/", "3/", "4/")  # the status bar while a run is timing row k of n
+
+
+def _capture(target: str) -> str:
+    return subprocess.run(["tmux", "capture-pane", "-p", "-t", target], capture_output=True, text=True).stdout
+
+
+def _footer_shown(screen: str) -> bool:
+    lines = [line for line in screen.splitlines() if line.strip()]
+    return bool(lines) and "Run" in lines[-1] and "Quit" in lines[-1]
+
+
+ENTRY = "-m workbench"  # --entry: what follows the python (an A/B's other tree: a launcher script)
+
+
+def _start(target: str, python: str, session: str, size: tuple[int, int], data: Path) -> float:
+    env_cmd = f"cd '{ROOT}' && XDG_DATA_HOME='{data}' exec '{python}' {ENTRY} {session}"
+    subprocess.run(["tmux", "kill-session", "-t", target], capture_output=True)
+    t0 = time.monotonic()
+    subprocess.run(["tmux", "new-session", "-d", "-s", target, "-x", str(size[0]), "-y", str(size[1]), env_cmd],
+                   check=True)
+    return t0
+
+
+def first_frame(target: str, python: str, session: str, size: tuple[int, int], data: Path) -> tuple[float, str]:
+    """Seconds from tmux starting the app until the screen shows its footer; and that screen."""
+    t0 = _start(target, python, session, size, data)
+    deadline = t0 + FIRST_FRAME_TIMEOUT_S
+    while time.monotonic() < deadline:
+        screen = _capture(target)
+        if _footer_shown(screen):
+            return time.monotonic() - t0, screen
+        time.sleep(POLL_S)
+    raise TimeoutError(f"no first frame in {FIRST_FRAME_TIMEOUT_S} s; the screen:\n{_capture(target)}")
+
+
+def _shows(screen: str, key: str) -> bool:
+    """Whether the screen shows the pane of `key`: its text there, the other pane's not."""
+    _, words = PANE_TEXT[key]
+    other = PANE_TEXT["1" if key == "2" else "2"][1]
+    body = "\n".join(screen.splitlines()[2:-2])  # not the title, tab and footer lines
+    return any(w in body for w in words) and not any(w in body for w in other)
+
+
+def key_latency(target: str, presses: int, run_wait_s: float) -> tuple[list[float], bool, str]:
+    """ms per pane key (2 and 1 in turn) while the run streams; whether it still streamed at the end."""
+    subprocess.run(["tmux", "send-keys", "-t", target, "r"], check=True)
+    deadline = time.monotonic() + run_wait_s
+    while time.monotonic() < deadline:  # the status bar names a row being timed: the run streams
+        if any(mark in _capture(target) for mark in STREAMING_TEXT):
+            break
+        time.sleep(0.1)
+    time.sleep(1.0)
+    latencies, screen = [], ""
+    for index in range(presses):
+        key = "2" if index % 2 == 0 else "1"
+        t0 = time.monotonic()
+        subprocess.run(["tmux", "send-keys", "-t", target, key], check=True)
+        while True:
+            screen = _capture(target)
+            if _shows(screen, key):
+                break
+            if time.monotonic() - t0 > KEY_TIMEOUT_S:
+                raise TimeoutError(f"key {key} not answered in {KEY_TIMEOUT_S} s; the screen:\n{screen}")
+            time.sleep(POLL_S / 5)
+        latencies.append((time.monotonic() - t0) * 1e3)
+        time.sleep(0.3)
+    streaming = "done:" not in screen and "cancelled:" not in screen
+    return latencies, streaming, screen
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5, help="app starts for the first-frame median")
+    parser.add_argument("--presses", type=int, default=12, help="pane keys pressed mid-run (>= 10 for the figure)")
+    parser.add_argument("--session", default="default-cpu", help="session for the key latency (a name or path)")
+    parser.add_argument("--first-session", default="", help="session for the first frame (default: as --session)")
+    parser.add_argument("--size", default="200x50")
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--run-wait", type=float, default=120.0, help="s to wait for the run to stream")
+    parser.add_argument("--skip-keys", action="store_true")
+    parser.add_argument("--entry", default=ENTRY, help="what python runs (default: -m workbench)")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    globals()["ENTRY"] = args.entry
+    if shutil.which("tmux") is None:
+        print("tui_tmux_latency: tmux is not on PATH (install it: apt-get install tmux)", file=sys.stderr)
+        return 2
+    probe = subprocess.run([args.python, "-c", "import textual, textual_plotext"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        print(f"tui_tmux_latency: textual is missing in {args.python}: {probe.stderr.strip().splitlines()[-1:]}"
+              " (install the textual wheels first)", file=sys.stderr)
+        return 2
+    width, _, height = args.size.partition("x")
+    size = (int(width), int(height))
+    target = f"wbtmux{os.getpid()}"
+    data = Path(tempfile.mkdtemp(prefix="wb-tmux-"))
+    result: dict = {"size": args.size, "session": args.session, "poll_ms": POLL_S * 1e3}
+    try:
+        frames, screens = [], {}
+        for _ in range(args.runs):
+            seconds, screens["first_frame"] = first_frame(target, args.python, args.first_session or args.session,
+                                                          size, data)
+            frames.append(round(seconds, 3))
+            subprocess.run(["tmux", "kill-session", "-t", target], capture_output=True)
+            time.sleep(0.3)
+        result.update(first_frame_s=frames, first_frame_median_s=statistics.median(frames))
+        if not args.skip_keys:
+            first_frame(target, args.python, args.session, size, data)
+            time.sleep(2.0)  # the session open (ops read after the first frame)
+            keys, streaming, screens["last_key"] = key_latency(target, args.presses, args.run_wait)
+            result.update(key_ms=[round(k, 1) for k in keys], key_median_ms=round(statistics.median(keys), 1),
+                          key_max_ms=round(max(keys), 1), run_still_streaming=streaming)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", target], capture_output=True)
+        shutil.rmtree(data, ignore_errors=True)
+    print(json.dumps(result))
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "tui_tmux_latency.json").write_text(json.dumps(result, indent=1) + "\n")
+        for name, screen in screens.items():
+            (args.out / f"tmux-{name}.txt").write_text(screen)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
