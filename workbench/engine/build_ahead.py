@@ -91,11 +91,16 @@ def thread_tasks(registry: Any, rows: list[Any]) -> list[tuple[Any, str]]:
 
 
 def compile_key(registry: Any, row: Any, part: str) -> tuple:
-    """What a build thread's task compiles: the `.cu` and its nvcc flags (and for the module,
-    the op whose binding builds it), so that two tasks with one key do one compile."""
+    """What a build thread's task compiles: the `.cu` and its nvcc flags, the row's own included
+    (CudaSource.nvcc_flags: softmax's rows of one candidate set share a module, other rows do
+    not), and for the module the op whose binding builds it, so that two tasks with one key do
+    one compile."""
     try:
-        source = registry.op(row.op).get_impl(row.impl).source
-        where = (str(source.path), tuple(source.extra_nvcc_flags))
+        op = registry.op(row.op)
+        impl = op.get_impl(row.impl)
+        source = impl.source
+        spec = op.make_spec(row.shape, row.dtype)
+        where = (str(source.path), source.nvcc_flags(spec, impl.resolve_params(row.params)))
     except Exception:  # an unknown op or impl: a task of its own (prebuild says what is wrong)
         return (part, row.op, row.impl)
     return ("ptx", *where) if part == "ptx" else ("module", row.op, *where)
