@@ -71,9 +71,14 @@ def worker_env(cache_dir: Path) -> dict[str, str]:
     environment itself; these are written, for the worker's libraries to read). Inductor
     compiles in the worker itself (one compile thread): its pool of compile subprocesses costs a
     Python and torch start per worker, the cost warm workers exist to remove, and with the FX
-    graph cache warm nothing is compiled (docs/engine.md, "Warm workers")."""
+    graph cache warm nothing is compiled (docs/engine.md, "Warm workers"). load_inline builds go
+    to the run's build folder; one without (a plugin's own load_inline call) goes to
+    TORCH_EXTENSIONS_DIR, and CuPy's NVRTC binaries to CUPY_CACHE_DIR, both here too: every
+    compiler cache a cold start fills lies under the cache folder (docs/engine.md, "Cold start")."""
     return {"TORCHINDUCTOR_CACHE_DIR": str(Path(cache_dir) / "inductor"),
             "TRITON_CACHE_DIR": str(Path(cache_dir) / "triton"),
+            "TORCH_EXTENSIONS_DIR": str(Path(cache_dir) / "torch_extensions"),
+            "CUPY_CACHE_DIR": str(Path(cache_dir) / "cupy"),
             "TORCHINDUCTOR_COMPILE_THREADS": "1",
             **vec_isa_env(cache_dir)}  # Inductor's CPU ISA check once per host (engine/vec_isa.py)
 
