@@ -18,7 +18,10 @@ Mode.build job and, per row, compiles without launching anything on the GPU:
   for a row with the `ptx` action also the row's whole PTX record (its own nvcc compile with
   `-lineinfo`, a cubin, its SASS and line tables, then the kernels matched, counted and mapped
   to source lines) -> the PTX cache (softmax.cu: ~15 s of nvcc, ptxas and nvdisasm, then 7 s of
-  mapping, on the H200 that the row no longer waits for).
+  mapping, on the H200 that the row no longer waits for, when every kernel of the file was
+  compiled). Both compile only the row's kernels where its CudaSource has build_flags (the `cuda`
+  softmax: its tuner's candidates), with the same flags as the timing worker's build, so what is
+  built ahead is what the next rows load (compile_key: one task per distinct compile).
 torch.compile is not built ahead: Inductor traces with real inputs at the first call, which
 runs on the device. Nothing runs on the GPU, but compilers take host cores: a row whose kernel
 is estimated launch-bound (LAUNCH_BOUND_S) is timed with nothing compiling beside it, so no
