@@ -20,7 +20,7 @@
 
 // ---- which kernels a build instantiates -----------------------------------------------------
 // Without WB_SOFTMAX_KERNELS every kernel of this file is compiled (`nvcc -ptx softmax.cu`, the
-// GPU scripts' module: ~140 entries). kernels/softmax.py builds a row's module, and its PTX view,
+// GPU scripts' module: 155 entries). kernels/softmax.py builds a row's module, and its PTX view,
 // with -DWB_SOFTMAX_KERNELS=<tokens joined by "__">: the kernels the row launches or its tuner
 // times, one token each, their template arguments in order (T: f32, f16, bf16; bools 0 or 1):
 //   onepass_<T>_<VEC>_<THREADS>_<PACKS>_<IN_CLUSTER>_<SPACKS>_<KEEP>_<EVEN>
@@ -32,12 +32,6 @@
 namespace pick {
 #define WB_STR2(x) #x
 #define WB_STR(x) WB_STR2(x)
-#ifdef WB_SOFTMAX_KERNELS
-constexpr const char* LIST = WB_STR(WB_SOFTMAX_KERNELS);
-#else
-constexpr const char* LIST = nullptr;  // every kernel
-#endif
-
 template <typename T> constexpr const char* type_tag();
 template <> constexpr const char* type_tag<float>() { return "f32"; }
 template <> constexpr const char* type_tag<__half>() { return "f16"; }
@@ -59,9 +53,10 @@ struct Token {
     }
 };
 
-// Whether LIST names `t` (a whole token between "__" separators), or there is no LIST.
+#ifdef WB_SOFTMAX_KERNELS
+constexpr const char* LIST = WB_STR(WB_SOFTMAX_KERNELS);
+// Whether LIST names `t` (a whole token between "__" separators).
 constexpr bool listed(const Token& t) {
-    if (LIST == nullptr) return true;
     for (int i = 0; LIST[i] != 0;) {
         int j = 0;
         while (j < t.n && LIST[i + j] == t.c[j]) ++j;
@@ -71,6 +66,9 @@ constexpr bool listed(const Token& t) {
     }
     return false;
 }
+#else
+constexpr bool listed(const Token&) { return true; }  // every kernel
+#endif
 
 template <typename T, int VEC, int THREADS, int PACKS, bool IN_CLUSTER, int SPACKS, bool KEEP, bool EVEN>
 constexpr bool onepass() {

@@ -584,7 +584,7 @@ def build_cuda(spec: SoftmaxSpec, params, ctx: BuildContext):
     packs) take the two-pass kernel. Wide one-block rows (16384 columns) also try kept and staged
     one-block shapes, the three-pass L2 kernel (torch.compile's form) and the two-pass kernel,
     tuned against the one-pass plan (cuda_candidates). Only the kernels of those candidates are
-    compiled (cuda_kernels: 4 of softmax.cu's ~140 at 16384^2 float32)."""
+    compiled (cuda_kernels: 4 of softmax.cu's 155 at 16384^2 float32)."""
     module = load_module(ctx.build_dir, cuda_kernels(spec))
     tuning = tuning_inputs(spec, ctx)
     tuned = _cuda_config(spec, ctx, (lambda config: cuda_call(module, config)(*tuning)) if tuning else None)

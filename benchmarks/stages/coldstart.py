@@ -29,7 +29,7 @@ from pathlib import Path
 
 TITLE = "Cold start: the default session with every cache empty"
 ROOT = Path(__file__).resolve().parents[2]
-LIMIT_S = 140  # then Ctrl-C: the CLI writes its partial results
+LIMIT_S = 120  # then Ctrl-C: the CLI writes its partial results (given up to 30 s more)
 QUICK_SETTINGS = {"rep_ms": 30.0, "warmup_ms": 10.0, "min_samples": 5}
 # the marks (workbench/trace.py) the timeline keeps: each row's start, build and result, each
 # build-ahead task, the plan, the worker starts and the PTX view's nvcc steps
