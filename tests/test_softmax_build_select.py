@@ -145,3 +145,26 @@ def test_the_ptx_view_compiles_exactly_the_rows_kernels(shape, dtype, tmp_path, 
                                 source.launched_kernel(s, {}))
         assert "launched" in record, (config, [k.display for k in found])
     assert {plain_kernel_name(k.display) for k in found} == names
+
+
+@pytest.mark.slow  # nvcc, ptxas and nvdisasm subprocesses
+def test_the_rows_ptx_record_lists_its_kernels_the_launched_first(tmp_path):
+    """ptx_record of the default softmax `cuda` row (as its PTX stage and the build-ahead worker
+    make it): the four kernels of its build, mapped to softmax.cu's lines, the untuned choice
+    first and named `launched`, one note saying the build is the row's and none that a kernel
+    kind of the .cu was not found."""
+    from workbench.machine import find_nvcc
+    from workbench.ptx.extract import ptx_record
+
+    if find_nvcc() is None:
+        pytest.skip("nvcc not found (CUDA toolkit not installed)")
+    s = spec({"M": 16384, "N": 16384})
+    record, texts = ptx_record(OP, "cuda", s, target="sm_90", cache_dir=tmp_path)
+    names = [k["name"] for k in record["kernels"]]
+    assert len(names) == 4 and record.get("launched") == names[0], (names, record["notes"])
+    assert "softmax_onepass_kernel<float, 4, 512, 8, false, 0, false, false>" in names[0].replace("(int)", "")
+    notes = " | ".join(record["notes"])
+    assert "built for this row (-DWB_SOFTMAX_KERNELS=onepass_f32_4_512_8_0_0_0_0__" in notes
+    assert "not found in the PTX" not in notes and not record.get("error")
+    assert set(texts) == set(names)
+    assert all(k["source_file"].endswith("softmax.cu") and k["source_map"] for k in record["kernels"])  # lines mapped
