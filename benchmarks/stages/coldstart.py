@@ -18,13 +18,9 @@ results). Without a GPU it replays the CPU `smoke-quick` session instead.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 TITLE = "Cold start: the default session with every cache empty"
@@ -38,6 +34,8 @@ ROW_MARKS = (": start", ": built", ": result sent")
 
 
 def run(quick: bool, out: Path) -> list[dict]:
+    from benchmarks.stages.replay import _replay as replay_once  # the CLI run, Ctrl-C at the limit
+
     out.mkdir(parents=True, exist_ok=True)
     gpu = _has_gpu()
     session = _session(quick, out) if gpu else "smoke-quick"
@@ -47,15 +45,12 @@ def run(quick: bool, out: Path) -> list[dict]:
     before = _listing(home_cache)
     with tempfile.TemporaryDirectory(prefix="wb-cold-") as fresh:
         env = {**os.environ, "XDG_CACHE_HOME": fresh, "WORKBENCH_TRACE": str(trace)}
-        code, wall_s, doc = _replay(session, out, env)
+        ran, doc = replay_once("coldstart", session, out, limit_s=LIMIT_S, env=env)
         modules = _softmax_modules(Path(fresh) / "workbench" / "build")
         folders = sorted(p.name for p in (Path(fresh) / "workbench").iterdir()) if (Path(fresh) / "workbench").is_dir() else []
     outside = sorted(set(_listing(home_cache)) - set(before))
-    statuses = [r["status"] for r in (doc or {}).get("results", [])]
-    summary = {"session": "default" if gpu else "smoke-quick (no GPU)", "exit": code, "wall_s": round(wall_s, 1),
-               "rows": len(statuses), **{s: statuses.count(s) for s in ("ok", "failed", "unavailable", "skipped")},
-               "cache folders": " ".join(folders), "new in ~/.cache": " ".join(outside) or "nothing",
-               "device": ((doc or {}).get("environment") or {}).get("device")}
+    summary = {**ran, "session": "default" if gpu else "smoke-quick (no GPU)", "cache folders": " ".join(folders),
+               "new in ~/.cache": " ".join(outside) or "nothing"}
     summary.update({f"softmax module {i + 1}": m for i, m in enumerate(modules)})
     return [{"what": k, "value": v} for k, v in summary.items()] + _timeline(trace)
 
@@ -77,26 +72,6 @@ def _session(quick: bool, out: Path) -> str:
     path = out / "sessions" / "default-cold-quick.yaml"
     save_session(session, path)
     return str(path)
-
-
-def _replay(session: str, out: Path, env: dict) -> tuple[int, float, dict | None]:
-    result, log = out / "coldstart.json", out / "coldstart.log"
-    result.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "workbench", "--replay", session, "--format", "json", "-o", str(result)]
-    t0 = time.monotonic()
-    with open(log, "w") as log_file:
-        proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
-        try:
-            code = proc.wait(timeout=LIMIT_S)
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGINT)  # the CLI stops the engine and writes partial results
-            try:
-                code = proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                code = proc.wait()
-    wall_s = time.monotonic() - t0
-    return code, wall_s, json.loads(result.read_text()) if result.exists() else None
 
 
 def _softmax_modules(build: Path) -> list[str]:
