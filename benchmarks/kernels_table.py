@@ -153,7 +153,7 @@ def page(doc: Mapping[str, Any], command: str) -> str:
              f"{env.get('driver', '?')}, CUDA {env.get('cuda', '?')}, torch {env.get('torch', '?')}, triton "
              f"{env.get('triton', '?')}). {clock_range(doc)}. Medians of the engine's timed samples, L2 "
              "flushed; % of copy against the copy measured on this GPU, % of cuBLAS against cuBLAS in "
-             "the same run. Autotuned rows name their choice (tuned on this device: kernels/_autotune.py).",
+             "the same run. Autotuned rows name their choice (tuned on this device: workbench/tuning.py).",
              "", "## Targets (issue #40)", "", "| target | row | measured | met |", "|---|---|---|---|"]
     for t in targets(doc):
         met = {True: "yes", False: "**no**", None: "not run"}[t["met"]]

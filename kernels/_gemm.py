@@ -23,7 +23,7 @@ from workbench.registry import BuildContext
 from workbench.spec import Spec
 from workbench.triton_support import jit, tl
 
-from ._autotune import attach, can_tune, choose
+from workbench.tuning import attach, can_tune, choose
 from ._tma_gemm import TMA_VERSION, _tile_ids, candidate_lists, sm_count, tma_launch, tma_runner, tma_supported
 from ._utils import cdiv, matrix_runner
 

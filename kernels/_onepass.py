@@ -60,7 +60,7 @@ EVEN_SHAPES = {4: (), 8: ((1024, 8, 8),), 1: ()}
 # calls (2026-12-03, results/history/h200/2026-12-03b) and were dropped.
 ROW_SHAPES = {4: ((512, 8, 0, 1),), 8: ((512, 4, 0, 1),), 1: ()}
 ONEPASS_VERSION = "4"  # the autotune cache key's version: bump when the candidates change (4: EVEN)
-# The devices these shapes were measured on (kernels/_autotune.py CandidateLists.same; any other
+# The devices these shapes were measured on (workbench/tuning.py CandidateLists.same; any other
 # device tunes over the same shapes on first use and its note says so): chosen on the H200; on the
 # H100 (2026-12-06, issue #40) the tuner's pick reached 97-101% of copy at 16384^2 and 98.8% at
 # 4096 x 262144 float32.

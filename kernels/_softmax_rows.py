@@ -1,5 +1,5 @@
 """softmax's `triton` kernel with the whole row in one block, and the configurations its autotuner
-compares (kernels/_autotune.py).
+compares (workbench/tuning.py).
 
     y[i, j] = exp(x[i, j] - m_i) / sum_k exp(x[i, k] - m_i)     x, y: (M, N), N <= BLOCK_SIZE
 
@@ -31,7 +31,7 @@ LOG2E = tl.constexpr(1.4426950408889634)  # a global a @jit function may read
 TRITON_VERSION = "5"  # the autotune cache key's version: bump when the kernel or candidates change
 DEFAULTS = {"ROWS": 1, "STREAM": 0, "EVEN": 0, "L2PASS": 0}
 VARIANTS_FROM = 8192  # BLOCK_SIZE from which the variants are candidates
-# The devices these candidates were measured on (kernels/_autotune.py CandidateLists.same: the same
+# The devices these candidates were measured on (workbench/tuning.py CandidateLists.same: the same
 # list for both, and the generic list for any other device, tuned there on first use). Chosen on
 # the H200 (below); the H100 (2026-12-06, one call, issue #40) ran the tuner's pick from the same
 # list at 97-101% of its copy in every dtype at 16384^2, as the H200 did.

@@ -12,7 +12,7 @@ BLOCK_N / 2 halves, which frees shared memory for the pipeline. Addresses are th
 
 Config space and choice: one candidate list per device (candidate_lists: the H200's CANDIDATES, the
 H100's H100_CANDIDATES, their union for any other device, tuned there on first use), timed on the
-device by kernels/_autotune.py, the choice cached per device and Triton version. On one
+device by workbench/tuning.py, the choice cached per device and Triton version. On one
 H200 (exploration run, 2026-12-01; cuBLAS measured in the same run) the best of them reached:
 8192^3 bfloat16 1.003x cuBLAS (128x256x64, 8 warps, 3 stages, SUBTILE, GROUP_M 16), float16 1.015x
 (the same with GROUP_M 8); 4096^3 0.97x (bfloat16) and 0.93x (float16, where the tutorial's
@@ -27,7 +27,7 @@ from typing import Any, Mapping
 
 from workbench.kernel_source import TRITON_DTYPE, TritonLaunch
 
-from ._autotune import CandidateLists
+from workbench.tuning import CandidateLists
 from workbench.triton_support import jit, tl
 
 SM90_SMS = 132  # H200 multiprocessors: the persistent grid where no device can be asked

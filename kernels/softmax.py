@@ -14,7 +14,7 @@ registers, one block per row, or a thread-block cluster per row for long rows (u
 columns; kernels/_onepass.py has its plan), and only longer rows take a two-pass kernel.
 `triton`'s num_warps (and for 16384-wide rows unmasked tiles: kernels/_softmax_rows.py) and `cuda`'s cluster shape (registers only, or with packs staged
 in shared memory, and whether the exponentials are kept over the input) are tuned on the device
-(kernels/_autotune.py).
+(workbench/tuning.py).
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ import torch
 from workbench.cost import Cost
 from workbench.cuda_build import BINDING_HEADERS, load_cuda
 from workbench.errors import LimitError
-from workbench.inputs import seeded_normal
-from workbench.chunking import CheckChunks
+from workbench.check.inputs import seeded_normal
+from workbench.check.chunks import CheckChunks
 from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource, triton_ptr
 from workbench.registry import BuildContext, Op
 from workbench.triton_support import jit, next_power_of_2, tl
 
 from . import _softmax_rows as rows_kernel
-from ._autotune import CandidateLists, attach, can_tune, choose, default_choice
+from workbench.tuning import CandidateLists, attach, can_tune, choose, default_choice
 from ._onepass import (MEASURED_ON as ONEPASS_MEASURED_ON, ONEPASS_VERSION, cluster_candidates, config_from, fits, geometry,
                        pack_width, row_candidates)
 from ._utils import MATRIX_TEST_SPECS, MatrixSpec, elementwise_cost, elementwise_runner, num_warps_for
@@ -277,7 +277,7 @@ def _triton_candidate_launches(spec: SoftmaxSpec, params, ctx: BuildContext | No
 def build_triton(spec: SoftmaxSpec, params, ctx: BuildContext):
     """Triton, the lecture's kernel: one program per row, the row in one block (N <= 16384);
     num_warps (and, for 16384-wide rows, unmasked tiles, rows per program, streaming hints) tuned on
-    the device (kernels/_autotune.py, kernels/_softmax_rows.py)."""
+    the device (workbench/tuning.py, kernels/_softmax_rows.py)."""
     block, _ = _one_block(spec)
     tuning = tuning_inputs(spec, ctx)
 

@@ -1,4 +1,4 @@
-"""The kernels' autotuning (kernels/_autotune.py), the one-pass softmax plan (kernels/_onepass.py),
+"""The kernels' autotuning (workbench/tuning.py), the one-pass softmax plan (kernels/_onepass.py),
 the TMA GEMM's path choice, and 64-bit offsets past 2^31 elements (#14 part 4): CPU-only tests
 (nothing is timed; timings here are stand-ins passed to the tuner)."""
 
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 import workbench.kernels
-from workbench.kernels import _autotune as at
+from workbench import tuning as at
 from workbench.kernels import _onepass as op1
 from workbench.kernels import _softmax_rows as rows_kernel
 from workbench.kernels._gemm import TRITON_PARAMS, use_tma
@@ -163,9 +163,9 @@ def test_a_context_that_must_not_launch_takes_the_cached_choice_and_times_nothin
 
 
 def test_the_build_ahead_worker_builds_cuda_rows_in_a_context_that_must_not_launch(monkeypatch):
-    from workbench.engine import build_ahead
+    from workbench.engine.worker import build_ahead
     from workbench.kernel_source import CudaSource
-    from workbench.session_model import Settings
+    from workbench.session.model import Settings
 
     seen = []
     impl = SimpleNamespace(source=CudaSource(Path("k.cu"), ("k",)), resolve_params=lambda p: {},

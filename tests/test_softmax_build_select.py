@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from workbench.kernels import softmax as sm
-from workbench.kernels._autotune import Tuned
+from workbench.tuning import Tuned
 from workbench.registry import discover
 
 REGISTRY = discover()
@@ -97,7 +97,7 @@ def test_build_ahead_compiles_each_candidate_set_once():
     a compile, rows of different sets do not (each is built, neither twice)."""
     from types import SimpleNamespace
 
-    from workbench.engine.build_ahead import compile_key
+    from workbench.engine.worker.build_ahead import compile_key
 
     def row(M: int, N: int, dtype: str = "float32"):
         return SimpleNamespace(op="softmax", impl="cuda", shape={"M": M, "N": N}, dtype=dtype, params={})

@@ -318,7 +318,7 @@ def test_the_kernel_the_cuda_softmax_launches_is_named_exactly_for_every_candida
     the issue's shapes (16384-wide rows, the long rows), a short row and a row past one pass (the
     two-pass kernel, named with its template arguments too)."""
     from workbench.kernels import softmax as sm
-    from workbench.kernels._autotune import Tuned
+    from workbench.tuning import Tuned
     from workbench.ptx.extractors import launched_first
     from workbench.ptx.nvcc import match_kernels
 

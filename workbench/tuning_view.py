@@ -1,4 +1,4 @@
-"""`--doctor`'s view of the kernels' tuning cache (kernels/_autotune.py), torch-free: the choices
+"""`--doctor`'s view of the kernels' tuning cache (workbench/tuning.py), torch-free: the choices
 cached under `<cache>/build/autotune/`, each keyed by device (name and sm_XY), Triton version and
 candidate list; those made on this machine's GPU listed one a line, the others counted per device.
 """

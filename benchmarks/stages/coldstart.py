@@ -63,7 +63,7 @@ def _has_gpu() -> bool:
 
 def _session(quick: bool, out: Path) -> str:
     """The shipped default session, or (quick) a copy with shorter timing settings."""
-    from workbench.session import load_session, save_session, shipped_path
+    from workbench.session.api import load_session, save_session, shipped_path
 
     if not quick:
         return "default"

@@ -15,7 +15,7 @@ Per target (benchmarks/stages/_tune19_core.py): every candidate checked with the
 the first and special input sets, then the passing ones, a copy of the same bytes and dtype,
 torch.softmax and torch.compile of the manual formula (triton_looped for long rows; cuBLAS for the
 GEMM, no copy) timed with the engine's loop (L2 flushed); % of copy and x each reference; the fastest and those within its
-spread; what kernels/_autotune.autotune would choose (its do_bench medians); registers and spills of
+spread; what workbench.tuning.autotune would choose (its do_bench medians); registers and spills of
 the Triton candidates (cuobjdump). Writes OUT/tune19.json after every phase: a cut run keeps what
 finished. No target starts past BUDGET_S. Without a GPU: small M at the same N (Triton interpreted,
 CUDA targets skipped with the reason), to try the stage anywhere.
@@ -108,7 +108,7 @@ def _cuda_target(sw, op, shape: dict, dtype: str, gpu: bool, module: Any, long_r
 def _matmul_target(sw, op, shape: dict, dtype: str, gpu: bool):
     import torch
 
-    from workbench.kernels._autotune import device_tag
+    from workbench.tuning import device_tag
     from workbench.kernels._tma_gemm import TMA_VERSION, candidate_configs, sm_count, tma_runner
 
     target = _target(op, "triton", shape, dtype, sw.device, gpu)

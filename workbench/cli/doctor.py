@@ -31,10 +31,10 @@ PACKAGES = ("torch", "triton", "textual", "textual-plotext", "rich", "pyyaml", "
 # -- --list ----------------------------------------------------------------------------------
 def inventory(kernels: list[str], device: str, cache_dir=None) -> dict[str, Any]:
     """Every op and implementation with availability per action on this machine (from the
-    declarations in the manifest cache and NVML: no torch, workbench/manifest.py)."""
+    declarations in the manifest cache and NVML: no torch, workbench/plugins/manifest.py)."""
     from workbench.machine import note, probe, unavailable_reason
-    from workbench.manifest import declare, empty_sources
-    from workbench.session_checks import math_problem
+    from workbench.plugins.manifest import declare, empty_sources
+    from workbench.session.checks import math_problem
 
     registry = declare(kernels, cache_dir=cache_dir)
     machine = probe()
@@ -65,7 +65,7 @@ def inventory(kernels: list[str], device: str, cache_dir=None) -> dict[str, Any]
 
 
 def run_list(args: argparse.Namespace, env: Env) -> int:
-    from workbench.manifest import empty_source_note
+    from workbench.plugins.manifest import empty_source_note
 
     data = inventory(args.kernels, args.device or "auto", env.cache_dir)
     for source in data["empty_sources"]:  # taken silently before (a new user's try)
@@ -165,7 +165,7 @@ def run_doctor(args: argparse.Namespace, env: Env) -> int:
 
 def _workbench_info() -> dict[str, Any]:
     import workbench
-    from workbench.provenance import git_sha
+    from workbench.results.provenance import git_sha
 
     return {"version": workbench.__version__, "git_sha": git_sha(), "package": workbench.__file__}
 
@@ -235,7 +235,7 @@ def _nvcc_version(nvcc: str | None) -> str | None:
 
 def _ceilings(env: Env) -> dict[str, Any]:
     """The measured-ceilings cache (engine/ceilings.py): its path and contents."""
-    from workbench.engine.ceilings import CeilingCache
+    from workbench.engine.measure.ceilings import CeilingCache
 
     cache = CeilingCache(env.cache_dir)
     contents = None
@@ -267,7 +267,7 @@ def _colour(env: Env) -> dict[str, Any]:
 
 
 def _paths(env: Env) -> dict[str, Any]:
-    from workbench.session import shipped_names, shipped_path
+    from workbench.session.api import shipped_names, shipped_path
 
     names = shipped_names()
     return {"config": str(env.config_dir), "data": str(env.data_dir), "cache": str(env.cache_dir),
