@@ -18,6 +18,68 @@
 
 #include "common.cuh"  // to_float / from_float, cdiv
 
+// ---- which kernels a build instantiates -----------------------------------------------------
+// Without WB_SOFTMAX_KERNELS every kernel of this file is compiled (`nvcc -ptx softmax.cu`, the
+// GPU scripts' module: 155 entries). kernels/softmax.py builds a row's module, and its PTX view,
+// with -DWB_SOFTMAX_KERNELS=<tokens joined by "__">: the kernels the row launches or its tuner
+// times, one token each, their template arguments in order (T: f32, f16, bf16; bools 0 or 1):
+//   onepass_<T>_<VEC>_<THREADS>_<PACKS>_<IN_CLUSTER>_<SPACKS>_<KEEP>_<EVEN>
+//   l2_<T>_<THREADS>_<TRITON_FORM>      twopass_<T>_<VEC>
+// e.g. onepass_f32_4_512_8_0_0_0_0__l2_f32_1024_1. The launchers are all compiled; one whose
+// kernel is not built returns cudaErrorInvalidConfiguration, as an unknown configuration does.
+// Why: a cold start (a fresh box) spent most of its time in nvcc, which compiled every kernel for
+// every row that launches one to eight of them (docs/engine.md, "Cold start").
+namespace pick {
+#define WB_STR2(x) #x
+#define WB_STR(x) WB_STR2(x)
+template <typename T> constexpr const char* type_tag();
+template <> constexpr const char* type_tag<float>() { return "f32"; }
+template <> constexpr const char* type_tag<__half>() { return "f16"; }
+template <> constexpr const char* type_tag<__nv_bfloat16>() { return "bf16"; }
+
+// A token spelled at compile time: a name, then "_<n>" per template argument.
+struct Token {
+    char c[96] = {};
+    int n = 0;
+    constexpr Token(const char* kind, const char* type) { add(kind); c[n++] = '_'; add(type); }
+    constexpr void add(const char* s) { while (*s) c[n++] = *s++; }
+    constexpr Token& operator<<(int v) {
+        char digits[12] = {};
+        int k = 0;
+        do { digits[k++] = (char)('0' + v % 10); v /= 10; } while (v > 0);
+        c[n++] = '_';
+        while (k > 0) c[n++] = digits[--k];
+        return *this;
+    }
+};
+
+#ifdef WB_SOFTMAX_KERNELS
+constexpr const char* LIST = WB_STR(WB_SOFTMAX_KERNELS);
+// Whether LIST names `t` (a whole token between "__" separators).
+constexpr bool listed(const Token& t) {
+    for (int i = 0; LIST[i] != 0;) {
+        int j = 0;
+        while (j < t.n && LIST[i + j] == t.c[j]) ++j;
+        if (j == t.n && (LIST[i + j] == 0 || (LIST[i + j] == '_' && LIST[i + j + 1] == '_'))) return true;
+        while (LIST[i] != 0 && !(LIST[i] == '_' && LIST[i + 1] == '_')) ++i;  // to this token's end
+        if (LIST[i] != 0) i += 2;
+    }
+    return false;
+}
+#else
+constexpr bool listed(const Token&) { return true; }  // every kernel
+#endif
+
+template <typename T, int VEC, int THREADS, int PACKS, bool IN_CLUSTER, int SPACKS, bool KEEP, bool EVEN>
+constexpr bool onepass() {
+    return listed(Token("onepass", type_tag<T>()) << VEC << THREADS << PACKS << IN_CLUSTER << SPACKS << KEEP << EVEN);
+}
+template <typename T, int THREADS, bool TRITON_FORM>
+constexpr bool l2() { return listed(Token("l2", type_tag<T>()) << THREADS << TRITON_FORM); }
+template <typename T, int VEC>
+constexpr bool twopass() { return listed(Token("twopass", type_tag<T>()) << VEC); }
+}  // namespace pick
+
 // A running (max m, sum s of exp(x - m)) pair. s is rescaled only when the max grows, so
 // the common case costs one exp per element.
 __device__ __forceinline__ void online_add(float& m, float& s, float v) {
@@ -112,10 +174,12 @@ static cudaError_t launch_softmax(const T* x, T* y, int64_t n_rows, int n_cols, 
     if (n_rows == 0 || n_cols == 0) return cudaSuccess;
     if (vec_ok) {
         const int block = threads ? threads : softmax_threads(n_cols / VEC);
-        softmax_kernel<T, VEC><<<(unsigned int)n_rows, block, 0, stream>>>(x, y, n_cols);
+        if constexpr (pick::twopass<T, VEC>()) softmax_kernel<T, VEC><<<(unsigned int)n_rows, block, 0, stream>>>(x, y, n_cols);
+        else return cudaErrorInvalidConfiguration;  // not built (WB_SOFTMAX_KERNELS)
     } else {
         const int block = threads ? threads : softmax_threads(n_cols);
-        softmax_kernel<T, 1><<<(unsigned int)n_rows, block, 0, stream>>>(x, y, n_cols);
+        if constexpr (pick::twopass<T, 1>()) softmax_kernel<T, 1><<<(unsigned int)n_rows, block, 0, stream>>>(x, y, n_cols);
+        else return cudaErrorInvalidConfiguration;
     }
     return cudaGetLastError();
 }
@@ -604,38 +668,49 @@ static cudaError_t allow_smem(K kernel, int bytes) {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
+// One instantiation of the one-pass kernel over `rows` rows (`cluster` blocks a row with
+// IN_CLUSTER), if this build has it (pick::onepass), else cudaErrorInvalidConfiguration.
+template <typename T, int VEC, int THREADS, int PACKS, bool IN_CLUSTER, int SPACKS, bool KEEP, bool EVEN>
+static cudaError_t launch_kernel(const T* x, T* y, int64_t rows, int cols, int cluster, cudaStream_t stream) {
+    if constexpr (!pick::onepass<T, VEC, THREADS, PACKS, IN_CLUSTER, SPACKS, KEEP, EVEN>()) {
+        return cudaErrorInvalidConfiguration;  // not built (WB_SOFTMAX_KERNELS)
+    } else {
+        constexpr int SMEM = THREADS * SPACKS * 16;  // the staged packs (16 bytes each)
+        auto kernel = onepass::softmax_onepass_kernel<T, VEC, THREADS, PACKS, IN_CLUSTER, SPACKS, KEEP, EVEN>;
+        cudaError_t err = allow_smem(kernel, SMEM);
+        if (err != cudaSuccess) return err;
+        if constexpr (!IN_CLUSTER) {
+            kernel<<<(unsigned int)rows, THREADS, SMEM, stream>>>(x, y, cols);
+            return cudaGetLastError();
+        } else {
+            if (cluster > 8) {  // 16 blocks is a non-portable cluster size on sm_90: opt in once
+                err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+                if (err != cudaSuccess) return err;
+            }
+            cudaLaunchConfig_t config = {};
+            config.gridDim = dim3((unsigned int)(rows * cluster), 1, 1);
+            config.blockDim = dim3(THREADS, 1, 1);
+            config.dynamicSmemBytes = SMEM;
+            config.stream = stream;
+            cudaLaunchAttribute attr[1];
+            attr[0].id = cudaLaunchAttributeClusterDimension;
+            attr[0].val.clusterDim.x = (unsigned int)cluster;
+            attr[0].val.clusterDim.y = 1;
+            attr[0].val.clusterDim.z = 1;
+            config.attrs = attr;
+            config.numAttrs = 1;
+            return cudaLaunchKernelEx(&config, kernel, x, y, cols);
+        }
+    }
+}
+
 template <typename T, int VEC, int THREADS, int PACKS, int SPACKS = 0, bool KEEP = false, bool EVEN = false>
 static cudaError_t launch_config(const T* x, T* y, int64_t rows, int cols, int cluster, cudaStream_t stream) {
-    constexpr int SMEM = THREADS * SPACKS * 16;  // the staged packs (16 bytes each)
     constexpr int64_t SLICE = (int64_t)THREADS * (PACKS + SPACKS) * VEC;
     // EVEN drops the bounds checks: only a row of exactly the cluster's slices may take it
     if (EVEN && (int64_t)cols != SLICE * (cluster > 1 ? cluster : 1)) return cudaErrorInvalidValue;
-    cudaError_t err;
-    if (cluster <= 1) {
-        auto kernel = onepass::softmax_onepass_kernel<T, VEC, THREADS, PACKS, false, SPACKS, KEEP, EVEN>;
-        if ((err = allow_smem(kernel, SMEM)) != cudaSuccess) return err;
-        kernel<<<(unsigned int)rows, THREADS, SMEM, stream>>>(x, y, cols);
-        return cudaGetLastError();
-    }
-    auto kernel = onepass::softmax_onepass_kernel<T, VEC, THREADS, PACKS, true, SPACKS, KEEP, EVEN>;
-    if ((err = allow_smem(kernel, SMEM)) != cudaSuccess) return err;
-    if (cluster > 8) {  // 16 blocks is a non-portable cluster size on sm_90: opt in once
-        err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-        if (err != cudaSuccess) return err;
-    }
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3((unsigned int)(rows * cluster), 1, 1);
-    config.blockDim = dim3(THREADS, 1, 1);
-    config.dynamicSmemBytes = SMEM;
-    config.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = (unsigned int)cluster;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    config.attrs = attr;
-    config.numAttrs = 1;
-    return cudaLaunchKernelEx(&config, kernel, x, y, cols);
+    if (cluster <= 1) return launch_kernel<T, VEC, THREADS, PACKS, false, SPACKS, KEEP, EVEN>(x, y, rows, cols, 1, stream);
+    return launch_kernel<T, VEC, THREADS, PACKS, true, SPACKS, KEEP, EVEN>(x, y, rows, cols, cluster, stream);
 }
 
 // X(THREADS, PACKS) for one VEC: every configuration the dispatch below can launch.
@@ -690,12 +765,7 @@ static cudaError_t launch_config(const T* x, T* y, int64_t rows, int cols, int c
 template <typename T, int VEC, int THREADS, int PACKS, int SPACKS, bool KEEP>
 static cudaError_t launch_row(const T* x, T* y, int64_t rows, int cols, int cluster, cudaStream_t stream) {
     if (cluster > 1) return cudaErrorInvalidConfiguration;
-    constexpr int SMEM = THREADS * SPACKS * 16;
-    auto kernel = onepass::softmax_onepass_kernel<T, VEC, THREADS, PACKS, false, SPACKS, KEEP>;
-    cudaError_t err = allow_smem(kernel, SMEM);
-    if (err != cudaSuccess) return err;
-    kernel<<<(unsigned int)rows, THREADS, SMEM, stream>>>(x, y, cols);
-    return cudaGetLastError();
+    return launch_kernel<T, VEC, THREADS, PACKS, false, SPACKS, KEEP, false>(x, y, rows, cols, 1, stream);
 }
 
 template <typename T, int VEC>
@@ -779,8 +849,13 @@ static cudaError_t launch_l2(const T* x, T* y, int64_t rows, int cols, int threa
     if (rows == 0 || cols == 0) return cudaSuccess;
     if (!onepass_vec_ok(cols, (int)sizeof(T), x, y)) return cudaErrorInvalidValue;
     if (threads != 1024) return cudaErrorInvalidConfiguration;
-    if (triton_form) onepass::softmax_l2_kernel<T, 1024, true><<<(unsigned int)rows, 1024, 0, stream>>>(x, y, cols);
-    else onepass::softmax_l2_kernel<T, 1024, false><<<(unsigned int)rows, 1024, 0, stream>>>(x, y, cols);
+    if (triton_form) {
+        if constexpr (pick::l2<T, 1024, true>()) onepass::softmax_l2_kernel<T, 1024, true><<<(unsigned int)rows, 1024, 0, stream>>>(x, y, cols);
+        else return cudaErrorInvalidConfiguration;  // not built (WB_SOFTMAX_KERNELS)
+    } else {
+        if constexpr (pick::l2<T, 1024, false>()) onepass::softmax_l2_kernel<T, 1024, false><<<(unsigned int)rows, 1024, 0, stream>>>(x, y, cols);
+        else return cudaErrorInvalidConfiguration;
+    }
     return cudaGetLastError();
 }
 extern "C" cudaError_t softmax_l2_f32(const void* x, void* y, int64_t rows, int cols, int threads, int form,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -37,7 +37,8 @@ from workbench.triton_support import jit, next_power_of_2, tl
 
 from . import _softmax_rows as rows_kernel
 from workbench.tuning import CandidateLists, attach, can_tune, choose, default_choice
-from ._onepass import MEASURED_ON as ONEPASS_MEASURED_ON, ONEPASS_VERSION, cluster_candidates, config_from, fits, geometry, row_candidates
+from ._onepass import (MEASURED_ON as ONEPASS_MEASURED_ON, ONEPASS_VERSION, cluster_candidates, config_from, fits, geometry,
+                       pack_width, row_candidates)
 from ._utils import MATRIX_TEST_SPECS, MatrixSpec, elementwise_cost, elementwise_runner, num_warps_for
 
 CU_FILE = Path(__file__).with_name("softmax.cu")
@@ -395,7 +396,9 @@ at::Tensor softmax_rows(at::Tensor x, int64_t threads, int64_t packs, int64_t sp
         default: WB_CHECK(false, "softmax: dtype must be float32, float16 or bfloat16, got %s", c10::toString(x.scalar_type()));
     }
     WB_CHECK(err == cudaSuccess, "softmax launch failed (threads %d, packs %d, spacks %d, cluster %d, keep %d, even %d, "
-             "twopass %lld): %s", t, p, sp, c, k, e, (long long)twopass, cudaGetErrorString(err));
+             "twopass %lld): %s%s", t, p, sp, c, k, e, (long long)twopass, cudaGetErrorString(err),
+             err == cudaErrorInvalidConfiguration ? " (a configuration softmax.cu does not instantiate, or one this "
+                                                    "module was built without: WB_SOFTMAX_KERNELS)" : "");
     return y;
 }
 """
@@ -488,24 +491,71 @@ def _cuda_launch(spec: SoftmaxSpec, params, ctx: BuildContext | None = None) -> 
 
 
 CXX_TYPE = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16"}  # softmax.cu's T, demangled
+TYPE_TAG = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}  # softmax.cu's pick::type_tag
+# softmax.cu's kernels: the token's kind (WB_SOFTMAX_KERNELS) and which template arguments after
+# T are bools (named true/false by the demangler)
+KERNEL_KINDS = {"softmax_onepass_kernel": ("onepass", (3, 5, 6)), "softmax_l2_kernel": ("l2", (1,)),
+                "softmax_kernel": ("twopass", ())}
+
+
+def cuda_kernel(spec: SoftmaxSpec, config: dict) -> tuple[str, tuple[int, ...]]:
+    """(kernel, its template arguments after T) that softmax_rows launches with `config` at
+    `spec`, as softmax.cu dispatches it (16-byte aligned tensors assumed, as torch allocates
+    them): the L2 kernel at 1024 threads (twopass 2, 3: TRITON_FORM), the two-pass kernel (twopass
+    1, or a row too long for one pass), else the one-pass kernel (threads 0: its plan)."""
+    twopass = int(config.get("twopass") or 0)
+    if twopass >= 2:
+        return "softmax_l2_kernel", (1024, int(twopass == 3))
+    one = config_from(config, spec.N, spec.dtype.itemsize)
+    if twopass == 1 or one is None or not fits(spec.M, spec.N, spec.dtype.itemsize):
+        return "softmax_kernel", (pack_width(spec.N, spec.dtype.itemsize),)
+    return "softmax_onepass_kernel", (one.vec, one.threads, one.packs, int(one.cluster > 1), one.spacks,
+                                      int(one.keep), int(one.even))
+
+
+def kernel_token(spec: SoftmaxSpec, config: dict) -> str:
+    """cuda_kernel's instantiation as softmax.cu's WB_SOFTMAX_KERNELS names it:
+    `onepass_f32_4_512_8_0_0_1_0` (kind, T, then each template argument, bools as 0/1)."""
+    kernel, args = cuda_kernel(spec, config)
+    return "_".join([KERNEL_KINDS[kernel][0], TYPE_TAG[str(spec.dtype)], *(str(int(a)) for a in args)])
+
+
+def cuda_kernels(spec: SoftmaxSpec) -> tuple[str, ...]:
+    """The tokens of the kernels the `cuda` implementation may launch at `spec`: the one of each
+    config its tuner compares (cuda_candidates), in their order, without repeats. Depends on the
+    spec alone, not on a cached choice, so the build-ahead worker (which tunes nothing) and the
+    timing worker build one module."""
+    return tuple(dict.fromkeys(kernel_token(spec, config) for config in cuda_candidates(spec)))
+
+
+def kernels_flag(kernels: Sequence[str]) -> str:
+    """The nvcc define that builds only `kernels` (tokens) of softmax.cu. Raises ValueError for
+    none, or for a token that is not of the form kind_type_n_n..."""
+    if not kernels:
+        raise ValueError("softmax: a build needs at least one kernel token, got none")
+    for token in kernels:
+        kind, _, rest = token.partition("_")
+        tag, _, args = rest.partition("_")
+        if kind not in {k for k, _ in KERNEL_KINDS.values()} or tag not in TYPE_TAG.values() or not all(
+                a.isdigit() for a in args.split("_")):
+            raise ValueError(f"softmax: kernel token {token!r} is not kind_type_n[_n...] (kinds "
+                             f"{', '.join(k for k, _ in KERNEL_KINDS.values())}; types {', '.join(TYPE_TAG.values())})")
+    return "-DWB_SOFTMAX_KERNELS=" + "__".join(kernels)
+
+
+def cuda_build_flags(spec: SoftmaxSpec, params=None) -> tuple[str, ...]:
+    """The nvcc flags of the `cuda` row's module at `spec`, which the PTX view compiles with too:
+    only the kernels it may launch (cuda_kernels)."""
+    return (kernels_flag(cuda_kernels(spec)),)
 
 
 def _cuda_launched(spec: SoftmaxSpec, params, ctx: BuildContext | None = None) -> str:
     """The kernel softmax_rows launches with the (tuned) configuration, as softmax.cu dispatches
-    it: the L2 kernel (twopass 2 and 3) and the one-pass kernel with their template arguments
-    (16-byte aligned tensors assumed, as torch allocates them), the two-pass kernel by name
-    (twopass 1, or a row too long for one pass)."""
-    config = _cuda_config(spec, ctx).config
-    twopass = int(config.get("twopass") or 0)
-    t = CXX_TYPE[str(spec.dtype)]
-    if twopass >= 2:
-        return f"softmax_l2_kernel<{t}, 1024, {'true' if twopass == 3 else 'false'}>"
-    one = config_from(config, spec.N, spec.dtype.itemsize)
-    if twopass == 1 or one is None or not fits(spec.M, spec.N, spec.dtype.itemsize):
-        return "softmax_kernel"
-    in_cluster, keep, even = ("true" if flag else "false" for flag in (one.cluster > 1, one.keep, one.even))
-    return (f"softmax_onepass_kernel<{t}, {one.vec}, {one.threads}, {one.packs}, {in_cluster}, {one.spacks}, {keep}, "
-            f"{even}>")
+    it (cuda_kernel), with its template arguments: `softmax_l2_kernel<float, 1024, true>`."""
+    kernel, args = cuda_kernel(spec, _cuda_config(spec, ctx).config)
+    bools = KERNEL_KINDS[kernel][1]
+    shown = [("true" if a else "false") if i in bools else str(a) for i, a in enumerate(args)]
+    return f"{kernel}<{', '.join([CXX_TYPE[str(spec.dtype)], *shown])}>"
 
 
 def cuda_bytes_moved(spec: SoftmaxSpec) -> int:
@@ -513,23 +563,29 @@ def cuda_bytes_moved(spec: SoftmaxSpec) -> int:
     return cost(spec).bytes if fits(spec.M, spec.N, spec.dtype.itemsize) else reread_bytes_moved(spec)
 
 
-def load_module(build_dir: Path | None) -> Any:
+def load_module(build_dir: Path | None, kernels: Sequence[str] | None = None) -> Any:
     """softmax.cu and its binding through load_inline (`softmax_rows`, a torch operator), built
-    once under `build_dir` and shared by the `cuda` builder and the GPU scripts that call the
-    binding directly (benchmarks/even_check.py, binding_errors.py, stages/tune19.py)."""
-    return load_cuda("wb_softmax", CU_FILE, _CPP_BINDING, ["softmax_rows"], build_dir, binding="library")
+    once under `build_dir`. kernels: the tokens of the kernels to build (cuda_kernels(spec): a
+    row's, a module per set, its name hashing the define), None: every kernel of softmax.cu (the
+    GPU scripts that call the binding directly: benchmarks/even_check.py, binding_errors.py,
+    stages/tune19.py). A launch of a kernel not built raises RuntimeError naming
+    WB_SOFTMAX_KERNELS."""
+    flags = () if kernels is None else (kernels_flag(kernels),)
+    return load_cuda("wb_softmax", CU_FILE, _CPP_BINDING, ["softmax_rows"], build_dir, binding="library",
+                     extra_cuda_cflags=flags)
 
 
 @SOFTMAX.impl("cuda", moved_bytes=cuda_bytes_moved,
               source=CudaSource(CU_FILE, ("softmax_onepass_kernel", "softmax_kernel", "softmax_l2_kernel"),
-                                launch=_cuda_launch, launched=_cuda_launched))
+                                launch=_cuda_launch, launched=_cuda_launched, build_flags=cuda_build_flags))
 def build_cuda(spec: SoftmaxSpec, params, ctx: BuildContext):
     """CUDA C++, one pass: the row in registers, read once; rows past one block split over a
     thread-block cluster (distributed shared memory, tuned shape); rows past 262144 (16-byte
     packs) take the two-pass kernel. Wide one-block rows (16384 columns) also try kept and staged
     one-block shapes, the three-pass L2 kernel (torch.compile's form) and the two-pass kernel,
-    tuned against the one-pass plan (cuda_candidates)."""
-    module = load_module(ctx.build_dir)
+    tuned against the one-pass plan (cuda_candidates). Only the kernels of those candidates are
+    compiled (cuda_kernels: 4 of softmax.cu's 155 at 16384^2 float32)."""
+    module = load_module(ctx.build_dir, cuda_kernels(spec))
     tuning = tuning_inputs(spec, ctx)
     tuned = _cuda_config(spec, ctx, (lambda config: cuda_call(module, config)(*tuning)) if tuning else None)
     return attach(cuda_call(module, tuned.config), tuned)

@@ -121,6 +121,10 @@ class CudaSource:
     implementation chooses among `kernels` (a tuned choice): its demangled name with template
     arguments (`softmax_l2_kernel<float, 1024, true>`) or its base name alone. The PTX record
     lists it first, so the view opens on it and the launch record's registers are its own.
+    build_flags: optional (spec, params) -> nvcc flags of the row's module on top of
+    extra_nvcc_flags, where the builder compiles only what the row launches (softmax: a -D naming
+    its kernels); the PTX view and the build-ahead worker compile with the same flags
+    (`nvcc_flags`), so the view shows what the run built.
     """
 
     path: Path
@@ -128,6 +132,13 @@ class CudaSource:
     launch: Callable[[Any, Mapping[str, Any]], tuple[tuple[int, ...], int]] | None = None
     extra_nvcc_flags: tuple[str, ...] = field(default_factory=tuple)
     launched: Callable[[Any, Mapping[str, Any]], str | None] | None = None
+    build_flags: Callable[[Any, Mapping[str, Any]], tuple[str, ...]] | None = None
+
+    def nvcc_flags(self, spec: Any, params: Any) -> tuple[str, ...]:
+        """extra_nvcc_flags, then the row's build_flags (none declared, or no spec: none)."""
+        if self.build_flags is None or spec is None:
+            return tuple(self.extra_nvcc_flags)
+        return (*self.extra_nvcc_flags, *self.build_flags(spec, params))
 
     def geometry(self, spec: Any, params: Any, ctx: Any = None) -> tuple[tuple[int, ...], int] | None:
         """`launch`'s (grid, threads per block); ctx (the run's BuildContext) goes to a `launch`

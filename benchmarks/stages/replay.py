@@ -114,13 +114,15 @@ def _shrink(run, index: int, change: dict[str, Any]):
     return run
 
 
-def _replay(name: str, session: str, out: Path, limit_s: float) -> tuple[dict, dict | None]:
+def _replay(name: str, session: str, out: Path, limit_s: float, env: dict | None = None) -> tuple[dict, dict | None]:
+    """One CLI replay (env: the child's environment, default this one's): its summary row and
+    results document (None where none was written)."""
     name = Path(name).stem
     result, log = out / f"{name}.json", out / f"{name}.log"
     cmd = [sys.executable, "-m", "workbench", "--replay", session, "--format", "json", "-o", str(result)]
     t0 = time.monotonic()
     with open(log, "w") as log_file:
-        proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, cwd=ROOT)
+        proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
         try:
             code = proc.wait(timeout=limit_s)
         except subprocess.TimeoutExpired:

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 # Cache folders a worker gets under workbench's cache folder unless the user set them (theirs stand:
 # engine/plan.worker_env, engine/entry.set_environment).
-USER_CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+USER_CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR", "CUPY_CACHE_DIR")
 
 
 @dataclass(frozen=True)

@@ -70,14 +70,20 @@ def worker_env(cache_dir: Path, environ: Mapping[str, str] | None = None) -> dic
     """What the core sets in every worker: Inductor's and Triton's caches under workbench's
     cache folder, so a second process start finds its kernels compiled (the core reads no
     environment itself; these are written, for the worker's libraries to read), except a cache
-    folder the user set (`environ`, default os.environ: their TRITON_CACHE_DIR or
-    TORCHINDUCTOR_CACHE_DIR is theirs, shared with their other tools). Inductor compiles in the
-    worker itself (one compile thread): its pool of compile subprocesses costs a Python and torch
-    start per worker, the cost warm workers exist to remove, and with the FX graph cache warm
-    nothing is compiled (docs/engine.md, "Warm workers")."""
+    folder the user set (`environ`, default os.environ: their TRITON_CACHE_DIR,
+    TORCHINDUCTOR_CACHE_DIR, TORCH_EXTENSIONS_DIR or CUPY_CACHE_DIR is theirs, shared with their
+    other tools). Inductor compiles in the worker itself (one compile thread): its pool of compile
+    subprocesses costs a Python and torch start per worker, the cost warm workers exist to remove,
+    and with the FX graph cache warm nothing is compiled (docs/engine.md, "Warm workers").
+    load_inline builds go to the run's build folder; one without (a plugin's own load_inline call)
+    goes to TORCH_EXTENSIONS_DIR, and CuPy's NVRTC binaries to CUPY_CACHE_DIR, both here too: every
+    compiler cache a cold start fills lies under the cache folder unless the user chose another
+    (docs/engine.md, "Cold start")."""
     environ = os.environ if environ is None else environ
     caches = {"TORCHINDUCTOR_CACHE_DIR": str(Path(cache_dir) / "inductor"),
-              "TRITON_CACHE_DIR": str(Path(cache_dir) / "triton")}
+              "TRITON_CACHE_DIR": str(Path(cache_dir) / "triton"),
+              "TORCH_EXTENSIONS_DIR": str(Path(cache_dir) / "torch_extensions"),
+              "CUPY_CACHE_DIR": str(Path(cache_dir) / "cupy")}
     return {**{k: v for k, v in caches.items() if not (k in USER_CACHE_VARS and environ.get(k))},
             "TORCHINDUCTOR_COMPILE_THREADS": "1",
             **vec_isa_env(cache_dir)}  # Inductor's CPU ISA check once per host (engine/vec_isa.py)

@@ -144,7 +144,8 @@ def cuda_record(job: PtxJob) -> tuple[dict, Texts]:
 
     name, source = job.target_name, job.source
     try:
-        out = compile_cu(source.path, name, source.extra_nvcc_flags, cache_dir=job.cache_dir,
+        # the row's module flags (CudaSource.build_flags): the PTX of exactly what the run built
+        out = compile_cu(source.path, name, source.nvcc_flags(job.spec, job.params), cache_dir=job.cache_dir,
                          kernels=source.kernels, dtype=getattr(job.spec, "dtype", None))
     except UnavailableError as exc:  # no nvcc: a note (admission already names it), not a failed compile
         return record(name, "nvcc", [], [str(exc)]), {}
@@ -253,6 +254,11 @@ def _cuda_record(job: PtxJob, out: Any, name: str, first: str) -> tuple[dict, Te
     if out.entries is not None:
         notes.append(f"ptxas assembled the {len(out.entries)} entries shown (--entry), not the whole module")
     kernels, match_notes = match_kernels(out.ptx, source.kernels, getattr(job.spec, "dtype", None))
+    row_flags = source.nvcc_flags(job.spec, job.params)[len(source.extra_nvcc_flags):]
+    if row_flags:  # a build of the row's kernels only (CudaSource.build_flags): the others are absent by design
+        notes.append(f"built for this row ({' '.join(row_flags)}): the kernels it may launch, not all of "
+                     f"{Path(source.path).name}")
+        match_notes = [n for n in match_notes if not kernels or "not found in the PTX" not in n]
     notes += match_notes
     resources = parse_ptxas_log(out.ptxas_log)
     try:

@@ -18,7 +18,10 @@ Mode.build job and, per row, compiles without launching anything on the GPU:
   for a row with the `ptx` action also the row's whole PTX record (its own nvcc compile with
   `-lineinfo`, a cubin, its SASS and line tables, then the kernels matched, counted and mapped
   to source lines) -> the PTX cache (softmax.cu: ~15 s of nvcc, ptxas and nvdisasm, then 7 s of
-  mapping, on the H200 that the row no longer waits for).
+  mapping, on the H200 that the row no longer waits for, when every kernel of the file was
+  compiled). Both compile only the row's kernels where its CudaSource has build_flags (the `cuda`
+  softmax: its tuner's candidates), with the same flags as the timing worker's build, so what is
+  built ahead is what the next rows load (compile_key: one task per distinct compile).
 torch.compile is not built ahead: Inductor traces with real inputs at the first call, which
 runs on the device. Nothing runs on the GPU, but compilers take host cores: a row whose kernel
 is estimated launch-bound (LAUNCH_BOUND_S) is timed with nothing compiling beside it, so no
@@ -91,11 +94,16 @@ def thread_tasks(registry: Any, rows: list[Any]) -> list[tuple[Any, str]]:
 
 
 def compile_key(registry: Any, row: Any, part: str) -> tuple:
-    """What a build thread's task compiles: the `.cu` and its nvcc flags (and for the module,
-    the op whose binding builds it), so that two tasks with one key do one compile."""
+    """What a build thread's task compiles: the `.cu` and its nvcc flags, the row's own included
+    (CudaSource.nvcc_flags: softmax's rows of one candidate set share a module, other rows do
+    not), and for the module the op whose binding builds it, so that two tasks with one key do
+    one compile."""
     try:
-        source = registry.op(row.op).get_impl(row.impl).source
-        where = (str(source.path), tuple(source.extra_nvcc_flags))
+        op = registry.op(row.op)
+        impl = op.get_impl(row.impl)
+        source = impl.source
+        spec = op.make_spec(row.shape, row.dtype)
+        where = (str(source.path), source.nvcc_flags(spec, impl.resolve_params(row.params)))
     except Exception:  # an unknown op or impl: a task of its own (prebuild says what is wrong)
         return (part, row.op, row.impl)
     return ("ptx", *where) if part == "ptx" else ("module", row.op, *where)
