@@ -78,3 +78,45 @@ def test_scaled_mm_inputs_are_fp8_with_cublaslt_layout():
     assert a.dtype == b.dtype == torch.float8_e4m3fn and b.shape == (32, 6) and b.stride(0) == 1
     assert sa.shape == (8, 1) and sb.shape == (1, 6) and sa.dtype == torch.float32
     assert float(a.float().abs().amax()) == 448.0  # the amax row maps to e4m3's max
+
+
+# -- known-wrong fp8 implementations (tests/wrong_impls.py; the child-process run of every kind
+# over every op is tests/test_check_known_wrong.py) -------------------------------------------
+@pytest.mark.parametrize("op_name,kind,shape", [
+    ("scaled_mm", "scale2x", {"M": 64, "N": 48, "K": 96}),
+    ("scaled_mm", "scale2x", {"M": 64, "N": 48, "K": 96, "rowwise": 1}),
+    ("scaled_mm", "e5m2", {"M": 64, "N": 48, "K": 96}),
+    ("scaled_mm", "fp16acc", {"M": 32, "N": 24, "K": 2048}),
+    ("quantize", "scale2x", {"M": 7, "N": 300}),
+    ("quantize", "e5m2", {"M": 7, "N": 300}),
+    ("quantize", "zeros", {"M": 7, "N": 300}),
+    ("quantize", "half", {"M": 7, "N": 300}),
+    ("quantize", "dtype", {"M": 7, "N": 300}),
+    ("quantize", "input", {"M": 7, "N": 300}),
+    ("quantize", "notail", {"M": 7, "N": 300}),
+])
+def test_known_wrong_fp8_fails_on_cpu(op_name, kind, shape):
+    from wrong_impls import EXPECTED_GATES, KINDS, applicable
+
+    op = REGISTRY.op(op_name)
+    assert kind in applicable(op)
+    host = "pytorch" if op_name == "scaled_mm" else "manual"  # tolerance factor 1, as manual_wrong_* has
+    report = _check(op_name, host, shape, fn=KINDS[kind](op, op.make_spec(shape), "default"))
+    assert not report.passed and report.gate in EXPECTED_GATES[kind] | {"shape", "dtype"}, report.detail
+    if kind in ("dtype", "input"):
+        assert report.gate == {"dtype": "dtype", "input": "shape"}[kind], report.detail
+
+
+@pytest.mark.parametrize("impl", ["manual"])  # compiled starts Inductor workers: tests/test_ops.py
+def test_quantize_passes_on_cpu_with_its_special_rows(impl):
+    report = _check("quantize", impl, {"M": 9, "N": 1000})
+    assert report.passed and report.sets_checked == ["first", "special", "timed"], report.detail
+
+
+def test_quantize_outputs_and_scales():
+    from workbench.kernels.quantize import manual_quantize
+
+    x = torch.tensor([[1.0, -2.0, 0.5], [0.0, 0.0, 0.0]], dtype=torch.bfloat16)
+    q, s = manual_quantize(x)
+    assert q.dtype == torch.float8_e4m3fn and q[0].float().tolist() == [224.0, -448.0, 112.0]
+    assert s[0, 0] == pytest.approx(2.0 / 448) and q[1].float().tolist() == [0.0, 0.0, 0.0]
