@@ -120,3 +120,32 @@ def test_quantize_outputs_and_scales():
     q, s = manual_quantize(x)
     assert q.dtype == torch.float8_e4m3fn and q[0].float().tolist() == [224.0, -448.0, 112.0]
     assert s[0, 0] == pytest.approx(2.0 / 448) and q[1].float().tolist() == [0.0, 0.0, 0.0]
+
+
+# -- PTX: fp8 tensor-core instructions counted and named ---------------------------------------
+def test_fp8_mma_counted_in_ptx_and_named_in_the_notes():
+    from workbench.ptx.counts import count_instructions
+
+    ptx = """
+    wgmma.fence.sync.aligned;
+    wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 {%r1}, %rd1, %rd2, %p1, 1, 1;
+    wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%r1}, %rd1, %rd2, %p1, 1, 1, 0, 1;
+    mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32 {%f1}, {%r1}, {%r2}, {%f2};
+    """
+    counts = count_instructions(ptx)
+    assert (counts["wgmma"], counts["wgmma_fp8"], counts["mma"], counts["mma_fp8"]) == (3, 1, 1, 1)
+    assert "wgmma_fp8" not in count_instructions("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%r1};")
+
+
+@pytest.mark.slow  # Triton's ahead-of-time compile runs ptxas
+def test_triton_scaled_mm_emits_fp8_wgmma_for_sm90():
+    from sm90_aot import compile_sm90
+    from workbench.kernels.scaled_mm import CANDIDATES, _KEYS, _launch_of
+    from workbench.ptx.counts import count_instructions
+
+    op = REGISTRY.op("scaled_mm")
+    for rowwise in (0, 1):
+        spec = op.make_spec({"M": 4096, "N": 4096, "K": 4096, "rowwise": rowwise})
+        ptx = compile_sm90(_launch_of(spec, dict(zip(_KEYS, CANDIDATES[90][0])))).asm["ptx"]
+        counts = count_instructions(ptx)
+        assert counts["wgmma_fp8"] > 0 and ".e4m3.e4m3" in ptx, counts
