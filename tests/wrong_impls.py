@@ -172,7 +172,7 @@ def _fp16acc(op, spec, math):
     def run(a, b, sa, sb):
         # dequantised first (unscaled e4m3 products reach 448^2, past float16's 65504)
         a16, b16 = (a.float() * sa).to(torch.float16), (b.float() * sb).to(torch.float16)
-        acc = torch.zeros((a.shape[0], b.shape[1]), dtype=torch.float16)
+        acc = torch.zeros((a.shape[0], b.shape[1]), dtype=torch.float16, device=a.device)
         for k in range(a.shape[1]):  # one rank-1 update at a time, rounded to float16
             acc += a16[:, k:k + 1] * b16[k:k + 1, :]
         return acc.to(torch.bfloat16)
