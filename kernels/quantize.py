@@ -177,9 +177,10 @@ def _triton_launch(spec: QuantizeSpec, params) -> TritonLaunch:
         grid=(spec.M, 1, 1), num_warps=num_warps_for(block), scalars={"n_cols": spec.N})
 
 
-@QUANTIZE.impl("triton", source=TritonSource(_triton_launch, interpreter_dtypes=()))
+@QUANTIZE.impl("triton", needs=["fp8"], source=TritonSource(_triton_launch, interpreter_dtypes=()))
 def build_triton(spec: QuantizeSpec, params, ctx: BuildContext):
-    """Triton, the softmax pattern: one program per row, amax on chip, one read and one write."""
+    """Triton, the softmax pattern, fused: one program per row computes the amax on chip and writes
+    q and the row's scale in the same pass (one read, one write). Triton's e4m3 type needs sm_89+."""
     launch = _triton_launch(spec, params)
 
     def run(x):
