@@ -149,3 +149,16 @@ def test_triton_scaled_mm_emits_fp8_wgmma_for_sm90():
         ptx = compile_sm90(_launch_of(spec, dict(zip(_KEYS, CANDIDATES[90][0])))).asm["ptx"]
         counts = count_instructions(ptx)
         assert counts["wgmma_fp8"] > 0 and ".e4m3.e4m3" in ptx, counts
+
+
+def test_a_session_asking_fp8_of_an_op_that_does_not_declare_it_names_the_allowed_dtypes(tmp_path):
+    from workbench.session import SessionError, load_session
+
+    path = tmp_path / "bad.yaml"
+    path.write_text("schema_version: 1\nname: x\nruns: [{op: gelu, dtype: float8_e4m3fn}, "
+                    "{op: scaled_mm, dtype: float8_e4m3fn}, {op: matmul, dtype: e4m3}]\n")
+    with pytest.raises(SessionError) as info:
+        load_session(path)
+    text = str(info.value)
+    assert 'gelu does not take dtype "float8_e4m3fn"; allowed: float32, float16, bfloat16' in text, text
+    assert "runs[1]" not in text and 'write "float8_e4m3fn"' in text, text
