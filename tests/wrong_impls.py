@@ -78,12 +78,10 @@ def _input(op, spec, math):
 def _overwrite(op, spec, math):
     def run(*inputs):
         right = _right(op, spec, inputs, math)
-        first, main = inputs[0], right[0] if isinstance(right, tuple) else right
+        first, main = inputs[0], right[0] if isinstance(right, tuple) else right  # (q, scales): q
         if first.shape == main.shape and first.dtype == main.dtype and not torch.equal(first, main):
-            first.copy_(main)
-            return right
-        if first.shape == right.shape and first.dtype == right.dtype and not torch.equal(first, right):
-            return first.copy_(right)   # computed "in place": the input is gone
+            first.copy_(main)           # computed "in place": the input is gone
+            return right if isinstance(right, tuple) else first
         first.zero_()                   # scratch space borrowed from an input and not restored
         return right
     return run
