@@ -73,6 +73,10 @@ def _gemm_rows(registry, ctx, sizes, quick, rowwise=0) -> list[dict]:
             fn, inputs, report = _check(op, name, spec, ctx)
             fns[name], reports[name] = fn, report
         build_s = time.perf_counter() - t0
+        failed = [f"{name}: {r.detail}" for name, r in reports.items() if not r.passed]
+        if failed:  # a wrong result gets no speed
+            rows.append({"case": f"scaled_mm {n}^3", "row": "check FAILED", "note": "; ".join(failed)[:300]})
+            continue
         a, b, sa, sb = inputs
         a16 = torch.randn((n, n), dtype=torch.bfloat16, device=ctx.device)
         b16 = torch.randn((n, n), dtype=torch.bfloat16, device=ctx.device)
@@ -115,6 +119,9 @@ def _quantize_rows(registry, ctx, n, quick) -> list[dict]:
             fn, (x,), report = _check(op, name, spec, ctx)
         except Exception as exc:  # a build that fails is a row, not the end of the stage
             rows.append({"case": f"quantize {n}^2", "row": name, "check": f"ERROR {type(exc).__name__}: {exc}"[:200]})
+            continue
+        if not report.passed:  # a wrong result gets no speed
+            rows.append({"case": f"quantize {n}^2", "row": name, "check": f"FAIL {report.gate}: {report.detail}"[:300]})
             continue
         fns[name] = (fn, report)
     timed = {name: (lambda f=fn: f(x)) for name, (fn, _) in fns.items()}
