@@ -5,9 +5,10 @@
 //   s[i] = max(amax_j |x[i, j]|, AMAX_FLOOR) / FP8_MAX,   q[i, j] = satfinite(x[i, j] / s[i])
 //
 // One block per row (the lecture's softmax pattern): a block-wide max reduction (warp shuffles,
-// then one value per warp in shared memory), then the row is read again (from L1/L2: a row of
-// 16384 bfloat16 is 32 KiB) and written as fp8 with the saturating conversion (cvt.rn.satfinite:
-// a value past the format's max becomes +-max, never NaN or inf).
+// then one value per warp in shared memory), then the fp8 values written with the saturating
+// conversion (cvt.rn.satfinite: a value past the format's max becomes +-max, never NaN or inf).
+// Rows of up to 16384 bfloat16 in 16-byte packs stay in registers (quantize_rows_vec_kernel:
+// one read); others are read twice (quantize_rows_kernel: the second read from L1/L2).
 #include "common.cuh"  // to_float, cdiv
 #include <cuda_fp8.h>
 
@@ -42,11 +43,60 @@ __global__ void quantize_rows_kernel(const __nv_bfloat16* __restrict__ x, __nv_f
         qr[j] = __nv_cvt_float_to_fp8(to_float(xr[j]) / scale, __NV_SATFINITE, E5M2 ? __NV_E5M2 : __NV_E4M3);
 }
 
+// Rows of 8-element packs (N % 8 == 0, 16-byte aligned rows), up to THREADS * PACKS packs: each
+// thread loads its packs once (16 bytes each, ld.global.v4) and keeps them in registers for the
+// cast, so the row is read once from HBM and never again; 8 e4m3 bytes are stored at a time.
+template <int THREADS, int PACKS, bool E5M2>
+__global__ void quantize_rows_vec_kernel(const __nv_bfloat16* __restrict__ x, __nv_fp8_storage_t* __restrict__ q,
+                                         float* __restrict__ scales, int cols) {
+    __shared__ float shared[32];
+    const int64_t row = blockIdx.x;
+    const uint4* xr = reinterpret_cast<const uint4*>(x + row * cols);
+    uint2* qr = reinterpret_cast<uint2*>(q + row * cols);
+    const int packs = cols / 8;
+    uint4 v[PACKS];
+    float amax = 0.0f;
+#pragma unroll
+    for (int p = 0; p < PACKS; ++p) {
+        const int j = threadIdx.x + p * THREADS;
+        v[p] = j < packs ? xr[j] : make_uint4(0, 0, 0, 0);
+        const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&v[p]);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(__bfloat162float(e[i])));
+    }
+    amax = block_max<THREADS>(amax, shared);
+    const float fp8_max = E5M2 ? 57344.0f : 448.0f;
+    const float scale = fmaxf(amax, AMAX_FLOOR) / fp8_max;
+    if (threadIdx.x == 0) scales[row] = scale;
+#pragma unroll
+    for (int p = 0; p < PACKS; ++p) {
+        const int j = threadIdx.x + p * THREADS;
+        if (j < packs) {
+            const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&v[p]);
+            union { __nv_fp8_storage_t b[8]; uint2 u; } out;
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+                out.b[i] = __nv_cvt_float_to_fp8(__bfloat162float(e[i]) / scale, __NV_SATFINITE, E5M2 ? __NV_E5M2 : __NV_E4M3);
+            qr[j] = out.u;
+        }
+    }
+}
+
 // Plain launchers (extern "C" so the binding can declare them without templates).
 extern "C" cudaError_t quantize_rows_bf16(const void* x, void* q, void* scales, int64_t rows, int cols, int e5m2,
                                           cudaStream_t stream) {
     constexpr int THREADS = 256;
     if (rows == 0) return cudaSuccess;
+    const bool aligned = ((uintptr_t)x % 16 == 0) && ((uintptr_t)q % 8 == 0) && cols % 8 == 0;
+    if (aligned && cols <= THREADS * 8 * 8 && !e5m2) {  // the row in registers: read once
+        if (cols <= THREADS * 8 * 2)
+            quantize_rows_vec_kernel<THREADS, 2, false><<<(unsigned int)rows, THREADS, 0, stream>>>(
+                (const __nv_bfloat16*)x, (__nv_fp8_storage_t*)q, (float*)scales, cols);
+        else
+            quantize_rows_vec_kernel<THREADS, 8, false><<<(unsigned int)rows, THREADS, 0, stream>>>(
+                (const __nv_bfloat16*)x, (__nv_fp8_storage_t*)q, (float*)scales, cols);
+        return cudaGetLastError();
+    }
     if (e5m2)
         quantize_rows_kernel<THREADS, true><<<(unsigned int)rows, THREADS, 0, stream>>>(
             (const __nv_bfloat16*)x, (__nv_fp8_storage_t*)q, (float*)scales, cols);
