@@ -1,10 +1,10 @@
-"""How close every shipped implementation comes to the check's tolerance (workbench.tolerance).
+"""How close every shipped implementation comes to the check's tolerance (workbench.check.tolerance).
 
     python benchmarks/calibrate_check.py [--device cpu|cuda:0] [--kinds manual,pytorch,...]
     TRITON_INTERPRET=1 python benchmarks/calibrate_check.py --kinds triton      # CPU, interpreted
 
 For each (op, implementation, dtype, test spec, input set) it prints the factor by which the
-tolerance would have to grow for the output to pass just barely (workbench.checking.needed_factor):
+tolerance would have to grow for the output to pass just barely (workbench.check.compare.needed_factor):
 elementwise and norm-wise, without the implementation's declared factor (`raw`) and with it
 (`declared`). A shipped implementation passes where both declared factors are <= 1; the margin of
 a constant is 1 / the largest raw factor of the implementations it covers. The GPU stage
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import torch
 
-from workbench.checking import needed_factor
+from workbench.check.compare import needed_factor
 from workbench.registry import BuildContext, discover
-from workbench.verify import SECOND_SEED_OFFSET, reference_output, tolerance_for
+from workbench.check.row import SECOND_SEED_OFFSET, reference_output, tolerance_for
 
 SHIPPED_MODULE = "workbench.kernels."
 # Larger shapes than the ops' test specs, where accumulation error shows (K up to 16384).

@@ -2,7 +2,7 @@
 
     python benchmarks/probe.py [--size 4096]
 
-A quick sanity pass, independent of the engine: check each GeLU implementation (workbench.verify.check_output) in each
+A quick sanity pass, independent of the engine: check each GeLU implementation (workbench.check.row.check_output) in each
 dtype and time it with triton.testing.do_bench (median). Ends with a compact table.
 """
 
@@ -25,7 +25,7 @@ def main() -> int:
     from triton.testing import do_bench
 
     from workbench.registry import BuildContext, discover
-    from workbench.verify import check_output
+    from workbench.check.row import check_output
 
     print("python", platform.python_version(), "torch", torch.__version__, "triton", triton.__version__)
     print("gpu", torch.cuda.get_device_name(0), torch.cuda.get_device_properties(0))

@@ -1,6 +1,6 @@
 """The truth stage's rows with the engine/do_bench ratio split in two, from truth-details.json files.
 
-    python benchmarks/truth_split.py results/h200/2026-12-03d/truth-call*/truth-details.json
+    python benchmarks/truth_split.py results/history/h200/2026-12-03d/truth-call*/truth-details.json
 
 Per row and file: the committed ratio (engine / do_bench: the medians of the calls made in the
 GPU's fast state where the file has them, `statistic: same_state`), the ratio of the medians over

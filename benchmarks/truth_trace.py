@@ -91,7 +91,7 @@ def time_row(gpu, case, rounds: int, handle, nvml) -> dict:
 
     from benchmarks.stages._truth_core import REP_MS, WARMUP_MS
     from benchmarks.stages._truth_gpu import RULE
-    from workbench.engine.timing import measure_run
+    from workbench.engine.measure.timing import measure_run
 
     fn, inputs, build_ms, check = gpu._build_and_check(case)
     if check.get("passed") is False:

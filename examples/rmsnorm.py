@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from workbench.chunking import CheckChunks
+from workbench.check.chunks import CheckChunks
 from workbench.cost import Cost
 from workbench.dtypes import DType
 from workbench.errors import LimitError
-from workbench.inputs import seeded_normal
+from workbench.check.inputs import seeded_normal
 from workbench.kernel_source import TritonLaunch, TritonSource, triton_ptr
 from workbench.registry import BuildContext, Op
 from workbench.spec import Spec

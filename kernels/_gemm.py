@@ -23,8 +23,8 @@ from workbench.registry import BuildContext
 from workbench.spec import Spec
 from workbench.triton_support import jit, tl
 
-from ._autotune import attach, can_tune, choose
-from ._tma_gemm import TMA_VERSION, _tile_ids, candidate_configs, sm_count, tma_launch, tma_runner, tma_supported
+from workbench.tuning import attach, can_tune, choose
+from ._tma_gemm import TMA_VERSION, _tile_ids, candidate_lists, sm_count, tma_launch, tma_runner, tma_supported
 from ._utils import cdiv, matrix_runner
 
 # Tuning times the candidates on a second, seeded A and B: only while each tensor is at most 2^28
@@ -213,13 +213,13 @@ def gemm_builder(spec: Spec, params, ctx: BuildContext, activation: str, op_name
     small = max(spec.M * spec.K, spec.K * spec.N, spec.M * spec.N) <= TUNE_MAX_ELEMENTS
     tuning = make_inputs(spec, ctx.device, 1) if can_tune(ctx) and small else None
     run = (lambda config: tma_runner(spec, config, activation, sms)(*tuning)) if tuning else None
-    tuned = choose(ctx, op_name, "triton", spec, candidate_configs(), run, version=TMA_VERSION)
+    tuned = choose(ctx, op_name, "triton", spec, candidate_lists(), run, version=TMA_VERSION)
     return attach(tma_runner(spec, tuned.config, activation, sms), tuned)
 
 
 def tma_gemm_launch(spec: Spec, activation: str, ctx: BuildContext | None, op_name: str) -> TritonLaunch:
     """The TMA kernel's launch with the cached (else the default) config, for the PTX view."""
-    tuned = choose(ctx, op_name, "triton", spec, candidate_configs(), version=TMA_VERSION)
+    tuned = choose(ctx, op_name, "triton", spec, candidate_lists(), version=TMA_VERSION)
     return tma_launch(spec.M, spec.N, spec.K, str(spec.dtype), tuned.config, activation=activation,
                       sms=sm_count(ctx), note=tuned.note)
 

@@ -16,7 +16,7 @@ ELEMS_PER_THREAD = 32
 MAX_CLUSTER = 16  # sm_90's largest (non-portable) thread-block cluster
 # The shapes the autotuner compares for clustered rows, pruned in round 2 of issue #19 to the
 # fastest of round 1 on the H200 (4096 x 262144, % of the same-dtype copy, L2 flushed; file
-# results/h200/2026-12-01b/tune19/tune19.json) and their nearest neighbours. Each list's first is
+# results/history/h200/2026-12-01b/tune19/tune19.json) and their nearest neighbours. Each list's first is
 # the measured fastest, which cluster_candidates puts first: the default when nothing can be tuned.
 # (threads, packs) in registers only: float32 1024 x 8 (cluster 8) 85.4%, the best of them (the
 # plan, 512 x 8 x 16 blocks, 72.8%: 16-block clusters leave 20 of 132 SMs idle); bfloat16's best
@@ -35,7 +35,7 @@ STAGED_SHAPES = {4: ((1024, 8, 8), (256, 16, 16), (512, 8, 8)),
 # multiply: one ex2 per element instead of two. Why: sm_90 runs 16 MUFU.EX2 per SM per clock, so
 # two per element of 4096 x 262144 take ~0.5 ms at ~1.9 GHz, half the bfloat16 copy (1.009 ms)
 # and a quarter of the float32 one; the SM does no loads while its block computes (one block per
-# SM in the staged winners). Measured (tune19 round 2, results/h200/2026-12-01b/tune19-round2/):
+# SM in the staged winners). Measured (tune19 round 2, results/history/h200/2026-12-01b/tune19-round2/):
 # float32 1024 x 8 x 8 (cluster 4) 92.84% of copy against 88.1% without KEEP in the same run;
 # bfloat16 1024 x 8 x 8 (cluster 2) 90.14% against 84.95%, 512 x 4 x 4 (8) 89.62%. So kept
 # shapes come first (the untuned default).
@@ -46,20 +46,25 @@ KEPT_SHAPES = {4: ((1024, 8, 8), (256, 16, 16)), 8: ((1024, 8, 8), (512, 4, 4)),
 # no spills), and the block computes with its SM issuing no loads. Not float32 (1024 x (8 + 8)
 # spilled 212 bytes with it) nor the 512-thread 16-bit shapes (32-40 -> 59-64 registers).
 # cluster_candidates puts the twin first, so the tuner times it beside the checked kernel: on the
-# H200 (results/h200/2026-12-03e) 1.0915-1.0941 ms against 1.1113-1.1243, 91.9-92.4% of copy.
+# H200 (results/history/h200/2026-12-03e) 1.0915-1.0941 ms against 1.1113-1.1243, 91.9-92.4% of copy.
 EVEN_SHAPES = {4: (), 8: ((1024, 8, 8),), 1: ()}
 # (threads, packs, spacks, keep) for a wide row that one block holds in the plan (softmax.cu
 # ONEPASS_ROWS_V*, launched without a cluster): the tuner compares them with the plan and the
 # two-pass kernel (kernels/softmax.py cuda_candidates). Why: at 16384 x 16384 float32 the plan
 # (512 x 8, two blocks an SM) reached 85.4% of DRAM peak under ncu against torch.compile's 88.5%
-# (0.5178 against 0.4999 ms on the H200, results/h200/2026-12-03): while a block reduces and
+# (0.5178 against 0.4999 ms on the H200, results/history/h200/2026-12-03): while a block reduces and
 # computes, its SM issues no loads. KEEP halves the ex2 of that phase; 256 threads with 8 of each
 # thread's 16 packs staged in shared memory (32 KiB a block) allow four blocks an SM for the same
 # registers, so more rows are loading while others compute.
 # The staged 256 x (8 + 8) shapes, with and without KEEP, ran 3-5% behind the plan in three H200
-# calls (2026-12-03, results/h200/2026-12-03b) and were dropped.
+# calls (2026-12-03, results/history/h200/2026-12-03b) and were dropped.
 ROW_SHAPES = {4: ((512, 8, 0, 1),), 8: ((512, 4, 0, 1),), 1: ()}
 ONEPASS_VERSION = "4"  # the autotune cache key's version: bump when the candidates change (4: EVEN)
+# The devices these shapes were measured on (workbench/tuning.py CandidateLists.same; any other
+# device tunes over the same shapes on first use and its note says so): chosen on the H200; on the
+# H100 (2026-12-06, issue #40) the tuner's pick reached 97-101% of copy at 16384^2 and 98.8% at
+# 4096 x 262144 float32.
+MEASURED_ON = ("H200 sm_90", "H100 sm_90")
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """softmax's `triton` kernel with the whole row in one block, and the configurations its autotuner
-compares (kernels/_autotune.py).
+compares (workbench/tuning.py).
 
     y[i, j] = exp(x[i, j] - m_i) / sum_k exp(x[i, k] - m_i)     x, y: (M, N), N <= BLOCK_SIZE
 
@@ -31,6 +31,11 @@ LOG2E = tl.constexpr(1.4426950408889634)  # a global a @jit function may read
 TRITON_VERSION = "5"  # the autotune cache key's version: bump when the kernel or candidates change
 DEFAULTS = {"ROWS": 1, "STREAM": 0, "EVEN": 0, "L2PASS": 0}
 VARIANTS_FROM = 8192  # BLOCK_SIZE from which the variants are candidates
+# The devices these candidates were measured on (workbench/tuning.py CandidateLists.same: the same
+# list for both, and the generic list for any other device, tuned there on first use). Chosen on
+# the H200 (below); the H100 (2026-12-06, one call, issue #40) ran the tuner's pick from the same
+# list at 97-101% of its copy in every dtype at 16384^2, as the H200 did.
+MEASURED_ON = ("H200 sm_90", "H100 sm_90")
 
 
 @jit
@@ -105,7 +110,7 @@ def is_lecture(cfg: dict[str, Any]) -> bool:
 
 
 # Round 2 of issue #19 pruned the 16384-wide candidates to the H200's fastest (tune19 --quick,
-# results/h200/2026-12-01b/tune19/tune19.json, % of the same-dtype copy, bfloat16 / float16):
+# results/history/h200/2026-12-01b/tune19/tune19.json, % of the same-dtype copy, bfloat16 / float16):
 # 8 warps EVEN 98.3 / 98.22 (the winner, first: the default of an untuned run), 16 warps EVEN
 # 96.93 / 97.37, 4 warps 96.78 / 97.05, the lecture's 16 warps 95.96 / 95.3, and 32 warps (95.46 /
 # 94.75; kept because float32 preferred it in the exploration). Dropped: STREAM (every one 0.4-5

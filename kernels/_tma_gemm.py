@@ -10,7 +10,9 @@ program's next tile start while its epilogue (GeLU, store) runs. SUBTILE stores 
 BLOCK_N / 2 halves, which frees shared memory for the pipeline. Addresses are the TMA unit's
 (int32 coordinates per dimension, 64-bit base): tensors past 2^31 elements need no other care.
 
-Config space and choice: the candidates below, timed on the device by kernels/_autotune.py. On one
+Config space and choice: one candidate list per device (candidate_lists: the H200's CANDIDATES, the
+H100's H100_CANDIDATES, their union for any other device, tuned there on first use), timed on the
+device by workbench/tuning.py, the choice cached per device and Triton version. On one
 H200 (exploration run, 2026-12-01; cuBLAS measured in the same run) the best of them reached:
 8192^3 bfloat16 1.003x cuBLAS (128x256x64, 8 warps, 3 stages, SUBTILE, GROUP_M 16), float16 1.015x
 (the same with GROUP_M 8); 4096^3 0.97x (bfloat16) and 0.93x (float16, where the tutorial's
@@ -24,15 +26,17 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from workbench.kernel_source import TRITON_DTYPE, TritonLaunch
+
+from workbench.tuning import CandidateLists
 from workbench.triton_support import jit, tl
 
 SM90_SMS = 132  # H200 multiprocessors: the persistent grid where no device can be asked
-TMA_VERSION = "tma5"  # the autotune cache key's version: bump when the kernel or CANDIDATES change
+TMA_VERSION = "tma6"  # the autotune cache key's version: bump when the kernel or a candidate list changes
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, SUBTILE, GROUP_M); the first is the default.
 # Shared memory (Triton 3.6, sm_90 AOT): 128x256x64 s3 sub1 176 KiB, s4 sub1 224 KiB, sub0 s3 208 KiB
 # (sub0 s4 would need 272 KiB: over sm_90's 227). Pruned in round 2 of issue #19 to the 128x256x64
-# family, from tune19 --quick at 4096^3 bfloat16 (results/h200/2026-12-01b/tune19/tune19.json,
+# family, from tune19 --quick at 4096^3 bfloat16 (results/history/h200/2026-12-01b/tune19/tune19.json,
 # cuBLAS 0.1738 ms in the same run, spreads ~0.5%): s4 sub1 G8 0.993x, s3 sub0 G8 0.993x, s3 sub1
 # G16 0.988x (the 8192^3 bfloat16 winner, 1.003x, in the exploration), s3 sub1 G8 0.988x (the
 # default: 8192^3 float16's 1.015x). Dropped: 128x128x64 w8 s4/s5, 128x128x128 and 256x128 (0.85-0.89x);
@@ -59,17 +63,48 @@ TMA_VERSION = "tma5"  # the autotune cache key's version: bump when the kernel o
 # instead of two, as exact in float16: 0.499 ulp under the interpreter), which needed 175 registers
 # against 161 and ran 1.6717 ms against 1.5691 for the same config with the division (tuner's
 # rounds, H200, 2026-12-03, third session, commit 5b981e3).
+# The last three (issue #40) are the H100's winners not yet in this list (8192^3 fused bf16, 4096^3
+# fp16, 4096^3 bf16 runner-up there); untimed on the H200 so far: its tuner times them at build.
 CANDIDATES = (
     (128, 256, 64, 8, 3, 1, 8, 0), (128, 256, 64, 8, 4, 1, 8, 0), (128, 256, 64, 8, 3, 0, 8, 0),
     (128, 256, 64, 8, 3, 1, 16, 0), (128, 256, 64, 8, 4, 1, 4, 0), (128, 128, 64, 4, 4, 1, 8, 0),
     (128, 256, 64, 8, 4, 1, 8, 1), (128, 256, 64, 8, 3, 1, 8, 1),
+    (128, 256, 64, 8, 4, 1, 16, 1), (128, 256, 64, 8, 4, 1, 16, 0), (128, 256, 64, 8, 3, 0, 16, 0),
+)  # the H200's list (above)
+# The H100's list (issue #40): benchmarks/gemm_sweep.py on one H100 80GB HBM3 (2026-12-06, torch
+# 2.11, triton 3.6; 17 configs, every one beside cuBLAS in 5 interleaved do_bench rounds, L2
+# flushed; the card at its 700 W cap, SM clock 1335-1755 MHz under load, so round-to-round spreads
+# of 2-5%). Medians against cuBLAS (matmul) or the faster of manual and torch.compile (GeLU):
+#   matmul 4096^3 bf16: s3 sub1 G16 0.999x (cuBLAS 0.1902 ms); fp16: s4 sub1 G16 0.988x (0.1979)
+#   matmul 8192^3 bf16: s3 sub1 G8 1.035x (1.6009); fp16: s3 sub1 G8 stream-K 1.013x (1.6518)
+#   matmul_gelu 4096^3: s3 sub1 G16 1.064x bf16, s4 sub1 G16 1.068x fp16
+#   matmul_gelu 8192^3: s4 sub1 G16 stream-K 1.057x bf16, s3 sub0 G8 1.039x fp16
+# Kept: every config within 3% of a row's winner in some row. Dropped for the H100: 256 x 128 (0.83-
+# 0.89x), 128 x 128 x 64 w4 (0.91-0.94x), 128 x 256 x 32 s6 (0.92-0.95x), GROUP_M 32 and s4 G4
+# (never within 3%); s4 without SUBTILE needs 256 KiB of shared memory (over the 227 KiB).
+H100_CANDIDATES = (
+    (128, 256, 64, 8, 3, 1, 8, 0), (128, 256, 64, 8, 3, 1, 16, 0), (128, 256, 64, 8, 4, 1, 16, 0),
+    (128, 256, 64, 8, 4, 1, 8, 0), (128, 256, 64, 8, 3, 0, 8, 0), (128, 256, 64, 8, 3, 0, 16, 0),
+    (128, 256, 64, 8, 3, 1, 4, 0), (128, 256, 64, 8, 3, 1, 8, 1), (128, 256, 64, 8, 4, 1, 16, 1),
+    (128, 256, 64, 8, 4, 1, 8, 1),
 )
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "SUBTILE", "GROUP_M", "STREAMK")
 
 
-def candidate_configs() -> list[dict[str, int]]:
-    """The autotune candidates as dicts (CONFIG_KEYS)."""
-    return [dict(zip(CONFIG_KEYS, c)) for c in CANDIDATES]
+def _dicts(configs) -> list[dict[str, int]]:
+    return [dict(zip(CONFIG_KEYS, c)) for c in configs]
+
+
+def candidate_lists() -> CandidateLists:
+    """The autotune candidates per device (CONFIG_KEYS dicts): the H200's and the H100's lists,
+    and for any other device the union of both (the H200's order first), tuned on first use."""
+    generic = list(dict.fromkeys(CANDIDATES + H100_CANDIDATES))
+    return CandidateLists({"H200 sm_90": _dicts(CANDIDATES), "H100 sm_90": _dicts(H100_CANDIDATES)}, _dicts(generic))
+
+
+def candidate_configs(device: str | None = None) -> list[dict[str, int]]:
+    """The autotune candidates for a device tag ("NVIDIA H100 80GB HBM3 sm_90"; None: the generic list)."""
+    return candidate_lists().select(device)[1]
 
 
 def tensor_descriptor_class() -> Any:

@@ -1,6 +1,6 @@
 """What the op files share (the way Liger-Kernel keeps one ops/utils.py): the common spec shape
 and test shapes, the elementwise cost, ceiling division, the num_warps rule, and the timed
-callables around a Triton launch (seeded inputs: workbench.inputs.seeded_normal).
+callables around a Triton launch (seeded inputs: workbench.check.inputs.seeded_normal).
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ import torch
 from workbench.backends.cupy import raw_kernel
 from workbench.cost import Cost
 from workbench.cuda_build import BINDING_HEADERS, load_cuda
-from workbench.inputs import large_and_subnormal, periodic_fill_, seeded_normal
-from workbench.chunking import CheckChunks
+from workbench.check.inputs import large_and_subnormal, periodic_fill_, seeded_normal
+from workbench.check.chunks import CheckChunks
 from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource, triton_index, triton_ptr
 from workbench.registry import BuildContext, Op
 from workbench.triton_support import jit, tl

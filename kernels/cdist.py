@@ -17,8 +17,8 @@ import torch
 
 from workbench.cost import Cost
 from workbench.dtypes import DType
-from workbench.inputs import seeded_normal
-from workbench.chunking import CheckChunks
+from workbench.check.inputs import seeded_normal
+from workbench.check.chunks import CheckChunks
 from workbench.kernel_source import TritonLaunch, TritonSource, triton_ptr
 from workbench.registry import BuildContext, Op
 from workbench.spec import Spec

@@ -20,8 +20,8 @@ import torch.nn.functional as F
 
 from workbench.cost import Cost
 from workbench.cuda_build import BINDING_HEADERS, load_cuda
-from workbench.inputs import large_and_subnormal, periodic_fill_, seeded_normal
-from workbench.chunking import CheckChunks
+from workbench.check.inputs import large_and_subnormal, periodic_fill_, seeded_normal
+from workbench.check.chunks import CheckChunks
 from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource, triton_index, triton_ptr
 from workbench.registry import BuildContext, Op
 from workbench.triton_support import jit, tl
@@ -112,7 +112,7 @@ def manual_gelu(x: torch.Tensor) -> torch.Tensor:
 def build_manual(spec: GeluSpec, params, ctx: BuildContext):
     """Hand-written PyTorch formula: nine eager kernels.
 
-    Tolerance factor (workbench.tolerance) 512 in float16, 8192 in bfloat16: each operator rounds
+    Tolerance factor (workbench.check.tolerance) 512 in float16, 8192 in bfloat16: each operator rounds
     to the dtype, so tanh(a) near -1 keeps ~8 bits and 1 + tanh(a) cancels: for x < -3 the
     output is off by up to ~u_dtype * |x| absolute (CPU: up to 176x the default float16
     tolerance; least passing factor 256 float16, 4096 bfloat16 over the test specs and tiny

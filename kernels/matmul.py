@@ -21,8 +21,8 @@ import torch
 from workbench.cost import Cost
 from workbench.cuda_build import BINDING_HEADERS, load_cuda
 from workbench.dtypes import DType
-from workbench.inputs import seeded_normal
-from workbench.chunking import CheckChunks
+from workbench.check.inputs import seeded_normal
+from workbench.check.chunks import CheckChunks
 from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource
 from workbench.registry import BuildContext, Op
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from workbench.cost import Cost
 from workbench.dtypes import DType
-from workbench.chunking import CheckChunks
+from workbench.check.chunks import CheckChunks
 from workbench.kernel_source import TritonLaunch, TritonSource
 from workbench.registry import BuildContext, Op
 

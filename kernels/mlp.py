@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from workbench.cost import Cost
 from workbench.dtypes import DType
-from workbench.inputs import seeded_normal
+from workbench.check.inputs import seeded_normal
 from workbench.registry import BuildContext, Op
 from workbench.spec import Spec
 

@@ -21,14 +21,14 @@ from pathlib import Path
 import torch
 
 from workbench.cost import Cost
-from workbench.chunking import CheckChunks
+from workbench.check.chunks import CheckChunks
 from workbench.cuda_build import BINDING_HEADERS, load_cuda
 from workbench.dtypes import DType
 from workbench.errors import LimitError
-from workbench.inputs import seeded_normal
+from workbench.check.inputs import seeded_normal
 from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource, triton_ptr
 from workbench.registry import BuildContext, Op, OutputForm
-from workbench.tolerance import FP8_MAX
+from workbench.check.tolerance import FP8_MAX
 from workbench.triton_support import jit, next_power_of_2, tl
 
 from ._utils import MATRIX_TEST_SPECS, MatrixSpec, num_warps_for

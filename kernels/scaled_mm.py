@@ -16,7 +16,7 @@ transpose is timed (`b.t().contiguous().t()` is how a row-major B gets there).
 
 Implementations: `pytorch` (torch._scaled_mm: cuBLASLt on the GPU; torch's CPU kernel on a CPU),
 `triton` (fp8 tl.dot into a float32 accumulator, scales applied in the epilogue; its tile tuned
-per device over a small candidate list, kernels/_autotune.py), and `manual`: the lecture-style
+per device over a small candidate list, workbench/tuning.py), and `manual`: the lecture-style
 row, a bfloat16 matmul of the inputs dequantised in bfloat16. fp8 tensor cores (mma/wgmma e4m3)
 need sm_89+ (Ada, Hopper): `pytorch` and `triton` are unavailable on older GPUs (Need.fp8); on a
 CPU the check still runs (torch's CPU _scaled_mm, the Triton interpreter, whose fp8 dot is right).
@@ -31,14 +31,14 @@ import torch
 from workbench.cost import Cost
 from workbench.dtypes import DType
 from workbench.errors import SpecError
-from workbench.inputs import seeded_normal
+from workbench.check.inputs import seeded_normal
 from workbench.kernel_source import TritonLaunch, TritonSource, triton_ptr
 from workbench.registry import BuildContext, Op
 from workbench.spec import Spec
-from workbench.tolerance import FP8_MAX
+from workbench.check.tolerance import FP8_MAX
 from workbench.triton_support import jit, tl
 
-from ._autotune import attach, can_tune, choose, compiled_on_gpu
+from workbench.tuning import CandidateLists, attach, can_tune, choose, compiled_on_gpu
 from ._tma_gemm import _tile_ids
 from ._utils import cdiv
 
@@ -202,13 +202,17 @@ CANDIDATES = {
 }
 
 
-def candidates(ctx: BuildContext | None) -> list[dict[str, int]]:
-    """The tile configs tried on this device (CANDIDATES; the interpreter's on a CPU)."""
-    if not (compiled_on_gpu(ctx) if ctx is not None else torch.cuda.is_available()):
-        return [dict(zip(_KEYS, c)) for c in CANDIDATES[0]]
-    major, minor = torch.cuda.get_device_capability(torch.device(ctx.device) if ctx is not None else None)
-    table = CANDIDATES[90] if major * 10 + minor >= 90 else CANDIDATES[89]
+def _configs(table) -> list[dict[str, int]]:
     return [dict(zip(_KEYS, c)) for c in table]
+
+
+def candidates(ctx: BuildContext | None) -> list[dict[str, int]] | CandidateLists:
+    """The tile configs tried on this device (workbench.tuning.CandidateLists: the sm_90 list on
+    the H100 and H200, the smaller-tile sm_89 list as the generic one; the interpreter's on a CPU)."""
+    if not (compiled_on_gpu(ctx) if ctx is not None else torch.cuda.is_available()):
+        return _configs(CANDIDATES[0])
+    return CandidateLists({"H100 sm_90": _configs(CANDIDATES[90]), "H200 sm_90": _configs(CANDIDATES[90])},
+                          _configs(CANDIDATES[89]))
 
 
 def _launch_of(spec: ScaledMmSpec, config) -> TritonLaunch:

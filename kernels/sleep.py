@@ -19,8 +19,8 @@ import torch
 
 from workbench.cost import Cost
 from workbench.dtypes import DType
-from workbench.chunking import CheckChunks
-from workbench.inputs import seeded_normal
+from workbench.check.chunks import CheckChunks
+from workbench.check.inputs import seeded_normal
 from workbench.registry import BuildContext, Op
 from workbench.spec import Spec
 

@@ -14,7 +14,7 @@ registers, one block per row, or a thread-block cluster per row for long rows (u
 columns; kernels/_onepass.py has its plan), and only longer rows take a two-pass kernel.
 `triton`'s num_warps (and for 16384-wide rows unmasked tiles: kernels/_softmax_rows.py) and `cuda`'s cluster shape (registers only, or with packs staged
 in shared memory, and whether the exponentials are kept over the input) are tuned on the device
-(kernels/_autotune.py).
+(workbench/tuning.py).
 """
 
 from __future__ import annotations
@@ -29,15 +29,15 @@ import torch
 from workbench.cost import Cost
 from workbench.cuda_build import BINDING_HEADERS, load_cuda
 from workbench.errors import LimitError
-from workbench.inputs import seeded_normal
-from workbench.chunking import CheckChunks
+from workbench.check.inputs import seeded_normal
+from workbench.check.chunks import CheckChunks
 from workbench.kernel_source import CudaSource, TritonLaunch, TritonSource, triton_ptr
 from workbench.registry import BuildContext, Op
 from workbench.triton_support import jit, next_power_of_2, tl
 
 from . import _softmax_rows as rows_kernel
-from ._autotune import attach, can_tune, choose, default_choice
-from ._onepass import ONEPASS_VERSION, cluster_candidates, config_from, fits, geometry, row_candidates
+from workbench.tuning import CandidateLists, attach, can_tune, choose, default_choice
+from ._onepass import MEASURED_ON as ONEPASS_MEASURED_ON, ONEPASS_VERSION, cluster_candidates, config_from, fits, geometry, row_candidates
 from ._utils import MATRIX_TEST_SPECS, MatrixSpec, elementwise_cost, elementwise_runner, num_warps_for
 
 CU_FILE = Path(__file__).with_name("softmax.cu")
@@ -255,7 +255,8 @@ def _triton_candidates(spec: SoftmaxSpec) -> tuple[int, list[dict[str, int]]]:
 
 def _triton_choice(spec: SoftmaxSpec, ctx, run=None):
     block, configs = _triton_candidates(spec)
-    return block, choose(ctx, "softmax", "triton", spec, configs, run, version=rows_kernel.TRITON_VERSION)
+    lists = CandidateLists.same(configs, rows_kernel.MEASURED_ON)
+    return block, choose(ctx, "softmax", "triton", spec, lists, run, version=rows_kernel.TRITON_VERSION)
 
 
 def _triton_launch(spec: SoftmaxSpec, params, ctx: BuildContext | None = None) -> TritonLaunch:
@@ -275,7 +276,7 @@ def _triton_candidate_launches(spec: SoftmaxSpec, params, ctx: BuildContext | No
 def build_triton(spec: SoftmaxSpec, params, ctx: BuildContext):
     """Triton, the lecture's kernel: one program per row, the row in one block (N <= 16384);
     num_warps (and, for 16384-wide rows, unmasked tiles, rows per program, streaming hints) tuned on
-    the device (kernels/_autotune.py, kernels/_softmax_rows.py)."""
+    the device (workbench/tuning.py, kernels/_softmax_rows.py)."""
     block, _ = _one_block(spec)
     tuning = tuning_inputs(spec, ctx)
 
@@ -458,7 +459,7 @@ def _cuda_config(spec: SoftmaxSpec, ctx: BuildContext | None, run=None):
     if len(candidates) == 1:
         return default_choice(candidates, "one-block row: the plan, nothing to tune")
     version = ONEPASS_VERSION if candidates[0] != PLAN else f"{ONEPASS_VERSION}-{CUDA_VERSION}"
-    return choose(ctx, "softmax", "cuda", spec, candidates, run, version=version)
+    return choose(ctx, "softmax", "cuda", spec, CandidateLists.same(candidates, ONEPASS_MEASURED_ON), run, version=version)
 
 
 def _two_pass_threads(spec: SoftmaxSpec) -> int:

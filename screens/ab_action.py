@@ -15,8 +15,8 @@ from typing import Any
 from textual import work
 from textual.message import Message
 
-from workbench.report_diagnosis import ab_line
-from workbench.session_model import ABSide, ImplRef, RunSpec, Session
+from workbench.results.report_diagnosis import ab_line
+from workbench.session.model import ABSide, ImplRef, RunSpec, Session
 
 from .pane_diagnosis import DiagnosisPane
 

@@ -1,6 +1,6 @@
 """What the app can offer: ops, their implementations and what this machine can run, as plain data.
 
-`load_catalog` reads the ops' declarations (workbench/manifest.py: cached, no torch; the first
+`load_catalog` reads the ops' declarations (workbench/plugins/manifest.py: cached, no torch; the first
 start after a kernel file changes builds the manifest in a subprocess) and probes the machine
 through NVML, in a thread after the first frame; everything else here is plain data.
 Availability is per action and dtype (CONTRACTS.md): `ImplInfo.reasons[(action, dtype)]`.
@@ -74,7 +74,7 @@ class Catalog:
 def load_catalog(kernel_paths: Iterable[str] = (), device: str = "auto") -> Catalog:
     """The ops' declarations (the registry's one door, through the manifest) and the machine."""
     from workbench.machine import probe
-    from workbench.manifest import declare, empty_source_note, empty_sources
+    from workbench.plugins.manifest import declare, empty_source_note, empty_sources
 
     registry = declare(list(kernel_paths))
     machine = probe()

@@ -12,8 +12,8 @@ from typing import Any, Iterable, Mapping
 
 from workbench.engine.rows import run_row_keys
 from workbench.params import param_problem
-from workbench.session_yaml import show
-from workbench.session_model import ImplRef, RunSpec, Session, Sweep
+from workbench.session.yaml_io import show
+from workbench.session.model import ImplRef, RunSpec, Session, Sweep
 
 from .catalog import OpInfo
 

@@ -13,7 +13,7 @@ from typing import Any
 from textual.message import Message
 
 from workbench.events import Event
-from workbench.session_model import Session
+from workbench.session.model import Session
 
 from .catalog import Catalog
 

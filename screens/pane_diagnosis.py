@@ -22,7 +22,7 @@ from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
 from workbench.diagnosis import diagnose_record
-from workbench.report_diagnosis import ab_line
+from workbench.results.report_diagnosis import ab_line
 
 from . import fmt
 from .keys import KeyDataTable

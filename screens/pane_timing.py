@@ -19,7 +19,7 @@ from textual.containers import Container, Vertical
 from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
-from workbench.results import INTERPRETER_FLAG
+from workbench.results.document import INTERPRETER_FLAG
 
 from . import charts, fmt
 from .chart_plot import ChartPlot, DrawnWhenShown

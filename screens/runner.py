@@ -18,7 +18,7 @@ import traceback
 from collections import Counter
 
 from workbench import events as ev
-from workbench import journal
+from workbench.results import journal
 from textual import work
 from textual.css.query import NoMatches
 
@@ -246,7 +246,7 @@ class RunnerMixin:
 
         try:
             # plugins as the run resolves them (workspace.commit): relative to the session's folder
-            from workbench.plugin_sources import with_resolved_plugins
+            from workbench.plugins.sources import with_resolved_plugins
 
             base = self.ws.path.parent if self.ws.path is not None else Path.cwd()
             session = self.ws.session

@@ -1,4 +1,4 @@
-"""Where the app's session and results live on disk, through `workbench.session` (atomic saves).
+"""Where the app's session and results live on disk, through `workbench.session.api` (atomic saves).
 
 - `open_session`: a FILE, or the shipped default; a newer autosave of it is restored (so a crash
   or a kill loses nothing), and its NAME.results.json is read back for the panes.
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from workbench.journal import is_finished
-from workbench.session_model import Session, device_settings
+from workbench.results.journal import is_finished
+from workbench.session.model import Session, device_settings
 
 BLANK = Session(name="scratch", runs=())
 
@@ -31,7 +31,7 @@ class Opened:
     @property
     def plugins(self) -> tuple[str, ...]:
         """The session's `plugins` as absolute paths (relative ones are to the session's folder)."""
-        from workbench.plugin_sources import with_resolved_plugins
+        from workbench.plugins.sources import with_resolved_plugins
 
         base = self.path.parent if self.path is not None else Path.cwd()
         return with_resolved_plugins(self.session, base).plugins
@@ -49,7 +49,7 @@ def open_session(path: Path | None, *, kernels: Iterable[str] = (), has_cuda: bo
 
     A missing `path` is a new, empty session there only with `create` (the open dialog asked);
     otherwise WorkbenchError names it. Raises WorkbenchError for a bad session too."""
-    from workbench import session as ws
+    from workbench.session import api as ws
     from workbench.errors import WorkbenchError
 
     notes: tuple[str, ...] = ()
@@ -90,8 +90,8 @@ def saved_results_note(results: dict | None) -> tuple[str, ...]:
 
 def _recover_rows(path: Path) -> tuple[dict | None, tuple[str, ...]]:
     """The results file, with the rows a run stopped by a kill left in its journal folded in
-    (workbench/journal.py) and written back."""
-    from workbench import journal
+    (workbench/results/journal.py) and written back."""
+    from workbench.results import journal
 
     results, count = journal.recover(path, _read_results(path))
     if not count:
@@ -105,7 +105,7 @@ def _recover_rows(path: Path) -> tuple[dict | None, tuple[str, ...]]:
 
 
 def _restore_autosave(session: Session, path: Path, data: Path, kernels) -> tuple[Session, tuple[str, ...]]:
-    from workbench import session as ws
+    from workbench.session import api as ws
 
     saved = autosave_path(path, data)
     if not saved.exists() or saved.stat().st_mtime < path.stat().st_mtime:
@@ -121,7 +121,7 @@ def _restore_autosave(session: Session, path: Path, data: Path, kernels) -> tupl
 
 
 def _read_results(path: Path) -> dict | None:
-    from workbench import results
+    from workbench.results import document as results
 
     try:
         return results.load(path) if path.exists() else None
@@ -136,7 +136,7 @@ def autosave_path(session_path: Path | None, data: Path) -> Path:
 
 
 def autosave(session: Session, session_path: Path | None, data: Path) -> Path:
-    from workbench import session as ws
+    from workbench.session import api as ws
     from workbench.fileio import atomic_write_text
 
     return atomic_write_text(autosave_path(session_path, data), ws.dump_session(session))
@@ -145,7 +145,7 @@ def autosave(session: Session, session_path: Path | None, data: Path) -> Path:
 def save(session: Session, session_path: Path | None, data: Path) -> Path:
     """Save atomically; returns where it went (a copy in DATA_DIR/sessions for a shipped one; for a
     session without a file, a new one: session_paths.new_session_path)."""
-    from workbench import session as ws
+    from workbench.session import api as ws
 
     target = ws.save_target(session_path, data) if session_path else ws.new_session_path(session.name, data)
     ws.save_session(session, target, header=ws.leading_comments(session_path))
@@ -158,7 +158,7 @@ def replaced_copy(session: Session, session_path: Path | None, data: Path) -> Pa
     write over with other runs or settings; None when there is no copy, it is not a shipped
     session, or the copy already holds the same session. (The shipped original, opened back
     with "Open shipped original", once saved over the user's edited copy without a word.)"""
-    from workbench import session as ws
+    from workbench.session import api as ws
 
     if session_path is None or not ws.is_shipped(Path(session_path)):
         return None
@@ -173,7 +173,7 @@ def replaced_copy(session: Session, session_path: Path | None, data: Path) -> Pa
 
 
 def results_file(session_path: Path | None, data: Path, name: str) -> Path:
-    from workbench import session as ws
+    from workbench.session import api as ws
 
     if session_path is None:  # beside the file its first save will take (new_session_path)
         first = ws.new_session_path(name, data)
@@ -215,7 +215,7 @@ def _kept(record: dict) -> dict:
 
 
 def write_results(doc: dict, path: Path) -> Path:
-    from workbench import results
+    from workbench.results import document as results
 
     results.write(doc, path)
     return path
@@ -223,7 +223,7 @@ def write_results(doc: dict, path: Path) -> Path:
 
 def known_sessions(data: Path) -> list[tuple[str, Path]]:
     """The user's saved sessions, then the shipped ones, as (label, path)."""
-    from workbench import session_paths as paths
+    from workbench.session import paths
 
     saved = sorted((data / "sessions").glob("*.yaml")) if (data / "sessions").is_dir() else []
     mine = [(f"{p.stem} (saved copy, {p.parent})" if paths.shipped_original(p, data) else f"{p.stem} ({p.parent})", p)
@@ -233,7 +233,7 @@ def known_sessions(data: Path) -> list[tuple[str, Path]]:
 
 def shipped_original(path: Path | None, data: Path) -> Path | None:
     """The shipped session that `path` is a saved copy of (None if it is not one)."""
-    from workbench import session_paths as paths
+    from workbench.session import paths
 
     return paths.shipped_original(path, data) if path is not None else None
 

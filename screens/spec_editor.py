@@ -14,7 +14,7 @@ from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.widgets import Input, Label, Select, SelectionList, Static
 
-from workbench.session_model import RunSpec
+from workbench.session.model import RunSpec
 
 from . import editing
 from .catalog import ACTIONS, OpInfo

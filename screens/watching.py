@@ -1,9 +1,9 @@
 """Watch mode in the app (`workbench FILE --watch`): each save re-runs what it changed.
 
-A thread polls the session file and its plugin files (workbench/file_watch.py). On a save, a
-worker declares the plugins afresh (their manifests: workbench/manifest.py, from the app's idle
+A thread polls the session file and its plugin files (workbench/watch/files.py). On a save, a
+worker declares the plugins afresh (their manifests: workbench/plugins/manifest.py, from the app's idle
 warm workers, which reload the edited files in place: engine/reload.py) and re-reads the
-session (workbench/watching.py `load_watched`); a file that fails shows `path:line: message` in
+session (workbench/watch/cycle.py `load_watched`); a file that fails shows `path:line: message` in
 the Log and a notification, and nothing else stops. The catalog is refreshed (a new
 implementation appears in the list), the session is re-opened when its own file changed, and the
 run on screen runs again through the runner. The runner's engine is wrapped (`_run_watched`):
@@ -37,7 +37,7 @@ class WatchMixin:
         self._watch_stop = threading.Event()
         self._watch_paths: tuple[Path, ...] = ()
         self._watch_queued: set[Path] = set()
-        self._watch_states: dict[int, Any] = {}      # run index -> workbench.watching.WatchState
+        self._watch_states: dict[int, Any] = {}      # run index -> workbench.watch.cycle.WatchState
         self._watch_rows: dict[int, dict] = {}       # run index -> its model's rows at its last run's end
         self._watch_engine = None                    # the engine the wrapper calls
         self.watch_cycles = 0                        # re-runs started by a save (tests wait on it)
@@ -65,7 +65,7 @@ class WatchMixin:
                 self.action_run()
 
     def _session_files(self) -> tuple[Path, ...]:
-        from workbench.plugin_sources import source_files, with_resolved_plugins
+        from workbench.plugins.sources import source_files, with_resolved_plugins
 
         path = self.ws.path
         base = path.parent if path else Path.cwd()
@@ -75,7 +75,7 @@ class WatchMixin:
 
     @work(thread=True, exit_on_error=False, group="watch")
     def _watch_loop(self) -> None:
-        from workbench.file_watch import FileWatcher
+        from workbench.watch.files import FileWatcher
 
         watcher = FileWatcher(self._watch_paths)
         while not self._watch_stop.is_set():
@@ -122,7 +122,7 @@ class WatchMixin:
     def _watch_reload(self, paths: tuple[Path, ...]) -> None:
         """Import the plugins afresh, re-read the session if it changed; then re-run."""
         from workbench.errors import WorkbenchError
-        from workbench.watching import load_watched, watched_files
+        from workbench.watch.cycle import load_watched, watched_files
 
         path, index = self.ws.path, self.ws.index
         kernels = self._kernels()
@@ -146,8 +146,8 @@ class WatchMixin:
 
     def _declare_unsaved(self, kernels: list[str]) -> tuple[Path, ...]:
         """A session that is not on disk: only --kernels (and plugins it names) are declared."""
-        from workbench.manifest import declare
-        from workbench.plugin_sources import registry_files, with_resolved_plugins
+        from workbench.plugins.manifest import declare
+        from workbench.plugins.sources import registry_files, with_resolved_plugins
 
         paths = [*kernels, *with_resolved_plugins(self.ws.session, Path.cwd()).plugins]
         return tuple(registry_files(paths, declare(paths, cache_dir=self._cache_dir())))
@@ -171,8 +171,8 @@ class WatchMixin:
     # -- the runner's engine, wrapped (called in the run worker's thread) ----------------------
     def _run_watched(self, session: Any, *, on_event, stop: threading.Event, options: Any = None) -> dict:
         from workbench.engine.options import RunOptions
-        from workbench.manifest import declare
-        from workbench.watching import WatchState
+        from workbench.plugins.manifest import declare
+        from workbench.watch.cycle import WatchState
 
         options = options if options is not None else RunOptions()
         registry = declare([*options.kernels, *session.plugins], cache_dir=options.cache_dir)  # cached manifests

@@ -11,8 +11,8 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.plugin_sources import with_resolved_plugins
-from workbench.session_model import RunSpec, Session
+from workbench.plugins.sources import with_resolved_plugins
+from workbench.session.model import RunSpec, Session
 
 from . import editing
 from .catalog import Catalog, OpInfo
@@ -91,13 +91,13 @@ class Workspace:
         return True
 
     def run_problems(self, run: RunSpec, kernels: list[str] | tuple[str, ...] = ()) -> list[str]:
-        """What `--check` would say of `run` in this session (workbench.session.validate_session
+        """What `--check` would say of `run` in this session (workbench.session.api.validate_session
         on the session with this run alone: the declarations, no torch, ~20 ms), each as
         `sweep.values[2]: value 8 is listed twice`; [] when it can run. The editor's own field
         checks come first; this catches what only the whole run shows (a duplicate sweep value,
         a swept parameter an implementation lacks), which ran into a confusing failure and saved
         a file the app could then not open."""
-        from workbench.session import validate_session
+        from workbench.session.api import validate_session
 
         base = self.path.parent if self.path is not None else Path.cwd()
         one = dataclasses.replace(self.session, runs=(run,))

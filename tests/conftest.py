@@ -16,7 +16,7 @@ from workbench.registry import Registry, discover
 
 # -- the shipped kernels' manifest, built once per test session ----------------------------------
 # The front end (--list, --check, the TUI catalog) reads declarations from a manifest cached under
-# the user cache folder (workbench/manifest.py); a cold cache builds it in a subprocess. Tests that
+# the user cache folder (workbench/plugins/manifest.py); a cold cache builds it in a subprocess. Tests that
 # give the CLI an empty cache folder (cli_fakes.user_dirs) get a copy of it, so only the tests
 # that really start children need the `slow` marker.
 SESSION_MANIFESTS: Path | None = None
@@ -27,7 +27,7 @@ def pytest_sessionstart(session):
     any test runs: tests that read it there (load_session without a registry) and the copies
     seeded into tests' own cache folders then start nothing."""
     global SESSION_MANIFESTS
-    from workbench.manifest import default_cache_dir, manifests, sources
+    from workbench.plugins.manifest import default_cache_dir, manifests, sources
 
     cache = default_cache_dir()
     manifests(sources(), cache)

@@ -3,7 +3,7 @@
 A case is (op, implementation, shape, dtype) plus an optional input layout ("transposed",
 "sliced": the same values in a non-contiguous tensor) and fp32 precision. `run_case` builds the
 implementation, runs it once on seeded inputs and checks it against the float64 reference of its
-math variant (MEASUREMENT.md rule 6, `workbench.verify.check_output`). Triton cases run in a child
+math variant (MEASUREMENT.md rule 6, `workbench.check.row.check_output`). Triton cases run in a child
 process (tests/op_child.py) where TRITON_INTERPRET is set before the kernels are imported; this
 module imports no kernels itself.
 """
@@ -20,10 +20,10 @@ from typing import Any, Iterable
 
 import torch
 
-from workbench.engine.precision import effective_fp32_precision, fp32_precision
+from workbench.engine.worker.precision import effective_fp32_precision, fp32_precision
 from workbench.kernel_source import TritonLaunch
 from workbench.registry import BuildContext, Impl, Op, Registry
-from workbench.verify import RowCheck
+from workbench.check.row import RowCheck
 
 SEED = 0
 LAYOUTS = ("transposed", "sliced")
@@ -120,7 +120,7 @@ def relayout(t: Any, layout: str | None) -> Any:
 
 def run_case(registry: Registry, case: Case, device: str, *, interpret: bool = False,
              after_first_call=lambda: None) -> dict:
-    """Build, run and check as the engine does (workbench.verify.RowCheck: the first call, the
+    """Build, run and check as the engine does (workbench.check.row.RowCheck: the first call, the
     op's special-values set, then a second seeded set in the same tensors after two more calls);
     returns {"check": CheckReport dict, "detail", "passed", "id"}. after_first_call() runs right
     after the first call (the launch recorder reads that call's launches then).

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.engine.capture import level_of
+from workbench.engine.measure.capture import level_of
 
 
 @pytest.mark.parametrize("line, level", [

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from workbench.chunking import CheckChunks, check_workspace_bytes
-from workbench.inputs import BLOCK_ELEMENTS, fingerprint, first_changed_block, periodic_fill_, seeded_normal
+from workbench.check.chunks import CheckChunks, check_workspace_bytes
+from workbench.check.inputs import BLOCK_ELEMENTS, fingerprint, first_changed_block, periodic_fill_, seeded_normal
 from workbench.registry import BuildContext, discover
-from workbench.verify import RowCheck, compare_output
+from workbench.check.row import RowCheck, compare_output
 
 REGISTRY = discover()
 CTX = BuildContext()
@@ -23,7 +23,7 @@ CASES = [("add", {"M": 37, "N": 1000}, "float16"), ("gelu", {"M": 3, "N": 4097},
 def _spoiled(op, spec, inputs):
     """The reference in the output dtype with a few spoiled elements (a wrong output)."""
     impl = next(iter(op.impls.values()))
-    from workbench.verify import reference_output
+    from workbench.check.row import reference_output
 
     out = reference_output(op, impl, inputs).to(op.out_dtype(spec).torch)
     flat = out.view(-1)
@@ -145,8 +145,8 @@ def test_needed_factor_of_a_wrong_shape_is_infinite_not_an_error():
     input of another shape (cdist's (M, D) for (M, N)) passes under no factor, so (inf, inf)."""
     import math
 
-    from workbench.checking import needed_factor
-    from workbench.tolerance import Tolerance
+    from workbench.check.compare import needed_factor
+    from workbench.check.tolerance import Tolerance
 
     ref = torch.randn(3, 4097, dtype=torch.float64)
     tol = Tolerance(rtol=1e-6, atol_rms=0.0, atol_floor=1e-6, norm_rtol=1e-6)

@@ -9,8 +9,8 @@ import pytest
 
 from op_cases import PLUGINS
 from workbench.engine.plan import RunOptions, run_plan
-from workbench.results import missing_keys
-from workbench.session_model import ImplRef, RunSpec, Session, Settings
+from workbench.results.document import missing_keys
+from workbench.session.model import ImplRef, RunSpec, Session, Settings
 
 pytestmark = pytest.mark.slow  # every test here starts child processes (tests/conftest.py)
 

@@ -1,4 +1,4 @@
-"""The check's tolerances (workbench.tolerance) on synthesised outputs: right results pass, wrong
+"""The check's tolerances (workbench.check.tolerance) on synthesised outputs: right results pass, wrong
 ones fail in every dtype at large K, and no term grows to 1 (MEASUREMENT.md rule 6)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from workbench.checking import compare
-from workbench.tolerance import (ACCUMULATION_ULPS, FP32_UNIT_ROUNDOFF, UNIT_ROUNDOFF, overflow_threshold,
+from workbench.check.compare import compare
+from workbench.check.tolerance import (ACCUMULATION_ULPS, FP32_UNIT_ROUNDOFF, UNIT_ROUNDOFF, overflow_threshold,
                                  tolerance)
 
 HALF = ("float16", "bfloat16")
@@ -108,7 +108,7 @@ def _flat(index, shape) -> int:
     return index[0] * shape[1] + index[1]
 
 
-# -- NaN and inf (workbench.checking's docstring) -------------------------------------------------
+# -- NaN and inf (workbench.check.compare's docstring) -------------------------------------------------
 def test_matching_nan_and_inf_pass_and_zero_signs_are_equal():
     ref = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, 1.0], dtype=torch.float64)
     out = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0, 1.0], dtype=torch.float32)

@@ -23,7 +23,7 @@ from results_docs import CONTRACT_RECORD_KEYS, document, record
 
 from workbench import cli, events
 from workbench.cli import common
-from workbench.session import shipped_path
+from workbench.session.api import shipped_path
 
 @pytest.fixture(autouse=True)
 def _user_dirs(user_dirs):
@@ -255,7 +255,7 @@ def test_tui_resolves_a_shipped_name_without_the_registry(capsys, fake_app):
 def test_check_of_a_saved_copy_says_so_as_replay_does(capsys, tmp_path):
     """README: `--replay NAME` / `--check NAME` run the user's saved copy, saying so on stderr (a
     new user's try: --check said nothing)."""
-    from workbench.session_paths import user_session_path
+    from workbench.session.paths import user_session_path
 
     copy = user_session_path("smoke-quick", tmp_path / "data" / "workbench")
     copy.parent.mkdir(parents=True, exist_ok=True)
@@ -471,9 +471,9 @@ def test_compare_across_gpus_exits_2_before_running(capsys, tmp_path, session_fi
 
 
 def test_planned_device_name_is_what_the_run_records():
-    from workbench.engine.environment import device_info
+    from workbench.engine.measure.environment import device_info
     from workbench.engine.plan import planned_device_name
-    from workbench.session import load_session, shipped_path
+    from workbench.session.api import load_session, shipped_path
 
     session = load_session(shipped_path("smoke-quick"))
     assert planned_device_name(session) == device_info("cpu").name == "cpu"   # the session says device: cpu

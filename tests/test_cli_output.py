@@ -19,7 +19,7 @@ import pytest
 from cli_fakes import fake_plan, run, session_file, user_dirs  # noqa: F401 (fixtures)
 from results_docs import document, record
 
-from workbench import journal
+from workbench.results import journal
 
 
 @pytest.fixture(autouse=True)
@@ -273,7 +273,7 @@ def test_cancelled_rows_are_not_journaled(tmp_path):
 def test_a_journal_held_by_a_live_run_refuses_a_second_one_and_keeps_its_rows(tmp_path):
     """Two replays given one -o path: the second overwrote the first's journal and document
     (a new user's try). Now the second is refused before it touches the file."""
-    from workbench.journal import Journal, JournalBusy, read_partial
+    from workbench.results.journal import Journal, JournalBusy, read_partial
 
     path = tmp_path / "out.json.journal.jsonl"
     first = Journal(path, {"schema_version": 1, "provenance": {"session": "first"}})
@@ -296,7 +296,7 @@ def test_a_replay_given_an_o_path_another_run_writes_is_refused_before_it_runs(t
     from workbench.cli.common import Env
     from workbench.cli.sink import Sink
     from workbench.errors import WorkbenchError
-    from workbench.journal import Journal, journal_path
+    from workbench.results.journal import Journal, journal_path
 
     out = tmp_path / "same.json"
     held = Journal(journal_path(out), {"schema_version": 1})

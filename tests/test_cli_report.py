@@ -14,9 +14,10 @@ from pathlib import Path
 from results_docs import document, record
 from rich.console import Console
 
-from workbench import events, report
+from workbench import events
+from workbench.results import report
 from workbench.cli.common import Env
-from workbench.provenance import PROVENANCE_KEYS, fill_provenance, git_sha, provenance, utc_now_iso
+from workbench.results.provenance import PROVENANCE_KEYS, fill_provenance, git_sha, provenance, utc_now_iso
 from workbench.cli.progress import InOrder, progress
 
 
@@ -74,7 +75,7 @@ def test_table_notes_say_what_the_timing_is():
 
 
 def test_interpreter_note_is_said_once():
-    from workbench.results import INTERPRETER_FLAG
+    from workbench.results.document import INTERPRETER_FLAG
 
     rec = record("triton")
     rec["timing"].update(timer="interpreter")
@@ -106,7 +107,7 @@ def test_git_dirty_says_whether_the_checkout_differs_from_its_commit(tmp_path, m
     import subprocess
 
     import workbench
-    from workbench import provenance as prov_mod
+    from workbench.results import provenance as prov_mod
 
     git = sh.which("git")
     if git is None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench import journal
+from workbench.results import journal
 
 pytestmark = pytest.mark.slow  # every test here starts child processes (tests/conftest.py)
 

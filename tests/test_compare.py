@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from results_docs import CONTRACT_RECORD_KEYS, document, record
 
-from workbench.compare import compare_documents, comparison_table, verdict
+from workbench.results.baseline import compare_documents, comparison_table, verdict
 
 
 def test_factory_records_have_every_contract_key():
@@ -93,7 +93,7 @@ def test_comparison_as_dict_and_table():
 def test_many_missing_rows_are_counted_under_the_table_not_listed():
     """A baseline of a larger session listed each of its rows as `missing`; past MISSING_SHOWN
     they are one line under the table, and the document still has every one."""
-    from workbench.compare import MISSING_SHOWN
+    from workbench.results.baseline import MISSING_SHOWN
 
     base = document(record("t"), *[record(f"impl{i}") for i in range(MISSING_SHOWN + 7)])
     comparison = compare_documents(document(record("t")), base)
@@ -140,7 +140,7 @@ def test_a_same_verdict_past_the_threshold_is_explained_under_the_table():
 
 def test_an_ab_line_says_whose_verdict_it_is():
     """'manual / triton128 = 0.03092x (...): faster' named neither side (a new user's try)."""
-    from workbench.report_diagnosis import ab_line
+    from workbench.results.report_diagnosis import ab_line
 
     entry = {"status": "ok", "a": "triton", "b": "pytorch", "ratio": 0.8, "ci_low": 0.79, "ci_high": 0.81,
              "n": 200, "verdict": "faster"}

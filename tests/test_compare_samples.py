@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from results_docs import document, record
 
-from workbench.compare import compare_documents, comparison_table, verdict
+from workbench.results.baseline import compare_documents, comparison_table, verdict
 
 
 def _with_samples(median: float, n: int, sigma: float, seed: int) -> dict:
@@ -46,7 +46,7 @@ def test_comparison_rows_carry_the_interval_and_the_table_shows_it():
 
 def test_too_few_samples_fall_back_to_the_spread_rule():
     """3 samples a side: no interval (abstats.MIN_PAIRS), the p20/p80 rule decides."""
-    from workbench.compare import sample_interval
+    from workbench.results.baseline import sample_interval
 
     base, now = _with_samples(1.0, 3, 0.01, seed=8), _with_samples(1.2, 3, 0.01, seed=9)
     assert sample_interval(now, base) is None

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from workbench.engine import daemon_wire as wire
-from workbench.engine.daemon_paths import (DaemonError, DaemonPaths, authkey, fingerprint, fingerprint_difference,
+from workbench.engine.daemon import wire
+from workbench.engine.daemon.paths import (DaemonError, DaemonPaths, authkey, fingerprint, fingerprint_difference,
                                            fingerprint_hash, known_daemons, lock_held, private_folder, try_lock)
 from workbench.events import Log, Result
 
@@ -122,7 +122,7 @@ class FakeEngine:
 @pytest.fixture
 def served(folder, monkeypatch):
     import workbench.engine.plan as plan
-    from workbench.engine.daemon import Daemon
+    from workbench.engine.daemon.server import Daemon
 
     engine = FakeEngine()
     monkeypatch.setattr(plan, "run_plan", engine.run_plan)
@@ -151,7 +151,7 @@ def test_a_run_ends_its_reader_before_the_connection_can_be_closed(folder, monke
     client that keeps its end open, the reader must have ended when the run returns, and the
     client still gets the document."""
     import workbench.engine.plan as plan
-    from workbench.engine.daemon import Daemon
+    from workbench.engine.daemon.server import Daemon
 
     engine = FakeEngine()
     engine.release.set()
@@ -176,7 +176,7 @@ def test_a_run_ends_its_reader_before_the_connection_can_be_closed(folder, monke
 
 
 def _run(daemon, stop=None, notes=None):
-    from workbench.engine.daemon_client import run_in_daemon
+    from workbench.engine.daemon.client import run_in_daemon
 
     events = []
     doc = run_in_daemon(Session(), None, on_event=events.append, stop=stop or threading.Event(),
@@ -199,7 +199,7 @@ def test_a_client_arriving_while_a_run_is_finishing_waits_for_it(served, monkeyp
     """The document went to the client before the run let go of the daemon (its reader thread
     ending, the lock released), so a replay started right after another was told `busy` and ran
     cold (CI: the second run of one test got None). Held here: the first run's end is slowed."""
-    import workbench.engine.daemon as daemon_module
+    import workbench.engine.daemon.server as daemon_module
 
     daemon, engine = served
     engine.release.set()
@@ -277,8 +277,8 @@ def test_a_finished_run_is_not_logged_as_cancelled_when_the_client_closes_at_onc
     closes as soon as it has the document, and the cancel watcher set the stop flag before the line."""
     import threading
 
-    from workbench.engine import daemon as daemon_module
-    from workbench.engine import daemon_wire as wire
+    from workbench.engine.daemon import server as daemon_module
+    from workbench.engine.daemon import wire
     from workbench.engine import plan
 
     monkeypatch.setattr(plan, "run_plan", lambda session, **kwargs: {"cancelled": False, "results": []})

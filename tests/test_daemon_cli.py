@@ -78,7 +78,7 @@ def gone(pids, within_s: float = 10.0) -> list[int]:
 def wb(tmp_path):
     """cli(*args) runs the CLI here; start(*args) starts it; the daemon folder is private to the
     test and every daemon in it is stopped at the end, its processes checked gone."""
-    from workbench.engine.daemon_client import list_daemons, stop_daemons
+    from workbench.engine.daemon.client import list_daemons, stop_daemons
 
     folder = Path(tempfile.mkdtemp(prefix="wbd-"))
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "XDG_DATA_HOME": str(tmp_path / "data"),
@@ -167,8 +167,8 @@ def test_the_idle_timeout_ends_the_daemon_and_its_workers(wb):
 
 
 def test_a_stale_socket_is_replaced_and_another_fingerprint_gets_its_own_daemon(wb):
-    from workbench.engine.daemon_client import connect, list_daemons
-    from workbench.engine.daemon_paths import DaemonPaths, fingerprint
+    from workbench.engine.daemon.client import connect, list_daemons
+    from workbench.engine.daemon.paths import DaemonPaths, fingerprint
 
     def status(environ):
         conn = connect(DaemonPaths.of(wb.folder, fingerprint(environ)), start=True, environ=environ)

@@ -12,9 +12,9 @@ import pytest
 
 from workbench.engine.options import RunOptions
 from workbench.engine.plan import run_plan
-from workbench.engine.spread import Part, run_parts
+from workbench.engine.multi.spread import Part, run_parts
 from workbench.events import Result
-from workbench.session import parse_session
+from workbench.session.api import parse_session
 
 from cli_fakes import user_dirs  # noqa: F401 (fixture)
 from conftest import seed_manifests

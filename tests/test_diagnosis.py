@@ -256,7 +256,7 @@ def test_a_contended_cpu_row_says_free_the_cores_not_raise_rep_ms():
     assert "free the cores" in found["suggestion"] and found["severity"] == "problem"
 
 
-TODAY = RESULTS / "2026-12-01" / "replay"  # replayed through the CLI on the H200, 2026-12-01
+TODAY = ROOT / "results" / "history" / "h200" / "2026-12-01" / "replay"  # replayed through the CLI on the H200, 2026-12-01
 
 
 def test_recorded_mlp_is_launch_bound_from_host_time_against_the_event_median():

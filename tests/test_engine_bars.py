@@ -8,11 +8,11 @@ import pytest
 
 from workbench.cost import Cost
 from workbench.datasheet import PEAK_MARGIN, PEAKS, REFERENCE_MARGIN, normalise, peaks_for
-from workbench.engine.bench import _flag_bars
-from workbench.engine.ceilings import bars
-from workbench.engine.relative import relate_to_pytorch
-from workbench.engine.traffic import above_peak, reference_flags, traffic_record
-from workbench.results import TIMING_KEYS, blank, new_record
+from workbench.engine.measure.bench import _flag_bars
+from workbench.engine.measure.ceilings import bars
+from workbench.engine.measure.relative import relate_to_pytorch
+from workbench.engine.measure.traffic import above_peak, reference_flags, traffic_record
+from workbench.results.document import TIMING_KEYS, blank, new_record
 
 NAMES = {  # as torch.cuda.get_device_properties().name / NVML report them
     "NVIDIA H200": "H200 SXM", "NVIDIA H100 80GB HBM3": "H100 SXM", "NVIDIA H100 PCIe": "H100 PCIe",
@@ -155,8 +155,8 @@ def test_speedup_vs_pytorch_within_the_same_run_shape_and_dtype():
 
 def test_doctor_shows_the_peaks_and_the_cached_references(tmp_path):
     from workbench.bars_view import bars_summary
-    from workbench.engine.ceilings import CeilingCache
-    from workbench.engine.environment import DeviceInfo
+    from workbench.engine.measure.ceilings import CeilingCache
+    from workbench.engine.measure.environment import DeviceInfo
 
     key = DeviceInfo(name="NVIDIA H200", driver="580.1").cache_key
     cache = CeilingCache(tmp_path)

@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from workbench.cost import Cost
-from workbench.engine.build_ahead import _warmup, likely_launch_bound, worth_building_ahead
-from workbench.engine.build_cache import BuildCache, build_key, source_digest
+from workbench.engine.worker.build_ahead import _warmup, likely_launch_bound, worth_building_ahead
+from workbench.engine.worker.build_cache import BuildCache, build_key, source_digest
 from workbench.kernel_source import TritonLaunch
 from workbench.machine import find_nvcc
 from workbench.registry import discover
-from workbench.session_model import Settings
+from workbench.session.model import Settings
 
 GELU = discover().op("gelu")
 
@@ -94,7 +94,7 @@ def test_building_ahead_an_autotuned_triton_row_compiles_every_candidate_once(mo
     ahead compiles each of them (the tuning then loads them from Triton's cache) and, for the PTX
     view, caches each one's tool outputs, so the winner's view is ready whichever it is; the
     launch the run would take without tuning is compiled first, and only once."""
-    from workbench.engine import build_ahead
+    from workbench.engine.worker import build_ahead
     from workbench.kernels import softmax as softmax_kernels
 
     compiled, tools = [], []
@@ -127,7 +127,7 @@ def test_building_ahead_an_autotuned_triton_row_compiles_every_candidate_once(mo
 
 
 def test_a_triton_row_without_candidates_compiles_its_one_launch(monkeypatch, tmp_path):
-    from workbench.engine import build_ahead
+    from workbench.engine.worker import build_ahead
 
     compiled = []
     monkeypatch.setattr(build_ahead, "_warmup", lambda launch, has_cuda=True: compiled.append(launch) or launch)
@@ -143,7 +143,7 @@ def test_building_ahead_a_cuda_rows_ptx_leaves_the_record_nothing_to_compute(tmp
     """The PTX record of a CudaSource row is built ahead into the cache the row's PTX stage
     reads: the row then runs no tool and maps no kernel (the record itself is cached), and gets
     the same record, its first note saying the compile was cached."""
-    from workbench.engine.build_ahead import cuda_ptx_ahead
+    from workbench.engine.worker.build_ahead import cuda_ptx_ahead
     from workbench.ptx import extractors, tools
     from workbench.ptx.extract import ptx_record
 
@@ -183,7 +183,7 @@ def test_a_cuda_record_is_cached_per_dtype_and_made_again_when_its_file_is_unrea
 
 def test_the_planning_query_answers_costs_and_refuses_unaddressable_specs():
     from workbench.engine.protocol import Query
-    from workbench.engine.worker import describe
+    from workbench.engine.worker.serve import describe
 
     small, huge = (("M", 4), ("N", 8)), (("M", 2**40), ("N", 2**40))
     ok, refused = describe(discover(), None, Query((("gelu", "manual", small, "float32"),
@@ -202,7 +202,7 @@ def test_one_build_ahead_worker_for_every_run_of_a_session(monkeypatch):
 
     from workbench.engine import plan as engine_plan
     from workbench.engine.rows import expand
-    from workbench.session import load_session
+    from workbench.session.api import load_session
 
     session = load_session(Path(__file__).parents[1] / "sessions" / "default.yaml")
     registry = discover()
@@ -231,7 +231,7 @@ def test_cuda_builds_ahead_run_side_by_side_and_each_row_says_what_was_built(mon
     a Triton row's warmup stays on the worker's own thread."""
     import threading
 
-    from workbench.engine import build_ahead, worker
+    from workbench.engine.worker import build_ahead, serve as worker
 
     barrier = threading.Barrier(2, timeout=10)
     threads: dict = {}
@@ -269,7 +269,7 @@ def test_a_session_opened_in_the_tui_builds_every_runs_kernels_ahead(monkeypatch
     from workbench.engine import plan as engine_plan
     from workbench.engine.options import RunOptions
     from workbench.machine import probe
-    from workbench.session import load_session
+    from workbench.session.api import load_session
 
     session = load_session(Path(__file__).parents[1] / "sessions" / "default.yaml")
     started: list = []
@@ -297,9 +297,9 @@ def test_the_default_sessions_distinct_cuda_compiles_go_first_and_repeats_last()
     """build_ahead.thread_tasks on the default session: gelu's `cuda_naive` and `cuda` are one
     module and one PTX compile of gelu.cu, so with four build threads softmax.cu's two compiles
     are among the first four tasks and gelu's repeats come after them."""
-    from workbench.engine.build_ahead import BUILD_THREADS, compile_key, thread_tasks
+    from workbench.engine.worker.build_ahead import BUILD_THREADS, compile_key, thread_tasks
     from workbench.engine.rows import expand
-    from workbench.session import load_session
+    from workbench.session.api import load_session
 
     registry = discover()
     rows = expand(load_session(Path(__file__).parents[1] / "sessions" / "default.yaml"), registry, has_cuda=True)
@@ -318,7 +318,7 @@ def test_every_cuda_compile_is_asked_for_before_the_first_triton_warmup(monkeypa
     warmup here waits for it and fails the test if it never starts."""
     import threading
 
-    from workbench.engine import build_ahead, worker
+    from workbench.engine.worker import build_ahead, serve as worker
 
     cuda_started = threading.Event()
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import types
 
-import workbench.engine.calibrate as calibrate
-from workbench.engine.ceilings import CACHE_VERSION, CeilingCache
-from workbench.engine.environment import DeviceInfo
+import workbench.engine.measure.calibrate as calibrate
+from workbench.engine.measure.ceilings import CACHE_VERSION, CeilingCache
+from workbench.engine.measure.environment import DeviceInfo
 from workbench.engine.supervisor import CALIBRATION_S, _JobRun
 
 

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from workbench.abstats import MIN_PAIRS, paired_ratio
-from workbench.engine.ab import measure_pairs
+from workbench.engine.worker.ab import measure_pairs
 from workbench.engine.ab_plan import AB_KEYS
-from workbench.engine.counters_run import run_under_ncu
+from workbench.engine.measure.counters_run import run_under_ncu
 from workbench.engine.plan import RunOptions, run_plan
-from workbench.engine.stats import StopRule
-from workbench.engine.timing import PerfCounterTimer
-from workbench.engine.timing_notes import env_switches
-from workbench.session_model import ABSide, ImplRef, RunSpec, Session, Settings
+from workbench.engine.measure.stats import StopRule
+from workbench.engine.measure.timing import PerfCounterTimer
+from workbench.engine.measure.timing_notes import env_switches
+from workbench.session.model import ABSide, ImplRef, RunSpec, Session, Settings
 
 PLUGINS = Path(__file__).parent / "plugins"
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
@@ -163,7 +163,7 @@ def test_run_under_fake_ncu_without_permission(tmp_path):
 def test_wrap_for_mode_passes_eager_calls_through_and_refuses_graphs_on_cpu():
     import dataclasses
 
-    from workbench.engine.graph_mode import graph_reason, wrap_for_mode
+    from workbench.engine.measure.graph_mode import graph_reason, wrap_for_mode
     from workbench.engine.rows import expand
     from workbench.registry import discover
 

@@ -14,12 +14,12 @@ import pytest
 
 import pytest
 
-from workbench.engine import workers
+from workbench.engine import pool as workers
 from workbench.engine.plan import RunOptions, run_plan
 from workbench.engine.protocol import WorkerKey
 from workbench.events import Error, Log, Result, Started
-from workbench.results import missing_keys
-from workbench.session_model import ImplRef, RunSpec, Session, Settings, Sweep
+from workbench.results.document import missing_keys
+from workbench.session.model import ImplRef, RunSpec, Session, Settings, Sweep
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "crashy.py")
 FAST = Settings(device="cpu", warmup_ms=1.0, rep_ms=5.0, min_samples=3, timeout_s=60.0)
@@ -173,7 +173,7 @@ def test_a_spare_that_died_while_waiting_is_replaced():
 
 
 def test_the_profilers_usdt_lines_are_dropped_from_a_childs_log(tmp_path):
-    from workbench.engine.capture import LogTail
+    from workbench.engine.measure.capture import LogTail
 
     log = tmp_path / "child.log"
     log.write_text("USDT:2026-11-29 18:17:48 16106:16106 SyncActivityProfilerHandler.cpp:52] profiler_start\n"

@@ -9,8 +9,8 @@ import pytest
 
 from workbench.engine.plan import RunOptions, run_plan
 from workbench.events import Built, Checked, Profile, Ptx, Result, Samples, Started
-from workbench.results import TIMING_KEYS, TRAFFIC_KEYS, dumps, missing_keys
-from workbench.session_model import ImplRef, RunSpec, Session, Settings
+from workbench.results.document import TIMING_KEYS, TRAFFIC_KEYS, dumps, missing_keys
+from workbench.session.model import ImplRef, RunSpec, Session, Settings
 
 pytestmark = pytest.mark.slow  # every test here starts child processes (tests/conftest.py)
 

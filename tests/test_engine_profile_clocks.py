@@ -8,10 +8,10 @@ import warnings
 import pytest
 import torch
 
-from workbench.engine.clocks import ClockSampler, clock_fell, clock_fields, reason_names
+from workbench.engine.measure.clocks import ClockSampler, clock_fell, clock_fields, reason_names
 from workbench.backends.compiled import CompileWatch
-from workbench.engine.profile import build_profile, profile_calls
-from workbench.results import PROFILE_KEYS, PROFILE_ROW_KEYS, blank
+from workbench.engine.measure.profile import build_profile, profile_calls
+from workbench.results.document import PROFILE_KEYS, PROFILE_ROW_KEYS, blank
 
 
 def _gelu(x):
@@ -44,7 +44,7 @@ def test_profiling_does_not_import_inductor(tmp_path):
     import sys
 
     code = ("import sys, torch\n"
-            "from workbench.engine.profile import profile_calls\n"
+            "from workbench.engine.measure.profile import profile_calls\n"
             "x = torch.randn(8, 8)\n"
             "record = profile_calls(lambda: torch.tanh(x), on_cuda=False, calls=2)\n"
             "assert any(r['name'] == 'aten::tanh' for r in record['rows']), record\n"
@@ -137,7 +137,7 @@ def test_kernel_time_above_wall_time_is_called_unreliable():
 def test_device_time_read_from_instance_attribute_of_key_averages_entries():
     """FunctionEventAvg keeps self_device_time_total on the instance (torch 2.11-2.13): it must be
     read, not mistaken for an old torch and replaced by a missing self_cuda_time_total (0)."""
-    from workbench.engine.profile import profile_row
+    from workbench.engine.measure.profile import profile_row
 
     class DeviceType:  # stands in for torch.autograd.DeviceType.CUDA
         def __str__(self):

@@ -12,9 +12,9 @@ from workbench.engine.estimate import estimate_row, skip_reason
 from workbench.engine.rows import expand, normalise_actions, resolve_device
 from workbench.machine import Machine
 from workbench.registry import discover
-from workbench.results import (RECORD_KEYS, dumps, flatten, load, missing_keys, new_document, new_record,
+from workbench.results.document import (RECORD_KEYS, dumps, flatten, load, missing_keys, new_document, new_record,
                                write)
-from workbench.session_model import ImplRef, RunSpec, Session, Settings, Sweep
+from workbench.session.model import ImplRef, RunSpec, Session, Settings, Sweep
 
 NO_GPU_WITH_NVCC = Machine(has_cuda=False, device_name=None, nvcc="/usr/bin/nvcc", triton=True, ninja=True)
 NO_GPU_NO_NVCC = Machine(has_cuda=False, device_name=None, nvcc=None, triton=True, ninja=True)
@@ -186,10 +186,10 @@ def test_the_front_end_estimates_a_2_31_row_from_the_workers_check_workspace():
     worker's answers (engine/planning.CostedRegistry). The check workspace needs the op's input
     factory, which only the worker has: without its answer the H200 replay of
     benchmarks/sessions/big-2e31.yaml skipped every row at 136-204 GiB (2026-12-01)."""
-    from workbench.engine.planning import CostedRegistry, fact_key
+    from workbench.engine.cost_query import CostedRegistry, fact_key
     from workbench.engine.protocol import Query
-    from workbench.engine.worker import describe
-    from workbench.manifest import declare
+    from workbench.engine.worker.serve import describe
+    from workbench.plugins.manifest import declare
 
     shape, dtype = {"M": 1, "N": 2**31 + 2**20}, "float16"
     (answer,) = describe(discover(), None, Query((("gelu", "triton", tuple(shape.items()), dtype),)))
@@ -219,7 +219,7 @@ def test_every_admitted_row_carries_its_estimate():
 def test_the_exact_check_workspace_is_computed_only_where_it_can_change_admission():
     from workbench.engine.estimate import exact_check_bytes_matter
     from workbench.engine.protocol import Query
-    from workbench.engine.worker import describe
+    from workbench.engine.worker.serve import describe
 
     gib = 2**30
     assert not exact_check_bytes_matter(2 * gib, 4, 141 * gib)     # 16384^2 float32 GeLU on an H200
@@ -240,8 +240,8 @@ def test_a_planning_query_of_rows_that_fit_does_not_import_dynamo():
     import subprocess
     import sys
 
-    code = ("import sys; import workbench.engine.execute; from workbench.registry import discover; "
-            "from workbench.engine.protocol import Query; from workbench.engine.worker import describe; "
+    code = ("import sys; import workbench.engine.worker.execute; from workbench.registry import discover; "
+            "from workbench.engine.protocol import Query; from workbench.engine.worker.serve import describe; "
             "q = Query(tuple((op, i, (('M', 16384), ('N', 16384)), 'float32') for op in ('gelu', 'softmax') "
             "for i in ('manual', 'pytorch', 'compiled', 'triton'))); "
             "a = describe(discover(), None, q, 141 * 2**30); "

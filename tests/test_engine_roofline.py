@@ -8,14 +8,14 @@ import json
 import pytest
 
 from workbench.cost import Cost
-from workbench.engine.calibrate import measure_copy_gbps, measure_matmul_tflops
-from workbench.engine.ceilings import CeilingCache, Ceilings, compute_key, copy_gbps, datasheet_for, matmul_tflops
-from workbench.engine.environment import DeviceInfo
-from workbench.engine.floor import below_floor_flag, is_launch_bound, measure_floor_ms
-from workbench.engine.stats import StopRule
-from workbench.engine.timing import SerialTimer
-from workbench.engine.traffic import above_peak, machine_balance, traffic_record
-from workbench.results import TIMING_KEYS, TRAFFIC_KEYS, blank
+from workbench.engine.measure.calibrate import measure_copy_gbps, measure_matmul_tflops
+from workbench.engine.measure.ceilings import CeilingCache, Ceilings, compute_key, copy_gbps, datasheet_for, matmul_tflops
+from workbench.engine.measure.environment import DeviceInfo
+from workbench.engine.measure.launch_floor import below_floor_flag, is_launch_bound, measure_floor_ms
+from workbench.engine.measure.stats import StopRule
+from workbench.engine.measure.timing import SerialTimer
+from workbench.engine.measure.traffic import above_peak, machine_balance, traffic_record
+from workbench.results.document import TIMING_KEYS, TRAFFIC_KEYS, blank
 
 FEW = StopRule(rep_ms=1e6, min_samples=5)
 
@@ -173,7 +173,7 @@ def test_interpreter_time_is_not_speed():
 def test_launch_record_comes_from_the_ptx_module_with_registers_and_ctx():
     """One occupancy model: engine rows get workbench.ptx.extract.launch_record (register
     allocation granularity, sm_90 limits), fed the ptx record's registers and the run's ctx."""
-    from workbench.engine.execute import launch_for
+    from workbench.engine.worker.execute import launch_for
     from workbench.registry import REGISTRY, BuildContext, discover
 
     discover()
@@ -212,9 +212,9 @@ class _FakeDevice:
 
 
 def test_launch_floor_and_ceilings_are_measured_once_at_calibration_and_cached(tmp_path, monkeypatch):
-    import workbench.engine.calibrate as calibrate
-    import workbench.engine.ceilings as ceilings
-    from workbench.engine.floor import launch_floor_ms
+    import workbench.engine.measure.calibrate as calibrate
+    import workbench.engine.measure.ceilings as ceilings
+    from workbench.engine.measure.launch_floor import launch_floor_ms
     from workbench.registry import discover
 
     dev = _FakeDevice(tmp_path)
@@ -244,7 +244,7 @@ def test_launch_floor_and_ceilings_are_measured_once_at_calibration_and_cached(t
 
 def test_the_matmul_ceiling_is_the_best_size_that_fits(monkeypatch):
     """H200: cuBLAS float32 ran faster at 16384^3 than at 8192^3; the ceiling takes the best."""
-    import workbench.engine.calibrate as ceilings
+    import workbench.engine.measure.calibrate as ceilings
 
     tried = []
 
@@ -260,7 +260,7 @@ def test_the_matmul_ceiling_is_the_best_size_that_fits(monkeypatch):
 
 
 def test_ceilings_cached_by_an_older_method_are_measured_again(tmp_path):
-    from workbench.engine.ceilings import CACHE_VERSION
+    from workbench.engine.measure.ceilings import CACHE_VERSION
 
     (tmp_path / "ceilings.json").write_text(json.dumps({"GPU | driver 1": {"copy_gbps": 1.0}}))
     cache = CeilingCache(tmp_path)

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from workbench.engine.stats import StopRule, median_rel_error, quantile, summarize
-from workbench.engine.timing import Cancelled, PerfCounterTimer, SampleBatcher, SerialTimer, measure, warm_up
+from workbench.engine.measure.stats import StopRule, median_rel_error, quantile, summarize
+from workbench.engine.measure.timing import Cancelled, PerfCounterTimer, SampleBatcher, SerialTimer, measure, warm_up
 
 
 class FakeClock:
@@ -204,7 +204,7 @@ def test_do_bench_keywords_are_feature_detected(monkeypatch):
     """MEASUREMENT.md P3: warmup/rep are ms; the statistic is named; old and new signatures work."""
     import triton.testing
 
-    from workbench.engine.dobench import do_bench_median_ms
+    from benchmarks.dobench import do_bench_median_ms
 
     seen = {}
 
@@ -229,7 +229,7 @@ def test_do_bench_keywords_are_feature_detected(monkeypatch):
 def test_do_bench_quantiles_are_asked_where_do_bench_takes_them(monkeypatch):
     import triton.testing
 
-    from workbench.engine.dobench import do_bench_quantiles_ms
+    from benchmarks.dobench import do_bench_quantiles_ms
 
     def with_quantiles(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean"):
         return [0.1 * q * 10 for q in quantiles]
@@ -242,7 +242,7 @@ def test_do_bench_quantiles_are_asked_where_do_bench_takes_them(monkeypatch):
 def test_do_bench_samples_come_from_return_mode_all_where_it_has_that_mode(monkeypatch):
     import triton.testing
 
-    from workbench.engine.dobench import do_bench_samples_ms
+    from benchmarks.dobench import do_bench_samples_ms
 
     asked = {}
 
@@ -266,7 +266,7 @@ def test_do_bench_samples_come_from_return_mode_all_where_it_has_that_mode(monke
 
 def test_cancel_poll_is_throttled():
     """The stop flag is read at most once per interval, not after every sample."""
-    from workbench.engine.bench import throttled
+    from workbench.engine.measure.bench import throttled
 
     now = [0.0]
     calls = []
@@ -280,7 +280,7 @@ def test_cancel_poll_is_throttled():
 
 
 def test_unconverged_median_is_flagged_and_a_tight_one_is_not():
-    from workbench.engine.bench import convergence_flag
+    from workbench.engine.measure.bench import convergence_flag
 
     tight = [1.0, 1.001, 0.999, 1.0, 1.0005, 0.9995, 1.0, 1.0, 1.0002, 0.9998]
     wide = [1.0, 8.0, 1.2, 7.9, 0.9, 8.1, 1.1]
@@ -290,7 +290,7 @@ def test_unconverged_median_is_flagged_and_a_tight_one_is_not():
 
 
 def test_a_cpu_row_is_flagged_when_its_threads_waited_for_a_core():
-    from workbench.engine.bench import CONTENDED, contention_flag
+    from workbench.engine.measure.bench import CONTENDED, contention_flag
 
     assert contention_flag(1.0, 1.0 + CONTENDED * 2.0, 2.0) is None  # at the line: not flagged
     flag = contention_flag(1.0, 2.6, 2.0)
@@ -305,7 +305,7 @@ def test_run_delay_counts_threads_waiting_for_a_core():
     import threading
     import time
 
-    from workbench.engine.bench import run_delay_s
+    from workbench.engine.measure.bench import run_delay_s
 
     start = run_delay_s()
     if start is None:
@@ -326,7 +326,7 @@ def test_the_convergence_flag_never_reads_as_a_number_above_itself(monkeypatch):
     """A new user saw `estimated error 0.01% > target 0.01%`: both rounded to 2 digits."""
     import re
 
-    import workbench.engine.bench as bench
+    import workbench.engine.measure.bench as bench
 
     monkeypatch.setattr(bench, "median_rel_error", lambda samples: 0.000104)
     flag = bench.convergence_flag([1.0] * 5, 0.0001, 100)

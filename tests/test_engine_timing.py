@@ -8,9 +8,9 @@ import types
 
 import pytest
 
-from workbench.engine import timing
-from workbench.engine.stats import StopRule
-from workbench.engine.timing import (BATCH_MS, Cancelled, L2Flush, SerialTimer, batch_size, headroom_ms,
+from workbench.engine.measure import timing
+from workbench.engine.measure.stats import StopRule
+from workbench.engine.measure.timing import (BATCH_MS, Cancelled, L2Flush, SerialTimer, batch_size, headroom_ms,
                                      measure_run)
 
 
@@ -200,7 +200,7 @@ def test_a_power_or_thermal_limit_holds_off_the_converged_stop_until_rep_ms():
 
 
 def test_the_clock_sampler_reports_a_limit_only_for_power_or_thermal_reasons():
-    from workbench.engine.clocks import ClockSampler
+    from workbench.engine.measure.clocks import ClockSampler
 
     sampler = ClockSampler(None)
     assert not sampler.limited()

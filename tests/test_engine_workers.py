@@ -14,11 +14,11 @@ import textwrap
 import time
 from pathlib import Path
 
-from workbench.engine import workers
+from workbench.engine import pool as workers
 from workbench.engine.plan import RunOptions, run_plan
 from workbench.engine.protocol import WorkerKey
 from workbench.events import Log
-from workbench.session_model import ImplRef, RunSpec, Session, Settings, Sweep
+from workbench.session.model import ImplRef, RunSpec, Session, Settings, Sweep
 import pytest
 
 pytestmark = pytest.mark.slow  # every test here starts worker processes
@@ -129,7 +129,7 @@ def test_a_killed_workbench_leaves_no_worker_behind(tmp_path):
     script.write_text(textwrap.dedent(f"""
         from pathlib import Path
         from workbench.engine.plan import RunOptions, run_plan
-        from workbench.session_model import ImplRef, RunSpec, Session, Settings
+        from workbench.session.model import ImplRef, RunSpec, Session, Settings
         if __name__ == "__main__":
             session = Session(name="kill", settings=Settings(device="cpu", timeout_s=600.0),
                               runs=(RunSpec(op="crashy", impls=(ImplRef("manual_pid"), ImplRef("manual_hang")),

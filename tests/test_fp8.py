@@ -10,12 +10,12 @@ import torch
 from workbench.backends.base import Action
 from workbench.datasheet import peaks_for
 from workbench.dtypes import STANDARD_DTYPES, DType
-from workbench.engine.ceilings import compute_key
+from workbench.engine.measure.ceilings import compute_key
 from workbench.errors import UnknownNameError
 from workbench.machine import Machine
 from workbench.registry import BuildContext, discover
-from workbench.tolerance import FP8_MAX, UNIT_ROUNDOFF, overflow_threshold, tolerance
-from workbench.verify import RowCheck
+from workbench.check.tolerance import FP8_MAX, UNIT_ROUNDOFF, overflow_threshold, tolerance
+from workbench.check.row import RowCheck
 
 REGISTRY = discover()
 CPU = BuildContext(device="cpu")
@@ -157,7 +157,7 @@ def test_triton_scaled_mm_emits_fp8_wgmma_for_sm90():
 
 
 def test_a_session_asking_fp8_of_an_op_that_does_not_declare_it_names_the_allowed_dtypes(tmp_path):
-    from workbench.session import SessionError, load_session
+    from workbench.session.api import SessionError, load_session
 
     path = tmp_path / "bad.yaml"
     path.write_text("schema_version: 1\nname: x\nruns: [{op: gelu, dtype: float8_e4m3fn}, "

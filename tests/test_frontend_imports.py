@@ -55,7 +55,7 @@ def test_the_tui_app_and_the_engine_planner_never_import_torch(tmp_path):
 
 
 def test_the_manifest_is_rebuilt_when_a_plugin_file_changes(tmp_path):
-    from workbench.manifest import declare
+    from workbench.plugins.manifest import declare
 
     plugin = tmp_path / "ops.py"
     source = Path(PLUGIN).read_text()

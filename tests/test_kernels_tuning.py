@@ -1,4 +1,4 @@
-"""The kernels' autotuning (kernels/_autotune.py), the one-pass softmax plan (kernels/_onepass.py),
+"""The kernels' autotuning (workbench/tuning.py), the one-pass softmax plan (kernels/_onepass.py),
 the TMA GEMM's path choice, and 64-bit offsets past 2^31 elements (#14 part 4): CPU-only tests
 (nothing is timed; timings here are stand-ins passed to the tuner)."""
 
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 import workbench.kernels
-from workbench.kernels import _autotune as at
+from workbench import tuning as at
 from workbench.kernels import _onepass as op1
 from workbench.kernels import _softmax_rows as rows_kernel
 from workbench.kernels._gemm import TRITON_PARAMS, use_tma
@@ -153,7 +153,8 @@ def test_a_context_that_must_not_launch_takes_the_cached_choice_and_times_nothin
     never = lambda c: pytest.fail("the build-ahead context launched a candidate")  # noqa: E731
     tuned = at.choose(ahead, "softmax", "triton", spec, candidates, run=never)
     assert tuned.config == {"num_warps": 4} and tuned.source == "default" and "tuning off" in tuned.note
-    key = at.TuneKey("softmax", "triton", "NVIDIA H200 sm_90", at.spec_shape(spec), "float32", "1")
+    key = at.TuneKey("softmax", "triton", "NVIDIA H200 sm_90", at.spec_shape(spec), "float32", "1",
+                     at.triton_version(), at.GENERIC)  # a plain list: the generic one
     at._write(key, at.Tuned({"num_warps": 8}, "tuned", "x", {}, 0.1), tmp_path)
     assert at.choose(ahead, "softmax", "triton", spec, candidates, run=never).config == {"num_warps": 8}
     timed = []
@@ -162,9 +163,9 @@ def test_a_context_that_must_not_launch_takes_the_cached_choice_and_times_nothin
 
 
 def test_the_build_ahead_worker_builds_cuda_rows_in_a_context_that_must_not_launch(monkeypatch):
-    from workbench.engine import build_ahead
+    from workbench.engine.worker import build_ahead
     from workbench.kernel_source import CudaSource
-    from workbench.session_model import Settings
+    from workbench.session.model import Settings
 
     seen = []
     impl = SimpleNamespace(source=CudaSource(Path("k.cu"), ("k",)), resolve_params=lambda p: {},
@@ -189,6 +190,91 @@ def test_the_result_row_carries_the_choice():
     fn = op.get_impl("triton").builder(spec, {}, BuildContext(device="cpu", interpret=True))
     assert fn.tuned["config"]["num_warps"] == 4 and fn.tuned["source"] == "default"
     assert rows_kernel.is_lecture(fn.tuned["config"])  # untuned: the lecture's kernel
+
+
+# -- per-device candidate lists and keys (issue #40) ---------------------------------------------
+H100 = "NVIDIA H100 80GB HBM3 sm_90"
+H200 = "NVIDIA H200 sm_90"
+
+
+@pytest.mark.parametrize("key, device, want", [
+    ("H100 sm_90", H100, True), ("H100 sm_90", "NVIDIA H100 NVL sm_90", True), ("H100 sm_90", H200, False),
+    ("H100 sm_90", "NVIDIA H1000 sm_90", False), ("H100 sm_90", "NVIDIA H100 80GB HBM3 sm_80", False),
+    ("h200 sm_90", H200, True), ("A100 80GB sm_80", "NVIDIA A100 80GB PCIe sm_80", True),
+    ("A100 80GB sm_80", "NVIDIA A100-SXM4-40GB sm_80", False)])
+def test_a_device_key_matches_a_name_word_and_the_compute_capability(key, device, want):
+    assert at.device_matches(key, device) is want
+
+
+@pytest.mark.parametrize("bad", ["H100", "sm_90", "H100 90", "H100 sm_x"])
+def test_a_malformed_device_key_is_refused_by_name(bad):
+    with pytest.raises(ValueError, match=re.escape(repr(bad))):
+        at.CandidateLists({bad: [{"num_warps": 4}]}, [{"num_warps": 4}])
+
+
+def test_each_device_gets_its_own_list_and_any_other_the_generic_one():
+    lists = at.CandidateLists({"H200 sm_90": [{"w": 1}, {"w": 2}], "H100 sm_90": [{"w": 3}]}, [{"w": 9}, {"w": 1}])
+    assert lists.select(H200) == ("H200 sm_90", [{"w": 1}, {"w": 2}])
+    assert lists.select(H100) == ("H100 sm_90", [{"w": 3}])
+    assert lists.select("NVIDIA L40S sm_89") == (at.GENERIC, [{"w": 9}, {"w": 1}])
+    assert lists.select(None) == (at.GENERIC, [{"w": 9}, {"w": 1}])
+    with pytest.raises(ValueError, match="empty"):
+        at.CandidateLists({"H100 sm_90": []}, [{"w": 1}])
+
+
+def test_the_gemm_lists_differ_per_device_and_the_generic_list_holds_both():
+    from workbench.kernels import _tma_gemm as tma
+
+    lists = tma.candidate_lists()
+    h100, h200, other = (lists.select(d)[1] for d in (H100, H200, "NVIDIA GH200 480GB sm_90"))
+    assert h100 != h200 and h100 == tma.candidate_configs(H100) and h200 == tma.candidate_configs(H200)
+    assert all(c in other for c in h100 + h200) and other[0] == h200[0]
+    assert tma.candidate_configs() == other
+    for configs in (h100, h200):  # every config launches: stream-K only with SUBTILE
+        assert all(set(c) == set(tma.CONFIG_KEYS) for c in configs)
+        assert all(c["SUBTILE"] for c in configs if c["STREAMK"]) and not configs[0]["STREAMK"]
+
+
+def test_a_choice_is_keyed_by_device_triton_version_and_list(tmp_path, monkeypatch):
+    lists = at.CandidateLists({"H200 sm_90": [{"w": 1}, {"w": 2}]}, [{"w": 1}, {"w": 2}, {"w": 3}])
+    times = {1: 0.5, 2: 0.2, 3: 0.1}
+    last = []
+
+    def run(config):
+        last.append(config["w"])
+        return _Out(1.0)
+
+    def bench(fn):
+        fn()
+        return times[last[-1]]
+
+    shape = {"M": 64, "N": 1024}
+    tuned = at.choose_on(H200, "softmax", "triton", shape, "float32", lists, "1", run, tmp_path, bench=bench)
+    assert tuned.config == {"w": 2} and tuned.source == "tuned" and "no candidate list" not in tuned.note
+    # the same device and Triton: the cached choice, nothing launched
+    again = at.choose_on(H200, "softmax", "triton", shape, "float32", lists, "1", None, tmp_path)
+    assert again.source == "cached" and again.config == {"w": 2}
+    data = json.loads(next((tmp_path / "autotune").glob("*.json")).read_text())
+    assert data["device"] == H200 and data["triton"] == at.triton_version() and data["candidates"] == "H200 sm_90"
+    # another device never reads the H200's choice: it has no list, so it tunes over the generic one
+    other = at.choose_on("NVIDIA L40S sm_89", "softmax", "triton", shape, "float32", lists, "1", run, tmp_path,
+                         bench=bench)
+    assert other.config == {"w": 3} and other.source == "tuned"
+    assert other.note.startswith("autotune: no candidate list for NVIDIA L40S sm_89 (lists for H200 sm_90)")
+    # another Triton version: a miss, so the first config of the device's list, untimed
+    monkeypatch.setattr(at, "triton_version", lambda: "9.9.9")
+    fresh = at.choose_on(H200, "softmax", "triton", shape, "float32", lists, "1", None, tmp_path)
+    assert fresh.source == "default" and fresh.config == {"w": 1} and "triton 9.9.9" in fresh.note
+
+
+def test_without_a_gpu_the_choice_is_the_generic_first(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    lists = at.CandidateLists({"H100 sm_90": [{"w": 5}]}, [{"w": 7}])
+    spec = REGISTRY.op("softmax").make_spec({"M": 64, "N": 1024}, "float32")
+    tuned = at.choose(None, "softmax", "triton", spec, lists)
+    assert tuned.config == {"w": 7} and tuned.source == "default" and "no CUDA device" in tuned.note
 
 
 # -- the one-pass softmax plan ---------------------------------------------------------------------

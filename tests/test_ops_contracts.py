@@ -141,7 +141,7 @@ def test_block_sizes_must_be_powers_of_two(op_name, impl_name, params):
 
 # -- fp32 precision (rule 7): the engine owns it, no implementation sets it ---------------------
 def test_fp32_precision_is_set_for_the_block_and_restored():
-    from workbench.engine.precision import fp32_precision
+    from workbench.engine.worker.precision import fp32_precision
 
     backend = torch.backends.cuda.matmul
     before = backend.fp32_precision
@@ -151,7 +151,7 @@ def test_fp32_precision_is_set_for_the_block_and_restored():
 
 
 def test_only_matmul_like_ops_run_at_tf32():
-    from workbench.engine.precision import effective_fp32_precision
+    from workbench.engine.worker.precision import effective_fp32_precision
 
     assert effective_fp32_precision(REGISTRY.op("matmul"), "tf32") == "tf32"
     assert effective_fp32_precision(REGISTRY.op("cdist"), "tf32") == "ieee"  # torch.cdist's matmul stays IEEE

@@ -12,8 +12,8 @@ import textwrap
 import pytest
 
 from op_cases import PLUGINS, Case, describe, run_child
-from workbench.checking import compare
-from workbench.tolerance import tolerance
+from workbench.check.compare import compare
+from workbench.check.tolerance import tolerance
 from workbench.machine import probe
 from workbench.registry import discover
 

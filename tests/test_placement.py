@@ -12,16 +12,16 @@ from cli_fakes import fake_plan, session_file, user_dirs  # noqa: F401 (fixtures
 from cli_fakes import run as cli_run
 from workbench.cli.main import parse_args
 from workbench.device_list import parse_devices, resolve_devices
-from workbench.engine.merge import device_name_of, merge_documents
+from workbench.engine.multi.merge import device_name_of, merge_documents
 from workbench.engine.options import RunOptions
-from workbench.engine.placement import place_rows, rows_by_place
+from workbench.engine.multi.placement import place_rows, rows_by_place
 from workbench.engine.rows import Row
-from workbench.engine.ship import mapped_back, pack, unpack
-from workbench.engine.spread import Part, local_parts, requested_devices, run_parts
+from workbench.engine.multi.ship import mapped_back, pack, unpack
+from workbench.engine.multi.spread import Part, local_parts, requested_devices, run_parts
 from workbench.errors import WorkbenchError
 from workbench.events import Result, Started
-from workbench.session import dump_session, parse_session
-from workbench.session_model import RunSpec, Session, Settings
+from workbench.session.api import dump_session, parse_session
+from workbench.session.model import RunSpec, Session, Settings
 
 
 def _row(run_index, label, sweep, device="cuda:0"):
@@ -237,7 +237,7 @@ def test_run_parts_raises_a_places_error_and_stops_the_others():
 
 
 def test_compare_matches_rows_only_on_a_device_of_the_same_name():
-    from workbench.compare import compare_documents
+    from workbench.results.baseline import compare_documents
 
     rows = _sweep(["pytorch"], [1, 2])
     timing = {"median_ms": 1.0, "p20_ms": 0.99, "p80_ms": 1.01}
@@ -253,7 +253,7 @@ def test_compare_matches_rows_only_on_a_device_of_the_same_name():
 def test_ceilings_written_by_two_processes_at_once_keep_both(tmp_path):
     """Two devices' workers calibrating at once write the one ceilings cache (engine/ceilings.py
     locks its read-modify-write); threads here stand in for the processes: the same lock."""
-    from workbench.engine.ceilings import CeilingCache
+    from workbench.engine.measure.ceilings import CeilingCache
 
     def write(name):
         for i in range(30):

@@ -436,7 +436,7 @@ def test_build_ahead_leaves_the_cubin_tool_outputs_the_ptx_view_reads(registry, 
     """engine/build_ahead.py's Triton prebuild runs cuobjdump and nvdisasm on the kernel's cubin
     into the PTX cache (ptx/record.cubin_tools); the row's PTX record then reads them there and
     runs no tool at all (the ~1 s a Triton row's PTX view waited on the H200)."""
-    from workbench.engine import build_ahead
+    from workbench.engine.worker import build_ahead
     from workbench.ptx import tools
     from workbench.ptx.tools import find_tool
 

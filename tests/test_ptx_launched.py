@@ -65,7 +65,7 @@ def test_the_cuda_softmax_names_and_sizes_the_choice_tuned_in_the_runs_build_dir
     (on the H200 the replayed softmax's record named the untuned plan and took its registers)."""
     import torch
 
-    import workbench.kernels._autotune as autotune
+    import workbench.tuning as autotune
     from workbench.registry import BuildContext, discover
     from workbench.kernels.softmax import _cuda_config
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from workbench.engine import ptx_stage
+from workbench.engine.worker import ptx_stage
 from workbench.events import Log, Ptx
 from workbench.ptx.tools import failure_lines
 

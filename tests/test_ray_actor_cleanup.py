@@ -8,8 +8,8 @@ import threading
 from pathlib import Path
 from types import SimpleNamespace
 
-from workbench.engine.ray_actor import PLUGINS_PREFIX, PlaceActor, remove_when_done
-from workbench.engine.ship import pack
+from workbench.engine.multi.ray_actor import PLUGINS_PREFIX, PlaceActor, remove_when_done
+from workbench.engine.multi.ship import pack
 
 
 def _session_and_options(plugin: Path):

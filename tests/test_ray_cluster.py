@@ -11,9 +11,9 @@ import pytest
 
 from workbench.engine.options import RunOptions
 from workbench.engine.plan import run_plan
-from workbench.engine.ray_actor import ACTOR_PREFIX
+from workbench.engine.multi.ray_actor import ACTOR_PREFIX
 from workbench.events import Result, Started
-from workbench.session import load_session, parse_session
+from workbench.session.api import load_session, parse_session
 
 from conftest import seed_manifests
 

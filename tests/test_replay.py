@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from workbench import report
-from workbench.compare import compare_documents
-from workbench.results import missing_keys
-from workbench.session import load_session, shipped_path
+from workbench.results import report
+from workbench.results.baseline import compare_documents
+from workbench.results.document import missing_keys
+from workbench.session.api import load_session, shipped_path
 
 pytestmark = pytest.mark.slow  # every test here starts child processes (tests/conftest.py)
 
@@ -49,7 +49,7 @@ def smoke(tmp_path_factory):
 
 def assert_sound(doc: dict, session_name: str) -> None:
     """The checks every CPU replay must pass, whatever the op."""
-    from workbench.manifest import declare
+    from workbench.plugins.manifest import declare
     from workbench.registry import Need
 
     session = load_session(shipped_path(session_name), check_ops=False)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from workbench import results
+from workbench.results import document as results
 from workbench.datasheet import PEAK_MARGIN, peaks_for
-from workbench.engine.ceilings import compute_key
+from workbench.engine.measure.ceilings import compute_key
 from workbench.registry import discover
 
 ROOT = Path(__file__).resolve().parents[1] / "results"

@@ -18,10 +18,10 @@ from workbench.cost import Cost
 from workbench.dtypes import DType
 from workbench.errors import SpecError, WorkbenchError
 from workbench.registry import Op, Registry
-from workbench.session import (SessionError, dump_session, load_session, parse_session, save_session,
+from workbench.session.api import (SessionError, dump_session, load_session, parse_session, save_session,
                                session_from_data, session_to_data, validate_session)
-from workbench.session_model import ImplRef, RunSpec, Session, Settings, Sweep
-from workbench.session_settings import SETTING_KEYS, SETTING_RULES
+from workbench.session.model import ImplRef, RunSpec, Session, Settings, Sweep
+from workbench.session.settings import SETTING_KEYS, SETTING_RULES
 from workbench.spec import Spec
 
 
@@ -555,7 +555,7 @@ def test_errors_are_workbench_errors():
 def test_a_missing_plugin_does_not_hide_the_other_runs_problems(tmp_path):
     """--check of a session whose plugin is missing reported the plugin but not M: -4 of a
     shipped op's run (a new user's try); a run of an op the plugin may register waits for it."""
-    from workbench.session import SessionError, load_session
+    from workbench.session.api import SessionError, load_session
 
     path = tmp_path / "multi.yaml"
     path.write_text("schema_version: 1\nname: bad\nplugins: [nothere.py]\nruns:\n"
@@ -572,7 +572,7 @@ def test_a_missing_plugin_does_not_hide_the_other_runs_problems(tmp_path):
 def test_an_ab_sides_plugin_file_must_exist(tmp_path):
     """--check passed `compare: [pytorch, {name: manual, plugin: /nope/x.py}]` and the replay then
     failed the A/B (a new user's try); relative paths are the session folder's, as when run."""
-    from workbench.session import SessionError, load_session
+    from workbench.session.api import SessionError, load_session
 
     path = tmp_path / "cmp.yaml"
     path.write_text("schema_version: 1\nname: c\nruns:\n  - op: gelu\n    impls: [pytorch, manual]\n"
@@ -584,7 +584,7 @@ def test_an_ab_sides_plugin_file_must_exist(tmp_path):
 
 
 def test_a_problem_that_quotes_another_files_line_names_the_session_files():
-    from workbench.session_yaml import Problem
+    from workbench.session.yaml_io import Problem
 
     assert str(Problem("plugins[0]", "plug.py:2: SyntaxError: invalid syntax", 3)) == \
         "plugins[0]: plug.py:2: SyntaxError: invalid syntax (session file line 3)"
@@ -651,7 +651,7 @@ def test_a_plugin_path_that_is_not_python_or_a_folder_without_op_files_is_named(
     """`--kernels notes.txt` failed with "'NoneType' object has no attribute 'loader'" (a new
     user's try); an empty folder was taken silently."""
     from workbench.errors import WorkbenchError
-    from workbench.plugin_sources import plugin_files
+    from workbench.plugins.sources import plugin_files
 
     text = tmp_path / "notes.txt"
     text.write_text("x\n")
@@ -684,7 +684,7 @@ def test_a_sweep_written_as_param_to_values_is_one_error_showing_the_form(tmp_pa
 def test_a_saved_copy_keeps_the_comments_the_file_opened_with(tmp_path):
     """ctrl+s on a shipped session wrote a copy without the shipped file's explanation."""
     from workbench.screens import sessions_io
-    from workbench.session import leading_comments, shipped_path
+    from workbench.session.api import leading_comments, shipped_path
 
     shipped = shipped_path("default")
     session = load_session(shipped)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from workbench.registry import discover
-from workbench.session import SessionError, dump_session, parse_session, with_resolved_plugins
-from workbench.session_model import ABSide
+from workbench.session.api import SessionError, dump_session, parse_session, with_resolved_plugins
+from workbench.session.model import ABSide
 
 HEAD = "schema_version: 1\nname: ab\nruns:\n  - op: gelu\n    impls: [manual, pytorch, {name: triton, label: t}]\n"
 

@@ -8,7 +8,7 @@ import pytest
 
 from workbench.errors import WorkbenchError
 from workbench.registry import discover
-from workbench.session import (SessionError, default_session_name, dump_session, is_shipped,
+from workbench.session.api import (SessionError, default_session_name, dump_session, is_shipped,
                                load_session, parse_session, resolve_session_path, results_path,
                                save_session, save_target, shipped_names, shipped_path,
                                user_session_path)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from workbench.registry import BuildContext, discover
-from workbench.verify import compare_output
+from workbench.check.row import compare_output
 
 LOG2E = 1.4426950408889634
 

@@ -317,7 +317,7 @@ def test_the_kernel_the_cuda_softmax_launches_is_named_exactly_for_every_candida
     name must be an entry of softmax.cu's PTX, template arguments and all, for each candidate of
     the issue's shapes (16384-wide rows, the long rows) and a short row."""
     from workbench.kernels import softmax as sm
-    from workbench.kernels._autotune import Tuned
+    from workbench.tuning import Tuned
     from workbench.ptx.extractors import launched_first
     from workbench.ptx.nvcc import match_kernels
 

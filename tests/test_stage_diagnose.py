@@ -14,7 +14,7 @@ from benchmarks.stages import diagnose
 from workbench.counters import measured_record, parse_ncu_csv
 from workbench.diagnosis import diagnose_document
 from workbench.registry import discover
-from workbench.session import session_from_data
+from workbench.session.api import session_from_data
 
 ROOT = Path(__file__).resolve().parent.parent
 

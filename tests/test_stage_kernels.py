@@ -70,3 +70,75 @@ def test_the_table_script_names_a_bad_file(tmp_path, capsys):
     assert kernels_table.main([str(tmp_path / "missing.json")]) == 2
     assert "cannot read" in capsys.readouterr().err
     assert kernels_table.main([]) == 2
+
+
+# -- the results page of one GPU kind (issue #40) ----------------------------------------------
+def test_the_page_session_puts_the_targets_first_and_quick_shrinks_only_memory_bound_rows():
+    session = stage.load()
+    page = kernels_table.page_session(session, quick=False)
+    assert sorted(map(repr, page.runs)) == sorted(map(repr, session.runs))  # every row, reordered
+    kinds = [0 if r.op in kernels_table.PRODUCT_OPS else 1 if r.shape.get("N") == 262144 else 2 for r in page.runs]
+    assert kinds == sorted(kinds) and kinds[0] == 0
+    assert {(r.op, r.dtype) for r in page.runs if r.op == "matmul_gelu"} == {("matmul_gelu", "bfloat16"),
+                                                                             ("matmul_gelu", "float16")}
+    quick = kernels_table.page_session(session, quick=True)
+    assert len(quick.runs) == len(session.runs) and quick.settings.rep_ms < session.settings.rep_ms
+    assert not [r for r in quick.runs if r.shape == {"M": 16384, "N": 16384}]
+    assert ("matmul", (8192, 8192, 8192)) in {(r.op, tuple(r.shape.values())) for r in quick.runs}
+    assert ("softmax", (4096, 262144)) in {(r.op, tuple(r.shape.values())) for r in quick.runs}
+
+
+def test_the_page_names_each_target_and_whether_it_was_met():
+    long_row = {**_rec("softmax", "cuda", 0.5), "shape": {"M": 4096, "N": 262144}}
+    long_row["traffic"] = {**long_row["traffic"], "pct_of_copy": 94.2}
+    doc = {"environment": {"device": "NVIDIA H100 80GB HBM3", "torch": "2.11", "triton": "3.6.0"},
+           "provenance": {"started": "2026-12-06T06:00:00Z", "git_sha": "abc"},
+           "results": [_rec("matmul", "pytorch", 1.0), _rec("matmul", "triton", 0.98),
+                       _rec("matmul_gelu", "manual", 1.10), _rec("matmul_gelu", "compiled", 1.05),
+                       _rec("matmul_gelu", "triton", 1.02), long_row,
+                       _rec("softmax", "triton", 0.4)]}
+    doc["results"][0]["timing"]["sm_clock_mhz"] = {"min": 1335.0, "max": 1980.0}
+    got = {t["target"].split()[0]: t for t in kernels_table.targets(doc)}
+    assert got["Triton"]["met"] is True and got["Triton"]["measured"] == f"{1.0 / 0.98:.3f}x"
+    assert got["fused"]["met"] is False and got["fused"]["measured"] == f"{1.05 / 1.02:.3f}x"
+    assert got["long-row"]["met"] is False and got["long-row"]["measured"] == "94.2%"
+    text = kernels_table.page(doc, "python benchmarks/kernels_table.py --run --out results/h100.md")
+    assert text.startswith("# Our kernels on NVIDIA H100 80GB HBM3")
+    assert "SM clock 1335-1980 MHz" in text and "`python benchmarks/kernels_table.py --run --out results/h100.md`" in text
+    assert "| fused GeLU epilogue >= 1.05x min(manual, compiled) | matmul_gelu 64x64x64 bfloat16 triton | 1.029x | **no** |" in text
+    assert "## Every implementation" in text and "| softmax | 64x64 | bfloat16 | triton |" in text
+
+
+def test_the_page_command_refuses_a_page_that_is_not_markdown(capsys):
+    assert kernels_table.main(["--run", "--out", "results/h100.txt"]) == 2
+    assert "must name a .md page" in capsys.readouterr().err
+
+
+def test_the_page_command_writes_the_page_and_the_document_beside_it(tmp_path, monkeypatch, capsys):
+    """The --run wiring with the engine replaced: the session it measures is page_session's, and
+    both files land where --out says."""
+    from benchmarks.stages import _op_runs
+
+    seen = {}
+    doc = {"environment": {"device": "NVIDIA H100 80GB HBM3"}, "provenance": {},
+           "results": [_rec("matmul", "pytorch", 1.0), _rec("matmul", "triton", 0.97)]}
+
+    def fake_run(session, out, budget_s):
+        seen["session"], seen["budget"] = session, budget_s
+        return doc
+    monkeypatch.setattr(_op_runs, "has_gpu", lambda: True)
+    monkeypatch.setattr(_op_runs, "run_session", fake_run)
+    monkeypatch.setattr(_op_runs, "warm_builds", lambda session, build_dir, budget: ["warm x: cut"])
+    page = tmp_path / "results" / "h100.md"
+    assert kernels_table.main(["--run", "--quick", "--out", str(page), "--budget-s", "99"]) == 0
+    assert seen["budget"] == 99.0 and seen["session"].runs[0].op in kernels_table.PRODUCT_OPS
+    assert page.read_text().startswith("# Our kernels on NVIDIA H100 80GB HBM3")
+    assert f"--run --quick --out {page} --budget-s 99" in page.read_text()
+    assert json_load(page.with_suffix(".json"))["results"][1]["impl"] == "triton"
+    assert "Triton matmul >= cuBLAS: matmul 64x64x64 bfloat16 triton: 1.031x (met)" in capsys.readouterr().out
+
+
+def json_load(path):
+    import json
+
+    return json.loads(path.read_text())

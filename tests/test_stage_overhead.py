@@ -26,7 +26,7 @@ def test_the_figures_file_is_flat_and_written_as_parts_finish(tmp_path):
 
 
 def test_the_stages_sessions_load(tmp_path):
-    from workbench.session import load_session
+    from workbench.session.api import load_session
 
     for streaming in (False, True):
         path = _session_file(tmp_path, f"s{streaming}", ("manual", "pytorch"), 64, False, streaming=streaming)

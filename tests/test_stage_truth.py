@@ -172,7 +172,7 @@ def test_without_a_gpu_the_stage_says_so_and_writes_empty_rows(tmp_path):
 
 def test_the_gpu_half_builds_checks_and_times_a_case_on_cpu(monkeypatch):
     """The plumbing of _truth_gpu.GpuTruth with host timers and do_bench replaced (no GPU here)."""
-    import workbench.engine.dobench as dobench
+    import benchmarks.dobench as dobench
     from benchmarks.stages._truth_gpu import GpuTruth
 
     def fake_do_bench(fn, warmup_ms, rep_ms):

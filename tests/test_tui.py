@@ -106,7 +106,7 @@ async def test_saving_a_scratch_session_saves_the_new_run_on_screen(tmp_path):
     from textual.widgets import OptionList
 
     from workbench.screens.sessions_io import BLANK
-    from workbench.session import load_session
+    from workbench.session.api import load_session
 
     app = WorkbenchApp(None, None, engine=fixture_engine(), catalog_loader=lambda k, d: fake_catalog(),
                        opener=fake_opener(BLANK), data_dir=tmp_path)
@@ -458,7 +458,7 @@ async def test_a_sessions_gpu_device_on_a_host_without_one_is_said_when_it_opens
     import dataclasses
 
     from tui_helpers import fake_session
-    from workbench.session_model import Settings
+    from workbench.session.model import Settings
 
     session = dataclasses.replace(fake_session(), settings=Settings(device="cuda"))
     app = WorkbenchApp(None, None, engine=fixture_engine(), catalog_loader=lambda k, d: fake_catalog(gpu=False),

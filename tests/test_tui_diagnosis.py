@@ -7,7 +7,7 @@ from textual.widgets import DataTable, Static, TabbedContent
 from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async, wait_for
 from workbench.screens.ab_action import ab_session
 from workbench.screens.app import WorkbenchApp
-from workbench.session_model import ImplRef, RunSpec, Session, Sweep
+from workbench.session.model import ImplRef, RunSpec, Session, Sweep
 
 
 def _ab_engine(seen: list):

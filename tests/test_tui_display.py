@@ -151,7 +151,7 @@ def test_workspace_delete_undo_copy_and_move_keep_results_with_their_runs():
 
 def test_a_shipped_name_finds_the_saved_copy_and_shipped_prefix_the_original(tmp_path):
     from workbench.errors import WorkbenchError
-    from workbench.session_paths import resolve_session_path, shipped_original, shipped_path
+    from workbench.session.paths import resolve_session_path, shipped_original, shipped_path
 
     copy = tmp_path / "sessions" / "lecture06-gelu.yaml"
     assert resolve_session_path("lecture06-gelu", tmp_path) == shipped_path("lecture06-gelu")
@@ -171,7 +171,7 @@ def test_the_session_path_lookup_imports_no_torch():
     import subprocess
     import sys
 
-    code = ("import sys, workbench.session_paths; "
+    code = ("import sys, workbench.session.paths; "
             "bad = [m for m in ('torch', 'workbench.registry') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -182,7 +182,7 @@ def test_check_of_a_shipped_name_uses_the_saved_copy(tmp_path):
     import subprocess
     import sys
 
-    from workbench.session_paths import shipped_path
+    from workbench.session.paths import shipped_path
 
     data = tmp_path / "workbench"
     (data / "sessions").mkdir(parents=True)

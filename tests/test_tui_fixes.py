@@ -156,7 +156,7 @@ def _ticked(checklist) -> list[str]:
 async def test_the_checklist_shows_exactly_the_runs_impls_and_saves_what_it_shows(tmp_path):
     import dataclasses
 
-    from workbench.session_model import ImplRef
+    from workbench.session.model import ImplRef
 
     session = fake_session()
     gelu = dataclasses.replace(session.runs[0], impls=tuple(ImplRef(n) for n in ("manual", "pytorch", "triton")))
@@ -334,7 +334,7 @@ async def test_wide_results_table_shows_every_column_and_b_hides_the_sidebar(tmp
 async def test_an_open_error_names_the_file_once(tmp_path):
     from pathlib import Path
 
-    from workbench.session import Problem, SessionError
+    from workbench.session.api import Problem, SessionError
 
     bad = tmp_path / "bad1.yaml"
 
@@ -380,7 +380,7 @@ async def test_a_bad_session_at_start_leaves_the_ops_to_start_afresh_and_the_fil
 
     from textual.widgets import OptionList
 
-    from workbench.session import Problem, SessionError
+    from workbench.session.api import Problem, SessionError
 
     bad = tmp_path / "bad.yaml"
     bad.write_text("not: a session\n")

@@ -1,6 +1,6 @@
 """The TUI's results file gets the replay's treatment: each finished row goes to a journal beside
 NAME.results.json as it arrives, so a run the app never saw end (a crash, a kill) loses no
-finished row; the next open folds those rows in (workbench/journal.py)."""
+finished row; the next open folds those rows in (workbench/results/journal.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async
 
 from workbench import events as ev
-from workbench import journal
+from workbench.results import journal
 from workbench.screens import sessions_io
 from workbench.screens.app import WorkbenchApp
 

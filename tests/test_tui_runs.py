@@ -133,7 +133,7 @@ async def test_the_palette_holds_every_action(tmp_path):
 
 @run_async
 async def test_a_saved_copy_of_a_shipped_session_is_what_opens_next_time(tmp_path):
-    from workbench.session import resolve_session_path, shipped_path
+    from workbench.session.api import resolve_session_path, shipped_path
 
     def app() -> WorkbenchApp:  # the real opener: the shipped default-cpu (fake catalog, no GPU)
         return WorkbenchApp(None, None, engine=fixture_engine(), data_dir=tmp_path,

@@ -17,7 +17,7 @@ from textual.widgets import Input
 from tui_helpers import (GELU_H200, SOFTMAX_SWEEP, fake_catalog, fake_opener, fake_session,
                          fixture_engine, fixture_from_results, loaded, wait_for)
 from workbench.screens.app import WorkbenchApp
-from workbench.session_model import ImplRef, RunSpec, Session
+from workbench.session.model import ImplRef, RunSpec, Session
 
 pytestmark = pytest.mark.slow  # every test here runs the whole Textual app (pyproject markers)
 

@@ -14,7 +14,7 @@ from workbench.screens.model import Row, RunModel
 from workbench.screens.ptx_view import PtxView
 from workbench.screens.sessions_io import merge_results
 from workbench.screens.workspace import Workspace
-from workbench.session_model import ImplRef, Sweep
+from workbench.session.model import ImplRef, Sweep
 
 GELU = fake_catalog().op("gelu")
 

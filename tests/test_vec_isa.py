@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from workbench.engine import vec_isa
+from workbench.engine.measure import vec_isa
 
 linux_x86 = pytest.mark.skipif(vec_isa.host_key() is None, reason="needs Linux on x86_64 with a C++ compiler")
 

@@ -16,10 +16,10 @@ from watch_fakes import PLUGIN, SESSION, rows_engine
 from workbench.engine.plan import RunOptions
 from workbench.error_location import describe_error, locate
 from workbench.errors import WorkbenchError
-from workbench.file_watch import FileWatcher
+from workbench.watch.files import FileWatcher
 from workbench.registry import Registry, discover
-from workbench.watch_diff import change_line, ptx_changes
-from workbench.watching import WatchState
+from workbench.watch.diff import change_line, ptx_changes
+from workbench.watch.cycle import WatchState
 
 
 # -- the file watcher --------------------------------------------------------------------------
@@ -233,7 +233,7 @@ def test_change_lines_name_time_bandwidth_and_the_ptx_counts_that_moved():
 def test_a_row_whose_shape_or_dtype_changed_is_not_compared_as_a_speedup():
     """An edit of M from 256 to 128 printed '-50.2%' as if the kernel got faster (a new user's
     try); a changed problem is named instead, and only its new speed shown."""
-    from workbench.watch_diff import change_line
+    from workbench.watch.diff import change_line
 
     old = {"status": "ok", "shape": {"M": 256, "N": 8}, "dtype": "bfloat16", "timing": {"median_ms": 0.2}}
     new = {**old, "shape": {"M": 128, "N": 8}, "timing": {"median_ms": 0.1}}
@@ -246,7 +246,7 @@ def test_a_row_whose_shape_or_dtype_changed_is_not_compared_as_a_speedup():
 def test_a_plugin_moved_away_is_still_watched_for_its_return(tmp_path):
     """mv plugin.py plugin.py.bak while watching: the watch list dropped it, so moving it back
     went unseen until the session file was saved again (a new user's try)."""
-    from workbench.watching import watched_files
+    from workbench.watch.cycle import watched_files
 
     session = tmp_path / "s.yaml"
     session.write_text("schema_version: 1\nname: s\nplugins: [mine.py]\nruns: [{op: gelu}]\n")

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from workbench.engine import workers
+from workbench.engine import pool as workers
 from workbench.engine.plan import RunOptions, run_plan
 from workbench.engine.reload import reload_for_watch, reload_idle
 from workbench.events import Log
-from workbench.manifest import declare
-from workbench.session_model import ImplRef, RunSpec, Session, Settings
-from workbench.watching import WatchState
+from workbench.plugins.manifest import declare
+from workbench.session.model import ImplRef, RunSpec, Session, Settings
+from workbench.watch.cycle import WatchState
 
 pytestmark = pytest.mark.slow  # worker processes
 

@@ -7,7 +7,7 @@ import os
 import sys
 import types
 
-from workbench.engine.worker_state import Baseline
+from workbench.engine.worker.state import Baseline
 
 
 def test_a_tool_path_inductor_sets_is_put_back_and_set_again_next_time(monkeypatch):
@@ -45,7 +45,7 @@ def test_a_real_switch_still_replaces_the_worker(monkeypatch):
 def test_the_warm_worker_freezes_its_startup_heap_and_later_garbage_is_still_collected():
     import gc
 
-    from workbench.engine.worker import settle_heap
+    from workbench.engine.worker.serve import settle_heap
 
     before = gc.get_freeze_count()
     try:
@@ -66,7 +66,7 @@ def test_the_warm_worker_freezes_its_startup_heap_and_later_garbage_is_still_col
 
 
 def test_the_full_collection_runs_only_while_device_memory_is_still_held():
-    from workbench.engine.worker_state import Baseline
+    from workbench.engine.worker.state import Baseline
 
     base = Baseline(device="cuda:0", env=dict(os.environ))
     base.allocated_bytes = 1000

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from workbench import events as ev
-from workbench.session_model import ImplRef, RunSpec, Session, Sweep
+from workbench.session.model import ImplRef, RunSpec, Session, Sweep
 
 from workbench.screens.catalog import Catalog, ImplInfo, OpInfo
 from workbench.screens.sessions_io import Opened

@@ -39,12 +39,12 @@ runs:
 def rows_engine():
     """run_plan stand-in: one ok record per row not in options.done; the plugin's rows take
     MEDIAN_MS from its file (FAIL = "..." in it fails them with that error). Its builder refers
-    to both, so an edit of either changes what it computes (workbench/code_digest.py)."""
+    to both, so an edit of either changes what it computes (workbench/plugins/code_digest.py)."""
     calls: list[list] = []
 
     def engine(session, *, on_event, stop=None, options=None, workers=None):
         from workbench.engine.rows import expand
-        from workbench.manifest import declare
+        from workbench.plugins.manifest import declare
 
         plugin_text = open(session.plugins[0]).read()
         median = float(re.search(r"MEDIAN_MS = ([\d.]+)", plugin_text).group(1))

@@ -37,7 +37,7 @@ from typing import Callable
 import torch
 
 from workbench.registry import Op, Registry
-from workbench.verify import reference_output
+from workbench.check.row import reference_output
 
 SHIPPED_MODULE = "workbench.kernels."
 PREFIX = "manual_wrong_"

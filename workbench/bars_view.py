@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from workbench.datasheet import REFERENCE_MARGIN, peaks_for
-from workbench.engine.ceilings import MATMUL_KEYS, CeilingCache, no_datasheet_note
+from workbench.engine.measure.ceilings import MATMUL_KEYS, CeilingCache, no_datasheet_note
 
 FIGURES = (("memory", "hbm_gbps", "GB/s", "copy_gbps", "copy"),
            *((key, key, "TFLOP/s", f"matmul_tflops.{key}", "cuBLAS") for key in MATMUL_KEYS),

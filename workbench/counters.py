@@ -4,7 +4,7 @@ The engine (engine/counters_run.py) runs one row's implementation in a subproces
 
     ncu --clock-control none --profile-from-start off --target-processes all
         --csv --page raw --print-units base --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
-        --log-file LOG  python -m workbench.engine.counters_entry JOB.json
+        --log-file LOG  python -m workbench.engine.measure.counters_entry JOB.json
 
 The entry builds the implementation, warms it up, and makes ONE call between cudaProfilerStart
 and cudaProfilerStop (`--profile-from-start off`: only that call's kernels are profiled). Clocks

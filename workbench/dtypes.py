@@ -1,4 +1,4 @@
-"""Data types (the check's tolerances per dtype are in workbench.tolerance).
+"""Data types (the check's tolerances per dtype are in workbench.check.tolerance).
 
 Importable without torch (the front end never imports it): `DType.torch` imports it on use.
 """

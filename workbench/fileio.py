@@ -110,7 +110,7 @@ def write_output(path: str | Path, data: bytes) -> Path:
     return atomic_write_bytes(path, data)
 
 
-JOURNAL_SUFFIX = ".journal.jsonl"  # `out.json` -> `out.json.journal.jsonl` (workbench/journal.py)
+JOURNAL_SUFFIX = ".journal.jsonl"  # `out.json` -> `out.json.journal.jsonl` (workbench/results/journal.py)
 
 
 def output_clash(path: str, inputs: "tuple[str | Path, ...]") -> str | None:
@@ -137,7 +137,7 @@ def output_problem(path: str) -> str | None:
     if path.endswith(("/", os.sep)):
         return f"ends with {path[-1]!r}, so it names a folder; give a file path (e.g. {Path(path) / 'results.json'})"
     if path.endswith(JOURNAL_SUFFIX):
-        return f"ends with {JOURNAL_SUFFIX!r}, the suffix of a run's journal (workbench/journal.py); choose another name"
+        return f"ends with {JOURNAL_SUFFIX!r}, the suffix of a run's journal (workbench/results/journal.py); choose another name"
     target = Path(os.path.realpath(path))
     if target.is_dir():
         return f"is a folder; give a file path (e.g. {Path(path) / 'results.json'})"

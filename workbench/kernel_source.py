@@ -164,7 +164,7 @@ INDUCTOR = InductorKernels()
 
 def launch_in_worker(*_args: Any, **_kwargs: Any) -> TritonLaunch:
     """The launch of a TritonSource rebuilt from a manifest: it was declared, and it lives in the
-    worker that imports the plugin (workbench/manifest.py)."""
+    worker that imports the plugin (workbench/plugins/manifest.py)."""
     raise WorkbenchError("this TritonSource was rebuilt from plain data: its launch lives in the worker")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.session_yaml import show
+from workbench.session.yaml_io import show
 
 
 def param_problem(name: str | None, value: Any, default: Any) -> str | None:

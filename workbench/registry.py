@@ -19,13 +19,13 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping
 
 from workbench.backends import Action, Backend, Need, backend  # noqa: F401  (Action, Need: re-exported)
-from workbench.chunking import CheckChunks
+from workbench.check.chunks import CheckChunks
 from workbench.cost import Cost
 from workbench.dtypes import STANDARD_DTYPES, DType
 from workbench.errors import LimitError, UnknownNameError, WorkbenchError
 from workbench.params import param_problem
-from workbench.plugin_sources import plugin_files
-from workbench.registrations import Registered, registered_since, snapshot
+from workbench.plugins.sources import plugin_files
+from workbench.plugins.registrations import Registered, registered_since, snapshot
 from workbench.impl_fields import LEGACY_SOURCE_FIELDS, impl_fields, parse_impl_name  # noqa: F401 (re-exported)
 from workbench.spec import Spec
 
@@ -71,7 +71,7 @@ class Impl:
     backend declares (kernel_source.TritonSource, CudaSource; None for library kinds);
     tolerance_scale: extra tolerance factor (>= 1) for a declared approximation, one number or
     per dtype name ({"bfloat16": 4.0}: the unfused forms round once per operator in half
-    precision); the reason belongs in the builder's docstring (workbench.tolerance).
+    precision); the reason belongs in the builder's docstring (workbench.check.tolerance).
     """
 
     op: str
@@ -141,7 +141,7 @@ class Op:
     sum_length: spec -> N of a sum of positive terms that scales every output (softmax's
     denominator; a relative term of the check);
     matmul_like: whether fp32_precision applies to it; check_chunks: how the float64 reference
-    may be computed in pieces (workbench.chunking; None: whole); out_dtype: spec -> the dtype the
+    may be computed in pieces (workbench.check.chunks; None: whole); out_dtype: spec -> the dtype the
     output must have (default the spec's dtype); rounding_dtype: spec -> the dtype whose rounding
     sets the check's output term (default the spec's dtype, the precision the op computes in,
     as for the MLP's float32 loss of a bfloat16 network; a scaled matmul of fp8 inputs declares
@@ -187,7 +187,7 @@ class Op:
     def inputs(self, fn: Callable[..., tuple]) -> Callable[..., tuple]:
         """Register the seeded input factory: fn(spec, device: str, seed: int) -> tuple of tensors.
         It may take a keyword `out` (a tuple of its own earlier tensors) and fill those in place
-        (workbench.inputs.seeded_normal): the check's second input set then keeps the pointers
+        (workbench.check.inputs.seeded_normal): the check's second input set then keeps the pointers
         without a second copy in memory."""
         self._inputs = fn
         return fn
@@ -239,7 +239,7 @@ class Op:
     @property
     def references(self) -> tuple[str, ...]:
         """The math variants this op has a float64 reference of (a declared op: as its manifest
-        says; workbench/manifest.py)."""
+        says; workbench/plugins/manifest.py)."""
         return tuple(getattr(self, "declared_references", None) or self._references)
 
     @property
@@ -323,9 +323,9 @@ class Registry:
         self._ops: dict[str, Op] = {}
         self.loaded_sources: list[str] = []
         # source key -> what it declared: (op, None) for a new op, (op, impl) for an impl added
-        # (filled by workbench.manifest.declare; workbench.plugin_sources finds declared .cu files)
+        # (filled by workbench.plugins.manifest.declare; workbench.plugins.sources finds declared .cu files)
         self.added: dict[str, list[tuple[str, str | None]]] = {}
-        # source key -> what loading it registered (workbench/registrations.py): what an in-place
+        # source key -> what loading it registered (workbench/plugins/registrations.py): what an in-place
         # reload of that source drops (engine/reload_worker.py)
         self.registered: dict[str, Registered] = {}
 

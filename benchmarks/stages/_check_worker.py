@@ -4,7 +4,7 @@
 
 TASKS: {"device", "plugins": [paths], "tasks": [task]}; a task is {"id", "kind", "op", "impl",
 "shape", "dtype", "fp32_precision", "params"} with kind
-- "case": the engine's check sequence (workbench.verify.RowCheck: first call, special set, two
+- "case": the engine's check sequence (workbench.check.row.RowCheck: first call, special set, two
   more calls, timed set) plus, per set, the fraction of the default tolerance the output used and
   the least declared factor that passes (benchmarks/calibrate_check.py); TF32 rows also say how
   far over the IEEE float32 tolerance they are (P9: they must be);
@@ -29,10 +29,10 @@ from pathlib import Path
 import torch
 
 from benchmarks.calibrate_check import least_factor
-from workbench.checking import needed_factor
+from workbench.check.compare import needed_factor
 from workbench.engine.estimate import check_bytes_of, estimate_row, l2_flush_bytes
 from workbench.registry import BuildContext, discover
-from workbench.verify import RowCheck, reference_output, tolerance_for
+from workbench.check.row import RowCheck, reference_output, tolerance_for
 
 SEED = 0
 BENCH_CALLS = 5

@@ -55,7 +55,7 @@ def round_orders(name: str, labels: list[str], rounds: int) -> list[list[str]]:
 
 
 def cases() -> list[Case]:
-    """#19's targets missed in the last side-by-side run (results/h200/2026-12-02), in this order."""
+    """#19's targets missed in the last side-by-side run (results/history/h200/2026-12-02), in this order."""
     gemm = lambda dtype, shape: Case(  # noqa: E731
         f"matmul {shape['M']}^3 {dtype}", shape, dtype,
         (Side("cuBLAS", "matmul", "pytorch"), Side("triton", "matmul", "triton")),

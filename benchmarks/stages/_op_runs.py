@@ -26,7 +26,7 @@ from typing import Any
 from workbench import fmt
 from workbench.engine.plan import RunOptions, default_cache_dir, run_plan
 from workbench.events import Error, Log, Result
-from workbench.session_model import ImplRef, RunSpec, Session, Settings
+from workbench.session.model import ImplRef, RunSpec, Session, Settings
 
 # Figures per op: TFLOP/s where the op is a product (compute-bound at these sizes), else GB/s.
 FLOP_OPS = ("matmul", "matmul_gelu", "mlp", "cdist")
@@ -125,7 +125,7 @@ def warm_builds(session: Session, build_dir: Path, budget_s: float, workers: int
 def _warm_one(task: dict, build_dir: Path) -> None:
     import torch
 
-    from workbench.engine.precision import effective_fp32_precision, fp32_precision
+    from workbench.engine.worker.precision import effective_fp32_precision, fp32_precision
     from workbench.registry import BuildContext, discover
 
     op = discover().op(task["op"])

@@ -76,7 +76,7 @@ def _default_session(folder: Path, side: int, gpu: bool) -> Path:
     """The shipped default session (default-cpu without a GPU), its shapes set to side x side."""
     import dataclasses
 
-    from workbench.session import load_session, save_session, shipped_path
+    from workbench.session.api import load_session, save_session, shipped_path
 
     session = load_session(shipped_path("default" if gpu else "default-cpu"), check_ops=False)
     runs = tuple(dataclasses.replace(r, shape={k: side for k in r.shape}) for r in session.runs)

@@ -54,7 +54,7 @@ def interleave(methods: dict[str, Callable[[], tuple[float, float | None]]], rou
     nearly matches the H200's power-cap cycle at 700 W (a slow state every ~1 s, 5-30% slower,
     starting a fixed time after the load does): under rotation do_bench's calls fell in the slow
     state 10, 7 and 8 times in 12 rounds on torch.compile's rows where the engine's did 4, 3 and 4
-    (benchmarks/truth_trace.py, results/h200/2026-12-03f), so the medians over rounds were 2.5-5%
+    (benchmarks/truth_trace.py, results/history/h200/2026-12-03f), so the medians over rounds were 2.5-5%
     apart where the calls in the same state agreed within 0.6%. A random order takes the schedule
     out of phase with the cycle. settle: run once before the first round (the GPU brought to its
     steady clock: after the build and check it idled, and a power-limited kernel's first method
@@ -83,11 +83,11 @@ ROUNDS_REL_ERROR = 0.005  # a method's median over rounds is pinned down within 
 
 def unsettled(found: dict[str, list]) -> bool:
     """Whether the rounds so far leave the engine's or do_bench's median over rounds uncertain:
-    its estimated relative standard error (workbench.engine.stats.median_rel_error, MAD- and
+    its estimated relative standard error (workbench.engine.measure.stats.median_rel_error, MAD- and
     IQR-based, so a lone slow round is outvoted, not averaged in) above ROUNDS_REL_ERROR. Steady
     rows stop at the planned rounds; a row whose rounds move with the clock gets more. Whether the
     two agree is not asked: the rounds are added to measure the ratio, not to move it."""
-    from workbench.engine.stats import median_rel_error
+    from workbench.engine.measure.stats import median_rel_error
 
     return any(median_rel_error([ms for ms, _ in found[name]]) > ROUNDS_REL_ERROR for name in ("engine", "do_bench"))
 
@@ -143,7 +143,7 @@ def state_split(samples: dict[str, list[list[float]]]) -> dict:
     engine_ms / do_bench_ms / ratio: the medians of their fast-state calls' medians. A method
     slower by more than about 3% has no fast-state calls and gets no same-state figures: the
     row then keeps its ratio over all rounds (summary_row), so a bias cannot hide here."""
-    from workbench.engine.stats import quantile
+    from workbench.engine.measure.stats import quantile
 
     pooled = sorted(s for calls in samples.values() for call in calls for s in call)
     if not pooled:

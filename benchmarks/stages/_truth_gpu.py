@@ -11,9 +11,9 @@ from typing import Any, Callable
 
 from benchmarks.stages._truth_core import (REP_MS, WARMUP_MS, Case, all_rounds, clock_matched, flush_split,
                                            interleave, paired_ratio, state_split, summary_row, unsettled)
-from workbench.engine.clocks import ClockSampler
-from workbench.engine.stats import StopRule, quantile, summarize
-from workbench.engine.timing import make_l2_flush, make_timer, measure_run
+from workbench.engine.measure.clocks import ClockSampler
+from workbench.engine.measure.stats import StopRule, quantile, summarize
+from workbench.engine.measure.timing import make_l2_flush, make_timer, measure_run
 
 RULE = StopRule(rep_ms=REP_MS, min_samples=10, target_rel_error=0.005)
 SETTLE_MS = 500.0      # back-to-back calls before a case's first round (_truth_core.interleave)
@@ -34,7 +34,7 @@ class GpuTruth:
     """One device, its timers and both flush kinds, reused across cases."""
 
     def __init__(self, device: str, rounds: int, quick: bool):
-        from workbench.engine.environment import device_info
+        from workbench.engine.measure.environment import device_info
         from workbench.registry import discover
 
         self.device, self.rounds, self.quick = device, rounds, quick
@@ -49,8 +49,8 @@ class GpuTruth:
 
     # -- the document's context -------------------------------------------------------------
     def environment(self) -> dict:
-        from workbench.engine.ceilings import datasheet_for
-        from workbench.engine.environment import environment_record
+        from workbench.engine.measure.ceilings import datasheet_for
+        from workbench.engine.measure.environment import environment_record
 
         return {**environment_record(self.info), "datasheet": datasheet_for(self.info.name),
                 "rule": {"warmup_ms": WARMUP_MS, "rep_ms": REP_MS, "min_samples": RULE.min_samples,
@@ -59,7 +59,7 @@ class GpuTruth:
     def references(self) -> dict:
         """copy, cuBLAS per dtype and launch floors, measured as calibration does, SM clock beside
         each (--quick: cuBLAS at 8192^3 only)."""
-        from workbench.engine import calibrate
+        from workbench.engine.measure import calibrate
 
         measurers = calibrate.reference_measurers(self.device, self.timer, self.info.memory_bytes, self.flush["read"])
         if self.quick:
@@ -172,7 +172,7 @@ class GpuTruth:
         state_split) where it has that mode, else from its quantiles or its median statistic; the
         p20 and p80 of the same call go to do_bench_spread (a round whose whole distribution
         moved, against one with a slow tail: truth-details.json)."""
-        from workbench.engine.dobench import do_bench_median_ms, do_bench_quantiles_ms, do_bench_samples_ms
+        from benchmarks.dobench import do_bench_median_ms, do_bench_quantiles_ms, do_bench_samples_ms
 
         samples: list[float] = []
         with ClockSampler(self.info) as clocks:
@@ -199,10 +199,10 @@ def _mhz(clocks: ClockSampler) -> float | None:
 
 
 def _check(op, impl, spec, ctx, inputs, out) -> dict:
-    """workbench.verify's check of the first call's output ({"passed": bool, ...}); a check that
+    """workbench.check.row's check of the first call's output ({"passed": bool, ...}); a check that
     itself cannot run is reported as {"error": ...} (the timing comparison still stands)."""
     try:
-        from workbench.verify import check_output
+        from workbench.check.row import check_output
 
         report = check_output(op, impl, spec, ctx, inputs, out)
         return report.as_dict()

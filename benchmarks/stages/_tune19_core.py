@@ -2,9 +2,9 @@
 measured copy and the library forms, and ask the autotuner which it would choose.
 
 A target is one (op, shape, dtype) and a list of candidates (label, config, runner). Checks use
-the engine's gates (workbench.verify.compare_output: float64 reference in chunks, the op's
+the engine's gates (workbench.check.row.compare_output: float64 reference in chunks, the op's
 tolerance for the implementation) on the first and the special input sets; timing uses the
-engine's loop (workbench.engine.timing.measure: CUDA events, the L2 flushed by a 2 x L2 read
+engine's loop (workbench.engine.measure.timing.measure: CUDA events, the L2 flushed by a 2 x L2 read
 before each sample, the same stopping rule) on the first set. Nothing here is GPU-only: on CPU
 the same code runs interpreted Triton at small shapes (the dry run).
 """
@@ -29,8 +29,8 @@ class Sweep:
 
     @classmethod
     def make(cls, device: str, quick: bool, budget_s: float) -> "Sweep":
-        from workbench.engine.environment import device_info
-        from workbench.engine.timing import make_l2_flush
+        from workbench.engine.measure.environment import device_info
+        from workbench.engine.measure.timing import make_l2_flush
 
         flush = make_l2_flush(device, device_info(device).l2_bytes) if device.startswith("cuda") else None
         rep = (30.0 if quick else 80.0) if device.startswith("cuda") else 5.0
@@ -41,8 +41,8 @@ class Sweep:
 
     def time(self, fn: Callable[[], Any]) -> dict[str, float]:
         """median_ms, p20_ms, p80_ms, spread_pct (p20-p80 over the median) and n of `fn`."""
-        from workbench.engine.stats import StopRule, summarize
-        from workbench.engine.timing import make_timer, measure
+        from workbench.engine.measure.stats import StopRule, summarize
+        from workbench.engine.measure.timing import make_timer, measure
 
         interpreted = not self.device.startswith("cuda")
         rule = StopRule(rep_ms=self.rep_ms, min_samples=3 if interpreted else 10, target_rel_error=0.002)
@@ -55,7 +55,7 @@ class Sweep:
 def check(op: Any, impl: Any, spec: Any, ctx: Any, fn: Callable[..., Any], inputs: tuple, input_set: str) -> dict:
     """The engine's check of fn(*inputs): {passed, input_set, max_rel_err, rel_l2_err[, detail]};
     an exception is a failed check naming it."""
-    from workbench.verify import compare_output
+    from workbench.check.row import compare_output
 
     try:
         report = compare_output(op, impl, spec, ctx, inputs, fn(*inputs), input_set=input_set)
@@ -138,8 +138,8 @@ def _within_spread(best: dict, timed: list[dict]) -> list[str]:
 
 def autotuner_choice(op_name: str, impl: str, spec: Any, configs: list[dict], run: Callable[[dict], Any],
                      version: str) -> dict:
-    """What kernels/_autotune.autotune (do_bench medians, no cache) picks among `configs`."""
-    from workbench.kernels._autotune import TuneKey, autotune, device_tag, spec_shape
+    """What workbench.tuning.autotune (do_bench medians, no cache) picks among `configs`."""
+    from workbench.tuning import TuneKey, autotune, device_tag, spec_shape
 
     key = TuneKey(op_name, impl, device_tag() or "cpu", spec_shape(spec), str(spec.dtype), version)
     try:

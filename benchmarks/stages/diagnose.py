@@ -78,7 +78,7 @@ def run(quick: bool, out: Path) -> list[dict]:
 
 def _one_run(data: dict, run_data: dict, label: str, summary: dict, options, pool) -> dict | None:
     from workbench.engine.plan import run_plan
-    from workbench.session import session_from_data
+    from workbench.session.api import session_from_data
 
     t0 = time.monotonic()
     try:

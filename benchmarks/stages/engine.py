@@ -18,7 +18,7 @@ from pathlib import Path
 
 from workbench.engine.plan import RunOptions, default_cache_dir, run_plan
 from workbench.events import Error, Log, Result
-from workbench.session_model import ImplRef, RunSpec, Session, Settings
+from workbench.session.model import ImplRef, RunSpec, Session, Settings
 
 TITLE = "engine: ceilings, launch floor, GeLU every implementation, do_bench cross-check, isolation"
 PLUGIN = Path(__file__).resolve().parents[2] / "tests" / "plugins" / "oob_cuda.py"
@@ -90,7 +90,7 @@ def _manual_profile_rows(doc: dict) -> list[dict]:
     """The profiler's kernel table of `manual` GeLU: one row per kernel, device time per call."""
     rec = next((r for r in doc["results"] if r["op"] == "gelu" and r["impl"] == "manual"), None)
     profile = (rec or {}).get("profile") or {}
-    from workbench.engine.profile import PROFILED_CALLS
+    from workbench.engine.measure.profile import PROFILED_CALLS
 
     calls = PROFILED_CALLS
     rows = []
@@ -112,11 +112,11 @@ def _isolation_rows(doc: dict) -> list[dict]:
 
 # -- in this process: ceilings, launch floor, do_bench -----------------------------------------
 def _ceilings(cache_dir: Path) -> dict:
-    from workbench.engine.calibrate import measure_copy_gbps, measure_matmul_ceiling
-    from workbench.engine.ceilings import CeilingCache, datasheet_for
-    from workbench.engine.environment import device_info
-    from workbench.engine.floor import measure_floor_ms
-    from workbench.engine.timing import make_l2_flush, make_timer
+    from workbench.engine.measure.calibrate import measure_copy_gbps, measure_matmul_ceiling
+    from workbench.engine.measure.ceilings import CeilingCache, datasheet_for
+    from workbench.engine.measure.environment import device_info
+    from workbench.engine.measure.launch_floor import measure_floor_ms
+    from workbench.engine.measure.timing import make_l2_flush, make_timer
 
     device = "cuda:0"
     info, timer = device_info(device), make_timer(device)
@@ -151,7 +151,7 @@ def _vs(measured: float, datasheet: float | None, unit: str) -> str:
 
 
 def _do_bench(size: int) -> list[dict]:
-    from workbench.engine.dobench import do_bench_median_ms, our_median_ms
+    from benchmarks.dobench import do_bench_median_ms, our_median_ms
     from workbench.registry import BuildContext, discover
 
     op = discover().op("gelu")

@@ -48,7 +48,7 @@ def _interleaved(fns: dict, quick: bool) -> dict[str, float]:
 
 
 def _check(op, impl_name, spec, ctx, fn=None, host=None):
-    from workbench.verify import RowCheck
+    from workbench.check.row import RowCheck
 
     impl = op.get_impl(host or impl_name)
     fn = fn or impl.builder(spec, impl.resolve_params({}), ctx)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks.stages._op_runs import OpRun, has_gpu, run_session, session_of, table_rows
-from workbench.session_model import Settings
+from workbench.session.model import Settings
 
 TITLE = "gelu: every implementation at 16384x16384, each dtype (GB/s)"
 BUDGET_S = 100       # for run_plan, after the warm-up

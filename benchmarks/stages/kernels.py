@@ -24,7 +24,7 @@ from pathlib import Path
 
 from benchmarks.kernels_table import markdown, rows as table_rows
 from benchmarks.stages._op_runs import has_gpu, run_session, warm_builds
-from workbench.session_model import ImplRef, Session
+from workbench.session.model import ImplRef, Session
 
 TITLE = "kernels: bench-kernels.yaml (our kernels vs the libraries, every dtype)"
 BUDGET_S = 330       # run_plan, after the warm-up: rows not started by then come back skipped
@@ -36,7 +36,7 @@ CPU_SHAPES = {"gelu": {"M": 64, "N": 512}, "add": {"M": 64, "N": 512}, "softmax"
 
 
 def load() -> Session:
-    from workbench.session import load_session, shipped_path
+    from workbench.session.api import load_session, shipped_path
 
     return load_session(shipped_path(SESSION), check_ops=False)
 

@@ -85,8 +85,8 @@ def run(quick: bool, out: Path) -> list[dict]:
 
 class _Gpu:
     def __init__(self, device: str):
-        from workbench.engine.environment import device_info
-        from workbench.engine.timing import make_l2_flush, make_timer
+        from workbench.engine.measure.environment import device_info
+        from workbench.engine.measure.timing import make_l2_flush, make_timer
         from workbench.registry import discover
 
         self.device, self.info = device, device_info(device)
@@ -95,7 +95,7 @@ class _Gpu:
         self.flush = make_l2_flush(device, self.info.l2_bytes, "read")
 
     def environment(self) -> dict:
-        from workbench.engine.environment import environment_record
+        from workbench.engine.measure.environment import environment_record
 
         return environment_record(self.info)
 
@@ -108,7 +108,7 @@ class _Gpu:
     def build(self, side, case: Case):
         from workbench.engine.plan import default_cache_dir
         from workbench.registry import BuildContext
-        from workbench.verify import check_output
+        from workbench.check.row import check_output
 
         op = self.registry.op(side.op)
         impl = op.get_impl(side.impl)
@@ -124,7 +124,7 @@ class _Gpu:
         report = check_output(op, impl, spec, ctx, inputs, out)
         del out
         return fn, inputs, {"build_s": round(build_s, 2), "check": report.as_dict(),
-                            "tuned": getattr(fn, "tuned", None)}  # kernels/_autotune.attach: config, note
+                            "tuned": getattr(fn, "tuned", None)}  # workbench.tuning.attach: config, note
 
     def sync(self) -> None:
         import torch
@@ -133,9 +133,9 @@ class _Gpu:
             torch.cuda.synchronize(self.device)
 
     def time(self, call) -> float:
-        from workbench.engine.clocks import ClockSampler
-        from workbench.engine.stats import StopRule, summarize
-        from workbench.engine.timing import measure_run
+        from workbench.engine.measure.clocks import ClockSampler
+        from workbench.engine.measure.stats import StopRule, summarize
+        from workbench.engine.measure.timing import measure_run
 
         with ClockSampler(self.info) as clocks:
             run = measure_run(call, self.timer, StopRule(rep_ms=100.0), warmup_ms=25.0, flush=self.flush,
@@ -145,7 +145,7 @@ class _Gpu:
     def run_case(self, case: Case, out: Path, rounds: int) -> dict:
         import torch
 
-        from workbench.engine.profile import profile_calls
+        from workbench.engine.measure.profile import profile_calls
 
         record: dict[str, Any] = {"case": case.name, "shape": case.shape, "dtype": case.dtype, "note": case.note,
                                   "sides": {}}

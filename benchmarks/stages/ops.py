@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks.stages._op_runs import OpRun, has_gpu, run_session, session_of, table_rows
-from workbench.session_model import Settings
+from workbench.session.model import Settings
 
 TITLE = "ops: every implementation of softmax, matmul, matmul_gelu, add, cdist, mlp, sleep, each dtype"
 BUDGET_S = 200       # for run_plan, after the warm-up

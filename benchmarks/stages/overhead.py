@@ -150,9 +150,9 @@ def _list(env: dict):
 def _warm_vs_strict(folder: Path, side: int, gpu: bool, quick: bool) -> dict:
     """Medians of the same rows in a warm worker and in strict mode (a fresh process per row),
     interleaved; ratio per implementation (warm / strict), which must be within 1% of 1."""
-    from workbench.engine import workers
+    from workbench.engine import pool as workers
     from workbench.engine.plan import RunOptions, new_pool, run_plan
-    from workbench.session import load_session
+    from workbench.session.api import load_session
 
     impls = (("pytorch", "triton") if quick else ("pytorch", "triton", "cuda")) if gpu else ("pytorch", "manual")
     rounds = 2 if quick else 3

@@ -11,7 +11,7 @@ spills). Rows go to OUT/plugins-rmsnorm.jsonl as they finish, the document to
 OUT/plugins-rmsnorm.json.
 
 Part 2, the watch loop: a copy of the example in OUT/plugins-watch/ run by watch mode's core
-(workbench/watching.py with the file watcher, as `workbench --replay FILE --watch` runs it);
+(workbench/watch/cycle.py with the file watcher, as `workbench --replay FILE --watch` runs it);
 with one worker pool for the whole watch, as `workbench --replay FILE --watch` keeps it; then
 the Triton kernel's launch is edited (num_warps of the 8192-wide row 16 -> 8 -> 4 -> 32 -> 2:
 every edit new text, never a revert to one the workers have seen; written as editors do, a
@@ -79,8 +79,8 @@ def _settings(gpu: bool, quick: bool) -> dict[str, Any]:
 
 def _session(path: Path, shape: dict, dtype: str, settings: dict, impls: tuple[str, ...] | None = None):
     """The example session read as a user's file (plugins relative to it), resized."""
-    from workbench.session import load_session, with_resolved_plugins
-    from workbench.session_model import ImplRef
+    from workbench.session.api import load_session, with_resolved_plugins
+    from workbench.session.model import ImplRef
 
     session = load_session(path)
     run_ = dataclasses.replace(session.runs[0], shape=shape, dtype=dtype,
@@ -139,8 +139,8 @@ def watch_rows(shape: dict, dtype: str, settings: dict, out: Path, *, edits: int
 def _watch_loop(shape: dict, dtype: str, settings: dict, out: Path, *, edits: int, deadline: float,
                 all_impls: bool, pool) -> list[dict]:
     from workbench.engine.plan import RunOptions
-    from workbench.file_watch import FileWatcher
-    from workbench.watching import WatchState
+    from workbench.watch.files import FileWatcher
+    from workbench.watch.cycle import WatchState
 
     work = out / "plugins-watch"
     shutil.rmtree(work, ignore_errors=True)
@@ -175,8 +175,8 @@ def _pids(pool) -> list[int]:
 
 
 def _write_session(path: Path, shape: dict, dtype: str, settings: dict, all_impls: bool) -> None:
-    from workbench.session import load_session, save_session
-    from workbench.session_model import ImplRef
+    from workbench.session.api import load_session, save_session
+    from workbench.session.model import ImplRef
 
     session = load_session(EXAMPLE / "rmsnorm.yaml", check_ops=False)  # its copy is checked when it loads
     run_ = dataclasses.replace(session.runs[0], shape=shape, dtype=dtype,
@@ -188,7 +188,7 @@ def _write_session(path: Path, shape: dict, dtype: str, settings: dict, all_impl
 def _timed_edit(state, watcher, plugin: Path, text: str, what: str, report: dict, pool) -> dict:
     """Save `text` as an editor does (temp file + rename) and time it to the re-run row's line."""
     from workbench.engine.plan import RunOptions
-    from workbench.engine.workers import STARTS
+    from workbench.engine.pool import STARTS
     from workbench.events import Started
 
     assert text != plugin.read_text(), "an edit must change the file"

@@ -88,7 +88,7 @@ def _has_gpu() -> bool:
 def _session_file(name: str, quick: bool, out: Path) -> str:
     """The shipped session by name, or (quick, or with full-mode settings) a derived copy; a
     .yaml path as it is."""
-    from workbench.session import load_session, save_session, shipped_path
+    from workbench.session.api import load_session, save_session, shipped_path
 
     if name.endswith(".yaml"):
         return str(ROOT / name)

@@ -9,7 +9,7 @@ compiled and cuda rows (their builds dominate) and runs 3 rounds instead of 5: d
 flush swung by up to 6% between rounds on memory-bound rows (H200, 2026-12-01), and a median of
 3 or 5 rounds follows the majority where one of 2 could not.
 
-Each row is built, checked (workbench.verify), then timed in ROUNDS rounds (more, up to
+Each row is built, checked (workbench.check.row), then timed in ROUNDS rounds (more, up to
 _truth_gpu.MAX_ROUNDS, while _truth_core.unsettled finds either median over rounds uncertain by
 over 0.5%), the methods in a random order each round (seeded by the row's name, logged as
 `orders`: a rotating order ran in step with the H200's ~1 s power-cap cycle, _truth_core.interleave):
@@ -25,7 +25,7 @@ over all rounds (a method biased by more than ~3% has no fast-state calls, so it
 `truth-details.json` keeps both (`statistic`, `state_split`, `all_rounds`). ratio = engine /
 do_bench. (Until 2026-12-03c matmul rows also ran the former method, a synchronize after every
 sample plus a fixed 100 us spin, and the engine with its former warm-up: their rounds are in
-results/h200/2026-12-0*/truth*/truth-details.json; until 2026-12-03e the order rotated and every
+results/history/h200/2026-12-0*/truth*/truth-details.json; until 2026-12-03e the order rotated and every
 row's figures were the medians over all rounds.)
 
 Writes, after every row (nothing finished is lost): `truth-dobench.json` shaped exactly

@@ -25,7 +25,7 @@ from pathlib import Path
 TITLE = "truthconfigs: engine vs do_bench for fixed Triton GEMM configs (8192^3 bf16) and cuBLAS"
 SHAPE = {"M": 8192, "N": 8192, "K": 8192}
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, SUBTILE, GROUP_M, STREAMK): the configs the
-# tuner picked at 8192^3 on the H200 (results/h200/2026-12-03*/misses-call*/misses.json)
+# tuner picked at 8192^3 on the H200 (results/history/h200/2026-12-03*/misses-call*/misses.json)
 CONFIGS = ((128, 256, 64, 8, 3, 1, 8, 1), (128, 256, 64, 8, 3, 1, 16, 0), (128, 256, 64, 8, 4, 1, 8, 0))
 ROUNDS, QUICK_ROUNDS = 15, 5
 

@@ -108,13 +108,14 @@ def _cuda_target(sw, op, shape: dict, dtype: str, gpu: bool, module: Any, long_r
 def _matmul_target(sw, op, shape: dict, dtype: str, gpu: bool):
     import torch
 
+    from workbench.tuning import device_tag
     from workbench.kernels._tma_gemm import TMA_VERSION, candidate_configs, sm_count, tma_runner
 
     target = _target(op, "triton", shape, dtype, sw.device, gpu)
     if not gpu:  # the TMA kernel needs a Hopper GPU; the dry run keeps the shape small
         target["_spec"] = op.make_spec({"M": 64, "N": 64, "K": 64}, dtype)
         target["shape"] = {"M": 64, "N": 64, "K": 64}
-    spec, configs = target["_spec"], candidate_configs()
+    spec, configs = target["_spec"], candidate_configs(device_tag() if gpu else None)  # this device's list
     sms = sm_count(target["_ctx"])
 
     def runner(cfg):

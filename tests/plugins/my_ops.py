@@ -101,5 +101,5 @@ def build_manual_erf(spec, params, ctx):
     """Exact GeLU by hand, 0.5 x (1 + erf(x / sqrt 2)): checked against the erf reference.
 
     Tolerance factor 512 (float16) and 4096 (bfloat16), as the shipped `manual`: each operator
-    rounds to the dtype, and 1 + erf cancels for x << 0 (workbench.tolerance)."""
+    rounds to the dtype, and 1 + erf cancels for x << 0 (workbench.check.tolerance)."""
     return lambda x: 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))

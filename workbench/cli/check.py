@@ -13,7 +13,7 @@ from workbench.cli.common import EXIT_OK, EXIT_USAGE, Env, print_problems, write
 def run_check(args: argparse.Namespace, env: Env, err: Console) -> int:
     from pathlib import Path
 
-    from workbench.session import (SessionError, load_session, resolve_session_path, shipped_original,
+    from workbench.session.api import (SessionError, load_session, resolve_session_path, shipped_original,
                                    with_resolved_plugins)
 
     path = resolve_session_path(args.check, env.data_dir)
@@ -34,7 +34,7 @@ def run_check(args: argparse.Namespace, env: Env, err: Console) -> int:
     resolved = with_resolved_plugins(session, path.parent)
     rows = len(session_row_keys(resolved, args.kernels))
     from workbench.cli.plugin_check import warn_empty
-    from workbench.manifest import declare
+    from workbench.plugins.manifest import declare
 
     warn_empty(declare([*args.kernels, *resolved.plugins], cache_dir=env.cache_dir), err)
     if args.format == "json":
@@ -55,11 +55,11 @@ def _say_written(args: argparse.Namespace, err: Console, verdict: str) -> None:
 
 def session_row_keys(session, kernels=()) -> list:
     """The key of every row the session asks for, in document order (engine/rows.row_keys);
-    `impls: all` counted from the ops' declarations (workbench/manifest.py: cached, no torch),
+    `impls: all` counted from the ops' declarations (workbench/plugins/manifest.py: cached, no torch),
     with --kernels `kernels` and the session's own plugins (absolute, as run_plan gets them:
     the caller resolves them against the session's folder)."""
     from workbench.engine.rows import row_keys
-    from workbench.manifest import declare
+    from workbench.plugins.manifest import declare
 
     registry = []
 

@@ -44,7 +44,7 @@ def daemon_choice(args: argparse.Namespace, environ: Mapping[str, str] | None = 
     """--daemon / WORKBENCH_DAEMON=1, the folder (WORKBENCH_DAEMON_DIR or the user runtime
     folder), the idle timeout (--daemon-idle, else WORKBENCH_DAEMON_IDLE_S, else 600 s).
     Raises WorkbenchError for a timeout that is not a positive number of seconds."""
-    from workbench.engine.daemon_paths import default_folder
+    from workbench.engine.daemon.paths import default_folder
 
     environ = dict(os.environ if environ is None else environ)
     use = bool(getattr(args, "daemon", False)) or environ.get("WORKBENCH_DAEMON", "") == "1"
@@ -65,8 +65,8 @@ def run_engine(session: Any, *, on_event: Callable[[Any], None], stop: threading
     """The results document of `session` (engine/plan.run_plan's contract), from a warm daemon
     when `choice.use`, else (or when the daemon is busy, refuses or cannot start) from here."""
     if choice is not None and choice.use:
-        from workbench.engine.daemon_client import run_in_daemon
-        from workbench.engine.daemon_paths import DaemonError
+        from workbench.engine.daemon.client import run_in_daemon
+        from workbench.engine.daemon.paths import DaemonError
 
         def note(line: str) -> None:
             err.print(line, markup=False, highlight=False)
@@ -85,13 +85,13 @@ def run_engine(session: Any, *, on_event: Callable[[Any], None], stop: threading
 
 
 def run_daemon_list(args: argparse.Namespace, env: Env) -> int:
-    from workbench.engine.daemon_client import list_daemons
+    from workbench.engine.daemon.client import list_daemons
 
     return _report(list_daemons(daemon_choice(args).folder), args, env, "running")
 
 
 def run_daemon_stop(args: argparse.Namespace, env: Env) -> int:
-    from workbench.engine.daemon_client import stop_daemons
+    from workbench.engine.daemon.client import stop_daemons
 
     return _report(stop_daemons(daemon_choice(args).folder), args, env, "stopped")
 

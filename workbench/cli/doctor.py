@@ -1,6 +1,6 @@
 """`workbench --list` (ops, implementations, availability per action and why) and
-`workbench --doctor` (GPU, versions, tools, ceilings cache, bars: peaks and references, colour
-system, paths).
+`workbench --doctor` (GPU, versions, tools, ceilings cache, bars: peaks and references, the
+kernels' tuning cache for this device, colour system, paths).
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ PACKAGES = ("torch", "triton", "textual", "textual-plotext", "rich", "pyyaml", "
 # -- --list ----------------------------------------------------------------------------------
 def inventory(kernels: list[str], device: str, cache_dir=None) -> dict[str, Any]:
     """Every op and implementation with availability per action on this machine (from the
-    declarations in the manifest cache and NVML: no torch, workbench/manifest.py)."""
+    declarations in the manifest cache and NVML: no torch, workbench/plugins/manifest.py)."""
     from workbench.machine import note, probe, unavailable_reason
-    from workbench.manifest import declare, empty_sources
-    from workbench.session_checks import math_problem
+    from workbench.plugins.manifest import declare, empty_sources
+    from workbench.session.checks import math_problem
 
     registry = declare(kernels, cache_dir=cache_dir)
     machine = probe()
@@ -65,7 +65,7 @@ def inventory(kernels: list[str], device: str, cache_dir=None) -> dict[str, Any]
 
 
 def run_list(args: argparse.Namespace, env: Env) -> int:
-    from workbench.manifest import empty_source_note
+    from workbench.plugins.manifest import empty_source_note
 
     data = inventory(args.kernels, args.device or "auto", env.cache_dir)
     for source in data["empty_sources"]:  # taken silently before (a new user's try)
@@ -148,6 +148,7 @@ def diagnose(env: Env, kernels: list[str]) -> dict[str, Any]:
                   "triton": machine.triton, "triton_interpreted": machine.triton_interpreted},
         "ceilings": _ceilings(env),
         "bars": _bars(machine, env),
+        "tuning": _tuning(machine, env),
         "colour": _colour(env),
         "paths": _paths(env),
     }
@@ -164,7 +165,7 @@ def run_doctor(args: argparse.Namespace, env: Env) -> int:
 
 def _workbench_info() -> dict[str, Any]:
     import workbench
-    from workbench.provenance import git_sha
+    from workbench.results.provenance import git_sha
 
     return {"version": workbench.__version__, "git_sha": git_sha(), "package": workbench.__file__}
 
@@ -234,7 +235,7 @@ def _nvcc_version(nvcc: str | None) -> str | None:
 
 def _ceilings(env: Env) -> dict[str, Any]:
     """The measured-ceilings cache (engine/ceilings.py): its path and contents."""
-    from workbench.engine.ceilings import CeilingCache
+    from workbench.engine.measure.ceilings import CeilingCache
 
     cache = CeilingCache(env.cache_dir)
     contents = None
@@ -253,13 +254,20 @@ def _bars(machine, env: Env) -> dict[str, Any]:
     return bars_summary(machine.device_name, _driver_version() if machine.has_cuda else None, env.cache_dir)
 
 
+def _tuning(machine, env: Env) -> dict[str, Any]:
+    """The kernels' tuned choices cached for this GPU (workbench/tuning_view.py)."""
+    from workbench.tuning_view import tuning_summary
+
+    return tuning_summary(env.cache_dir, machine.device_name if machine.has_cuda else None)
+
+
 def _colour(env: Env) -> dict[str, Any]:
     return {"color_system": env.console().color_system, "no_color": env.no_color,
             "stdout_tty": env.stdout_tty, "stderr_tty": env.stderr_tty}
 
 
 def _paths(env: Env) -> dict[str, Any]:
-    from workbench.session import shipped_names, shipped_path
+    from workbench.session.api import shipped_names, shipped_path
 
     names = shipped_names()
     return {"config": str(env.config_dir), "data": str(env.data_dir), "cache": str(env.cache_dir),
@@ -269,13 +277,15 @@ def _paths(env: Env) -> dict[str, Any]:
 
 def _doctor_tables(data: dict[str, Any]) -> list:
     items = []
-    for section in ("workbench", "python", "versions", "gpu", "tools", "ceilings", "bars", "colour", "paths"):
+    for section in ("workbench", "python", "versions", "gpu", "tools", "ceilings", "bars", "tuning", "colour", "paths"):
         table = Table(title=section, title_justify="left", show_header=False)
         table.add_column("key", style="bold")
         table.add_column("value", overflow="fold")
         for key, value in data[section].items():
             shown = json.dumps(value, default=str) if isinstance(value, (dict, list)) else (
                 "-" if value is None else str(value))
+            if section == "tuning" and key == "this_device":  # one cached choice a line
+                shown = "\n".join(value) if value else "- (none cached for this device yet)"
             table.add_row(key, shown)
         items.append(table)
     return items

@@ -279,7 +279,7 @@ def _default_session() -> str:
     """The session the TUI would open here: `default` with a GPU, `default-cpu` without (the GPU
     one on a CPU box ran 16384^2 rows for minutes: a new user's try)."""
     from workbench.machine import probe
-    from workbench.session_paths import default_session_name
+    from workbench.session.paths import default_session_name
 
     return default_session_name(probe().has_cuda)
 
@@ -299,8 +299,8 @@ def terminal_problem() -> str | None:
 
 def tui_session_path(arg: str, data_dir: Path | None = None) -> Path:
     """FILE for the TUI: an existing path or a shipped session's name (its saved copy first),
-    through the torch-free `workbench.session_paths`."""
-    from workbench.session_paths import resolve_session_path
+    through the torch-free `workbench.session.paths`."""
+    from workbench.session.paths import resolve_session_path
 
     return resolve_session_path(arg, data_dir)
 

@@ -1,7 +1,7 @@
 """Before a replay runs: did a plugin file change since the session's earlier results were made?
 
 A results document records the plugin files its run used (`provenance.plugins`: path and
-sha256, workbench/plugin_sources.py). Replay compares them with the files now:
+sha256, workbench/plugins/sources.py). Replay compares them with the files now:
 - the `--compare` baseline: a baseline made with other plugin code is refused (exit 2) unless
   `--force`: the comparison would be of two different kernels, not of two runs;
 - the `--resume` document: likewise refused unless `--force` (its kept rows ran other code);
@@ -18,7 +18,7 @@ from typing import Any, Iterable
 
 from rich.console import Console
 
-from workbench.plugin_sources import FileChange, changed_files, compare_plugin_files, plugin_records
+from workbench.plugins.sources import FileChange, changed_files, compare_plugin_files, plugin_records
 
 
 def current_records(session: Any, kernels: Iterable[str], cache_dir: Path | None = None,
@@ -34,7 +34,7 @@ def current_records(session: Any, kernels: Iterable[str], cache_dir: Path | None
 def declare_plugins(session: Any, kernels: Iterable[str], cache_dir: Path | None = None) -> Any:
     """The declared registry of --kernels and the session's (resolved) plugins that exist
     (manifests, cached: no torch)."""
-    from workbench.manifest import declare
+    from workbench.plugins.manifest import declare
 
     return declare([p for p in [*kernels, *session.plugins] if Path(p).exists()], cache_dir=cache_dir)
 
@@ -80,10 +80,10 @@ def _read(path: Path) -> dict | None:
 
 
 def warn_empty(registry: Any, err: Console) -> list[str]:
-    """A warning on stderr for each plugin source of `registry` (declared: workbench/manifest.py)
+    """A warning on stderr for each plugin source of `registry` (declared: workbench/plugins/manifest.py)
     that loaded but registers no op and no implementation (an empty file, the wrong file: taken
     silently before, a new user's try); returns their keys."""
-    from workbench.manifest import empty_source_note, empty_sources
+    from workbench.plugins.manifest import empty_source_note, empty_sources
 
     empty = empty_sources(registry)
     for key in empty:

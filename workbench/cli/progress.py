@@ -18,7 +18,7 @@ from workbench import events as ev
 from workbench.cli.common import Env
 from workbench.events import RowKey
 from workbench.fmt import clip
-from workbench.report import fmt_num, shape_text
+from workbench.results.report import fmt_num, shape_text
 
 
 class InOrder:
@@ -95,7 +95,7 @@ def row_line(record: dict[str, Any], place: int, total: int) -> str:
     if timing.get("median_ms") is not None:
         text += f" {fmt_num(timing['median_ms'])} ms"
         if record.get("flags"):
-            from workbench.compare import contended  # (numpy, by way of abstats: only for a flagged row)
+            from workbench.results.baseline import contended  # (numpy, by way of abstats: only for a flagged row)
 
             if contended(record):  # with -o the table (its notes) is not printed: the flag was in the document only
                 text += " (CPU contended: other processes held the cores, not the op's time alone)"

@@ -28,8 +28,8 @@ from workbench.cli.plugin_check import current_records, declare_plugins, refuse_
 from workbench.cli.progress import progress
 from workbench.cli.sink import Sink
 from workbench.cli.stopping import Aborted, stop_on_signals
-from workbench.provenance import fill_provenance, provenance, utc_now_iso
-from workbench.results import ENVIRONMENT_KEYS, blank
+from workbench.results.provenance import fill_provenance, provenance, utc_now_iso
+from workbench.results.document import ENVIRONMENT_KEYS, blank
 
 
 def run_replay(args: argparse.Namespace, argv: list[str], env: Env, err: Console) -> int:
@@ -100,7 +100,7 @@ class _Prepared:
 def _prepare(args, argv, env: Env, err: Console) -> _Prepared | None:
     """Everything checked before a row runs: the session, --compare's baseline and GPU, --resume's
     rows; None after saying what is wrong (exit 2)."""
-    from workbench.session import (SessionError, file_sha256, load_session, resolve_session_path, results_path,
+    from workbench.session.api import (SessionError, file_sha256, load_session, resolve_session_path, results_path,
                                    shipped_original, with_resolved_plugins)
 
     path = resolve_session_path(args.replay, env.data_dir)
@@ -161,7 +161,7 @@ def _shares_a_row(compare: str, baseline: dict, session, registry, device: str |
     match by op, implementation label, shape, dtype and sweep value (compare.row_key), all known
     before the run. A new user's try: the wrong baseline was found only after the whole replay.
     A session whose rows cannot be listed here (an unknown name) is left to the run to report."""
-    from workbench.compare import row_key
+    from workbench.results.baseline import row_key
     from workbench.engine.rows import expand
     from workbench.errors import WorkbenchError
 
@@ -184,7 +184,7 @@ def _missing_session_gpu(session) -> str | None:
     header that said `device cpu` (a new user's try). --device overrides it (the caller skips
     this then)."""
     from workbench.cli.common import missing_gpu
-    from workbench.session_model import device_settings
+    from workbench.session.model import device_settings
 
     for where, device in device_settings(session):
         if device.startswith("cuda") and (problem := missing_gpu(device)):
@@ -218,7 +218,7 @@ def _resumed_rows(resume: str, sha: str, environment: dict, err: Console,
 
 def _finished_rows(resume: str, sha: str, environment: dict, err: Console,
                    plugins: tuple[list[dict], bool]) -> tuple[list[dict], Any] | None:
-    from workbench.journal import is_finished, read_partial
+    from workbench.results.journal import is_finished, read_partial
 
     try:
         partial = read_partial(resume)
@@ -284,7 +284,7 @@ def _read_baseline(path: str, err: Console) -> dict[str, Any] | None:
 
 
 def _compare(doc: dict[str, Any], baseline: dict[str, Any], args, err: Console, code: int) -> int:
-    from workbench.compare import compare_documents, comparison_table
+    from workbench.results.baseline import compare_documents, comparison_table
 
     comparison = compare_documents(doc, baseline, args.threshold)
     doc["comparison"] = comparison.as_dict(args.compare)

@@ -1,7 +1,7 @@
 """Where a replay's results go, while rows finish and once at the end.
 
 While the run lasts: with `-o PATH` (a file), every finished row goes to the journal beside it
-(workbench/journal.py: flushed and fsynced, so a kill loses no finished row); with
+(workbench/results/journal.py: flushed and fsynced, so a kill loses no finished row); with
 `--format jsonl` and no `-o`, every row is streamed to stdout as it finishes.
 At the end: the document in the chosen format, to `-o` (atomically for a file, written through
 for a device node, FIFO or /dev/stdout) or to stdout; then the journal is removed, unless the run
@@ -17,12 +17,12 @@ from typing import Any, Iterable, Mapping
 from rich.console import Console
 
 from workbench import events as ev
-from workbench import results
+from workbench.results import document as results
 from workbench.cli.common import Env, output_style, write_output, write_stdout
 from workbench.errors import WorkbenchError
 from workbench.fileio import is_stream
-from workbench.journal import Journal, JournalBusy, header_line, is_finished, journal_path, result_line, to_jsonl
-from workbench.report import render, to_table
+from workbench.results.journal import Journal, JournalBusy, header_line, is_finished, journal_path, result_line, to_jsonl
+from workbench.results.report import render, to_table
 
 RESUMABLE_FORMATS = ("json", "jsonl")
 

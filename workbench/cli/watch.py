@@ -1,8 +1,8 @@
 """`workbench --replay FILE --watch`: run the session, then re-run what each save changes.
 
 The first cycle runs every row and prints the results table. Then the session file and every
-plugin file it uses are watched (workbench/file_watch.py); on each save the rows whose code or
-description changed are rebuilt, re-checked and re-run (workbench/watching.py: one pool of warm
+plugin file it uses are watched (workbench/watch/files.py); on each save the rows whose code or
+description changed are rebuilt, re-checked and re-run (workbench/watch/cycle.py: one pool of warm
 workers for the whole watch, reloading an edited plugin in place, engine/reload.py), and one line per
 re-run row says how it moved against its previous result: time, GB/s, the PTX counts that
 changed. A file that fails to import or compile is reported with its file and line, on stderr,
@@ -46,9 +46,9 @@ def _watch(args: argparse.Namespace, argv: list[str], env: Env, err: Console, st
 
 def _cycles(args: argparse.Namespace, argv: list[str], env: Env, err: Console, stop: threading.Event,
             pool) -> None:
-    from workbench.file_watch import FileWatcher
-    from workbench.session import file_sha256, resolve_session_path, results_path
-    from workbench.watching import WatchState, watched_files
+    from workbench.watch.files import FileWatcher
+    from workbench.session.api import file_sha256, resolve_session_path, results_path
+    from workbench.watch.cycle import WatchState, watched_files
 
     path = resolve_session_path(args.replay, env.data_dir)
     state = WatchState(path, kernels=args.kernels, workers=pool)
@@ -82,7 +82,7 @@ def _sha(path: Path, file_sha256) -> str | None:
 def _warn_first(state, path: Path, args, env: Env, err: Console, results_path) -> None:
     """Before the first cycle, as replay does: plugin files changed since earlier results?"""
     from workbench.errors import WorkbenchError
-    from workbench.session import load_session, with_resolved_plugins
+    from workbench.session.api import load_session, with_resolved_plugins
 
     try:
         session = with_resolved_plugins(load_session(path, kernels=args.kernels), path.parent)
@@ -111,14 +111,14 @@ MARKS = {"info": "  ", "warning": "! ", "error": "✗ "}
 
 def _line(key, text: str, level: str) -> None:
     """A re-run row against its previous result, as it finishes (stdout: the watch's data)."""
-    from workbench.watching import where
+    from workbench.watch.cycle import where
 
     write_stdout(f"{MARKS.get(level, '  ')}{where(key)}: {text}\n")
 
 
 def _report(cycle, args: argparse.Namespace, env: Env, err: Console) -> None:
     """The first cycle's table, then a line per re-run row; -o rewritten with the document."""
-    from workbench.report import render, to_table
+    from workbench.results.report import render, to_table
 
     if cycle.error:
         err.print(f"error: {cycle.error}", markup=False, highlight=False)

@@ -13,11 +13,11 @@ import dataclasses
 from typing import TYPE_CHECKING, Callable
 
 from workbench.dtypes import DType
-from workbench.engine.graph_mode import graph_reason
+from workbench.engine.measure.graph_mode import graph_reason
 from workbench.engine.rows import Row, points, resolve_device, run_settings
 from workbench.events import Compared, Event
 from workbench.machine import Machine, unavailable_reason
-from workbench.session_model import ABSide, RunSpec, Session
+from workbench.session.model import ABSide, RunSpec, Session
 from workbench.variants import split_variant
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from workbench.dtypes import DType
 from workbench.engine.estimate import check_bytes_of, estimate_row, l2_flush_bytes, skip_reason
-from workbench.engine.graph_mode import graph_reason
+from workbench.engine.measure.graph_mode import graph_reason
 from workbench.engine.rows import Row
 from workbench.machine import Machine, unavailable_reason
 from workbench.registry import Registry

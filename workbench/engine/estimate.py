@@ -9,7 +9,7 @@ interpreter ~6 MB/s; the rates below are about 10x slower still.
 Memory is a model of the row's device peak (issue 14): footprint (inputs and outputs; the op's
 `@footprint` where its traffic is not its memory) + max(implementation scratch, check workspace)
 (an unfused form's intermediates are freed before the check starts) + the L2 flush buffer (CUDA
-only). The check workspace is `workbench.chunking.check_workspace_bytes`: float64 copies of the
+only). The check workspace is `workbench.check.chunks.check_workspace_bytes`: float64 copies of the
 inputs the reference takes whole, one chunk of the rest, and the reference's and comparison's
 temporaries for one chunk (about 1 GiB at 2^24 output elements a chunk), not float64 copies of
 everything.
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workbench.cost import Cost
-from workbench.engine.timing import MIN_FLUSH_BYTES
+from workbench.engine.measure.timing import MIN_FLUSH_BYTES
 
 # bytes/s of the bytes an implementation moves, and FLOP/s, per way of running
 RATES = {
@@ -31,7 +31,7 @@ RATES = {
 TIME_FACTOR = 3.0        # skip when the estimate exceeds 3x timeout_s ("far beyond")
 MEMORY_FRACTION = 0.9    # skip when the estimate exceeds 90% of the device's memory
 REFERENCE_CALLS = 4.0    # the float64 reference and comparison of one input set cost about 4 calls
-CHECK_SETS = 3           # the first call, the special-values set, the timed call (workbench.verify)
+CHECK_SETS = 3           # the first call, the special-values set, the timed call (workbench.check.row)
 PROFILE_CALLS = 6        # one warm-up and five profiled calls
 # Unfused forms allocate intermediates the size of their inputs/outputs, a few alive at once;
 # traffic beyond that is re-reads through the caches (cuda_naive matmul's 2*M*N*K loads) and
@@ -99,7 +99,7 @@ def estimate_row(cost: Cost, way: str, actions: tuple[str, ...], *, itemsize: in
 
     way: "cpu" | "interpreter" | "cuda"; itemsize: bytes per element of the spec's dtype;
     footprint_bytes: what one call keeps resident (Op.footprint_bytes; default the cost's ideal
-    bytes); check_bytes: the check's workspace (workbench.chunking.check_workspace_bytes; default
+    bytes); check_bytes: the check's workspace (workbench.check.chunks.check_workspace_bytes; default
     float64 copies of four times the footprint, for an op that cannot say); flush_bytes: the L2
     flush buffer (l2_flush_bytes, CUDA rows that bench).
     """
@@ -154,12 +154,12 @@ def exact_check_bytes_matter(footprint_bytes: int, itemsize: int, memory_bytes: 
 
 
 def check_bytes_of(op, impl, spec) -> int | None:
-    """The check workspace of one row (workbench.chunking.check_workspace_bytes), from the input
+    """The check workspace of one row (workbench.check.chunks.check_workspace_bytes), from the input
     and output shapes found on torch's meta device (no memory, no values); None when the op's
     inputs or reference cannot run there (estimate_row then assumes the conservative default).
     In the front end (a torch-free planner: engine/planning.CostedRegistry) the implementation
     carries the worker's answer instead, `impl.check_bytes(spec)`."""
-    from workbench.chunking import check_workspace_bytes
+    from workbench.check.chunks import check_workspace_bytes
 
     if callable(getattr(impl, "check_bytes", None)):
         return impl.check_bytes(spec)

@@ -2,7 +2,7 @@
 
 For each run -> each implementation (`all` = every registered one) -> each sweep point, one
 result record (CONTRACTS.md "Results"; every key present, None where not measured), in that
-order. The parent never imports torch: ops are declared from the manifest (workbench/manifest.py),
+order. The parent never imports torch: ops are declared from the manifest (workbench/plugins/manifest.py),
 the machine is probed through NVML, and what only plugin code knows (cost models, an op's own
 spec rules, the device's properties) comes from the warm worker that runs the rows
 (engine/planning.py). Rows run in warm workers reused across rows and runs (engine/workers.py,
@@ -34,26 +34,26 @@ from typing import Any, Callable
 from workbench.diagnosis import diagnose_document, diagnose_record
 from workbench.engine.ab_plan import ABJobs, ab_rows
 from workbench.engine.admit import Admission, admit
-from workbench.engine.build_ahead import worth_building_ahead
-from workbench.engine.ceilings import CeilingCache, datasheet_for
-from workbench.engine.environment import DeviceInfo, environment_record, host_memory_bytes
+from workbench.engine.worker.build_ahead import worth_building_ahead
+from workbench.engine.measure.ceilings import CeilingCache, datasheet_for
+from workbench.engine.measure.environment import DeviceInfo, environment_record, host_memory_bytes
 from workbench.engine.options import RunOptions
-from workbench.engine.planning import CostedRegistry, fact_key, queried_specs, with_spec_errors
+from workbench.engine.cost_query import CostedRegistry, fact_key, queried_specs, with_spec_errors
 from workbench.engine.protocol import ChildJob, Mode, WorkerKey
-from workbench.engine.relative import relate_to_pytorch
+from workbench.engine.measure.relative import relate_to_pytorch
 from workbench.engine.rows import Row, expand
-from workbench.engine.spread import local_parts, requested_devices, resolve_local, run_parts
+from workbench.engine.multi.spread import local_parts, requested_devices, resolve_local, run_parts
 from workbench.engine.supervisor import Background, Supervisor, query, worker_key
 from workbench.trace import mark
-from workbench.engine.vec_isa import worker_env as vec_isa_env
-from workbench.engine.workers import WorkerPool
+from workbench.engine.measure.vec_isa import worker_env as vec_isa_env
+from workbench.engine.pool import WorkerPool
 from workbench.events import Event, Log, Result, Started
 from workbench.machine import nvml_gpus, probe
-from workbench.manifest import declare, sources_digest
-from workbench.plugin_sources import compare_plugin_files, plugin_records
-from workbench.provenance import provenance, utc_now_iso
-from workbench.results import new_document
-from workbench.session_model import Session
+from workbench.plugins.manifest import declare, sources_digest
+from workbench.plugins.sources import compare_plugin_files, plugin_records
+from workbench.results.provenance import provenance, utc_now_iso
+from workbench.results.document import new_document
+from workbench.session.model import Session
 
 __all__ = ["RunOptions", "run_plan", "planned_device_name", "first_key", "build_session_ahead", "default_cache_dir", "worker_env",
            "new_pool"]
@@ -120,7 +120,7 @@ def run_plan(session: Session, *, on_event: Callable[[Event], None],
 def _spread(session, plan, on_event, stop, options, workers) -> dict:
     """Several places (--devices, settings.devices, --cluster ray): each runs run_plan on its rows."""
     if options.cluster == "ray":
-        from workbench.engine.ray_cluster import ray_parts  # ray is an optional extra
+        from workbench.engine.multi.ray_cluster import ray_parts  # ray is an optional extra
 
         parts = ray_parts(session, plan.rows, options, plan.plugin_paths, run_plan)
     else:

@@ -65,7 +65,7 @@ class WorkerKey:
     """What a worker is set up with before its jobs are known; a worker serves any job with the
     same key. interpret: TRITON_INTERPRET=1 (CPU execution); plugin_paths: --kernels and the
     session's plugins; device: "cpu" or "cuda:N"; sources: the content digest of the plugin
-    files (workbench/manifest.py): a worker whose key has older sources runs no job, but an idle
+    files (workbench/plugins/manifest.py): a worker whose key has older sources runs no job, but an idle
     one may be reloaded in place (engine/reload.py: the changed plugin modules re-imported in the
     same process, then the worker is filed under the new digest; `--strict` never does);
     role: "" for the workers that time rows, "build" for the one that builds ahead."""

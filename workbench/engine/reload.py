@@ -9,7 +9,7 @@ that did is filed under its new digest (a run then takes it as any warm worker),
 failed to import the new text keeps serving its old key, and one that cannot (a plugin file
 added or removed, a file saved again meanwhile, no answer within RELOAD_S) is retired, so
 the run starts a fresh one as before. The manifests of the edited sources come back with the
-answer: `reload_for_watch` hands them to workbench/manifest.py's `declare`.
+answer: `reload_for_watch` hands them to workbench/plugins/manifest.py's `declare`.
 
 The trade-off against a fresh process (docs/PLUGINS.md, "Watch mode"): a reload re-creates
 what the plugin registered (ops, implementations, references) from a new module object, and
@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable
 
 from workbench.engine.protocol import Reload, Reloaded
 from workbench.engine.supervisor import wait_answer
-from workbench.engine.workers import STARTS, WorkerPool, WorkerProcess
+from workbench.engine.pool import STARTS, WorkerPool, WorkerProcess
 
 RELOAD_S = 60.0  # an import that takes longer than this (a plugin compiling at import) is given up
 
@@ -71,7 +71,7 @@ def _answer(worker: WorkerProcess, deadline: float, clock: Callable[[], float]) 
 def reload_for_watch(pool: WorkerPool | None, describe: Iterable[str]
                      ) -> Callable[[list[Any], set[str]], dict[str, dict] | None] | None:
     """After a save: reload the pool's idle workers now (`reload_idle`, describing the source keys
-    `describe`); returns a `build` for workbench.manifest.declare that serves their manifests, or
+    `describe`); returns a `build` for workbench.plugins.manifest.declare that serves their manifests, or
     None (no pool, no idle worker, no answer: declare's manifest subprocess, as before)."""
     if pool is None or not pool.idle:
         return None

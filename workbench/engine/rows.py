@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from workbench.events import RowKey
 from workbench.errors import WorkbenchError
-from workbench.results import new_record
-from workbench.session_model import ImplRef, RunSpec, Session, Settings
+from workbench.results.document import new_record
+from workbench.session.model import ImplRef, RunSpec, Session, Settings
 from workbench.variants import split_variant
 
 if TYPE_CHECKING:  # the registry imports torch; the row counter below is for torch-free front ends too

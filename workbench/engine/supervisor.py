@@ -26,10 +26,10 @@ import threading
 import time
 from typing import Any, Callable
 
-from workbench.engine.capture import level_of, row_mark
+from workbench.engine.measure.capture import level_of, row_mark
 from workbench.engine.protocol import BUILD_STAGE, STAGE_AFTER, ChildJob, Message, Query, SpecFacts, WorkerKey
 from workbench.engine.rows import Row
-from workbench.engine.workers import WorkerPool, WorkerProcess
+from workbench.engine.pool import WorkerPool, WorkerProcess
 from workbench.errors import WorkbenchError
 from workbench.events import Error, Event, Log, Result, RowKey
 
@@ -304,7 +304,7 @@ class _JobRun:
         """Ask a hung worker for its threads' stacks (written to its log, which the Log events
         then carry) and return the innermost frame of the thread that took the signal, the main
         thread: 'kernels/softmax.py:312 in _build', or None when it did not answer in time."""
-        from workbench.engine.entry import STACK_SIGNAL
+        from workbench.engine.worker.entry import STACK_SIGNAL
 
         if not self.proc.is_alive() or self.proc.pid is None:
             return None

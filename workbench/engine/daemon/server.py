@@ -1,0 +1,302 @@
+"""The warm daemon: a background process that owns a WorkerPool (zygote, warm workers, spare)
+and runs the engine part of `--replay --daemon` for clients of the same fingerprint
+(docs/engine.md, "Warm daemon"; the client: engine/daemon_client.py).
+
+    python -m workbench.engine.daemon.server --dir FOLDER --expect HASH --idle-timeout-s 600
+
+The boundary is `run_plan`: a client sends the session and its RunOptions (wire.RunRequest), the
+daemon calls `run_plan(..., workers=its pool)` and sends every event as it comes, then the
+document; the client keeps its journal, -o, signals, rendering and exit codes. One run at a time:
+a client that comes while a run is going gets BUSY (and runs in its own process). A client that
+disconnects (killed, closed) or sends CANCEL stops its run through run_plan's stop flag, and the
+daemon stays up for the next one.
+
+Lifetime: the daemon holds an exclusive flock on its lock file for its whole life (a second
+daemon for the same fingerprint exits at once; a client that finds the lock free knows a socket
+left there is stale). It exits after `idle_timeout_s` without a run, on SIGTERM, SIGHUP or
+SIGINT, on a client's STOP, and when its socket file is removed or replaced; on the way out the
+pool closes every worker and the zygote is killed (engine/workers.py), so none outlives it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from multiprocessing.connection import Listener
+from pathlib import Path
+from typing import Any
+
+from workbench.engine.daemon import wire
+from workbench.engine.daemon.paths import DaemonPaths, authkey, fingerprint, fingerprint_hash, private_folder, try_lock
+from workbench.results.provenance import utc_now_iso
+
+DEFAULT_IDLE_TIMEOUT_S = 600.0
+WATCH_S = 0.5          # how often the main thread looks at the idle clock and the socket file
+SHUTDOWN_WAIT_S = 10.0  # a run in progress gets this long to finish cancelling before the pool closes
+# A run whose client already has its answer (document or error) is only finishing (its reader thread
+# ending, the lock released): a client that comes in then waits this long for it instead of being
+# told the daemon is busy (a replay right after another ran cold, and CI saw `busy` on a second
+# run of the same test).
+FINISHING_WAIT_S = 10.0
+
+
+class Daemon:
+    """One daemon (module docstring). folder: its private folder; idle_timeout_s: seconds
+    without a run before it exits (> 0)."""
+
+    def __init__(self, folder: Path, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S):
+        self.fingerprint = fingerprint(os.environ)
+        self.paths = DaemonPaths.of(private_folder(folder), self.fingerprint)
+        self.idle_timeout_s = float(idle_timeout_s)
+        self.started = utc_now_iso()
+        self.runs = 0
+        self.busy_since: float | None = None
+        self.last_active = time.monotonic()
+        self.shutdown = threading.Event()
+        self.reason = ""
+        self.run_lock = threading.Lock()
+        self.finishing = threading.Event()  # set once the run holding run_lock has answered its client
+        self.listening = threading.Event()  # set once the socket accepts connections (its file appears at bind)
+        self.current_stop: threading.Event | None = None
+        self.pool: Any = None
+        self._inode: int | None = None
+        self._lock_fd: int | None = None
+
+    # -- status --------------------------------------------------------------------------
+    def info(self) -> dict:
+        """What --daemon-list shows and provenance.daemon records: pid, started, fingerprint,
+        runs served (the one going included), busy, idle_s, the warm workers and their pids."""
+        from workbench.engine.pool import STARTS
+
+        busy = self.busy_since is not None
+        workers = self.pool.workers() if self.pool is not None else []
+        return {"pid": os.getpid(), "started": self.started, "fingerprint": self.paths.hash,
+                "socket": str(self.paths.socket), "log": str(self.paths.log), "runs": self.runs, "busy": busy,
+                "busy_s": round(time.monotonic() - self.busy_since, 1) if busy else None,
+                "idle_s": None if busy else round(time.monotonic() - self.last_active, 1),
+                "idle_timeout_s": self.idle_timeout_s,
+                "workers": [{"device": w.key.device, "interpret": w.key.interpret, "role": w.key.role or "run",
+                             "pid": w.proc.pid, "spare": w is getattr(self.pool, "spare", None)} for w in workers],
+                "zygote_pid": _zygote_pid(), "worker_starts": dict(STARTS)}
+
+    # -- life ----------------------------------------------------------------------------
+    def serve(self) -> int:
+        """Take the lock, listen, serve until a reason to stop; 0 also when another daemon
+        already serves this fingerprint (it holds the lock)."""
+        self._lock_fd = try_lock(self.paths.lock)
+        if self._lock_fd is None:
+            print(f"another daemon holds {self.paths.lock}; leaving", flush=True)
+            return 0
+        self.paths.socket.unlink(missing_ok=True)  # a dead daemon's (the lock was free)
+        listener = Listener(str(self.paths.socket), "AF_UNIX", authkey=authkey(self.paths.folder))
+        os.chmod(self.paths.socket, 0o600)
+        self._inode = os.stat(self.paths.socket).st_ino
+        self._write_info()
+        self.listening.set()
+        if threading.current_thread() is threading.main_thread():  # (a test serves from a thread)
+            for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+                signal.signal(signum, lambda n, _f: self.stop(f"signal {signal.Signals(n).name}"))
+        threading.Thread(target=self._accept, args=(listener,), name="workbench-daemon-accept", daemon=True).start()
+        print(f"{utc_now_iso()} daemon {os.getpid()} serving {self.paths.socket} "
+              f"(idle timeout {self.idle_timeout_s:g} s)", flush=True)
+        try:
+            while not self.shutdown.wait(WATCH_S):
+                self._watch()
+        finally:
+            self._close(listener)
+        return 0  # the lock's fd stays open: the kernel drops it when the process is gone, after
+        # the atexit handler has killed the zygote, so a client waiting for it sees no process left
+
+    def stop(self, reason: str) -> None:
+        if not self.shutdown.is_set():
+            self.reason = reason
+            self.shutdown.set()
+
+    def _watch(self) -> None:
+        try:
+            moved = os.stat(self.paths.socket).st_ino != self._inode
+        except OSError:
+            moved = True
+        if moved:
+            self.stop("its socket file was removed or replaced")
+        elif self.busy_since is None and time.monotonic() - self.last_active > self.idle_timeout_s:
+            self.stop(f"idle for {self.idle_timeout_s:g} s")
+
+    def _close(self, listener: Listener) -> None:
+        print(f"{utc_now_iso()} daemon {os.getpid()} exiting: {self.reason}", flush=True)
+        if self.current_stop is not None:
+            self.current_stop.set()
+        if self.run_lock.acquire(timeout=SHUTDOWN_WAIT_S):
+            self.run_lock.release()
+        try:
+            listener.close()  # unlinks the socket file (no other daemon binds it while we hold the lock)
+        except OSError:  # removed already (one of the reasons to leave)
+            pass
+        if self.pool is not None:
+            self.pool.close()
+        self.paths.info.unlink(missing_ok=True)
+
+    def _write_info(self) -> None:
+        info = {"pid": os.getpid(), "started": self.started, "fingerprint": self.paths.hash,
+                "idle_timeout_s": self.idle_timeout_s, "python": self.fingerprint["python"]}
+        self.paths.info.write_text(json.dumps(info) + "\n")
+
+    # -- clients -------------------------------------------------------------------------
+    def _accept(self, listener: Listener) -> None:
+        while not self.shutdown.is_set():
+            try:
+                conn = listener.accept()
+            except OSError:  # the listener was closed: we are leaving
+                return
+            except Exception as exc:  # a bad authkey (multiprocessing.AuthenticationError), a wrong peer
+                print(f"{utc_now_iso()} refused a connection: {type(exc).__name__}: {exc}", flush=True)
+                continue
+            threading.Thread(target=self._serve_client, args=(conn,), name="workbench-daemon-client",
+                             daemon=True).start()
+
+    def _serve_client(self, conn: Any) -> None:
+        try:
+            kind, payload = wire.recv(conn)
+            if kind == wire.Kind.status:
+                wire.send(conn, wire.Kind.info, self.info())
+            elif kind == wire.Kind.stop:
+                wire.send(conn, wire.Kind.info, self.info())
+                self.stop("asked to stop (--daemon-stop)")
+            elif kind == wire.Kind.run:
+                self._run_for(conn, payload)
+        except (EOFError, OSError, wire.WireError) as exc:
+            print(f"{utc_now_iso()} client left: {type(exc).__name__}: {exc}", flush=True)
+        finally:
+            conn.close()
+
+    def _run_for(self, conn: Any, request: wire.RunRequest) -> None:
+        from workbench.engine.daemon.paths import fingerprint_difference
+
+        differs = fingerprint_difference(self.fingerprint, request.fingerprint)
+        if differs:
+            wire.send(conn, wire.Kind.refused, f"daemon {os.getpid()} runs with other {', '.join(differs)}")
+            return
+        if self.shutdown.is_set() or not self._take_run_lock():
+            wire.send(conn, wire.Kind.busy, self.info())
+            return
+        try:
+            self.finishing.clear()
+            self.runs += 1
+            self.busy_since = time.monotonic()
+            self._run(conn, request)
+        finally:
+            self.busy_since, self.current_stop = None, None
+            self.last_active = time.monotonic()
+            self.run_lock.release()
+
+    def _take_run_lock(self) -> bool:
+        """The run lock, at once when free; while the run holding it is only finishing (its
+        client answered), after waiting up to FINISHING_WAIT_S for it; else False (busy)."""
+        if self.run_lock.acquire(blocking=False):
+            return True
+        return self.finishing.is_set() and self.run_lock.acquire(timeout=FINISHING_WAIT_S)
+
+    def _answer(self, conn: Any, kind: Any, payload: Any) -> None:
+        """The run's last message to its client (document or error): the run is finishing."""
+        self.finishing.set()
+        wire.send(conn, kind, payload)
+
+    def _run(self, conn: Any, request: wire.RunRequest) -> None:
+        stop = self.current_stop = threading.Event()
+        wire.send(conn, wire.Kind.accepted, self.info())
+        reader = threading.Thread(target=_cancel_on_close, args=(conn, stop), name="workbench-daemon-cancel",
+                                  daemon=True)
+        reader.start()
+        try:
+            self._run_plan(conn, request, stop)
+        finally:
+            _end_reader(conn, reader)
+
+    def _run_plan(self, conn: Any, request: wire.RunRequest, stop: threading.Event) -> None:
+        from workbench.engine.plan import new_pool, run_plan
+        from workbench.errors import WorkbenchError
+
+        def on_event(event: Any) -> None:
+            try:
+                wire.send(conn, wire.Kind.event, event)
+            except (OSError, ValueError):  # the client has gone: its run is cancelled
+                stop.set()
+
+        print(f"{utc_now_iso()} run {self.runs}: session {request.session.name!r} from {request.cwd}", flush=True)
+        try:
+            os.chdir(request.cwd)  # relative paths in plugin code mean the client's folder
+        except OSError:
+            pass
+        try:
+            if self.pool is None:
+                self.pool = new_pool(request.options)
+            doc = run_plan(request.session, on_event=on_event, stop=stop, options=request.options, workers=self.pool)
+        except WorkbenchError as exc:
+            self._answer(conn, wire.Kind.error, str(exc))
+            return
+        except Exception as exc:  # an engine bug: the client says so, the daemon stays up
+            traceback.print_exc()
+            self._answer(conn, wire.Kind.error, f"the daemon's run failed: {type(exc).__name__}: {exc} "
+                                                f"(traceback in {self.paths.log})")
+            return
+        cancelled = bool(doc.get("cancelled")) or stop.is_set()  # read before the client closes (it sets stop)
+        self._answer(conn, wire.Kind.doc, (doc, self.info()))
+        print(f"{utc_now_iso()} run {self.runs} done{' (cancelled)' if cancelled else ''}", flush=True)
+
+
+def _end_reader(conn: Any, reader: threading.Thread, wait_s: float = 10.0) -> None:
+    """Wake the run's reader thread and wait for it, before the connection is closed. Closed
+    under a reader blocked in recv(), the descriptor's number went to the next accepted
+    connection, and the old reader read that client's handshake ('bad message length': CI,
+    2026-12-02). shutdown() wakes the read with an end of file and frees no descriptor number;
+    what was sent (the document) still reaches the client."""
+    import socket
+
+    try:
+        with socket.socket(fileno=os.dup(conn.fileno())) as duplicate:  # the same socket, our own fd
+            duplicate.shutdown(socket.SHUT_RDWR)
+    except (OSError, ValueError, AttributeError):  # closed or shut already, or no descriptor to shut
+        pass
+    reader.join(wait_s)
+
+
+def _cancel_on_close(conn: Any, stop: threading.Event) -> None:
+    """Read the client's side during a run: CANCEL or a closed connection stops the run."""
+    try:
+        while not stop.is_set():
+            kind, _payload = wire.recv(conn)
+            if kind == wire.Kind.cancel:
+                break
+    except (EOFError, OSError, wire.WireError):
+        pass
+    stop.set()
+
+
+def _zygote_pid() -> int | None:
+    from multiprocessing import forkserver
+
+    return getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workbench.engine.daemon.server", description=__doc__.split("\n")[0])
+    parser.add_argument("--dir", type=Path, required=True, help="the daemon folder (private, 0700)")
+    parser.add_argument("--expect", default=None, help="the fingerprint hash the starting client computed")
+    parser.add_argument("--idle-timeout-s", type=float, default=DEFAULT_IDLE_TIMEOUT_S)
+    args = parser.parse_args(argv)
+    daemon = Daemon(args.dir, args.idle_timeout_s)
+    if args.expect and args.expect != fingerprint_hash(daemon.fingerprint):
+        print(f"fingerprint {fingerprint_hash(daemon.fingerprint)} here, the client expected {args.expect}",
+              flush=True)
+        return 3
+    return daemon.serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The measurement itself (worker side): timing, statistics, bars, traffic, clocks, profile, counters."""

@@ -1,0 +1,1 @@
+"""Several devices and clusters: placement of sweep points, one document from many, Ray actors."""

@@ -1,0 +1,1 @@
+"""The worker process: its start, serving jobs, running one row, state between rows, build caches."""

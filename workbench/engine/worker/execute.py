@@ -1,0 +1,210 @@
+"""Inside a worker: one row = build -> check -> bench -> profile -> ptx, streaming events.
+
+build_ms is the builder's time plus the first synchronised call (JIT, autotune, torch.compile,
+load_inline all land there: MEASUREMENT.md rule 2, P2). peak_mem_bytes is the device memory
+the row itself allocated at its peak during build and bench (the float64 check is excluded);
+None on CPU. The check (workbench.check.row.RowCheck) runs on the first call's output, on the op's
+special-values set, and once more after timing on a second seeded set written into the same
+input tensors; a failure there clears the timing (a wrong result gets no speed).
+
+Builds are cached in the worker (engine/build_cache.py): a row whose implementation was built
+before in this process (same op, implementation, params, spec, dtype and source) skips the
+builder; build_ms is then its first synchronised call only, and a flag says so.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from workbench.engine.worker.ab import ab_row
+from workbench.engine.worker.build_cache import BuildCache, build_key
+from workbench.engine.measure.calibrate import calibrate, references_for
+from workbench.trace import mark
+from workbench.engine.measure.counters_run import counters_row
+from workbench.engine.measure.device import DeviceSession
+from workbench.engine.measure.graph_mode import wrap_for_mode
+from workbench.engine.worker.precision import effective_fp32_precision
+from workbench.engine.protocol import Channel, ChildJob, Mode
+from workbench.engine.rows import Row
+from workbench.engine.measure.timing import Cancelled
+from workbench.engine.measure.timing_notes import note_timing
+from workbench.error_location import describe_error
+from workbench.events import Built, Checked, Error, Result, Started
+from workbench.errors import WorkbenchError
+from workbench.registry import BuildContext, Registry
+
+
+CACHED_FLAG = "build cached: built earlier in this worker (build_ms is the first call only)"
+
+
+class RowRunner:
+    """Runs rows in this worker, job after job: `bind(job, channel, stop)`, then `run(row)` per
+    row, which returns why the worker must leave (None: it may take the next row)."""
+
+    def __init__(self, registry: Registry, interpret: bool, baseline: Any):
+        self.registry, self.interpret, self.baseline = registry, interpret, baseline
+        self.devices: dict[str, DeviceSession] = {}
+        self.builds = BuildCache()
+        self.job: ChildJob | None = None
+
+    def bind(self, job: ChildJob, channel: Channel, stop: Any) -> None:
+        self.job, self.channel, self.stop = job, channel, stop
+        for dev in self.devices.values():
+            dev.bind(job, channel, stop)
+
+    def device(self, row: Row) -> DeviceSession:
+        if row.device not in self.devices:
+            self.devices[row.device] = DeviceSession(row.device, self.job, self.channel, self.stop)
+        return self.devices[row.device]
+
+    def run(self, row: Row) -> str | None:
+        record = row.record()
+        leave = None
+        try:
+            if self.job.mode == Mode.ptx:
+                self._ptx_only(row, record)
+            elif self.job.mode == Mode.ab:
+                record = ab_row(self, row)
+            else:
+                self._execute(row, record)
+        except Cancelled:
+            return "cancelled"
+        except Exception as exc:
+            # `path:line: Type: message`: the line of the plugin (or op file) that raised
+            record.update(status="failed", error=describe_error(exc, self.job.plugin_paths))
+            self.channel.event(Error(row.key, record["error"]))
+            # Our own refusals (a limit, no PTX) leave the process as it was; anything else (a
+            # CUDA error, an OOM, a plugin's bug) may have poisoned it.
+            leave = None if isinstance(exc, WorkbenchError) else f"the row raised {type(exc).__name__}"
+        mark(f"row {row.op} {row.label}: done, resetting")
+        problem = self.baseline.after_row(sum(d.kept_bytes for d in self.devices.values()))
+        if problem is not None:
+            record["flags"].append(f"{problem}: this worker was replaced after the row")
+        self.channel.event(Result(row.key, record))
+        mark(f"row {row.op} {row.label}: result sent")
+        return "; ".join(r for r in (leave, problem) if r) or None
+
+    # -- stages -----------------------------------------------------------------------------
+    def _resolve(self, row: Row):
+        op = self.registry.op(row.op)
+        impl = op.get_impl(row.impl)
+        spec = op.make_spec(row.shape, row.dtype)
+        precision = effective_fp32_precision(op, row.settings.fp32_precision)
+        ctx = BuildContext(device=row.device, fp32_precision=precision,
+                           interpret=self.interpret,
+                           build_dir=Path(self.job.build_dir) if self.job.build_dir else None)
+        return op, impl, spec, impl.resolve_params(row.params), ctx
+
+    def _execute(self, row: Row, record: dict) -> None:
+        op, impl, spec, params, ctx = self._resolve(row)
+        dev = self.device(row)
+        mark(f"row {row.op} {row.label}: start")
+        if "bench" in row.actions:  # the references its bars use, once per device, off the row's clock
+            calibrate(dev, references_for(dev.info.name, op, impl, spec, row.settings.fp32_precision))
+            mark(f"row {row.op} {row.label}: references ready")
+        dev.apply_precision(ctx.fp32_precision)
+        self.channel.event(Started(row.key, row.op, row.impl, spec.label, row.device))
+        watch = impl.backend.watch()
+        fn, inputs, out, check = self._build(row, record, op, impl, spec, params, ctx, dev, watch)
+        mark(f"row {row.op} {row.label}: built")
+        if not self._check(row, record, op, spec, ctx, check, lambda: check.first(out)):
+            return
+        del out
+        if not self._check(row, record, op, spec, ctx, check, lambda: check.special(fn)):
+            return
+        mark(f"row {row.op} {row.label}: checked")
+        if "bench" in row.actions:
+            dev.bench(row, record, op, impl, spec, params, fn, inputs)
+            note_timing(row, record)
+            mark(f"row {row.op} {row.label}: benched")
+        if "profile" in row.actions:
+            dev.profile(row, record, fn, inputs)
+            mark(f"row {row.op} {row.label}: profiled")
+        if not self._check(row, record, op, spec, ctx, check, lambda: check.timed(fn)):
+            record["timing"] = record["traffic"] = None  # a wrong result gets no speed (rule 6)
+            return
+        if "counters" in row.actions:
+            counters_row(dev, row, record, op, impl, spec)
+        if watch is not None:
+            watch.finish(row, record, self.channel)
+        mark(f"row {row.op} {row.label}: timed output checked")
+        if "ptx" in row.actions:
+            dev.ptx(row, record, op, impl, spec, params, ctx)
+            mark(f"row {row.op} {row.label}: ptx")
+        record["launch"] = launch_for(op, impl, spec, params, dev.info, record["ptx"], ctx)
+        mark(f"row {row.op} {row.label}: launch record")
+        if record["status"] is None:
+            record["status"] = "ok"
+
+    def _build(self, row, record, op, impl, spec, params, ctx, dev, watch):
+        from workbench.check.row import RowCheck
+
+        dev.reset_peak()
+        inputs = op.make_inputs(spec, row.device, row.settings.seed)
+        check = RowCheck(op, impl, spec, ctx, inputs, row.settings.seed, sync=dev.sync)  # fingerprints first
+        dev.restart_peak()  # the fingerprints' scratch is the check's, not the row's
+        if watch is not None:
+            watch.start()
+        key = build_key(row, impl, spec, params, self.interpret)
+        t0 = time.perf_counter()
+        fn = wrap_for_mode(row, self._built(key, impl, spec, params, ctx, dev, record, watch), inputs)  # graph_mode.py
+        out = fn(*inputs)
+        dev.sync()
+        record["build_ms"] = (time.perf_counter() - t0) * 1e3
+        record["tuned"] = getattr(fn, "tuned", None)  # an autotuned kernel's choice (workbench/tuning.py)
+        record["peak_mem_bytes"] = dev.peak_bytes()
+        if watch is not None:
+            watch.after_build()
+        self.channel.event(Built(row.key, record["build_ms"]))
+        return fn, inputs, out, check
+
+    def _built(self, key, impl, spec, params, ctx, dev, record, watch=None):
+        """The cached build, or a fresh one (cached unless its backend watches each build, as
+        torch.compile's does: it resets dynamo and counts the row's own compiles; or unless the
+        builder kept device memory: a cached closure holding tensors would look like a leak,
+        worker_state)."""
+        cacheable = watch is None
+        fn = self.builds.get(key) if cacheable else None
+        if fn is not None:
+            record["flags"].append(CACHED_FLAG)
+            return fn
+        before = dev.allocated_bytes()
+        fn = impl.builder(spec, params, ctx)
+        if cacheable and dev.allocated_bytes() == before:
+            self.builds.put(key, fn)
+        return fn
+
+    def _check(self, row, record, op, spec, ctx, check, step) -> bool:
+        """Run one check step (first call, special set, timed call); False when it failed."""
+        from workbench.check.row import failure_text, uses_tf32
+
+        if op.matmul_like and str(spec.dtype) == "float32":
+            record["fp32_precision"] = "tf32" if uses_tf32(op, spec, ctx) else "ieee"
+        if step() is None:  # no special set
+            return True
+        record["check"] = check.report.as_dict()
+        self.channel.event(Checked(row.key, record["check"]))
+        if check.passed:
+            return True
+        record["status"] = "failed"
+        record["error"] = failure_text(check.report)
+        return False
+
+    def _ptx_only(self, row: Row, record: dict) -> None:
+        op, impl, spec, params, ctx = self._resolve(row)
+        self.channel.event(Started(row.key, row.op, row.impl, spec.label, row.device))
+        self.device(row).ptx(row, record, op, impl, spec, params, ctx)
+        if record["status"] is None:
+            record["status"] = "ok"
+
+
+def launch_for(op: Any, impl: Any, spec: Any, params: dict, info: Any, ptx: dict | None = None,
+               ctx: BuildContext | None = None) -> dict | None:
+    """The `launch` record of a row: `workbench.ptx.extract.launch_record` (register allocation
+    granularity, sm_90 limits; registers and shared memory from the row's ptx record), with the
+    device's SM count and the run's BuildContext (so a launch that reads fp32_precision sees it)."""
+    from workbench.ptx.extract import launch_record
+
+    return launch_record(op, impl, spec, params, sm_count=info.sm_count, ptx=ptx, ctx=ctx)

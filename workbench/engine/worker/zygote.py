@@ -1,0 +1,29 @@
+"""Preloaded by the forkserver (engine/workers.py): what every worker needs, imported once.
+
+torch is imported here, in the zygote, without touching CUDA (forking a process that started
+CUDA is unsafe: its children inherit a context they cannot use). Kernel modules are not: a
+worker decides TRITON_INTERPRET first (engine/entry.py), then imports them.
+
+Its stdout and stderr go to the file named by WORKBENCH_ZYGOTE_LOG (engine/workers.py sets it
+before the zygote starts): the zygote inherits the front end's terminal, and a forked child that
+fails before its own redirect (engine/entry.py) printed its traceback over the TUI's screen
+(H200 tmux capture, 2026-12-01: a spare's unpickling error across the Runs pane).
+"""
+
+import os
+
+_LOG = os.environ.get("WORKBENCH_ZYGOTE_LOG")
+if _LOG:
+    _fd = os.open(_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(_fd, 1)
+    os.dup2(_fd, 2)
+    os.close(_fd)
+
+from workbench.trace import mark  # noqa: E402
+
+mark("zygote: start")
+import torch  # noqa: F401,E402
+
+import workbench.engine.worker.entry  # noqa: F401,E402
+
+mark("zygote: torch imported")

@@ -1,0 +1,194 @@
+"""Results written as rows finish: the journal beside a results file, and JSON Lines documents.
+
+A journal is JSON Lines (one JSON object a line, CONTRACTS.md "Results", JSON Lines):
+
+    {"header": {"schema_version": 1, "provenance": {...}, "environment": {"device": ..., ...}}}
+    {"result": {...one result record...}}        one line per finished row, flushed and fsynced
+    ...
+
+The header's environment is what is known before the run (the device; the other keys null). The
+journal lives beside the file it will become (`journal_path`: `out.json` -> `out.json.journal.jsonl`),
+so a run killed by anything, even SIGKILL or a power cut, leaves every finished row on disk;
+`--resume` reads it back. The `--format jsonl` document is the same lines plus a last
+`{"end": {...}}` line with the rest of the document (`cancelled`, `cancel_signal`, the final
+`environment` with its ceilings, `comparison`).
+
+Rows stopped by a cancel (status `skipped`, error "cancelled") are not finished: they are never
+journaled, and a resumed run runs them.
+
+A journal is held with an exclusive `flock` for as long as its run writes it: a second run
+asked to write the same file is refused (JournalBusy) before it touches it. Two replays given
+one `-o` path overwrote each other's rows and journal without a word (a new user's try).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from workbench.results import document as results
+from workbench.fileio import JOURNAL_SUFFIX  # the suffix: fileio refuses it for -o
+
+HEAD_KEYS = ("schema_version", "provenance", "environment")
+
+
+def journal_path(target: str | Path) -> Path:
+    """The journal of the results file `target` (a symlink's target: the journal sits beside
+    the file that is written): `out.json` -> `out.json.journal.jsonl`."""
+    real = Path(os.path.realpath(target))
+    return real.with_name(real.name + JOURNAL_SUFFIX)
+
+
+def is_finished(record: Mapping[str, Any]) -> bool:
+    """False for a row a cancel stopped before it finished (run_plan's skipped / "cancelled")."""
+    return not (record.get("status") == "skipped" and record.get("error") == results.CANCELLED_ERROR)
+
+
+def header_line(head: Mapping[str, Any]) -> str:
+    return _line({"header": {"schema_version": results.SCHEMA_VERSION,
+                             **{k: head.get(k) for k in HEAD_KEYS if k != "schema_version"}}})
+
+
+def result_line(record: Mapping[str, Any]) -> str:
+    return _line({"result": record})
+
+
+def to_jsonl(doc: Mapping[str, Any]) -> str:
+    """A whole document as JSON Lines: header, one line per result, the end line."""
+    rest = {k: v for k, v in doc.items() if k not in ("schema_version", "provenance", "results")}
+    return (header_line(doc) + "".join(result_line(r) for r in doc.get("results") or ())
+            + _line({"end": rest}))
+
+
+def from_jsonl(text: str, source: str = "JSON Lines") -> dict:
+    """A document from JSON Lines (a journal, or a `--format jsonl` output). A last line cut
+    short (the writer was killed mid-line) is ignored. Raises ValueError naming `source`."""
+    lines = text.splitlines()
+    parsed = []
+    for number, line in enumerate(lines, 1):
+        try:
+            parsed.append(json.loads(line))
+        except ValueError:
+            if number == len(lines):
+                break  # a torn last line: everything before it was fsynced whole
+            raise ValueError(f"{source}: line {number} is not JSON") from None
+    if not parsed or not isinstance(parsed[0], dict) or "header" not in parsed[0]:
+        raise ValueError(f"{source}: no header line (not a workbench journal or JSON Lines document)")
+    head = parsed[0]["header"]
+    if head.get("schema_version") != results.SCHEMA_VERSION:
+        raise ValueError(f"{source}: schema_version must be {results.SCHEMA_VERSION}, got {head.get('schema_version')!r}")
+    doc = {"schema_version": results.SCHEMA_VERSION, "provenance": head.get("provenance") or {},
+           "environment": head.get("environment") or {}, "results": [], "cancelled": True,
+           "cancel_signal": None}
+    for item in parsed[1:]:
+        if isinstance(item, dict) and "result" in item:
+            doc["results"].append(item["result"])
+        elif isinstance(item, dict) and "end" in item:
+            doc.update(item["end"])
+    return doc
+
+
+class JournalBusy(OSError):
+    """Another live run holds this journal."""
+
+
+class Journal:
+    """An append-only journal at `path`: the header (and `done`, rows kept from an earlier run)
+    written first, then `add` appends one finished row a line, flushed and fsynced; held with an
+    exclusive flock until closed. Raises JournalBusy when another run holds it, OSError where
+    the folder cannot be written."""
+
+    def __init__(self, path: str | Path, head: Mapping[str, Any], done: Iterable[Mapping[str, Any]] = ()):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.path, "a+", encoding="utf-8")  # not truncated before the lock is ours
+        try:
+            import fcntl
+
+            fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:  # not POSIX: no lock
+            pass
+        except OSError:
+            self._file.close()
+            self._file = None
+            raise JournalBusy(f"{self.path} is being written by another run") from None
+        self._file.truncate(0)
+        self._file.write(header_line(head) + "".join(result_line(r) for r in done))
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        """Append a finished row (a cancelled one is left out: it did not finish)."""
+        if self._file is None or not is_finished(record):
+            return
+        self._file.write(result_line(record))
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def discard(self) -> None:
+        """Remove and close: the document it was for is written (removed while still held, so
+        a run that takes the path next is never the one removed)."""
+        if self._file is not None:
+            self.path.unlink(missing_ok=True)
+        self.close()
+
+
+def open_beside(results_file: str | Path, head: Mapping[str, Any]) -> Journal | None:
+    """A journal for rows about to finish, beside `results_file` (the TUI's NAME.results.json);
+    None where it cannot be written (the results file's own write reports that problem)."""
+    try:
+        return Journal(journal_path(results_file), head)
+    except OSError:
+        return None
+
+
+def recover(results_file: str | Path, saved: dict | None) -> tuple[dict | None, int]:
+    """`saved` (the results file read back, or None) with the rows a stopped or killed run left in
+    the journal beside `results_file`: a journaled row replaces the saved row of the same
+    (run_index, label, sweep_value), or is added. Returns (document, rows recovered); the caller
+    writes the document and then removes the journal (`journal_path`)."""
+    path = journal_path(results_file)
+    try:
+        found = from_jsonl(path.read_text(encoding="utf-8"), str(path)) if path.is_file() else None
+    except (OSError, ValueError):
+        return saved, 0
+    if not found or not found["results"]:
+        return saved, 0
+    rows = {_row_key(r): r for r in (saved or {}).get("results", ())}
+    rows.update({_row_key(r): r for r in found["results"]})
+    doc = {**(saved or found), "results": sorted(rows.values(), key=lambda r: r.get("run_index") or 0)}
+    return doc, len(found["results"])
+
+
+def _row_key(record: Mapping[str, Any]) -> tuple:
+    return (record.get("run_index"), record.get("label"), json.dumps(record.get("sweep_value")))
+
+
+def read_partial(path: str | Path) -> dict:
+    """A stopped run's document for `--resume PATH`: its journal when there is one (the newest
+    truth: it holds every finished row even after a kill), else PATH itself as a JSON or JSON Lines
+    document. Raises ValueError naming the file when neither can be read."""
+    path = Path(path)
+    journal = journal_path(path)
+    if journal.is_file():
+        return from_jsonl(journal.read_text(encoding="utf-8"), str(journal))
+    if not path.is_file():
+        raise ValueError(f"{path}: no such results file, and no journal {journal.name} beside it")
+    text = path.read_text(encoding="utf-8")
+    if text.lstrip().startswith('{"header"'):
+        return from_jsonl(text, str(path))
+    try:
+        return results.load(path)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{exc} (resume reads a JSON or JSON Lines results document, or its journal)") from None
+
+
+def _line(obj: Any) -> str:
+    return json.dumps(results.finite(obj), allow_nan=False, separators=(",", ":")) + "\n"
