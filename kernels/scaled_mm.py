@@ -211,8 +211,11 @@ def candidates(ctx: BuildContext | None) -> list[dict[str, int]] | CandidateList
     the H100 and H200, the smaller-tile sm_89 list as the generic one; the interpreter's on a CPU)."""
     if not (compiled_on_gpu(ctx) if ctx is not None else torch.cuda.is_available()):
         return _configs(CANDIDATES[0])
-    return CandidateLists({"H100 sm_90": _configs(CANDIDATES[90]), "H200 sm_90": _configs(CANDIDATES[90])},
-                          _configs(CANDIDATES[89]))
+    return GPU_LISTS
+
+
+GPU_LISTS = CandidateLists({"H100 sm_90": _configs(CANDIDATES[90]), "H200 sm_90": _configs(CANDIDATES[90])},
+                           _configs(CANDIDATES[89]))
 
 
 def _launch_of(spec: ScaledMmSpec, config) -> TritonLaunch:

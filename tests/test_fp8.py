@@ -167,3 +167,12 @@ def test_a_session_asking_fp8_of_an_op_that_does_not_declare_it_names_the_allowe
     text = str(info.value)
     assert 'gelu does not take dtype "float8_e4m3fn"; allowed: float32, float16, bfloat16' in text, text
     assert "runs[1]" not in text and 'write "float8_e4m3fn"' in text, text
+
+
+def test_scaled_mm_tile_lists_per_device():
+    from workbench.kernels.scaled_mm import CANDIDATES, GPU_LISTS, candidates
+
+    for device in ("NVIDIA H100 80GB HBM3 sm_90", "NVIDIA H200 sm_90"):
+        assert GPU_LISTS.select(device)[1][0]["BLOCK_K"] == CANDIDATES[90][0][2]
+    assert GPU_LISTS.select("NVIDIA L4 sm_89")[1][0]["BLOCK_N"] == CANDIDATES[89][0][1]  # generic: smaller tiles
+    assert candidates(CPU)[0]["BLOCK_M"] == 32  # the interpreter's small tile, nothing timed
