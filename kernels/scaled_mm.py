@@ -120,13 +120,39 @@ def cost(spec: ScaledMmSpec) -> Cost:
 
 
 # -- implementations -------------------------------------------------------------------------
+CUBLASLT_MULTIPLE = 16  # cuBLASLt's fp8 GEMM takes K and N (leading dimensions) in multiples of 16
+
+
+def pad_for_cublaslt(a, b, sa, sb):
+    """A, B (column-major) and the scales with K and N zero-padded to multiples of 16 (zeros add
+    nothing to the product; padded scales are 1), and the output's (M, N) to slice back."""
+    m, k = a.shape
+    n = b.shape[1]
+    k16, n16 = (-(-k // CUBLASLT_MULTIPLE) * CUBLASLT_MULTIPLE, -(-n // CUBLASLT_MULTIPLE) * CUBLASLT_MULTIPLE)
+    a_p = torch.zeros((m, k16), dtype=a.dtype, device=a.device)
+    a_p[:, :k] = a
+    bt_p = torch.zeros((n16, k16), dtype=b.dtype, device=b.device)
+    bt_p[:n, :k] = b.t()
+    if sb.numel() > 1:  # rowwise: one scale per column of B
+        sb_p = torch.ones((1, n16), dtype=sb.dtype, device=sb.device)
+        sb_p[:, :n] = sb
+        sb = sb_p
+    return a_p, bt_p.t(), sa, sb, (m, n)
+
+
 def torch_scaled_mm(a, b, sa, sb):
-    """torch._scaled_mm with the layouts it requires (B column-major; rowwise scales (M,1), (1,N))."""
-    if b.stride(0) != 1:
+    """torch._scaled_mm with the layouts it requires (B column-major; rowwise scales (M,1), (1,N));
+    on the GPU, shapes whose K or N is not a multiple of 16 are zero-padded first (cuBLASLt
+    refuses them; the padding is timed: it is what such a shape costs)."""
+    m, n = a.shape[0], b.shape[1]
+    if a.is_cuda and (a.shape[1] % CUBLASLT_MULTIPLE or n % CUBLASLT_MULTIPLE):
+        a, b, sa, sb, _ = pad_for_cublaslt(a, b, sa, sb)
+    elif b.stride(0) != 1:
         b = b.t().contiguous().t()
     if sa.numel() == 1:
         sa, sb = sa.reshape(()), sb.reshape(())
-    return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    out = torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    return out if out.shape == (m, n) else out[:, :n]
 
 
 @SCALED_MM.impl("pytorch", needs=["fp8"])

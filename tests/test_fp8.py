@@ -176,3 +176,14 @@ def test_scaled_mm_tile_lists_per_device():
         assert GPU_LISTS.select(device)[1][0]["BLOCK_K"] == CANDIDATES[90][0][2]
     assert GPU_LISTS.select("NVIDIA L4 sm_89")[1][0]["BLOCK_N"] == CANDIDATES[89][0][1]  # generic: smaller tiles
     assert candidates(CPU)[0]["BLOCK_M"] == 32  # the interpreter's small tile, nothing timed
+
+
+@pytest.mark.parametrize("rowwise", [0, 1])
+def test_padding_for_cublaslt_leaves_the_product_unchanged(rowwise):
+    from workbench.kernels.scaled_mm import pad_for_cublaslt, torch_scaled_mm
+
+    op = REGISTRY.op("scaled_mm")
+    inputs = op.make_inputs(op.make_spec({"M": 5, "N": 30, "K": 37, "rowwise": rowwise}), "cpu", 0)
+    a, b, sa, sb, (m, n) = pad_for_cublaslt(*inputs)
+    assert a.shape == (5, 48) and b.shape == (48, 32) and b.stride(0) == 1 and (m, n) == (5, 30)
+    assert torch.equal(torch_scaled_mm(a, b, sa, sb)[:, :n], torch_scaled_mm(*inputs))
