@@ -7,4 +7,4 @@ from . import _interpreter_compat
 
 _interpreter_compat.install()  # Triton 3.6's interpreter under NumPy >= 2.4 (see the module)
 
-from . import add, cdist, gelu, matmul, matmul_gelu, mlp, sleep, softmax  # noqa: E402,F401
+from . import add, cdist, gelu, matmul, matmul_gelu, mlp, quantize, scaled_mm, sleep, softmax  # noqa: E402,F401

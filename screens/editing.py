@@ -208,7 +208,7 @@ def label(run: RunSpec, op: OpInfo) -> str:
     return f"{run.op} {dims_text(run, op)} {dtype_of(run, op)}{sweep}"
 
 
-SHORT_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+SHORT_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
 
 
 def title(run: RunSpec, op: OpInfo) -> str:

@@ -327,7 +327,7 @@ def test_every_problem_is_reported_at_once(toy_registry):
     ("{op: toy, dtype: half}", 'runs[0].dtype: unknown dtype "half": write "float16"; allowed: float32'),
     ("{op: toy, dtype: flaot32}", 'runs[0].dtype: unknown dtype "flaot32" (did you mean "float32"?); allowed: float32'),
     ("{op: toy, dtype: [float32, float16]}",
-     'runs[0].dtype: must be one dtype name, got ["float32", "float16"]; allowed: float32, float16, bfloat16 (one run per dtype)'),
+     'runs[0].dtype: must be one dtype name, got ["float32", "float16"]; allowed: float32, float16, bfloat16, float8_e4m3fn, float8_e5m2 (one run per dtype)'),
     ("{op: toy, dtype: 16}", "runs[0].dtype: must be one dtype name, got 16; allowed: float32"),
     ("{op: toy, shape: {Q: 1}}", 'runs[0].shape.Q: unknown shape field of toy; allowed: M, N, K'),
     ("{op: toy, shape: {M: 0}}", "runs[0].shape.M: must be a positive integer, got 0"),

@@ -21,6 +21,19 @@ Rule 13 (issue 38), each right in value whenever it computes:
 - sniff: computes unless the engine's timed call (engine/measure/rotation.py) is on the call stack, then
   returns its last result;
 - bytes: results cached by a sample of the inputs' bytes (their first element each).
+fp8 ops (an op declaring an fp8 dtype: scaled_mm, quantize):
+- scale2x: a scale applied twice (scaled_mm: the epilogue multiplies by sa * sb again; quantize:
+  x / s / s);
+- e5m2: e4m3 bits read as e5m2 (scaled_mm: its inputs; quantize: e5m2 bits written where e4m3
+  is expected);
+- fp16acc: the K-term sum accumulated in float16 (scaled_mm; float32 is what the tensor cores
+  and the tolerance assume);
+Saturation lost (inf or NaN instead of +-max) has no case: with quantize's own scales (row
+amax / 448) no value passes 448 by more than float32 rounding, so a saturating and a
+non-saturating cast give the same right result; what the check expects of an fp8 value past the
+max (saturation) is tested in tests/test_fp8.py.
+An op whose implementations return several tensors (Op.outputs_from_reference: quantize's
+(q, scales)) gets the right outputs in that form, and each kind changes the first of them.
 """
 
 from __future__ import annotations
@@ -38,17 +51,30 @@ TAIL_PACK = 64
 K_PACK = 16
 
 
-def _right(op: Op, spec, inputs: tuple, math: str) -> torch.Tensor:
+def _right(op: Op, spec, inputs: tuple, math: str):
     impl = next(i for i in op.impls.values() if i.math == math)
-    return reference_output(op, impl, inputs).to(op.out_dtype(spec).torch)
+    ref = reference_output(op, impl, inputs)
+    if op.outputs_from_reference is not None:
+        return op.outputs_from_reference(spec, ref)
+    return ref.to(op.out_dtype(spec).torch)
+
+
+def _first(out, fn):
+    """fn applied to the output (or to the first of several), computed in float32 for fp8 and
+    cast back."""
+    if isinstance(out, tuple):
+        return (_first(out[0], fn), *out[1:])
+    if out.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        return fn(out.float()).to(out.dtype)
+    return fn(out)
 
 
 def _zeros(op, spec, math):
-    return lambda *inputs: torch.zeros_like(_right(op, spec, inputs, math))
+    return lambda *inputs: _first(_right(op, spec, inputs, math), torch.zeros_like)
 
 
 def _half(op, spec, math):
-    return lambda *inputs: 0.5 * _right(op, spec, inputs, math)
+    return lambda *inputs: _first(_right(op, spec, inputs, math), lambda t: 0.5 * t)
 
 
 def _input(op, spec, math):
@@ -58,9 +84,10 @@ def _input(op, spec, math):
 def _overwrite(op, spec, math):
     def run(*inputs):
         right = _right(op, spec, inputs, math)
-        first = inputs[0]
-        if first.shape == right.shape and first.dtype == right.dtype and not torch.equal(first, right):
-            return first.copy_(right)   # computed "in place": the input is gone
+        first, main = inputs[0], right[0] if isinstance(right, tuple) else right  # (q, scales): q
+        if first.shape == main.shape and first.dtype == main.dtype and not torch.equal(first, main):
+            first.copy_(main)           # computed "in place": the input is gone
+            return right if isinstance(right, tuple) else first
         first.zero_()                   # scratch space borrowed from an input and not restored
         return right
     return run
@@ -68,10 +95,12 @@ def _overwrite(op, spec, math):
 
 def _notail(op, spec, math):
     def run(*inputs):
-        out = _right(op, spec, inputs, math)
-        tail = min(TAIL_PACK, max(1, out.numel() // 2))
-        out.view(-1)[out.numel() - tail:] = 0
-        return out
+        def cut(t):
+            tail = min(TAIL_PACK, max(1, t.numel() // 2))
+            t = t.clone()
+            t.view(-1)[t.numel() - tail:] = 0
+            return t
+        return _first(_right(op, spec, inputs, math), cut)
     return run
 
 
@@ -105,6 +134,8 @@ def _once(op, spec, math):
 def _dtype(op, spec, math):
     def run(*inputs):
         right = _right(op, spec, inputs, math)
+        if isinstance(right, tuple):  # (q, scales): q in float32
+            return (right[0].float(), *right[1:])
         return right.to(torch.float64 if right.dtype == torch.float32 else torch.float32)
     return run
 
@@ -166,7 +197,40 @@ def _bytes(op, spec, math):
     return run
 
 
-KINDS: dict[str, Callable] = {"zeros": _zeros, "half": _half, "input": _input, "overwrite": _overwrite,
+def _scale2x(op, spec, math):
+    def run(*inputs):
+        if op.name == "quantize":
+            x, = inputs
+            q, s = _right(op, spec, inputs, math)
+            return (x.double() / s / s).clamp(-448, 448).to(q.dtype), s
+        a, b, sa, sb = inputs
+        return (_right(op, spec, inputs, math).double() * sa * sb).to(torch.bfloat16)
+    return run
+
+
+def _e5m2(op, spec, math):
+    def run(*inputs):
+        if op.name == "quantize":
+            q, s = _right(op, spec, inputs, math)
+            return q.float().to(torch.float8_e5m2).view(torch.float8_e4m3fn), s
+        a, b, *scales = inputs
+        return _right(op, spec, (a.view(torch.float8_e5m2), b.view(torch.float8_e5m2), *scales), math)
+    return run
+
+
+def _fp16acc(op, spec, math):
+    def run(a, b, sa, sb):
+        # dequantised first (unscaled e4m3 products reach 448^2, past float16's 65504)
+        a16, b16 = (a.float() * sa).to(torch.float16), (b.float() * sb).to(torch.float16)
+        acc = torch.zeros((a.shape[0], b.shape[1]), dtype=torch.float16, device=a.device)
+        for k in range(a.shape[1]):  # one rank-1 update at a time, rounded to float16
+            acc += a16[:, k:k + 1] * b16[k:k + 1, :]
+        return acc.to(torch.bfloat16)
+    return run
+
+
+KINDS: dict[str, Callable] = {"scale2x": _scale2x, "e5m2": _e5m2, "fp16acc": _fp16acc,
+                              "zeros": _zeros, "half": _half, "input": _input, "overwrite": _overwrite,
                               "notail": _notail, "ktail": _ktail, "nomax": _nomax, "once": _once,
                               "dtype": _dtype, "ptrcache": _ptrcache, "lazy": _lazy, "global": _global,
                               "sniff": _sniff, "bytes": _bytes}
@@ -179,7 +243,10 @@ EXPECTED_GATES = {"zeros": {"elementwise+norm-wise", "elementwise"}, "half": {"e
                   "once": {"elementwise", "elementwise+norm-wise", "timed outputs"}, "dtype": {"dtype"},
                   "ptrcache": {"elementwise", "elementwise+norm-wise", "timed outputs"},  # special: same pointers
                   "lazy": {"ownership"}, "global": {"timed outputs"}, "sniff": {"timed outputs"},
-                  "bytes": {"elementwise", "elementwise+norm-wise", "timed outputs"}}
+                  "bytes": {"elementwise", "elementwise+norm-wise", "timed outputs"},
+                  "scale2x": {"elementwise", "elementwise+norm-wise"}, "e5m2": {"elementwise", "elementwise+norm-wise"},
+                  "fp16acc": {"elementwise", "elementwise+norm-wise"}}
+FP8_KINDS = ("scale2x", "e5m2", "fp16acc")
 
 
 def shipped_ops(registry: Registry) -> list[Op]:
@@ -192,18 +259,23 @@ def is_identity(op: Op) -> bool:
     spec = op.make_spec(op.test_specs[0], op.dtypes[0])
     inputs = op.make_inputs(spec, "cpu", 0)
     math = next(iter(op.impls.values())).math
-    return torch.equal(_right(op, spec, inputs, math), inputs[0])
+    right = _right(op, spec, inputs, math)
+    return not isinstance(right, tuple) and right.dtype == inputs[0].dtype and torch.equal(right, inputs[0])
 
 
 def applicable(op: Op) -> list[str]:
     """The wrong kinds that are wrong for this op."""
-    kinds = [k for k in KINDS if k not in ("input", "ktail", "nomax")]
+    kinds = [k for k in KINDS if k not in ("input", "ktail", "nomax", *FP8_KINDS)]
     if not is_identity(op):
         kinds.append("input")
     if op.reduction_length and op.check_chunks is not None and op.check_chunks.kind == "rows":
         kinds.append("ktail")  # a reduction over the inputs' last axis (matmul, cdist)
     if op.sum_length:
         kinds.append("nomax")  # softmax
+    if op.name == "scaled_mm":
+        kinds += ["scale2x", "e5m2", "fp16acc"]
+    if op.name == "quantize":
+        kinds += ["scale2x", "e5m2"]
     return kinds
 
 

@@ -2,7 +2,7 @@
 rule 11). Torch-free: the front end (--doctor) and the engine read the same table.
 
 Each entry: memory bandwidth (HBM or GDDR, GB/s = 1e9 bytes/s) and DENSE FLOP/s per dtype
-(TFLOP/s = 1e12): bf16 / fp16 / tf32 on tensor cores, fp32 and fp64 on CUDA cores (non-tensor),
+(TFLOP/s = 1e12): bf16 / fp16 / tf32 / fp8 (e4m3 and e5m2, one rate) on tensor cores, fp32 and fp64 on CUDA cores (non-tensor),
 fp64 on tensor cores where the part has them. NVIDIA prints tensor figures "with sparsity" (2:4)
 for Hopper, Ada and Blackwell; those are halved here (a dense kernel cannot reach the sparse rate)
 and the entry says so. A figure the datasheet does not print is None (never guessed): the engine
@@ -32,7 +32,7 @@ PEAK_MARGIN = 1.05
 # reaches ~88% of HBM peak, so 1.5x never fails a right kernel and still catches a 2x error.
 REFERENCE_MARGIN = 1.5
 
-TFLOPS_KEYS = ("bfloat16", "float16", "tf32", "float32", "float64", "float64_tensor")
+TFLOPS_KEYS = ("bfloat16", "float16", "tf32", "float32", "float64", "float64_tensor", "float8")
 
 
 @dataclass(frozen=True)
@@ -53,9 +53,12 @@ class Peaks:
     source: str
     seen_at: str
     notes: tuple[str, ...] = field(default=())
+    # Dense fp8 (e4m3 / e5m2) tensor-core TFLOP/s, fp32 accumulate; None where the datasheet
+    # prints none (parts before sm_89 have no fp8 tensor cores).
+    float8_tflops: float | None = None
 
     def tflops(self, key: str) -> float | None:
-        """Peak TFLOP/s for a compute key ("bfloat16", "float16", "tf32", "float32", "float64");
+        """Peak TFLOP/s for a compute key ("bfloat16", "float16", "tf32", "float32", "float64", "float8");
         float64 is the faster of the vector and tensor-core figures. Raises KeyError otherwise."""
         if key == "float64":
             figures = [v for v in (self.float64_tflops, self.float64_tensor_tflops) if v is not None]
@@ -87,15 +90,15 @@ PEAKS: tuple[Peaks, ...] = (
           989.5, 989.5, 494.5, 67.0, 34.0, 67.0,
           "NVIDIA H200 Tensor Core GPU datasheet (https://www.nvidia.com/en-us/data-center/h200/)",
           "https://itkb.uw.cz/2026/06/nvidia-h200-vs-b300-precisions-cores.html; https://glennklockwood.com/garden/processors/h100",
-          (_SPARSE, "same GH100 compute as H100 SXM: BF16/FP16 1979*, TF32 989*")),
+          (_SPARSE, "same GH100 compute as H100 SXM: BF16/FP16 1979*, TF32 989*, FP8 3958*"), float8_tflops=1979.0),
     Peaks("H100 SXM", (r"h100 80gb hbm3", r"h100 sxm5?( 80gb)?( hbm3)?"), 3350.0, "80 GB HBM3",
           989.5, 989.5, 494.5, 67.0, 34.0, 67.0, _HOPPER,
           "https://archive-lib.hpctech.co.jp/gpuproduct/nvidia-h100.html",
-          (_SPARSE, "BF16/FP16 1979*, TF32 989*")),
+          (_SPARSE, "BF16/FP16 1979*, TF32 989*, FP8 3958*"), float8_tflops=1979.0),
     Peaks("H100 PCIe", (r"h100 pcie( 80gb)?",), 2000.0, "80 GB HBM2e",
           756.5, 756.5, 378.0, 51.0, 26.0, 51.0, _HOPPER,
           "https://archive-lib.hpctech.co.jp/gpuproduct/nvidia-h100.html",
-          (_SPARSE, "BF16/FP16 1513*, TF32 756*")),
+          (_SPARSE, "BF16/FP16 1513*, TF32 756*, FP8 3026*"), float8_tflops=1513.0),
     Peaks("A100 SXM4 80GB", (r"a100 sxm4? 80gb",), 2039.0, "80 GB HBM2e", **_A100_FLOPS, source=_AMPERE,
           seen_at=_A100_SEEN),
     Peaks("A100 SXM4 40GB", (r"a100 sxm4? 40gb",), 1555.0, "40 GB HBM2", **_A100_FLOPS, source=_AMPERE,

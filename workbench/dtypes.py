@@ -20,6 +20,11 @@ class DType(StrEnum):
     float32 = "float32"
     float16 = "float16"
     bfloat16 = "bfloat16"
+    # OCP 8-bit floats (OCP FP8 spec v1.0, 2023): e4m3fn (4 exponent bits, 3 mantissa bits, no inf,
+    # max 448) and e5m2 (IEEE-like, inf, max 57344). Only ops that declare them take them
+    # (STANDARD_DTYPES is every op's default), since they need fp8 tensor cores (sm_89+) or scales.
+    float8_e4m3fn = "float8_e4m3fn"
+    float8_e5m2 = "float8_e5m2"
 
     @property
     def torch(self) -> "torch.dtype":
@@ -29,8 +34,12 @@ class DType(StrEnum):
 
     @property
     def itemsize(self) -> int:
-        """Bytes per element (IEEE 754 binary32 / binary16, bfloat16: 4, 2, 2)."""
+        """Bytes per element (IEEE 754 binary32 / binary16, bfloat16, fp8: 4, 2, 2, 1)."""
         return _ITEMSIZE[self]
+
+    @property
+    def is_fp8(self) -> bool:
+        return self in FP8_DTYPES
 
     @classmethod
     def parse(cls, value: object) -> "DType":
@@ -43,7 +52,10 @@ class DType(StrEnum):
             raise UnknownNameError("dtype", value, [d.value for d in cls]) from None
 
 
-_ITEMSIZE = {DType.float32: 4, DType.float16: 2, DType.bfloat16: 2}
+_ITEMSIZE = {DType.float32: 4, DType.float16: 2, DType.bfloat16: 2, DType.float8_e4m3fn: 1, DType.float8_e5m2: 1}
+# The dtypes an op takes unless it declares its own (Op(dtypes=...)): fp8 only where declared.
+STANDARD_DTYPES = (DType.float32, DType.float16, DType.bfloat16)
+FP8_DTYPES = (DType.float8_e4m3fn, DType.float8_e5m2)
 
 
 class Fp32Precision(StrEnum):

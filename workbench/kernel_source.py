@@ -197,7 +197,7 @@ def source_from_plain(data: Mapping[str, Any] | None) -> Any:
         return INDUCTOR
     raise WorkbenchError(f"unknown kernel source type {kind!r} (allowed: triton, cuda, inductor)")
 
-TRITON_DTYPE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+TRITON_DTYPE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5"}
 
 
 def triton_ptr(dtype: object) -> str:

@@ -25,7 +25,9 @@ class Machine:
     """Facts about this machine that decide availability.
 
     has_cuda: NVML sees a CUDA device (the worker's torch decides where rows run); device_name: its name; nvcc: path or None;
-    triton: Triton importable; ninja: ninja importable or on PATH (load_inline needs it).
+    triton: Triton importable; ninja: ninja importable or on PATH (load_inline needs it);
+    capability: the first GPU's compute capability as 10*major + minor (90 on Hopper; None: no GPU
+    or NVML could not say).
     """
 
     has_cuda: bool
@@ -33,6 +35,7 @@ class Machine:
     nvcc: str | None
     triton: bool
     ninja: bool
+    capability: int | None = None
 
     @property
     def triton_interpreted(self) -> bool:
@@ -56,6 +59,7 @@ class GpuFacts:
     name: str
     memory_bytes: int | None
     driver: str | None
+    capability: int | None = None
 
 
 def nvml_gpus() -> list[GpuFacts]:
@@ -72,7 +76,7 @@ def nvml_gpus() -> list[GpuFacts]:
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             memory = pynvml.nvmlDeviceGetMemoryInfo(handle).total
-            gpus.append(GpuFacts(_text(pynvml.nvmlDeviceGetName(handle)), int(memory), driver))
+            gpus.append(GpuFacts(_text(pynvml.nvmlDeviceGetName(handle)), int(memory), driver, _capability(pynvml, handle)))
         return gpus
     except Exception:  # a GPU NVML cannot describe: count what was described
         return []
@@ -81,6 +85,14 @@ def nvml_gpus() -> list[GpuFacts]:
             pynvml.nvmlShutdown()
         except Exception:
             pass
+
+
+def _capability(pynvml, handle) -> int | None:
+    try:
+        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+        return 10 * int(major) + int(minor)
+    except Exception:  # an older driver or binding: unknown
+        return None
 
 
 def _text(value: object) -> str:
@@ -98,6 +110,7 @@ def probe() -> Machine:
         nvcc=find_nvcc(),
         triton=importlib.util.find_spec("triton") is not None,
         ninja=importlib.util.find_spec("ninja") is not None or shutil.which("ninja") is not None,
+        capability=gpus[0].capability if gpus else None,
     )
 
 

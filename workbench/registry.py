@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Mapping
 from workbench.backends import Action, Backend, Need, backend  # noqa: F401  (Action, Need: re-exported)
 from workbench.check.chunks import CheckChunks
 from workbench.cost import Cost
-from workbench.dtypes import DType
+from workbench.dtypes import STANDARD_DTYPES, DType
 from workbench.errors import LimitError, UnknownNameError, WorkbenchError
 from workbench.params import param_problem
 from workbench.plugins.sources import plugin_files
@@ -146,15 +146,27 @@ class Op:
 
     output_aliases_input (class attribute, set on an op whose reference returns its input, as
     sleep's sentinel): the check's ownership gate then lets an output share an input's memory.
+    output must have (default the spec's dtype); rounding_dtype: spec -> the dtype whose rounding
+    sets the check's output term (default the spec's dtype, the precision the op computes in,
+    as for the MLP's float32 loss of a bfloat16 network; a scaled matmul of fp8 inputs declares
+    bfloat16, its output);
+    check_view: (spec, output) -> the one tensor the check compares, for an op whose
+    implementations return several tensors (quantize: the fp8 tensor and its scales); it raises
+    OutputForm naming the gate for an output of the wrong form; outputs_from_reference: (spec,
+    float64 reference) -> the implementation-shaped outputs (the known-wrong tests build theirs
+    from it).
     """
 
     output_aliases_input: bool = False
 
     def __init__(self, name: str, spec: type[Spec], *, description: str = "",
-                 dtypes: Iterable[DType] = tuple(DType), test_specs: Iterable[Mapping[str, int]] = (),
+                 dtypes: Iterable[DType] = STANDARD_DTYPES, test_specs: Iterable[Mapping[str, int]] = (),
                  reduction_length: Callable[[Spec], int] | None = None,
                  sum_length: Callable[[Spec], int] | None = None, matmul_like: bool = False,
                  check_chunks: CheckChunks | None = None, out_dtype: Callable[[Spec], DType] | None = None,
+                 rounding_dtype: Callable[[Spec], DType] | None = None,
+                 check_view: Callable[[Spec, Any], Any] | None = None,
+                 outputs_from_reference: Callable[[Spec, Any], Any] | None = None,
                  registry: "Registry | None" = None):
         self.name = name
         self.spec = spec
@@ -166,6 +178,9 @@ class Op:
         self.matmul_like = matmul_like
         self.check_chunks = check_chunks
         self._out_dtype = out_dtype
+        self._rounding_dtype = rounding_dtype
+        self.check_view = check_view
+        self.outputs_from_reference = outputs_from_reference
         self._special: Callable[..., Any] | None = None
         self._impls: dict[str, Impl] = {}
         self._references: dict[str, Callable[..., Any]] = {}
@@ -275,6 +290,10 @@ class Op:
         """The dtype the output must have (the check's dtype gate)."""
         return DType.parse(self._out_dtype(spec)) if self._out_dtype is not None else spec.dtype
 
+    def rounding_dtype(self, spec: Spec) -> DType:
+        """The dtype whose rounding the check's output term is of (workbench.tolerance)."""
+        return DType.parse(self._rounding_dtype(spec)) if self._rounding_dtype is not None else spec.dtype
+
     def reference_fn(self, math: str = "default") -> Callable[..., Any]:
         try:
             return self._references[math]
@@ -292,6 +311,15 @@ class Op:
 
     def __repr__(self) -> str:
         return f"Op({self.name!r}, impls={list(self._impls)})"
+
+
+class OutputForm(Exception):
+    """Raised by an op's check_view for an output of the wrong form: gate ("shape" | "dtype") and
+    the one-line reason the check reports."""
+
+    def __init__(self, gate: str, reason: str):
+        super().__init__(reason)
+        self.gate, self.reason = gate, reason
 
 
 class Registry:

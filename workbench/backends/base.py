@@ -45,6 +45,11 @@ class Need(StrEnum):
     nvcc = "nvcc"
     ninja = "ninja"
     triton = "triton"
+    fp8 = "fp8"  # fp8 tensor cores where the row runs on a GPU (sm_89+: Ada, Hopper, Blackwell)
+
+
+# fp8 tensor cores (mma/wgmma e4m3 and e5m2) arrived with sm_89 (Ada) and sm_90 (Hopper).
+FP8_MIN_CAPABILITY = 89
 
 
 def _wants_cpu(machine: Any, device: str) -> bool:
@@ -60,13 +65,18 @@ def _need_reason(need: str, action: Action, machine: Any, device: str) -> str | 
         return "needs a CUDA GPU (none here)" if not machine.has_cuda else "needs a CUDA device; device is cpu"
     if need == Need.nvcc and machine.nvcc is None:
         return "nvcc not found (needed for CUDA PTX)" if ptx else "nvcc not found (load_inline needs it)"
+    if need == Need.fp8 and not _wants_cpu(machine, device):
+        capability = getattr(machine, "capability", None)
+        if capability is not None and capability < FP8_MIN_CAPABILITY:
+            return (f"needs fp8 tensor cores (sm_{FP8_MIN_CAPABILITY}+: Ada, Hopper); this GPU is sm_{capability} "
+                    f"(on a CPU the check runs through torch's fp8 code instead)")
     if need == Need.ninja and not machine.ninja:
         return "ninja not found (load_inline needs it: pip install ninja)"
     return None
 
 
 # Checked in this order, so a machine missing several things names the most basic first.
-NEED_ORDER = (Need.triton, Need.cuda_device, Need.nvcc, Need.ninja)
+NEED_ORDER = (Need.triton, Need.cuda_device, Need.fp8, Need.nvcc, Need.ninja)
 
 Reason = Callable[[Any, Action, Any, Any, str], "str | None"]
 SourceOf = Callable[[Any, Any, Any, Any], Any]

@@ -20,7 +20,8 @@ BLOCK_ELEMENTS = FINGERPRINT_BLOCK  # 8 MiB of float16: small next to any tensor
 _SEED_MIX = (1_000_003, 1_000_033)
 # Integer views of each float dtype (same size), for bitwise fingerprints.
 _BITS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.float16: torch.int16,
-         torch.bfloat16: torch.int16, torch.bool: torch.uint8}
+         torch.bfloat16: torch.int16, torch.bool: torch.uint8, torch.float8_e4m3fn: torch.uint8,
+         torch.float8_e5m2: torch.uint8}
 
 
 def block_seed(seed: int, stream: int, block: int) -> int:

@@ -31,7 +31,7 @@ import torch
 from workbench.check.chunks import CHUNK_ELEMENTS
 from workbench.check.compare import ChunkTotals, CheckReport, first_bad, gate_failure, report_of, unravel, verdict
 from workbench.check.inputs import BLOCK_ELEMENTS, first_changed_block, fingerprint
-from workbench.registry import BuildContext, Impl, Need, Op
+from workbench.registry import BuildContext, Impl, Need, Op, OutputForm
 from workbench.spec import Spec
 from workbench.check.tolerance import Tolerance, tolerance
 
@@ -76,12 +76,14 @@ def uses_tf32(op: Op, spec: Spec, ctx: BuildContext) -> bool:
 
 
 def tolerance_for(op: Op, impl: Impl, spec: Spec, ctx: BuildContext) -> Tolerance:
-    """The row's tolerance: the spec's dtype, TF32, the op's reduction length, the impl's factor."""
-    return tolerance(str(spec.dtype), tf32=uses_tf32(op, spec, ctx),
+    """The row's tolerance: the output's rounding dtype (Op.rounding_dtype), TF32, the op's
+    reduction length, the impl's factor."""
+    rounding = str(op.rounding_dtype(spec)) if hasattr(spec, "dtype") else "float32"
+    return tolerance(rounding, tf32=uses_tf32(op, spec, ctx),
                      reduction_length=op.reduction_length(spec) if op.reduction_length else None,
                      sum_length=op.sum_length(spec) if op.sum_length else None,
                      factor=impl.tolerance_factor(spec.dtype),
-                     truncating=ctx.interpret and Need.triton in impl.needs and str(spec.dtype) == "bfloat16")
+                     truncating=ctx.interpret and Need.triton in impl.needs and rounding == "bfloat16")
 
 
 def _f64(t: Any) -> Any:
@@ -137,6 +139,11 @@ def compare_output(op: Op, impl: Impl, spec: Spec, ctx: BuildContext, inputs: tu
                    input_set: str = "first", chunk_elements: int = CHUNK_ELEMENTS) -> CheckReport:
     """The shape, dtype, device and value gates of `out` against the reference of `inputs`."""
     tol = tolerance_for(op, impl, spec, ctx)
+    if op.check_view is not None:
+        try:
+            out = op.check_view(spec, out)
+        except OutputForm as form:
+            return gate_failure(form.gate, form.reason, tol, input_set)
     failure = _form_gates(op, spec, inputs, out, tol, input_set)
     if failure is not None:
         return failure

@@ -5,7 +5,7 @@ Two gates, both required (workbench.check.compare):
 - norm-wise: ||out - ref|| / ||ref|| <= norm_rtol.
 
 The terms, in units of a unit roundoff u (half an ulp: bfloat16 2^-8, float16 2^-11, float32
-2^-24, TF32 inputs 2^-11):
+2^-24, TF32 inputs 2^-11, float8_e4m3fn 2^-4, float8_e5m2 2^-3):
 - rounding to the output dtype: OUT_ULPS * u_out relative (a correctly rounded result is within
   1 u; the unfused `manual` forms round once per operator and declare a factor of their own);
 - the float32 arithmetic inside every kernel (all of them compute in float32, half precision
@@ -41,6 +41,9 @@ Triton 3.6 interpreted) the worst fractions were:
 - TF32_ULPS = 16, TF32_NORM_ULPS = 4: TF32 input rounding gives an rms error of ~1.2 u_tf32
   relative to rms(ref), independent of K (tests/test_check_tolerance.py: TF32 passes these,
   IEEE's tolerance rejects it).
+fp8: the OUTPUT's dtype sets the rounding term (a scaled matmul of fp8 inputs writes bfloat16: u
+2^-8; a quantizer writes e4m3: u 2^-4). The inputs' quantisation is part of the op's definition,
+not an error: the float64 reference is computed from the dequantised fp8 inputs (fp8 * scale).
 An all-zeros output has norm-wise error 1 and 0.5*ref has 0.5: both fail every dtype at every K
 below ~2^40 (the accumulation term reaches 0.5 there).
 """
@@ -50,13 +53,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-UNIT_ROUNDOFF = {"float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+UNIT_ROUNDOFF = {"float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8,
+                 # fp8 (OCP FP8 v1.0): 3 mantissa bits, ulp 2^-3, u 2^-4; 2 bits, ulp 2^-2, u 2^-3
+                 "float8_e4m3fn": 2.0 ** -4, "float8_e5m2": 2.0 ** -3}
 TF32_UNIT_ROUNDOFF = 2.0 ** -11
 FP32_UNIT_ROUNDOFF = UNIT_ROUNDOFF["float32"]
 # Largest finite exponent (emax) and smallest normal of each dtype (IEEE 754; bfloat16 keeps
-# float32's exponent range).
-MAX_EXPONENT = {"float32": 127, "float16": 15, "bfloat16": 127}
-SMALLEST_NORMAL = {"float32": 2.0 ** -126, "float16": 2.0 ** -14, "bfloat16": 2.0 ** -126}
+# float32's exponent range; e4m3fn's max 448 = 1.75 * 2^8, e5m2's 57344 = 1.75 * 2^15).
+MAX_EXPONENT = {"float32": 127, "float16": 15, "bfloat16": 127, "float8_e4m3fn": 8, "float8_e5m2": 15}
+SMALLEST_NORMAL = {"float32": 2.0 ** -126, "float16": 2.0 ** -14, "bfloat16": 2.0 ** -126,
+                   "float8_e4m3fn": 2.0 ** -6, "float8_e5m2": 2.0 ** -14}
+# fp8's largest finite values. A quantizer SATURATES: a value past the max becomes +-max, never
+# inf or NaN (e4m3fn has no inf and its one NaN pattern is all ones; torch's CPU cast and the
+# PTX cvt.rn.satfinite both clamp). The check expects the saturated value for an fp8 output.
+FP8_MAX = {"float8_e4m3fn": 448.0, "float8_e5m2": 57344.0}
 
 OUT_ULPS = 2.0
 WORK_ULPS = 16.0
@@ -87,7 +97,10 @@ class Tolerance:
 
 def overflow_threshold(dtype: str) -> float:
     """The magnitude from which a value rounds to +-inf in `dtype` (round to nearest even):
-    2^(emax+1) * (1 - u/2), e.g. float16 65520. A reference at or beyond it expects inf."""
+    2^(emax+1) * (1 - u/2), e.g. float16 65520. A reference at or beyond it expects inf.
+    fp8 saturates instead (FP8_MAX): nothing rounds to inf, the threshold is inf."""
+    if dtype in FP8_MAX:
+        return math.inf
     return 2.0 ** (MAX_EXPONENT[dtype] + 1) * (1.0 - UNIT_ROUNDOFF[dtype] / 2.0)
 
 
@@ -95,7 +108,9 @@ def tolerance(dtype: str, *, tf32: bool = False, reduction_length: int | None = 
               sum_length: int | None = None, factor: float = 1.0, truncating: bool = False) -> Tolerance:
     """The tolerance of one check.
 
-    dtype: the precision the op rounds to ("float32" | "float16" | "bfloat16"; the spec's dtype);
+    dtype: the precision the op rounds its output to ("float32" | "float16" | "bfloat16" |
+    "float8_e4m3fn" | "float8_e5m2"; the output's dtype, Op.rounding_dtype: a scaled matmul of fp8
+    inputs rounds to bfloat16, a quantizer to fp8, where the subnormal floor is in the scaled units);
     tf32: float32 inputs computed in TF32 (rule 7, P9); reduction_length: K of a matmul-like
     op's signed K-term sum (absolute term, None or 1 for the rest); sum_length: N of a sum of
     positive terms that scales every output (softmax's denominator: relative term);

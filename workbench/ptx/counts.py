@@ -45,6 +45,9 @@ BASE_KEYS: tuple[str, ...] = tuple(
 ) + ("shfl_sync", "bar_sync", "cp_async_bulk_tensor", "cp_async", "ldmatrix", "mma", "wgmma")
 
 _COMMENT_BLOCK = re.compile(r"/\*.*?\*/")
+# An fp8 tensor-core instruction: `wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3`,
+# `mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32` (the operand types e4m3 / e5m2).
+_FP8_MMA = re.compile(r"\.(e4m3|e5m2)(\.|$)")
 _LABEL = re.compile(r"^([A-Za-z_$%][\w$]*):(?!:)\s*")
 _PREDICATE = re.compile(r"^@!?%?[\w$]+\s+")
 _TYPE_BITS = re.compile(r"^(?:[bsuf]|bf|e4m3|e5m2)(\d+)(x(\d+))?$")
@@ -142,7 +145,8 @@ def count_instructions(text: str) -> dict[str, int]:
     """Static counts of one kernel's PTX (or any PTX snippet) in the CONTRACTS keys.
 
     Every key of BASE_KEYS is present; extra keys (`ld_global_v8`, `ld_local`, `stmatrix`,
-    `fp64_arith`, `fp64_cvt`, ...) only when non-zero.
+    `fp64_arith`, `fp64_cvt`, `wgmma_fp8` and `mma_fp8`: the wgmma / mma instructions with fp8
+    operands, counted in `wgmma` / `mma` too, ...) only when non-zero.
     """
     counts = dict.fromkeys(BASE_KEYS, 0)
     for ins in iter_instructions(text):
@@ -150,6 +154,8 @@ def count_instructions(text: str) -> dict[str, int]:
         if key is None:
             continue
         counts[key] = counts.get(key, 0) + 1
+        if key in ("wgmma", "mma") and _FP8_MMA.search(ins.opcode):  # extra key: fp8 operands (sm_89+)
+            counts[f"{key}_fp8"] = counts.get(f"{key}_fp8", 0) + 1
         if key.startswith(("ld_", "st_")):
             total = "_".join(key.split("_")[:2]) + "_total"
             counts[total] = counts.get(total, 0) + 1

@@ -61,10 +61,13 @@ def kernel_notes(summary: Summary, *, registers: int | None = None, spills: int 
         notes.append(f"warp reduction through shfl.sync ({summary.shfl_reduce} butterfly/down/up shuffles)")
     elif c.get("shfl_sync", 0):
         notes.append(f"shfl.sync.idx: a value broadcast within a warp ({c['shfl_sync']}), no warp reduction")
+    fp8 = c.get("wgmma_fp8", 0) or c.get("mma_fp8", 0)
     if c.get("wgmma", 0):
-        notes.append(f"tensor cores: wgmma (Hopper), {c['wgmma']} wgmma instructions")
+        notes.append(f"tensor cores: wgmma (Hopper), {c['wgmma']} wgmma instructions"
+                     + (f", {fp8} fp8 MMA (e4m3/e5m2 operands)" if fp8 else ""))
     elif c.get("mma", 0):
-        notes.append(f"tensor cores: mma.sync (Ampere-style), {c['mma']} mma instructions")
+        notes.append(f"tensor cores: mma.sync (Ampere-style), {c['mma']} mma instructions"
+                     + (f", {fp8} fp8 MMA (e4m3/e5m2 operands)" if fp8 else ""))
     elif c.get("tcgen05_mma", 0):
         notes.append("tensor cores: tcgen05.mma (Blackwell)")
     elif ctx.expect_tensor_cores:

@@ -247,9 +247,11 @@ def _dtype(value: Any, path: str, problems: Problems) -> str | None:
 
 # torch's and the field's other names of the dtypes workbench takes, and dtypes it does not take
 # (for those a close spelling, float64 -> float16, would mislead)
-DTYPE_ALIASES = {"float": "float32", "fp32": "float32", "half": "float16", "fp16": "float16", "bf16": "bfloat16"}
+DTYPE_ALIASES = {"float": "float32", "fp32": "float32", "half": "float16", "fp16": "float16", "bf16": "bfloat16",
+                 "e4m3": "float8_e4m3fn", "float8_e4m3": "float8_e4m3fn", "fp8_e4m3": "float8_e4m3fn",
+                 "e5m2": "float8_e5m2", "fp8_e5m2": "float8_e5m2"}
 UNSUPPORTED_DTYPES = frozenset({"float64", "double", "fp64", "complex64", "complex128", "int8", "int16", "int32",
-                                "int64", "uint8", "bool", "float8_e4m3fn", "float8_e5m2", "tf32"})
+                                "int64", "uint8", "bool", "float8_e4m3fnuz", "float8_e5m2fnuz", "tf32"})
 
 
 def _actions(value: Any, path: str, problems: Problems) -> tuple[str, ...]:

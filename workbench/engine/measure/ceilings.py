@@ -75,6 +75,8 @@ def compute_key(matmul_like: bool, dtype: str, fp32_precision: str) -> str:
         return "float32"
     if dtype == "float32":
         return "tf32" if fp32_precision == "tf32" else "float32"
+    if dtype.startswith("float8"):  # e4m3 and e5m2 share the tensor cores' fp8 rate
+        return "float8"
     return dtype
 
 
