@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tui_helpers import (GELU_H200, SOFTMAX_SWEEP, fake_catalog, fake_opener, fake_session, fixture_engine,
+from tui_helpers import (GELU_H200, fake_catalog, fake_opener, fake_session, fixture_engine,
                          loaded, ran, run_async, wait_for)
 from workbench.screens import charts
 from workbench.screens.app import WorkbenchApp

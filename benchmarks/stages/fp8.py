@@ -109,7 +109,6 @@ def _manual_gemm_row(registry, ctx, n) -> dict:
 
 
 def _quantize_rows(registry, ctx, n, quick) -> list[dict]:
-    import torch
 
     op = registry.op("quantize")
     spec = op.make_spec({"M": n, "N": n})
