@@ -132,3 +132,15 @@ def test_a_reference_beyond_the_dtype_range_expects_inf():
     assert compare(right, ref, tolerance("float16")).passed
     clamped = torch.tensor([65504.0, 65504.0, -65504.0], dtype=torch.float16)
     assert not compare(clamped, ref, tolerance("float16")).passed
+
+
+def test_fp8_tensor_core_accumulation_widens_the_elementwise_term_only():
+    """An op with fp8 inputs sums its K products in about 14 bits on Hopper's tensor cores
+    (FP8_MMA_UNIT_ROUNDOFF); the norm-wise gate keeps float32's accumulation term."""
+    from workbench.check.tolerance import FP8_MMA_UNIT_ROUNDOFF, tolerance
+
+    plain = tolerance("bfloat16", reduction_length=4096)
+    fp8 = tolerance("bfloat16", reduction_length=4096, accumulation_u=FP8_MMA_UNIT_ROUNDOFF)
+    assert fp8.atol_rms > 100 * plain.atol_rms
+    assert fp8.norm_rtol == plain.norm_rtol and fp8.rtol == plain.rtol
+    assert tolerance("bfloat16", accumulation_u=FP8_MMA_UNIT_ROUNDOFF) == tolerance("bfloat16")  # no K: nothing

@@ -245,7 +245,7 @@ EXPECTED_GATES = {"zeros": {"elementwise+norm-wise", "elementwise"}, "half": {"e
                   "lazy": {"ownership"}, "global": {"timed outputs"}, "sniff": {"timed outputs"},
                   "bytes": {"elementwise", "elementwise+norm-wise", "timed outputs"},
                   "scale2x": {"elementwise", "elementwise+norm-wise"}, "e5m2": {"elementwise", "elementwise+norm-wise"},
-                  "fp16acc": {"elementwise", "elementwise+norm-wise"}}
+                  "fp16acc": {"elementwise", "elementwise+norm-wise", "norm-wise"}}
 FP8_KINDS = ("scale2x", "e5m2", "fp16acc")
 
 

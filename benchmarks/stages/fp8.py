@@ -142,7 +142,10 @@ def _known_wrong_rows(registry, ctx) -> list[dict]:
     from wrong_impls import KINDS
 
     rows = []
-    cases = [("scaled_mm", "pytorch", kind, {"M": 256, "N": 192, "K": 512}) for kind in ("scale2x", "e5m2", "fp16acc")]
+    cases = [("scaled_mm", "pytorch", kind, {"M": 256, "N": 192, "K": 512}) for kind in ("scale2x", "e5m2")]
+    # an fp16 accumulator shows past the fp8 tensor cores' own ~14 bits only over a long K
+    # (the norm-wise gate; tests/test_fp8.py's case)
+    cases += [("scaled_mm", "pytorch", "fp16acc", {"M": 64, "N": 48, "K": 2048})]
     cases += [("scaled_mm", "pytorch", "scale2x", {"M": 256, "N": 192, "K": 512, "rowwise": 1})]
     cases += [("quantize", "manual", kind, {"M": 64, "N": 1000}) for kind in ("scale2x", "e5m2", "zeros", "dtype")]
     for op_name, host, kind, shape in cases:

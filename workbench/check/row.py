@@ -33,7 +33,7 @@ from workbench.check.compare import ChunkTotals, CheckReport, first_bad, gate_fa
 from workbench.check.inputs import BLOCK_ELEMENTS, first_changed_block, fingerprint
 from workbench.registry import BuildContext, Impl, Need, Op, OutputForm
 from workbench.spec import Spec
-from workbench.check.tolerance import Tolerance, tolerance
+from workbench.check.tolerance import FP8_MMA_UNIT_ROUNDOFF, Tolerance, tolerance
 
 SECOND_SEED_OFFSET = 7919  # the timed set's seed: row seed + this (any fixed offset would do)
 ROTATE_SEED_OFFSET = 104729  # the timed calls' second input set (separate tensors): row seed + this
@@ -83,7 +83,9 @@ def tolerance_for(op: Op, impl: Impl, spec: Spec, ctx: BuildContext) -> Toleranc
                      reduction_length=op.reduction_length(spec) if op.reduction_length else None,
                      sum_length=op.sum_length(spec) if op.sum_length else None,
                      factor=impl.tolerance_factor(spec.dtype),
-                     truncating=ctx.interpret and Need.triton in impl.needs and rounding == "bfloat16")
+                     truncating=ctx.interpret and Need.triton in impl.needs and rounding == "bfloat16",
+                     accumulation_u=FP8_MMA_UNIT_ROUNDOFF if str(getattr(spec, "dtype", "")).startswith("float8")
+                     and op.reduction_length else None)
 
 
 def _f64(t: Any) -> Any:

@@ -57,6 +57,14 @@ UNIT_ROUNDOFF = {"float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 *
                  # fp8 (OCP FP8 v1.0): 3 mantissa bits, ulp 2^-3, u 2^-4; 2 bits, ulp 2^-2, u 2^-3
                  "float8_e4m3fn": 2.0 ** -4, "float8_e5m2": 2.0 ** -3}
 TF32_UNIT_ROUNDOFF = 2.0 ** -11
+# Hopper's fp8 tensor cores keep about 14 bits of the running sum inside an MMA (DeepSeek-V3
+# technical report, section 3.3.2: "limited to retaining around 14 bits" on H800), not float32's
+# 24: cuBLASLt's and Triton's fp8 GEMMs both miss a float32-accumulation atol on the H100
+# (max |err| 2^-15.9 and 2^-14.7 of rms(ref) * 16 * sqrt(K) at 4096^3, torch 2.11, triton 3.6).
+# One bit of margin over the report's 14: the elementwise accumulation term of an op with fp8
+# inputs uses 2^-13. The norm-wise gate keeps float32's term (measured rel_l2 0.0017 at 4096^3
+# passes it; an fp16 accumulator, 11 bits, does not).
+FP8_MMA_UNIT_ROUNDOFF = 2.0 ** -13
 FP32_UNIT_ROUNDOFF = UNIT_ROUNDOFF["float32"]
 # Largest finite exponent (emax) and smallest normal of each dtype (IEEE 754; bfloat16 keeps
 # float32's exponent range; e4m3fn's max 448 = 1.75 * 2^8, e5m2's 57344 = 1.75 * 2^15).
@@ -105,7 +113,8 @@ def overflow_threshold(dtype: str) -> float:
 
 
 def tolerance(dtype: str, *, tf32: bool = False, reduction_length: int | None = None,
-              sum_length: int | None = None, factor: float = 1.0, truncating: bool = False) -> Tolerance:
+              sum_length: int | None = None, factor: float = 1.0, truncating: bool = False,
+              accumulation_u: float | None = None) -> Tolerance:
     """The tolerance of one check.
 
     dtype: the precision the op rounds its output to ("float32" | "float16" | "bfloat16" |
@@ -120,7 +129,9 @@ def tolerance(dtype: str, *, tf32: bool = False, reduction_length: int | None = 
     u_dtype / u_f32 (2^13 float16, 2^16 bfloat16) would be arithmetic in the dtype throughout;
     truncating: the output is rounded toward zero, an error below 1 ulp = 2 u, so the output
     rounding terms double (Triton 3.6's CPU interpreter casts float32 to bfloat16 by dropping
-    the low bits; GPUs round to nearest). Raises KeyError for another dtype, ValueError for a factor below 1.
+    the low bits; GPUs round to nearest); accumulation_u: the unit roundoff of the K-term sum
+    where it is coarser than float32's, for the elementwise gate only (FP8_MMA_UNIT_ROUNDOFF: the
+    products of fp8 inputs on tensor cores). Raises KeyError for another dtype, ValueError for a factor below 1.
     """
     if factor < 1.0:
         raise ValueError(f"tolerance factor must be >= 1, got {factor}")
@@ -131,7 +142,7 @@ def tolerance(dtype: str, *, tf32: bool = False, reduction_length: int | None = 
     norm = NORM_OUT_ULPS * u_out + work
     if reduction_length and reduction_length > 1:
         accumulation = ACCUMULATION_ULPS * u32 * math.sqrt(reduction_length)
-        atol_rms += accumulation
+        atol_rms += ACCUMULATION_ULPS * max(u32, accumulation_u or 0.0) * math.sqrt(reduction_length)
         norm += accumulation
     if sum_length and sum_length > 1:
         positive = SUM_ULPS * u32 * math.sqrt(sum_length)
