@@ -217,7 +217,7 @@ def test_the_same_plugin_file_reached_twice_is_loaded_once(capsys, tmp_path, mon
                        "    shape: {M: 2, N: 8}\n")
     monkeypatch.chdir(tmp_path)
     twice = ["--kernels", "./plug.py"] + (["--kernels", str(tmp_path / "plug.py")] if not plugins else [])
-    code, out, err = run(capsys, "--check", str(session), *twice)
+    code, out, err = run(capsys, "--check", str(session), *twice, "--trust-plugins")
     assert code == 0 and "registered twice" not in err and "1 row(s)" in out, err
     code, out, err = run(capsys, "--list", *twice, "--format", "json")
     assert code == 0 and "registered twice" not in err

@@ -21,7 +21,8 @@ from workbench.cuda_build import BINDING_HEADERS, CHECK_HELPERS, library_registr
 KERNELS_DIR = Path(workbench.kernels.__file__).parent
 # Every kernels/*.py that builds through load_cuda, with the functions it binds.
 SHIPPED = {"gelu": ["gelu_naive", "gelu_vec"], "add": ["add_vec"],
-           "matmul": ["matmul_naive", "matmul_tiled"], "softmax": ["softmax_rows"]}
+           "matmul": ["matmul_naive", "matmul_tiled"], "softmax": ["softmax_rows"],
+           "quantize": ["quantize_rows"]}
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 from workbench import plot
 
 ROOT = Path(__file__).resolve().parents[1]
-GELU = ROOT / "results" / "h200" / "2026-12-01" / "replay" / "lecture06-gelu.json"
+GELU = ROOT / "results" / "history" / "h200" / "2026-12-01" / "replay" / "lecture06-gelu.json"
 SWEEP = ROOT / "tests" / "fixtures" / "tui_softmax_sweep_h200.json"  # {"doc": ..., ...}
 SMOKE = ROOT / "tests" / "fixtures" / "cpu_smoke_replay.json"
 

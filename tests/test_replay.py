@@ -65,6 +65,9 @@ def assert_sound(doc: dict, session_name: str) -> None:
         if Need.cuda_device in registry.op(rec["op"]).get_impl(rec["impl"]).needs:  # cuda, cuda_naive, cupy
             assert rec["status"] == "unavailable" and "GPU" in rec["error"], where
             continue
+        if rec["dtype"].startswith("float8") and rec["impl"].startswith("triton") and rec["status"] == "unavailable":
+            assert "Triton interpreter cannot write float8" in rec["error"], where  # Triton 3.6's CPU fp8 casts
+            continue
         assert rec["status"] == "ok", f"{where}: {rec['error']}"
         assert rec["error"] is None and rec["device"] == "cpu"
         assert rec["check"]["passed"] is True, where
