@@ -1,4 +1,4 @@
-"""The kernels table: a bench-kernels results document as rows, or as the README's markdown; and
+"""The kernels table: a bench-kernels results document as rows, or as the markdown of results/h200.md's kernels table; and
 the results page of one GPU kind, measured and written by one command.
 
     python benchmarks/kernels_table.py results/h200/bench-kernels.json   # markdown, to stdout
@@ -87,7 +87,7 @@ def _spread(timing: Mapping[str, Any]) -> float | None:
 
 
 def markdown(doc: Mapping[str, Any]) -> str:
-    """The README's H200 kernels table."""
+    """The H200 page's kernels table (results/h200.md)."""
     env = doc.get("environment") or {}
     head = (f"Measured on {env.get('device', '?')} (torch {env.get('torch', '?')}, triton {env.get('triton', '?')}); "
             f"copy reference {((env.get('ceilings') or {}).get('copy_gbps') or 0):.0f} GB/s.\n\n"

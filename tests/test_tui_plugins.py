@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def readme_session() -> str:
-    """The session file the README's "Benchmark your own kernel" section writes."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The session file the manual's "Benchmark your own kernel" section writes (docs/usage.md)."""
+    text = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
     return text.split("cat > my-session.yaml <<'YAML'\n", 1)[1].split("\nYAML\n", 1)[0] + "\n"
 
 
