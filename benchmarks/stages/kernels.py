@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from benchmarks.kernels_table import markdown, rows as table_rows
+from benchmarks.kernels_markdown import markdown, rows as table_rows
 from benchmarks.stages._op_runs import has_gpu, run_session, warm_builds
 from workbench.session.model import ImplRef, Session
 

@@ -23,7 +23,8 @@ from workbench.errors import UnavailableError
 from workbench.fileio import atomic_write_text, exclusive
 from workbench.machine import find_nvcc
 from workbench.ptx.counts import KernelText, split_kernels
-from workbench.ptx.tools import cache_key, default_cache_dir, demangle, run_tool, tool_identity
+from workbench.demangle import demangle_all
+from workbench.ptx.tools import cache_key, default_cache_dir, run_tool, tool_identity
 from workbench.trace import mark
 
 # What torch's load_inline adds to every .cu it builds (torch.utils.cpp_extension.COMMON_NVCC_FLAGS;
@@ -228,7 +229,7 @@ def match_kernels(ptx: str, wanted: Iterable[str], dtype: str | None = None,
     notes).
     """
     entries = split_kernels(ptx)
-    names = demangle(e.name for e in entries)
+    names = demangle_all(e.name for e in entries)
     notes: list[str] = []
     found: list[CudaKernel] = []
     for want in wanted:

@@ -14,7 +14,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from workbench.fileio import atomic_write_text
 from workbench.machine import find_nvcc
@@ -100,14 +100,6 @@ def cached_output(cmd: Sequence[str], cache_file: Path | None) -> str:
     if cache_file is not None:
         atomic_write_text(cache_file, out)  # workbench.fileio: the one atomic writer
     return out
-
-
-def demangle(names: Iterable[str]) -> dict[str, str]:
-    """Mangled -> demangled for each name (itself where no demangler reads it): workbench.demangle,
-    the one demangler (in-process where the `cxxfilt` package is, this module's tool otherwise)."""
-    from workbench.demangle import demangle_all
-
-    return demangle_all(names)
 
 
 def default_cache_dir() -> Path:
