@@ -94,6 +94,15 @@ def test_trace_dir_reaches_the_run_options(tmp_path):
     assert run_options(parse_args(["--replay", "x.yaml"]), read_env(), argv=("w",)).trace_dir is None
 
 
+def test_a_trace_dir_that_cannot_hold_traces_is_refused_before_any_row(capsys, tmp_path, session_file):
+    """A file where the folder should be (a new user's try: every row timed, then failed)."""
+    (tmp_path / "taken").write_text("x")
+    code, out, err = run(capsys, "--replay", str(session_file), "--trace-dir", str(tmp_path / "taken"))
+    assert code == 2 and "--trace-dir" in err and "a file is there" in err and out == ""
+    code, _, err = run(capsys, "--replay", str(session_file), "--trace-dir", str(tmp_path / "taken" / "sub"))
+    assert code == 2 and "cannot make the folder" in err
+
+
 def test_help_and_version_exit_0(capsys):
     code, out, _ = run(capsys, "--help")
     text = " ".join(out.split())

@@ -38,6 +38,9 @@ def test_what_the_figure_shows_is_read_from_the_document():
     sweep = plot.runs(_doc(SWEEP))[0]
     assert plot.run_title(sweep) == "softmax · float32 · M=4096 · sweep over N"
     assert plot.ceilings(_doc(SMOKE), "float32") == dict.fromkeys(("copy", "matmul", "hbm_peak", "matmul_peak"))
+    interpreted = {"results": [{**row, "timing": {**row["timing"], "timer": "interpreter"}}],
+                   "environment": doc["environment"]}
+    assert plot.roofline_points(interpreted) == ([], 1)  # host time: no place on a device roofline
 
 
 @pytest.mark.parametrize("source, suffix", [(GELU, ".svg"), (SWEEP, ".png"), (SMOKE, ".svg")])

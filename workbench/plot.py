@@ -52,12 +52,14 @@ def run_title(rows: list[dict]) -> str:
 
 def roofline_points(doc: Mapping[str, Any]) -> tuple[list[dict], int]:
     """[{label, intensity, flops_per_s, dtype}] for rows with counted FLOPs and bytes, and how many
-    plotted rows had neither (left out)."""
+    plotted rows had neither, or no device speed (left out: a Triton-interpreter row's time is
+    the host's, which the document itself gives no TFLOP/s)."""
     points, left_out = [], 0
     for row in plotted_rows(doc):
         traffic = row.get("traffic") or {}
         flops, moved, median = traffic.get("flops"), traffic.get("bytes"), _median(row)
-        if not flops or not moved or not median:
+        interpreted = (row.get("timing") or {}).get("timer") == "interpreter"
+        if not flops or not moved or not median or interpreted:
             left_out += 1
             continue
         points.append({"label": _label(row, sweep=False), "intensity": flops / moved, "flops_per_s": flops / (median * 1e-3),

@@ -93,6 +93,21 @@ def check_output_path(path: str, inputs: tuple[str, ...] = ()) -> None:
         raise WorkbenchError(f"-o {path!r}: {problem}" if not path else f"-o {path}: {problem}")
 
 
+def check_trace_dir(path: str) -> None:
+    """Refuse a --trace-dir that cannot hold the traces before any row runs (a file there, a
+    folder that cannot be made or written): each profiled row would fail after its timing.
+    Makes the folder; raises WorkbenchError naming it."""
+    folder = Path(path).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise WorkbenchError(f"--trace-dir {path}: a file is there, not a folder (traces are written into a folder)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WorkbenchError(f"--trace-dir {path}: cannot make the folder ({exc.strerror or exc})") from exc
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise WorkbenchError(f"--trace-dir {path}: the folder cannot be written")
+
+
 def check_output_plugins(path: str | None, plugins: Sequence[str]) -> None:
     """Refuse an -o PATH that is a file of the session's own `plugins` (resolved), as one that is
     a --kernels file is (check_output_path): it was overwritten by the results (a red team's try).

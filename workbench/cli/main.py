@@ -32,8 +32,8 @@ from typing import Sequence
 from rich.console import Console
 
 import workbench
-from workbench.cli.common import (EXIT_CODES_TEXT, EXIT_INTERRUPTED, EXIT_USAGE, Env, check_output_path, missing_gpu, read_env,
-                                  run_options)
+from workbench.cli.common import (EXIT_CODES_TEXT, EXIT_INTERRUPTED, EXIT_USAGE, Env, check_output_path, check_trace_dir,
+                                  missing_gpu, read_env, run_options)
 from workbench.device_list import parse_devices
 from workbench.errors import WorkbenchError
 
@@ -267,6 +267,8 @@ def _dispatch(args: argparse.Namespace, argv: list[str], env: Env, err: Console)
     if args.output is not None:
         inputs = (args.replay, args.check, args.file, args.compare, args.plot, *args.kernels)  # not --resume: -o completes it
         check_output_path(args.output, inputs)
+    if args.trace_dir is not None:
+        check_trace_dir(args.trace_dir)
     if args.schema:
         from workbench.schemas import dumps
 
