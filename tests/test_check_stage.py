@@ -19,7 +19,8 @@ from op_cases import PLUGINS  # noqa: E402
 
 
 @pytest.mark.slow
-def test_a_crashing_task_loses_only_itself(tmp_path):
+def test_a_crashing_task_loses_only_itself(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONSAFEPATH", "1")  # as after an engine run in this process: no cwd on a child's path
     tasks = [stage._task("case", "gelu", "pytorch", {"M": 3, "N": 100}, "float32"),
              stage._task("case", "crashy", "manual_segv", {"N": 2}, "float32"),
              stage._task("case", "gelu", "manual_wrong_zeros", {"M": 3, "N": 100}, "bfloat16"),

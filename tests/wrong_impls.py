@@ -281,7 +281,10 @@ def applicable(op: Op) -> list[str]:
     if op.sum_length:
         kinds.append("nomax")  # softmax
     if op.name == "scaled_mm":
-        kinds += ["scale2x", "e5m2", "fp16acc"]
+        # not fp16acc: at the generated spec's K (257) an fp16 accumulator stays inside the fp8
+        # tensor cores' own ~14-bit accumulation term (check/tolerance.py FP8_MMA_UNIT_ROUNDOFF);
+        # tests/test_fp8.py and the fp8 GPU stage catch it at K=2048
+        kinds += ["scale2x", "e5m2"]
     if op.name == "quantize":
         kinds += ["scale2x", "e5m2"]
     return kinds

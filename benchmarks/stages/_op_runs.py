@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks import child_env
 from workbench import fmt
 from workbench.engine.plan import RunOptions, default_cache_dir, run_plan
 from workbench.events import Error, Log, Result
@@ -92,7 +93,7 @@ def warm_builds(session: Session, build_dir: Path, budget_s: float, workers: int
     after `budget_s`. Returns one note per task that failed or was cut (empty: all warmed)."""
     pending, running, notes = warm_tasks(session, device), [], []
     deadline = time.monotonic() + budget_s
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env = child_env({k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"})
     if not device.startswith("cuda"):
         env["TRITON_INTERPRET"] = "1"  # read when the task imports the kernels
     while pending or running:

@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import child_env
+
 TITLE = "check: shipped implementations pass, known-wrong ones fail, estimate vs peak memory, 2^31 rows"
 BUDGET_S = 280.0
 QUICK_BUDGET_S = 110.0
@@ -119,7 +121,7 @@ def run_group(tasks: list[dict], out: Path, device: str, plugins: list[str], dea
     """Run `tasks` in worker processes until done or past `deadline`; a worker that dies loses its
     current task only (written with the exit code), the next worker starts after it."""
     lines = out / "check_tasks.jsonl"
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env = child_env({k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"})
     if not device.startswith("cuda"):
         env["TRITON_INTERPRET"] = "1"
     pending = list(tasks)

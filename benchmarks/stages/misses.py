@@ -29,7 +29,6 @@ nothing timed, says why.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -37,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import child_env
 from benchmarks.stages._misses_core import (NCU_METRICS, NCU_SECTIONS, Case, cases, figures, label_kernels,
                                             parse_ncu_csv, round_orders, selected)
 
@@ -228,7 +228,7 @@ def _ncu(out: Path, doc: dict) -> dict:
     t = time.monotonic()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=NCU_TIMEOUT_S,
-                              cwd=Path(__file__).resolve().parents[2], env=dict(os.environ))
+                              cwd=Path(__file__).resolve().parents[2], env=child_env())
     except subprocess.TimeoutExpired:
         return {"error": f"ncu timed out after {NCU_TIMEOUT_S} s", "command": " ".join(cmd)}
     (out / "ncu.log").write_text(proc.stdout[-20000:] + "\n--- stderr\n" + proc.stderr[-20000:])
