@@ -23,7 +23,7 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Input, Static, TabbedContent, TabPane
 
-from . import heap, sessions_io
+from . import fmt, heap, sessions_io
 from .ab_action import ABMixin
 from .commands import PANE_TITLES, ImplsProvider, OpsProvider, SessionsProvider, action_commands
 from .dialogs import ConfirmScreen, HelpScreen
@@ -251,7 +251,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         if sessions_io.shipped_original(self.ws.path, self.data_dir) is not None:
             where = f"your copy: {where}"
         machine = self.ws.catalog.machine if self.ws.catalog else "loading ops…"
-        text = f"workbench · {self.ws.session.name} ({where}) · {machine}"
+        text = f"workbench · {fmt.printable(self.ws.session.name)} ({where}) · {machine}"
         if getattr(self, "autosave_error", None):  # first, so 80 columns show it (a fresh-clone try
             text = f"⚠ autosave failing (Log 5) · {text}"  # missed a 4 s notice on a read-only data dir)
         return text

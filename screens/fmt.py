@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.fmt import check, is_number, ms, number, percent, si, size_bytes, spread  # noqa: F401
+from workbench.fmt import check, is_number, ms, number, percent, printable, si, size_bytes, spread  # noqa: F401
 
 
 def timer(name: str | None, interpreted: bool = False) -> str:
@@ -20,7 +20,9 @@ def timer(name: str | None, interpreted: bool = False) -> str:
 
 
 def row_title(label: str, sweep_value: Any) -> str:
-    """`triton`, or `triton @ 4096` for a sweep point."""
+    """`triton`, or `triton @ 4096` for a sweep point; control characters in a session's label
+    written out (`\x1b`: an escape that reached the terminal could clear the screen)."""
+    label = printable(label)
     return label if sweep_value is None else f"{label} @ {sweep_value}"
 
 

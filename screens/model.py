@@ -7,6 +7,8 @@ event of `workbench.events`; `finish(doc)` takes the results document `run_plan`
 
 from __future__ import annotations
 
+from workbench.fmt import printable
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +52,7 @@ class RunModel:
 
     def row(self, key: ev.RowKey, impl: str = "") -> Row:
         _, label, sweep = key
+        label = printable(label)  # control characters written out: every pane and chart shows this label
         found = self.rows.get((label, _hashable(sweep)))
         if found is None:
             found = self.rows[(label, _hashable(sweep))] = Row(label=label, impl=impl or label,

@@ -69,10 +69,31 @@ def open_session(path: Path | None, *, kernels: Iterable[str] = (), has_cuda: bo
     if ws.shipped_original(path, data) is not None:
         notes += (f"your saved copy of the shipped session {path.stem!r} "
                   f"(ctrl+p \"open shipped original\" goes back to it)",)
-    session = ws.load_session(path, kernels=kernels)
-    session, restored = _restore_autosave(session, path, data, kernels)
+    session, restored = _restore_autosave(ws.load_session(path, kernels=kernels), path, data, kernels)
+    session, written_out = printable_session(session)
+    notes += written_out
     results, recovered = _recover_rows(ws.results_path(path, data))
     return Opened(session, path, results, notes + restored + recovered + saved_results_note(results))
+
+
+def printable_session(session: Session) -> tuple[Session, tuple[str, ...]]:
+    """The session with control characters in its name and its implementations' labels written
+    out (`\x1b`): an escape there reached the terminal raw and could clear the screen (a red
+    team's try; the engine's events and results then carry the written-out label too). Returns
+    the session and a note when anything was written out."""
+    import dataclasses
+
+    from workbench.fmt import printable
+
+    def clean_ref(ref):
+        return ref if ref.label is None or printable(ref.label) == ref.label else dataclasses.replace(
+            ref, label=printable(ref.label))
+    runs = tuple(dataclasses.replace(run, impls=tuple(clean_ref(r) for r in run.impls) if run.impls else run.impls)
+                 for run in session.runs)
+    cleaned = dataclasses.replace(session, name=printable(session.name), runs=runs)
+    if cleaned == session:
+        return session, ()
+    return cleaned, ("control characters in the session's name or labels are shown written out (\\x1b)",)
 
 
 def saved_results_note(results: dict | None) -> tuple[str, ...]:
