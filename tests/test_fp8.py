@@ -102,7 +102,7 @@ def test_known_wrong_fp8_fails_on_cpu(op_name, kind, shape):
     from wrong_impls import EXPECTED_GATES, KINDS, applicable
 
     op = REGISTRY.op(op_name)
-    assert kind in applicable(op)
+    assert kind in applicable(op) or kind == "fp16acc"  # fp16acc: only here, at K=2048 (wrong_impls.applicable)
     host = "pytorch" if op_name == "scaled_mm" else "manual"  # tolerance factor 1, as manual_wrong_* has
     report = _check(op_name, host, shape, fn=KINDS[kind](op, op.make_spec(shape), "default"))
     assert not report.passed and report.gate in EXPECTED_GATES[kind] | {"shape", "dtype"}, report.detail
