@@ -73,7 +73,7 @@ def _number(low: float, *, low_open: bool = False, high: float | None = None, hi
     bound = {("exclusiveMinimum" if low_open else "minimum"): low}
     if high is not None:
         bound[("exclusiveMaximum" if high_open else "maximum")] = high
-    rule.schema = {"type": "number", **bound}  # the same rule as JSON Schema (workbench/schemas.py)
+    rule.schema = {"type": "number", **bound}  # type: ignore[attr-defined]  # the same rule as JSON Schema (schemas.py)
     return rule
 
 
@@ -83,7 +83,7 @@ def _integer(low: int):
             word = "a positive integer" if low == 1 else f"an integer >= {low}"
             return None, f"must be {word}, got {show(value)}"
         return value, None
-    rule.schema = {"type": "integer", "minimum": low}
+    rule.schema = {"type": "integer", "minimum": low}  # type: ignore[attr-defined]
     return rule
 
 
@@ -117,11 +117,11 @@ def _timing_mode(value: Any) -> tuple[Any, str | None]:
 
 
 # each rule as JSON Schema (workbench/schemas.py builds the session file's schema from these)
-_device.schema = {"type": "string", "pattern": DEVICE_RE.pattern}
-_devices.schema = {"type": "string", "description": DEVICES_ALLOWED}
-_boolean.schema = {"type": "boolean"}
-_precision.schema = {"enum": [p.value for p in Fp32Precision]}
-_timing_mode.schema = {"enum": list(TIMING_MODES)}
+_device.schema = {"type": "string", "pattern": DEVICE_RE.pattern}  # type: ignore[attr-defined]
+_devices.schema = {"type": "string", "description": DEVICES_ALLOWED}  # type: ignore[attr-defined]
+_boolean.schema = {"type": "boolean"}  # type: ignore[attr-defined]
+_precision.schema = {"enum": [p.value for p in Fp32Precision]}  # type: ignore[attr-defined]
+_timing_mode.schema = {"enum": list(TIMING_MODES)}  # type: ignore[attr-defined]
 
 SETTING_RULES: dict[str, Callable[[Any], tuple[Any, str | None]]] = {
     "device": _device,
