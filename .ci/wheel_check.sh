@@ -88,6 +88,8 @@ EOF
 "$V/workbench" --version
 "$V/workbench" --list
 "$V/workbench" --check lecture06-gelu
+# the replay goes through the default warm daemon, as a user's does; stop it after (CI leaves none)
+trap '"$V/workbench" --daemon-stop > /dev/null 2>&1; rm -rf "$WORK"' EXIT
 "$V/workbench" --replay smoke-quick -o smoke.json
 "$V/python" -c "import json; d = json.load(open('smoke.json')); print('smoke-quick rows:', len(d['results']), 'provenance:', d['provenance']['workbench'])"
 echo "wheel job: ok ($WHEEL, ${SECONDS}s)"
