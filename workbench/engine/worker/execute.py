@@ -100,10 +100,13 @@ class RowRunner:
         return op, impl, spec, impl.resolve_params(row.params), ctx
 
     def _execute(self, row: Row, record: dict) -> None:
-        """The row inside an NVTX range named after it (engine/measure/nvtx.py), its phases nested."""
+        """The row inside an NVTX range named after it (engine/measure/nvtx.py), its phases nested;
+        none with the row's setting `nvtx: false`."""
         from workbench.engine.measure.nvtx import row_range
 
-        with self.device(row).phase(row_range(row.key)):
+        dev = self.device(row)
+        dev.nvtx = row.settings.nvtx
+        with dev.phase(row_range(row.key)):
             self._execute_row(row, record)
 
     def _execute_row(self, row: Row, record: dict) -> None:
