@@ -105,3 +105,32 @@ def test_a_report_row_fails_without_a_kept_report():
               "measured": {"report_path": None, "reason": "no ncu (Nsight Compute) on PATH", "dram_bytes": None}}
     row = stage.report_row(record)
     assert row["status"] == "failed" and "no ncu" in row["why"]
+
+
+def _wheel(folder, name):
+    """A minimal pure-Python wheel of package `name` (version 0.1)."""
+    import zipfile
+
+    path = folder / f"{name}-0.1-py3-none-any.whl"
+    info = f"{name}-0.1.dist-info"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(f"{name}/__init__.py", "VALUE = 1\n")
+        z.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+        z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{info}/RECORD", "")
+    return path
+
+
+@pytest.mark.slow
+def test_a_missing_package_is_installed_from_its_wheel_for_the_children(tmp_path, monkeypatch):
+    _wheel(tmp_path, "handoffs_probe_pkg")
+    monkeypatch.setenv("WHEEL_DIR", str(tmp_path))
+    monkeypatch.setattr(stage, "WHEELS", {"handoffs_probe_pkg": "handoffs_probe_pkg-*.whl",
+                                          "handoffs_absent_pkg": "handoffs_absent_pkg-*.whl"})
+    monkeypatch.setattr(stage, "CHILD_ENV", {"WORKBENCH_DAEMON": "0"})
+    rows = {r["impl"]: r for r in stage.wheels()}
+    assert rows["handoffs_probe_pkg"]["status"] == "ok"
+    assert rows["handoffs_absent_pkg"]["status"] == "skipped" and "no handoffs_absent_pkg-*.whl" in rows["handoffs_absent_pkg"]["why"]
+    assert stage.importable("handoffs_probe_pkg") and not stage.importable("handoffs_absent_pkg")
+    rc, text, _ = stage.child([sys.executable, "-c", "import handoffs_probe_pkg; print(handoffs_probe_pkg.VALUE)"], 60)
+    assert rc == 0 and text.strip() == "1"  # the children see it on their PYTHONPATH

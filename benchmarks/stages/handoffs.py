@@ -2,10 +2,14 @@
 
     python benchmarks/gpu_evidence.py --stage handoffs [--quick] [--out DIR]
 
-Every child (a replay, ncu, pip, a plot) runs in its own process group with a timeout: on timeout
-the group is killed and the part says "timed out" (it never hangs the stage); the replays run in
-process (WORKBENCH_DAEMON=0: a warm daemon outliving a replay under `ncu --target-processes all`
-is what hung the second ncu run before). One flushed progress line per step.
+First, each of platformdirs, cxxfilt and liger_kernel this Python cannot import is installed from
+its wheel (WHEEL_DIR, else .whl/ here or two folders up; `pip install --no-deps --target` a
+temporary folder, put on the children's PYTHONPATH). Every child (a replay, ncu, pip, a plot)
+runs in its own process group with a timeout: on timeout the group is killed and the part says
+"timed out" (it never hangs the stage). The replays run in process (WORKBENCH_DAEMON=0): a warm
+daemon started under `ncu --target-processes all` outlives its replay, and the next replay's rows
+run in it, not under the next ncu: the likely cause of the earlier hang of the second ncu run.
+One flushed progress line per step.
 
 1. replay: the lecture's GeLU session (sessions/lecture06-gelu.yaml; --quick: manual, pytorch,
    triton only, fewer repetitions) with `--trace-dir OUT/handoffs-traces`, plus a `counters` run
@@ -23,8 +27,7 @@ is what hung the second ncu run before). One flushed progress line per step.
    tiny replay of pytorch and triton GeLU rows, each with `--launch-count` and `--clock-control
    none`. Logs: OUT/handoffs-ncu-nvtx-*.log.
 5. peers: examples/liger.yaml (Liger-Kernel's softmax and RMSNorm against ours; --quick: no
-   profile, fewer repetitions) with liger_kernel installed from a wheel (`pip install --no-deps
-   --target`; the wheel from LIGER_WHEEL, else .whl/ here or two folders up) -> its table.
+   profile, fewer repetitions) -> its table.
 6. figures: `workbench --plot` of the GeLU document and of the sweep document as SVG (and the
    GeLU one as PNG, not --quick): OUT/lecture06-gelu-<device>.svg, OUT/softmax-sweep-<device>.svg.
 
@@ -60,10 +63,17 @@ def step(text: str) -> None:
     print(f"[handoffs {time.perf_counter() - T0:6.1f} s] {text}", flush=True)
 
 
+# what every child gets on top of os.environ: in-process replays, and PYTHONPATH with the packages
+# `wheels` installed (a GPU box without platformdirs or liger_kernel; run() fills it)
+CHILD_ENV: dict[str, str] = {"WORKBENCH_DAEMON": "0"}
+# packages the stage's children need, and the wheel that provides each where this Python lacks it
+WHEELS = {"platformdirs": "platformdirs-*.whl", "cxxfilt": "cxxfilt-*.whl", "liger_kernel": "liger_kernel-*.whl"}
+
+
 def child(argv: list[str], timeout_s: float, env: dict | None = None) -> tuple[int | None, str, float]:
     """Run `argv` in its own process group (cwd ROOT, in-process replays): (rc, output, seconds).
     rc None: it ran past `timeout_s` and its whole group was killed (ncu and the workers it started)."""
-    full = {**os.environ, "WORKBENCH_DAEMON": "0", **(env or {})}
+    full = {**os.environ, **CHILD_ENV, **(env or {})}
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=ROOT, env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, errors="replace", start_new_session=True)
@@ -116,7 +126,7 @@ def run(quick: bool, out: Path) -> list[dict]:
         return [{"part": "all", "status": "skipped", "why": "no CUDA GPU"}]
     out.mkdir(parents=True, exist_ok=True)
     device = device_tag(torch.cuda.get_device_name(0))
-    rows: list[dict] = []
+    rows: list[dict] = wheels()
     # what no earlier GPU run has shown goes first (on/off medians, peers, the sweep), ncu's selection last
     parts = [lambda: nvtx_timing(quick, out), lambda: peers(quick, out), lambda: sweep(quick, out),
              lambda: gelu_traces(quick, out), lambda: figures(out, device, quick), lambda: nvtx_selection(out)]
@@ -296,39 +306,61 @@ def _ncu_select(ncu: str, include: str, count: int, path: Path, out: Path) -> di
             "status": ("ok" if ok else "failed") if rc is not None else "timed out"}
 
 
-# -- 5. peers: Liger-Kernel against ours ----------------------------------------------------
-def liger_wheel() -> Path | None:
-    if os.environ.get("LIGER_WHEEL"):
-        return Path(os.environ["LIGER_WHEEL"])
-    for folder in (ROOT / ".whl", ROOT.parent.parent / ".whl"):
-        found = sorted(folder.glob("liger_kernel-*.whl")) if folder.is_dir() else []
+# -- the packages the children need ----------------------------------------------------------
+def find_wheel(pattern: str) -> Path | None:
+    """The newest wheel matching `pattern` in WHEEL_DIR, else .whl/ here or two folders up (the
+    checkout's root where this tree is a copy under .gpu/NAME)."""
+    folders = [Path(os.environ["WHEEL_DIR"])] if os.environ.get("WHEEL_DIR") else []
+    for folder in (*folders, ROOT / ".whl", ROOT.parent.parent / ".whl"):
+        found = sorted(folder.glob(pattern)) if folder.is_dir() else []
         if found:
             return found[-1]
     return None
 
 
-def peers(quick: bool, out: Path) -> list[dict]:
+def wheels() -> list[dict]:
+    """Each of WHEELS this Python cannot import, installed from its wheel (`pip install --no-deps
+    --target`) into one folder that CHILD_ENV puts on the children's PYTHONPATH: a row per install."""
     import importlib.util
 
-    env: dict[str, str] = {}
-    if importlib.util.find_spec("liger_kernel") is None:
-        wheel = liger_wheel()
+    missing = {name: find_wheel(pattern) for name, pattern in WHEELS.items() if importlib.util.find_spec(name) is None}
+    if not missing:
+        return []
+    target = Path(tempfile.mkdtemp(prefix="handoffs-site-"))
+    rows = []
+    for name, wheel in missing.items():
         if wheel is None:
-            return [{"part": "peers", "status": "skipped", "why": "liger_kernel not installed and no wheel (LIGER_WHEEL)"}]
-        target = Path(tempfile.mkdtemp(prefix="handoffs-liger-"))
+            rows.append({"part": "wheel", "impl": name, "status": "skipped",
+                         "why": f"{name} is not importable and no {WHEELS[name]} (WHEEL_DIR, .whl/)"})
+            continue
         step(f"pip install --no-deps --target {target} {wheel.name}")
-        rc, text, _ = child([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
-                             "--target", str(target), str(wheel)], 90)
-        if rc != 0:
-            return [{"part": "peers", "status": status_of(rc) if rc is None else "failed", "why": text[-300:]}]
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(target), os.environ.get("PYTHONPATH")) if p)
+        rc, text, took = child([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
+                                "--target", str(target), str(wheel)], 90)
+        rows.append({"part": "wheel", "impl": name, "file": wheel.name, "s": round(took, 1), "status": status_of(rc),
+                     "why": None if rc == 0 else text[-300:]})
+    CHILD_ENV["PYTHONPATH"] = os.pathsep.join(p for p in (str(target), os.environ.get("PYTHONPATH")) if p)
+    return rows
+
+
+def importable(name: str) -> bool:
+    """`name` importable by the children (this Python, or the folder `wheels` installed into)."""
+    import importlib.util
+
+    extra = CHILD_ENV.get("PYTHONPATH", "").split(os.pathsep)[0]
+    return importlib.util.find_spec(name) is not None or bool(extra and (Path(extra) / name).is_dir())
+
+
+# -- 5. peers: Liger-Kernel against ours ----------------------------------------------------
+def peers(quick: bool, out: Path) -> list[dict]:
+    if not importable("liger_kernel"):
+        return [{"part": "peers", "status": "skipped", "why": "liger_kernel not installed and no wheel (WHEEL_DIR)"}]
     data = yaml.safe_load((ROOT / "examples" / "liger.yaml").read_text())
     data["plugins"] = [str(ROOT / "examples" / p) for p in data["plugins"]]
     if quick:
         data["settings"].update(rep_ms=40, warmup_ms=10)
         for run_ in data["runs"]:
             run_["actions"] = ["check", "bench"]
-    doc, row = replay(data, "handoffs-peers", out, 150, env=env)
+    doc, row = replay(data, "handoffs-peers", out, 150)
     rows = [row]
     for record in (doc or {}).get("results", ()):
         timing = record.get("timing") or {}
