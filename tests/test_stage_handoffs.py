@@ -130,7 +130,8 @@ def test_a_missing_package_is_installed_from_its_wheel_for_the_children(tmp_path
     monkeypatch.setattr(stage, "CHILD_ENV", {"WORKBENCH_DAEMON": "0"})
     rows = {r["impl"]: r for r in stage.wheels()}
     assert rows["handoffs_probe_pkg"]["status"] == "ok"
-    assert rows["handoffs_absent_pkg"]["status"] == "skipped" and "no handoffs_absent_pkg-*.whl" in rows["handoffs_absent_pkg"]["why"]
+    absent = rows["handoffs_absent_pkg"]
+    assert absent["status"] == "skipped" and "no handoffs_absent_pkg-*.whl" in absent["why"]
     assert stage.importable("handoffs_probe_pkg") and not stage.importable("handoffs_absent_pkg")
     rc, text, _ = stage.child([sys.executable, "-c", "import handoffs_probe_pkg; print(handoffs_probe_pkg.VALUE)"], 60)
     assert rc == 0 and text.strip() == "1"  # the children see it on their PYTHONPATH

@@ -365,7 +365,8 @@ def peers(quick: bool, out: Path) -> list[dict]:
     for record in (doc or {}).get("results", ()):
         timing = record.get("timing") or {}
         rows.append({"part": "peers", "op": record["op"], "impl": record["label"], "dtype": record.get("dtype"),
-                     "shape": "x".join(str(v) for v in (record.get("shape") or {}).values()), "status": record["status"],
+                     "shape": "x".join(str(v) for v in (record.get("shape") or {}).values()),
+                     "status": record["status"],
                      "median_ms": timing.get("median_ms"), "p20_ms": timing.get("p20_ms"),
                      "p80_ms": timing.get("p80_ms"), "gbps": (record.get("traffic") or {}).get("gbps"),
                      "why": (record.get("error") or "")[:80] or None})
