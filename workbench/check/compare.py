@@ -183,6 +183,29 @@ def verdict(totals: ChunkTotals, tol: Tolerance) -> tuple[str | None, float, int
     return gate, atol, bad_chunk
 
 
+def judge_chunks(flat_out: torch.Tensor, piece, count: int, shape: tuple[int, ...], tol: Tolerance,
+                 input_set: str = "first") -> CheckReport:
+    """The value gates of a flat output against its reference in `count` chunks (`piece(k)`: the
+    k-th float64 chunk, any shape, in flat order; asked again for the first failing chunk): the
+    totals, the verdict and the first bad index in `shape`. workbench.check.row.compare_output calls
+    it in the worker; the clean process of --strict (workbench/check/strict.py) on the chunks the
+    worker handed over."""
+    totals = ChunkTotals()
+    start = 0
+    for k in range(count):
+        ref = piece(k).reshape(-1)
+        totals.add(start, flat_out[start:start + ref.numel()], ref, tol.rtol)
+        start += ref.numel()
+    gate, atol, bad_start = verdict(totals, tol)
+    index = None
+    if bad_start is not None:
+        k = [s for s, _ in totals.excess].index(bad_start)
+        ref = piece(k).reshape(-1)
+        offset = first_bad(flat_out[bad_start:bad_start + ref.numel()], ref, tol.rtol, atol)
+        index = unravel(bad_start + (offset or 0), shape)
+    return report_of(totals, tol, gate, atol, index, input_set)
+
+
 def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> CheckReport:
     """Compare a whole `out` with a whole float64 `ref` (one chunk); shape must already match
     (a mismatch is a failed "shape" report). For chunked checks see workbench.check.row."""
