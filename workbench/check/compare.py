@@ -31,7 +31,8 @@ class CheckReport:
     """The `check` record of a result (CONTRACTS.md).
 
     passed: every gate passed; gate: the first gate that failed ("shape", "dtype", "device",
-    "inputs", "elementwise", "norm-wise", "elementwise+norm-wise"), None when passed;
+    "inputs", "elementwise", "norm-wise", "elementwise+norm-wise"; rule 13: "ownership",
+    "timed outputs", "strict": --strict's clean process could not judge), None when passed;
     input_set: the input set these numbers are from ("first", "special", "timed"): the failing
     one, else the first; sets_checked: every set checked, in order;
     max_abs_err, max_rel_err: over all elements (rel against |ref|, zeros excluded), inf for a
