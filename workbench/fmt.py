@@ -12,8 +12,8 @@ _CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 def printable(text: Any, *, lines: bool = False) -> str:
     """`text` with every control character written out (`\x1b`, `\n`): a session's name or an
-    impl's label that reached the terminal raw could clear the screen or hide output (a red
-    team's try). lines: keep newlines and tabs (a message of several lines)."""
+    impl's label that reached the terminal raw could clear the screen or hide output. lines:
+    keep newlines and tabs (a message of several lines)."""
     return (_CONTROL_BUT_LINES if lines else _CONTROL).sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
 
 
@@ -46,7 +46,7 @@ def ms(value: float | None) -> str:
 def spread(p20: float | None, p80: float | None, median: float | None) -> str:
     """p20..p80 around the median as a percentage of it: '±0.4%' where the two sides are alike,
     '-0.5/+4852%' where one side is more than twice the other and at least 1% (a symmetric
-    '±2426%' beside a 706 us median hid that the median sat at the low edge: a new user's try)."""
+    '±2426%' beside a 706 us median would hide that the median sits at the low edge)."""
     if not (is_number(p20) and is_number(p80) and is_number(median)) or median <= 0:
         return "-"
     below, above = (median - p20) / median * 100, (p80 - median) / median * 100

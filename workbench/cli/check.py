@@ -58,8 +58,8 @@ def run_check(args: argparse.Namespace, env: Env, err: Console) -> int:
 
 
 def _say_written(args: argparse.Namespace, err: Console, verdict: str) -> None:
-    """With -o the verdict is in the file: the terminal says where (with -o and no other line, a
-    new user saw nothing at all)."""
+    """With -o the verdict is in the file: the terminal says where (with -o and no other line,
+    nothing at all would show)."""
     if args.output is not None:
         err.print(f"check written to {args.output} ({verdict})", markup=False)
 
