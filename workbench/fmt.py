@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -27,7 +27,7 @@ def clip(text: str, limit: int) -> str:
     return (cut[:space] if space > limit // 2 else cut).rstrip() + "…"
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: Any) -> TypeGuard[float]:
     """A real, finite number (bools and NaN are not)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -86,7 +86,7 @@ def percent(value: float | None) -> str:
     return f"{value:.1f}%" if is_number(value) else "-"
 
 
-def size_bytes(value: int | None) -> str:
+def size_bytes(value: float | None) -> str:
     """Bytes in binary units: 2147483648 -> '2 GiB'."""
     if not is_number(value):
         return "-"

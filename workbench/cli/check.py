@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from rich.console import Console
 
@@ -72,7 +73,7 @@ def session_row_keys(session, kernels=()) -> list:
     from workbench.engine.rows import row_keys
     from workbench.plugins.manifest import declare
 
-    registry = []
+    registry: list[Any] = []
 
     def registered(op: str):
         if not registry:  # only a run with `impls: all` needs the declarations

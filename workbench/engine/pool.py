@@ -63,7 +63,7 @@ def start_context(method: str | None = None) -> Any:
     safe_path_for_children()  # the zygote's `python -c` and spawn's workers: no cwd on sys.path
     # multiprocessing's own temp folder (the forkserver's socket; else a /tmp/pymp-* that a kill
     # leaves behind) inside ours: removed at exit, swept after a kill
-    multiprocessing.current_process()._config.setdefault("tempdir", str(private_tmp()))
+    multiprocessing.current_process()._config.setdefault("tempdir", str(private_tmp()))  # type: ignore[attr-defined]
     _tracker_deaf_to_hangups()
     if method == "forkserver":
         context.set_forkserver_preload(ZYGOTE_PRELOAD)
