@@ -351,5 +351,5 @@ def _gpu_here() -> bool:
 
 def attach(fn: Callable[..., Any], tuned: Tuned) -> Callable[..., Any]:
     """`fn` carrying `tuned.record()` as `fn.tuned` (the engine copies it into the result row)."""
-    fn.tuned = tuned.record()  # type: ignore[attr-defined]
+    fn.tuned = tuned.record()
     return fn
