@@ -100,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run rows estimated too large; compare with (or resume) results made with other "
                              "plugin files")
     parser.add_argument("--strict", action="store_true",
-                        help="one fresh worker process per row (for untrusted plugin code; each row pays a start)")
+                        help="one fresh worker process per row, its value checks judged in a clean process that imports "
+                             "no plugin code (for untrusted plugin code; each row pays two process starts)")
     parser.add_argument("--daemon", action="store_true",
                         help="with --replay FILE: run in this user's warm background daemon (the default; "
                              "with --strict too when given); busy or unsafe: runs here instead")

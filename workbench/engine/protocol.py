@@ -84,7 +84,8 @@ class ChildJob:
     cache and load_inline build folder; trace_dir: chrome traces of profiled rows (None: none),
     named after trace_session (the session's name; engine/profile.trace_file); report_dir: where
     `counters` keeps each row's .ncu-rep (None: cache_dir/ncu; engine/counters_run.report_file);
-    last: the worker leaves after this job (strict mode: one process per row)."""
+    last: the worker leaves after this job (strict mode: one process per row); strict: every value
+    comparison judged in a clean process (workbench/check/strict.py)."""
 
     mode: str
     rows: tuple[Any, ...]
@@ -97,6 +98,7 @@ class ChildJob:
     last: bool = False
     trace_session: str = ""
     report_dir: str | None = None
+    strict: bool = False
 
 
 @dataclass(frozen=True)

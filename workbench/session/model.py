@@ -33,6 +33,7 @@ class Settings:
     seed: int = 0
     timing_mode: str = "eager"      # eager | graph (engine/graph_mode.py; `<impl>+graph` per row)
     keep_samples: bool = False      # keep timing.samples_ms in the results (--compare's intervals)
+    nvtx: bool = True               # NVTX ranges named after the row on a CUDA device (engine/measure/nvtx.py)
     devices: str | None = None      # session level only: all | cpu | cuda:0,cuda:2 (engine/placement.py)
 
 

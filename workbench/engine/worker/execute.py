@@ -24,7 +24,7 @@ from workbench.engine.measure.calibrate import calibrate, references_for
 from workbench.trace import mark
 from workbench.engine.measure.counters_run import counters_row
 from workbench.engine.measure.device import DeviceSession
-from workbench.engine.measure.graph_mode import GraphCall, wrap_for_mode
+from workbench.engine.measure.graph_mode import wrap_for_mode
 from workbench.engine.worker.precision import effective_fp32_precision
 from workbench.engine.protocol import Channel, ChildJob, Mode
 from workbench.engine.rows import Row
@@ -37,6 +37,7 @@ from workbench.registry import BuildContext, Registry
 
 
 CACHED_FLAG = "build cached: built earlier in this worker (build_ms is the first call only)"
+STRICT_FLAG = "strict: {n} value comparisons judged in a clean process that imports no plugin code"
 
 
 class RowRunner:
@@ -48,6 +49,7 @@ class RowRunner:
         self.devices: dict[str, DeviceSession] = {}
         self.builds = BuildCache()
         self.job: ChildJob | None = None
+        self.judge: Any = None  # --strict: the row's workbench.check.strict.Judge
 
     def bind(self, job: ChildJob, channel: Channel, stop: Any) -> None:
         self.job, self.channel, self.stop = job, channel, stop
@@ -62,6 +64,7 @@ class RowRunner:
     def run(self, row: Row) -> str | None:
         record = row.record()
         leave = None
+        self.judge = self._judge()
         try:
             if self.job.mode == Mode.ptx:
                 self._ptx_only(row, record)
@@ -80,6 +83,8 @@ class RowRunner:
             # Our own refusals (a limit, no PTX) leave the process as it was; anything else (a
             # CUDA error, an OOM, a plugin's bug) may have poisoned it.
             leave = None if isinstance(exc, WorkbenchError) else f"the row raised {type(exc).__name__}"
+        finally:
+            self._close_judge(record)
         mark(f"row {row.op} {row.label}: done, resetting")
         problem = self.baseline.after_row(sum(d.kept_bytes for d in self.devices.values()))
         if problem is not None:
@@ -87,6 +92,22 @@ class RowRunner:
         self.channel.event(Result(row.key, record))
         mark(f"row {row.op} {row.label}: result sent")
         return "; ".join(r for r in (leave, problem) if r) or None
+
+    def _judge(self) -> Any:
+        """--strict: the row's Judge (its value comparisons in a clean process), else None."""
+        if not getattr(self.job, "strict", False):
+            return None
+        from workbench.check.strict import Judge
+
+        return Judge()
+
+    def _close_judge(self, record: dict) -> None:
+        judge, self.judge = self.judge, None
+        if judge is None:
+            return
+        judge.close()
+        if judge.cases and isinstance(record.get("flags"), list):
+            record["flags"].append(STRICT_FLAG.format(n=judge.cases))
 
     # -- stages -----------------------------------------------------------------------------
     def _resolve(self, row: Row):
@@ -100,10 +121,13 @@ class RowRunner:
         return op, impl, spec, impl.resolve_params(row.params), ctx
 
     def _execute(self, row: Row, record: dict) -> None:
-        """The row inside an NVTX range named after it (engine/measure/nvtx.py), its phases nested."""
+        """The row inside an NVTX range named after it (engine/measure/nvtx.py), its phases nested;
+        none with the row's setting `nvtx: false`."""
         from workbench.engine.measure.nvtx import row_range
 
-        with self.device(row).phase(row_range(row.key)):
+        dev = self.device(row)
+        dev.nvtx = row.settings.nvtx
+        with dev.phase(row_range(row.key)):
             self._execute_row(row, record)
 
     def _execute_row(self, row: Row, record: dict) -> None:
@@ -130,13 +154,9 @@ class RowRunner:
         mark(f"row {row.op} {row.label}: checked")
         rotation = None
         if "bench" in row.actions:
-            from workbench.engine.measure.rotation import Rotation
+            from workbench.engine.measure.rotation import row_rotation
 
-            # rule 13: timed inputs rotate, outputs kept. A CUDA graph replays the tensors it
-            # captured into its one output (engine/graph_mode.py): one set, one shared output,
-            # no nudges (a kept output holds the last replay's values, not its own call's).
-            replayed = isinstance(fn, GraphCall)
-            rotation = Rotation(fn, [inputs] if replayed else check.rotation_sets(), nudges=not replayed)
+            rotation = row_rotation(fn, check)  # rule 13: timed inputs rotate, outputs kept
             dev.bench(row, record, op, impl, spec, params, fn, inputs, rotation)
             note_timing(row, record)
             mark(f"row {row.op} {row.label}: benched")
@@ -144,12 +164,9 @@ class RowRunner:
             dev.profile(row, record, fn, inputs)
             mark(f"row {row.op} {row.label}: profiled")
         if rotation is not None:
-            rotation.restore()  # the nudged elements back before the inputs are fingerprinted
-            kept, sets = rotation.kept, rotation.sets
-            rotation.release()
-            passed = self._check(row, record, op, spec, ctx, check, lambda: check.timed_calls(fn, kept, sets, replayed))
-            del kept, sets
-            if not passed:
+            from workbench.engine.measure.rotation import check_rotation
+
+            if not self._check(row, record, op, spec, ctx, check, lambda: check_rotation(check, fn, rotation)):
                 record["timing"] = record["traffic"] = None  # what was timed was wrong (rule 13)
                 return
         if not self._check(row, record, op, spec, ctx, check, lambda: check.timed(fn)):
@@ -174,7 +191,8 @@ class RowRunner:
 
         dev.reset_peak()
         inputs = op.make_inputs(spec, row.device, row.settings.seed)
-        check = RowCheck(op, impl, spec, ctx, inputs, row.settings.seed, sync=dev.sync)  # fingerprints first
+        check = RowCheck(op, impl, spec, ctx, inputs, row.settings.seed, sync=dev.sync,  # fingerprints first
+                         judge=self.judge)
         dev.restart_peak()  # the fingerprints' scratch is the check's, not the row's
         if watch is not None:
             watch.start()
