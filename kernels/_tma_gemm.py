@@ -13,7 +13,7 @@ BLOCK_N / 2 halves, which frees shared memory for the pipeline. Addresses are th
 Config space and choice: one candidate list per device (candidate_lists: the H200's CANDIDATES, the
 H100's H100_CANDIDATES, their union for any other device, tuned there on first use), timed on the
 device by workbench/tuning.py, the choice cached per device and Triton version. On one
-H200 (exploration run, 2026-12-01; cuBLAS measured in the same run) the best of them reached:
+H200 (exploration run, results/h200/exploration-kernels; cuBLAS measured in the same run) the best of them reached:
 8192^3 bfloat16 1.003x cuBLAS (128x256x64, 8 warps, 3 stages, SUBTILE, GROUP_M 16), float16 1.015x
 (the same with GROUP_M 8); 4096^3 0.97x (bfloat16) and 0.93x (float16, where the tutorial's
 pointer kernel was best), within the 9% spread of cuBLAS's own repeat at 4096^3. TMA needs 16-byte
@@ -35,7 +35,7 @@ TMA_VERSION = "tma7"  # the autotune cache key's version: bump when the kernel o
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, SUBTILE, GROUP_M); the first is the default.
 # Shared memory (Triton 3.6, sm_90 AOT): 128x256x64 s3 sub1 176 KiB, s4 sub1 224 KiB, sub0 s3 208 KiB
-# (sub0 s4 would need 272 KiB: over sm_90's 227). Pruned in round 2 of issue #19 to the 128x256x64
+# (sub0 s4 would need 272 KiB: over sm_90's 227). Pruned (issue #19's tuning) to the 128x256x64
 # family, from tune19 --quick at 4096^3 bfloat16 (results/history/h200/2026-12-01b/tune19/tune19.json,
 # cuBLAS 0.1738 ms in the same run, spreads ~0.5%): s4 sub1 G8 0.993x, s3 sub0 G8 0.993x, s3 sub1
 # G16 0.988x (the 8192^3 bfloat16 winner, 1.003x, in the exploration), s3 sub1 G8 0.988x (the
@@ -43,26 +43,26 @@ TMA_VERSION = "tma7"  # the autotune cache key's version: bump when the kernel o
 # kept of the 128x128 tiles only the 4-warp s4 (0.92x), the neighbour for problems too small to
 # fill 132 SMs with 128x256 tiles. Added: s4 sub1 GROUP_M 4 (the winner's stages with a narrower
 # group: 4096^3 has 32 x 16 tiles, so GROUP_M 8 walks 8 tile rows = 1 MiB of A per column step
-# and 4 halves it; untimed until tune19 round 2). Not added: warp_specialize=True, which in Triton
+# and 4 halves it; not in that sweep). Not added: warp_specialize=True, which in Triton
 # 3.6 for sm_90 compiles to the same loop unflattened (no setmaxnreg, no producer warps); nor a
 # Gluon producer/consumer ping-pong kernel on 128 x 128 tiles (cdbe704: 0.93-0.96x cuBLAS at
-# 4096^3, 0.96-0.99x at 8192^3 on the H200, 2026-12-03d, behind these configs; docs/kernels-h200.md
-# round 6).
+# 4096^3, 0.96-0.99x at 8192^3 on the H200, behind these configs; results/history/h200/2026-12-03d,
+# results/history/kernels-h200.md).
 # STREAMK (last field, 1): _tma_streamk_kernel, the hybrid stream-K form of the same tile, for
 # the two configs the H200 picked most (4096^3 and 8192^3, bfloat16 and float16). Why: 128 x 256
 # tiles leave a partial last wave at both sizes (4096^3: 512 tiles = 3.88 waves of 132, run as 4;
 # 8192^3: 2048 = 15.5 as 16), ~3% of the SMs' time idle; cuBLAS's 256 x 128 tiles have the same
-# 3.88 waves, so the Triton kernel was at 0.988-1.019x cuBLAS (2026-12-03, misses stage).
+# 3.88 waves, so the Triton kernel was at 0.988-1.019x cuBLAS (H200, misses stage).
 # Tried and dropped: two programs an SM (a persistent grid of 2 x 132), each one warp group on a
 # 128 x 128 x 64 tile, 3 stages (112 KiB of shared memory, two fit an SM), so that one program's
 # epilogue runs while the other's wgmma keep the tensor cores busy (cuBLAS's "ping-pong"). The
-# tuner's rounds on the H200 (2026-12-03, third session) put it behind the 128 x 256 default:
+# tuner's timings on the H200 (results/history/h200/2026-12-03c) put it behind the 128 x 256 default:
 # 4096^3 bfloat16 0.1964 against 0.1896 ms, float16 0.2109 against 0.1980, the fused GeLU at
 # 8192^3 1.6382 against 1.5279. Also tried and dropped for the fused kernel: the GeLU epilogue's
 # reciprocal by two Newton steps on the FMA pipe instead of the SFU's (one SFU operation an element
 # instead of two, as exact in float16: 0.499 ulp under the interpreter), which needed 175 registers
 # against 161 and ran 1.6717 ms against 1.5691 for the same config with the division (tuner's
-# rounds, H200, 2026-12-03, third session, commit 5b981e3).
+# timings, H200, commit 5b981e3).
 # The last three (issue #40) are the H100's winners not yet in this list (8192^3 fused bf16, 4096^3
 # fp16, 4096^3 bf16 runner-up there); untimed on the H200 so far: its tuner times them at build.
 CANDIDATES = (
@@ -71,7 +71,8 @@ CANDIDATES = (
     (128, 256, 64, 8, 4, 1, 8, 1), (128, 256, 64, 8, 3, 1, 8, 1),
     (128, 256, 64, 8, 4, 1, 16, 1), (128, 256, 64, 8, 4, 1, 16, 0), (128, 256, 64, 8, 3, 0, 16, 0),
 )  # the H200's list (above)
-# The H100's list (issue #40): benchmarks/gemm_sweep.py on one H100 80GB HBM3 (2026-12-06, torch
+# The H100's list (issue #40): benchmarks/gemm_sweep.py on one H100 80GB HBM3
+# (results/history/h100/2026-12-06-gemm-sweep; torch
 # 2.11, triton 3.6; 17 configs, every one beside cuBLAS in 5 interleaved do_bench rounds, L2
 # flushed; the card at its 700 W cap, SM clock 1335-1755 MHz under load, so round-to-round spreads
 # of 2-5%). Medians against cuBLAS (matmul) or the faster of manual and torch.compile (GeLU):

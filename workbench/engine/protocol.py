@@ -53,8 +53,8 @@ class Mode(StrEnum):
 STOP = b"stop"  # parent -> worker: leave now (the pool is closing or the worker is discarded)
 
 # The stage a row is in after each event: what a crash or timeout message names. The build
-# stage ends with the implementation's first call (execute._build times and warms it there): a
-# kernel that faulted on that call was reported "during build" (a new user's try).
+# stage ends with the implementation's first call (execute._build times and warms it there), so a
+# kernel that faults on that call is named "build or first call", not a build failure alone.
 BUILD_STAGE = "build or first call"
 STAGE_AFTER: Mapping[type[Event], str] = {Started: BUILD_STAGE, Built: "check", Checked: "bench",
                                           Samples: "bench", Profile: "ptx"}

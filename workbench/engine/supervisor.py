@@ -237,7 +237,7 @@ class _JobRun:
     def _drain(self, wait_s: float) -> None:
         """Handle what the worker sent, for at most about POLL_S past the wait: a worker that
         answered rows faster than they were handled kept this loop from ever seeing the stop
-        flag (Ctrl-C at 800 of 2500 rows ran 1650 more: a red team's try)."""
+        flag (Ctrl-C at 800 of 2500 rows ran 1650 more without this bound)."""
         try:
             if not self.conn.poll(wait_s):
                 return

@@ -105,6 +105,6 @@ def device_settings(session: Session) -> list[tuple[str, str]]:
     """(where, device) for each device the session's settings name: `settings.device`, then
     each run's own `runs[i].settings.device` (what --replay checks against the host and the TUI
     warns of)."""
-    found = [("settings.device", session.settings.device)]
+    found: list[tuple[str, Any]] = [("settings.device", session.settings.device)]
     found += [(f"runs[{i}].settings.device", run.settings.get("device")) for i, run in enumerate(session.runs)]
     return [(where, device) for where, device in found if isinstance(device, str)]

@@ -113,8 +113,8 @@ def run_delay_s() -> float | None:
 def contention_flag(before_s: float | None, after_s: float | None, wall_s: float) -> str | None:
     """A CPU row's flag when its worker's threads waited for a core more than CONTENDED of the
     timed window: other processes (or the TUI itself) held the cores, and a multi-threaded CPU
-    op then stalls on its slowest thread (a new user's try: rms_norm 256x1024 20.5 ms with two
-    threads on a busy 2-core machine, 0.18 ms with one), so the medians are not the op's."""
+    op then stalls on its slowest thread (measured: rms_norm 256x1024 20.5 ms with two threads
+    on a busy 2-core machine, 0.18 ms with one), so the medians are not the op's."""
     if before_s is None or after_s is None or wall_s <= 0:
         return None
     share = (after_s - before_s) / wall_s
