@@ -73,12 +73,30 @@ __device__ __forceinline__ float row_scale(float amax, float* scales, int64_t ro
     return 1.0f / scale;
 }
 
-// Where a row's first 16-byte aligned pack starts (x's base 16-byte aligned, q's 8-byte aligned:
-// then q's element offset is aligned there too): head = elements before it, packs of 8 after.
-__device__ __forceinline__ void row_split(int64_t row, int cols, int& head, int& packs) {
+// A row's parts: its first 16-byte aligned pack starts `head` elements in (x's base 16-byte
+// aligned, q's 8-byte aligned: then q's element offset is aligned there too), `packs` packs of 8
+// follow, then a tail of under 8. `edge`: the one head or tail element of this thread (threads
+// 0..head-1 the head, threads 8..8+tail-1 the tail), -1 for none.
+struct RowParts {
+    const __nv_bfloat16* x;
+    __nv_fp8_storage_t* q;
+    const uint4* xv;
+    uint2* qv;
+    int packs, edge;
+};
+
+__device__ __forceinline__ RowParts row_parts(const __nv_bfloat16* x, __nv_fp8_storage_t* q, int64_t row, int cols) {
+    RowParts r;
     const int misalign = (int)((row * (int64_t)cols) % 8);
-    head = misalign ? min(8 - misalign, cols) : 0;
-    packs = (cols - head) / 8;
+    const int head = misalign ? min(8 - misalign, cols) : 0;
+    r.packs = (cols - head) / 8;
+    r.x = x + row * cols;
+    r.q = q + row * cols;
+    r.xv = reinterpret_cast<const uint4*>(r.x + head);
+    r.qv = reinterpret_cast<uint2*>(r.q + head);
+    const int t = threadIdx.x, tail_start = head + r.packs * 8;
+    r.edge = t < 8 ? (t < head ? t : -1) : (t < 16 && tail_start + t - 8 < cols ? tail_start + t - 8 : -1);
+    return r;
 }
 
 // E5M2 = false: e4m3 (max 448); true: e5m2 (max 57344). x: bfloat16 (rows, cols), q: fp8 bytes.
@@ -103,23 +121,15 @@ __global__ void __launch_bounds__(THREADS, PACKS > 4 ? 1 : 1024 / THREADS) quant
         const __nv_bfloat16* __restrict__ x, __nv_fp8_storage_t* __restrict__ q, float* __restrict__ scales, int cols) {
     __shared__ float shared[32];
     const int64_t row = blockIdx.x;
-    int head, packs;
-    row_split(row, cols, head, packs);
-    const __nv_bfloat16* xr = x + row * cols;
-    __nv_fp8_storage_t* qr = q + row * cols;
-    const uint4* xv = reinterpret_cast<const uint4*>(xr + head);
-    uint2* qv = reinterpret_cast<uint2*>(qr + head);
+    const RowParts r = row_parts(x, q, row, cols);
     const int t = threadIdx.x;
-    const int tail_start = head + packs * 8;  // elements [tail_start, cols): fewer than 8
     uint4 v[PACKS];
 #pragma unroll
     for (int p = 0; p < PACKS; ++p) {  // every load issued before the first use
         const int j = t + p * THREADS;
-        v[p] = j < packs ? __ldg(xv + j) : make_uint4(0, 0, 0, 0);
+        v[p] = j < r.packs ? __ldg(r.xv + j) : make_uint4(0, 0, 0, 0);
     }
-    // one head element (threads 0..head-1) and one tail element (threads 8..8+tail-1)
-    const int edge = t < 8 ? (t < head ? t : -1) : (t < 16 && tail_start + t - 8 < cols ? tail_start + t - 8 : -1);
-    const float xe = edge >= 0 ? to_float(xr[edge]) : 0.0f;
+    const float xe = r.edge >= 0 ? to_float(r.x[r.edge]) : 0.0f;
     float amax = fabsf(xe);
 #pragma unroll
     for (int p = 0; p < PACKS; ++p) amax = pack_amax(v[p], amax);
@@ -127,9 +137,9 @@ __global__ void __launch_bounds__(THREADS, PACKS > 4 ? 1 : 1024 / THREADS) quant
 #pragma unroll
     for (int p = 0; p < PACKS; ++p) {
         const int j = t + p * THREADS;
-        if (j < packs) qv[j] = pack_cast<E5M2>(v[p], inv);
+        if (j < r.packs) r.qv[j] = pack_cast<E5M2>(v[p], inv);
     }
-    if (edge >= 0) qr[edge] = to_fp8<E5M2>(xe * inv);
+    if (r.edge >= 0) r.q[r.edge] = to_fp8<E5M2>(xe * inv);
 }
 
 // Rows past the register kernel's reach: the packs in a loop, twice (amax, then the cast).
@@ -138,21 +148,13 @@ __global__ void __launch_bounds__(THREADS) quantize_rows_long_kernel(
         const __nv_bfloat16* __restrict__ x, __nv_fp8_storage_t* __restrict__ q, float* __restrict__ scales, int cols) {
     __shared__ float shared[32];
     const int64_t row = blockIdx.x;
-    int head, packs;
-    row_split(row, cols, head, packs);
-    const __nv_bfloat16* xr = x + row * cols;
-    __nv_fp8_storage_t* qr = q + row * cols;
-    const uint4* xv = reinterpret_cast<const uint4*>(xr + head);
-    uint2* qv = reinterpret_cast<uint2*>(qr + head);
-    const int t = threadIdx.x;
-    const int tail_start = head + packs * 8;
-    const int edge = t < 8 ? (t < head ? t : -1) : (t < 16 && tail_start + t - 8 < cols ? tail_start + t - 8 : -1);
-    const float xe = edge >= 0 ? to_float(xr[edge]) : 0.0f;
+    const RowParts r = row_parts(x, q, row, cols);
+    const float xe = r.edge >= 0 ? to_float(r.x[r.edge]) : 0.0f;
     float amax = fabsf(xe);
-    for (int j = t; j < packs; j += THREADS) amax = pack_amax(__ldg(xv + j), amax);
+    for (int j = threadIdx.x; j < r.packs; j += THREADS) amax = pack_amax(__ldg(r.xv + j), amax);
     const float inv = row_scale<E5M2>(block_max<THREADS>(amax, shared), scales, row);
-    for (int j = t; j < packs; j += THREADS) qv[j] = pack_cast<E5M2>(__ldg(xv + j), inv);
-    if (edge >= 0) qr[edge] = to_fp8<E5M2>(xe * inv);
+    for (int j = threadIdx.x; j < r.packs; j += THREADS) r.qv[j] = pack_cast<E5M2>(__ldg(r.xv + j), inv);
+    if (r.edge >= 0) r.q[r.edge] = to_fp8<E5M2>(xe * inv);
 }
 
 template <int THREADS, int PACKS, bool E5M2>
