@@ -196,9 +196,9 @@ def build_triton(spec: QuantizeSpec, params, ctx: BuildContext):
 _CPP_BINDING = BINDING_HEADERS + r"""
 extern "C" cudaError_t quantize_rows_bf16(const void*, void*, void*, int64_t, int, int, cudaStream_t);
 
-// x: bfloat16 (M, N) contiguous; scales: float32 (M, 1), written; returns q (M, N) as uint8 bytes
-// (the Python side views them as float8_e4m3fn).
-at::Tensor quantize_rows(at::Tensor x, at::Tensor scales) {
+// x: bfloat16 (M, N) contiguous; scales: float32 (M, 1), written; e5m2: 0 for e4m3, 1 for e5m2;
+// returns q (M, N) as uint8 bytes (the Python side views them as the spec's fp8 dtype).
+at::Tensor quantize_rows(at::Tensor x, at::Tensor scales, int64_t e5m2) {
     TORCH_CHECK(x.is_cuda() && scales.is_cuda(), "quantize: x and scales must be CUDA tensors");
     WB_CHECK(x.dim() == 2, "quantize: x must be 2-D (M, N), got %lld dims", (long long)x.dim());
     TORCH_CHECK(x.is_contiguous() && scales.is_contiguous(), "quantize: x and scales must be contiguous");
@@ -207,7 +207,7 @@ at::Tensor quantize_rows(at::Tensor x, at::Tensor scales) {
     WB_CHECK(x.size(1) < ((int64_t)1 << 31), "quantize: N must be < 2^31, got %lld", (long long)x.size(1));
     const c10::cuda::CUDAGuard guard(x.device());
     auto q = at::empty(x.sizes(), x.options().dtype(at::kByte));
-    auto err = quantize_rows_bf16(x.data_ptr(), q.data_ptr(), scales.data_ptr(), x.size(0), (int)x.size(1), 0,
+    auto err = quantize_rows_bf16(x.data_ptr(), q.data_ptr(), scales.data_ptr(), x.size(0), (int)x.size(1), (int)e5m2,
                                   c10::cuda::getCurrentCUDAStream());
     WB_CHECK(err == cudaSuccess, "quantize launch failed: %s", cudaGetErrorString(err));
     return q;
@@ -215,19 +215,28 @@ at::Tensor quantize_rows(at::Tensor x, at::Tensor scales) {
 """
 
 
+# quantize.cu's launch_fitting: (most 16-byte packs a row, threads a block) of the register kernel
+CUDA_SHAPES = ((128, 128), (256, 128), (512, 128), (1024, 256), (2048, 512), (4096, 512))
+
+
 def _cuda_launch(spec: QuantizeSpec, params) -> tuple[tuple[int, ...], int]:
-    return (spec.M, 1, 1), 256
+    """One block a row; its threads as quantize.cu picks them (aligned bases: torch's allocations)."""
+    threads = next((t for packs, t in CUDA_SHAPES if spec.N // 8 <= packs), 512)
+    return (spec.M, 1, 1), threads
 
 
-@QUANTIZE.impl("cuda", source=CudaSource(CU_FILE, ("quantize_rows_vec_kernel", "quantize_rows_kernel"),
-                                          launch=_cuda_launch))
+@QUANTIZE.impl("cuda", source=CudaSource(CU_FILE, ("quantize_rows_vec_kernel", "quantize_rows_long_kernel",
+                                                     "quantize_rows_kernel"), launch=_cuda_launch))
 def build_cuda(spec: QuantizeSpec, params, ctx: BuildContext):
-    """CUDA C++: one block per row, a shuffle max reduction, cvt.rn.satfinite to e4m3 (any N);
-    rows of up to 16384 in 16-byte packs stay in registers (one read), others are read twice."""
+    """CUDA C++, fused: one block per row, the row in registers as 16-byte packs (one HBM read),
+    a shuffle max reduction, x * (1 / s) and paired cvt.rn.satfinite.e4m3x2 (or e5m2x2) into 8-byte
+    stores; any N (a misaligned row's head and tail one element a thread; rows past 32768 elements
+    read twice)."""
     module = load_cuda("wb_quantize", CU_FILE, _CPP_BINDING, ["quantize_rows"], ctx.build_dir, binding="library")
+    e5m2 = int(spec.dtype.value == "float8_e5m2")
 
     def run(x):
         x = x.contiguous()
         s = torch.empty((x.shape[0], 1), dtype=torch.float32, device=x.device)
-        return module.quantize_rows(x, s).view(torch.float8_e4m3fn), s
+        return module.quantize_rows(x, s, e5m2).view(spec.dtype.torch), s
     return run

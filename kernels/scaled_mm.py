@@ -15,8 +15,9 @@ reads both operands K-major from shared memory, so the inputs are made in that l
 transpose is timed (`b.t().contiguous().t()` is how a row-major B gets there).
 
 Implementations: `pytorch` (torch._scaled_mm: cuBLASLt on the GPU; torch's CPU kernel on a CPU),
-`triton` (fp8 tl.dot into a float32 accumulator, scales applied in the epilogue; its tile tuned
-per device over a small candidate list, workbench/tuning.py), and `manual`: the lecture-style
+`triton` (fp8 tl.dot into a float32 accumulator, scales applied in the epilogue: on sm_90 a
+persistent kernel whose tiles come and go through TMA, else a pointer kernel; its tile tuned per
+device over a small candidate list, workbench/tuning.py), and `manual`: the lecture-style
 row, a bfloat16 matmul of the inputs dequantised in bfloat16. fp8 tensor cores (mma/wgmma e4m3)
 need sm_89+ (Ada, Hopper): `pytorch` and `triton` are unavailable on older GPUs (Need.fp8); on a
 CPU the check still runs (torch's CPU _scaled_mm, the Triton interpreter, whose fp8 dot is right).
@@ -39,11 +40,11 @@ from workbench.check.tolerance import FP8_MAX
 from workbench.triton_support import jit, tl
 
 from workbench.tuning import CandidateLists, attach, can_tune, choose, compiled_on_gpu
-from ._tma_gemm import _tile_ids
+from ._tma_gemm import SM90_SMS, _StandIn, _halves, _tile_ids, sm_count, tensor_descriptor_class
 from ._utils import cdiv
 
 FP8_DTYPES = (DType.float8_e4m3fn,)
-TUNE_VERSION = "1"
+TUNE_VERSION = "2"  # 2: the TMA kernel and its configs (TMA, SUBTILE)
 
 
 # -- spec ------------------------------------------------------------------------------------
@@ -215,17 +216,85 @@ def _scaled_mm_kernel(a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K,
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
 
 
-# The tuner's candidates (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages), per device:
-# sm_90 (227 KiB of shared memory a block: 128x256x128 over 3 stages is 144 KiB of fp8 tiles, over
-# 4 stages 192 KiB),
-# sm_89 (99 KiB), and small tiles for the CPU interpreter (nothing is timed there).
-_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
+@jit
+def _scaled_mm_tma_kernel(a_desc, b_desc, c_desc, sa_ptr, sb_ptr, M, N, K, ROWWISE: tl.constexpr,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                          GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, SUBTILE: tl.constexpr):
+    """Persistent TMA + wgmma fp8 GEMM (kernels/_tma_gemm.py's form): program p computes tiles p,
+    p + NUM_PROGRAMS, ... in GROUP_M order; A (M, K) and B^T (N, K) tiles come in through TMA
+    (both K-major, as fp8 wgmma reads them: the dot takes b.T), the K tail and rows past M or N
+    as TMA's zeros; the scales multiply the float32 tile, and C leaves through TMA in bfloat16
+    (in two BLOCK_N / 2 halves with SUBTILE, which frees shared memory for a 4th stage)."""
+    start_pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    num_tiles = num_pid_m * num_pid_n
+    tile_id_c = start_pid - NUM_PROGRAMS  # the epilogue's own counter (Triton's persistent tutorial)
+    for tile_id in tl.range(start_pid, num_tiles, NUM_PROGRAMS, flatten=True):
+        pid_m, pid_n = _tile_ids(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        offs_am = pid_m * BLOCK_M
+        offs_bn = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            a = a_desc.load([offs_am, ki * BLOCK_K])
+            b = b_desc.load([offs_bn, ki * BLOCK_K])
+            acc = tl.dot(a, b.T, acc)
+        tile_id_c += NUM_PROGRAMS
+        pid_m, pid_n = _tile_ids(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
+        offs_cm = pid_m * BLOCK_M
+        offs_cn = pid_n * BLOCK_N
+        if ROWWISE:
+            rows = offs_cm + tl.arange(0, BLOCK_M)
+            cols = offs_cn + tl.arange(0, BLOCK_N)
+            acc = acc * tl.load(sa_ptr + rows, mask=rows < M, other=0.0)[:, None] \
+                * tl.load(sb_ptr + cols, mask=cols < N, other=0.0)[None, :]
+        else:
+            acc = acc * (tl.load(sa_ptr) * tl.load(sb_ptr))
+        if SUBTILE:
+            acc0, acc1 = _halves(acc, BLOCK_M, BLOCK_N)
+            c_desc.store([offs_cm, offs_cn], acc0.to(c_desc.dtype))
+            c_desc.store([offs_cm, offs_cn + BLOCK_N // 2], acc1.to(c_desc.dtype))
+        else:
+            c_desc.store([offs_cm, offs_cn], acc.to(c_desc.dtype))
+
+
+# The tuner's candidates (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, TMA, SUBTILE),
+# per device. TMA 0: _scaled_mm_kernel (pointer loads, one program a tile); TMA 1:
+# _scaled_mm_tma_kernel (persistent, TMA loads and stores), for shapes it fits (tma_fits: K % 16 == 0,
+# N % 8 == 0), else the pointer kernel with the same tile. sm_90 has 227 KiB of shared memory a
+# block: a 128x256x128 stage is 48 KiB of fp8 tiles (3 stages 144 KiB, 4 stages 192 KiB), plus C's
+# TMA staging, 64 KiB or 32 KiB with SUBTILE (Triton 3.6 AOT: s4 SUBTILE 224 KiB, s3 no SUBTILE
+# 208 KiB; s4 without SUBTILE would not fit). sm_89 (99 KiB): pointer tiles; the CPU interpreter:
+# small tiles (nothing is timed there).
+#
+# CANDIDATES[90] is the exploration list, timed once on the H100 (80GB HBM3, Triton 3.6, torch
+# 2.11, 2026-12-06, one call of `benchmarks/gpu_evidence.py --stage fp8`: the tuner's 4 alternating
+# do_bench rounds, L2 flushed; ms at 4096^3 / 8192^3 / 8192^3 rowwise):
+#   TMA 128x256 s3 SUBTILE G8    0.1031 / 0.7944 / 0.8308  (8192^3 winner, both scalings)
+#   TMA 128x256 s4 SUBTILE G8    0.1015 / 0.8228 / 0.8407  (4096^3 winner)
+#   TMA 128x256 s4 SUBTILE G16   0.1022 / 0.8366 / 0.8363;  s3 SUBTILE G16 0.1037 / 0.8362 / 0.8385
+#   TMA 128x256 s4 SUBTILE G4    0.1035 / 0.8486 / 0.8420;  s3 no SUBTILE G8 0.1050 / 0.8263 / 0.8474
+#   TMA 256x128 s3 SUBTILE G8    0.1114 / 0.8590 / 0.8864;  TMA 128x128 w4 s4 0.1121 / 0.8553 / 0.8810
+#   pointer 256x128 s3 0.1169 / 0.9493 / 0.9504; 128x128 w4 s4 0.1281 / 0.9682 / 0.9634;
+#   128x256 s3 0.1452 / 1.1785 / 0.8776; 128x256 s4 0.1474 / 1.3065 / 0.8831
+# (the pointer kernel was main's: 0.924x cuBLASLt at 2048^3, 0.943x at 4096^3 before this list).
+# Then, in the same call, the winners against cuBLASLt (torch._scaled_mm) in 5 interleaved rounds:
+# 4096^3 0.1020 ms against 0.1078 (1.056x), 8192^3 0.8430 against 0.8920 (1.058x), 8192^3 rowwise
+# 0.8505 against 0.9009 (1.059x); fp8 cuBLASLt against bf16 cuBLAS 1.76x and 1.82x.
+# H100_CANDIDATES keeps the configs within 5% of a winner in some column, and one pointer config
+# (the pointer kernel's best: shapes TMA cannot take tune over the same tiles through it). The
+# H200 tunes over CANDIDATES[90] until it is measured there.
+_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "TMA", "SUBTILE")
 CANDIDATES = {
-    90: [(128, 256, 128, 8, 8, 3), (128, 256, 128, 8, 8, 4), (256, 128, 128, 8, 8, 3), (128, 128, 128, 8, 4, 4),
-         (128, 256, 64, 8, 8, 4), (128, 128, 64, 8, 4, 5)],
-    89: [(128, 128, 64, 8, 4, 3), (128, 64, 64, 8, 4, 4), (64, 128, 128, 8, 4, 3)],
-    0: [(32, 32, 32, 1, 4, 1)],
+    90: [(128, 256, 128, 8, 8, 3, 1, 1), (128, 256, 128, 8, 8, 4, 1, 1), (128, 256, 128, 16, 8, 4, 1, 1),
+         (128, 256, 128, 16, 8, 3, 1, 1), (128, 256, 128, 4, 8, 4, 1, 1), (128, 256, 128, 8, 8, 3, 1, 0),
+         (256, 128, 128, 8, 8, 3, 1, 1), (128, 128, 128, 8, 4, 4, 1, 1), (256, 128, 128, 8, 8, 3, 0, 0),
+         (128, 128, 128, 8, 4, 4, 0, 0), (128, 256, 128, 8, 8, 3, 0, 0), (128, 256, 128, 8, 8, 4, 0, 0)],
+    89: [(128, 128, 64, 8, 4, 3, 0, 0), (128, 64, 64, 8, 4, 4, 0, 0), (64, 128, 128, 8, 4, 3, 0, 0)],
+    0: [(32, 32, 32, 1, 4, 1, 0, 0)],
 }
+H100_CANDIDATES = CANDIDATES[90][:6] + [(256, 128, 128, 8, 8, 3, 0, 0)]
 
 
 def _configs(table) -> list[dict[str, int]]:
@@ -233,18 +302,30 @@ def _configs(table) -> list[dict[str, int]]:
 
 
 def candidates(ctx: BuildContext | None) -> list[dict[str, int]] | CandidateLists:
-    """The tile configs tried on this device (workbench.tuning.CandidateLists: the sm_90 list on
-    the H100 and H200, the smaller-tile sm_89 list as the generic one; the interpreter's on a CPU)."""
+    """The tile configs tried on this device (workbench.tuning.CandidateLists: H100_CANDIDATES on
+    the H100, CANDIDATES[90] on the H200, the smaller-tile sm_89 list as the generic one; the
+    interpreter's on a CPU)."""
     if not (compiled_on_gpu(ctx) if ctx is not None else torch.cuda.is_available()):
         return _configs(CANDIDATES[0])
     return GPU_LISTS
 
 
-GPU_LISTS = CandidateLists({"H100 sm_90": _configs(CANDIDATES[90]), "H200 sm_90": _configs(CANDIDATES[90])},
+GPU_LISTS = CandidateLists({"H100 sm_90": _configs(H100_CANDIDATES), "H200 sm_90": _configs(CANDIDATES[90])},
                            _configs(CANDIDATES[89]))
 
 
-def _launch_of(spec: ScaledMmSpec, config) -> TritonLaunch:
+def tma_fits(spec: ScaledMmSpec) -> bool:
+    """Whether the TMA kernel takes this problem: rows of A, B^T (fp8: K % 16) and C (bfloat16:
+    N % 8) 16-byte aligned, and a Triton with host tensor descriptors."""
+    return spec.K % 16 == 0 and spec.N % 8 == 0 and tensor_descriptor_class() is not None
+
+
+def _launch_of(spec: ScaledMmSpec, config, tensors=None, sms: int = SM90_SMS) -> TritonLaunch:
+    """The launch of `config` (TMA 1 and the shape fits: the persistent TMA kernel, else the
+    pointer kernel). tensors (a, b, c, sa, sb): the TMA kernel's descriptors point at them (the
+    run); without, at stand-ins (the ahead-of-time PTX, the same specialisation)."""
+    if int(config.get("TMA", 0)) and tma_fits(spec):
+        return _tma_launch(spec, config, tensors, sms)
     ptr = triton_ptr(spec.dtype)
     return TritonLaunch(
         kernel=_scaled_mm_kernel,
@@ -261,6 +342,34 @@ def _launch_of(spec: ScaledMmSpec, config) -> TritonLaunch:
     )
 
 
+def _tma_launch(spec: ScaledMmSpec, config, tensors, sms: int) -> TritonLaunch:
+    descriptor = tensor_descriptor_class()
+    m, n, k = spec.M, spec.N, spec.K
+    bm, bn, bk, sub = (int(config[key]) for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SUBTILE"))
+    if tensors is None:
+        fp8 = spec.dtype.torch
+        tensors = (_StandIn(fp8, (m, k)), _StandIn(fp8, (n, k)), _StandIn(torch.bfloat16, (m, n)),
+                   _StandIn(torch.float32, (m, 1)), _StandIn(torch.float32, (1, n)))
+    a, bt, c, sa, sb = tensors
+    cn = bn // 2 if sub else bn
+    t = triton_ptr(spec.dtype).removeprefix("*")
+    programs = max(1, min(sms, cdiv(m, bm) * cdiv(n, bn)))
+    return TritonLaunch(
+        kernel=_scaled_mm_tma_kernel,
+        signature={"a_desc": f"tensordesc<{t}[{bm}, {bk}]>", "b_desc": f"tensordesc<{t}[{bn}, {bk}]>",
+                   "c_desc": f"tensordesc<bf16[{bm}, {cn}]>", "sa_ptr": "*fp32", "sb_ptr": "*fp32",
+                   "M": "i32", "N": "i32", "K": "i32",
+                   **{key: "constexpr" for key in ("ROWWISE", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M",
+                                                   "NUM_PROGRAMS", "SUBTILE")}},
+        constexprs={"ROWWISE": int(spec.rowwise), "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
+                    "GROUP_M": int(config["GROUP_M"]), "NUM_PROGRAMS": programs, "SUBTILE": sub},
+        grid=(programs, 1, 1), num_warps=int(config["num_warps"]), num_stages=int(config["num_stages"]),
+        scalars={"a_desc": descriptor(a, [m, k], [k, 1], [bm, bk]), "b_desc": descriptor(bt, [n, k], [k, 1], [bn, bk]),
+                 "c_desc": descriptor(c, [m, n], [n, 1], [bm, cn]), "sa_ptr": sa, "sb_ptr": sb,
+                 "M": m, "N": n, "K": k},
+    )
+
+
 def _choice(spec: ScaledMmSpec, ctx, run=None):
     return choose(ctx, "scaled_mm", "triton", spec, candidates(ctx), run, version=TUNE_VERSION)
 
@@ -269,27 +378,43 @@ def _triton_launch(spec: ScaledMmSpec, params, ctx: BuildContext | None = None) 
     import dataclasses
 
     tuned = _choice(spec, ctx)
-    return dataclasses.replace(_launch_of(spec, tuned.config), note=tuned.note)
+    return dataclasses.replace(_launch_of(spec, tuned.config, sms=sm_count(ctx)), note=tuned.note)
 
 
-def runner(launch: TritonLaunch, spec: ScaledMmSpec):
+def runner(spec: ScaledMmSpec, config, sms: int = SM90_SMS):
     """The timed call: A row-major and the (K, N) B column-major, as make_inputs makes them (then
-    nothing is copied); other layouts are copied into those first."""
+    nothing is copied); other layouts are copied into those first. The TMA kernel's descriptors
+    are made per call (host objects over the call's tensors)."""
+    tma = bool(int(config.get("TMA", 0))) and tma_fits(spec)
+    launch = None if tma else _launch_of(spec, config)
+
     def run(a, b, sa, sb):
         a = a.contiguous()
         if b.stride(0) != 1 or b.stride(1) != b.shape[0]:
             b = b.t().contiguous().t()
         out = torch.empty((spec.M, spec.N), dtype=torch.bfloat16, device=a.device)
-        launch.run(a, b, out, sa.contiguous(), sb.contiguous())
+        sa, sb = sa.contiguous(), sb.contiguous()
+        if tma:
+            run_launch(_tma_launch(spec, config, (a, b.t(), out, sa, sb), sms))
+        else:
+            launch.run(a, b, out, sa, sb)
         return out
     return run
+
+
+def run_launch(launch: TritonLaunch):
+    """`kernel[grid](...)` of a launch whose scalars hold its descriptors and scale pointers."""
+    return launch.kernel[launch.grid](**launch.scalars, **launch.constexprs, num_warps=launch.num_warps,
+                                      num_stages=launch.num_stages)
 
 
 @SCALED_MM.impl("triton", needs=["fp8"], source=TritonSource(_triton_launch))
 def build_triton(spec: ScaledMmSpec, params, ctx: BuildContext):
     """Triton: fp8 tl.dot (wgmma e4m3 on sm_90), float32 accumulator, scales in the epilogue;
-    the tile tuned on the device over a small per-device list (CANDIDATES)."""
+    the kernel (persistent TMA or pointer loads) and its tile tuned on the device over a small
+    per-device list (CANDIDATES, H100_CANDIDATES)."""
+    sms = sm_count(ctx)
     tuning = make_inputs(spec, ctx.device, 1) if can_tune(ctx) else None
-    run = (lambda config: runner(_launch_of(spec, config), spec)(*tuning)) if tuning else None
+    run = (lambda config: runner(spec, config, sms)(*tuning)) if tuning else None
     tuned = _choice(spec, ctx, run)
-    return attach(runner(_launch_of(spec, tuned.config), spec), tuned)
+    return attach(runner(spec, tuned.config, sms), tuned)

@@ -127,6 +127,44 @@ def test_quantize_outputs_and_scales():
     assert s[0, 0] == pytest.approx(2.0 / 448) and q[1].float().tolist() == [0.0, 0.0, 0.0]
 
 
+def test_quantize_cuda_launch_geometry_mirrors_the_kernel_choice():
+    """kernels/quantize.py's CUDA_SHAPES (the PTX pane's launch geometry) are launch_fitting's in
+    quantize.cu: (most packs, threads) in the same order."""
+    import re
+
+    from workbench.kernels.quantize import CU_FILE, CUDA_SHAPES
+
+    body = CU_FILE.read_text().split("static bool launch_fitting", 1)[1].split("return true;", 1)[0]
+    shapes = [(int(p), int(t)) for p, t in re.findall(r"packs <= (\d+)\) launch_vec<(\d+),", body)]
+    assert shapes == list(CUDA_SHAPES), shapes
+
+
+@pytest.mark.slow  # runs nvcc
+def test_quantize_cu_reads_16_bytes_and_stores_paired_satfinite_fp8(tmp_path):
+    """The register kernel's PTX: 16-byte loads, the paired saturating conversions of both kinds,
+    8-byte stores, and no per-element IEEE division (div.rn.f32 is there once a thread: 1 / s)."""
+    import re
+    import subprocess
+
+    from workbench.kernels.quantize import CU_FILE
+    from workbench.machine import find_nvcc
+
+    nvcc = find_nvcc()
+    if nvcc is None:
+        pytest.skip("nvcc not found (CUDA toolkit not installed)")
+    out = tmp_path / "quantize.ptx"
+    proc = subprocess.run([nvcc, "-ptx", "-arch=sm_90", "-O3", str(CU_FILE), "-o", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    entries = re.split(r"\.entry\s+", out.read_text())[1:]
+    vec = {e.split("(", 1)[0]: e for e in entries if e.startswith("_Z24quantize_rows_vec_kernelILi256ELi4E")}
+    assert len(vec) == 2, list(vec)  # e4m3 and e5m2
+    for name, body in vec.items():
+        kind = "e5m2" if "Lb1E" in name else "e4m3"
+        assert body.count("ld.global.nc.v4") == 4 and body.count(f"cvt.rn.satfinite.{kind}x2.f32") == 17, name
+        assert body.count("st.global.v2") == 4 and body.count("div.rn.f32") <= 2, name
+
+
 # -- PTX: fp8 tensor-core instructions counted and named ---------------------------------------
 def test_fp8_mma_counted_in_ptx_and_named_in_the_notes():
     from workbench.ptx.counts import count_instructions
@@ -145,15 +183,65 @@ def test_fp8_mma_counted_in_ptx_and_named_in_the_notes():
 @pytest.mark.slow  # Triton's ahead-of-time compile runs ptxas
 def test_triton_scaled_mm_emits_fp8_wgmma_for_sm90():
     from sm90_aot import compile_sm90
-    from workbench.kernels.scaled_mm import CANDIDATES, _KEYS, _launch_of
+    from workbench.kernels.scaled_mm import CANDIDATES, H100_CANDIDATES, _KEYS, _launch_of
     from workbench.ptx.counts import count_instructions
 
     op = REGISTRY.op("scaled_mm")
     for rowwise in (0, 1):
         spec = op.make_spec({"M": 4096, "N": 4096, "K": 4096, "rowwise": rowwise})
-        ptx = compile_sm90(_launch_of(spec, dict(zip(_KEYS, CANDIDATES[90][0])))).asm["ptx"]
-        counts = count_instructions(ptx)
-        assert counts["wgmma_fp8"] > 0 and ".e4m3.e4m3" in ptx, counts
+        for config, tma in ((CANDIDATES[90][0], True), (H100_CANDIDATES[-1], False)):
+            compiled = compile_sm90(_launch_of(spec, dict(zip(_KEYS, config))))
+            ptx = compiled.asm["ptx"]
+            counts = count_instructions(ptx)
+            assert counts["wgmma_fp8"] > 0 and ".e4m3.e4m3" in ptx, counts
+            assert ("cp.async.bulk.tensor" in ptx) == tma, config  # the TMA kernel's loads, not the pointer kernel's
+            assert compiled.metadata.shared <= 227 * 1024, (config, compiled.metadata.shared)
+
+
+def test_scaled_mm_tma_configs_fall_back_to_the_pointer_kernel_where_tma_cannot_go():
+    from workbench.kernels.scaled_mm import CANDIDATES, _KEYS, _launch_of, _scaled_mm_kernel, _scaled_mm_tma_kernel
+
+    op = REGISTRY.op("scaled_mm")
+    config = dict(zip(_KEYS, CANDIDATES[90][0]))
+    assert config["TMA"] == 1
+    fits = _launch_of(op.make_spec({"M": 1100, "N": 4096, "K": 4096}), config, sms=132)  # 9 x 16 tiles
+    assert fits.kernel is _scaled_mm_tma_kernel and fits.grid == (132, 1, 1)  # persistent: one program an SM
+    few = _launch_of(op.make_spec({"M": 128, "N": 512, "K": 4096}), config, sms=132)
+    assert few.grid == (2, 1, 1) and few.constexprs["NUM_PROGRAMS"] == 2  # no more programs than tiles
+    for shape in ({"M": 64, "N": 4096, "K": 100}, {"M": 64, "N": 1000 + 4, "K": 4096}):  # K % 16, N % 8
+        assert _launch_of(op.make_spec(shape), config).kernel is (
+            _scaled_mm_tma_kernel if shape["N"] % 8 == 0 and shape["K"] % 16 == 0 else _scaled_mm_kernel)
+    assert _launch_of(op.make_spec({"M": 64, "N": 4095, "K": 4096}), config).kernel is _scaled_mm_kernel
+
+
+_TMA_UNDER_THE_INTERPRETER = """
+import torch
+from workbench.registry import discover
+from workbench.kernels.scaled_mm import reference, runner
+op = discover().op("scaled_mm")
+for rowwise in (0, 1):
+    spec = op.make_spec({"M": 100, "N": 136, "K": 160, "rowwise": rowwise})  # tails in M, N and K
+    inputs = op.make_inputs(spec, "cpu", 0)
+    tile = dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=32, GROUP_M=2, num_warps=4, num_stages=1)
+    pointer = runner(spec, dict(tile, TMA=0, SUBTILE=0))(*inputs)
+    for sub in (0, 1):
+        tma = runner(spec, dict(tile, TMA=1, SUBTILE=sub), sms=3)(*inputs)
+        assert torch.equal(tma, pointer), (rowwise, sub, (tma.float() - pointer.float()).abs().max())
+    ref = reference(*(t.double() for t in inputs))
+    assert (pointer.double() - ref).abs().max() < 2 ** -7 * ref.abs().max(), rowwise
+print("ok")
+"""
+
+
+@pytest.mark.slow  # an interpreter child (TRITON_INTERPRET is read when the op files are imported)
+def test_scaled_mm_tma_kernel_matches_the_pointer_kernel_under_the_interpreter():
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _TMA_UNDER_THE_INTERPRETER], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
 
 
 def test_a_session_asking_fp8_of_an_op_that_does_not_declare_it_names_the_allowed_dtypes(tmp_path):
@@ -170,11 +258,14 @@ def test_a_session_asking_fp8_of_an_op_that_does_not_declare_it_names_the_allowe
 
 
 def test_scaled_mm_tile_lists_per_device():
-    from workbench.kernels.scaled_mm import CANDIDATES, GPU_LISTS, candidates
+    from workbench.kernels.scaled_mm import CANDIDATES, GPU_LISTS, H100_CANDIDATES, _KEYS, candidates
 
-    for device in ("NVIDIA H100 80GB HBM3 sm_90", "NVIDIA H200 sm_90"):
-        assert GPU_LISTS.select(device)[1][0]["BLOCK_K"] == CANDIDATES[90][0][2]
-    assert GPU_LISTS.select("NVIDIA L4 sm_89")[1][0]["BLOCK_N"] == CANDIDATES[89][0][1]  # generic: smaller tiles
+    h100 = GPU_LISTS.select("NVIDIA H100 80GB HBM3 sm_90")[1]
+    assert h100 == [dict(zip(_KEYS, c)) for c in H100_CANDIDATES] and set(H100_CANDIDATES) <= set(CANDIDATES[90])
+    assert h100[0]["TMA"] == 1 and any(c["TMA"] == 0 for c in h100)  # TMA first, a pointer config kept
+    assert len(GPU_LISTS.select("NVIDIA H200 sm_90")[1]) == len(CANDIDATES[90])  # not measured there yet
+    generic = GPU_LISTS.select("NVIDIA L4 sm_89")[1]
+    assert generic[0]["BLOCK_N"] == CANDIDATES[89][0][1] and not any(c["TMA"] for c in generic)  # no TMA on Ada
     assert candidates(CPU)[0]["BLOCK_M"] == 32  # the interpreter's small tile, nothing timed
 
 
