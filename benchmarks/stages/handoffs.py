@@ -23,9 +23,10 @@ One flushed progress line per step.
    (--quick) or 6: the engine's medians with and without the ranges, the median over rounds of
    each, and their ratio (on / off; the target is within 1%).
 4. NVTX selection: `ncu --nvtx --nvtx-include "run0-triton/"` (the row: its build, check and
-   timed kernels) and `"run0-triton/timed/"` (its timed window: the Triton kernel only) over a
-   tiny replay of pytorch and triton GeLU rows, each with `--launch-count` and `--clock-control
-   none`. Logs: OUT/handoffs-ncu-nvtx-*.log.
+   timed kernels) and `"run0-triton/timed/"` (its timed window) over a tiny replay of pytorch and
+   triton GeLU rows, each with `--kernel-name regex:[Gg]elu`, `--launch-count 4` and
+   `--clock-control none`: the pytorch row (run first) launches GeLU kernels too, so every kernel
+   profiled being the Triton one shows the range selected the row. Logs: OUT/handoffs-ncu-nvtx-*.log.
 5. peers: examples/liger.yaml (Liger-Kernel's softmax and RMSNorm against ours; --quick: no
    profile, fewer repetitions) -> its table.
 6. figures: `workbench --plot` of the GeLU document and of the sweep document as SVG (and the
@@ -280,7 +281,9 @@ def nvtx_selection(out: Path) -> list[dict]:
     path = out / "handoffs-nvtx.yaml"
     path.write_text(yaml.safe_dump(tiny, sort_keys=False))
     # ncu's push/pop filter: "A/" the range A, "A/B/" the range B directly inside A
-    return [_ncu_select(ncu, include, count, path, out) for include, count in (("run0-triton/", 20),
+    # with a name filter for GeLU kernels: the pytorch row (run first) launches GeLU kernels too, so
+    # only the range can keep them out; the row's own range also holds its input and check kernels
+    return [_ncu_select(ncu, include, count, path, out) for include, count in (("run0-triton/", 4),
                                                                                 ("run0-triton/timed/", 4))]
 
 
@@ -288,7 +291,7 @@ def _ncu_select(ncu: str, include: str, count: int, path: Path, out: Path) -> di
     log = out / f"handoffs-ncu-nvtx-{include.strip('/').replace('/', '-')}.log"
     log.unlink(missing_ok=True)
     argv = [ncu, "--nvtx", "--nvtx-include", include, "--clock-control", "none", "--target-processes", "all",
-            "--launch-count", str(count), "--metrics", "gpu__time_duration.sum", "--log-file", str(log),
+            "--kernel-name", "regex:[Gg]elu", "--launch-count", str(count), "--metrics", "gpu__time_duration.sum", "--log-file", str(log),
             sys.executable, "-m", "workbench", "--replay", str(path), "-o", str(out / "handoffs-nvtx.json")]
     step(f"ncu --nvtx-include {include} -c {count}")
     rc, output, took = child(argv, 60)
@@ -298,8 +301,7 @@ def _ncu_select(ncu: str, include: str, count: int, path: Path, out: Path) -> di
     kernels = [line.split("(")[0].strip() for line in text.splitlines()
                if line.startswith("  ") and "Context" in line and "Stream" in line]
     triton = [k for k in kernels if "gelu" in k.lower() and "elementwise" not in k]
-    timed = "timed" in include
-    ok = bool(triton) and (not timed or len(triton) == len(kernels))  # the timed window: only the row's kernel
+    ok = bool(triton) and len(triton) == len(kernels)  # the range kept the pytorch row's GeLU kernels out
     step(f"ncu --nvtx-include {include}: rc {rc}, {len(kernels)} kernels in {took:.1f} s")
     return {"part": "nvtx-ncu", "include": include, "rc": rc, "s": round(took, 1), "kernels": len(kernels),
             "row_kernel": len(triton), "names": ",".join(sorted(set(kernels)))[:100], "log": log.name,
