@@ -29,13 +29,13 @@ from .commands import PANE_TITLES, ImplsProvider, OpsProvider, SessionsProvider,
 from .dialogs import ConfirmScreen, HelpScreen
 from .editor import EditorMixin
 from .keys import RUN_LIST_KEYS, KeyDataTable
-from .pane_diagnosis import DiagnosisPane
+from .panes.diagnosis import DiagnosisPane
 from .fitting import FittedFooter, PaneTabs
-from .pane_log import LogPane
-from .pane_profile import ProfilePane
-from .pane_ptx import PtxPane
-from .pane_timing import TimingPane
-from .pane_traffic import TrafficPane
+from .panes.log import LogPane
+from .panes.profile import ProfilePane
+from .panes.ptx import PtxPane
+from .panes.timing import TimingPane
+from .panes.traffic import TrafficPane
 from .run_actions import UNDO_KEY, RunsMixin
 from .run_bar import RunBar
 from .runner import REFRESH_S, RunnerMixin

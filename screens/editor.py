@@ -9,11 +9,11 @@ from textual.widgets import Static, TabbedContent
 
 from . import editing, sessions_io
 from .messages import Choice, ImplsPicked, ParamsEdited, SpecEdited
-from .pane_diagnosis import DiagnosisPane
-from .pane_profile import ProfilePane
-from .pane_ptx import PtxPane
-from .pane_timing import TimingPane
-from .pane_traffic import TrafficPane
+from .panes.diagnosis import DiagnosisPane
+from .panes.profile import ProfilePane
+from .panes.ptx import PtxPane
+from .panes.timing import TimingPane
+from .panes.traffic import TrafficPane
 from .sidebar import ImplPanel, OpList
 from .spec_editor import SpecEditor
 
