@@ -14,6 +14,10 @@ import importlib
 import re
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from textual.widget import Widget
 
 
 @dataclass(frozen=True)
@@ -30,7 +34,7 @@ class Pane:
     focus: str  # the selector (within the pane) that gets the keyboard when the pane is shown
     results: bool = True  # it shows the run's results (editor.py sets its `model`); the Log does not
 
-    def widget_class(self) -> type:
+    def widget_class(self) -> type[Widget]:
         """The pane's widget class, imported on first use (no torch: the front end's rule)."""
         return _load(self.module, self.cls)
 
@@ -74,7 +78,7 @@ check_table(PANES)
 BY_ID = {pane.id: pane for pane in PANES}
 
 
-def result_panes() -> list[tuple[str, type]]:
+def result_panes() -> list[tuple[str, type[Widget]]]:
     """(id, widget class) of every pane that shows the run's results, in tab order."""
     return [(pane.id, pane.widget_class()) for pane in PANES if pane.results]
 
@@ -85,5 +89,5 @@ def help_groups() -> list[tuple[str, object]]:
 
 
 @cache
-def _load(module: str, cls: str) -> type:
+def _load(module: str, cls: str) -> type[Widget]:
     return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
