@@ -18,7 +18,7 @@ from textual.message import Message
 from workbench.results.report_diagnosis import ab_line
 from workbench.session.model import ABSide, ImplRef, RunSpec, Session
 
-from .pane_diagnosis import DiagnosisPane
+from .panes.diagnosis import DiagnosisPane
 
 
 class CompareDone(Message):

@@ -25,17 +25,14 @@ from textual.widgets import Input, Static, TabbedContent, TabPane
 
 from . import fmt, heap, sessions_io
 from .ab_action import ABMixin
-from .commands import PANE_TITLES, ImplsProvider, OpsProvider, SessionsProvider, action_commands
+from .commands import ImplsProvider, OpsProvider, SessionsProvider, action_commands
 from .dialogs import ConfirmScreen, HelpScreen
 from .editor import EditorMixin
 from .keys import RUN_LIST_KEYS, KeyDataTable
-from .pane_diagnosis import DiagnosisPane
 from .fitting import FittedFooter, PaneTabs
-from .pane_log import LogPane
-from .pane_profile import ProfilePane
-from .pane_ptx import PtxPane
-from .pane_timing import TimingPane
-from .pane_traffic import TrafficPane
+from .panes import BY_ID, PANES, help_groups
+from .panes.log import LogPane
+from .panes.timing import TimingPane
 from .run_actions import UNDO_KEY, RunsMixin
 from .run_bar import RunBar
 from .runner import REFRESH_S, RunnerMixin
@@ -57,9 +54,6 @@ GENERAL_KEYS = [Binding("ctrl+p", "palette", "Command palette: every action, ops
                 Binding("space", "toggle", "Tick or untick an implementation or action"),
                 Binding("enter", "select", "Pick the highlighted run or op"),
                 Binding("ctrl+q", "quit_now", "Quit (asks if a run is active)")]
-PANES = tuple(PANE_TITLES)
-PANE_FOCUS = {"timing": "#results-table", "profile": "#profile-table", "ptx": "#ptx-scroll",
-              "traffic": "#traffic-table", "log": "LogPane", "diagnosis": "#diagnosis-table"}
 
 
 class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMixin, WatchMixin, ABMixin, App):
@@ -80,8 +74,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         Binding("q", "quit", "Quit"),
         # m wherever the Timing pane is on screen (its caption offers it), not only with focus in it
         Binding("m", "next_metric", "Metric", show=False),
-        *(Binding(str(i), f"pane('{p}')", PANE_TITLES[p], show=False)
-          for i, p in enumerate(PANES, start=1)),
+        *(Binding(pane.key, f"pane('{pane.id}')", pane.title, show=False) for pane in PANES),
     ]
 
     def __init__(self, session_path: Path | None = None, options: Any = None, *,
@@ -115,17 +108,12 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
                 yield _titled(ImplPanel(id="impls"), "Implementations")
                 yield _titled(SpecEditor(id="spec"), "Spec (e)")
             with PaneTabs(id="panes", initial="timing", classes="box"):
-                for number, (pane_id, pane) in enumerate(self._panes(), start=1):
-                    with TabPane(f"{number} {PANE_TITLES[pane_id]}", id=pane_id):
-                        yield pane
+                for pane in PANES:
+                    with TabPane(f"{pane.key} {pane.title}", id=pane.id):
+                        yield pane.widget_class()()
         yield RunBar(id="run-bar")
         yield Static("", id="too-small")
         yield FittedFooter(compact=True)
-
-    @staticmethod
-    def _panes():
-        return (("timing", TimingPane()), ("profile", ProfilePane()), ("ptx", PtxPane()),
-                ("traffic", TrafficPane()), ("log", LogPane()), ("diagnosis", DiagnosisPane()))
 
     def on_mount(self) -> None:
         heap.pause()  # collections only between frames (heap.tick on the redraw timer)
@@ -259,7 +247,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
     # -- actions ----------------------------------------------------------------------------
     def action_pane(self, pane: str) -> None:
         self.query_one(TabbedContent).active = pane
-        self.query_one(f"#{pane}").query_one(PANE_FOCUS[pane]).focus()
+        self.query_one(f"#{pane}").query_one(BY_ID[pane].focus).focus()
 
     async def action_edit_spec(self, field: str = "shape") -> None:
         """Focus the spec editor (at 80 columns it takes the sidebar's place until escape). From
@@ -327,12 +315,9 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
 
     def action_help(self) -> None:
         groups = [("Everywhere", self.BINDINGS + GENERAL_KEYS), ("Run list", RUN_LIST_KEYS),
-                  ("Timing pane", TimingPane.BINDINGS), ("Profile pane", ProfilePane.BINDINGS),
-                  ("PTX pane", PtxPane.BINDINGS), ("Diagnosis pane", DiagnosisPane.BINDINGS),
-                  ("Lists and tables", KeyDataTable.BINDINGS)]
-        on_show = {"timing": "Timing pane", "profile": "Profile pane", "ptx": "PTX pane",
-                   "diagnosis": "Diagnosis pane"}.get(
-            self.query_one(TabbedContent).active)
+                  *help_groups(), ("Lists and tables", KeyDataTable.BINDINGS)]
+        shown = BY_ID.get(self.query_one(TabbedContent).active)
+        on_show = shown.help if shown is not None and shown.help else None
         # the pane on show first (a few lines), then the keys that work everywhere: both are in
         # view without scrolling at 80x24
         groups.sort(key=lambda group: group[0] != on_show)

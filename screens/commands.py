@@ -16,9 +16,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from . import sessions_io
 from .catalog import ACTIONS
 from .messages import Choice
-
-PANE_TITLES = {"timing": "Timing", "profile": "Profile", "ptx": "PTX", "traffic": "Traffic", "log": "Log",
-               "diagnosis": "Diagnosis"}
+from .panes import PANES
 
 
 class _ListProvider(Provider):
@@ -78,8 +76,8 @@ def action_commands(app) -> list[SystemCommand]:
         SystemCommand("Next chart metric (m)", "time, GB/s, TFLOP/s", run("next_metric")),
         SystemCommand("Help: keys and marks (?)", "every key, and what each mark on screen means", run("help")),
     ]
-    commands += [SystemCommand(f"Pane: {title} ({number})", f"show the {title} pane", run(f"pane('{pane}')"))
-                 for number, (pane, title) in enumerate(PANE_TITLES.items(), start=1)]
+    commands += [SystemCommand(f"Pane: {pane.title} ({pane.key})", f"show the {pane.title} pane",
+                               run(f"pane('{pane.id}')")) for pane in PANES]
     commands += _run_commands(ws, run)
     commands += _spec_commands(ws, run)
     original = sessions_io.shipped_original(ws.path, app.data_dir)

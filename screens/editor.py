@@ -9,18 +9,15 @@ from textual.widgets import Static, TabbedContent
 
 from . import editing, sessions_io
 from .messages import Choice, ImplsPicked, ParamsEdited, SpecEdited
-from .pane_diagnosis import DiagnosisPane
-from .pane_profile import ProfilePane
-from .pane_ptx import PtxPane
-from .pane_timing import TimingPane
-from .pane_traffic import TrafficPane
+from .panes import result_panes
+from .panes.timing import TimingPane
+from .panes.traffic import TrafficPane
 from .sidebar import ImplPanel, OpList
 from .spec_editor import SpecEditor
 
 AUTOSAVE_DELAY_S = 0.3
-RESULT_PANES = (TimingPane, ProfilePane, PtxPane, TrafficPane, DiagnosisPane)
-PANE_IDS = {TimingPane: "timing", ProfilePane: "profile", PtxPane: "ptx", TrafficPane: "traffic",
-            DiagnosisPane: "diagnosis"}  # each result pane's tab (app.PANES)
+PANE_IDS = {cls: pane_id for pane_id, cls in result_panes()}  # each result pane's class -> its tab (panes.PANES)
+RESULT_PANES = tuple(PANE_IDS)
 
 
 class EditorMixin:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from textual.widgets import Footer, TabbedContent, Tabs
 
-from .commands import PANE_TITLES
+from .panes import BY_ID, PANES
 
-SHORT_TITLES = {"timing": "Time", "profile": "Prof", "ptx": "PTX", "traffic": "Traf", "log": "Log",
-                "diagnosis": "Diag"}
+PANE_TITLES = {pane.id: pane.title for pane in PANES}
+SHORT_TITLES = {pane.id: pane.short for pane in PANES}
 TINY_TITLES = {pane: title[:3] for pane, title in SHORT_TITLES.items()}  # the spec editor at 80x24
 TAB_PADDING = 2  # a Tab's padding: one cell each side (Textual's default CSS)
 # footer hints dropped first when not all fit (keys as Binding.key); then the others from the
@@ -22,10 +22,10 @@ KEEP_LAST = ("question_mark",)
 
 
 def tab_labels(pane_ids: list[str], width: int) -> dict[str, str]:
-    """`pane id -> label` (`1 Timing` ...) whose tabs fit in `width` cells: full titles, else
-    short ones (`1 Time`, then `1 Tim`), else the numbers alone."""
+    """`pane id -> label` (`1 Timing` ...: its key, its title) whose tabs fit in `width` cells:
+    full titles, else short ones (`1 Time`, then `1 Tim`), else the keys alone."""
     for titles in (PANE_TITLES, SHORT_TITLES, TINY_TITLES, {}):
-        labels = {pane: f"{n} {titles[pane]}" if titles else str(n) for n, pane in enumerate(pane_ids, start=1)}
+        labels = {pane: f"{BY_ID[pane].key} {titles[pane]}" if titles else BY_ID[pane].key for pane in pane_ids}
         if sum(len(label) + TAB_PADDING for label in labels.values()) <= width:
             break
     return labels

@@ -25,7 +25,7 @@ from textual.css.query import NoMatches
 from . import editing, fmt, heap, sessions_io
 from .devices_view import DeviceProgress
 from .messages import CancelRequested, EngineEvent, RunCrashed, RunDone, RunRequested
-from .pane_log import describe
+from .panes.log import describe
 from .spec_editor import SpecEditor
 
 REFRESH_S = 0.2  # panes redraw at most this often while events stream

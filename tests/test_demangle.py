@@ -50,7 +50,7 @@ def test_names_that_are_not_mangled_never_reach_a_demangler(monkeypatch):
 
 def test_the_tui_and_ptx_use_the_one_demangler(monkeypatch):
     from workbench.ptx import nvcc
-    from workbench.screens import kernel_names
+    from workbench.screens.panes import kernel_names
 
     monkeypatch.setattr(demangle, "in_process", lambda names: {n: "void one_kernel<float>(int)" for n in names})
     assert nvcc.demangle_all is demangle.demangle_all  # the PTX record's names (ptx/tools.py finds the tool only)

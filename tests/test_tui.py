@@ -20,7 +20,7 @@ from tui_helpers import (gated_catalog, fake_catalog, fake_opener, fixture_engin
 from workbench.errors import WorkbenchError
 from workbench.screens.app import WorkbenchApp
 from workbench.screens.dialogs import ConfirmScreen, HelpScreen
-from workbench.screens.pane_log import LogPane
+from workbench.screens.panes.log import LogPane
 
 pytestmark = pytest.mark.slow  # every test here runs the whole Textual app (pyproject markers)
 

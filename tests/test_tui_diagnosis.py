@@ -65,7 +65,7 @@ def test_ab_session_of_a_sweep_point_fixes_the_swept_field():
 def test_traffic_pane_measured_cell_and_reason():
     from workbench.counters import unmeasured
     from workbench.screens.model import Row
-    from workbench.screens.pane_traffic import measured_cell, summary
+    from workbench.screens.panes.traffic import measured_cell, summary
 
     assert measured_cell(None) == "-"
     assert measured_cell(unmeasured("no ncu")) == "n/a"
@@ -76,7 +76,7 @@ def test_traffic_pane_measured_cell_and_reason():
 
 def test_traffic_measured_column_only_with_counters():
     from workbench.screens.model import Row
-    from workbench.screens.pane_traffic import columns, traffic_cells
+    from workbench.screens.panes.traffic import columns, traffic_cells
 
     record = {"traffic": {"bytes": 2**31, "bytes_moved_est": 2**31},
               "measured": {"reason": None, "dram_bytes": 2**31, "pct_of_model": 100.0}}

@@ -10,7 +10,7 @@ import pytest
 from textual_plotext.plot import Plot
 
 from tui_helpers import fake_catalog, fake_session
-from workbench.screens import charts, kernel_names
+from workbench.screens.panes import charts, kernel_names
 from workbench.screens.model import Row, RunModel
 from workbench.screens.workspace import Workspace
 
@@ -65,7 +65,7 @@ def test_mangled_names_are_demangled_and_cuts_keep_the_argument():
 
 
 def test_profile_rows_that_shorten_alike_are_told_apart():
-    from workbench.screens.pane_profile import display_names
+    from workbench.screens.panes.profile import display_names
 
     names = ["void k<at::native::BinaryFunctor<float, at::MulFunctor<float> > >(int)",
              "void k<at::native::AUnaryFunctor<float, at::MulFunctor<float> > >(int)", "aten::mul"]
@@ -116,7 +116,7 @@ def test_a_lone_roofline_point_gets_axes_the_right_way_up():
 
 
 def test_results_columns_come_in_priority_order_and_long_cells_are_cut():
-    from workbench.screens.pane_timing import COLUMNS, FIXED_COLUMNS, row_detail, table_cells
+    from workbench.screens.panes.timing import COLUMNS, FIXED_COLUMNS, row_detail, table_cells
 
     assert COLUMNS[:6] == ("impl", "status", "median", "spread", "GB/s", "% ceil") and COLUMNS[-1] == "notes"
     assert FIXED_COLUMNS == 4
@@ -208,7 +208,7 @@ def _results(path: Path) -> list[dict]:
 def test_an_empty_profile_pane_says_whether_a_run_is_bringing_profiles():
     """While a run with `profile` ticked was starting, the pane said to tick `profile` and run; before
     any run it told a user whose actions already had `profile` to tick it (a fresh user's try)."""
-    from workbench.screens.pane_profile import summary
+    from workbench.screens.panes.profile import summary
 
     assert summary(None) == "no profile yet: press r to run (rows are profiled when `profile` is among the run's actions)"
     assert summary(None, running=True).startswith("no profile yet: each row's appears here when the row finishes")
@@ -217,7 +217,7 @@ def test_an_empty_profile_pane_says_whether_a_run_is_bringing_profiles():
 def test_each_check_line_in_the_log_names_its_input_set():
     """Three `compiled: check pass` lines a row read the same (first, special, timed inputs)."""
     from workbench import events as ev
-    from workbench.screens.pane_log import describe
+    from workbench.screens.panes.log import describe
 
     key = (0, "compiled", None)
     lines = [describe(ev.Checked(key, {"passed": True, "input_set": "first", "sets_checked": sets}))[0]

@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Input, OptionList, SelectionList, Static
 
 from tui_helpers import loaded, ran, run_async, wait_for
 from workbench.screens.app import WorkbenchApp
-from workbench.screens.pane_log import LogPane
+from workbench.screens.panes.log import LogPane
 from workbench.session.api import load_session
 
 SESSION = """\

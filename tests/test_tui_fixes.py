@@ -44,7 +44,7 @@ async def test_resizing_and_toggling_the_sidebar_after_a_run_never_crashes(tmp_p
 
 
 def test_a_plotting_error_is_a_line_in_the_chart_not_a_crash():
-    from workbench.screens.chart_plot import ChartPlot
+    from workbench.screens.panes.chart_plot import ChartPlot
 
     def broken(plt):
         raise ValueError("math domain error")
@@ -284,7 +284,7 @@ def skipping_engine(calls: list):
 
 @run_async
 async def test_skipped_rows_offer_the_f_key_and_f_runs_them(tmp_path):
-    from workbench.screens.pane_log import LogPane
+    from workbench.screens.panes.log import LogPane
 
     calls: list[bool] = []
     app = make_app(tmp_path, engine=skipping_engine(calls))
@@ -471,7 +471,7 @@ def test_a_chart_is_built_once_per_drawing_size_and_theme():
 
     from textual.app import App
 
-    from workbench.screens.chart_plot import ChartPlot
+    from workbench.screens.panes.chart_plot import ChartPlot
 
     calls = []
 
@@ -596,7 +596,7 @@ def test_the_app_draws_no_animations_unless_asked(tmp_path, monkeypatch):
 @run_async
 async def test_a_results_update_draws_the_chart_once(tmp_path):
     """show_results drew the Timing chart twice (the stale mark's watcher, then the model's)."""
-    from workbench.screens.pane_timing import TimingPane
+    from workbench.screens.panes.timing import TimingPane
 
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -659,7 +659,7 @@ async def test_the_chart_of_a_pane_off_screen_is_drawn_when_the_pane_is_shown(tm
     """Results updates while a run streams and another pane is shown leave the Timing chart
     undrawn; the pane's key paints the last build, and the fresh drawing follows a frame later.
     Once no run streams, an update behind another pane is drawn at once (never stale)."""
-    from workbench.screens.chart_plot import ChartPlot
+    from workbench.screens.panes.chart_plot import ChartPlot
 
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:

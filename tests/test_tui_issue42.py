@@ -10,7 +10,7 @@ import pytest
 
 from tui_helpers import (GELU_H200, fake_catalog, fake_opener, fake_session, fixture_engine,
                          loaded, ran, run_async, wait_for)
-from workbench.screens import charts
+from workbench.screens.panes import charts
 from workbench.screens.app import WorkbenchApp
 from workbench.screens.model import Row
 from workbench.screens.runner import duration, summary
@@ -50,7 +50,7 @@ async def test_shift_tab_never_leaves_no_section_focused(tmp_path, size):
 @run_async
 async def test_m_changes_the_metric_whenever_timing_is_shown(tmp_path):
     """The caption offers `m`; it worked only with focus inside the Timing pane."""
-    from workbench.screens.pane_timing import TimingPane
+    from workbench.screens.panes.timing import TimingPane
 
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -75,7 +75,7 @@ async def test_m_changes_the_metric_whenever_timing_is_shown(tmp_path):
 @run_async
 async def test_s_in_profile_marks_the_sorted_column_and_reorders(tmp_path):
     from workbench.screens.keys import KeyDataTable
-    from workbench.screens.pane_profile import ProfilePane
+    from workbench.screens.panes.profile import ProfilePane
 
     app = make_app(tmp_path)
     async with app.run_test(size=(200, 50)) as pilot:
@@ -147,7 +147,7 @@ def test_roofline_names_interpreter_rows():
 @pytest.mark.slow
 @run_async
 async def test_traffic_table_shows_every_row_at_80x24(tmp_path):
-    from workbench.screens.pane_traffic import TrafficPane
+    from workbench.screens.panes.traffic import TrafficPane
     from workbench.screens.keys import KeyDataTable
 
     app = make_app(tmp_path)
@@ -217,7 +217,7 @@ async def test_log_lines_carry_times_and_a_run_its_duration(tmp_path):
 @pytest.mark.slow
 @run_async
 async def test_a_streaming_run_redraws_only_the_pane_on_screen(tmp_path):
-    from workbench.screens.pane_profile import ProfilePane
+    from workbench.screens.panes.profile import ProfilePane
 
     app = WorkbenchApp(None, None, engine=fixture_engine(GELU_H200, delay_s=0.4), opener=fake_opener(),
                        catalog_loader=lambda kernels, device: fake_catalog(), data_dir=tmp_path)

@@ -17,7 +17,7 @@ from tui_helpers import run_async, wait_for
 from watch_fakes import PLUGIN, SESSION, rows_engine
 from workbench.screens.app import WorkbenchApp
 from workbench.engine.options import RunOptions
-from workbench.screens.pane_log import LogPane
+from workbench.screens.panes.log import LogPane
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]

@@ -389,7 +389,7 @@ async def test_an_edit_that_makes_a_run_check_refuses_is_not_applied_and_says_wh
 
 
 def log_lines(app) -> list[str]:
-    from workbench.screens.pane_log import LogPane
+    from workbench.screens.panes.log import LogPane
 
     return [text for _, text in app.query_one(LogPane).entries]
 

@@ -29,7 +29,8 @@ PROFILE_H200 = Path(__file__).parent / "fixtures" / "h200" / "lecture06-profile-
 
 @pytest.fixture
 def data_dir(monkeypatch):
-    from workbench.screens import pane_log, runner
+    from workbench.screens import runner
+    from workbench.screens.panes import log as pane_log
 
     monkeypatch.setattr(pane_log, "clock", lambda: "12:00:00")  # the Log's times and a run's duration: fixed
     monkeypatch.setattr(runner, "duration", lambda seconds: "1.0 s")

@@ -10,7 +10,7 @@ from ir_fixture import gelu_fixture, softmax_fixture
 from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async
 from workbench.ptx.triton_aot import interpreter_active
 from workbench.screens.app import WorkbenchApp
-from workbench.screens.ptx_split import CodeLines, SplitView
+from workbench.screens.panes.ptx_split import CodeLines, SplitView
 from workbench.triton_support import HAVE_TRITON, triton
 
 pytestmark = [pytest.mark.slow,  # runs the whole Textual app

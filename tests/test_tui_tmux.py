@@ -7,7 +7,7 @@ import pytest
 
 from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async
 from workbench.screens.app import WorkbenchApp
-from workbench.screens.pane_log import LogPane
+from workbench.screens.panes.log import LogPane
 
 pytestmark = pytest.mark.slow  # every test here runs the whole Textual app (pyproject markers)
 

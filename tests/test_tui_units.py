@@ -9,9 +9,10 @@ from textual_plotext.plot import Plot
 
 from tui_helpers import fake_catalog, fake_session
 from workbench import events as ev
-from workbench.screens import charts, editing, fmt
+from workbench.screens import editing, fmt
+from workbench.screens.panes import charts
 from workbench.screens.model import Row, RunModel
-from workbench.screens.ptx_view import PtxView
+from workbench.screens.panes.ptx_view import PtxView
 from workbench.screens.sessions_io import merge_results
 from workbench.screens.workspace import Workspace
 from workbench.session.model import ImplRef, Sweep
@@ -174,7 +175,7 @@ def _row(label, sweep, median, gbps=None) -> Row:
 
 
 def test_timing_notes_say_when_the_median_did_not_converge():
-    from workbench.screens.pane_timing import notes
+    from workbench.screens.panes.timing import notes
 
     flag = "median not converged: estimated error 40% > target 0.5% after 7 samples (rep_ms 100 reached)"
     assert "not converged" in notes({"flush_l2": True}, [flag])
@@ -210,7 +211,7 @@ def test_a_row_is_queued_until_its_started_event():
 
 
 def test_log_line_of_a_ptx_record_without_kernels_says_why():
-    from workbench.screens.pane_log import describe
+    from workbench.screens.panes.log import describe
 
     key = (0, "triton", None)
     assert describe(ev.Ptx(key, {"kernels": [{"name": "k"}], "notes": ["a note"]}))[0].endswith("PTX of 1 kernel(s)")
@@ -267,7 +268,7 @@ def test_a_cancelled_run_keeps_earlier_records_of_the_rows_it_left_unmeasured():
 
 
 def test_the_run_summary_and_the_untimed_message_say_what_happened():
-    from workbench.screens import charts
+    from workbench.screens.panes import charts
     from workbench.screens.runner import summary
 
     doc = {"results": [{"status": "ok"}, {"status": "skipped", "error": "cancelled"},
@@ -284,7 +285,7 @@ def test_the_run_summary_and_the_untimed_message_say_what_happened():
 
 def test_the_split_views_status_says_when_a_line_has_no_instruction_of_the_stage():
     """'line 11: 0 SASS lines' beside '3 PTX lines' read as a missing map (a new user's try)."""
-    from workbench.screens.ptx_view import SplitState
+    from workbench.screens.panes.ptx_view import SplitState
 
     state = SplitState(source="a\nb\nc\n", stage="ptx", stage_texts={"ptx": "x\ny\nz\n", "sass": "s\n"},
                        source_map=[{"source_line": 2, "ptx_lines": [1, 2, 3], "sass_lines": []},
@@ -296,7 +297,7 @@ def test_the_split_views_status_says_when_a_line_has_no_instruction_of_the_stage
 
 
 def test_the_profile_summary_writes_numbers_as_its_table_does():
-    from workbench.screens.pane_profile import summary
+    from workbench.screens.panes.profile import summary
 
     cpu_only = {"rows": [{"self_cpu_us": 186881.6, "self_device_us": None}], "device_events": False}
     assert summary(cpu_only) == "no device rows here (CPU-only profile) · CPU 186,882 µs"
@@ -313,7 +314,7 @@ def test_short_folder_names_the_home_as_tilde(monkeypatch, tmp_path):
 
 
 def test_profile_shares_at_one_decimal_and_sorted_as_numbers():
-    from workbench.screens.pane_profile import _pct_cell, _sort_key
+    from workbench.screens.panes.profile import _pct_cell, _sort_key
 
     cells = [_pct_cell(v) for v in (99.8712, 0.1234, 1.2e-05, 0.0, None)]
     assert cells == ["99.9", "0.1", "<0.1", "0.0", "-"]
@@ -325,7 +326,7 @@ def test_the_ptx_panes_empty_reason_fits_a_narrow_pane_in_whole_words():
     without the key."""
     import types
 
-    from workbench.screens.pane_ptx import _empty_reason
+    from workbench.screens.panes.ptx import _empty_reason
 
     row = types.SimpleNamespace(ptx={"kernels": [{"name": "k"}]}, error=None)
     text = _empty_reason(row)
@@ -337,7 +338,7 @@ def test_the_stale_note_of_a_sweep_names_the_swept_field():
     note and the legend also left the sweep's plot no rows (its y axis upside down)."""
     import types
 
-    from workbench.screens.pane_timing import stale_note
+    from workbench.screens.panes.timing import stale_note
 
     row = types.SimpleNamespace(record={"shape": {"M": 4, "N": 8}, "dtype": "float32"})
     note = stale_note([row], ({"M": 8, "N": 64}, "float32", ("N",)))
@@ -364,7 +365,7 @@ def test_every_bad_shape_field_is_named_and_a_two_param_sweep_names_its_param():
 
 
 def test_profile_trace_text_names_the_kept_trace_or_how_to_keep_one():
-    from workbench.screens.pane_profile import trace_text
+    from workbench.screens.panes.profile import trace_text
 
     assert "--trace-dir DIR" in trace_text({"trace_path": None}) and "--trace-dir DIR" in trace_text(None)
     text = trace_text({"trace_path": "/t/s-run0-triton.pt.trace.json"})
@@ -372,7 +373,7 @@ def test_profile_trace_text_names_the_kept_trace_or_how_to_keep_one():
 
 
 def test_diagnosis_names_the_kept_ncu_report_and_how_to_open_it():
-    from workbench.screens.pane_diagnosis import report_text
+    from workbench.screens.panes.diagnosis import report_text
 
     assert report_text({"measured": None}) == "" and report_text({"measured": {"report_path": None}}) == ""
     text = report_text({"measured": {"report_path": "/r/g-run0-triton.ncu-rep"}})

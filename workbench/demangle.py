@@ -3,7 +3,7 @@
 In-process through the `cxxfilt` package (libstdc++'s `abi::__cxa_demangle` over ctypes: no
 binutils needed, no process per batch), else one run of the CUDA toolkit's `cu++filt` or
 binutils' `c++filt` (workbench/ptx/tools.find_demangler), else the names as given. Torch-free:
-the TUI's kernel tables (screens/kernel_names.py) and PTX extraction (workbench/ptx) both call
+the TUI's kernel tables (screens/panes/kernel_names.py) and PTX extraction (workbench/ptx) both call
 `demangle_all`.
 """
 

@@ -22,7 +22,6 @@ The package's modules form a tree: main -> check, replay, watch, doctor, daemon 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
 import sys
@@ -34,12 +33,11 @@ from rich.console import Console
 import workbench
 from workbench.cli.common import (EXIT_CODES_TEXT, EXIT_INTERRUPTED, EXIT_USAGE, Env, check_output_path, check_trace_dir,
                                   missing_gpu, read_env, run_options)
+from workbench.cli.flags import DEFAULT_THRESHOLD, OPTIONS, mode_problem
 from workbench.device_list import parse_devices
 from workbench.errors import WorkbenchError
 
 DEVICE_RE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
-DEFAULT_THRESHOLD = 0.05  # --compare: a median change this large (and outside the spreads) is a verdict
-FORMATS = ("table", "json", "csv", "jsonl")
 EXTENSION_FORMATS = {".json": "json", ".csv": "csv", ".jsonl": "jsonl"}
 TEXT_EXTENSIONS = (".txt", ".log", ".out", ".table")  # the text table, as without an extension
 
@@ -53,71 +51,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser, from the table of options (flags.OPTIONS)."""
     parser = _Parser(
         prog="workbench", description="A keyboard-driven terminal workbench for GPU kernel engineering.",
         epilog=f"exit codes: {EXIT_CODES_TEXT}")
-    parser.add_argument("file", nargs="?", metavar="FILE",
-                        help="session to open in the TUI (a path or a shipped session name)")
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--replay", metavar="FILE", help="run a session headless")
-    mode.add_argument("--check", metavar="FILE", help="validate a session only")
-    mode.add_argument("--list", action="store_true", help="ops and implementations, with availability")
-    mode.add_argument("--doctor", action="store_true", help="GPU, versions, ceilings cache, colours, paths")
-    mode.add_argument("--schema", choices=("session", "results"), default=None,
-                      help="print the JSON Schema of a session file or a results document (docs/schemas/)")
-    mode.add_argument("--plot", metavar="RESULTS.json",
-                      help="draw a results document's figures into -o FIG.svg|png (pip install 'kernel-workbench[plot]')")
-    mode.add_argument("--daemon-list", action="store_true",
-                      help="this user's warm daemons: pid, started, idle s, runs served, warm workers, fingerprint")
-    mode.add_argument("--daemon-stop", action="store_true",
-                      help="stop this user's warm daemons (their workers and zygotes with them)")
-    parser.add_argument("--format", choices=FORMATS, default=None,
-                        help="output format (default: from the -o extension .json/.csv/.jsonl, else table); "
-                             "jsonl streams replay rows as they finish")
-    parser.add_argument("-o", "--output", metavar="PATH",
-                        help="write the data here instead of stdout (a file atomically, with a journal of "
-                             "finished rows beside it during a replay; a device node or FIFO written through)")
-    parser.add_argument("--resume", metavar="PATH",
-                        help="with --replay: keep the finished rows of the stopped run written to PATH (or "
-                             "its journal) and run only the missing ones; writes PATH unless -o is given")
-    parser.add_argument("--device", default=None, help="auto | cpu | cuda | cuda:N (overrides the session)")
-    parser.add_argument("--devices", default=None, metavar="all|cpu|cuda:N,...",
-                        help="one warm worker per device, the sweep's points spread over them, one merged "
-                             "document (overrides settings.devices)")
-    parser.add_argument("--cluster", choices=("ray",), default=None,
-                        help="run the rows as Ray actors (pip install 'kernel-workbench[ray]'): joins RAY_ADDRESS, "
-                             "else starts a local cluster")
-    parser.add_argument("--trace-dir", metavar="DIR", default=None,
-                        help="keep each profiled row's Kineto trace in DIR as <session>-run<i>-<label>.pt.trace.json "
-                             "(open in ui.perfetto.dev); its path is the record's profile.trace_path")
-    parser.add_argument("--kernels", action="append", default=[], metavar="PATH",
-                        help="a file or folder of user ops (repeatable)")
-    parser.add_argument("--compare", metavar="BASELINE.json", help="compare a replay with a baseline results file")
-    parser.add_argument("--threshold", type=_threshold, default=None,
-                        help="with --compare: relative median change that counts as slower/faster (default "
-                             f"{DEFAULT_THRESHOLD})")
-    parser.add_argument("--force", action="store_true",
-                        help="run rows estimated too large; compare with (or resume) results made with other "
-                             "plugin files")
-    parser.add_argument("--strict", action="store_true",
-                        help="one fresh worker process per row, its value checks judged in a clean process that imports "
-                             "no plugin code (for untrusted plugin code; each row pays two process starts)")
-    parser.add_argument("--daemon", action="store_true",
-                        help="with --replay FILE: run in this user's warm background daemon (the default; "
-                             "with --strict too when given); busy or unsafe: runs here instead")
-    parser.add_argument("--trust-plugins", action="store_true",
-                        help="with --check FILE or FILE (the TUI): import the session's plugins: (their code runs "
-                             "as you) without asking; sessions of the shipped folder are trusted without it")
-    parser.add_argument("--no-daemon", action="store_true",
-                        help="with --replay FILE: run in this process, no warm daemon (also WORKBENCH_DAEMON=0)")
-    parser.add_argument("--daemon-idle", type=float, default=None, metavar="SECONDS",
-                        help="a daemon started now exits after this long without a run (default 600; "
-                             "also WORKBENCH_DAEMON_IDLE_S)")
-    parser.add_argument("--watch", action="store_true",
-                        help="with FILE (the TUI) or --replay FILE: on each save of the session or a plugin file, "
-                             "re-run the rows it changed and show them against their last result")
-    parser.add_argument("-v", "--verbose", action="store_true", help="also print the children's info log lines")
-    parser.add_argument("--version", action="version", version=f"workbench {workbench.__version__}")
+    for option in OPTIONS:
+        option.add_to(mode if option.mode else parser, version=f"workbench {workbench.__version__}")
     return parser
 
 
@@ -133,10 +73,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """Parse and check combinations; raises SystemExit(2) with a usage message."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    modes = [m for m in ("replay", "check") if getattr(args, m)] + [m for m in ("list", "doctor") if getattr(args, m)]
-    modes += [m.replace("_", "-") for m in ("daemon_list", "daemon_stop", "schema", "plot") if getattr(args, m)]
-    if args.file and modes:
-        parser.error(f"FILE {args.file!r} opens the TUI; it cannot be combined with --{modes[0]}")
+    problem = mode_problem(args)  # an option given in a mode it does not go with (flags.OPTIONS' modes)
+    if problem:
+        parser.error(problem)
     if args.device is not None and not DEVICE_RE.match(args.device):
         parser.error(f"--device must be auto, cpu, cuda or cuda:N, got {args.device!r}")
     if args.device is not None and args.device.startswith("cuda") and not (args.check or args.list or args.doctor):
@@ -148,22 +87,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
             args.devices = parse_devices(args.devices)
         except WorkbenchError as exc:
             parser.error(str(exc))
-    if (args.devices or args.cluster) and (args.check or args.list or args.doctor):
-        parser.error("--devices and --cluster go with --replay FILE or the TUI")
-    if (args.compare or args.force or args.resume) and not args.replay:
-        parser.error("--compare, --force and --resume go with --replay FILE")
-    if args.trust_plugins and not (args.check or (args.file and not modes)):
-        parser.error("--trust-plugins goes with --check FILE or FILE (the TUI); --replay runs the session's plugins "
-                     "anyway")
-    if args.trace_dir is not None and modes and not args.replay:
-        parser.error(f"--trace-dir {args.trace_dir} goes with --replay FILE or the TUI (it keeps the traces of "
-                     "profiled rows)")
-    if args.strict and (args.check or args.list or args.doctor):
-        parser.error("--strict goes with --replay FILE or the TUI")
-    if (args.daemon or args.no_daemon or args.daemon_idle is not None) and (not args.replay or args.watch):
-        why = ("not with --watch, which keeps its own warm worker" if args.watch else
-               f"not with --{modes[0].replace('_', '-')}" if modes else "the TUI keeps a warm worker for its life")
-        parser.error(f"--daemon, --no-daemon and --daemon-idle go with --replay FILE ({why})")
+    if args.trust_plugins and not args.check and not args.file:  # the TUI's own default session is shipped
+        parser.error("--trust-plugins goes with --check FILE or FILE (the TUI); the default session is trusted "
+                     "without it")
+    if (args.daemon or args.no_daemon or args.daemon_idle is not None) and args.watch:
+        parser.error("--daemon, --no-daemon and --daemon-idle go with --replay FILE (not with --watch, which keeps "
+                     "its own warm worker)")
     if args.daemon and args.no_daemon:
         parser.error("--daemon and --no-daemon contradict each other: give one")
     if args.daemon_idle is not None and not args.daemon_idle > 0:
@@ -173,8 +102,6 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     if args.threshold is not None and not args.compare:
         parser.error(f"--threshold {args.threshold:g} sets what --compare counts as slower or faster: it goes "
                      "with --replay FILE --compare BASELINE.json")
-    if args.watch and not (args.replay or not modes):
-        parser.error(f"--watch goes with FILE (the TUI) or --replay FILE, not with --{modes[0]}")
     if args.watch and (args.compare or args.resume):
         parser.error("--watch re-runs on every save: it cannot be combined with --compare or --resume")
     if args.resume is not None and Path(args.resume).suffix.lower() in (".yaml", ".yml"):
@@ -191,18 +118,6 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
-def _threshold(text: str) -> float:
-    """--threshold's value: a finite relative change >= 0 (nan compared "same" for every row);
-    the error names the text as typed (1e999 was echoed as inf). -0 reads 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (a relative change, 0.05 = 5%), got {text}")
-    return value + 0.0
-
-
 PLOT_EXTENSIONS = (".svg", ".png", ".pdf")
 
 
@@ -213,8 +128,6 @@ def _plot_output(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         given = f"-o {args.output}" if args.output else "no -o"
         parser.error(f"--plot {args.plot} draws a figure into -o FIG with extension {', '.join(PLOT_EXTENSIONS)}; "
                      f"got {given}")
-    if args.format is not None:
-        parser.error(f"--format {args.format} is for data; --plot takes the figure's format from -o {args.output}")
 
 
 def _pick_format(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

@@ -26,9 +26,9 @@ from workbench.counters import open_commands
 from workbench.diagnosis import diagnose_record
 from workbench.results.report_diagnosis import ab_line
 
-from . import fmt
-from .keys import KeyDataTable
-from .model import Row, RunModel
+from .. import fmt
+from ..keys import KeyDataTable
+from ..model import Row, RunModel
 
 COLUMNS = ("A/B", "impl", "problems", "findings")
 MARKS = ("A", "B")

@@ -15,10 +15,11 @@ from textual.widgets import Static
 
 from workbench.results.document import INTERPRETER_FLAG
 
-from . import charts, fmt
+from .. import fmt
+from . import charts
 from .chart_plot import ChartPlot, DrawnWhenShown
-from .keys import KeyDataTable
-from .model import Row, RunModel
+from ..keys import KeyDataTable
+from ..model import Row, RunModel
 
 COLUMNS = ("impl", "ideal", "moved est.", "× ideal", "FLOPs", "FLOP/B", "GB/s", "% ceil", "bound")
 MEASURED_AT = 4  # the ncu column goes beside the model's bytes, only when a row has counters

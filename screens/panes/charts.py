@@ -13,8 +13,8 @@ from typing import Any, Iterable, Sequence
 
 from rich.text import Text
 
-from .fmt import is_number
-from .model import Row
+from ..fmt import is_number
+from ..model import Row
 
 # (plotext colour, the same colour in rich) per series, and one glyph per series beside it
 COLORS = (("cyan", "cyan"), ("orange", "dark_orange"), ("green", "green"), ("magenta", "magenta"),

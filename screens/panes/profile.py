@@ -1,7 +1,7 @@
 """Profile: per implementation, the profiler's kernel table (sortable: click a header or press s),
 kernels per call, and CPU against device time.
 
-Kernel names are shortened for the table (screens.kernel_names: demangled, namespaces dropped,
+Kernel names are shortened for the table (screens.panes.kernel_names: demangled, namespaces dropped,
 template arguments collapsed, cut to the width left by the time columns, which stay in view);
 the highlighted row's full name is on the line under the table, and enter shows it whole.
 t shows where the row's Kineto trace was kept (`--trace-dir DIR`) and how to open it in Perfetto.
@@ -18,10 +18,11 @@ from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import DataTable, Select, Static
 
-from . import fmt, kernel_names
-from .dialogs import TextScreen
-from .keys import KeyDataTable
-from .model import Row, RunModel
+from .. import fmt
+from . import kernel_names
+from ..dialogs import TextScreen
+from ..keys import KeyDataTable
+from ..model import Row, RunModel
 
 COLUMNS = (("name", "name"), ("device µs", "self_device_us"), ("CPU µs", "self_cpu_us"),
            ("%", "pct"), ("calls", "calls"), ("kind", "kind"))
@@ -196,7 +197,7 @@ def trace_text(profile: dict | None) -> str:
 
 
 def display_names(names: list[str], items: list[dict], width: int) -> list[str]:
-    """Kernel rows shortened (screens.kernel_names) and cut to `width`; operators and runtime
+    """Kernel rows shortened (screens.panes.kernel_names) and cut to `width`; operators and runtime
     calls only cut. Two different kernels that shorten alike are told apart by `·2`, `·3`."""
     shown, seen = [], {}
     for name, item in zip(names, items):

@@ -21,12 +21,13 @@ from textual.widgets import DataTable, Static
 
 from workbench.results.document import INTERPRETER_FLAG
 
-from . import charts, fmt
+from .. import fmt
+from . import charts
 from .chart_plot import ChartPlot, DrawnWhenShown
-from .devices_view import row_devices, show_device_column
+from ..devices_view import row_devices, show_device_column
 from .kernel_names import fit
-from .keys import KeyDataTable
-from .model import Row, RunModel
+from ..keys import KeyDataTable
+from ..model import Row, RunModel
 
 COLUMNS = ("impl", "status", "median", "spread", "GB/s", "% ceil", "TFLOP/s", "n",
            "check", "build", "timer", "notes")

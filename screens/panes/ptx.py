@@ -19,9 +19,9 @@ from textual.widgets import Select, Static
 
 from workbench.ptx.launch_diff import diff_kernels
 
-from . import fmt
-from .keys import KeyScroll
-from .model import Row, RunModel
+from .. import fmt
+from ..keys import KeyScroll
+from ..model import Row, RunModel
 from .ptx_split import SplitView
 from .ptx_view import STAGE_LABELS, PtxView, SplitState, render_ptx
 

@@ -8,8 +8,8 @@ from rich.text import Text
 
 from workbench import events as ev
 
-from . import fmt
-from .keys import KeyRichLog
+from .. import fmt
+from ..keys import KeyRichLog
 
 MAX_LINES = 5000
 LEVEL_STYLES = {"info": "", "warning": "yellow", "error": "bold red"}
