@@ -20,6 +20,7 @@ from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
 from workbench.results.document import INTERPRETER_FLAG
+from workbench.results.record import Flag, flag_kinds
 
 from . import charts, fmt
 from .chart_plot import ChartPlot, DrawnWhenShown
@@ -208,9 +209,10 @@ def notes(timing: dict, flags=()) -> str:
         marks.append("L2 warm")
     if timing.get("device_median_ms") is not None:
         marks.append(f"device {fmt.ms(timing['device_median_ms'])}")
-    if any(str(flag).startswith("CPU contended") for flag in flags):
+    kinds = flag_kinds(flags)
+    if Flag.CPU_CONTENDED in kinds:
         marks.append("CPU contended")  # first: it is why the median did not converge
-    if any(str(flag).startswith("median not converged") for flag in flags):
+    if Flag.NOT_CONVERGED in kinds:
         marks.append("not converged")
     return ", ".join(marks)
 

@@ -27,6 +27,7 @@ from rich.text import Text
 from workbench.abstats import MIN_PAIRS, RatioCI, unpaired_ratio
 from workbench.engine.multi.merge import device_name_of
 from workbench.fmt import printable
+from workbench.results.record import Flag, has_flag
 from workbench.results.report import fmt_num, shape_text
 
 # A row timed under the Triton interpreter measured numpy's emulation on the host, not a kernel
@@ -162,12 +163,9 @@ def compare_documents(current: Mapping[str, Any], baseline: Mapping[str, Any], t
     return Comparison(threshold, _device(current), _device(baseline), rows)
 
 
-CONTENDED_PREFIX = "CPU contended"  # engine/bench.contention_flag's flag
-
-
 def contended(record: Mapping[str, Any] | None) -> bool:
     """Whether a record's timing carries the CPU-contention flag (its medians are not the op's alone)."""
-    return any(str(flag).startswith(CONTENDED_PREFIX) for flag in (record or {}).get("flags") or [])
+    return has_flag(record, Flag.CPU_CONTENDED)
 
 
 def _row(record, word, ratio, base, current_side: bool = True, interval: RatioCI | None = None) -> RowComparison:

@@ -33,6 +33,7 @@ from typing import Any, Iterable, Mapping
 
 from workbench.fileio import atomic_write_text
 from workbench.results.provenance import PROVENANCE_KEYS
+from workbench.results.record import Flag
 
 SCHEMA_VERSION = 1
 
@@ -59,7 +60,7 @@ PROFILE_ROW_KEYS = ("name", "kind", "calls", "self_device_us", "self_cpu_us", "p
 
 # The one wording of "this time is the Triton interpreter's": a flag of the record (engine/bench.py)
 # and the note report.py shows for a record timed by the interpreter.
-INTERPRETER_FLAG = "Triton interpreter: host time of numpy emulation, not kernel speed"
+INTERPRETER_FLAG = Flag.INTERPRETER.template  # "Triton interpreter: host time of numpy emulation, ..."
 
 STATUSES = ("ok", "failed", "unavailable", "skipped")
 CANCELLED_ERROR = "cancelled"  # the error of a row a cancel stopped before it finished (status skipped)

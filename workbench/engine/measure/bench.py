@@ -20,6 +20,7 @@ from workbench.engine.measure.timing import flush_kind, make_timer, measure_run,
 from workbench.engine.measure.traffic import above_peak, reference_flags, traffic_record
 from workbench.events import Log, Samples
 from workbench.results.document import INTERPRETER_FLAG, TIMING_KEYS, blank
+from workbench.results.record import Flag
 
 CANCEL_POLL_S = 0.05  # cancel is finished within 3 s (CONTRACTS.md): 50 ms of polling is plenty
 # A CPU row whose threads waited for a core over this share of its timed window is flagged. On the
@@ -92,8 +93,8 @@ def convergence_flag(samples_ms, target_rel_error: float, rep_ms: float) -> str 
     while digits < 6 and f"{100 * error:.{digits}g}" == f"{100 * target_rel_error:.{digits}g}":
         digits += 1
     shown = "unknown" if error == float("inf") else f"{100 * error:.{digits}g}%"
-    return (f"median not converged: estimated error {shown} > target {100 * target_rel_error:.{digits}g}% "
-            f"after {len(samples_ms)} samples (rep_ms {rep_ms:g} reached)")
+    return Flag.NOT_CONVERGED.format(detail=f"estimated error {shown} > target {100 * target_rel_error:.{digits}g}% "
+                                            f"after {len(samples_ms)} samples (rep_ms {rep_ms:g} reached)")
 
 
 def run_delay_s() -> float | None:
@@ -120,9 +121,10 @@ def contention_flag(before_s: float | None, after_s: float | None, wall_s: float
     share = (after_s - before_s) / wall_s
     if share <= CONTENDED:
         return None
-    return (f"CPU contended: while timing, the worker's threads waited {share:.2f} s for a core per "
-            f"second (summed over its threads; {os.cpu_count()} cores, shared with other processes or "
-            f"this workbench's own front end), so these timings are not the op's alone")
+    return Flag.CPU_CONTENDED.format(
+        detail=f"while timing, the worker's threads waited {share:.2f} s for a core per second (summed over its "
+               f"threads; {os.cpu_count()} cores, shared with other processes or this workbench's own front "
+               f"end), so these timings are not the op's alone")
 
 
 def throttled(check, interval_s: float = CANCEL_POLL_S, clock=time.perf_counter):

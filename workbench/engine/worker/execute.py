@@ -34,9 +34,10 @@ from workbench.error_location import describe_error
 from workbench.events import Built, Checked, Error, Result, Started
 from workbench.errors import UnavailableError, WorkbenchError
 from workbench.registry import BuildContext, Registry
+from workbench.results.record import Flag
 
 
-CACHED_FLAG = "build cached: built earlier in this worker (build_ms is the first call only)"
+CACHED_FLAG = Flag.BUILD_CACHED.template  # "build cached: built earlier in this worker ..."
 
 
 class RowRunner:
@@ -83,7 +84,7 @@ class RowRunner:
         mark(f"row {row.op} {row.label}: done, resetting")
         problem = self.baseline.after_row(sum(d.kept_bytes for d in self.devices.values()))
         if problem is not None:
-            record["flags"].append(f"{problem}: this worker was replaced after the row")
+            record["flags"].append(Flag.WORKER_REPLACED.format(problem=problem))
         self.channel.event(Result(row.key, record))
         mark(f"row {row.op} {row.label}: result sent")
         return "; ".join(r for r in (leave, problem) if r) or None
