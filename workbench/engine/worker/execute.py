@@ -35,6 +35,7 @@ from workbench.events import Built, Checked, Error, Result, Started
 from workbench.errors import UnavailableError, WorkbenchError
 from workbench.registry import BuildContext, Registry
 from workbench.results.record import Flag
+from workbench.tuning import tuned_record
 
 
 CACHED_FLAG = Flag.BUILD_CACHED.template  # "build cached: built earlier in this worker ..."
@@ -185,7 +186,7 @@ class RowRunner:
         out = fn(*inputs)
         dev.sync()
         record["build_ms"] = (time.perf_counter() - t0) * 1e3
-        record["tuned"] = getattr(fn, "tuned", None)  # an autotuned kernel's choice (workbench/tuning.py)
+        record["tuned"] = tuned_record(fn)  # an autotuned kernel's choice (workbench/tuning.TunedCallable)
         record["peak_mem_bytes"] = dev.peak_bytes()
         if watch is not None:
             watch.after_build()
