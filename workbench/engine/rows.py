@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from workbench.events import RowKey
 from workbench.errors import WorkbenchError
-from workbench.results.document import new_record
+from workbench.results.record import Record
 from workbench.session.model import ImplRef, RunSpec, Session, Settings
 from workbench.variants import split_variant
 
@@ -57,11 +57,15 @@ class Row:
         return tuple(a for a in self.actions if a in EXEC_ACTIONS)
 
     def record(self) -> dict:
-        """The result record skeleton of this row (status and measurements None)."""
-        return new_record(run_index=self.run_index, op=self.op, impl=self.impl, label=self.label,
-                          params=dict(self.params), shape=dict(self.shape), dtype=self.dtype,
-                          sweep_value=self.sweep_value, device=self.device,
-                          estimate=dict(self.estimate) if self.estimate is not None else None)
+        """The result record skeleton of this row (status and measurements None), as JSON."""
+        return self.new_record().to_dict()
+
+    def new_record(self) -> Record:
+        """The typed result record of this row (workbench/results/record.py), measurements None."""
+        return Record(run_index=self.run_index, op=self.op, impl=self.impl, label=self.label,
+                      params=dict(self.params), shape=dict(self.shape), dtype=self.dtype,
+                      sweep_value=self.sweep_value, device=self.device,
+                      estimate=dict(self.estimate) if self.estimate is not None else None)
 
 
 def resolve_device(setting: str, has_cuda: bool) -> str:

@@ -20,6 +20,7 @@ workbench/ptx/launch.py writes beside the four the contract names.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import re
 import string
 import types
@@ -164,12 +165,12 @@ def _convert(tp: Any, value: Any, where: str) -> tuple[bool, Any]:
     if isinstance(tp, type) and issubclass(tp, Part):
         return (True, tp.from_dict(value, where)) if isinstance(value, Mapping) else (False, None)
     base = origin or tp
-    if base is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool), value
+    if base is float:  # an integer is a number too (JSON has one number type); numpy's count
+        return isinstance(value, numbers.Real) and not isinstance(value, bool), value
     if base is int:
-        return isinstance(value, int) and not isinstance(value, bool), value
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool), value
     if base is list:
-        if not isinstance(value, list):
+        if not isinstance(value, (list, tuple)):  # a tuple is written as a JSON list
             return False, None
         (item,) = typing.get_args(tp) or (Any,)
         out = []

@@ -95,7 +95,7 @@ class DeviceSession:
         bench_row(self, row, record, op, impl, spec, params, fn, inputs, ceilings, rotation)
         peak = self.peak_bytes()
         if peak is not None:
-            record["peak_mem_bytes"] = max(record["peak_mem_bytes"] or 0, peak)
+            record.peak_mem_bytes = max(record.peak_mem_bytes or 0, peak)
 
     def profile(self, row, record, fn, inputs) -> None:
         from workbench.engine.measure.profile import profile_calls, trace_file
@@ -103,9 +103,9 @@ class DeviceSession:
 
         trace = trace_file(self.job.trace_dir, row.key, self.job.trace_session) if self.job.trace_dir else None
         with self.phase("profile"):
-            record["profile"] = profile_calls(lambda: fn(*inputs), self.is_cuda, sync=self.sync, trace_path=trace)
-        record["profile"]["trace_path"] = trace
-        self.channel.event(Profile(row.key, record["profile"]))
+            record.profile = profile_calls(lambda: fn(*inputs), self.is_cuda, sync=self.sync, trace_path=trace)
+        record.profile["trace_path"] = trace
+        self.channel.event(Profile(row.key, record.profile))
 
     def ptx(self, row, record, op, impl, spec, params, ctx=None) -> None:
         from workbench.engine.worker.ptx_stage import ptx_row

@@ -34,7 +34,7 @@ from workbench.error_location import describe_error
 from workbench.events import Built, Checked, Error, Result, Started
 from workbench.errors import UnavailableError, WorkbenchError
 from workbench.registry import BuildContext, Registry
-from workbench.results.record import Flag
+from workbench.results.record import Check, Flag, Launch, Record
 from workbench.tuning import tuned_record
 
 
@@ -62,13 +62,14 @@ class RowRunner:
         return self.devices[row.device]
 
     def run(self, row: Row) -> str | None:
-        record = row.record()
+        record = row.new_record()
+        entry: dict | None = None  # an A/B row's result is its `ab` entry (engine/ab_plan.AB_KEYS), not a record
         leave = None
         try:
             if self.job.mode == Mode.ptx:
                 self._ptx_only(row, record)
             elif self.job.mode == Mode.ab:
-                record = ab_row(self, row)
+                entry = ab_row(self, row)
             else:
                 self._execute(row, record)
         except Cancelled:
@@ -78,15 +79,16 @@ class RowRunner:
         except Exception as exc:
             # `path:line: Type: message`: the line of the plugin (or op file) that raised
             record.update(status="failed", error=describe_error(exc, self.job.plugin_paths))
-            self.channel.event(Error(row.key, record["error"]))
+            self.channel.event(Error(row.key, record.error))
             # Our own refusals (a limit, no PTX) leave the process as it was; anything else (a
             # CUDA error, an OOM, a plugin's bug) may have poisoned it.
             leave = None if isinstance(exc, WorkbenchError) else f"the row raised {type(exc).__name__}"
         mark(f"row {row.op} {row.label}: done, resetting")
         problem = self.baseline.after_row(sum(d.kept_bytes for d in self.devices.values()))
         if problem is not None:
-            record["flags"].append(Flag.WORKER_REPLACED.format(problem=problem))
-        self.channel.event(Result(row.key, record))
+            (entry["flags"] if entry is not None else record.flags).append(Flag.WORKER_REPLACED.format(problem=problem))
+        # JSON across the process boundary: the typed record ends here
+        self.channel.event(Result(row.key, entry if entry is not None else record.to_dict()))
         mark(f"row {row.op} {row.label}: result sent")
         return "; ".join(r for r in (leave, problem) if r) or None
 
@@ -101,14 +103,14 @@ class RowRunner:
                            build_dir=Path(self.job.build_dir) if self.job.build_dir else None)
         return op, impl, spec, impl.resolve_params(row.params), ctx
 
-    def _execute(self, row: Row, record: dict) -> None:
+    def _execute(self, row: Row, record: Record) -> None:
         """The row inside an NVTX range named after it (engine/measure/nvtx.py), its phases nested."""
         from workbench.engine.measure.nvtx import row_range
 
         with self.device(row).phase(row_range(row.key)):
             self._execute_row(row, record)
 
-    def _execute_row(self, row: Row, record: dict) -> None:
+    def _execute_row(self, row: Row, record: Record) -> None:
         op, impl, spec, params, ctx = self._resolve(row)
         dev = self.device(row)
         mark(f"row {row.op} {row.label}: start")
@@ -120,7 +122,7 @@ class RowRunner:
         watch = impl.backend.watch()
         from workbench.check.row import trust_flags
 
-        record["flags"].extend(trust_flags(op, impl, spec))  # what plugin code decided of the check
+        record.flags.extend(trust_flags(op, impl, spec))  # what plugin code decided of the check
         with dev.phase("build"):
             fn, inputs, out, check = self._build(row, record, op, impl, spec, params, ctx, dev, watch)
         mark(f"row {row.op} {row.label}: built")
@@ -152,10 +154,10 @@ class RowRunner:
             passed = self._check(row, record, op, spec, ctx, check, lambda: check.timed_calls(fn, kept, sets, replayed))
             del kept, sets
             if not passed:
-                record["timing"] = record["traffic"] = None  # what was timed was wrong (rule 13)
+                record.timing = record.traffic = None  # what was timed was wrong (rule 13)
                 return
         if not self._check(row, record, op, spec, ctx, check, lambda: check.timed(fn)):
-            record["timing"] = record["traffic"] = None  # a wrong result gets no speed (rule 6)
+            record.timing = record.traffic = None  # a wrong result gets no speed (rule 6)
             return
         if "counters" in row.actions:
             with dev.phase("counters"):
@@ -166,10 +168,11 @@ class RowRunner:
         if "ptx" in row.actions:
             dev.ptx(row, record, op, impl, spec, params, ctx)
             mark(f"row {row.op} {row.label}: ptx")
-        record["launch"] = launch_for(op, impl, spec, params, dev.info, record["ptx"], ctx)
+        launch = launch_for(op, impl, spec, params, dev.info, record.ptx, ctx)
+        record.launch = Launch.from_dict(launch, "launch") if launch is not None else None
         mark(f"row {row.op} {row.label}: launch record")
-        if record["status"] is None:
-            record["status"] = "ok"
+        if record.status is None:
+            record.status = "ok"
 
     def _build(self, row, record, op, impl, spec, params, ctx, dev, watch):
         from workbench.check.row import RowCheck
@@ -185,12 +188,12 @@ class RowRunner:
         fn = wrap_for_mode(row, self._built(key, impl, spec, params, ctx, dev, record, watch), inputs)  # graph_mode.py
         out = fn(*inputs)
         dev.sync()
-        record["build_ms"] = (time.perf_counter() - t0) * 1e3
-        record["tuned"] = tuned_record(fn)  # an autotuned kernel's choice (workbench/tuning.TunedCallable)
-        record["peak_mem_bytes"] = dev.peak_bytes()
+        record.build_ms = (time.perf_counter() - t0) * 1e3
+        record.tuned = tuned_record(fn)  # an autotuned kernel's choice (workbench/tuning.TunedCallable)
+        record.peak_mem_bytes = dev.peak_bytes()
         if watch is not None:
             watch.after_build()
-        self.channel.event(Built(row.key, record["build_ms"]))
+        self.channel.event(Built(row.key, record.build_ms))
         return fn, inputs, out, check
 
     def _built(self, key, impl, spec, params, ctx, dev, record, watch=None):
@@ -201,7 +204,7 @@ class RowRunner:
         cacheable = watch is None
         fn = self.builds.get(key) if cacheable else None
         if fn is not None:
-            record["flags"].append(CACHED_FLAG)
+            record.flags.append(CACHED_FLAG)
             return fn
         before = dev.allocated_bytes()
         fn = impl.builder(spec, params, ctx)
@@ -214,25 +217,25 @@ class RowRunner:
         from workbench.check.row import failure_text, uses_tf32
 
         if op.matmul_like and str(spec.dtype) == "float32":
-            record["fp32_precision"] = "tf32" if uses_tf32(op, spec, ctx) else "ieee"
+            record.fp32_precision = "tf32" if uses_tf32(op, spec, ctx) else "ieee"
         with self.device(row).phase("check"):
             done = step()
         if done is None:  # no special set
             return True
-        record["check"] = check.report.as_dict()
-        self.channel.event(Checked(row.key, record["check"]))
+        report = check.report.as_dict()
+        record.check = Check.from_dict(report, "check")
+        self.channel.event(Checked(row.key, report))
         if check.passed:
             return True
-        record["status"] = "failed"
-        record["error"] = failure_text(check.report)
+        record.fail(failure_text(check.report))
         return False
 
-    def _ptx_only(self, row: Row, record: dict) -> None:
+    def _ptx_only(self, row: Row, record: Record) -> None:
         op, impl, spec, params, ctx = self._resolve(row)
         self.channel.event(Started(row.key, row.op, row.impl, spec.label, row.device))
         self.device(row).ptx(row, record, op, impl, spec, params, ctx)
-        if record["status"] is None:
-            record["status"] = "ok"
+        if record.status is None:
+            record.status = "ok"
 
 
 def launch_for(op: Any, impl: Any, spec: Any, params: dict, info: Any, ptx: dict | None = None,
