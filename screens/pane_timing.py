@@ -19,8 +19,7 @@ from textual.containers import Container, Vertical
 from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
-from workbench.results.document import INTERPRETER_FLAG
-from workbench.results.record import Flag, flag_kinds
+from workbench.results.record import Flag, flag_kinds, has_flag
 
 from . import charts, fmt
 from .chart_plot import ChartPlot, DrawnWhenShown
@@ -219,4 +218,4 @@ def notes(timing: dict, flags=()) -> str:
 
 def _interpreted(row: Row) -> bool:
     """The engine flags a record timed under a CPU interpreter (results.INTERPRETER_FLAG)."""
-    return INTERPRETER_FLAG in ((row.record or {}).get("flags") or ())
+    return has_flag(row.record, Flag.INTERPRETER)

@@ -73,6 +73,7 @@ class Flag(Enum):
     PTX_ERROR = ("ptx_error", "ptx: {detail}")
     WORKER_REPLACED = ("worker_replaced", "{problem}: this worker was replaced after the row")
     WATCH_STALE = ("watch_stale", "watch: the last edit failed ({error}); showing the last good result")
+    KEPT = ("kept", "kept from an earlier run: the run after it was cancelled before this row")  # the TUI's
 
     @property
     def code(self) -> str:
