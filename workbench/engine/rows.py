@@ -15,7 +15,7 @@ from workbench.session.model import ImplRef, RunSpec, Session, Settings
 from workbench.variants import split_variant
 
 if TYPE_CHECKING:  # the registry imports torch; the row counter below is for torch-free front ends too
-    from workbench.registry import Registry
+    from workbench.registry import BuildContext, Registry
 
 EXEC_ACTIONS = ("check", "bench", "profile", "counters")
 
@@ -66,6 +66,23 @@ class Row:
                       params=dict(self.params), shape=dict(self.shape), dtype=self.dtype,
                       sweep_value=self.sweep_value, device=self.device,
                       estimate=dict(self.estimate) if self.estimate is not None else None)
+
+
+@dataclass(frozen=True)
+class RowContext:
+    """A Row resolved in the worker that runs it: what every stage of the row (build, check,
+    bench, counters, ptx, launch) needs beside the record, travelling as one object.
+
+    op / impl: the registry's Op and Impl; spec: the op's spec for the row's shape and dtype;
+    params: the implementation's parameters resolved (defaults filled in); ctx: the
+    registry.BuildContext (device, fp32 precision in effect, interpreter, build folder)."""
+
+    row: Row
+    op: Any
+    impl: Any
+    spec: Any
+    params: Mapping[str, Any]
+    ctx: BuildContext
 
 
 def resolve_device(setting: str, has_cuda: bool) -> str:

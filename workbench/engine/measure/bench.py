@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from workbench.engine.measure.ceilings import Ceilings
 from workbench.engine.measure.clocks import ClockSampler
@@ -22,6 +23,9 @@ from workbench.events import Log, Samples
 from workbench.results.document import INTERPRETER_FLAG
 from workbench.results.record import Flag, Record, Timing
 
+if TYPE_CHECKING:
+    from workbench.engine.rows import RowContext
+
 CANCEL_POLL_S = 0.05  # cancel is finished within 3 s (CONTRACTS.md): 50 ms of polling is plenty
 # A CPU row whose threads waited for a core over this share of its timed window is flagged. On the
 # 2-core CPU (smoke-quick): 11-31% idle (the front end reading the samples), 52-140% beside two
@@ -29,10 +33,11 @@ CANCEL_POLL_S = 0.05  # cancel is finished within 3 s (CONTRACTS.md): 50 ms of p
 CONTENDED = 0.5
 
 
-def bench_row(dev, row, record: Record, op, impl, spec, params, fn, inputs, ceilings: Ceilings, rotation=None) -> None:
+def bench_row(dev, rc: RowContext, record: Record, fn, inputs, ceilings: Ceilings, rotation=None) -> None:
     """Fill record.timing and .traffic (and status/error/flags on a ceiling breach).
-    rotation: the timed call (engine/rotation.Rotation: rotated inputs, kept outputs), else
-    fn(*inputs)."""
+    rc: the row resolved in this worker (engine/rows.RowContext); rotation: the timed call
+    (engine/rotation.Rotation: rotated inputs, kept outputs), else fn(*inputs)."""
+    row, op, impl, spec = rc.row, rc.op, rc.impl, rc.spec
     settings = row.settings
     interpreted = dev.job.interpret and impl.backend.interpreted(dev.device)
     timer = make_timer(dev.device, interpreted=interpreted)

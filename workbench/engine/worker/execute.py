@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from workbench.engine.worker.ab import ab_row
 from workbench.engine.worker.build_cache import BuildCache, build_key
@@ -27,7 +27,7 @@ from workbench.engine.measure.device import DeviceSession
 from workbench.engine.measure.graph_mode import GraphCall, wrap_for_mode
 from workbench.engine.worker.precision import effective_fp32_precision
 from workbench.engine.protocol import Channel, ChildJob, Mode
-from workbench.engine.rows import Row
+from workbench.engine.rows import Row, RowContext
 from workbench.engine.measure.timing import Cancelled
 from workbench.engine.measure.timing_notes import note_timing
 from workbench.error_location import describe_error
@@ -93,7 +93,7 @@ class RowRunner:
         return "; ".join(r for r in (leave, problem) if r) or None
 
     # -- stages -----------------------------------------------------------------------------
-    def _resolve(self, row: Row):
+    def _resolve(self, row: Row) -> RowContext:
         op = self.registry.op(row.op)
         impl = op.get_impl(row.impl)
         spec = op.make_spec(row.shape, row.dtype)
@@ -101,35 +101,35 @@ class RowRunner:
         ctx = BuildContext(device=row.device, fp32_precision=precision,
                            interpret=self.interpret,
                            build_dir=Path(self.job.build_dir) if self.job.build_dir else None)
-        return op, impl, spec, impl.resolve_params(row.params), ctx
+        return RowContext(row, op, impl, spec, impl.resolve_params(row.params), ctx)
 
     def _execute(self, row: Row, record: Record) -> None:
         """The row inside an NVTX range named after it (engine/measure/nvtx.py), its phases nested."""
         from workbench.engine.measure.nvtx import row_range
 
         with self.device(row).phase(row_range(row.key)):
-            self._execute_row(row, record)
+            self._execute_row(self._resolve(row), record)
 
-    def _execute_row(self, row: Row, record: Record) -> None:
-        op, impl, spec, params, ctx = self._resolve(row)
+    def _execute_row(self, rc: RowContext, record: Record) -> None:
+        row, op, impl, spec = rc.row, rc.op, rc.impl, rc.spec
         dev = self.device(row)
         mark(f"row {row.op} {row.label}: start")
         if "bench" in row.actions:  # the references its bars use, once per device, off the row's clock
             calibrate(dev, references_for(dev.info.name, op, impl, spec, row.settings.fp32_precision))
             mark(f"row {row.op} {row.label}: references ready")
-        dev.apply_precision(ctx.fp32_precision)
+        dev.apply_precision(rc.ctx.fp32_precision)
         self.channel.event(Started(row.key, row.op, row.impl, spec.label, row.device))
         watch = impl.backend.watch()
         from workbench.check.row import trust_flags
 
         record.flags.extend(trust_flags(op, impl, spec))  # what plugin code decided of the check
         with dev.phase("build"):
-            fn, inputs, out, check = self._build(row, record, op, impl, spec, params, ctx, dev, watch)
+            fn, inputs, out, check = self._build(rc, record, dev, watch)
         mark(f"row {row.op} {row.label}: built")
-        if not self._check(row, record, op, spec, ctx, check, lambda: check.first(out)):  # noqa: F821 (called before the del below)
+        if not self._check(rc, record, check, lambda: check.first(out)):  # noqa: F821 (called before the del below)
             return
         del out
-        if not self._check(row, record, op, spec, ctx, check, lambda: check.special(fn)):
+        if not self._check(rc, record, check, lambda: check.special(fn)):
             return
         mark(f"row {row.op} {row.label}: checked")
         rotation = None
@@ -141,7 +141,7 @@ class RowRunner:
             # no nudges (a kept output holds the last replay's values, not its own call's).
             replayed = isinstance(fn, GraphCall)
             rotation = Rotation(fn, [inputs] if replayed else check.rotation_sets(), nudges=not replayed)
-            dev.bench(row, record, op, impl, spec, params, fn, inputs, rotation)
+            dev.bench(rc, record, fn, inputs, rotation)
             note_timing(row, record)
             mark(f"row {row.op} {row.label}: benched")
         if "profile" in row.actions:
@@ -151,12 +151,12 @@ class RowRunner:
             rotation.restore()  # the nudged elements back before the inputs are fingerprinted
             kept, sets = rotation.kept, rotation.sets
             rotation.release()
-            passed = self._check(row, record, op, spec, ctx, check, lambda: check.timed_calls(fn, kept, sets, replayed))
+            passed = self._check(rc, record, check, lambda: check.timed_calls(fn, kept, sets, replayed))
             del kept, sets
             if not passed:
                 record.timing = record.traffic = None  # what was timed was wrong (rule 13)
                 return
-        if not self._check(row, record, op, spec, ctx, check, lambda: check.timed(fn)):
+        if not self._check(rc, record, check, lambda: check.timed(fn)):
             record.timing = record.traffic = None  # a wrong result gets no speed (rule 6)
             return
         if "counters" in row.actions:
@@ -166,26 +166,27 @@ class RowRunner:
             watch.finish(row, record, self.channel)
         mark(f"row {row.op} {row.label}: timed output checked")
         if "ptx" in row.actions:
-            dev.ptx(row, record, op, impl, spec, params, ctx)
+            dev.ptx(rc, record)
             mark(f"row {row.op} {row.label}: ptx")
-        launch = launch_for(op, impl, spec, params, dev.info, record.ptx, ctx)
+        launch = launch_for(op, impl, spec, rc.params, dev.info, record.ptx, rc.ctx)
         record.launch = Launch.from_dict(launch, "launch") if launch is not None else None
         mark(f"row {row.op} {row.label}: launch record")
         if record.status is None:
             record.status = "ok"
 
-    def _build(self, row, record, op, impl, spec, params, ctx, dev, watch):
+    def _build(self, rc: RowContext, record: Record, dev: DeviceSession, watch: Any):
         from workbench.check.row import RowCheck
 
+        row = rc.row
         dev.reset_peak()
-        inputs = op.make_inputs(spec, row.device, row.settings.seed)
-        check = RowCheck(op, impl, spec, ctx, inputs, row.settings.seed, sync=dev.sync)  # fingerprints first
+        inputs = rc.op.make_inputs(rc.spec, row.device, row.settings.seed)
+        check = RowCheck(rc.op, rc.impl, rc.spec, rc.ctx, inputs, row.settings.seed, sync=dev.sync)  # fingerprints first
         dev.restart_peak()  # the fingerprints' scratch is the check's, not the row's
         if watch is not None:
             watch.start()
-        key = build_key(row, impl, spec, params, self.interpret)
+        key = build_key(row, rc.impl, rc.spec, rc.params, self.interpret)
         t0 = time.perf_counter()
-        fn = wrap_for_mode(row, self._built(key, impl, spec, params, ctx, dev, record, watch), inputs)  # graph_mode.py
+        fn = wrap_for_mode(row, self._built(key, rc, dev, record, watch), inputs)  # graph_mode.py
         out = fn(*inputs)
         dev.sync()
         record.build_ms = (time.perf_counter() - t0) * 1e3
@@ -196,7 +197,7 @@ class RowRunner:
         self.channel.event(Built(row.key, record.build_ms))
         return fn, inputs, out, check
 
-    def _built(self, key, impl, spec, params, ctx, dev, record, watch=None):
+    def _built(self, key: Any, rc: RowContext, dev: DeviceSession, record: Record, watch: Any = None):
         """The cached build, or a fresh one (cached unless its backend watches each build, as
         torch.compile's does: it resets dynamo and counts the row's own compiles; or unless the
         builder kept device memory: a cached closure holding tensors would look like a leak,
@@ -207,33 +208,33 @@ class RowRunner:
             record.flags.append(CACHED_FLAG)
             return fn
         before = dev.allocated_bytes()
-        fn = impl.builder(spec, params, ctx)
+        fn = rc.impl.builder(rc.spec, rc.params, rc.ctx)
         if cacheable and dev.allocated_bytes() == before:
             self.builds.put(key, fn)
         return fn
 
-    def _check(self, row, record, op, spec, ctx, check, step) -> bool:
+    def _check(self, rc: RowContext, record: Record, check: Any, step: Callable[[], Any]) -> bool:
         """Run one check step (first call, special set, timed call); False when it failed."""
         from workbench.check.row import failure_text, uses_tf32
 
-        if op.matmul_like and str(spec.dtype) == "float32":
-            record.fp32_precision = "tf32" if uses_tf32(op, spec, ctx) else "ieee"
-        with self.device(row).phase("check"):
+        if rc.op.matmul_like and str(rc.spec.dtype) == "float32":
+            record.fp32_precision = "tf32" if uses_tf32(rc.op, rc.spec, rc.ctx) else "ieee"
+        with self.device(rc.row).phase("check"):
             done = step()
         if done is None:  # no special set
             return True
         report = check.report.as_dict()
         record.check = Check.from_dict(report, "check")
-        self.channel.event(Checked(row.key, report))
+        self.channel.event(Checked(rc.row.key, report))
         if check.passed:
             return True
         record.fail(failure_text(check.report))
         return False
 
     def _ptx_only(self, row: Row, record: Record) -> None:
-        op, impl, spec, params, ctx = self._resolve(row)
-        self.channel.event(Started(row.key, row.op, row.impl, spec.label, row.device))
-        self.device(row).ptx(row, record, op, impl, spec, params, ctx)
+        rc = self._resolve(row)
+        self.channel.event(Started(row.key, row.op, row.impl, rc.spec.label, row.device))
+        self.device(row).ptx(rc, record)
         if record.status is None:
             record.status = "ok"
 
