@@ -146,3 +146,29 @@ def test_records_are_asked_for_flag_kinds_not_prefixes():
     typed = Record()
     assert typed.add_flag(Flag.TRUST, detail="graded against ...") == "trust: graded against ..."
     assert typed.flag_kinds() == {Flag.TRUST}
+
+
+def test_a_document_with_a_value_of_the_wrong_type_is_refused_naming_file_key_and_value(tmp_path):
+    doc = document.new_document({}, {})
+    doc["results"] = [document.new_record(status="ok"), document.new_record(status="ok", build_ms="12 ms")]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError) as err:
+        document.load(path)
+    assert str(err.value) == f"{path}: results[1].build_ms: '12 ms' is a string; allowed: a number or null"
+    doc["results"][1]["build_ms"] = 12.0
+    path.write_text(json.dumps(doc))
+    assert document.load(path)["results"][1]["build_ms"] == 12.0
+
+
+def test_compare_reads_the_typed_fields_of_both_documents():
+    from workbench.results.baseline import compare_documents
+
+    def rec(median, flags=()):
+        return document.new_record(op="gelu", label="triton", shape={"N": 8}, dtype="float32", status="ok",
+                                   timing={"median_ms": median, "p20_ms": median * 0.99, "p80_ms": median * 1.01,
+                                           "timer": "cuda_event"}, flags=list(flags))
+    now = {"results": [rec(2.0, [Flag.CPU_CONTENDED.format(detail="waited")])], "environment": {}}
+    then = {"results": [rec(1.0)], "environment": {}}
+    (row,) = compare_documents(now, then).rows
+    assert (row.verdict, row.ratio, row.median_ms, row.baseline_median_ms, row.contended) == ("slower", 2.0, 2.0, 1.0, True)
