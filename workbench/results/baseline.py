@@ -27,7 +27,7 @@ from rich.text import Text
 from workbench.abstats import MIN_PAIRS, RatioCI, unpaired_ratio
 from workbench.engine.multi.merge import device_name_of
 from workbench.fmt import printable
-from workbench.results.record import Flag, Timing, has_flag, read_record
+from workbench.results.record import Flag, Record, Timing, has_flag, read_record
 from workbench.results.report import fmt_num, shape_text
 
 # A row timed under the Triton interpreter measured numpy's emulation on the host, not a kernel
@@ -94,13 +94,13 @@ class Comparison:
                 "rows": [r.as_dict() for r in self.rows]}
 
 
-def row_key(record: Mapping[str, Any]) -> tuple:
+def row_key(record: Mapping[str, Any] | Record) -> tuple:
     shape = json.dumps(record.get("shape") or {}, sort_keys=True)
     return (record.get("op"), record.get("label"), shape, record.get("dtype"),
             json.dumps(record.get("sweep_value"), default=str))
 
 
-def verdict(current: Mapping[str, Any], baseline: Mapping[str, Any], threshold: float) -> tuple[str, float | None]:
+def verdict(current: Mapping[str, Any] | Record, baseline: Mapping[str, Any] | Record, threshold: float) -> tuple[str, float | None]:
     """(verdict, median ratio current/baseline) for two matched result records."""
     now, then = read_record(current), read_record(baseline)
     cur, base = now.timing or Timing(), then.timing or Timing()
@@ -125,7 +125,7 @@ def verdict(current: Mapping[str, Any], baseline: Mapping[str, Any], threshold: 
     return "same", ratio
 
 
-def sample_interval(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> RatioCI | None:
+def sample_interval(current: Mapping[str, Any] | Record, baseline: Mapping[str, Any] | Record) -> RatioCI | None:
     """The bootstrap interval of current / baseline when both records hold >= MIN_PAIRS samples
     (fewer tell nothing at 95%, workbench/abstats.py: the p20/p80 rule decides then)."""
     a, b = (read_record(r).timing or Timing() for r in (current, baseline))
@@ -140,12 +140,12 @@ def sample_interval(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> 
 
 def compare_documents(current: Mapping[str, Any], baseline: Mapping[str, Any], threshold: float = 0.05) -> Comparison:
     """Match every result of `current` with `baseline` and give each a verdict."""
-    base_rows: dict[tuple, list[Mapping[str, Any]]] = {}
-    for record in baseline.get("results") or []:
+    base_rows: dict[tuple, list[Record]] = {}
+    for record in map(read_record, baseline.get("results") or []):  # each record read once
         base_rows.setdefault(row_key(record), []).append(record)
     used: dict[tuple, int] = {}
     rows = []
-    for record in current.get("results") or []:
+    for record in map(read_record, current.get("results") or []):
         key = row_key(record)
         nth = used.get(key, 0)
         used[key] = nth + 1
@@ -164,7 +164,7 @@ def compare_documents(current: Mapping[str, Any], baseline: Mapping[str, Any], t
     return Comparison(threshold, _device(current), _device(baseline), rows)
 
 
-def contended(record: Mapping[str, Any] | None) -> bool:
+def contended(record: Mapping[str, Any] | Record | None) -> bool:
     """Whether a record's timing carries the CPU-contention flag (its medians are not the op's alone)."""
     return has_flag(record, Flag.CPU_CONTENDED)
 

@@ -25,9 +25,10 @@ import re
 import string
 import types
 import typing
+from collections import abc
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, ClassVar, Iterable, Mapping, TypeVar, Union
+from typing import Any, Callable, ClassVar, Iterable, Mapping, Tuple, TypeVar, Union
 
 P = TypeVar("P", bound="Part")
 
@@ -150,40 +151,80 @@ def _json_type(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def _convert(tp: Any, value: Any, where: str) -> tuple[bool, Any]:
-    """(True, value converted) when `value` fits annotation `tp`, else (False, None)."""
+Checker = Callable[[Any, str], Tuple[bool, Any]]  # (value, its path) -> (fits, value converted)
+_SIMPLE = {str: (str,), bool: (bool,), dict: (dict,)}
+
+
+def _is_object(value: Any) -> bool:
+    return type(value) is dict or isinstance(value, abc.Mapping)
+
+
+def _checker(tp: Any) -> Checker:
+    """A function that checks (and converts: a part's object into its dataclass) a value against
+    annotation `tp`, made once per field: reading a record is a loop over these. The path is
+    built lazily by the caller only where a nested part or list needs it."""
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
-        for option in typing.get_args(tp):
-            ok, out = _convert(option, value, where)
-            if ok:
-                return True, out
-        return False, None
+        options = typing.get_args(tp)
+        nullable = type(None) in options
+        checks = [_checker(o) for o in options if o is not type(None)]
+
+        def union(value: Any, where: str) -> tuple[bool, Any]:
+            if value is None:
+                return nullable, None
+            for check in checks:
+                ok, out = check(value, where)
+                if ok:
+                    return True, out
+            return False, None
+        return union
     if tp is Any:
-        return True, value
-    if tp is type(None):
-        return value is None, None
+        return lambda value, where: (True, value)
     if isinstance(tp, type) and issubclass(tp, Part):
-        return (True, tp.from_dict(value, where)) if isinstance(value, Mapping) else (False, None)
+        part = tp
+        return lambda value, where: (True, part.from_dict(value, where)) if _is_object(value) else (False, None)
     base = origin or tp
     if base is float:  # an integer is a number too (JSON has one number type); numpy's count
-        return isinstance(value, numbers.Real) and not isinstance(value, bool), value
+        return lambda value, where: (type(value) in (float, int) or (isinstance(value, numbers.Real)
+                                                                    and not isinstance(value, bool)), value)
     if base is int:
-        return isinstance(value, numbers.Integral) and not isinstance(value, bool), value
+        return lambda value, where: (type(value) is int or (isinstance(value, numbers.Integral)
+                                                           and not isinstance(value, bool)), value)
     if base is list:
-        if not isinstance(value, (list, tuple)):  # a tuple is written as a JSON list
-            return False, None
         (item,) = typing.get_args(tp) or (Any,)
-        out = []
-        for i, entry in enumerate(value):
-            ok, converted = _convert(item, entry, f"{where}[{i}]")
-            if not ok:
-                raise RecordError(f"{where}[{i}]: {entry!r} is {_json_type(entry)}; allowed: {_describe(item)}")
-            out.append(converted)
-        return True, out
-    if base is dict:
-        return isinstance(value, dict), value
-    return isinstance(value, base), value
+        check_item = _checker(item)
+        plain = item in (Any, str, float, int) or typing.get_origin(item) is dict
+
+        def items(value: Any, where: str) -> tuple[bool, Any]:
+            if not isinstance(value, (list, tuple)):  # a tuple is written as a JSON list
+                return False, None
+            out = []
+            for i, entry in enumerate(value):
+                ok, converted = check_item(entry, "" if plain else f"{where}[{i}]")
+                if not ok:
+                    raise RecordError(f"{where}[{i}]: {entry!r} is {_json_type(entry)}; allowed: {_describe(item)}")
+                out.append(converted)
+            return True, out
+        return items
+    allowed = _SIMPLE.get(base, (base,))
+    return lambda value, where: (isinstance(value, allowed), value)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """A part's fields as reading and writing need them, worked out once per class."""
+
+    keys: tuple[str, ...]
+    known: frozenset[str]
+    checks: tuple[tuple[str, Checker, Any, bool], ...]  # key, checker, annotation (for the error), needs its path
+    defaults: dict[str, Any]
+
+
+def _nested(tp: Any) -> bool:
+    """Whether a value of annotation `tp` may hold a part or a list (whose errors name a path)."""
+    options = typing.get_args(tp) if typing.get_origin(tp) in (Union, types.UnionType) else (tp,)
+    return any(typing.get_origin(o) is list or o is list or (isinstance(o, type) and issubclass(o, Part))
+               for o in options)
 
 
 def _out(value: Any) -> Any:
@@ -200,68 +241,76 @@ class Part:
 
     extra: dict[str, Any]
     absent: frozenset[str]
-    _hints: ClassVar[dict[type, dict[str, Any]]] = {}
+    _layouts: ClassVar[dict[type, _Layout]] = {}
+
+    @classmethod
+    def _layout(cls) -> _Layout:
+        layout = Part._layouts.get(cls)
+        if layout is None:
+            hints = typing.get_type_hints(cls)
+            fields = [f for f in dataclasses.fields(cls) if f.name not in ("extra", "absent")]  # type: ignore[arg-type]
+            keys = tuple(f.name for f in fields)
+            layout = Part._layouts[cls] = _Layout(keys, frozenset(keys),
+                                                  tuple((k, _checker(hints[k]), hints[k], _nested(hints[k]))
+                                                        for k in keys),
+                                                  {f.name: _default(f) for f in fields})
+        return layout
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
         """The record keys of this part, in the document's order."""
-        return tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("extra", "absent"))  # type: ignore[arg-type]
-
-    @classmethod
-    def _types(cls) -> dict[str, Any]:
-        if cls not in Part._hints:
-            Part._hints[cls] = typing.get_type_hints(cls)
-        return Part._hints[cls]
+        return cls._layout().keys
 
     @classmethod
     def from_dict(cls: type[P], data: Mapping[str, Any], where: str | None = None) -> P:
         """The part read from its JSON object; RecordError names the first value of a wrong type."""
         where = where or cls.__name__.lower()
-        if not isinstance(data, Mapping):
+        if not _is_object(data):
             raise RecordError(f"{where}: {data!r} is {_json_type(data)}; allowed: an object")
-        hints, known, values = cls._types(), cls.keys(), {}
-        for key in known:
+        layout, values = cls._layout(), {}
+        for key, check, annotation, nested in layout.checks:
             if key not in data:
                 continue
-            ok, value = _convert(hints[key], data[key], f"{where}.{key}")
+            value = data[key]
+            ok, converted = check(value, f"{where}.{key}" if nested and value is not None else where)
             if not ok:
-                raise RecordError(f"{where}.{key}: {data[key]!r} is {_json_type(data[key])}; "
-                                  f"allowed: {_describe(hints[key])}")
-            values[key] = value
+                raise RecordError(f"{where}.{key}: {value!r} is {_json_type(value)}; "
+                                  f"allowed: {_describe(annotation)}")
+            values[key] = converted
         part = cls(**values)
-        part.extra = {k: v for k, v in data.items() if k not in known}
-        part.absent = frozenset(k for k in known if k not in data)
+        if len(values) < len(data):
+            part.extra = {k: v for k, v in data.items() if k not in layout.known}
+        if len(values) < len(layout.keys):
+            part.absent = frozenset(k for k in layout.keys if k not in data)
         return part
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object: every key the contract names (what was not measured: None), then the
         unknown keys it was read with; a key the source lacked stays out while unset."""
-        out = {}
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
-            if f.name in ("extra", "absent"):
+        layout, absent, out = self._layout(), self.absent, {}
+        for key in layout.keys:
+            value = getattr(self, key)
+            if absent and key in absent and value == layout.defaults[key]:
                 continue
-            value = getattr(self, f.name)
-            if f.name in self.absent and value == _default(f):
-                continue
-            out[f.name] = _out(value)
-        out.update(self.extra)
+            out[key] = _out(value)
+        if self.extra:
+            out.update(self.extra)
         return out
 
     # item access for code that still reads and writes the record by key
     def __getitem__(self, key: str) -> Any:
-        if key in self.keys():
+        if key in self._layout().known:
             return getattr(self, key)
         return self.extra[key]
 
     def __setitem__(self, key: str, value: Any) -> None:
-        if key in self.keys():
+        if key in self._layout().known:
             setattr(self, key, value)
         else:
             self.extra[key] = value
 
     def get(self, key: str, default: Any = None) -> Any:
-        value = self[key] if key in self.keys() or key in self.extra else default
-        return value
+        return self[key] if key in self._layout().known or key in self.extra else default
 
     def update(self, **values: Any) -> None:
         for key, value in values.items():
