@@ -136,6 +136,27 @@ def test_the_emitters_texts_have_their_kinds():
     assert Flag.of("a line of a newer version") is None and Flag.of(3) is None
 
 
+def test_flags_written_from_the_enum_read_as_they_always_did():
+    from workbench.engine.measure.ceilings import Ceilings
+    from workbench.engine.measure.cpu_bound import cpu_bound_failure
+    from workbench.engine.measure.launch_floor import below_floor_flag
+    from workbench.engine.measure.timing import unjoined_failure
+    from workbench.engine.measure.traffic import above_peak
+
+    assert below_floor_flag({"median_ms": 0.001}, 0.005) == (
+        "median 0.001 ms is below the launch floor 0.005 ms: within launch noise, not a kernel speed")
+    assert cpu_bound_failure(0.001, 4096, 1.0, 0.1) == (
+        "CPU bound: a median of 0.001 ms for 4096 bytes is below 1/3 of a warm copy of as many bytes on this "
+        "CPU (1 ms, 0.1 ms of it the copy's overhead): no work of that size fits in that time")
+    streams = unjoined_failure([5.0] * 5, 1.0)
+    assert streams.startswith("streams gate: work left on another stream: after the timed stream's end event a "
+                              "device-wide synchronize still waited 5 ms (median of 5) against a 1 ms median")
+    assert Flag.of(streams) is Flag.STREAMS_GATE
+    breach = above_peak({"gbps": 9000.0, "l2_resident": False}, Ceilings(datasheet_gbps=4800.0))
+    assert breach is not None and breach.startswith("9000 GB/s is above the physical bound +5% (4800 GB/s: ")
+    assert Flag.of(breach) is Flag.ABOVE_PEAK
+
+
 def test_records_are_asked_for_flag_kinds_not_prefixes():
     contended = Flag.CPU_CONTENDED.format(detail="while timing ...")
     record = {"flags": [contended, "something else"]}

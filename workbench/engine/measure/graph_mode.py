@@ -20,11 +20,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from workbench.results.record import Flag
 from workbench.tuning import tuned_record
 
 WARMUP_CALLS = 3
-FLAG_FLUSHED = "CUDA graph replay: one call per graph launch, L2 flushed before each replay (outside the graph)"
-FLAG_WARM = "CUDA graph replay: one call per graph launch, L2-warm (flush_l2 false)"
+FLAG_FLUSHED = Flag.GRAPH_REPLAY.format(detail="one call per graph launch, L2 flushed before each replay (outside the graph)")
+FLAG_WARM = Flag.GRAPH_REPLAY.format(detail="one call per graph launch, L2-warm (flush_l2 false)")
 
 
 def graph_reason(device: str) -> str | None:

@@ -98,8 +98,8 @@ def above_peak(record: Traffic | Mapping[str, Any], ceilings: Ceilings) -> str |
         checks.append((tflops, ceilings.peak_tflops, "TFLOP/s", ceilings.peak_source("tflops")))
     for value, peak, unit, source in checks:
         if peak and value > peak * PEAK_MARGIN:
-            return (f"{value:.4g} {unit} is above the physical bound +{100 * (PEAK_MARGIN - 1):.0f}% "
-                    f"({peak:.4g} {unit}: {source})")
+            return Flag.ABOVE_PEAK.format(value=f"{value:.4g} {unit}",
+                                          detail=f"+{100 * (PEAK_MARGIN - 1):.0f}% ({peak:.4g} {unit}: {source})")
     return None
 
 
