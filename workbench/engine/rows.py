@@ -81,7 +81,7 @@ class RowContext:
     op: Any
     impl: Any
     spec: Any
-    params: Mapping[str, Any]
+    params: dict[str, Any]
     ctx: BuildContext
 
 

@@ -128,8 +128,7 @@ def verdict(current: Mapping[str, Any] | Record, baseline: Mapping[str, Any] | R
 def sample_interval(current: Mapping[str, Any] | Record, baseline: Mapping[str, Any] | Record) -> RatioCI | None:
     """The bootstrap interval of current / baseline when both records hold >= MIN_PAIRS samples
     (fewer tell nothing at 95%, workbench/abstats.py: the p20/p80 rule decides then)."""
-    a, b = (read_record(r).timing or Timing() for r in (current, baseline))
-    a, b = a.samples_ms or [], b.samples_ms or []
+    a, b = ((read_record(r).timing or Timing()).samples_ms or [] for r in (current, baseline))
     if len(a) < MIN_PAIRS or len(b) < MIN_PAIRS:
         return None
     try:

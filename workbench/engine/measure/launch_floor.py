@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from workbench.engine.measure.stats import StopRule, quantile, summarize
 from workbench.engine.measure.timing import Timer, measure
-from workbench.results.record import Flag
+from workbench.results.record import Flag, Timing
 
 LAUNCH_BOUND_MS = 0.020      # ~20 us: below this, launch overhead dominates (rule 5)
 FLOOR_RULE = StopRule(rep_ms=100.0, min_samples=50, target_rel_error=0.01)
@@ -32,7 +32,7 @@ def is_launch_bound(median_ms: float, floor_ms: float | None) -> bool:
     return median_ms < LAUNCH_BOUND_MS or (floor_ms is not None and median_ms < 2 * floor_ms)
 
 
-def below_floor_flag(timing: dict, floor_ms: float | None) -> str | None:
+def below_floor_flag(timing: Timing | dict[str, Any], floor_ms: float | None) -> str | None:
     """Set timing["below_launch_floor"] and return a flag when the median is below the measured
     floor (launch noise); the statistics themselves are left as measured. None: not below."""
     below = floor_ms is not None and timing["median_ms"] < floor_ms

@@ -75,11 +75,12 @@ class RowRunner:
         except Cancelled:
             return "cancelled"
         except UnavailableError as exc:  # a builder that finds something missing here (docs/PLUGINS.md)
-            record.update(status="unavailable", error=str(exc))
+            record.status, record.error = "unavailable", str(exc)
         except Exception as exc:
             # `path:line: Type: message`: the line of the plugin (or op file) that raised
-            record.update(status="failed", error=describe_error(exc, self.job.plugin_paths))
-            self.channel.event(Error(row.key, record.error))
+            error = describe_error(exc, self.job.plugin_paths)
+            record.fail(error)
+            self.channel.event(Error(row.key, error))
             # Our own refusals (a limit, no PTX) leave the process as it was; anything else (a
             # CUDA error, an OOM, a plugin's bug) may have poisoned it.
             leave = None if isinstance(exc, WorkbenchError) else f"the row raised {type(exc).__name__}"
