@@ -9,7 +9,7 @@
 #   make check-pins   the pins below against torch's Linux x86_64 wheel on PyPI (metadata only)
 #   make wheel-check  build the wheel and sdist, install the wheel into a fresh venv, run it outside the checkout
 #   make lint         ruff (pyproject's [tool.ruff]); the layer contracts are tests/test_import_contracts.py
-#   make typecheck    mypy on the subset pyproject's [tool.mypy] names
+#   make typecheck    mypy on workbench/, screens/, kernels/ (pyproject's [tool.mypy])
 # The pins live here, not in pyproject (which keeps floors only, so an installed torch is kept).
 # A box with its own torch: python3 -m pip install -e .   (no registry: README "Install")
 

@@ -7,7 +7,7 @@ its TORCH_CHECK / WB_CHECK refuse: the EVEN twin on a row 8 columns short (softm
 cudaErrorInvalidValue), an int32 tensor and a 1-D tensor. Each must raise RuntimeError with its
 message. Before the bindings formatted their messages with snprintf (workbench/cuda_build.py
 CHECK_HELPERS), the first ended the process on the H200 (SIGSEGV in std::basic_ostream::
-_M_insert<long> under c10::str, 2026-12-03, cuda-gdb). Prints one line per input and "process
+_M_insert<long> under c10::str, seen under cuda-gdb). Prints one line per input and "process
 alive"; exits 1 if one did not raise, 2 without a GPU.
 """
 

@@ -6,7 +6,7 @@ manual at 256^2, 30 s of timing), split into key -> pane active and active -> fr
     .venv/bin/python benchmarks/key_latency_cpu.py [FOLDER]
 
 Prints one JSON line: median_ms and latencies_ms (key -> the first frame with the pane, the
-stage's figure), key_to_frame_median_ms (the figure before 2026-12-02: until a refresh after
+stage's figure), key_to_frame_median_ms (the earlier figure, kept: until a refresh after
 the pane was seen active), parts_ms [[key->active, active->frame], ...] (negative: the poll saw
 the pane active only after its frame) and per_press (gc, layout and compositor ms).
 A/B of two versions of screens/ is done by running this once per version in turn (the results

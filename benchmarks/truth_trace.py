@@ -4,7 +4,7 @@ the SM clock, power and clock-event reasons sampled beside them (issue #11).
     python benchmarks/truth_trace.py [--quick] [--rounds N] [--out DIR] [--only op.impl.dtype,...]
 
 For each row (default: torch.compile's GeLU bf16 and softmax fp32/bf16, whose medians over
-rounds came out 2.5-5% apart between the engine and do_bench in 2026-12-03d/e, Triton's softmax
+rounds came out 2.5-5% apart between the engine and do_bench (results/history/h200/2026-12-03d, -03e), Triton's softmax
 fp32 as a steady control, and cuBLAS bf16 8192^3) the row is built and checked as the truth
 stage does (benchmarks/stages/_truth_gpu.GpuTruth), then timed for N rounds with the three
 methods in rotating order: the engine's loop with its read flush, triton.testing.do_bench with

@@ -213,13 +213,13 @@ def gemm_builder(spec: Spec, params, ctx: BuildContext, activation: str, op_name
     small = max(spec.M * spec.K, spec.K * spec.N, spec.M * spec.N) <= TUNE_MAX_ELEMENTS
     tuning = make_inputs(spec, ctx.device, 1) if can_tune(ctx) and small else None
     run = (lambda config: tma_runner(spec, config, activation, sms)(*tuning)) if tuning else None
-    tuned = choose(ctx, op_name, "triton", spec, candidate_lists(), run, version=TMA_VERSION)
+    tuned = choose(ctx, op_name, "triton", spec, candidate_lists(activation, spec.K), run, version=TMA_VERSION)
     return attach(tma_runner(spec, tuned.config, activation, sms), tuned)
 
 
 def tma_gemm_launch(spec: Spec, activation: str, ctx: BuildContext | None, op_name: str) -> TritonLaunch:
     """The TMA kernel's launch with the cached (else the default) config, for the PTX view."""
-    tuned = choose(ctx, op_name, "triton", spec, candidate_lists(), version=TMA_VERSION)
+    tuned = choose(ctx, op_name, "triton", spec, candidate_lists(activation, spec.K), version=TMA_VERSION)
     return tma_launch(spec.M, spec.N, spec.K, str(spec.dtype), tuned.config, activation=activation,
                       sms=sm_count(ctx), note=tuned.note)
 

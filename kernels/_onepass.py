@@ -14,8 +14,8 @@ from typing import Any
 
 ELEMS_PER_THREAD = 32
 MAX_CLUSTER = 16  # sm_90's largest (non-portable) thread-block cluster
-# The shapes the autotuner compares for clustered rows, pruned in round 2 of issue #19 to the
-# fastest of round 1 on the H200 (4096 x 262144, % of the same-dtype copy, L2 flushed; file
+# The shapes the autotuner compares for clustered rows, pruned (issue #19's tuning) to the fastest
+# of a wider sweep measured on H200 (4096 x 262144, % of the same-dtype copy, L2 flushed; file
 # results/history/h200/2026-12-01b/tune19/tune19.json) and their nearest neighbours. Each list's first is
 # the measured fastest, which cluster_candidates puts first: the default when nothing can be tuned.
 # (threads, packs) in registers only: float32 1024 x 8 (cluster 8) 85.4%, the best of them (the
@@ -35,7 +35,7 @@ STAGED_SHAPES = {4: ((1024, 8, 8), (256, 16, 16), (512, 8, 8)),
 # multiply: one ex2 per element instead of two. Why: sm_90 runs 16 MUFU.EX2 per SM per clock, so
 # two per element of 4096 x 262144 take ~0.5 ms at ~1.9 GHz, half the bfloat16 copy (1.009 ms)
 # and a quarter of the float32 one; the SM does no loads while its block computes (one block per
-# SM in the staged winners). Measured (tune19 round 2, results/history/h200/2026-12-01b/tune19-round2/):
+# SM in the staged winners). Measured on H200 (results/history/h200/2026-12-01b/tune19-round2/):
 # float32 1024 x 8 x 8 (cluster 4) 92.84% of copy against 88.1% without KEEP in the same run;
 # bfloat16 1024 x 8 x 8 (cluster 2) 90.14% against 84.95%, 512 x 4 x 4 (8) 89.62%. So kept
 # shapes come first (the untuned default).
@@ -57,12 +57,12 @@ EVEN_SHAPES = {4: (), 8: ((1024, 8, 8),), 1: ()}
 # thread's 16 packs staged in shared memory (32 KiB a block) allow four blocks an SM for the same
 # registers, so more rows are loading while others compute.
 # The staged 256 x (8 + 8) shapes, with and without KEEP, ran 3-5% behind the plan in three H200
-# calls (2026-12-03, results/history/h200/2026-12-03b) and were dropped.
+# calls (results/history/h200/2026-12-03b) and were dropped.
 ROW_SHAPES = {4: ((512, 8, 0, 1),), 8: ((512, 4, 0, 1),), 1: ()}
 ONEPASS_VERSION = "4"  # the autotune cache key's version: bump when the candidates change (4: EVEN)
 # The devices these shapes were measured on (workbench/tuning.py CandidateLists.same; any other
 # device tunes over the same shapes on first use and its note says so): chosen on the H200; on the
-# H100 (2026-12-06, issue #40) the tuner's pick reached 97-101% of copy at 16384^2 and 98.8% at
+# H100 (issue #40) the tuner's pick reached 97-101% of copy at 16384^2 and 98.8% at
 # 4096 x 262144 float32.
 MEASURED_ON = ("H200 sm_90", "H100 sm_90")
 

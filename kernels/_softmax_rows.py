@@ -33,7 +33,7 @@ DEFAULTS = {"ROWS": 1, "STREAM": 0, "EVEN": 0, "L2PASS": 0}
 VARIANTS_FROM = 8192  # BLOCK_SIZE from which the variants are candidates
 # The devices these candidates were measured on (workbench/tuning.py CandidateLists.same: the same
 # list for both, and the generic list for any other device, tuned there on first use). Chosen on
-# the H200 (below); the H100 (2026-12-06, one call, issue #40) ran the tuner's pick from the same
+# the H200 (below); the H100 (one call, issue #40) ran the tuner's pick from the same
 # list at 97-101% of its copy in every dtype at 16384^2, as the H200 did.
 MEASURED_ON = ("H200 sm_90", "H100 sm_90")
 
@@ -109,7 +109,7 @@ def is_lecture(cfg: dict[str, Any]) -> bool:
     return all(int(cfg.get(k, v)) == v for k, v in DEFAULTS.items())
 
 
-# Round 2 of issue #19 pruned the 16384-wide candidates to the H200's fastest (tune19 --quick,
+# The 16384-wide candidates, pruned to the fastest measured on H200 (issue #19; tune19 --quick,
 # results/history/h200/2026-12-01b/tune19/tune19.json, % of the same-dtype copy, bfloat16 / float16):
 # 8 warps EVEN 98.3 / 98.22 (the winner, first: the default of an untuned run), 16 warps EVEN
 # 96.93 / 97.37, 4 warps 96.78 / 97.05, the lecture's 16 warps 95.96 / 95.3, and 32 warps (95.46 /
@@ -121,8 +121,8 @@ WIDE_LECTURE_WARPS = (4, 32)
 
 # Three-pass candidates for the widest rows (L2PASS: the chunk in float32 columns, twice as many
 # 16-bit ones so a thread still moves 16 bytes an access; _softmax_l2_kernel),
-# torch.compile's own design for a 16384-wide float32 row (its generated kernel, H200
-# 2026-12-02: three looped passes, 32 warps, 32 registers, 100.8% of copy against 98.0% for the
+# torch.compile's own design for a 16384-wide float32 row (its generated kernel, measured on
+# H200: three looped passes, 32 warps, 32 registers, 100.8% of copy against 98.0% for the
 # best program-per-row config here). Tried and dropped before them: a persistent kernel walking
 # the rows with the next row's loads pipelined through shared memory (cp.async, 2 stages,
 # 1-2 programs per SM): 0.548-0.581 ms against 0.519 ms for the best program-per-row config.

@@ -13,7 +13,7 @@ BLOCK_N / 2 halves, which frees shared memory for the pipeline. Addresses are th
 Config space and choice: one candidate list per device (candidate_lists: the H200's CANDIDATES, the
 H100's H100_CANDIDATES, their union for any other device, tuned there on first use), timed on the
 device by workbench/tuning.py, the choice cached per device and Triton version. On one
-H200 (exploration run, 2026-12-01; cuBLAS measured in the same run) the best of them reached:
+H200 (exploration run, results/h200/exploration-kernels; cuBLAS measured in the same run) the best of them reached:
 8192^3 bfloat16 1.003x cuBLAS (128x256x64, 8 warps, 3 stages, SUBTILE, GROUP_M 16), float16 1.015x
 (the same with GROUP_M 8); 4096^3 0.97x (bfloat16) and 0.93x (float16, where the tutorial's
 pointer kernel was best), within the 9% spread of cuBLAS's own repeat at 4096^3. TMA needs 16-byte
@@ -31,11 +31,11 @@ from workbench.tuning import CandidateLists
 from workbench.triton_support import jit, tl
 
 SM90_SMS = 132  # H200 multiprocessors: the persistent grid where no device can be asked
-TMA_VERSION = "tma6"  # the autotune cache key's version: bump when the kernel or a candidate list changes
+TMA_VERSION = "tma7"  # the autotune cache key's version: bump when the kernel or a candidate list changes
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, SUBTILE, GROUP_M); the first is the default.
 # Shared memory (Triton 3.6, sm_90 AOT): 128x256x64 s3 sub1 176 KiB, s4 sub1 224 KiB, sub0 s3 208 KiB
-# (sub0 s4 would need 272 KiB: over sm_90's 227). Pruned in round 2 of issue #19 to the 128x256x64
+# (sub0 s4 would need 272 KiB: over sm_90's 227). Pruned (issue #19's tuning) to the 128x256x64
 # family, from tune19 --quick at 4096^3 bfloat16 (results/history/h200/2026-12-01b/tune19/tune19.json,
 # cuBLAS 0.1738 ms in the same run, spreads ~0.5%): s4 sub1 G8 0.993x, s3 sub0 G8 0.993x, s3 sub1
 # G16 0.988x (the 8192^3 bfloat16 winner, 1.003x, in the exploration), s3 sub1 G8 0.988x (the
@@ -43,26 +43,26 @@ TMA_VERSION = "tma6"  # the autotune cache key's version: bump when the kernel o
 # kept of the 128x128 tiles only the 4-warp s4 (0.92x), the neighbour for problems too small to
 # fill 132 SMs with 128x256 tiles. Added: s4 sub1 GROUP_M 4 (the winner's stages with a narrower
 # group: 4096^3 has 32 x 16 tiles, so GROUP_M 8 walks 8 tile rows = 1 MiB of A per column step
-# and 4 halves it; untimed until tune19 round 2). Not added: warp_specialize=True, which in Triton
+# and 4 halves it; not in that sweep). Not added: warp_specialize=True, which in Triton
 # 3.6 for sm_90 compiles to the same loop unflattened (no setmaxnreg, no producer warps); nor a
 # Gluon producer/consumer ping-pong kernel on 128 x 128 tiles (cdbe704: 0.93-0.96x cuBLAS at
-# 4096^3, 0.96-0.99x at 8192^3 on the H200, 2026-12-03d, behind these configs; docs/kernels-h200.md
-# round 6).
+# 4096^3, 0.96-0.99x at 8192^3 on the H200, behind these configs; results/history/h200/2026-12-03d,
+# results/history/kernels-h200.md).
 # STREAMK (last field, 1): _tma_streamk_kernel, the hybrid stream-K form of the same tile, for
 # the two configs the H200 picked most (4096^3 and 8192^3, bfloat16 and float16). Why: 128 x 256
 # tiles leave a partial last wave at both sizes (4096^3: 512 tiles = 3.88 waves of 132, run as 4;
 # 8192^3: 2048 = 15.5 as 16), ~3% of the SMs' time idle; cuBLAS's 256 x 128 tiles have the same
-# 3.88 waves, so the Triton kernel was at 0.988-1.019x cuBLAS (2026-12-03, misses stage).
+# 3.88 waves, so the Triton kernel was at 0.988-1.019x cuBLAS (H200, misses stage).
 # Tried and dropped: two programs an SM (a persistent grid of 2 x 132), each one warp group on a
 # 128 x 128 x 64 tile, 3 stages (112 KiB of shared memory, two fit an SM), so that one program's
 # epilogue runs while the other's wgmma keep the tensor cores busy (cuBLAS's "ping-pong"). The
-# tuner's rounds on the H200 (2026-12-03, third session) put it behind the 128 x 256 default:
+# tuner's timings on the H200 (results/history/h200/2026-12-03c) put it behind the 128 x 256 default:
 # 4096^3 bfloat16 0.1964 against 0.1896 ms, float16 0.2109 against 0.1980, the fused GeLU at
 # 8192^3 1.6382 against 1.5279. Also tried and dropped for the fused kernel: the GeLU epilogue's
 # reciprocal by two Newton steps on the FMA pipe instead of the SFU's (one SFU operation an element
 # instead of two, as exact in float16: 0.499 ulp under the interpreter), which needed 175 registers
 # against 161 and ran 1.6717 ms against 1.5691 for the same config with the division (tuner's
-# rounds, H200, 2026-12-03, third session, commit 5b981e3).
+# timings, H200, commit 5b981e3).
 # The last three (issue #40) are the H100's winners not yet in this list (8192^3 fused bf16, 4096^3
 # fp16, 4096^3 bf16 runner-up there); untimed on the H200 so far: its tuner times them at build.
 CANDIDATES = (
@@ -71,7 +71,8 @@ CANDIDATES = (
     (128, 256, 64, 8, 4, 1, 8, 1), (128, 256, 64, 8, 3, 1, 8, 1),
     (128, 256, 64, 8, 4, 1, 16, 1), (128, 256, 64, 8, 4, 1, 16, 0), (128, 256, 64, 8, 3, 0, 16, 0),
 )  # the H200's list (above)
-# The H100's list (issue #40): benchmarks/gemm_sweep.py on one H100 80GB HBM3 (2026-12-06, torch
+# The H100's list (issue #40): benchmarks/gemm_sweep.py on one H100 80GB HBM3
+# (results/history/h100/2026-12-06-gemm-sweep; torch
 # 2.11, triton 3.6; 17 configs, every one beside cuBLAS in 5 interleaved do_bench rounds, L2
 # flushed; the card at its 700 W cap, SM clock 1335-1755 MHz under load, so round-to-round spreads
 # of 2-5%). Medians against cuBLAS (matmul) or the faster of manual and torch.compile (GeLU):
@@ -88,23 +89,46 @@ H100_CANDIDATES = (
     (128, 256, 64, 8, 3, 1, 4, 0), (128, 256, 64, 8, 3, 1, 8, 1), (128, 256, 64, 8, 4, 1, 16, 1),
     (128, 256, 64, 8, 4, 1, 8, 1),
 )
-CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "SUBTILE", "GROUP_M", "STREAMK")
+# Tried for 4096^3 and dropped (issue #40, second H100 call, tuner's rounds, 2026-12-06): BLOCK_K
+# 128 in two stages (192 KiB of A and B tiles + 32 KiB for the SUBTILE store; half the K
+# iterations and barrier waits a tile): 0.2711 ms against 0.1856 for the winner at 4096^3 bf16,
+# 2.07 against 1.46 ms at 8192^3 (two stages leave one load in flight behind each wgmma).
+# The H100's extra candidates for the fused GeLU epilogue (issue #40): the first configs of
+# H100_CANDIDATES with the GeLU's tanh taken by one MUFU instruction (GELU 1: tanh.approx.f32)
+# instead of an exp2 and a reciprocal (two MUFU instructions an element). Why: at 8192^3 the
+# fused kernel ran 1.4372 ms against 1.4169 for the same GEMM without GeLU (H100, results/h100.md),
+# 1.3 us a 128 x 256 tile on 132 SMs, about the 32768 x 2 MUFU ops / 16 a clock of one tile's
+# epilogue, which does not overlap the tensor cores. Measured (H100, tuner's rounds at 8192^3
+# bf16, 2026-12-06, results/history/h100/2026-12-06-gemm40/): GELU 1 faster than GELU 0 in each of
+# the four pairs, s3 SUBTILE G8 1.4642 against 1.6020 ms, s3 G16 1.5155 / 1.5696, s4 G8 1.5274 /
+# 1.5370, s4 G16 1.5403 / 1.5702; the winner (s3 G8 GELU 1) level with the best plain GEMM of the
+# same tuning (1.4645, stream-K); under ncu 1365.8 us against 1369.2 + 87.1 for cuBLAS then GeLU. Only from K = FAST_TANH_MIN_K: tanh.approx.f32
+# is within 2^-11 of tanh, so GeLU's absolute error reaches 0.5 |x| 2^-11 <= 1.3e-3 (|x| <= 5.2;
+# past that the instruction gives +-1 exactly); the check's accumulation term, 16 u_f32 sqrt(K)
+# rms(ref) ~ 6.7e-7 K on the standard-normal inputs, covers that from K ~ 1900 (2x margin: 4096).
+H100_GELU_CANDIDATES = tuple(c + (1,) for c in H100_CANDIDATES[:4])
+FAST_TANH_MIN_K = 4096
+CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "SUBTILE", "GROUP_M", "STREAMK", "GELU")
 
 
 def _dicts(configs) -> list[dict[str, int]]:
-    return [dict(zip(CONFIG_KEYS, c)) for c in configs]
+    """CONFIG_KEYS dicts of candidate tuples (GELU, when a tuple leaves it out, 0: exp2 and divide)."""
+    return [dict(zip(CONFIG_KEYS, tuple(c) + (0,) * (len(CONFIG_KEYS) - len(c)))) for c in configs]
 
 
-def candidate_lists() -> CandidateLists:
+def candidate_lists(activation: str = "none", k: int = 0) -> CandidateLists:
     """The autotune candidates per device (CONFIG_KEYS dicts): the H200's and the H100's lists,
-    and for any other device the union of both (the H200's order first), tuned on first use."""
+    and for any other device the union of both (the H200's order first), tuned on first use.
+    activation "gelu" and K >= FAST_TANH_MIN_K: the H100's list also holds H100_GELU_CANDIDATES."""
+    fast = activation == "gelu" and k >= FAST_TANH_MIN_K
+    h100 = H100_CANDIDATES + (H100_GELU_CANDIDATES if fast else ())
     generic = list(dict.fromkeys(CANDIDATES + H100_CANDIDATES))
-    return CandidateLists({"H200 sm_90": _dicts(CANDIDATES), "H100 sm_90": _dicts(H100_CANDIDATES)}, _dicts(generic))
+    return CandidateLists({"H200 sm_90": _dicts(CANDIDATES), "H100 sm_90": _dicts(h100)}, _dicts(generic))
 
 
-def candidate_configs(device: str | None = None) -> list[dict[str, int]]:
+def candidate_configs(device: str | None = None, activation: str = "none", k: int = 0) -> list[dict[str, int]]:
     """The autotune candidates for a device tag ("NVIDIA H100 80GB HBM3 sm_90"; None: the generic list)."""
-    return candidate_lists().select(device)[1]
+    return candidate_lists(activation, k).select(device)[1]
 
 
 def tensor_descriptor_class() -> Any:
@@ -137,18 +161,26 @@ def _tile_ids(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @jit
-def _gelu_tile(acc):
-    """tanh-form GeLU of a float32 tile as x / (1 + 2^u), u = -2 log2(e) sqrt(2/pi)(x + 0.044715 x^3)
-    (kernels/gelu.py's form: one exp2 and one division per element)."""
-    u = acc * (acc * acc * -0.10294323958002350 + -2.3022081981443250)
-    return acc / (1.0 + tl.exp2(u))
+def _gelu_tile(acc, GELU: tl.constexpr = 0):
+    """tanh-form GeLU of a float32 tile. GELU 0: x / (1 + 2^u), u = -2 log2(e) sqrt(2/pi)(x +
+    0.044715 x^3) (kernels/gelu.py's form: one exp2 and one division per element, two MUFU
+    instructions). GELU 1: 0.5 x (1 + tanh(a)), a = sqrt(2/pi)(x + 0.044715 x^3), the tanh by
+    tanh.approx.f32 (one MUFU instruction, within 2^-11 of tanh: FAST_TANH_MIN_K). PTX inline
+    assembly: the launch takes 0 under the interpreter (gelu_mode)."""
+    if GELU == 0:
+        u = acc * (acc * acc * -0.10294323958002350 + -2.3022081981443250)
+        return acc / (1.0 + tl.exp2(u))
+    a = acc * (acc * acc * 0.035677408136300125 + 0.7978845608028654)
+    t = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [a], dtype=tl.float32, is_pure=True, pack=1)
+    half = acc * 0.5
+    return half + half * t
 
 
 @jit
 def _tma_matmul_kernel(a_desc, b_desc, c_desc, M, N, K,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                        GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, ACTIVATION: tl.constexpr,
-                       SUBTILE: tl.constexpr):
+                       SUBTILE: tl.constexpr, GELU: tl.constexpr = 0):
     """Persistent TMA + wgmma GEMM: program p computes tiles p, p + NUM_PROGRAMS, ..."""
     start_pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -156,7 +188,7 @@ def _tma_matmul_kernel(a_desc, b_desc, c_desc, M, N, K,
     k_tiles = tl.cdiv(K, BLOCK_K)
     num_tiles = num_pid_m * num_pid_n
     _data_parallel_tiles(a_desc, b_desc, c_desc, start_pid, num_tiles, num_pid_m, num_pid_n, k_tiles,
-                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_PROGRAMS, ACTIVATION, SUBTILE)
+                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_PROGRAMS, ACTIVATION, SUBTILE, GELU)
 
 
 @jit
@@ -177,7 +209,7 @@ def _tile_dot(a_desc, b_desc, offs_am, offs_bn, k_lo, k_hi, BLOCK_M: tl.constexp
 def _data_parallel_tiles(a_desc, b_desc, c_desc, start_pid, n_tiles, num_pid_m, num_pid_n, k_tiles,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                          GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, ACTIVATION: tl.constexpr,
-                         SUBTILE: tl.constexpr):
+                         SUBTILE: tl.constexpr, GELU: tl.constexpr = 0):
     """Tiles start_pid, start_pid + NUM_PROGRAMS, ... below n_tiles, each whole, then stored."""
     # A second tile counter for the epilogue, so that the pipeliner does not have to keep the main
     # loop's tile id alive across the flattened loop (Triton's persistent-matmul tutorial).
@@ -187,15 +219,15 @@ def _data_parallel_tiles(a_desc, b_desc, c_desc, start_pid, n_tiles, num_pid_m, 
         acc = _tile_dot(a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, k_tiles, BLOCK_M, BLOCK_N, BLOCK_K)
         tile_id_c += NUM_PROGRAMS
         pid_m, pid_n = _tile_ids(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
-        _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N, ACTIVATION, SUBTILE)
+        _store_tile(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N, ACTIVATION, SUBTILE, GELU)
 
 
 @jit
 def _store_tile(c_desc, acc, offs_cm, offs_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                ACTIVATION: tl.constexpr, SUBTILE: tl.constexpr):
+                ACTIVATION: tl.constexpr, SUBTILE: tl.constexpr, GELU: tl.constexpr = 0):
     """The epilogue: act(acc) in C's dtype through TMA, in two BLOCK_N / 2 halves with SUBTILE."""
     if ACTIVATION == "gelu":
-        acc = _gelu_tile(acc)  # fused epilogue: the tile is still in registers
+        acc = _gelu_tile(acc, GELU)  # fused epilogue: the tile is still in registers
     if SUBTILE:
         acc0, acc1 = _halves(acc, BLOCK_M, BLOCK_N)
         _store_halves(c_desc, acc0, acc1, offs_cm, offs_cn, BLOCK_N, "none")
@@ -210,12 +242,13 @@ def _halves(acc, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
 
 
 @jit
-def _store_halves(c_desc, acc0, acc1, offs_cm, offs_cn, BLOCK_N: tl.constexpr, ACTIVATION: tl.constexpr):
+def _store_halves(c_desc, acc0, acc1, offs_cm, offs_cn, BLOCK_N: tl.constexpr, ACTIVATION: tl.constexpr,
+                  GELU: tl.constexpr = 0):
     """The epilogue of a tile held as its two BLOCK_N / 2 halves (C's descriptor blocks are
     BLOCK_N / 2 wide: stream-K configs have SUBTILE)."""
     if ACTIVATION == "gelu":
-        acc0 = _gelu_tile(acc0)
-        acc1 = _gelu_tile(acc1)
+        acc0 = _gelu_tile(acc0, GELU)
+        acc1 = _gelu_tile(acc1, GELU)
     c_desc.store([offs_cm, offs_cn], acc0.to(c_desc.dtype))
     c_desc.store([offs_cm, offs_cn + BLOCK_N // 2], acc1.to(c_desc.dtype))
 
@@ -224,7 +257,7 @@ def _store_halves(c_desc, acc0, acc1, offs_cm, offs_cn, BLOCK_N: tl.constexpr, A
 def _tma_streamk_kernel(a_desc, b_desc, c_desc, ws_ptr, flags_ptr, M, N, K,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                         GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, ACTIVATION: tl.constexpr,
-                        SUBTILE: tl.constexpr):
+                        SUBTILE: tl.constexpr, GELU: tl.constexpr = 0):
     """Hybrid stream-K: the full waves of tiles as _tma_matmul_kernel (program p: tiles p,
     p + NUM_PROGRAMS, ...), then the last, partial wave's K iterations split evenly over every
     program, so no SM idles through the last wave (4096^3 in 128 x 256 tiles: 512 tiles on 132
@@ -250,7 +283,7 @@ def _tma_streamk_kernel(a_desc, b_desc, c_desc, ws_ptr, flags_ptr, M, N, K,
     num_tiles = num_pid_m * num_pid_n
     dp_tiles = (num_tiles // NUM_PROGRAMS) * NUM_PROGRAMS
     _data_parallel_tiles(a_desc, b_desc, c_desc, start_pid, dp_tiles, num_pid_m, num_pid_n, k_tiles,
-                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_PROGRAMS, ACTIVATION, SUBTILE)
+                         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_PROGRAMS, ACTIVATION, SUBTILE, GELU)
 
     sk_iters = (num_tiles - dp_tiles) * k_tiles
     per = tl.cdiv(sk_iters, NUM_PROGRAMS)
@@ -283,7 +316,7 @@ def _tma_streamk_kernel(a_desc, b_desc, c_desc, ws_ptr, flags_ptr, M, N, K,
                 acc0 += tl.load(slot + offs_half, cache_modifier=".cg")
                 acc1 += tl.load(slot + (BLOCK_M * BLOCK_N // 2) + offs_half, cache_modifier=".cg")
                 tl.atomic_xchg(flags_ptr + q, 0)  # ready for the next launch
-            _store_halves(c_desc, acc0, acc1, offs_am, offs_bn, BLOCK_N, ACTIVATION)
+            _store_halves(c_desc, acc0, acc1, offs_am, offs_bn, BLOCK_N, ACTIVATION, GELU)
         it_end = seg_start
 
 
@@ -336,18 +369,30 @@ def tma_launch(M: int, N: int, K: int, dtype: str, config: Mapping[str, int], *,
                        flags_ptr=flags if flags is not None else _StandIn(torch.int32, (programs,)))
     signature.update({"M": "i32", "N": "i32", "K": "i32",
                       **{k: "constexpr" for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "NUM_PROGRAMS",
-                                                  "ACTIVATION", "SUBTILE")}})
+                                                  "ACTIVATION", "SUBTILE", "GELU")}})
     return TritonLaunch(
         kernel=_tma_streamk_kernel if streamk else _tma_matmul_kernel,
         signature=signature,
         constexprs={"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": int(config["GROUP_M"]),
-                    "NUM_PROGRAMS": programs, "ACTIVATION": activation, "SUBTILE": sub},
+                    "NUM_PROGRAMS": programs, "ACTIVATION": activation, "SUBTILE": sub,
+                    "GELU": gelu_mode(config, activation)},
         grid=(programs, 1, 1),
         num_warps=int(config["num_warps"]),
         num_stages=int(config["num_stages"]),
         note=note,
         scalars=scalars,
     )
+
+
+def gelu_mode(config: Mapping[str, int], activation: str) -> int:
+    """The GeLU epilogue's form (config GELU: 0 or 1; _gelu_tile): 0 without GeLU, and 0 under
+    the Triton interpreter, which runs no PTX inline assembly (the same function, exp2 and divide)."""
+    import os
+
+    mode = int(config.get("GELU", 0))
+    if mode not in (0, 1):
+        raise ValueError(f"matmul triton: GELU must be 0 or 1, got {mode}")
+    return mode if activation == "gelu" and os.environ.get("TRITON_INTERPRET") != "1" else 0
 
 
 def streamk_buffers(M: int, N: int, config: Mapping[str, int], sms: int, device: Any) -> tuple[Any, Any]:

@@ -410,8 +410,8 @@ PLAN = {"threads": 0, "packs": 0, "spacks": 0, "cluster": 0, "keep": 0, "even": 
 # the one-pass kernel keeps a 16384-wide float32 row in 52 registers a thread at 512 threads (two
 # blocks, 1024 threads an SM), 97.1-97.4% of the copy on the H200, where torch.compile's three
 # passes over the row, the later ones served by L2 at 32 registers a thread, reached 100.8%
-# (README, issue #19). Dropped after three H200 calls (2026-12-03, each candidate timed in four
-# alternating rounds): the L2 kernel at 512 threads (4-27% behind 1024) and the two-pass kernel at
+# (README, issue #19). Dropped after three H200 calls (each candidate timed in four alternating
+# rounds): the L2 kernel at 512 threads (4-27% behind 1024) and the two-pass kernel at
 # 256, 512 and 1024 threads (40-50% behind the plan).
 L2_PASS_FORMS = (2, 3)
 TWO_PASS_FROM_BYTES = 32 * 1024

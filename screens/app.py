@@ -222,8 +222,8 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
     def report(self, text: str, severity: str = "error") -> None:
         """A notification and a Log line (never a traceback on screen). A long text (a session
         file's every problem) is cut in the notification to what fits a third of the screen,
-        its first lines kept (at 80x24 a toast of 12 lines ran off the top, losing the file
-        name and the first problem: a new user's try); the Log has all of it."""
+        its first lines kept (at 80x24 a toast of 12 lines runs off the top, losing the file
+        name and the first problem); the Log has all of it."""
         lines, room = text.splitlines(), max(4, self.size.height // 2 - 2)
         width = max(20, min(self.size.width // 2, 60) - 4)  # a toast's text: half the screen, at most 60
         rows = [max(1, -(-len(line) // width)) for line in lines]  # each line as it wraps
@@ -264,7 +264,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
     async def action_edit_spec(self, field: str = "shape") -> None:
         """Focus the spec editor (at 80 columns it takes the sidebar's place until escape). From
         the Runs list with `+ op` highlighted, that new run is put on screen first, as Enter does:
-        `e` there edited the run shown before (a new user's try)."""
+        `e` there edits the new run, never the run shown before."""
         await self._highlighted_op_to_screen()
         self.remove_class("-no-sidebar")
         self.add_class("-spec")
@@ -350,8 +350,8 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         self.push_screen(self._quit_confirm, self._quit_answer)
 
     def run_ended_while_asked(self) -> None:
-        """The run the quit question was about has ended: the question says so (it stayed
-        'A run is in progress' after the status bar said done: a new user's try)."""
+        """The run the quit question was about has ended: the question says so (it never
+        stays 'A run is in progress' once the status bar says done)."""
         if self.quit_asked():
             queued = self.queued_runs()  # R holds its next run while the question is open
             self._quit_confirm.ask(f"The run has ended; {queued} more run(s) queued by R will not start. Quit?"

@@ -61,8 +61,8 @@ def action_commands(app) -> list[SystemCommand]:
     app's public state: `ws` (the Workspace), `running`, `data_dir` and its action_* methods."""
     ws = app.ws
     run = (lambda action: partial(app.run_action, action))
-    # run or cancel, whichever can be done now (the footer dims the other; the palette offered
-    # cancel with no run in progress: a new user's try)
+    # run or cancel, whichever can be done now (the footer dims the other; the palette never
+    # offers cancel with no run in progress)
     commands = [SystemCommand("Cancel the run (escape)", "stop the run in progress within 3 s", run("cancel"))] \
         if getattr(app, "running", False) else [
         SystemCommand("Run the run on screen (r)", "check and time its implementations", run("run")),

@@ -26,8 +26,8 @@ TOO_LARGE = f"must be at most 2^63-1 = {INT64_MAX:,} (torch sizes are int64)"
 def default_run(op: OpInfo) -> RunSpec:
     """A new run of `op`: its default shape and dtype, check and bench, and every implementation
     that can do them here (`impls: all` when each can): the checklist shows the others unticked,
-    and a run of `all` made them `unavailable` rows a new user had not asked for (the CUDA ones
-    on a CPU machine)."""
+    where a run of `all` would make them `unavailable` rows nobody asked for (the CUDA ones on a
+    CPU machine)."""
     usable = [i.name for i in op.impls if not i.blocked(DEFAULT_ACTIONS, op.default_dtype)]
     impls = None if len(usable) in (0, len(op.impls)) else tuple(ImplRef(name) for name in usable)
     return RunSpec(op=op.name, impls=impls, shape=dict(op.defaults), dtype=op.default_dtype,
@@ -197,7 +197,7 @@ def row_count(run: RunSpec, op: OpInfo) -> int:
 
 def dims_text(run: RunSpec, op: OpInfo) -> str:
     """`512x512`; a swept field by its name (`2xN`): its value in the shape (the op's default
-    where the file gives none) is not one the run takes (a new user saw `add 2x512` for a run
+    where the file gives none) is not one the run takes (`add 2x512` would misname a run
     sweeping N over 7, 64, 128)."""
     swept = set(run.sweep.params) if run.sweep else set()
     return "x".join(name if name in swept else str(v) for name, v in shape_of(run, op).items())

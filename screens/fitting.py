@@ -112,8 +112,8 @@ class FittedFooter(Footer):
         self._bindings_ready = True
         if not screen.app.app_focus or not self.is_attached or screen is not self.screen:
             return
-        if not self._pending:  # right after the next frame (the pane's): a timer lagged behind a
-            self._pending = True  # pane switch on a loaded CPU (a new user's try)
+        if not self._pending:  # right after the next frame (the pane's): a timer lags behind a
+            self._pending = True  # pane switch on a loaded CPU
             self.call_after_refresh(self._settle)
 
     async def _settle(self) -> None:

@@ -152,8 +152,8 @@ def leave_field(widget) -> None:
 
 
 class FieldSelect(Select):
-    """The spec editor's dtype: escape leaves it as it leaves a FieldInput (Select took no
-    escape while closed, so the editor stayed: a new user's try); open, escape closes the list."""
+    """The spec editor's dtype: escape leaves it as it leaves a FieldInput (Select takes no
+    escape while closed, which would keep the editor); open, escape closes the list."""
 
     BINDINGS = [Binding("escape", "leave", "Back to the list", show=False)]
 

@@ -22,7 +22,7 @@ def clock() -> str:
 
 class LogPane(KeyRichLog):
     """A scrolling log; the app adds lines with `add`, each with the time it came (HH:MM:SS,
-    `clock`: a new user could not tell how long a row had taken).
+    `clock`), so how long a row took can be read off the Log.
 
     RichLog renders a line once, at the width it has when written: one written while the pane is
     hidden (width 0) came out one character per line, and a resize never re-wrapped. So a line

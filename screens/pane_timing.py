@@ -99,8 +99,8 @@ class TimingPane(DrawnWhenShown, Container):
 
     def _fit_medians(self, rows: list[Row], caption) -> None:
         """The medians chart gets a line per implementation (its frame and x axis: 3 more, and
-        the caption's lines): at 80x24 six names in five lines overlapped, and an implementation
-        went missing from the chart while the table listed it (a new user's try)."""
+        the caption's lines): with fewer, at 80x24 six names in five lines overlap, and an
+        implementation goes missing from the chart while the table lists it."""
         timed = [r for r in rows if r.record and r.sweep_value is None and r.get("timing", "median_ms") is not None]
         chart = self.query_one("#timing-chart")
         width = chart.size.width or self.size.width or 80

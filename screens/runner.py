@@ -142,8 +142,8 @@ class RunnerMixin:
             self._next_queued()
 
     def _highlight_to_run(self) -> bool:
-        """`r` in the Runs list runs what is highlighted there: a new user moved to another run
-        and pressed `r`, and the run on screen ran again (a run was shown only on Enter). True
+        """`r` in the Runs list runs what is highlighted there, not the run on screen (which
+        changes only on Enter) after a move to another run. True
         when that one is picked first (the run starts once it is on screen)."""
         from .sidebar import OpList
 

@@ -94,7 +94,7 @@ class SessionMixin:
     def on_load_failed(self, message: LoadFailed) -> None:
         """The ops (a plugin that does not import) or the session could not be loaded. Without
         the ops nothing can run: the title and the Runs list say so until the app is restarted
-        (they said `loading ops…` for good, the error only in a toast: a new user's try)."""
+        (not `loading ops…` for good with the error only in a toast)."""
         self.run_bar.status = "could not load"
         self.forget_pending_run()
         self.report(message.error)

@@ -98,8 +98,8 @@ def printable_session(session: Session) -> tuple[Session, tuple[str, ...]]:
 
 
 def saved_results_note(results: dict | None) -> tuple[str, ...]:
-    """What the results on screen at open are: a fresh clone showed another checkout's rows as
-    if just measured (a new user's try). `results of 2026-12-01T13:41:02Z (NVIDIA H200,
+    """What the results on screen at open are, so a fresh clone never shows another checkout's
+    rows as if just measured. `results of 2026-12-01T13:41:02Z (NVIDIA H200,
     workbench 45ec676) are shown; r measures again`."""
     rows = (results or {}).get("results") or []
     if not rows:
@@ -262,8 +262,8 @@ def shipped_original(path: Path | None, data: Path) -> Path | None:
 
 def gpu_setting_without_gpu(session: Session, gpu: bool, device_override: str | None) -> str | None:
     """What to say when the session's own device setting (or a run's) asks for a GPU on a host
-    without one: the replay refuses it (exit 2, cli/replay.py); the TUI opened it as `ready` and
-    its rows came back unavailable only after r (a new user's try). None when there is a GPU, or
+    without one: the replay refuses it (exit 2, cli/replay.py); the TUI says so at open, not as
+    rows that come back unavailable only after r. None when there is a GPU, or
     when --device overrides the setting."""
     if gpu or device_override:
         return None

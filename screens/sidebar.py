@@ -54,8 +54,8 @@ class OpList(KeyOptionList):
 
     @on(OptionList.OptionHighlighted)
     def _moved(self, event: OptionList.OptionHighlighted) -> None:
-        """Moving onto a run shows it, so the panes are always the highlighted run's (a new user
-        moved with j, saw the previous run's panes, and `r` ran the highlighted one). Moving onto
+        """Moving onto a run shows it, so the panes are always the highlighted run's (never the
+        previous run's panes while `r` runs the highlighted one). Moving onto
         `+ op` changes nothing: a new run starts only on Enter."""
         event.stop()
         kind, _, value = (event.option.id or "").partition(":")

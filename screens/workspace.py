@@ -114,8 +114,8 @@ class Workspace:
 
     def adopt_draft(self) -> bool:
         """Put the draft on screen (a new run not yet run) into the session, as running it would;
-        True when there was one. A save saves what is on screen: a new user's `+ gelu` then
-        ctrl+s said there was nothing to save."""
+        True when there was one. A save saves what is on screen: `+ gelu` then ctrl+s saves
+        the new run, never "nothing to save"."""
         if self.index is not None or self.run is None:
             return False
         self.session, self.index = editing.commit(self.session, self.index, self.run)

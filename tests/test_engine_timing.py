@@ -330,3 +330,33 @@ def test_nvtx_ranges_are_named_after_the_row_and_nothing_on_cpu(monkeypatch):
         with nvtx_range("run0-triton", enabled=True):
             raise KeyError("the block failed")
     assert calls == [("push", "run0-triton"), ("pop",)]  # popped even when the block raised
+
+
+def test_the_nvtx_setting_turns_a_rows_ranges_off(monkeypatch):
+    """`nvtx: false` (a session or run setting): the device's phases push nothing on a CUDA device."""
+    import types
+
+    import torch
+
+    from workbench.engine.measure.device import DeviceSession
+    from workbench.engine.rows import run_settings
+    from workbench.session.api import parse_session
+
+    session = parse_session("schema_version: 1\nname: n\nruns:\n  - op: gelu\n    settings: {nvtx: false}\n"
+                            "  - op: gelu\n")
+    assert [run_settings(session, r, None).nvtx for r in session.runs] == [False, True]
+    with pytest.raises(Exception, match="nvtx: must be true or false"):
+        parse_session("schema_version: 1\nname: n\nsettings: {nvtx: 0}\nruns: [{op: gelu}]\n")
+    calls = []
+    fake = types.SimpleNamespace(nvtx=types.SimpleNamespace(range_push=lambda n: calls.append(n),
+                                                            range_pop=lambda: None))
+    monkeypatch.setattr(torch, "cuda", fake)
+    dev = DeviceSession.__new__(DeviceSession)  # a CUDA device's session, without a GPU
+    dev.is_cuda, dev.nvtx = True, False
+    with dev.phase("timed"):
+        pass
+    assert calls == []
+    dev.nvtx = True
+    with dev.phase("timed"):
+        pass
+    assert calls == ["timed"]

@@ -41,3 +41,14 @@ def test_without_a_gpu_nothing_runs(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert cheats.run(True, tmp_path) == []
+
+
+def test_the_stream_cases_want_streams_for_the_ninety_percent_one_and_ok_for_the_joined_one():
+    rows = cheats._case_rows({"results": [
+        dict(_rec("manual_wrong_side90", "failed", "measurement error: streams gate: w"), shape={"M": 16384, "N": 8192}),
+        dict(_rec("manual_side_joined", "ok", None, {"median_ms": 1.0}), shape={"M": 16384, "N": 8192}),
+        _rec("manual_wrong_side90", "failed", "measurement error: above the datasheet peak"),  # not the streams gate
+        _rec("manual_side_joined", "failed", "measurement error: streams gate: w")]})             # honest, failed
+    assert [r["verdict"] for r in rows] == ["as expected", "as expected", "WRONG", "WRONG"]
+    assert rows[0]["item"] == "gelu manual_wrong_side90 16384x8192" and rows[0]["expected"] == "streams"
+    assert "manual_wrong_side90" in cheats.WRONG and "manual_side_joined" in cheats.STREAMS

@@ -85,7 +85,7 @@ BINDINGS = ("pybind", "library")
 # WB_CHECK(cond, printf format, args...): TORCH_CHECK with its message formatted by snprintf and
 # handed over as ONE C string, which TORCH_CHECK passes on without a std::ostream (c10's
 # torchCheckMsgImpl overload for a single const char*). With more arguments TORCH_CHECK formats
-# them through this .so's ostream, and on the H200 box (2026-12-03, cuda-gdb) inserting a number
+# them through this .so's ostream, and on an H200 box (seen under cuda-gdb) inserting a number
 # there crashed the process (SIGSEGV in std::basic_ostream::_M_insert<long> under c10::str) where
 # the check should have raised. wb_sizes(t).c: a tensor's sizes as "[64, 262136]" for a message.
 CHECK_HELPERS = """#include <cstdio>

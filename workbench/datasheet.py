@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 # A figure more than this much above its datasheet peak is a measurement error. Why 5%: the printed
 # figures are rounded (4.8 TB/s, 989 TFLOPS), CUDA events resolve ~0.5 us, and the cost model's
@@ -82,7 +83,7 @@ _AMPERE = ("NVIDIA A100 Tensor Core GPU datasheet "
            "(https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
            "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf)")
 _A100_SEEN = "https://www.thundercompute.com/blog/nvidia-a100-specs-full-guide; https://glennklockwood.com/garden/processors/A100"
-_A100_FLOPS = dict(bfloat16_tflops=312.0, float16_tflops=312.0, tf32_tflops=156.0, float32_tflops=19.5,
+_A100_FLOPS: dict[str, Any] = dict(bfloat16_tflops=312.0, float16_tflops=312.0, tf32_tflops=156.0, float32_tflops=19.5,
                    float64_tflops=9.7, float64_tensor_tflops=19.5)
 
 PEAKS: tuple[Peaks, ...] = (

@@ -51,7 +51,7 @@ def describe_error(exc: BaseException, files: Iterable[str | Path] = ()) -> str:
     return f"{where}: {one_line(exc)}" if where else one_line(exc)
 
 
-def locate(exc: BaseException, files: Iterable[str | Path] = ()) -> Location | None:
+def locate(exc: BaseException | None, files: Iterable[str | Path] = ()) -> Location | None:
     """The user-code place of `exc`, or None. The exceptions it was raised from are looked at
     first, deepest first: a wrapper (Triton's InterpreterError around the NameError in a kernel,
     our own "plugin failed to load") names the line where the cause was raised."""

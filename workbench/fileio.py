@@ -116,8 +116,8 @@ FIFO_WAIT_S = 10.0  # how long -o FIFO waits for a reader to open it
 
 def _open_stream(path: str | Path) -> int:
     """A stream target opened for writing. A FIFO is opened without blocking, retried until a
-    reader opens it, at most FIFO_WAIT_S: a FIFO with no reader blocked the command in open() past
-    SIGTERM, and the rows were lost (a red team's try). Raises OSError (ENXIO: no reader)."""
+    reader opens it, at most FIFO_WAIT_S: a FIFO with no reader would block the command in open()
+    past SIGTERM, and the rows would be lost. Raises OSError (ENXIO: no reader)."""
     import time
 
     if not stat.S_ISFIFO(os.stat(path).st_mode):

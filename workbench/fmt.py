@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -12,8 +12,8 @@ _CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 def printable(text: Any, *, lines: bool = False) -> str:
     """`text` with every control character written out (`\x1b`, `\n`): a session's name or an
-    impl's label that reached the terminal raw could clear the screen or hide output (a red
-    team's try). lines: keep newlines and tabs (a message of several lines)."""
+    impl's label that reached the terminal raw could clear the screen or hide output. lines:
+    keep newlines and tabs (a message of several lines)."""
     return (_CONTROL_BUT_LINES if lines else _CONTROL).sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
 
 
@@ -27,7 +27,7 @@ def clip(text: str, limit: int) -> str:
     return (cut[:space] if space > limit // 2 else cut).rstrip() + "…"
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: Any) -> TypeGuard[float]:
     """A real, finite number (bools and NaN are not)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -46,7 +46,7 @@ def ms(value: float | None) -> str:
 def spread(p20: float | None, p80: float | None, median: float | None) -> str:
     """p20..p80 around the median as a percentage of it: '±0.4%' where the two sides are alike,
     '-0.5/+4852%' where one side is more than twice the other and at least 1% (a symmetric
-    '±2426%' beside a 706 us median hid that the median sat at the low edge: a new user's try)."""
+    '±2426%' beside a 706 us median would hide that the median sits at the low edge)."""
     if not (is_number(p20) and is_number(p80) and is_number(median)) or median <= 0:
         return "-"
     below, above = (median - p20) / median * 100, (p80 - median) / median * 100
@@ -86,7 +86,7 @@ def percent(value: float | None) -> str:
     return f"{value:.1f}%" if is_number(value) else "-"
 
 
-def size_bytes(value: int | None) -> str:
+def size_bytes(value: float | None) -> str:
     """Bytes in binary units: 2147483648 -> '2 GiB'."""
     if not is_number(value):
         return "-"

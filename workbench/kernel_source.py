@@ -129,9 +129,9 @@ class CudaSource:
 
     path: Path
     kernels: tuple[str, ...]
-    launch: Callable[[Any, Mapping[str, Any]], tuple[tuple[int, ...], int]] | None = None
+    launch: Callable[..., tuple[tuple[int, ...], int]] | None = None
     extra_nvcc_flags: tuple[str, ...] = field(default_factory=tuple)
-    launched: Callable[[Any, Mapping[str, Any]], str | None] | None = None
+    launched: Callable[..., str | None] | None = None
     build_flags: Callable[[Any, Mapping[str, Any]], tuple[str, ...]] | None = None
 
     def nvcc_flags(self, spec: Any, params: Any) -> tuple[str, ...]:

@@ -52,7 +52,7 @@ def dumps(kind: str) -> str:
 def _settings(run: bool) -> dict[str, Any]:
     keys = [k for k in SETTING_KEYS if not (run and k in SESSION_ONLY)]
     return {"type": "object", "additionalProperties": False,
-            "properties": {k: dict(SETTING_RULES[k].schema) for k in keys}}
+            "properties": {k: dict(SETTING_RULES[k].schema) for k in keys}}  # type: ignore[attr-defined]
 
 
 def _closed(properties: dict[str, Any], keys: tuple[str, ...], required: tuple[str, ...] = ()) -> dict[str, Any]:

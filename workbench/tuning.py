@@ -223,14 +223,14 @@ def autotune(key: TuneKey, candidates: Sequence[Config], run: Callable[[Config],
             if label not in rounds:
                 continue  # raised in an earlier round
             try:
-                rounds[label].append(float(bench(lambda c=config: run(c))))
+                rounds[label].append(float(bench(lambda c=config: run(c))))  # type: ignore[misc]
             except Exception as exc:  # noqa: BLE001 - as in the check: skipped, not fatal
                 skip(config, exc)
                 del rounds[label]
     timings = {label: statistics.median(times) for label, times in rounds.items()}
     if not timings:
         raise RuntimeError(f"autotune {key.text()}: no candidate ran: {'; '.join(skipped)}")
-    best = min(timings, key=timings.get)
+    best = min(timings, key=timings.get)  # type: ignore[arg-type]
     config = dict(next(c for c in candidates if config_label(c) == best))
     tuning_s = time.perf_counter() - t0
     note = (f"autotune: {best} fastest of {len(timings)} configs ({timings[best]:.4f} ms, median of "

@@ -232,7 +232,7 @@ class PressProbe:
 async def _key_latency(path: Path, folder: Path, options):
     """Pane keys while a long run streams: key event posted -> the first frame handed to the
     terminal with the new pane laid out in it (key_to_frame's display_ms, method
-    "key_to_display"), median of KEY_PRESSES; key_to_frame_ms keeps the figure until 2026-12-02
+    "key_to_display"), median of KEY_PRESSES; key_to_frame_ms keeps the earlier figure
     (until a refresh after the pane was seen active: it can count one frame more). Headless, so
     the frame's conversion to escape codes and the terminal are not in it (stage tmux has a real
     terminal). The key goes in as a real Key event

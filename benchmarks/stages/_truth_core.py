@@ -31,7 +31,7 @@ class Case:
 
 def cases(quick: bool) -> list[Case]:
     """The rows: the memory-bound ones first, the builds that take longest (compiled, cuda) after
-    them, matmul last. The power-limited GEMMs heat the GPU: run first (H200, 2026-12-01), the
+    them, matmul last. The power-limited GEMMs heat the GPU: run first (measured on H200), the
     next rows' do_bench rounds ran at 1620-1755 MHz against the engine's 1920-1980, and the
     clock-sensitive ones (pytorch GeLU bf16, softmax fp32) came out 3-7% apart for that alone."""
     rows: list[Case] = []

@@ -19,12 +19,13 @@ RULE = StopRule(rep_ms=REP_MS, min_samples=10, target_rel_error=0.005)
 SETTLE_MS = 500.0      # back-to-back calls before a case's first round (_truth_core.interleave)
 RESETTLE_MS = 200.0    # ... and before each extra round of an unsettled row
 MAX_ROUNDS = 15        # rounds while _truth_core.unsettled says the medians are not pinned down yet
-# The power-limited GEMMs: their rounds sit at a few clock states 2-4% apart (H200, 2026-12-03c:
+# The power-limited GEMMs: their rounds sit at a few clock states 2-4% apart (H200,
+# results/history/h200/2026-12-03c:
 # triton bf16 8192^3 rounds at 1.518-1.528, 1.559 and 1.594 ms in both methods), so a median of
 # 9-15 rounds follows whichever state held the majority of that row's rounds: 0.978-0.9995 over
 # five full runs, 1.25 x 2.5% / sqrt(15) ~ 0.8% standard error per method. 30 rounds halve the
 # variance; three methods a round (~0.45 s) keep a row near 15 s. They did not bring the two
-# GEMM rows inside 2% every time: in three 30-round runs (2026-12-03d) a median over rounds read
+# GEMM rows inside 2% every time: in three 30-round runs (results/history/h200/2026-12-03d) a median over rounds read
 # 0.977 for Triton in one and for cuBLAS in another, 0.990-1.000 at matching clocks in all three.
 MATMUL_ROUNDS = 30
 MATMUL_MAX_ROUNDS = 40

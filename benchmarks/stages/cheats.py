@@ -11,7 +11,11 @@ gate named; the shipped GeLU and softmax still pass; the rule-13 timed call move
    "streams"), ptrcache (results cached by pointer), lazy (a tensor subclass: "ownership"),
    global (one shared buffer), sniff (idles when the engine's timed call is on the stack), bytes
    (cached by a sample of the input bytes), once (right once): "timed outputs" (or a value gate on
-   the special set, which rewrites the same tensors).
+   the special set, which rewrites the same tensors). Then the stream cases on gelu 16384 x 8192
+   float32 (large enough that the side stream's work, ~0.2-0.3 ms, is well above the streams gate's
+   0.05 ms floor): manual_wrong_side90 (~90% of the rows on a side stream never joined, ~10% on
+   the current one) must fail at "streams"; manual_side_joined (the same split, joined back
+   before returning: honest) and pytorch must be `ok`.
 2. In this process, interleaved over ROUNDS rounds, the lecture's GeLU (16384^2, --quick 8192^2;
    pytorch and triton, float32 and bfloat16) timed three ways: triton.testing.do_bench, the
    engine's loop on the plain call (benchmarks.dobench.our_median_ms, as stages/engine.py's
@@ -33,11 +37,14 @@ ROOT = Path(__file__).resolve().parents[2]
 PLUGINS = (ROOT / "tests" / "plugins" / "known_wrong.py", ROOT / "tests" / "plugins" / "cheats_cuda.py")
 VALUE = ("elementwise", "norm-wise", "elementwise+norm-wise")  # a value gate (on the special set)
 # impl -> the gates its error may name (`check failed: <gate> gate ...`, `measurement error: <gate> gate: ...`)
-WRONG = {"manual_wrong_side": ("streams",), "manual_wrong_ptrcache": ("timed outputs", *VALUE),
+WRONG = {"manual_wrong_side": ("streams",), "manual_wrong_side90": ("streams",),
+         "manual_wrong_ptrcache": ("timed outputs", *VALUE),
          "manual_wrong_lazy": ("ownership",), "manual_wrong_global": ("timed outputs",),
          "manual_wrong_sniff": ("timed outputs",), "manual_wrong_bytes": ("timed outputs", *VALUE),
          "manual_wrong_once": ("timed outputs", *VALUE)}
 SHIPPED = ("pytorch", "triton")
+STREAMS = ("pytorch", "manual_wrong_side90", "manual_side_joined")  # on STREAMS_SHAPE; the joined one is honest
+STREAMS_SHAPE = {"M": 16384, "N": 8192}
 ROUNDS = 3
 MOVE_LIMIT = 0.01
 
@@ -63,11 +70,13 @@ def _run_session(out: Path) -> dict:
     from workbench.events import Result
     from workbench.session.model import ImplRef, RunSpec, Session, Settings
 
-    impls = tuple(ImplRef(i) for i in (*SHIPPED, *WRONG))
+    impls = tuple(ImplRef(i) for i in (*SHIPPED, *WRONG) if i != "manual_wrong_side90")
     session = Session(name="evidence-cheats", settings=Settings(device="auto", timeout_s=300.0, rep_ms=50.0), runs=(
         RunSpec(op="gelu", impls=impls, shape={"M": 4096, "N": 4096}, dtype="float32", actions=("check", "bench")),
         RunSpec(op="softmax", impls=tuple(ImplRef(i) for i in (*SHIPPED, "manual_wrong_global", "manual_wrong_lazy")),
-                shape={"M": 4096, "N": 4096}, dtype="float32", actions=("check", "bench"))))
+                shape={"M": 4096, "N": 4096}, dtype="float32", actions=("check", "bench")),
+        RunSpec(op="gelu", impls=tuple(ImplRef(i) for i in STREAMS), shape=STREAMS_SHAPE, dtype="float32",
+                actions=("check", "bench"))))
 
     def on_event(event) -> None:
         if isinstance(event, Result):
@@ -88,7 +97,9 @@ def _case_rows(doc: dict) -> list[dict]:
         else:
             good = rec["status"] == "ok"
             expect = "ok"
-        rows.append({"item": f"{rec['op']} {rec['impl']}", "status": rec["status"], "expected": expect,
+        shape = "x".join(str(v) for v in (rec.get("shape") or {}).values())
+        rows.append({"item": f"{rec['op']} {rec['impl']}" + (f" {shape}" if shape else ""), "status": rec["status"],
+                     "expected": expect,
                      "verdict": "as expected" if good else "WRONG",
                      "median_ms": (rec.get("timing") or {}).get("median_ms"),
                      "note": (error[:160] or "; ".join(f for f in rec.get("flags", []) if f.startswith("trust")) or None)})

@@ -3,8 +3,8 @@
     python benchmarks/gpu_evidence.py --stage misses [--quick] [--out DIR] [--budget-s S]
 
 The cases (benchmarks/stages/_misses_core.py): Triton against cuBLAS at 4096^3 in bfloat16 and
-float16; the fused `matmul_gelu` at 8192^3 bfloat16 against cuBLAS then GeLU, beside
-torch.compile and both plain GEMMs (what the epilogue costs); the Triton softmax at 16384^2
+float16; the fused `matmul_gelu` at 8192^3 bfloat16 against the faster of cuBLAS then GeLU and
+torch.compile, beside both plain GEMMs (what the epilogue costs); the Triton softmax at 16384^2
 float32 against torch.compile, PyTorch and the CUDA kernel, with a copy of the input timed in the
 same rounds (% of copy); the long-row CUDA softmax (4096 x 262144, bfloat16 and float32: >= 90% of copy, >= 1.3x
 torch.compile). `--only 4096x262144` (comma-separated parts of case names) runs a subset. Each side is built through the registry (its autotuned config; tuning counted as build),

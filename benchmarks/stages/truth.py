@@ -6,7 +6,7 @@ Rows (MEASUREMENT.md rules 1-4, issue 11): the lecture's gelu and softmax at 163
 float32 and bfloat16 (manual, pytorch, compiled, triton, cuda), add at 16384 x 16384 (pytorch,
 compiled, triton, cuda) and matmul bfloat16 8192^3 (pytorch = cuBLAS, triton). --quick drops the
 compiled and cuda rows (their builds dominate) and runs 3 rounds instead of 5: do_bench's zero
-flush swung by up to 6% between rounds on memory-bound rows (H200, 2026-12-01), and a median of
+flush swung by up to 6% between rounds on memory-bound rows (measured on H200), and a median of
 3 or 5 rounds follows the majority where one of 2 could not.
 
 Each row is built, checked (workbench.check.row), then timed in ROUNDS rounds (more, up to
@@ -23,10 +23,10 @@ each made in the GPU's fast state (_truth_core.state_split: at most 10% of a cal
 1.03 x the row's pooled 10th percentile; at least 3 such calls of each method), else the medians
 over all rounds (a method biased by more than ~3% has no fast-state calls, so its bias shows);
 `truth-details.json` keeps both (`statistic`, `state_split`, `all_rounds`). ratio = engine /
-do_bench. (Until 2026-12-03c matmul rows also ran the former method, a synchronize after every
-sample plus a fixed 100 us spin, and the engine with its former warm-up: their rounds are in
-results/history/h200/2026-12-0*/truth*/truth-details.json; until 2026-12-03e the order rotated and every
-row's figures were the medians over all rounds.)
+do_bench. (Earlier versions of this stage also ran matmul rows with the former method, a
+synchronize after every sample plus a fixed 100 us spin, and the engine with its former warm-up,
+and rotated the order, every row's figures being the medians over all rounds: their runs are in
+results/history/h200/2026-12-0*/truth*/truth-details.json.)
 
 Writes, after every row (nothing finished is lost): `truth-dobench.json` shaped exactly
 {"rows": [{"op", "impl", "dtype", "shape", "engine_ms", "do_bench_ms", "ratio"}]}, and

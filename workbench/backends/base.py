@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Callable, Iterable
+from typing import AbstractSet, Any, Callable, Iterable
 
 from workbench.errors import UnknownNameError, WorkbenchError
 
@@ -94,8 +94,8 @@ class Backend:
     kind: str
     description: str
     source_type: type | None = None
-    needs: frozenset[str] = frozenset()
-    ptx_needs: frozenset[str] = frozenset()
+    needs: AbstractSet[str] = frozenset()
+    ptx_needs: AbstractSet[str] = frozenset()
     interpreter: str | None = None
     _reason: Reason | None = field(default=None, repr=False)
     _source_of: SourceOf | None = field(default=None, repr=False)

@@ -31,7 +31,8 @@ class CheckReport:
     """The `check` record of a result (CONTRACTS.md).
 
     passed: every gate passed; gate: the first gate that failed ("shape", "dtype", "device",
-    "inputs", "elementwise", "norm-wise", "elementwise+norm-wise"), None when passed;
+    "inputs", "elementwise", "norm-wise", "elementwise+norm-wise"; rule 13: "ownership",
+    "timed outputs", "strict": --strict's clean process could not judge), None when passed;
     input_set: the input set these numbers are from ("first", "special", "timed"): the failing
     one, else the first; sets_checked: every set checked, in order;
     max_abs_err, max_rel_err: over all elements (rel against |ref|, zeros excluded), inf for a
@@ -181,6 +182,29 @@ def verdict(totals: ChunkTotals, tol: Tolerance) -> tuple[str | None, float, int
     gate = None if elementwise and norm else "elementwise" if norm else "norm-wise" if elementwise \
         else "elementwise+norm-wise"
     return gate, atol, bad_chunk
+
+
+def judge_chunks(flat_out: torch.Tensor, piece, count: int, shape: tuple[int, ...], tol: Tolerance,
+                 input_set: str = "first") -> CheckReport:
+    """The value gates of a flat output against its reference in `count` chunks (`piece(k)`: the
+    k-th float64 chunk, any shape, in flat order; asked again for the first failing chunk): the
+    totals, the verdict and the first bad index in `shape`. workbench.check.row.compare_output calls
+    it in the worker; the clean process of --strict (workbench/check/strict.py) on the chunks the
+    worker handed over."""
+    totals = ChunkTotals()
+    start = 0
+    for k in range(count):
+        ref = piece(k).reshape(-1)
+        totals.add(start, flat_out[start:start + ref.numel()], ref, tol.rtol)
+        start += ref.numel()
+    gate, atol, bad_start = verdict(totals, tol)
+    index = None
+    if bad_start is not None:
+        k = [s for s, _ in totals.excess].index(bad_start)
+        ref = piece(k).reshape(-1)
+        offset = first_bad(flat_out[bad_start:bad_start + ref.numel()], ref, tol.rtol, atol)
+        index = unravel(bad_start + (offset or 0), shape)
+    return report_of(totals, tol, gate, atol, index, input_set)
 
 
 def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> CheckReport:

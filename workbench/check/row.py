@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from workbench.check.chunks import CHUNK_ELEMENTS
-from workbench.check.compare import ChunkTotals, CheckReport, first_bad, gate_failure, report_of, unravel, verdict
+from workbench.check.compare import CheckReport, gate_failure, judge_chunks
 from workbench.check.inputs import BLOCK_ELEMENTS, first_changed_block, fingerprint
 from workbench.registry import BuildContext, Impl, Need, Op, OutputForm
 from workbench.spec import Spec
@@ -138,8 +138,10 @@ class _Pieces:
 
 
 def compare_output(op: Op, impl: Impl, spec: Spec, ctx: BuildContext, inputs: tuple, out: Any, *,
-                   input_set: str = "first", chunk_elements: int = CHUNK_ELEMENTS) -> CheckReport:
-    """The shape, dtype, device and value gates of `out` against the reference of `inputs`."""
+                   input_set: str = "first", chunk_elements: int = CHUNK_ELEMENTS,
+                   judge: Any = None) -> CheckReport:
+    """The shape, dtype, device and value gates of `out` against the reference of `inputs`.
+    judge: --strict's workbench.check.strict.Judge (the value gates in a clean process), else None."""
     tol = tolerance_for(op, impl, spec, ctx)
     if op.check_view is not None:
         try:
@@ -155,21 +157,24 @@ def compare_output(op: Op, impl: Impl, spec: Spec, ctx: BuildContext, inputs: tu
     shape = pieces.expected_shape(first)
     if tuple(out.shape) != shape:
         return gate_failure("shape", f"output shape {tuple(out.shape)} != expected {shape}", tol, input_set)
-    flat_out = out.reshape(-1)
-    totals = ChunkTotals()
-    start = 0
-    for k in range(pieces.count):
-        ref = (first if k == 0 else pieces.piece(k)).reshape(-1)
-        totals.add(start, flat_out[start:start + ref.numel()], ref, tol.rtol)
-        start += ref.numel()
-    gate, atol, bad_start = verdict(totals, tol)
-    index = None
-    if bad_start is not None:
-        k = [s for s, _ in totals.excess].index(bad_start)
-        ref = pieces.piece(k).reshape(-1)
-        offset = first_bad(flat_out[bad_start:bad_start + ref.numel()], ref, tol.rtol, atol)
-        index = unravel(bad_start + (offset or 0), shape)
-    return report_of(totals, tol, gate, atol, index, input_set)
+    piece = _FirstKept(first, pieces.piece)
+    if judge is not None:  # --strict: the values judged in a clean process (workbench/check/strict.py)
+        return judge.compare(out.reshape(-1), piece, pieces.count, shape, tol, input_set)
+    return judge_chunks(out.reshape(-1), piece, pieces.count, shape, tol, input_set)
+
+
+class _FirstKept:
+    """`piece(k)` with the first chunk (already computed for the shape) given out once more
+    without recomputing it."""
+
+    def __init__(self, first: torch.Tensor, piece: Callable[[int], torch.Tensor]):
+        self.first, self.piece = first, piece
+
+    def __call__(self, k: int) -> torch.Tensor:
+        if k == 0 and self.first is not None:
+            first, self.first = self.first, None
+            return first
+        return self.piece(k)
 
 
 def storage_span(t: torch.Tensor) -> tuple[str, int, int]:
@@ -230,13 +235,14 @@ class RowCheck:
     inputs' fingerprints then); `first(out)`, `special(fn)`, `timed(fn)` each return a report;
     `report` is the row's `check` record: the first failing set's report, else the first set's.
 
-    seed: the row's seed (set "first"); sync: waits for the device (cuda synchronize).
+    seed: the row's seed (set "first"); sync: waits for the device (cuda synchronize); judge:
+    --strict's workbench.check.strict.Judge (every value comparison judged in a clean process).
     """
 
     def __init__(self, op: Op, impl: Impl, spec: Spec, ctx: BuildContext, inputs: tuple, seed: int,
                  sync: Callable[[], None] = lambda: None, chunk_elements: int = CHUNK_ELEMENTS,
-                 observe: Callable[[str, Any], None] | None = None):
-        self.op, self.impl, self.spec, self.ctx = op, impl, spec, ctx
+                 observe: Callable[[str, Any], None] | None = None, judge: Any = None):
+        self.op, self.impl, self.spec, self.ctx, self.judge = op, impl, spec, ctx, judge
         self.inputs, self.seed, self.sync, self.chunk_elements = inputs, seed, sync, chunk_elements
         self.observe = observe  # observe(set name, output) before each set's check (calibration)
         self.prints = self._fingerprints()
@@ -340,7 +346,7 @@ class RowCheck:
         original = apply_nudge(inputs, kept.nudge) if kept.nudge else None
         try:
             return compare_output(self.op, self.impl, self.spec, self.ctx, inputs, kept.out,
-                                  input_set=name, chunk_elements=self.chunk_elements)
+                                  input_set=name, chunk_elements=self.chunk_elements, judge=self.judge)
         finally:
             if kept.nudge:
                 undo_nudge(inputs, kept.nudge, original)
@@ -352,22 +358,19 @@ class RowCheck:
         sets, each call a batch of one, so each kept; each after before_call(), e.g. an L2 flush) and
         their check (set "timed calls"), then the timed set; stops at the first failing set.
         Returns `report`."""
-        from workbench.engine.measure.rotation import Rotation
+        from workbench.engine.measure.rotation import check_rotation, row_rotation
 
         passed = self.first(out).passed
         del out
         if passed and (self.special(fn) or self.reports[-1]).passed:
-            rotation = Rotation(fn, self.rotation_sets())
+            rotation = row_rotation(fn, self)
             for _ in range(timed_calls):
                 rotation.start_batch(1)
                 rotation.before_sample()
                 before_call()
                 rotation.after_sample(rotation())
             self.sync()
-            rotation.restore()
-            kept, sets = rotation.kept, rotation.sets
-            rotation.release()
-            if self.timed_calls(fn, kept, sets).passed:
+            if check_rotation(self, fn, rotation).passed:
                 self.timed(fn)
         return self.report
 
@@ -389,7 +392,7 @@ class RowCheck:
             self.observe(name, out)
         report = self._inputs_gate(name) or compare_output(
             self.op, self.impl, self.spec, self.ctx, self.inputs, out, input_set=name,
-            chunk_elements=self.chunk_elements)
+            chunk_elements=self.chunk_elements, judge=self.judge)
         self.reports.append(report)
         return report
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from rich.console import Console
 
@@ -58,8 +59,8 @@ def run_check(args: argparse.Namespace, env: Env, err: Console) -> int:
 
 
 def _say_written(args: argparse.Namespace, err: Console, verdict: str) -> None:
-    """With -o the verdict is in the file: the terminal says where (with -o and no other line, a
-    new user saw nothing at all)."""
+    """With -o the verdict is in the file: the terminal says where (with -o and no other line,
+    nothing at all would show)."""
     if args.output is not None:
         err.print(f"check written to {args.output} ({verdict})", markup=False)
 
@@ -72,7 +73,7 @@ def session_row_keys(session, kernels=()) -> list:
     from workbench.engine.rows import row_keys
     from workbench.plugins.manifest import declare
 
-    registry = []
+    registry: list[Any] = []
 
     def registered(op: str):
         if not registry:  # only a run with `impls: all` needs the declarations

@@ -110,7 +110,7 @@ def check_trace_dir(path: str) -> None:
 
 def check_output_plugins(path: str | None, plugins: Sequence[str]) -> None:
     """Refuse an -o PATH that is a file of the session's own `plugins` (resolved), as one that is
-    a --kernels file is (check_output_path): it was overwritten by the results (a red team's try).
+    a --kernels file is (check_output_path): the results would overwrite it.
     Raises WorkbenchError."""
     if path is None or not plugins:
         return

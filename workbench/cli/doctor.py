@@ -68,7 +68,7 @@ def run_list(args: argparse.Namespace, env: Env) -> int:
     from workbench.plugins.manifest import empty_source_note
 
     data = inventory(args.kernels, args.device or "auto", env.cache_dir)
-    for source in data["empty_sources"]:  # taken silently before (a new user's try)
+    for source in data["empty_sources"]:  # never taken silently
         env.console().print(f"warning: {empty_source_note(source)}", markup=False)
     if args.format == "json":
         write_output(json.dumps(data, indent=2) + "\n", args, env)

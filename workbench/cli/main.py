@@ -100,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run rows estimated too large; compare with (or resume) results made with other "
                              "plugin files")
     parser.add_argument("--strict", action="store_true",
-                        help="one fresh worker process per row (for untrusted plugin code; each row pays a start)")
+                        help="one fresh worker process per row, its value checks judged in a clean process that imports "
+                             "no plugin code (for untrusted plugin code; each row pays two process starts)")
     parser.add_argument("--daemon", action="store_true",
                         help="with --replay FILE: run in this user's warm background daemon (the default; "
                              "with --strict too when given); busy or unsafe: runs here instead")
@@ -223,8 +224,8 @@ def _pick_format(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     if not given:
         suffix = Path(args.output).suffix.lower() if args.output else ""
         if suffix and suffix not in (*EXTENSION_FORMATS, *TEXT_EXTENSIONS):
-            # -o results.xlsx wrote the text table into it without a word, and -o other.yaml a table
-            # into what reads as a session file (new users' tries)
+            # refused: -o results.xlsx would get the text table without a word, and -o other.yaml a
+            # table in what reads as a session file
             what = "a session file's extension: results are not a session" if suffix in (".yaml", ".yml") else \
                 f"no format is known for {suffix!r}"
             parser.error(f"-o {args.output}: {what}; give --format table|json|csv|jsonl, "
@@ -233,7 +234,7 @@ def _pick_format(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     why = "" if given else f" (from the extension of -o {args.output})"
     if args.doctor and args.format == "csv":
         parser.error(f"--doctor writes table or json, not csv{why}")
-    if args.check and args.format == "csv":  # it printed the text line, as if csv were fine (a new user's try)
+    if args.check and args.format == "csv":  # refused, not answered with a text line as if csv were fine
         parser.error(f"--check writes table or json, not csv{why}")
     if (args.daemon_list or args.daemon_stop) and args.format not in ("table", "json"):
         parser.error(f"--daemon-list and --daemon-stop write table or json, not {args.format}{why}")
@@ -349,7 +350,7 @@ def _plugins_trusted(path: Path, args: argparse.Namespace, err: Console) -> bool
 
 def _default_session() -> str:
     """The session the TUI would open here: `default` with a GPU, `default-cpu` without (the GPU
-    one on a CPU box ran 16384^2 rows for minutes: a new user's try)."""
+    one on a CPU box runs 16384^2 rows for minutes)."""
     from workbench.machine import probe
     from workbench.session.paths import default_session_name
 
@@ -358,8 +359,8 @@ def _default_session() -> str:
 
 def terminal_problem() -> str | None:
     """Why the TUI cannot draw here, or None: its input and output must be a terminal. With its
-    output piped (`workbench | tee log`) it drew into the pipe, outlived the terminal it was
-    started from at full CPU, and grew to 6.4 GB in ten minutes (a new user's try)."""
+    output piped (`workbench | tee log`) it would draw into the pipe, outlive the terminal it was
+    started from at full CPU, and grow (6.4 GB in ten minutes, measured)."""
     for fd, name in ((0, "its input"), (1, "its output")):
         try:
             if not os.isatty(fd):

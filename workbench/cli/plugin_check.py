@@ -81,8 +81,8 @@ def _read(path: Path) -> dict | None:
 
 def warn_empty(registry: Any, err: Console) -> list[str]:
     """A warning on stderr for each plugin source of `registry` (declared: workbench/plugins/manifest.py)
-    that loaded but registers no op and no implementation (an empty file, the wrong file: taken
-    silently before, a new user's try); returns their keys."""
+    that loaded but registers no op and no implementation (an empty file, the wrong file: never
+    taken silently); returns their keys."""
     from workbench.plugins.manifest import empty_source_note, empty_sources
 
     empty = empty_sources(registry)

@@ -160,7 +160,7 @@ def _prepare(args, argv, env: Env, err: Console) -> _Prepared | None:
 def _shares_a_row(compare: str, baseline: dict, session, registry, device: str | None, err: Console) -> bool:
     """False (after one error line) when no row this session will run is in the baseline: rows
     match by op, implementation label, shape, dtype and sweep value (compare.row_key), all known
-    before the run. A new user's try: the wrong baseline was found only after the whole replay.
+    before the run, so a wrong baseline is found before the replay, not after it.
     A session whose rows cannot be listed here (an unknown name) is left to the run to report."""
     from workbench.results.baseline import row_key
     from workbench.engine.rows import expand
@@ -182,7 +182,7 @@ def _shares_a_row(compare: str, baseline: dict, session, registry, device: str |
 def _missing_session_gpu(session) -> str | None:
     """The session's own `device: cuda[:N]` (settings, or a run's) on a host without that GPU:
     one error, as `--device cuda` gets, not a document of unavailable rows and exit 0 under a
-    header that said `device cpu` (a new user's try). --device overrides it (the caller skips
+    header that says `device cpu`. --device overrides it (the caller skips
     this then)."""
     from workbench.cli.common import missing_gpu
     from workbench.session.model import device_settings
@@ -244,7 +244,7 @@ def _finished_rows(resume: str, sha: str, environment: dict, err: Console,
                   "rows from different devices are not mixed", markup=False)
         return None
     done, dropped = unique_rows(partial.get("results") or ())
-    if dropped:  # counted as kept before ("5 kept" for 6 unique rows: a red team's try)
+    if dropped:  # repeats are left out and said, never counted as kept rows
         err.print(f"note: --resume {resume}: {dropped} journal line(s) left out (a repeat of a row already kept, "
                   "the last one wins, or not a result row)", markup=False)
     return done, (partial.get("provenance") or {}).get("started")
@@ -262,7 +262,7 @@ def _same_gpu(compare: str, baseline: dict, environment: dict, err: Console) -> 
 
 def _exit_code(doc: dict[str, Any]) -> int:
     """1 when a row or an A/B entry failed (an A/B whose side could not be built or checked
-    exited 0: a new user's try), else 0."""
+    included), else 0."""
     failed = [r for r in [*(doc.get("results") or []), *(doc.get("ab") or [])] if r.get("status") == "failed"]
     return EXIT_FAILED if failed else EXIT_OK
 
@@ -302,7 +302,7 @@ def _compare(doc: dict[str, Any], baseline: dict[str, Any], args, err: Console, 
         return code if code > EXIT_SIGNAL_BASE else EXIT_USAGE  # a signal's 128 + N stays
     if comparison.rows and not any(r.verdict not in ("new", "missing") for r in comparison.rows):
         # nothing was compared: exit 2, as for a baseline from another GPU (a CI job comparing
-        # against the wrong file passed with exit 0: a new user's try)
+        # against the wrong file must not pass with exit 0)
         err.print(f"error: {comparison.summary()}: no row of this run is in the baseline {args.compare} "
                   "(rows match by op, implementation, shape, dtype and sweep value): nothing was compared",
                   markup=False)

@@ -85,7 +85,7 @@ class Sink:
             self._keep_journal(err, "the document was not written")
             raise
         if self.args.output is not None and not is_stream(self.args.output):
-            # where the data went (--resume PATH rewrote PATH without a word: a new user's try)
+            # where the data went (--resume PATH rewrites PATH: never without a word)
             err.print(f"results written to {self.args.output} ({len(doc.get('results') or [])} row(s), "
                       f"{self.args.format})", markup=False, highlight=False)
         if self.journal is None:

@@ -7,8 +7,8 @@ document) and is remembered, so the command can write that document with `cancel
 at once: the caller writes what finished so far and exits the same way. The same signal again
 within DUPLICATE_S of the first is the same request, not a second one: GNU `timeout` sends its
 SIGTERM to the command and then to its own process group, which the command is in, so one
-timeout arrived as two and aborted the run (the row being timed was left out of the document:
-a new user's `timeout 300 workbench --replay lecture06-gelu`).
+timeout arrives as two (`timeout 300 workbench --replay lecture06-gelu`), which would abort the
+run and leave the row being timed out of the document.
 """
 
 from __future__ import annotations

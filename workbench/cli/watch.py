@@ -123,7 +123,7 @@ def _report(cycle, args: argparse.Namespace, env: Env, err: Console) -> None:
     if cycle.error:
         err.print(f"error: {cycle.error}", markup=False, highlight=False)
         err.print("nothing re-ran; the last results stay" if cycle.doc else "nothing ran yet", markup=False)
-        # stdout's numbering skipped the cycle, which stderr alone reported (a new user's second try)
+        # stdout's numbering shows every cycle, a failed one too (its error is on stderr alone)
         write_stdout(f"watch #{cycle.number}: not run: the edit did not load (the error is on stderr)\n")
     elif cycle.number == 1:
         width, color = output_style(env, argparse.Namespace(output=None))

@@ -72,7 +72,7 @@ class Context:
     def _index(self) -> tuple[dict, dict, dict]:
         """The ok peers by point, by (run, label), by (run, label, shape), in document order: the
         scans over every peer made a replay of 2500 rows spend minutes in its diagnosis, after
-        Ctrl-C too (a red team's ~3.7k rows took over 10 s to exit)."""
+        Ctrl-C too (~3.7k rows took over 10 s to exit, measured)."""
         by_point: dict = {}
         by_label: dict = {}
         by_shape: dict = {}

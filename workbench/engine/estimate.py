@@ -35,8 +35,8 @@ CHECK_SETS = 3           # the first call, the special-values set, the timed cal
 PROFILE_CALLS = 6        # one warm-up and five profiled calls
 # Unfused forms allocate intermediates the size of their inputs/outputs, a few alive at once;
 # traffic beyond that is re-reads through the caches (cuda_naive matmul's 2*M*N*K loads) and
-# takes no memory. Scratch memory is therefore capped at this many times the ideal bytes: 2, from
-# the H200 (benchmarks/stages/check.py, memory part, 2026-12-01): the manual GeLU at 8192^2 fp32
+# takes no memory. Scratch memory is therefore capped at this many times the ideal bytes: 2,
+# measured on H200 (benchmarks/stages/check.py, memory part): the manual GeLU at 8192^2 fp32
 # (9 kernels, 11x the ideal traffic) peaked at 1.70 GiB, 0.95 GiB above its in+out and flush
 # buffer, i.e. ~1.8x in+out alive at once; a factor 4 estimated 2.75 GiB (1.6x over the peak).
 SCRATCH_IO_FACTOR = 2

@@ -258,8 +258,8 @@ def build_session_ahead(session: Session, options: RunOptions, pool: WorkerPool)
     build worker of `pool`, before any run is asked for; returns the job (its finish() stops it)
     or None where the rules of engine/build_ahead.py say no (rows not all on CUDA, a launch-bound
     row, strict mode, build_ahead=False, nothing to compile). The TUI calls it when a session
-    opens: it runs one run per `r`, so each run's own build-ahead started only with that run, and
-    on the H200 the default session's softmax CUDA row waited ~40 s for softmax.cu (2026-12-01).
+    opens: it runs one run per `r`, so each run's own build-ahead would start only with that run
+    (measured on H200: the default session's softmax CUDA row then waited ~40 s for softmax.cu).
     Raises what planning raises (a plugin that fails to load)."""
     if options.build_ahead is False or options.strict:
         return None

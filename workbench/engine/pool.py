@@ -63,7 +63,7 @@ def start_context(method: str | None = None) -> Any:
     safe_path_for_children()  # the zygote's `python -c` and spawn's workers: no cwd on sys.path
     # multiprocessing's own temp folder (the forkserver's socket; else a /tmp/pymp-* that a kill
     # leaves behind) inside ours: removed at exit, swept after a kill
-    multiprocessing.current_process()._config.setdefault("tempdir", str(private_tmp()))
+    multiprocessing.current_process()._config.setdefault("tempdir", str(private_tmp()))  # type: ignore[attr-defined]
     _tracker_deaf_to_hangups()
     if method == "forkserver":
         context.set_forkserver_preload(ZYGOTE_PRELOAD)
@@ -139,10 +139,10 @@ def kill_descendants(pid: int) -> list[int]:
 
 def _tracker_deaf_to_hangups() -> None:
     """Start multiprocessing's resource tracker with SIGHUP blocked (a blocked signal stays
-    blocked across its fork and exec). It ignores SIGINT and SIGTERM itself, not SIGHUP: a closed
-    SSH session hung up the whole process group, the tracker died mid-run, and its successor
-    printed "process died unexpectedly" and a KeyError traceback for each semaphore the workers
-    released (a new user's try). The run itself still stops on SIGHUP (cli/stopping.py)."""
+    blocked across its fork and exec). It ignores SIGINT and SIGTERM itself, not SIGHUP: when a
+    closed SSH session hangs up the whole process group, an unblocked tracker dies mid-run and its
+    successor prints "process died unexpectedly" and a KeyError traceback for each semaphore the
+    workers release. The run itself still stops on SIGHUP (cli/stopping.py)."""
     hup = getattr(signal, "SIGHUP", None)
     if hup is None or not hasattr(signal, "pthread_sigmask"):
         return

@@ -53,8 +53,8 @@ class Mode(StrEnum):
 STOP = b"stop"  # parent -> worker: leave now (the pool is closing or the worker is discarded)
 
 # The stage a row is in after each event: what a crash or timeout message names. The build
-# stage ends with the implementation's first call (execute._build times and warms it there): a
-# kernel that faulted on that call was reported "during build" (a new user's try).
+# stage ends with the implementation's first call (execute._build times and warms it there), so a
+# kernel that faults on that call is named "build or first call", not a build failure alone.
 BUILD_STAGE = "build or first call"
 STAGE_AFTER: Mapping[type[Event], str] = {Started: BUILD_STAGE, Built: "check", Checked: "bench",
                                           Samples: "bench", Profile: "ptx"}
@@ -84,7 +84,8 @@ class ChildJob:
     cache and load_inline build folder; trace_dir: chrome traces of profiled rows (None: none),
     named after trace_session (the session's name; engine/profile.trace_file); report_dir: where
     `counters` keeps each row's .ncu-rep (None: cache_dir/ncu; engine/counters_run.report_file);
-    last: the worker leaves after this job (strict mode: one process per row)."""
+    last: the worker leaves after this job (strict mode: one process per row); strict: every value
+    comparison judged in a clean process (workbench/check/strict.py)."""
 
     mode: str
     rows: tuple[Any, ...]
@@ -97,6 +98,7 @@ class ChildJob:
     last: bool = False
     trace_session: str = ""
     report_dir: str | None = None
+    strict: bool = False
 
 
 @dataclass(frozen=True)

@@ -171,13 +171,14 @@ class Supervisor:
         """Run `rows` (in order) in as many workers as it takes; returns when all have a result
         or the stop flag is set. next_key: the key of the job expected after this one (a spare
         for it starts while these rows run where the pool has none idle); strict: one fresh
-        process per row."""
+        process per row, its value comparisons judged in a clean one (workbench/check/strict.py)."""
         done: set[RowKey] = set()
         pending = list(rows)
         while pending and not self.stop.is_set():
             batch = pending[:1] if strict else pending
             job = ChildJob(mode, tuple(batch), key.plugin_paths, key.interpret, "", cache_dir, build_dir,
-                           trace_dir, last=strict, trace_session=trace_session, report_dir=report_dir)
+                           trace_dir, last=strict, trace_session=trace_session, report_dir=report_dir,
+                           strict=strict)
             worker = self.pool.take(key, fresh=strict)  # strict: never a worker that ran a job
             following = key if strict and len(pending) > 1 else next_key
             done |= _JobRun(self, job, worker, following).run()
@@ -236,7 +237,7 @@ class _JobRun:
     def _drain(self, wait_s: float) -> None:
         """Handle what the worker sent, for at most about POLL_S past the wait: a worker that
         answered rows faster than they were handled kept this loop from ever seeing the stop
-        flag (Ctrl-C at 800 of 2500 rows ran 1650 more: a red team's try)."""
+        flag (Ctrl-C at 800 of 2500 rows ran 1650 more without this bound)."""
         try:
             if not self.conn.poll(wait_s):
                 return

@@ -29,7 +29,7 @@ from workbench.trace import mark
 
 # What torch's load_inline adds to every .cu it builds (torch.utils.cpp_extension.COMMON_NVCC_FLAGS;
 # a test holds the two equal), so the pane compiles what runs: a __half operator the build refuses
-# is refused here too (it compiled in the pane before: a new user's try). The shipped kernels' PTX
+# is refused here too (without them it compiled in the pane and failed in the run). The shipped kernels' PTX
 # is the same with and without them (gelu.cu, softmax.cu: no line differs).
 TORCH_NVCC_FLAGS = ("-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
                     "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__", "--expt-relaxed-constexpr")

@@ -32,7 +32,7 @@ from workbench.results.report import fmt_num, shape_text
 
 # A row timed under the Triton interpreter measured numpy's emulation on the host, not a kernel
 # (results.INTERPRETER_FLAG): two back-to-back CPU replays of one session called such rows
-# 1.37x and 1.62x slower (a new user's try), so they are `n/a`, never a regression.
+# 1.37x and 1.62x slower (measured), so they are `n/a`, never a regression.
 INTERPRETER = "interpreter"
 
 VERDICT_STYLE = {"slower": "bold red", "faster": "green", "same": "", "n/a": "dim", "new": "cyan",

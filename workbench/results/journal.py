@@ -17,8 +17,8 @@ Rows stopped by a cancel (status `skipped`, error "cancelled") are not finished:
 journaled, and a resumed run runs them.
 
 A journal is held with an exclusive `flock` for as long as its run writes it: a second run
-asked to write the same file is refused (JournalBusy) before it touches it. Two replays given
-one `-o` path overwrote each other's rows and journal without a word (a new user's try).
+asked to write the same file is refused (JournalBusy) before it touches it, so two replays given
+one `-o` path never overwrite each other's rows and journal.
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ def _count_rows(text: str) -> int:
 def unique_rows(records: Iterable[Any]) -> tuple[list[dict], int]:
     """(finished rows, one per key, the last of each kept, in first-seen order; how many lines were
     left out: a repeat of a key, or not a result record). A journal appended to by hand or by two
-    runs counted each line as a kept row ("5 kept" for 6 unique rows: a red team's try)."""
+    runs may repeat a row: each key counts once among the kept rows."""
     rows: dict[tuple, dict] = {}
     dropped = 0
     for record in records:

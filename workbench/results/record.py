@@ -75,6 +75,7 @@ class Flag(Enum):
     WORKER_REPLACED = ("worker_replaced", "{problem}: this worker was replaced after the row")
     WATCH_STALE = ("watch_stale", "watch: the last edit failed ({error}); showing the last good result")
     KEPT = ("kept", "kept from an earlier run: the run after it was cancelled before this row")  # the TUI's
+    STRICT = ("strict", "strict: {n} value comparisons judged in a clean process that imports no plugin code")
 
     @property
     def code(self) -> str:

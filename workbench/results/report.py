@@ -98,12 +98,12 @@ def _ceiling_cell(traffic: Traffic | None) -> str:
     return f"{pct:.1f}% {name}".rstrip()
 
 
-# Columns a narrow table leaves out, the first first (--replay at 80 columns squeezed 13 columns
-# to 3-5 characters each and broke numbers across lines: a new user's try). The rest stay.
+# Columns a narrow table leaves out, the first first (else --replay at 80 columns squeezes 13
+# columns to 3-5 characters each and breaks numbers across lines). The rest stay.
 DROP_ORDER = ("timer", "build ms", "n", "TFLOP/s", "% ceiling", "GB/s", "p20–p80 ms", "check", "shape")
 NUMERIC = frozenset({"median ms", "n", "GB/s", "TFLOP/s", "build ms"})
 # Past this many rows a run's table is plain aligned text, not a rich Table: rich took 16 s for
-# 4000 rows, and a replay stopped by Ctrl-C at ~3.7k rows took over 10 s to exit (a red team's try).
+# 4000 rows, and a replay stopped by Ctrl-C at ~3.7k rows took over 10 s to exit (measured).
 PLAIN_ROWS = 300
 
 

@@ -166,7 +166,7 @@ def load_plugins(plugins: Iterable[str], *, base_dir: str | Path | None = None,
 
 def _check_compare_plugins(runs, base_dir, problems: Problems) -> None:
     """An A/B side's `plugin` file must exist (relative to the session's folder, as it is run):
-    --check passed a missing one, and the replay failed the A/B (a new user's try)."""
+    --check refuses a missing one, which the replay's A/B would fail on."""
     for index, run, _bad in runs:
         for number, side in enumerate(getattr(run, "compare", None) or ()):
             if not side.plugin or (base_dir is None and not Path(side.plugin).is_absolute()):

@@ -33,6 +33,7 @@ class Settings:
     seed: int = 0
     timing_mode: str = "eager"      # eager | graph (engine/graph_mode.py; `<impl>+graph` per row)
     keep_samples: bool = False      # keep timing.samples_ms in the results (--compare's intervals)
+    nvtx: bool = True               # NVTX ranges named after the row on a CUDA device (engine/measure/nvtx.py)
     devices: str | None = None      # session level only: all | cpu | cuda:0,cuda:2 (engine/placement.py)
 
 
@@ -104,6 +105,6 @@ def device_settings(session: Session) -> list[tuple[str, str]]:
     """(where, device) for each device the session's settings name: `settings.device`, then
     each run's own `runs[i].settings.device` (what --replay checks against the host and the TUI
     warns of)."""
-    found = [("settings.device", session.settings.device)]
+    found: list[tuple[str, Any]] = [("settings.device", session.settings.device)]
     found += [(f"runs[{i}].settings.device", run.settings.get("device")) for i, run in enumerate(session.runs)]
     return [(where, device) for where, device in found if isinstance(device, str)]

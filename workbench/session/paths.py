@@ -55,8 +55,8 @@ def user_session_path(name: str, data_dir: str | Path) -> Path:
 def new_session_path(name: str, data_dir: str | Path) -> Path:
     """Where a session that has no file yet (a scratch session) is saved the first time:
     DATA_DIR/sessions/NAME.yaml, or NAME-2.yaml, NAME-3.yaml, ... when that exists, so a first
-    save never writes over a file saved before (a new user's scratch session replaced an earlier
-    one's runs)."""
+    save never writes over a file saved before (a scratch session's save must not replace an
+    earlier one's runs)."""
     first = user_session_path(name, data_dir)
     path, n = first, 2
     while path.exists():

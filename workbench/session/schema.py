@@ -71,8 +71,8 @@ def build_session(data: Any, problems: Problems) -> Built:
 
 def _schema_version(data: dict, problems: Problems) -> bool:
     """False (nothing more is checked) only for a newer schema; a missing or malformed version is
-    one problem among the rest, which are checked as this schema (a new user fixed a file's
-    missing schema_version only to be shown its four other problems next)."""
+    one problem among the rest, which are checked as this schema, so every problem of the file is
+    shown at once, not the others only after schema_version is fixed."""
     version = data.get("schema_version")
     if "schema_version" not in data:
         problems.add("schema_version", f"missing; this program reads schema_version {SCHEMA_VERSION}")
@@ -313,8 +313,8 @@ def session_to_data(session: Session) -> dict[str, Any]:
     if session.plugins:
         data["plugins"] = list(session.plugins)
     defaults = dataclasses.asdict(Settings())
-    # only what differs from the defaults: a hand-written file saved from the TUI came back with
-    # every default spelled out (a new user's try); on load the defaults fill in the same values
+    # only what differs from the defaults, so a hand-written file saved from the TUI does not come
+    # back with every default spelled out; on load the defaults fill in the same values
     settings = {k: _whole(v) for k, v in plain(dataclasses.asdict(session.settings)).items() if v != defaults.get(k)}
     if settings:
         data["settings"] = settings
@@ -342,7 +342,7 @@ def _run_to_data(run: RunSpec) -> dict[str, Any]:
 
 def _whole(value: Any) -> Any:
     """A setting held as a float (rep_ms) written as the user wrote it when whole: `rep_ms: 5`,
-    not `5.0` (equal on load; a new user's try saw every whole number of a saved file gain .0)."""
+    not `5.0` (equal on load; a saved file's whole numbers do not gain .0)."""
     if isinstance(value, float) and value.is_integer() and abs(value) < 2 ** 53:
         return int(value)
     return value

@@ -135,6 +135,7 @@ SETTING_RULES: dict[str, Callable[[Any], tuple[Any, str | None]]] = {
     "seed": _integer(0),
     "timing_mode": _timing_mode,
     "keep_samples": _boolean,
+    "nvtx": _boolean,
     "devices": _devices,
 }
 SETTING_KEYS = tuple(f.name for f in dataclasses.fields(Settings))

@@ -207,8 +207,8 @@ def _reloaded(workers: Any, paths: list[str]):
 
 def watched_files(session_path: Path, kernels: Iterable[str] = ()) -> tuple[Path, ...]:
     """The session file and the files of its plugins (as far as the file can be read); a plugin
-    path that does not exist (moved away) is watched too, so its return is seen (it was dropped
-    until the next save of the session: a new user's try)."""
+    path that does not exist (moved away) is watched too, so its return is seen (dropped, it would
+    not be watched again until the next save of the session)."""
     try:
         paths = _plugin_paths(session_path, kernels)
     except WorkbenchError:

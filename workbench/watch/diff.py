@@ -126,7 +126,7 @@ def change_line(old: Mapping[str, Any] | None, new: Mapping[str, Any],
         was = f" (was {old.get('status')})" if old is not None else ""
         return f"ok{was}" + (f" · {speed_text(new)}" if speed_text(new) else ""), "info"
     spec = spec_change(old, new)
-    if spec:  # another problem: its time against the old one's is no speed-up (a new user's try)
+    if spec:  # another problem: its time against the old one's is no speed-up
         return f"ok · {spec}: not compared" + (f" · {speed_text(new)}" if speed_text(new) else ""), "info"
     parts = [p for p in (time_change(old, new), gbps_change(old, new)) if p]
     ptx = ptx_changes(old, new)

@@ -294,8 +294,8 @@ class Daemon:
 def _end_reader(conn: Any, reader: threading.Thread, wait_s: float = 10.0) -> None:
     """Wake the run's reader thread and wait for it, before the connection is closed. Closed
     under a reader blocked in recv(), the descriptor's number went to the next accepted
-    connection, and the old reader read that client's handshake ('bad message length': CI,
-    2026-12-02). shutdown() wakes the read with an end of file and frees no descriptor number;
+    connection, and the old reader read that client's handshake ('bad message length', seen in
+    CI). shutdown() wakes the read with an end of file and frees no descriptor number;
     what was sent (the document) still reaches the client."""
     import socket
 

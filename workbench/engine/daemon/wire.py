@@ -235,12 +235,13 @@ def authenticate(channel: Channel, key: bytes, *, server: bool) -> None:
     raises multiprocessing.AuthenticationError, EOFError or OSError (TimeoutError included)."""
     from multiprocessing.connection import answer_challenge, deliver_challenge
 
+    # a Channel has what the handshake uses of a Connection (send_bytes, recv_bytes): duck-typed
     if server:
-        deliver_challenge(channel, key)
-        answer_challenge(channel, key)
+        deliver_challenge(channel, key)  # type: ignore[arg-type]
+        answer_challenge(channel, key)  # type: ignore[arg-type]
     else:
-        answer_challenge(channel, key)
-        deliver_challenge(channel, key)
+        answer_challenge(channel, key)  # type: ignore[arg-type]
+        deliver_challenge(channel, key)  # type: ignore[arg-type]
 
 
 def connect_socket(path: str, timeout: float = HANDSHAKE_S) -> socket.socket:

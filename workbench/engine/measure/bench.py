@@ -120,8 +120,8 @@ def run_delay_s() -> float | None:
 def contention_flag(before_s: float | None, after_s: float | None, wall_s: float) -> str | None:
     """A CPU row's flag when its worker's threads waited for a core more than CONTENDED of the
     timed window: other processes (or the TUI itself) held the cores, and a multi-threaded CPU
-    op then stalls on its slowest thread (a new user's try: rms_norm 256x1024 20.5 ms with two
-    threads on a busy 2-core machine, 0.18 ms with one), so the medians are not the op's."""
+    op then stalls on its slowest thread (measured: rms_norm 256x1024 20.5 ms with two threads
+    on a busy 2-core machine, 0.18 ms with one), so the medians are not the op's."""
     if before_s is None or after_s is None or wall_s <= 0:
         return None
     share = (after_s - before_s) / wall_s
@@ -151,7 +151,7 @@ def throttled(check, interval_s: float = CANCEL_POLL_S, clock=time.perf_counter)
 def _launch_floor(dev, row, record: Record, timing: Timing, fn, inputs) -> None:
     floor_ms = launch_floor_ms(dev, flushed=bool(timing.flush_l2))
     timing.launch_floor_ms = floor_ms
-    timing.launch_bound = is_launch_bound(timing.median_ms, floor_ms)
+    timing.launch_bound = timing.median_ms is not None and is_launch_bound(timing.median_ms, floor_ms)
     if timing.launch_bound:
         timing.device_median_ms, source, how = device_time_ms(lambda: fn(*inputs))
         timing.device_median_source = source

@@ -28,7 +28,7 @@ def redirect_output(log_path: str) -> None:
     os.close(fd)
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.reconfigure(line_buffering=True)
+            stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]
         except (AttributeError, ValueError):
             pass
 

@@ -27,6 +27,7 @@ class DeviceSession:
         self._flush = None
         self._base_bytes = 0
         self.kept_bytes = 0  # device memory this session keeps between rows (the flush buffer)
+        self.nvtx = True  # the row's `nvtx` setting (execute.py sets it per row): NVTX ranges or none
 
     def bind(self, job: Any, channel: Any, stop: Any) -> None:
         """The job now running (its cache and trace folders), its event channel and stop flag."""
@@ -35,10 +36,11 @@ class DeviceSession:
 
     # -- small device helpers ---------------------------------------------------------------
     def phase(self, name: str):
-        """An NVTX range named `name` around a block on a CUDA device (engine/measure/nvtx.py); else nothing."""
+        """An NVTX range named `name` around a block on a CUDA device with the row's `nvtx` setting on
+        (engine/measure/nvtx.py); else nothing."""
         from workbench.engine.measure.nvtx import nvtx_range
 
-        return nvtx_range(name, self.is_cuda)
+        return nvtx_range(name, self.is_cuda and self.nvtx)
 
     def sync(self) -> None:
         if self.is_cuda:

@@ -107,8 +107,8 @@ def _time(evt: Any, name: str, old_name: str) -> float:
     """Read the new attribute where the event has it, the old cuda_* one only otherwise.
 
     key_averages() entries (FunctionEventAvg) carry `self_device_time_total` as an instance
-    attribute, not a class property: checking the class read 0 for every kernel on torch 2.11
-    (H200, 2026-11-29)."""
+    attribute, not a class property: checking the class read 0 for every kernel (torch 2.11,
+    measured on H200)."""
     attr = name if (hasattr(type(evt), name) or name in getattr(evt, "__dict__", {})) else old_name
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)

@@ -98,6 +98,7 @@ class Rotation:
         self._in_batch = 0
         self._set = 0
         self.nudges = nudges
+        self.replayed = False  # a CUDA graph's replay (row_rotation): kept outputs share its one output
         self._nudged: dict[int, tuple[tuple[int, int, int], Any]] = {}  # set -> (nudge, original)
 
     def __call__(self) -> Any:
@@ -162,3 +163,27 @@ class Rotation:
         self.kept = []
         self.sets = self.sets[:1]
         self.current = self.sets[0]
+
+
+def row_rotation(fn: Callable[..., Any], check: Any) -> Rotation:
+    """The timed call of a row whose check is `check` (workbench.check.row.RowCheck): its rotation
+    sets (set "first" and a second seeded set). A CUDA graph replays the tensors it captured into
+    its one output (engine/measure/graph_mode.py): one set, one shared output, no nudges (a kept
+    output holds the last replay's values, not its own call's). The engine's rows and both sides
+    of an A/B row (engine/worker/ab.py) are timed through it."""
+    from workbench.engine.measure.graph_mode import GraphCall
+
+    replayed = isinstance(fn, GraphCall)
+    rotation = Rotation(fn, [check.inputs] if replayed else check.rotation_sets(), nudges=not replayed)
+    rotation.replayed = replayed
+    return rotation
+
+
+def check_rotation(check: Any, fn: Callable[..., Any], rotation: Rotation) -> Any:
+    """After timing (and profiling): the nudges undone, the kept outputs checked
+    (RowCheck.timed_calls: the "timed outputs" gate), the extra input sets released. The report,
+    or None when nothing was kept."""
+    rotation.restore()  # the nudged elements back before the inputs are fingerprinted
+    kept, sets = rotation.kept, rotation.sets
+    rotation.release()
+    return check.timed_calls(fn, kept, sets, rotation.replayed)

@@ -328,7 +328,7 @@ def warm_up(call: Callable[[], Any], timer: Timer, warmup_ms: float,
     rounds leave; on the H200 the engine read cuBLAS and Triton bf16 8192^3 2.1% faster than
     do_bench on average over 11 calls with round-only warm-up (0.944-0.999), and 0.996-1.001 in
     four runs over three calls with this one (results/history/h200/2026-12-03b).
-    back_to_back=False: rounds only, for all of `warmup_ms` (the method before 2026-12-03)."""
+    back_to_back=False: rounds only, for all of `warmup_ms` (the earlier method, kept for comparison)."""
     host_ms: list[float] = []
 
     def launch() -> None:

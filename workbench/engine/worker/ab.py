@@ -4,7 +4,11 @@ process, and their paired ratio with a bootstrap interval (workbench/abstats.py)
 One A/B row per (run with `compare: [A, B]`, sweep point). Both sides are built (graph mode
 where a side is `<impl>+graph`) and checked as every row is (workbench/verify.RowCheck: the
 first call and the special-values set before timing, the second seeded set after it); a side
-that fails a check ends the row ("failed", no ratio). Timing: both warm up, then batches of event pairs with
+that fails a check ends the row ("failed", no ratio). Each side is timed as a row's timed call is
+(engine/measure/rotation.row_rotation, MEASUREMENT.md rule 13): its inputs rotate between two sets,
+outputs of its timed calls are kept and checked after timing ("timed outputs" gate, before the
+timed set), so a side right when checked and idle or cached when timed fails the A/B row too.
+Timing: both warm up, then batches of event pairs with
 the ordinary L2 flush before every call, A and B ALTERNATING inside each batch (ABAB..., the
 next batch BABA...: neither always goes first); pair i is A's and B's i-th sample of a batch.
 The loop stops, after `min_samples` pairs (and at least abstats.MIN_PAIRS), once the interval's relative half-width is below
@@ -26,9 +30,10 @@ from workbench.abstats import MIN_PAIRS, half_width, paired_ratio
 from workbench.engine.ab_plan import new_entry
 from workbench.engine.worker.ab_sides import resolve_side
 from workbench.engine.measure.graph_mode import GraphCall, graph_reason
+from workbench.engine.measure.rotation import check_rotation, row_rotation
 from workbench.engine.worker.precision import effective_fp32_precision
 from workbench.engine.measure.stats import StopRule, quantile
-from workbench.engine.measure.timing import Cancelled, Timer, batch_size, headroom_ms, warm_up
+from workbench.engine.measure.timing import Cancelled, Timer, batch_size, headroom_ms, sample_hooks, warm_up
 from workbench.errors import WorkbenchError
 from workbench.events import Log
 from workbench.registry import BuildContext
@@ -45,15 +50,37 @@ class Pairs:
 
 
 class _Alternating:
-    """A callable that calls `first`, then `second`, then `first`... (one per timed sample)."""
+    """A callable that calls `first`, then `second`, then `first`... (one per timed sample). Where
+    the sides are the engine's timed calls (engine/measure/rotation.Rotation), the timers' sample
+    hooks (outside the timed window) go to the side of the sample: a batch of n samples is a batch
+    of n/2 on each side, each with its input sets rotated and its kept outputs."""
 
     def __init__(self, first: Callable[[], Any], second: Callable[[], Any]):
         self.calls, self.count = (first, second), 0
+        self.hooks = [sample_hooks(c) for c in self.calls]
+        if any(h != (None, None, None) for h in self.hooks):  # else the timers see no hooks at all
+            self.start_batch, self.before_sample, self.after_sample = self._start_batch, self._before, self._after
 
     def __call__(self) -> Any:
         call = self.calls[self.count % 2]
         self.count += 1
         return call()
+
+    def _start_batch(self, n: int) -> None:
+        for side, (start, _, _) in enumerate(self.hooks):
+            share = (n - side + 1) // 2  # samples count, count + 2, ... of this batch go to `side`
+            if start is not None and share:
+                start(share)
+
+    def _before(self) -> None:
+        before = self.hooks[self.count % 2][1]
+        if before is not None:
+            before()
+
+    def _after(self, out: Any) -> None:
+        after = self.hooks[(self.count - 1) % 2][2]
+        if after is not None:
+            after(out)
 
 
 def measure_pairs(call_a: Callable[[], Any], call_b: Callable[[], Any], timer: Timer, rule: StopRule, *,
@@ -105,9 +132,6 @@ class _Built:
     check: Any
     error: str | None = None
 
-    def call(self) -> Any:
-        return self.fn(*self.inputs)
-
 
 def ab_row(runner: Any, row: Any) -> dict:
     """Build, check and time both sides of an A/B row; the `ab` entry (module docstring)."""
@@ -131,9 +155,11 @@ def ab_row(runner: Any, row: Any) -> dict:
     s = row.settings
     rule = StopRule(rep_ms=2 * s.rep_ms, min_samples=s.min_samples, target_rel_error=s.target_rel_error)
     runner.channel.event(Log(row.key, f"A/B {entry['a']} vs {entry['b']}: both checks passed; timing round-robin"))
-    pairs = measure_pairs(built[0].call, built[1].call, timer, rule, warmup_ms=s.warmup_ms, flush=flush,
+    rotations = [row_rotation(b.fn, b.check) for b in built]  # rule 13, as a row's timed call
+    pairs = measure_pairs(rotations[0], rotations[1], timer, rule, warmup_ms=s.warmup_ms, flush=flush,
                           cancelled=throttled(runner.stop.is_set))
-    after = [f"{b.label}: {failure_text(b.check.report)}" for b in built if not b.check.timed(b.fn).passed]
+    after = [f"{b.label}: {failure_text(b.check.report)}" for b, rotation in zip(built, rotations)
+             if not _checked_after(b, rotation)]
     if after:  # a wrong result gets no speed (rule 6), the timed input set included
         entry.update(status="failed", error="A/B: a side failed its check after timing; " + "; ".join(after))
         return entry
@@ -142,6 +168,13 @@ def ab_row(runner: Any, row: Any) -> dict:
                  b_median_ms=quantile(sorted(pairs.b_ms), 0.5), timer=timer.name,
                  flush_l2=flush is not None, batches=pairs.batches, status="ok")
     return entry
+
+
+def _checked_after(built: _Built, rotation: Any) -> bool:
+    """A side's checks after timing: its kept timed outputs ("timed outputs" gate), then the
+    timed set."""
+    report = check_rotation(built.check, built.fn, rotation)
+    return (report is None or report.passed) and built.check.timed(built.fn).passed
 
 
 def _build_side(runner: Any, row: Any, side: Any, dev: Any, scratch: Path) -> _Built:
@@ -155,7 +188,8 @@ def _build_side(runner: Any, row: Any, side: Any, dev: Any, scratch: Path) -> _B
     ctx = BuildContext(device=row.device, fp32_precision=precision, interpret=runner.job.interpret,
                        build_dir=Path(runner.job.build_dir) if runner.job.build_dir else None)
     inputs = op.make_inputs(spec, row.device, row.settings.seed)
-    check = RowCheck(op, impl, spec, ctx, inputs, row.settings.seed, sync=dev.sync)  # before the first call
+    check = RowCheck(op, impl, spec, ctx, inputs, row.settings.seed, sync=dev.sync,  # before the first call
+                     judge=getattr(runner, "judge", None))
     fn = impl.builder(spec, impl.resolve_params(side.params), ctx)
     if resolved.mode == "graph":
         reason = graph_reason(row.device)

@@ -24,7 +24,7 @@ from workbench.engine.measure.calibrate import calibrate, references_for
 from workbench.trace import mark
 from workbench.engine.measure.counters_run import counters_row
 from workbench.engine.measure.device import DeviceSession
-from workbench.engine.measure.graph_mode import GraphCall, wrap_for_mode
+from workbench.engine.measure.graph_mode import wrap_for_mode
 from workbench.engine.worker.precision import effective_fp32_precision
 from workbench.engine.protocol import Channel, ChildJob, Mode
 from workbench.engine.rows import Row, RowContext
@@ -39,6 +39,7 @@ from workbench.tuning import tuned_record
 
 
 CACHED_FLAG = Flag.BUILD_CACHED.template  # "build cached: built earlier in this worker ..."
+STRICT_FLAG = Flag.STRICT.template  # "strict: {n} value comparisons judged in a clean process ..."
 
 
 class RowRunner:
@@ -50,6 +51,7 @@ class RowRunner:
         self.devices: dict[str, DeviceSession] = {}
         self.builds = BuildCache()
         self.job: ChildJob | None = None
+        self.judge: Any = None  # --strict: the row's workbench.check.strict.Judge
 
     def bind(self, job: ChildJob, channel: Channel, stop: Any) -> None:
         self.job, self.channel, self.stop = job, channel, stop
@@ -65,6 +67,7 @@ class RowRunner:
         record = row.new_record()
         entry: dict | None = None  # an A/B row's result is its `ab` entry (engine/ab_plan.AB_KEYS), not a record
         leave = None
+        self.judge = self._judge()
         try:
             if self.job.mode == Mode.ptx:
                 self._ptx_only(row, record)
@@ -84,6 +87,8 @@ class RowRunner:
             # Our own refusals (a limit, no PTX) leave the process as it was; anything else (a
             # CUDA error, an OOM, a plugin's bug) may have poisoned it.
             leave = None if isinstance(exc, WorkbenchError) else f"the row raised {type(exc).__name__}"
+        finally:
+            self._close_judge(entry if entry is not None else record)
         mark(f"row {row.op} {row.label}: done, resetting")
         problem = self.baseline.after_row(sum(d.kept_bytes for d in self.devices.values()))
         if problem is not None:
@@ -92,6 +97,22 @@ class RowRunner:
         self.channel.event(Result(row.key, entry if entry is not None else record.to_dict()))
         mark(f"row {row.op} {row.label}: result sent")
         return "; ".join(r for r in (leave, problem) if r) or None
+
+    def _judge(self) -> Any:
+        """--strict: the row's Judge (its value comparisons in a clean process), else None."""
+        if not getattr(self.job, "strict", False):
+            return None
+        from workbench.check.strict import Judge
+
+        return Judge()
+
+    def _close_judge(self, record: Record | dict) -> None:
+        judge, self.judge = self.judge, None
+        if judge is None:
+            return
+        judge.close()
+        if judge.cases and isinstance(record.get("flags"), list):
+            record["flags"].append(STRICT_FLAG.format(n=judge.cases))
 
     # -- stages -----------------------------------------------------------------------------
     def _resolve(self, row: Row) -> RowContext:
@@ -105,10 +126,13 @@ class RowRunner:
         return RowContext(row, op, impl, spec, impl.resolve_params(row.params), ctx)
 
     def _execute(self, row: Row, record: Record) -> None:
-        """The row inside an NVTX range named after it (engine/measure/nvtx.py), its phases nested."""
+        """The row inside an NVTX range named after it (engine/measure/nvtx.py), its phases nested;
+        none with the row's setting `nvtx: false`."""
         from workbench.engine.measure.nvtx import row_range
 
-        with self.device(row).phase(row_range(row.key)):
+        dev = self.device(row)
+        dev.nvtx = row.settings.nvtx
+        with dev.phase(row_range(row.key)):
             self._execute_row(self._resolve(row), record)
 
     def _execute_row(self, rc: RowContext, record: Record) -> None:
@@ -135,13 +159,9 @@ class RowRunner:
         mark(f"row {row.op} {row.label}: checked")
         rotation = None
         if "bench" in row.actions:
-            from workbench.engine.measure.rotation import Rotation
+            from workbench.engine.measure.rotation import row_rotation
 
-            # rule 13: timed inputs rotate, outputs kept. A CUDA graph replays the tensors it
-            # captured into its one output (engine/graph_mode.py): one set, one shared output,
-            # no nudges (a kept output holds the last replay's values, not its own call's).
-            replayed = isinstance(fn, GraphCall)
-            rotation = Rotation(fn, [inputs] if replayed else check.rotation_sets(), nudges=not replayed)
+            rotation = row_rotation(fn, check)  # rule 13: timed inputs rotate, outputs kept
             dev.bench(rc, record, fn, inputs, rotation)
             note_timing(row, record)
             mark(f"row {row.op} {row.label}: benched")
@@ -149,12 +169,9 @@ class RowRunner:
             dev.profile(row, record, fn, inputs)
             mark(f"row {row.op} {row.label}: profiled")
         if rotation is not None:
-            rotation.restore()  # the nudged elements back before the inputs are fingerprinted
-            kept, sets = rotation.kept, rotation.sets
-            rotation.release()
-            passed = self._check(rc, record, check, lambda: check.timed_calls(fn, kept, sets, replayed))
-            del kept, sets
-            if not passed:
+            from workbench.engine.measure.rotation import check_rotation
+
+            if not self._check(rc, record, check, lambda: check_rotation(check, fn, rotation)):
                 record.timing = record.traffic = None  # what was timed was wrong (rule 13)
                 return
         if not self._check(rc, record, check, lambda: check.timed(fn)):
@@ -181,7 +198,8 @@ class RowRunner:
         row = rc.row
         dev.reset_peak()
         inputs = rc.op.make_inputs(rc.spec, row.device, row.settings.seed)
-        check = RowCheck(rc.op, rc.impl, rc.spec, rc.ctx, inputs, row.settings.seed, sync=dev.sync)  # fingerprints first
+        check = RowCheck(rc.op, rc.impl, rc.spec, rc.ctx, inputs, row.settings.seed, sync=dev.sync,  # fingerprints first
+                         judge=self.judge)
         dev.restart_peak()  # the fingerprints' scratch is the check's, not the row's
         if watch is not None:
             watch.start()

@@ -7,7 +7,7 @@ without TRITON_INTERPRET where Triton is interpreted (CONTRACTS.md, "Isolation a
 An implementation with no PTX (UnavailableError) leaves ptx null with a Log line; other
 errors, and a record whose `error` says the kernel did not compile (its notes keep the
 compiler's words for the pane), fail a ptx-only row and are a flag on a row that also measured
-something: a `.cu` with a syntax error was an `ok` row, exit 0 (a new user's try).
+something: a `.cu` with a syntax error is never an `ok` row with exit 0.
 """
 
 from __future__ import annotations

@@ -110,7 +110,7 @@ def reimport(registry: Any, keys: list[str]) -> tuple[str, str] | None:
     for key in keys:
         before = snapshot(registry)
         try:
-            _load_once(registry, key, lambda k=key: _import_file(Path(k)))
+            _load_once(registry, key, lambda k=key: _import_file(Path(k)))  # type: ignore[misc]
         except WorkbenchError as exc:
             from workbench.plugins.registrations import registered_since
 

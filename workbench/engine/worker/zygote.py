@@ -7,7 +7,7 @@ worker decides TRITON_INTERPRET first (engine/entry.py), then imports them.
 Its stdout and stderr go to the file named by WORKBENCH_ZYGOTE_LOG (engine/workers.py sets it
 before the zygote starts): the zygote inherits the front end's terminal, and a forked child that
 fails before its own redirect (engine/entry.py) printed its traceback over the TUI's screen
-(H200 tmux capture, 2026-12-01: a spare's unpickling error across the Runs pane).
+(seen on an H200 box: a spare's unpickling error across the Runs pane).
 """
 
 import os
