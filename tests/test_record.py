@@ -193,3 +193,17 @@ def test_compare_reads_the_typed_fields_of_both_documents():
     then = {"results": [rec(1.0)], "environment": {}}
     (row,) = compare_documents(now, then).rows
     assert (row.verdict, row.ratio, row.median_ms, row.baseline_median_ms, row.contended) == ("slower", 2.0, 2.0, 1.0, True)
+
+
+def test_the_worker_sends_a_record_that_reads_back_or_fails_the_row_naming_the_value():
+    from types import SimpleNamespace
+
+    from workbench.engine.worker.execute import result_payload
+
+    row = SimpleNamespace(record=lambda: document.new_record(op="gelu", label="triton"))
+    good = Record(op="gelu", label="triton", status="ok", flags=["a note"], timing=Timing(median_ms=1.0))
+    assert result_payload(row, good) == good.to_dict()
+    bad = Record(op="gelu", label="triton", status="ok", flags=["a note"], recompiles="3")  # type: ignore[arg-type]
+    sent = result_payload(row, bad)
+    assert sent["status"] == "failed" and sent["flags"] == ["a note"] and sent["timing"] is None
+    assert sent["error"] == "result record: record.recompiles: '3' is a string; allowed: an integer or null"

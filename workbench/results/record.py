@@ -389,13 +389,14 @@ class Check(Part):
 
 @dataclass
 class Traffic(Part):
-    """`traffic` (CONTRACTS.md; engine/measure/traffic.py, relative.py)."""
+    """`traffic` (CONTRACTS.md; engine/measure/traffic.py, relative.py). The byte and FLOP counts
+    come from the implementation's cost model (a plugin's too): numbers, integers in practice."""
 
-    bytes_read: int | None = None
-    bytes_written: int | None = None
-    bytes: int | None = None
-    bytes_moved_est: int | None = None
-    flops: int | None = None
+    bytes_read: float | None = None
+    bytes_written: float | None = None
+    bytes: float | None = None
+    bytes_moved_est: float | None = None
+    flops: float | None = None
     gbps: float | None = None
     tflops: float | None = None
     intensity: float | None = None

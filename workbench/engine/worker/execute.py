@@ -34,7 +34,7 @@ from workbench.error_location import describe_error
 from workbench.events import Built, Checked, Error, Result, Started
 from workbench.errors import UnavailableError, WorkbenchError
 from workbench.registry import BuildContext, Registry
-from workbench.results.record import Check, Flag, Launch, Record
+from workbench.results.record import Check, Flag, Launch, Record, RecordError
 from workbench.tuning import tuned_record
 
 
@@ -94,7 +94,7 @@ class RowRunner:
         if problem is not None:
             (entry["flags"] if entry is not None else record.flags).append(Flag.WORKER_REPLACED.format(problem=problem))
         # JSON across the process boundary: the typed record ends here
-        self.channel.event(Result(row.key, entry if entry is not None else record.to_dict()))
+        self.channel.event(Result(row.key, entry if entry is not None else result_payload(row, record)))
         mark(f"row {row.op} {row.label}: result sent")
         return "; ".join(r for r in (leave, problem) if r) or None
 
@@ -256,6 +256,18 @@ class RowRunner:
         self.device(row).ptx(rc, record)
         if record.status is None:
             record.status = "ok"
+
+
+def result_payload(row: Row, record: Record) -> dict:
+    """The record as the Result event carries it (JSON), checked to read back: a value of the wrong
+    type (a plugin's watcher or cost model wrote it) fails the row with the error naming key,
+    value and what is allowed, instead of reaching a reader in the front end."""
+    data = record.to_dict()
+    try:
+        Record.from_dict(data)
+    except RecordError as exc:
+        return {**row.record(), "status": "failed", "error": f"result record: {exc}", "flags": data["flags"]}
+    return data
 
 
 def launch_for(op: Any, impl: Any, spec: Any, params: dict, info: Any, ptx: dict | None = None,
