@@ -414,10 +414,12 @@ class RunnerMixin:
         self.run_bar.progress(self._total, self._total)
         kept = 0
         if message.cancelled:
-            from .sessions_io import KEPT_FLAG, row_identity
+            from workbench.results.record import Flag, has_flag
+
+            from .sessions_io import row_identity
 
             cancelled = {row_identity(r) for r in message.doc.get("results", ()) if not journal.is_finished(r)}
-            kept = sum(KEPT_FLAG in (r.get("flags") or ()) and row_identity(r) in cancelled
+            kept = sum(has_flag(r, Flag.KEPT) and row_identity(r) in cancelled
                        for r in (self.ws.saved_results or {}).get("results", ())
                        if r.get("run_index") == message.run_index)
         self.run_bar.status = summary(message.doc, message.cancelled, kept)

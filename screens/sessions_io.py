@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterable
 
 from workbench.results.journal import is_finished
+from workbench.results.record import Flag, flag_kinds
 from workbench.session.model import Session, device_settings
 
 BLANK = Session(name="scratch", runs=())
@@ -202,7 +203,7 @@ def results_file(session_path: Path | None, data: Path, name: str) -> Path:
     return ws.results_path(session_path, data)
 
 
-KEPT_FLAG = "kept from an earlier run: the run after it was cancelled before this row"
+KEPT_FLAG = Flag.KEPT.template  # "kept from an earlier run: the run after it was cancelled before this row"
 
 
 def merge_results(old: dict | None, new: dict, run_index: int) -> dict:
@@ -232,7 +233,7 @@ def row_identity(record: dict) -> str:
 
 def _kept(record: dict) -> dict:
     flags = list(record.get("flags") or [])
-    return {**record, "flags": flags if KEPT_FLAG in flags else [*flags, KEPT_FLAG]}
+    return {**record, "flags": flags if Flag.KEPT in flag_kinds(flags) else [*flags, KEPT_FLAG]}
 
 
 def write_results(doc: dict, path: Path) -> Path:

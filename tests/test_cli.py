@@ -514,6 +514,11 @@ def test_compare_with_an_unreadable_baseline_exits_2(capsys, tmp_path, session_f
     assert code == 2 and "a .yaml file is not JSON: " in " ".join(err.split())
     code, _, err = run(capsys, "--replay", str(session_file), "--compare", str(tmp_path / "missing.json"))
     assert code == 2 and "missing.json: cannot read it: " in err and fake_plan.calls == []
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps({"schema_version": 1, "results": [{"op": "gelu", "timing": {"median_ms": "fast"}}]}))
+    code, _, err = run(capsys, "--replay", str(session_file), "--compare", str(wrong))
+    assert code == 2 and fake_plan.calls == []
+    assert "wrong.json: results[0].timing.median_ms: 'fast' is a string; allowed: a number or null" in " ".join(err.split())
 
 
 def test_a_usage_error_is_one_line_without_the_usage_block(capsys):

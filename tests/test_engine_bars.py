@@ -12,7 +12,8 @@ from workbench.engine.measure.bench import _flag_bars
 from workbench.engine.measure.ceilings import bars
 from workbench.engine.measure.relative import relate_to_pytorch
 from workbench.engine.measure.traffic import above_peak, reference_flags, traffic_record
-from workbench.results.document import TIMING_KEYS, blank, new_record
+from workbench.results.document import new_record
+from workbench.results.record import Record, Timing
 
 NAMES = {  # as torch.cuda.get_device_properties().name / NVML report them
     "NVIDIA H200": "H200 SXM", "NVIDIA H100 80GB HBM3": "H100 SXM", "NVIDIA H100 PCIe": "H100 PCIe",
@@ -62,9 +63,9 @@ REFERENCES = {"copy_gbps": 4200.0, "matmul_tflops": {"bfloat16": 730.0, "float32
 def _row(cost: Cost, median_ms: float, matmul_like: bool, dtype: str, device: str = "NVIDIA H200",
          refs: dict = REFERENCES, flush: bool = True):
     ceilings = bars(device, refs, matmul_like, dtype, "ieee")
-    timing = blank(TIMING_KEYS, timer="cuda_event", median_ms=median_ms, flush_l2=flush)
-    record = new_record(status=None, timing=timing)
-    record["traffic"] = traffic_record(cost, timing, ceilings, l2_bytes=60 * 2**20)
+    timing = Timing(timer="cuda_event", median_ms=median_ms, flush_l2=flush)
+    record = Record(timing=timing)
+    record.traffic = traffic_record(cost, timing, ceilings, l2_bytes=60 * 2**20)
     _flag_bars(record, ceilings, 60 * 2**20)
     return record, ceilings
 

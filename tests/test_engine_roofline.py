@@ -123,7 +123,7 @@ def test_gelu_traffic_hand_checked():
     # GeLU 1024 x 1024 float32: 4 MiB read + 4 MiB written, 9 FLOPs per element
     cost = Cost(bytes_read=4 * 2**20, bytes_written=4 * 2**20, flops=9 * 2**20)
     rec = traffic_record(cost, _timing(0.004), H200, l2_bytes=60 * 2**20)
-    assert set(rec) == set(TRAFFIC_KEYS)
+    assert set(rec.to_dict()) == set(TRAFFIC_KEYS)
     assert rec["bytes"] == 8 * 2**20 and rec["bytes_moved_est"] == 8 * 2**20
     assert rec["gbps"] == pytest.approx(8 * 2**20 / 4e-6 / 1e9)       # 2097.152 GB/s
     assert rec["tflops"] == pytest.approx(9 * 2**20 / 4e-6 / 1e12)

@@ -535,3 +535,21 @@ assert torch.allclose(out, torch.cdist(x, y), atol=1e-4, rtol=1e-4)
     env = {"TRITON_INTERPRET": "1", "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_the_engine_reads_a_built_callables_choice_through_tuned_record():
+    tuned = at.Tuned({"BLOCK": 128}, "cached", "from the cache", {"BLOCK=128": 0.5}, 1.25)
+    carried = at.attach(lambda x: x, tuned)
+    assert at.tuned_record(carried) == tuned.record()
+    assert at.tuned_record(lambda x: x) is None  # not autotuned
+
+    def plugin_fn(x):  # a plugin's builder that sets `.tuned` itself, as a Tuned or a dict
+        return x
+
+    plugin_fn.tuned = tuned
+    assert at.tuned_record(plugin_fn) == tuned.record()
+    plugin_fn.tuned = {"config": {"BLOCK": 64}, "source": "tuned"}
+    assert at.tuned_record(plugin_fn) == {"config": {"BLOCK": 64}, "source": "tuned"}
+    plugin_fn.tuned = "BLOCK=64"
+    with pytest.raises(TypeError, match=r"`tuned` is 'BLOCK=64' \(str\); allowed: a workbench.tuning.Tuned"):
+        at.tuned_record(plugin_fn)

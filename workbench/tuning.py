@@ -36,7 +36,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence, cast
 
 Config = Mapping[str, Any]
 # Sanity bound for the candidate-versus-first-candidate check (not the engine's tolerance): a
@@ -349,7 +349,33 @@ def _gpu_here() -> bool:
     return torch.cuda.is_available()
 
 
-def attach(fn: Callable[..., Any], tuned: Tuned) -> Callable[..., Any]:
+class TunedCallable(Protocol):
+    """A built callable that carries its autotuned choice in the attribute `tuned`: the row's
+    `tuned` entry (`Tuned.record()`, a dict), or a `Tuned`. `attach` sets it; a plugin's builder
+    may set `fn.tuned` itself. The engine reads it with `tuned_record(fn)` after the build."""
+
+    tuned: Mapping[str, Any] | Tuned | None
+
+    def __call__(self, *args: Any) -> Any: ...
+
+
+def attach(fn: Callable[..., Any], tuned: Tuned) -> TunedCallable:
     """`fn` carrying `tuned.record()` as `fn.tuned` (the engine copies it into the result row)."""
-    fn.tuned = tuned.record()
-    return fn
+    carrier = cast(TunedCallable, fn)
+    carrier.tuned = tuned.record()
+    return carrier
+
+
+def tuned_record(fn: Callable[..., Any]) -> dict[str, Any] | None:
+    """The result row's `tuned` entry of a built callable: its `tuned` attribute (TunedCallable)
+    as a dict, None where it has none. Raises TypeError naming the value when `tuned` is neither
+    a Tuned, a mapping (Tuned.record()'s shape) nor None."""
+    value = getattr(fn, "tuned", None)
+    if value is None:
+        return None
+    if isinstance(value, Tuned):
+        return value.record()
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"the built callable's `tuned` is {value!r} ({type(value).__name__}); allowed: a "
+                    f"workbench.tuning.Tuned, a dict as Tuned.record() makes, or None")

@@ -19,7 +19,7 @@ from textual.containers import Container, Vertical
 from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
-from workbench.results.document import INTERPRETER_FLAG
+from workbench.results.record import Flag, flag_kinds, has_flag
 
 from .. import fmt
 from . import charts
@@ -209,13 +209,14 @@ def notes(timing: dict, flags=()) -> str:
         marks.append("L2 warm")
     if timing.get("device_median_ms") is not None:
         marks.append(f"device {fmt.ms(timing['device_median_ms'])}")
-    if any(str(flag).startswith("CPU contended") for flag in flags):
+    kinds = flag_kinds(flags)
+    if Flag.CPU_CONTENDED in kinds:
         marks.append("CPU contended")  # first: it is why the median did not converge
-    if any(str(flag).startswith("median not converged") for flag in flags):
+    if Flag.NOT_CONVERGED in kinds:
         marks.append("not converged")
     return ", ".join(marks)
 
 
 def _interpreted(row: Row) -> bool:
     """The engine flags a record timed under a CPU interpreter (results.INTERPRETER_FLAG)."""
-    return INTERPRETER_FLAG in ((row.record or {}).get("flags") or ())
+    return has_flag(row.record, Flag.INTERPRETER)

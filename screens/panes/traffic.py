@@ -13,7 +13,7 @@ from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from workbench.results.document import INTERPRETER_FLAG
+from workbench.results.record import Flag, has_flag
 
 from .. import fmt
 from . import charts
@@ -68,7 +68,7 @@ class TrafficPane(DrawnWhenShown, Vertical):
         points = [(r.label, r.sweep_value, _traffic(r).get("intensity"), _traffic(r).get("tflops"))
                   for r in rows]
         copy, param = ceilings.get("copy_gbps"), self.sweep_param
-        interpreted = {r.label for r in rows if INTERPRETER_FLAG in ((r.record or {}).get("flags") or ())}
+        interpreted = {r.label for r in rows if has_flag(r.record, Flag.INTERPRETER)}
         caption = plot.draw(lambda plt: charts.roofline(plt, points, copy, peak, param, interpreted))
         self.query_one("#roofline-caption", Static).update(caption)
 

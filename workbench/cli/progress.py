@@ -20,6 +20,7 @@ from workbench.cli.common import Env
 from workbench.events import RowKey
 from workbench.fmt import clip, printable
 from workbench.results.document import CANCELLED_ERROR
+from workbench.results.record import Flag, read_record
 from workbench.results.report import fmt_num, shape_text
 
 
@@ -95,20 +96,17 @@ def progress(keys: list[RowKey], env: Env, err: Console, verbose: bool,
             say(f"{cancelled[0]} row(s) not run: cancelled (skipped, error \"cancelled\")")
 
 
-def row_line(record: dict[str, Any], place: int, total: int) -> str:
+def row_line(data: dict[str, Any], place: int, total: int) -> str:
     """`[3/11] gelu triton 2x8 float32: ok 0.51 ms` (and the error's first line, if any)."""
-    timing = record.get("timing") or {}
-    sweep = record.get("sweep_value")
-    where = shape_text(record.get("shape")) + (f" @{sweep}" if sweep is not None else "")
-    text = printable(f"[{place}/{total}] {record.get('op')} {record.get('label')} {where} {record.get('dtype') or ''}: "
-                     f"{record.get('status')}")
-    if timing.get("median_ms") is not None:
-        text += f" {fmt_num(timing['median_ms'])} ms"
-        if record.get("flags"):
-            from workbench.results.baseline import contended  # (numpy, by way of abstats: only for a flagged row)
-
-            if contended(record):  # with -o the table (its notes) is not printed: the flag was in the document only
-                text += " (CPU contended: other processes held the cores, not the op's time alone)"
-    if record.get("error"):
-        text += f" ({clip(str(record['error']).splitlines()[0], 400)})"
+    record = read_record(data)
+    sweep = record.sweep_value
+    where = shape_text(record.shape) + (f" @{sweep}" if sweep is not None else "")
+    text = printable(f"[{place}/{total}] {record.op} {record.label} {where} {record.dtype or ''}: "
+                     f"{record.status}")
+    if record.timing is not None and record.timing.median_ms is not None:
+        text += f" {fmt_num(record.timing.median_ms)} ms"
+        if Flag.CPU_CONTENDED in record.flag_kinds():  # with -o the table (its notes) is not printed: the flag was in the document only
+            text += " (CPU contended: other processes held the cores, not the op's time alone)"
+    if record.error:
+        text += f" ({clip(str(record.error).splitlines()[0], 400)})"
     return text

@@ -13,6 +13,7 @@ WORK_GREW x the FLOPs and bytes took under TIME_FOLLOWED x the time.
 from __future__ import annotations
 
 from workbench.diagnosis.core import Context, Finding
+from workbench.results.record import Flag, first_flag
 from workbench.diagnosis.figures import (Record, device_ms_per_call, graph_peer, kernels_per_call, label, median_ms,
                                          ms, number, section, x)
 
@@ -150,13 +151,10 @@ def recompiles(record: Record, ctx: Context) -> Finding | None:
                    "(torch._dynamo.explain)", "problem", {"recompiles": int(count)})
 
 
-CONTENDED_FLAG = "CPU contended"  # engine/bench.contention_flag's words
-
-
 def cpu_contended(record: Record, ctx: Context) -> Finding | None:
     """A CPU row whose worker threads waited for a core (the engine's flag): the median is the
     stall's, and more samples only measure the stall again."""
-    flag = next((f for f in record.get("flags") or () if str(f).startswith(CONTENDED_FLAG)), None)
+    flag = first_flag(record, Flag.CPU_CONTENDED)
     if flag is None:
         return None
     return Finding("cpu_contended", flag, "free the cores (other jobs; in the TUI its own redraws share them: "
@@ -165,7 +163,7 @@ def cpu_contended(record: Record, ctx: Context) -> Finding | None:
 
 
 def noisy(record: Record, ctx: Context) -> Finding | None:
-    flag = next((f for f in record.get("flags") or () if str(f).startswith("median not converged")), None)
+    flag = first_flag(record, Flag.NOT_CONVERGED)
     if flag is None:
         return None
     return Finding("noisy", flag, "raise rep_ms, or compare two implementations with `compare: [A, B]` "

@@ -22,6 +22,7 @@ from workbench.engine.measure.graph_mode import graph_reason
 from workbench.engine.rows import Row
 from workbench.machine import Machine, unavailable_reason
 from workbench.registry import Registry
+from workbench.results.record import Flag
 
 
 @dataclass
@@ -80,7 +81,7 @@ def admit(row: Row, registry: Registry, machine: Machine, *, force: bool, interp
     if separate_ptx:
         admission.ptx_row = dataclasses.replace(row, actions=("ptx",))
     if ptx_reason and runs_exec:
-        admission.flags.append(f"ptx unavailable: {ptx_reason}")
+        admission.flags.append(Flag.PTX_UNAVAILABLE.format(detail=ptx_reason))
     return admission
 
 

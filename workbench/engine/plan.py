@@ -54,6 +54,7 @@ from workbench.plugins.manifest import declare, sources_digest
 from workbench.plugins.sources import compare_plugin_files, plugin_records
 from workbench.results.provenance import provenance, utc_now_iso
 from workbench.results.document import new_document
+from workbench.results.record import Flag
 from workbench.session.model import Session
 
 __all__ = ["RunOptions", "run_plan", "planned_device_name", "first_key", "build_session_ahead", "default_cache_dir", "worker_env",
@@ -384,7 +385,7 @@ class _PlanRun:
         ptx = self.ptx_records.get(row.key)
         if ptx is not None:
             record["ptx"] = ptx["ptx"]
-            record["flags"] += [f"ptx: {ptx['error']}"] if ptx.get("error") else []
+            record["flags"] += [Flag.PTX_ERROR.format(detail=ptx["error"])] if ptx.get("error") else []
         self._finalise(adm, record)
 
     def _finalise(self, adm: Admission, record: dict) -> None:

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from workbench.events import RowKey
 from workbench.errors import WorkbenchError
-from workbench.results.document import new_record
+from workbench.results.record import Record
 from workbench.session.model import ImplRef, RunSpec, Session, Settings
 from workbench.variants import split_variant
 
 if TYPE_CHECKING:  # the registry imports torch; the row counter below is for torch-free front ends too
-    from workbench.registry import Registry
+    from workbench.registry import BuildContext, Registry
 
 EXEC_ACTIONS = ("check", "bench", "profile", "counters")
 
@@ -57,11 +57,32 @@ class Row:
         return tuple(a for a in self.actions if a in EXEC_ACTIONS)
 
     def record(self) -> dict:
-        """The result record skeleton of this row (status and measurements None)."""
-        return new_record(run_index=self.run_index, op=self.op, impl=self.impl, label=self.label,
-                          params=dict(self.params), shape=dict(self.shape), dtype=self.dtype,
-                          sweep_value=self.sweep_value, device=self.device,
-                          estimate=dict(self.estimate) if self.estimate is not None else None)
+        """The result record skeleton of this row (status and measurements None), as JSON."""
+        return self.new_record().to_dict()
+
+    def new_record(self) -> Record:
+        """The typed result record of this row (workbench/results/record.py), measurements None."""
+        return Record(run_index=self.run_index, op=self.op, impl=self.impl, label=self.label,
+                      params=dict(self.params), shape=dict(self.shape), dtype=self.dtype,
+                      sweep_value=self.sweep_value, device=self.device,
+                      estimate=dict(self.estimate) if self.estimate is not None else None)
+
+
+@dataclass(frozen=True)
+class RowContext:
+    """A Row resolved in the worker that runs it: what every stage of the row (build, check,
+    bench, counters, ptx, launch) needs beside the record, travelling as one object.
+
+    op / impl: the registry's Op and Impl; spec: the op's spec for the row's shape and dtype;
+    params: the implementation's parameters resolved (defaults filled in); ctx: the
+    registry.BuildContext (device, fp32 precision in effect, interpreter, build folder)."""
+
+    row: Row
+    op: Any
+    impl: Any
+    spec: Any
+    params: dict[str, Any]
+    ctx: BuildContext
 
 
 def resolve_device(setting: str, has_cuda: bool) -> str:

@@ -27,6 +27,7 @@ from rich.text import Text
 from workbench.abstats import MIN_PAIRS, RatioCI, unpaired_ratio
 from workbench.engine.multi.merge import device_name_of
 from workbench.fmt import printable
+from workbench.results.record import Flag, Record, Timing, has_flag, read_record
 from workbench.results.report import fmt_num, shape_text
 
 # A row timed under the Triton interpreter measured numpy's emulation on the host, not a kernel
@@ -93,21 +94,22 @@ class Comparison:
                 "rows": [r.as_dict() for r in self.rows]}
 
 
-def row_key(record: Mapping[str, Any]) -> tuple:
+def row_key(record: Mapping[str, Any] | Record) -> tuple:
     shape = json.dumps(record.get("shape") or {}, sort_keys=True)
     return (record.get("op"), record.get("label"), shape, record.get("dtype"),
             json.dumps(record.get("sweep_value"), default=str))
 
 
-def verdict(current: Mapping[str, Any], baseline: Mapping[str, Any], threshold: float) -> tuple[str, float | None]:
+def verdict(current: Mapping[str, Any] | Record, baseline: Mapping[str, Any] | Record, threshold: float) -> tuple[str, float | None]:
     """(verdict, median ratio current/baseline) for two matched result records."""
-    cur, base = current.get("timing") or {}, baseline.get("timing") or {}
-    needed = ("median_ms", "p20_ms", "p80_ms")
-    if (current.get("status") != "ok" or baseline.get("status") != "ok"
-            or any(cur.get(k) is None or base.get(k) is None for k in needed) or base["median_ms"] <= 0
-            or cur["median_ms"] <= 0 or INTERPRETER in (cur.get("timer"), base.get("timer"))):
+    now, then = read_record(current), read_record(baseline)
+    cur, base = now.timing or Timing(), then.timing or Timing()
+    if (now.status != "ok" or then.status != "ok" or INTERPRETER in (cur.timer, base.timer)
+            or cur.median_ms is None or cur.p20_ms is None or cur.p80_ms is None
+            or base.median_ms is None or base.p20_ms is None or base.p80_ms is None
+            or base.median_ms <= 0 or cur.median_ms <= 0):
         return "n/a", None
-    ratio = cur["median_ms"] / base["median_ms"]
+    ratio = cur.median_ms / base.median_ms
     interval = sample_interval(current, baseline)
     if interval is not None:
         ci = interval
@@ -116,18 +118,17 @@ def verdict(current: Mapping[str, Any], baseline: Mapping[str, Any], threshold: 
         if ci.ci_high < 1 and 1 / ci.ratio > 1 + threshold:
             return "faster", ci.ratio
         return "same", ci.ratio
-    if cur["p20_ms"] > base["p80_ms"] and ratio > 1 + threshold:
+    if cur.p20_ms > base.p80_ms and ratio > 1 + threshold:
         return "slower", ratio
-    if cur["p80_ms"] < base["p20_ms"] and 1 / ratio > 1 + threshold:
+    if cur.p80_ms < base.p20_ms and 1 / ratio > 1 + threshold:
         return "faster", ratio
     return "same", ratio
 
 
-def sample_interval(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> RatioCI | None:
+def sample_interval(current: Mapping[str, Any] | Record, baseline: Mapping[str, Any] | Record) -> RatioCI | None:
     """The bootstrap interval of current / baseline when both records hold >= MIN_PAIRS samples
     (fewer tell nothing at 95%, workbench/abstats.py: the p20/p80 rule decides then)."""
-    a = (current.get("timing") or {}).get("samples_ms") or []
-    b = (baseline.get("timing") or {}).get("samples_ms") or []
+    a, b = ((read_record(r).timing or Timing()).samples_ms or [] for r in (current, baseline))
     if len(a) < MIN_PAIRS or len(b) < MIN_PAIRS:
         return None
     try:
@@ -138,12 +139,12 @@ def sample_interval(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> 
 
 def compare_documents(current: Mapping[str, Any], baseline: Mapping[str, Any], threshold: float = 0.05) -> Comparison:
     """Match every result of `current` with `baseline` and give each a verdict."""
-    base_rows: dict[tuple, list[Mapping[str, Any]]] = {}
-    for record in baseline.get("results") or []:
+    base_rows: dict[tuple, list[Record]] = {}
+    for record in map(read_record, baseline.get("results") or []):  # each record read once
         base_rows.setdefault(row_key(record), []).append(record)
     used: dict[tuple, int] = {}
     rows = []
-    for record in current.get("results") or []:
+    for record in map(read_record, current.get("results") or []):
         key = row_key(record)
         nth = used.get(key, 0)
         used[key] = nth + 1
@@ -162,19 +163,18 @@ def compare_documents(current: Mapping[str, Any], baseline: Mapping[str, Any], t
     return Comparison(threshold, _device(current), _device(baseline), rows)
 
 
-CONTENDED_PREFIX = "CPU contended"  # engine/bench.contention_flag's flag
-
-
-def contended(record: Mapping[str, Any] | None) -> bool:
+def contended(record: Mapping[str, Any] | Record | None) -> bool:
     """Whether a record's timing carries the CPU-contention flag (its medians are not the op's alone)."""
-    return any(str(flag).startswith(CONTENDED_PREFIX) for flag in (record or {}).get("flags") or [])
+    return has_flag(record, Flag.CPU_CONTENDED)
 
 
-def _row(record, word, ratio, base, current_side: bool = True, interval: RatioCI | None = None) -> RowComparison:
+def _row(data, word, ratio, base, current_side: bool = True, interval: RatioCI | None = None) -> RowComparison:
     def median(r):
-        return ((r or {}).get("timing") or {}).get("median_ms")
-    return RowComparison(op=record.get("op"), label=record.get("label"), shape=record.get("shape") or {},
-                         dtype=record.get("dtype"), sweep_value=record.get("sweep_value"), verdict=word,
+        timing = read_record(r).timing if r is not None else None
+        return timing.median_ms if timing is not None else None
+    record = read_record(data)
+    return RowComparison(op=record.op, label=record.label, shape=record.shape or {},
+                         dtype=record.dtype, sweep_value=record.sweep_value, verdict=word,
                          baseline_median_ms=median(base), median_ms=median(record) if current_side else None,
                          ratio=ratio, ci_low=interval.ci_low if interval else None,
                          ci_high=interval.ci_high if interval else None,

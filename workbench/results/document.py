@@ -33,6 +33,7 @@ from typing import Any, Iterable, Mapping
 
 from workbench.fileio import atomic_write_text
 from workbench.results.provenance import PROVENANCE_KEYS
+from workbench.results.record import Flag, Record, RecordError
 
 SCHEMA_VERSION = 1
 
@@ -59,7 +60,7 @@ PROFILE_ROW_KEYS = ("name", "kind", "calls", "self_device_us", "self_cpu_us", "p
 
 # The one wording of "this time is the Triton interpreter's": a flag of the record (engine/bench.py)
 # and the note report.py shows for a record timed by the interpreter.
-INTERPRETER_FLAG = "Triton interpreter: host time of numpy emulation, not kernel speed"
+INTERPRETER_FLAG = Flag.INTERPRETER.template  # "Triton interpreter: host time of numpy emulation, ..."
 
 STATUSES = ("ok", "failed", "unavailable", "skipped")
 CANCELLED_ERROR = "cancelled"  # the error of a row a cancel stopped before it finished (status skipped)
@@ -147,14 +148,33 @@ def write(doc: Mapping[str, Any], path: Path) -> None:
 
 
 def load(path: Path) -> dict:
-    """Read a results document; raises ValueError naming the file for bad JSON or schema."""
+    """Read a results document; raises ValueError naming the file for bad JSON or schema, or
+    naming the key, the value and what is allowed for a record's value of the wrong type
+    (workbench/results/record.py)."""
     try:
         doc = json.loads(Path(path).read_text())
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not a results document: {exc}") from None
     if not isinstance(doc, dict) or doc.get("schema_version") != SCHEMA_VERSION:
         raise ValueError(f"{path}: schema_version must be {SCHEMA_VERSION}")
+    problem = record_type_error(doc)
+    if problem is not None:
+        raise ValueError(f"{path}: {problem}")
     return doc
+
+
+def record_type_error(doc: Mapping[str, Any]) -> str | None:
+    """The first value of a wrong type in the document's records, as `results[i].key: value is
+    X; allowed: Y` (workbench/results/record.py), or None when every record reads."""
+    results = doc.get("results")
+    if not isinstance(results, list):
+        return f"results: {results!r} is not a list of records"
+    for i, record in enumerate(results):
+        try:
+            Record.from_dict(record, f"results[{i}]")
+        except RecordError as exc:
+            return str(exc)
+    return None
 
 
 def finite(value: Any) -> Any:

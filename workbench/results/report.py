@@ -18,6 +18,7 @@ from rich.text import Text
 from workbench import fmt
 from workbench.results.report_diagnosis import ab_table, diagnosis_table
 from workbench.results.document import INTERPRETER_FLAG
+from workbench.results.record import Check, Flag, Record, Timing, Traffic, read_record
 
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "unavailable": "dim", "skipped": "yellow"}
 
@@ -65,34 +66,35 @@ def shape_text(shape: Mapping[str, Any] | None) -> str:
     return "x".join(str(v) for v in (shape or {}).values()) or "-"
 
 
-def _check_cell(check: Mapping[str, Any] | None) -> Text:
-    style = "" if not check else "green" if check.get("passed") else "bold red"
-    return Text(fmt.check(check), style)
+def _check_cell(check: Check | None) -> Text:
+    style = "" if check is None else "green" if check.passed else "bold red"
+    return Text(fmt.check(check.to_dict() if check is not None else None), style)
 
 
-def _notes(record: Mapping[str, Any]) -> str:
-    timing = record.get("timing") or {}
+def _notes(data: Mapping[str, Any] | Record) -> str:
+    record = read_record(data)
+    timing = record.timing
     notes = []
-    if record.get("error"):
-        notes.append(fmt.clip(str(record["error"]).splitlines()[0], 240))
-    if timing.get("launch_bound"):
+    if record.error:
+        notes.append(fmt.clip(str(record.error).splitlines()[0], 240))
+    if timing is not None and timing.launch_bound:
         notes.append("launch-bound")
-    if timing.get("clock_fell"):
+    if timing is not None and timing.clock_fell:
         notes.append("clock fell")
-    flags = [str(flag) for flag in record.get("flags") or []]
-    if timing.get("timer") == "interpreter" and INTERPRETER_FLAG not in flags:
+    flags = [str(flag) for flag in record.flags]
+    if timing is not None and timing.timer == "interpreter" and Flag.INTERPRETER not in record.flag_kinds():
         notes.append(INTERPRETER_FLAG)  # a record without the engine's flag (older documents)
-    if timing and timing.get("flush_l2") is False and str(record.get("device") or "").startswith("cuda"):
+    if timing is not None and timing.flush_l2 is False and str(record.device or "").startswith("cuda"):
         notes.append("L2 not flushed")
     notes += [flag for flag in flags if flag not in notes]
     return "; ".join(dict.fromkeys(notes))
 
 
-def _ceiling_cell(traffic: Mapping[str, Any]) -> str:
-    pct = traffic.get("pct_of_ceiling")
-    if pct is None:
+def _ceiling_cell(traffic: Traffic | None) -> str:
+    pct = traffic.pct_of_ceiling if traffic is not None else None
+    if traffic is None or pct is None:
         return "-"
-    name = str(traffic.get("ceiling") or "").replace("_gbps", "").replace("_tflops", "")
+    name = str(traffic.ceiling or "").replace("_gbps", "").replace("_tflops", "")
     return f"{pct:.1f}% {name}".rstrip()
 
 
@@ -139,20 +141,20 @@ def result_table(records: list[Mapping[str, Any]], title: str, width: int | None
     return table
 
 
-def _cells(r: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+def _cells(data: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
     """A record's cells: column name -> (text, style)."""
-    timing, traffic = r.get("timing") or {}, r.get("traffic") or {}
-    spread = (f"{fmt_num(timing.get('p20_ms'))}–{fmt_num(timing.get('p80_ms'))}"
-              if timing.get("p20_ms") is not None else "-")
-    status, check = str(r.get("status")), _check_cell(r.get("check"))
-    sweep = r.get("sweep_value")
-    return {"impl": (fmt.printable(r.get("label")), ""), "shape": (shape_text(r.get("shape")), ""),
+    r = read_record(data)
+    timing, traffic = r.timing or Timing(), r.traffic or Traffic()
+    spread = (f"{fmt_num(timing.p20_ms)}–{fmt_num(timing.p80_ms)}" if timing.p20_ms is not None else "-")
+    status, check = str(r.status), _check_cell(r.check)
+    sweep = r.sweep_value
+    return {"impl": (fmt.printable(r.label), ""), "shape": (shape_text(r.shape), ""),
             "sweep": (fmt_num(sweep) if isinstance(sweep, (int, float)) else str(sweep if sweep is not None else "-"), ""),
-            "status": (status, STATUS_STYLE.get(status, "")), "median ms": (fmt_num(timing.get("median_ms")), ""),
-            "p20–p80 ms": (spread, ""), "n": (fmt_num(timing.get("n")), ""),
-            "GB/s": (fmt_num(traffic.get("gbps")), ""), "TFLOP/s": (fmt_num(traffic.get("tflops")), ""),
-            "% ceiling": (_ceiling_cell(traffic), ""), "build ms": (fmt_num(r.get("build_ms"), 3), ""),
-            "check": (check.plain, str(check.style)), "timer": (str(timing.get("timer") or "-"), ""),
+            "status": (status, STATUS_STYLE.get(status, "")), "median ms": (fmt_num(timing.median_ms), ""),
+            "p20–p80 ms": (spread, ""), "n": (fmt_num(timing.n), ""),
+            "GB/s": (fmt_num(traffic.gbps), ""), "TFLOP/s": (fmt_num(traffic.tflops), ""),
+            "% ceiling": (_ceiling_cell(r.traffic), ""), "build ms": (fmt_num(r.build_ms, 3), ""),
+            "check": (check.plain, str(check.style)), "timer": (str(timing.timer or "-"), ""),
             "notes": (fmt.printable(_notes(r)), "")}
 
 

@@ -11,23 +11,25 @@ from typing import Any, Iterable, Mapping
 from rich.table import Table
 from rich.text import Text
 
+from workbench.results.record import Record, read_record
+
 SEVERITY_STYLE = {"problem": "bold", "note": "dim"}
 VERDICT_STYLE = {"faster": "green", "slower": "bold red", "no difference": "", "failed": "bold red"}
 
 
-def diagnosis_table(records: Iterable[Mapping[str, Any]], title: str) -> Table | None:
+def diagnosis_table(records: Iterable[Mapping[str, Any] | Record], title: str) -> Table | None:
     """Findings of a run's records, or None when none has any."""
-    rows = [(r, f) for r in records for f in r.get("diagnosis") or ()]
+    rows = [(r, f) for r in map(read_record, records) for f in r.diagnosis]
     if not rows:
         return None
     table = Table(title=title, title_justify="left", header_style="bold", pad_edge=False)
     for name in ("impl", "sweep", "finding", "evidence", "prescription"):
         table.add_column(name, overflow="fold")
     for record, finding in rows:
-        sweep = record.get("sweep_value")
-        table.add_row(str(record.get("label")), "-" if sweep is None else str(sweep),
-                      Text(str(finding.get("rule")), SEVERITY_STYLE.get(finding.get("severity"), "")),
-                      str(finding.get("evidence")), str(finding.get("suggestion")))
+        sweep = record.sweep_value
+        table.add_row(str(record.label), "-" if sweep is None else str(sweep),
+                      Text(str(finding.rule), SEVERITY_STYLE.get(finding.severity or "", "")),
+                      str(finding.evidence), str(finding.suggestion))
     return table
 
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from workbench.results.record import Flag
+
 ARROW = "->"
-STALE_FLAG = "watch: the last edit failed ({error}); showing the last good result"
+STALE_FLAG = Flag.WATCH_STALE.template  # "watch: the last edit failed ({error}); ..."
 
 
 def _num(value: Any) -> str:
@@ -134,5 +136,5 @@ def change_line(old: Mapping[str, Any] | None, new: Mapping[str, Any],
 
 def stale(good: Mapping[str, Any], error: str) -> dict:
     """The last good record, flagged as kept after an edit that failed with `error`."""
-    flags = [f for f in good.get("flags") or [] if not f.startswith("watch: ")]
+    flags = [f for f in good.get("flags") or [] if Flag.of(f) is not Flag.WATCH_STALE]
     return {**good, "flags": [*flags, STALE_FLAG.format(error=error)]}

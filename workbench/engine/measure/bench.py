@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from workbench.engine.measure.ceilings import Ceilings
 from workbench.engine.measure.clocks import ClockSampler
@@ -19,7 +20,11 @@ from workbench.engine.measure.stats import StopRule, median_rel_error, summarize
 from workbench.engine.measure.timing import flush_kind, make_timer, measure_run, unjoined_failure
 from workbench.engine.measure.traffic import above_peak, reference_flags, traffic_record
 from workbench.events import Log, Samples
-from workbench.results.document import INTERPRETER_FLAG, TIMING_KEYS, blank
+from workbench.results.document import INTERPRETER_FLAG
+from workbench.results.record import Flag, Record, Timing
+
+if TYPE_CHECKING:
+    from workbench.engine.rows import RowContext
 
 CANCEL_POLL_S = 0.05  # cancel is finished within 3 s (CONTRACTS.md): 50 ms of polling is plenty
 # A CPU row whose threads waited for a core over this share of its timed window is flagged. On the
@@ -28,10 +33,11 @@ CANCEL_POLL_S = 0.05  # cancel is finished within 3 s (CONTRACTS.md): 50 ms of p
 CONTENDED = 0.5
 
 
-def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ceilings, rotation=None) -> None:
-    """Fill record["timing"] and ["traffic"] (and status/error/flags on a ceiling breach).
-    rotation: the timed call (engine/rotation.Rotation: rotated inputs, kept outputs), else
-    fn(*inputs)."""
+def bench_row(dev, rc: RowContext, record: Record, fn, inputs, ceilings: Ceilings, rotation=None) -> None:
+    """Fill record.timing and .traffic (and status/error/flags on a ceiling breach).
+    rc: the row resolved in this worker (engine/rows.RowContext); rotation: the timed call
+    (engine/rotation.Rotation: rotated inputs, kept outputs), else fn(*inputs)."""
+    row, op, impl, spec = rc.row, rc.op, rc.impl, rc.spec
     settings = row.settings
     interpreted = dev.job.interpret and impl.backend.interpreted(dev.device)
     timer = make_timer(dev.device, interpreted=interpreted)
@@ -56,30 +62,31 @@ def bench_row(dev, row, record, op, impl, spec, params, fn, inputs, ceilings: Ce
     if not dev.is_cuda:
         flag = contention_flag(waited0, run_delay_s(), time.perf_counter() - t0)
         if flag:
-            record["flags"].append(flag)
-    timing = blank(TIMING_KEYS, timer=timer.name, flush_l2=flush is not None, flush_kind=flush_kind(flush),
-                   throttle=[], host_launch_ms=run.host_launch_ms, headroom_ms=run.headroom_ms,
-                   batches=run.batches, sustained=run.sustained,
-                   warmup_calls=run.warmup_calls, warmup_back_to_back=run.warmup_back_to_back, samples_ms=list(samples) if settings.keep_samples else None,
-                   **summarize(samples).as_dict())
+            record.flags.append(flag)
+    timing = Timing(timer=timer.name, flush_l2=flush is not None, flush_kind=flush_kind(flush),
+                    throttle=[], host_launch_ms=run.host_launch_ms, headroom_ms=run.headroom_ms,
+                    batches=run.batches, sustained=run.sustained,
+                    warmup_calls=run.warmup_calls, warmup_back_to_back=run.warmup_back_to_back,
+                    samples_ms=list(samples) if settings.keep_samples else None,
+                    **summarize(samples).as_dict())
     flag = convergence_flag(samples, settings.target_rel_error, settings.rep_ms)
     if flag:
-        record["flags"].append(flag)
-    timing.update(clocks.fields())
+        record.flags.append(flag)
+    timing.update(**clocks.fields())
     if dev.is_cuda:
         _launch_floor(dev, row, record, timing, fn, inputs)
-    record["timing"] = timing
+    record.timing = timing
     cost = impl.cost(op, spec)
-    record["traffic"] = traffic_record(cost, timing, ceilings, l2_bytes=dev.info.l2_bytes)
+    record.traffic = traffic_record(cost, timing, ceilings, l2_bytes=dev.info.l2_bytes)
     _flag_bars(record, ceilings, dev.info.l2_bytes)
     if timer.name == "interpreter":
-        record["flags"].append(INTERPRETER_FLAG)
-    if not dev.is_cuda and timer.name == "perf_counter" and record["status"] is None:
-        _cpu_bound(record, cost.bytes, timing["median_ms"])
+        record.flags.append(INTERPRETER_FLAG)
+    if not dev.is_cuda and timer.name == "perf_counter" and record.status is None:
+        _cpu_bound(record, cost.bytes, timing.median_ms)
     if unjoined is not None:  # what the events timed was not all the work: no time (rule 13)
-        record["flags"].append(unjoined)
-        record["status"], record["error"] = "failed", f"measurement error: {unjoined}"
-        record["timing"] = record["traffic"] = None
+        record.flags.append(unjoined)
+        record.fail(f"measurement error: {unjoined}")
+        record.timing = record.traffic = None
 
 
 def convergence_flag(samples_ms, target_rel_error: float, rep_ms: float) -> str | None:
@@ -92,8 +99,8 @@ def convergence_flag(samples_ms, target_rel_error: float, rep_ms: float) -> str 
     while digits < 6 and f"{100 * error:.{digits}g}" == f"{100 * target_rel_error:.{digits}g}":
         digits += 1
     shown = "unknown" if error == float("inf") else f"{100 * error:.{digits}g}%"
-    return (f"median not converged: estimated error {shown} > target {100 * target_rel_error:.{digits}g}% "
-            f"after {len(samples_ms)} samples (rep_ms {rep_ms:g} reached)")
+    return Flag.NOT_CONVERGED.format(detail=f"estimated error {shown} > target {100 * target_rel_error:.{digits}g}% "
+                                            f"after {len(samples_ms)} samples (rep_ms {rep_ms:g} reached)")
 
 
 def run_delay_s() -> float | None:
@@ -120,9 +127,10 @@ def contention_flag(before_s: float | None, after_s: float | None, wall_s: float
     share = (after_s - before_s) / wall_s
     if share <= CONTENDED:
         return None
-    return (f"CPU contended: while timing, the worker's threads waited {share:.2f} s for a core per "
-            f"second (summed over its threads; {os.cpu_count()} cores, shared with other processes or "
-            f"this workbench's own front end), so these timings are not the op's alone")
+    return Flag.CPU_CONTENDED.format(
+        detail=f"while timing, the worker's threads waited {share:.2f} s for a core per second (summed over its "
+               f"threads; {os.cpu_count()} cores, shared with other processes or this workbench's own front "
+               f"end), so these timings are not the op's alone")
 
 
 def throttled(check, interval_s: float = CANCEL_POLL_S, clock=time.perf_counter):
@@ -140,21 +148,21 @@ def throttled(check, interval_s: float = CANCEL_POLL_S, clock=time.perf_counter)
     return poll
 
 
-def _launch_floor(dev, row, record, timing, fn, inputs) -> None:
-    floor_ms = launch_floor_ms(dev, flushed=timing["flush_l2"])
-    timing["launch_floor_ms"] = floor_ms
-    timing["launch_bound"] = is_launch_bound(timing["median_ms"], floor_ms)
-    if timing["launch_bound"]:
-        timing["device_median_ms"], source, how = device_time_ms(lambda: fn(*inputs))
-        timing["device_median_source"] = source
-        timing["device_median_l2_warm"] = source is not None
+def _launch_floor(dev, row, record: Record, timing: Timing, fn, inputs) -> None:
+    floor_ms = launch_floor_ms(dev, flushed=bool(timing.flush_l2))
+    timing.launch_floor_ms = floor_ms
+    timing.launch_bound = timing.median_ms is not None and is_launch_bound(timing.median_ms, floor_ms)
+    if timing.launch_bound:
+        timing.device_median_ms, source, how = device_time_ms(lambda: fn(*inputs))
+        timing.device_median_source = source
+        timing.device_median_l2_warm = source is not None
         dev.channel.event(Log(row.key, f"launch-bound: device time from {how}"))
     flag = below_floor_flag(timing, floor_ms)
     if flag:
-        record["flags"].append(flag)
+        record.flags.append(flag)
 
 
-def _cpu_bound(record: dict, nbytes: int, median_ms: float | None) -> None:
+def _cpu_bound(record: Record, nbytes: int, median_ms: float | None) -> None:
     """Rule 13 on the CPU (engine/measure/cpu_bound.py): a median no work of the row's bytes fits in
     fails the row as a measurement error, its figures cleared, as a datasheet breach does."""
     from workbench.engine.measure.cpu_bound import copy_reference, cpu_bound_failure
@@ -162,22 +170,22 @@ def _cpu_bound(record: dict, nbytes: int, median_ms: float | None) -> None:
     breach = cpu_bound_failure(median_ms, nbytes, *copy_reference(nbytes))
     if breach is not None:  # confirmed on a fresh copy measurement first
         breach = cpu_bound_failure(median_ms, nbytes, *copy_reference(nbytes, again=True))
-    if breach is None:
+    if breach is None or record.traffic is None:
         return
-    record["flags"].append(breach)
-    record["status"], record["error"] = "failed", f"measurement error: {breach}"
-    for key in ("gbps", "tflops", "pct_of_ceiling", "pct_of_peak", "pct_of_copy", "pct_of_cublas"):
-        record["traffic"][key] = None
+    record.flags.append(breach)
+    record.fail(f"measurement error: {breach}")
+    record.traffic.clear_speed()
 
 
-def _flag_bars(record: dict, ceilings: Ceilings, l2_bytes: int | None) -> None:
+def _flag_bars(record: Record, ceilings: Ceilings, l2_bytes: int | None) -> None:
     """Rule 11: a figure above its physical peak is a measurement error, not a result; beating a
     measured reference is shown as a flag and never fails the row."""
-    breach = above_peak(record["traffic"], ceilings)
-    if breach is None:
-        record["flags"].extend(reference_flags(record["traffic"], ceilings, l2_bytes))
+    if record.traffic is None:
         return
-    record["flags"].append(breach)
-    record["status"], record["error"] = "failed", f"measurement error: {breach}"
-    for key in ("gbps", "tflops", "pct_of_ceiling", "pct_of_peak", "pct_of_copy", "pct_of_cublas"):
-        record["traffic"][key] = None
+    breach = above_peak(record.traffic, ceilings)
+    if breach is None:
+        record.flags.extend(reference_flags(record.traffic, ceilings, l2_bytes))
+        return
+    record.flags.append(breach)
+    record.fail(f"measurement error: {breach}")
+    record.traffic.clear_speed()

@@ -18,6 +18,8 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from workbench.results.record import Flag
+
 CPU_BOUND_MARGIN = 3.0
 COPY_SAMPLES = 15
 _COPY_MS: dict[int, tuple[float, float]] = {}  # size bucket -> (copy ms, empty-copy overhead ms)
@@ -57,6 +59,7 @@ def cpu_bound_failure(median_ms: float | None, nbytes: int, copy_ms: float, over
     floor_ms = max(0.0, copy_ms - overhead_ms) / CPU_BOUND_MARGIN
     if median_ms >= floor_ms:
         return None
-    return (f"CPU bound: a median of {median_ms:.3g} ms for {nbytes} bytes is below 1/{CPU_BOUND_MARGIN:g} of a "
-            f"warm copy of as many bytes on this CPU ({copy_ms:.3g} ms, {overhead_ms:.3g} ms of it the copy's "
-            f"overhead): no work of that size fits in that time")
+    return Flag.CPU_BOUND.format(
+        detail=f"a median of {median_ms:.3g} ms for {nbytes} bytes is below 1/{CPU_BOUND_MARGIN:g} of a warm copy "
+               f"of as many bytes on this CPU ({copy_ms:.3g} ms, {overhead_ms:.3g} ms of it the copy's overhead): "
+               f"no work of that size fits in that time")

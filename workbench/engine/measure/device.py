@@ -87,17 +87,18 @@ class DeviceSession:
         return int(self.torch.cuda.max_memory_allocated(self.device) - self._base_bytes)
 
     # -- stages -----------------------------------------------------------------------------
-    def bench(self, row, record, op, impl, spec, params, fn, inputs, rotation=None) -> None:
+    def bench(self, rc, record, fn, inputs, rotation=None) -> None:
+        """Time the row (rc: engine/rows.RowContext) into record.timing and .traffic (bench.py)."""
         from workbench.engine.measure.bench import bench_row
         from workbench.engine.measure.ceilings import Ceilings, ceilings_for
 
         # ceilings first (measured once per device, cached): their buffers stay out of the row's peak
-        ceilings = ceilings_for(self, op, spec, row.settings.fp32_precision) if self.is_cuda else Ceilings()
+        ceilings = ceilings_for(self, rc.op, rc.spec, rc.row.settings.fp32_precision) if self.is_cuda else Ceilings()
         self.restart_peak()
-        bench_row(self, row, record, op, impl, spec, params, fn, inputs, ceilings, rotation)
+        bench_row(self, rc, record, fn, inputs, ceilings, rotation)
         peak = self.peak_bytes()
         if peak is not None:
-            record["peak_mem_bytes"] = max(record["peak_mem_bytes"] or 0, peak)
+            record.peak_mem_bytes = max(record.peak_mem_bytes or 0, peak)
 
     def profile(self, row, record, fn, inputs) -> None:
         from workbench.engine.measure.profile import profile_calls, trace_file
@@ -105,12 +106,13 @@ class DeviceSession:
 
         trace = trace_file(self.job.trace_dir, row.key, self.job.trace_session) if self.job.trace_dir else None
         with self.phase("profile"):
-            record["profile"] = profile_calls(lambda: fn(*inputs), self.is_cuda, sync=self.sync, trace_path=trace)
-        record["profile"]["trace_path"] = trace
-        self.channel.event(Profile(row.key, record["profile"]))
+            record.profile = profile_calls(lambda: fn(*inputs), self.is_cuda, sync=self.sync, trace_path=trace)
+        record.profile["trace_path"] = trace
+        self.channel.event(Profile(row.key, record.profile))
 
-    def ptx(self, row, record, op, impl, spec, params, ctx=None) -> None:
+    def ptx(self, rc, record) -> None:
+        """The row's PTX record (rc: engine/rows.RowContext; worker/ptx_stage.py)."""
         from workbench.engine.worker.ptx_stage import ptx_row
 
-        ptx_row(self.channel, row, record, op, impl, spec, params,
-                cache_dir=self.cache_dir / "ptx" if self.cache_dir else None, ctx=ctx)
+        ptx_row(self.channel, rc.row, record, rc.op, rc.impl, rc.spec, rc.params,
+                cache_dir=self.cache_dir / "ptx" if self.cache_dir else None, ctx=rc.ctx)

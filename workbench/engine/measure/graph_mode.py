@@ -20,9 +20,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from workbench.results.record import Flag
+from workbench.tuning import tuned_record
+
 WARMUP_CALLS = 3
-FLAG_FLUSHED = "CUDA graph replay: one call per graph launch, L2 flushed before each replay (outside the graph)"
-FLAG_WARM = "CUDA graph replay: one call per graph launch, L2-warm (flush_l2 false)"
+FLAG_FLUSHED = Flag.GRAPH_REPLAY.format(detail="one call per graph launch, L2 flushed before each replay (outside the graph)")
+FLAG_WARM = Flag.GRAPH_REPLAY.format(detail="one call per graph launch, L2-warm (flush_l2 false)")
 
 
 def graph_reason(device: str) -> str | None:
@@ -40,7 +43,7 @@ class GraphCall:
         import torch
 
         self._fn, self._inputs, self._torch = fn, tuple(inputs), torch
-        self.tuned = getattr(fn, "tuned", None)  # an autotuned kernel's choice stays visible (execute.py)
+        self.tuned = tuned_record(fn)  # an autotuned kernel's choice stays visible (tuning.TunedCallable)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):  # warm-up off the capture stream (torch.cuda.graphs' recipe)

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from workbench.engine.measure.stats import StopRule, quantile, summarize
 from workbench.engine.measure.timing import Timer, measure
+from workbench.results.record import Flag, Timing
 
 LAUNCH_BOUND_MS = 0.020      # ~20 us: below this, launch overhead dominates (rule 5)
 FLOOR_RULE = StopRule(rep_ms=100.0, min_samples=50, target_rel_error=0.01)
@@ -31,15 +32,14 @@ def is_launch_bound(median_ms: float, floor_ms: float | None) -> bool:
     return median_ms < LAUNCH_BOUND_MS or (floor_ms is not None and median_ms < 2 * floor_ms)
 
 
-def below_floor_flag(timing: dict, floor_ms: float | None) -> str | None:
+def below_floor_flag(timing: Timing | dict[str, Any], floor_ms: float | None) -> str | None:
     """Set timing["below_launch_floor"] and return a flag when the median is below the measured
     floor (launch noise); the statistics themselves are left as measured. None: not below."""
     below = floor_ms is not None and timing["median_ms"] < floor_ms
     timing["below_launch_floor"] = below if floor_ms is not None else None
     if not below:
         return None
-    return (f"median {timing['median_ms']:.4g} ms is below the launch floor {floor_ms:.4g} ms: "
-            "within launch noise, not a kernel speed")
+    return Flag.BELOW_LAUNCH_FLOOR.format(median=f"{timing['median_ms']:.4g}", floor=f"{floor_ms:.4g}")
 
 
 def measure_floor_ms(device: str, timer: Timer, flush: Callable[[], None] | None = None,

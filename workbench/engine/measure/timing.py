@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Protocol
 
 from workbench.engine.measure.stats import StopRule, quantile
+from workbench.results.record import Flag
 
 MIN_FLUSH_BYTES = 256 * 2**20  # floor for the L2 flush buffer: triton.testing.do_bench's 256 MB
 SAMPLE_BATCH_S = 0.1           # at most 10 Samples events per second per child (CONTRACTS.md)
@@ -510,9 +511,10 @@ def unjoined_failure(spills_ms: list[float], median_ms: float | None) -> str | N
     bound = max(UNJOINED_MIN_MS, UNJOINED_SHARE * median_ms)
     if spill <= bound:
         return None
-    return (f"streams gate: work left on another stream: after the timed stream's end event a "
-            f"device-wide synchronize still waited {spill:.3g} ms (median of {len(spills_ms)}) against "
-            f"a {median_ms:.3g} ms median sample (bound {bound:.3g} ms): the events did not time all the work")
+    return Flag.STREAMS_GATE.format(
+        detail=f"work left on another stream: after the timed stream's end event a device-wide synchronize "
+               f"still waited {spill:.3g} ms (median of {len(spills_ms)}) against a {median_ms:.3g} ms median "
+               f"sample (bound {bound:.3g} ms): the events did not time all the work")
 
 
 def measure(call: Callable[[], Any], timer: Timer, rule: StopRule, **kwargs) -> list[float]:

@@ -11,6 +11,7 @@ import os
 from typing import Any, Mapping
 
 from workbench.engine.measure.graph_mode import FLAG_FLUSHED, FLAG_WARM, timing_mode
+from workbench.results.record import Record
 
 SWITCHES = ("CUDA_LAUNCH_BLOCKING", "PYTORCH_NO_CUDA_MEMORY_CACHING", "TORCH_USE_CUDA_DSA",
             "CUDA_DEVICE_MAX_CONNECTIONS", "TORCHINDUCTOR_COMPILE_THREADS", "TRITON_INTERPRET")
@@ -21,13 +22,12 @@ def env_switches(environ: Mapping[str, str]) -> dict[str, str]:
     return {name: environ[name] for name in SWITCHES if name in environ}
 
 
-def note_timing(row: Any, record: dict, environ: Mapping[str, str] = os.environ) -> None:
+def note_timing(row: Any, record: Record, environ: Mapping[str, str] = os.environ) -> None:
     """Fill timing.mode and timing.env of a benched record; flag a graph replay."""
-    timing = record.get("timing")
-    if not isinstance(timing, dict):
+    timing = record.timing
+    if timing is None:
         return
-    mode = timing_mode(row)
-    timing["mode"] = mode
-    timing["env"] = env_switches(environ)
-    if mode == "graph":
-        record["flags"].append(FLAG_FLUSHED if timing.get("flush_l2") else FLAG_WARM)
+    timing.mode = timing_mode(row)
+    timing.env = env_switches(environ)
+    if timing.mode == "graph":
+        record.flags.append(FLAG_FLUSHED if timing.flush_l2 else FLAG_WARM)

@@ -16,6 +16,7 @@ from typing import Any
 
 from workbench.errors import UnavailableError
 from workbench.events import Log, Ptx
+from workbench.results.record import Flag
 
 
 def _extractor():
@@ -47,12 +48,12 @@ def ptx_row(channel: Any, row: Any, record: dict, op: Any, impl: Any, spec: Any,
         return
     except Exception as exc:  # the extractor's failure is this row's ptx failure, not a crash
         _failed(channel, row, record, ptx_only,
-                f"ptx failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+                Flag.PTX_FAILED.format(detail=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"))
         return
     record["ptx"] = ptx
     channel.event(Ptx(row.key, ptx, dict(texts or {})))
     if ptx.get("error"):  # the kernel did not compile: the pane shows the compiler's words, the row says so
-        _failed(channel, row, record, ptx_only, f"ptx failed: {ptx['error']}")
+        _failed(channel, row, record, ptx_only, Flag.PTX_FAILED.format(detail=ptx["error"]))
 
 
 def _failed(channel: Any, row: Any, record: dict, ptx_only: bool, message: str) -> None:
