@@ -52,3 +52,13 @@ def test_the_stream_cases_want_streams_for_the_ninety_percent_one_and_ok_for_the
     assert [r["verdict"] for r in rows] == ["as expected", "as expected", "WRONG", "WRONG"]
     assert rows[0]["item"] == "gelu manual_wrong_side90 16384x8192" and rows[0]["expected"] == "streams"
     assert "manual_wrong_side90" in cheats.WRONG and "manual_side_joined" in cheats.STREAMS
+
+
+def test_the_half_split_case_may_be_ok_only_when_no_faster_than_the_honest_row():
+    honest = _rec("pytorch", "ok", None, {"median_ms": 1.0})
+    slower = cheats._case_rows({"results": [honest, _rec("manual_wrong_side", "ok", None, {"median_ms": 1.7})]})
+    faster = cheats._case_rows({"results": [honest, _rec("manual_wrong_side", "ok", None, {"median_ms": 0.6})]})
+    alone = cheats._case_rows({"results": [_rec("manual_wrong_side", "ok", None, {"median_ms": 1.7})]})
+    assert slower[1]["verdict"] == "as expected"
+    assert faster[1]["verdict"] == "WRONG" and alone[0]["verdict"] == "WRONG"
+    assert "manual_wrong_side90" not in cheats.SPLIT_OK

@@ -8,7 +8,8 @@ gate named; the shipped GeLU and softmax still pass; the rule-13 timed call move
    the test plugins tests/plugins/known_wrong.py and tests/plugins/cheats_cuda.py: the shipped
    pytorch and triton implementations must be `ok`; each known-wrong case must be `failed` with
    its gate named in `error`: manual_wrong_side (half the work on an unjoined side stream:
-   "streams"), ptrcache (results cached by pointer), lazy (a tensor subclass: "ownership"),
+   "streams", or `ok` with a median no faster than the pytorch row: the two halves ran side by side
+   and nothing was left after the end event, so the window timed all the work), ptrcache (results cached by pointer), lazy (a tensor subclass: "ownership"),
    global (one shared buffer), sniff (idles when the engine's timed call is on the stack), bytes
    (cached by a sample of the input bytes), once (right once): "timed outputs" (or a value gate on
    the special set, which rewrites the same tensors). Then the stream cases on gelu 16384 x 8192
@@ -42,6 +43,7 @@ WRONG = {"manual_wrong_side": ("streams",), "manual_wrong_side90": ("streams",),
          "manual_wrong_lazy": ("ownership",), "manual_wrong_global": ("timed outputs",),
          "manual_wrong_sniff": ("timed outputs",), "manual_wrong_bytes": ("timed outputs", *VALUE),
          "manual_wrong_once": ("timed outputs", *VALUE)}
+SPLIT_OK = ("manual_wrong_side",)  # may time honestly (see _case_rows); side90 may not
 SHIPPED = ("pytorch", "triton")
 STREAMS = ("pytorch", "manual_wrong_side90", "manual_side_joined")  # on STREAMS_SHAPE; the joined one is honest
 STREAMS_SHAPE = {"M": 16384, "N": 8192}
@@ -86,14 +88,28 @@ def _run_session(out: Path) -> dict:
     return run_plan(session, on_event=on_event, options=options)
 
 
+def _honest_ms(doc: dict) -> dict:
+    """(op, shape) -> the shipped pytorch row's median_ms: the honest time a split case is held to."""
+    return {(r["op"], str(r.get("shape"))): (r.get("timing") or {}).get("median_ms")
+            for r in doc["results"] if r["impl"] == "pytorch" and r["status"] == "ok"}
+
+
 def _case_rows(doc: dict) -> list[dict]:
     rows = []
+    honest = _honest_ms(doc)
     for rec in doc["results"]:
         error = rec.get("error") or ""
         if rec["impl"] in WRONG:
             named = gate_of(error)
             good = rec["status"] == "failed" and named in WRONG[rec["impl"]] and rec.get("timing") is None
             expect = " or ".join(g for g in WRONG[rec["impl"]] if g not in VALUE[1:]).replace("elementwise", "a value gate")
+            if rec["impl"] in SPLIT_OK:
+                # half the work on an unjoined side stream that runs beside the other half: when no work
+                # is left after the end event (below the gate's floor) the window timed all of it, so an
+                # `ok` no faster than the honest row is a true time, not a gamed one
+                ms, ref = (rec.get("timing") or {}).get("median_ms"), honest.get((rec["op"], str(rec.get("shape"))))
+                good = good or (rec["status"] == "ok" and ms is not None and ref is not None and ms >= ref)
+                expect += " (or ok, no faster than pytorch)"
         else:
             good = rec["status"] == "ok"
             expect = "ok"
