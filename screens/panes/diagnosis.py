@@ -24,6 +24,7 @@ from textual.widgets import DataTable, Static
 
 from workbench.counters import open_commands
 from workbench.diagnosis import diagnose_record
+from workbench.results.record import Record, read_record
 from workbench.results.report_diagnosis import ab_line
 
 from .. import fmt
@@ -147,9 +148,10 @@ def detail_text(label: str, findings: list[dict]) -> str:
     return f"{label}\n" + "\n".join(parts)
 
 
-def report_text(record: dict | None) -> str:
+def report_text(record: Record | dict | None) -> str:
     """The row's kept Nsight Compute report and how to open it ("" without one)."""
-    path = ((record or {}).get("measured") or {}).get("report_path")
+    measured = read_record(record).measured if record else None
+    path = measured.report_path if measured else None
     return f"Nsight Compute report: {path}\n  open: {open_commands(path)}" if path else ""
 
 
