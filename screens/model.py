@@ -10,7 +10,7 @@ from __future__ import annotations
 from workbench.fmt import printable
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from workbench import events as ev
 from workbench.results.record import Record, Timing, Traffic, read_record
@@ -180,5 +180,5 @@ def _compared(model: RunModel, e: ev.Compared) -> None:
     model.ab.append(e.entry)
 
 
-_HANDLERS = {ev.Started: _started, ev.Built: _built, ev.Checked: _checked, ev.Samples: _samples,
+_HANDLERS: dict[type, Callable[[RunModel, Any], None]] = {ev.Started: _started, ev.Built: _built, ev.Checked: _checked, ev.Samples: _samples,
              ev.Result: _result, ev.Profile: _profile, ev.Ptx: _ptx, ev.Error: _error, ev.Compared: _compared}

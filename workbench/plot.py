@@ -124,7 +124,7 @@ def _draw(plt, doc: Mapping[str, Any], by_run: dict[int, list[Record]], out: Pat
 # -- panels ----------------------------------------------------------------------------------
 def _medians_panel(ax, rows: list[Record]) -> None:
     labels = [_label(r) for r in rows]
-    medians = [_median(r) for r in rows]
+    medians = [_median(r) or 0.0 for r in rows]  # (a plotted row has a median)
     low = [m - (_p(r, "p20_ms") or m) for m, r in zip(medians, rows)]
     high = [(_p(r, "p80_ms") or m) - m for m, r in zip(medians, rows)]
     ys = list(range(len(rows)))

@@ -76,9 +76,10 @@ class DiagnosisPane(Vertical):
 
     def _show(self, model: RunModel | None) -> None:
         rows = [r for r in (model.rows.values() if model else ()) if r.record]
-        records = [r.record for r in rows]
+        records = [r.record for r in rows if r.record is not None]
         environment = (model.environment if model else None) or {}
-        self._findings = {(r.label, r.sweep_value): diagnose_record(r.record, environment, records) for r in rows}
+        self._findings = {(r.label, r.sweep_value): diagnose_record(record, environment, records)
+                          for r, record in zip(rows, records)}
         self._reports = {(r.label, r.sweep_value): report_text(r.record) for r in rows}
         self._keys = [(r.label, r.sweep_value) for r in rows]
         self.marks = [m for m in self.marks if m in self._keys]

@@ -42,7 +42,7 @@ def _sweep_points_evidence(records: list[Record]) -> str | None:
     points = [p for p in records if _work(p) and median_ms(p)]
     if len(points) < 3:
         return None
-    low, high = min(points, key=_work), max(points, key=_work)
+    low, high = min(points, key=lambda p: _work(p) or 0.0), max(points, key=lambda p: _work(p) or 0.0)
     grew, took = _work(high) / _work(low), median_ms(high) / median_ms(low)  # type: ignore[operator]
     if grew < WORK_GREW or took >= TIME_FOLLOWED:
         return None
@@ -106,7 +106,7 @@ def _graph_prescription(record: Record, ctx: Context, median: float) -> tuple[st
             "fuse kernels (torch.compile), or give each launch more work (a bigger batch)")
     peer = graph_peer(record, ctx.same_point(record))
     graph_ms = median_ms(peer) if peer is not None else None
-    if graph_ms:
+    if graph_ms and peer is not None:
         return (f"{base}: here `{label(peer)}` takes {ms(graph_ms)}, {x(median / graph_ms)} faster",
                 {"graph_ms": graph_ms, "graph_speedup": median / graph_ms})
     t = timing(record)

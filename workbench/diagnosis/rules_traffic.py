@@ -93,7 +93,7 @@ def memory_bound(record: Record, ctx: Context) -> Finding | None:
     gbps = number(t.gbps) or 0.0
     evidence = f"memory-bound (intensity {number(t.intensity) or 0:.3g} FLOP/B): {gbps:.0f} GB/s effective = {pct:.1f}% of the measured copy"
     per_moved = pct * moved / ideal if ideal and moved and moved > 1.05 * ideal else None
-    if per_moved is not None:
+    if per_moved is not None and moved and ideal:
         evidence += f"; per byte really moved ({x(moved / ideal)} the ideal) {per_moved:.0f}%"
     if pct >= AT_ROOF:
         return Finding("memory_bound", evidence, "at the memory roofline: only moving fewer bytes helps "
