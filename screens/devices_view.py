@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from workbench import events as ev
+from workbench.results.record import read_record
 
 DEVICE_COLUMN = "device"
 
@@ -43,7 +44,7 @@ class DeviceProgress:
             self.done.setdefault(event.device, 0)
             self.running[event.device] = f"{event.op} {where}"
         elif isinstance(event, ev.Result):
-            device = (event.record or {}).get("device") or self.device_of.get(event.row)
+            device = (read_record(event.record).device if event.record else None) or self.device_of.get(event.row)
             if device is None:
                 return
             self.done[device] = self.done.get(device, 0) + 1

@@ -10,9 +10,10 @@ from __future__ import annotations
 from workbench.fmt import printable
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from workbench import events as ev
+from workbench.results.record import Record, Timing, Traffic, read_record
 
 
 @dataclass
@@ -27,16 +28,38 @@ class Row:
     timer: str | None = None
     build_ms: float | None = None
     check: dict | None = None
-    record: dict | None = None
+    record: Record | None = None      # a record dict given here is read into a Record (__setattr__)
     profile: dict | None = None
     ptx: dict | None = None
     ptx_texts: dict[str, str] = field(default_factory=dict)
     error: str | None = None
     device: str | None = None         # where it runs (Started), then the record's (screens/devices_view.py)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """The record is typed from the moment the front end holds it: a record dict (an
+        event's, a loaded document's) is read into a Record here, once."""
+        if name == "record" and value is not None:
+            value = read_record(value)
+        super().__setattr__(name, value)
+
     def get(self, section: str, key: str) -> Any:
         """A field of the finished record (`timing.median_ms`), None until then."""
-        return ((self.record or {}).get(section) or {}).get(key)
+        part = getattr(self.record, section, None) if self.record else None
+        return getattr(part, key, None) if part is not None else None
+
+    @property
+    def timing(self) -> Timing:
+        """The record's timing; an empty one (every figure None) until then."""
+        return (self.record.timing if self.record else None) or Timing()
+
+    @property
+    def traffic(self) -> Traffic:
+        """The record's traffic; an empty one (every figure None) until then."""
+        return (self.record.traffic if self.record else None) or Traffic()
+
+    @property
+    def flags(self) -> list[str]:
+        return self.record.flags if self.record else []
 
 
 @dataclass
@@ -75,20 +98,23 @@ class RunModel:
         self.finished = True
         self.version += 1
 
-    def _take_record(self, record: dict) -> None:
-        row = self.row((0, record.get("label") or record["impl"], record.get("sweep_value")),
-                       record["impl"])
-        row.record, row.impl, row.status = record, record["impl"], record.get("status", "ok")
-        row.error = record.get("error") or row.error
-        row.check = record.get("check") or row.check
-        row.build_ms = record.get("build_ms", row.build_ms)
-        row.profile = record.get("profile") or row.profile
-        row.ptx = record.get("ptx") or row.ptx
-        row.device = record.get("device") or row.device
-        timing = record.get("timing") or {}
-        row.timer = timing.get("timer") or row.timer
-        if timing.get("samples_ms") and not row.samples_ms:
-            row.samples_ms = list(timing["samples_ms"])
+    def _take_record(self, data: dict | Record) -> None:
+        record = read_record(data)
+        impl = record.impl or ""
+        row = self.row((0, record.label or impl, record.sweep_value), impl)
+        row.record, row.impl = record, impl
+        row.status = "ok" if "status" in record.absent else record.status  # type: ignore[assignment]
+        row.error = record.error or row.error
+        row.check = (record.check.to_dict() if record.check else None) or row.check
+        if "build_ms" not in record.absent:
+            row.build_ms = record.build_ms
+        row.profile = record.profile or row.profile
+        row.ptx = record.ptx or row.ptx
+        row.device = record.device or row.device
+        timing = record.timing or Timing()
+        row.timer = timing.timer or row.timer
+        if timing.samples_ms and not row.samples_ms:
+            row.samples_ms = list(timing.samples_ms)
 
     @property
     def sweep_values(self) -> list[Any]:
@@ -154,5 +180,5 @@ def _compared(model: RunModel, e: ev.Compared) -> None:
     model.ab.append(e.entry)
 
 
-_HANDLERS = {ev.Started: _started, ev.Built: _built, ev.Checked: _checked, ev.Samples: _samples,
+_HANDLERS: dict[type, Callable[[RunModel, Any], None]] = {ev.Started: _started, ev.Built: _built, ev.Checked: _checked, ev.Samples: _samples,
              ev.Result: _result, ev.Profile: _profile, ev.Ptx: _ptx, ev.Error: _error, ev.Compared: _compared}

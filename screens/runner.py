@@ -10,6 +10,7 @@ after an edit costs the kernel, not a process start. The pool closes when the ap
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 from pathlib import Path
@@ -19,6 +20,7 @@ from collections import Counter
 
 from workbench import events as ev
 from workbench.results import journal
+from workbench.results.record import read_record
 from textual import work
 from textual.css.query import NoMatches
 
@@ -327,6 +329,8 @@ class RunnerMixin:
     # -- its messages -----------------------------------------------------------------------
     def on_engine_event(self, message: EngineEvent) -> None:
         event = message.event
+        if isinstance(event, ev.Result):  # the record read into a Record once: the panes read its fields
+            event = dataclasses.replace(event, record=read_record(event.record))
         self.ws.models[self._running_index].apply(event)
         try:
             self._progress(event)
@@ -352,7 +356,7 @@ class RunnerMixin:
                                    f"{self._done + 1}/{self._total} {where} · {event.spec_label} · {event.device}")
         elif isinstance(event, ev.Result):
             if self._journal is not None:
-                self._journal.add({**event.record, "run_index": self._running_index})
+                self._journal.add({**event.record.to_dict(), "run_index": self._running_index})
             self._done += 1
             self.run_bar.progress(self._done, self._total)
 

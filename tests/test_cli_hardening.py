@@ -292,9 +292,10 @@ def test_the_diagnosis_context_finds_the_same_peers_as_a_scan_over_every_record(
     """The diagnosis scanned every record for each record's peers: 185 s for 4000 rows, spent
     after Ctrl-C too. Indexed now; the peers must be the scan's, in document order."""
     from workbench.diagnosis.core import Context, _point
+    from workbench.results.record import Record
 
-    rows = [record(label, 1.0, run_index=run, sweep_value=point, shape={"M": 1, "N": point},
-                   status="ok" if (run + point) % 5 else "failed")
+    rows = [Record.from_dict(record(label, 1.0, run_index=run, sweep_value=point, shape={"M": 1, "N": point},
+                                    status="ok" if (run + point) % 5 else "failed"))
             for run in (0, 1) for point in range(1, 12) for label in ("manual", "triton")]
     ctx = Context({}, tuple(rows))
     for rec in rows:

@@ -51,11 +51,12 @@ def test_the_demanglers_casts_are_read_as_values_and_the_record_names_the_kernel
 
 def test_the_diagnosis_reads_only_the_launched_kernel_where_the_record_names_it():
     from workbench.diagnosis.rules_ptx import spills
+    from workbench.results.record import Record
 
     ptx = {"kernels": [{"name": "k<float, 1024, true>", "spills": 0, "registers": 27},
                        {"name": "k<float, 64, false>", "spills": 4, "registers": 48}]}
-    assert spills({"ptx": {**ptx, "launched": "k<float, 1024, true>"}}, None) is None   # the run's kernel spills nothing
-    found = spills({"ptx": ptx}, None)                                                   # unknown: every kernel counts
+    assert spills(Record(ptx={**ptx, "launched": "k<float, 1024, true>"}), None) is None  # the run's kernel spills nothing
+    found = spills(Record(ptx=ptx), None)                                                   # unknown: every kernel counts
     assert found is not None and found.data["spills"] == 4
 
 

@@ -10,7 +10,8 @@ One figure, one panel per run and a roofline panel:
 The figure's title names the device; each panel its op, dtype and shape.
 
 matplotlib is an optional extra (`pip install 'kernel-workbench[plot]'`); `MissingPlotting` says so.
-Pure reading of the document: no torch, no GPU.
+Pure reading of the document: no torch, no GPU. Its records are read into Records once
+(`plotted_rows`) and the panels read their fields.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
+from workbench.results.record import Record, read_record
+
 EXTRA = "pip install 'kernel-workbench[plot]'  (matplotlib>=3.7)"
 
 
@@ -26,27 +29,28 @@ class MissingPlotting(RuntimeError):
     """matplotlib is not installed: the message names the extra."""
 
 
-def plotted_rows(doc: Mapping[str, Any]) -> list[dict]:
+def plotted_rows(doc: Mapping[str, Any]) -> list[Record]:
     """The rows a figure can show: status ok with a median."""
-    return [r for r in doc.get("results", ()) if r.get("status") == "ok" and _median(r) is not None]
+    records = (read_record(r, f"results[{i}]") for i, r in enumerate(doc.get("results", ())))
+    return [r for r in records if r.status == "ok" and _median(r) is not None]
 
 
-def runs(doc: Mapping[str, Any]) -> dict[int, list[dict]]:
+def runs(doc: Mapping[str, Any]) -> dict[int, list[Record]]:
     """Plotted rows by run index, in document order."""
-    out: dict[int, list[dict]] = {}
+    out: dict[int, list[Record]] = {}
     for row in plotted_rows(doc):
-        out.setdefault(int(row.get("run_index") or 0), []).append(row)
+        out.setdefault(int(row.run_index or 0), []).append(row)
     return out
 
 
-def run_title(rows: list[dict]) -> str:
+def run_title(rows: list[Record]) -> str:
     """`gelu · float32 · M=16384 N=16384` (the sweep's parameter named instead of its value)."""
     first = rows[0]
     swept = _swept(rows)
-    shape = " ".join(f"{k}={v}" for k, v in (first.get("shape") or {}).items() if not (swept and _varies(rows, k)))
-    parts = [str(first.get("op")), str(first.get("dtype") or "default dtype"), shape]
+    shape = " ".join(f"{k}={v}" for k, v in (first.shape or {}).items() if not (swept and _varies(rows, k)))
+    parts = [str(first.op), str(first.dtype or "default dtype"), shape]
     if swept:
-        parts.append("sweep over " + ", ".join(sorted(k for k in (first.get("shape") or {}) if _varies(rows, k)) or ["value"]))
+        parts.append("sweep over " + ", ".join(sorted(k for k in (first.shape or {}) if _varies(rows, k)) or ["value"]))
     return " · ".join(p for p in parts if p)
 
 
@@ -56,14 +60,14 @@ def roofline_points(doc: Mapping[str, Any]) -> tuple[list[dict], int]:
     the host's, which the document itself gives no TFLOP/s)."""
     points, left_out = [], 0
     for row in plotted_rows(doc):
-        traffic = row.get("traffic") or {}
-        flops, moved, median = traffic.get("flops"), traffic.get("bytes"), _median(row)
-        interpreted = (row.get("timing") or {}).get("timer") == "interpreter"
+        flops, moved = (row.traffic.flops, row.traffic.bytes) if row.traffic else (None, None)
+        median = _median(row)
+        interpreted = row.timing is not None and row.timing.timer == "interpreter"
         if not flops or not moved or not median or interpreted:
             left_out += 1
             continue
         points.append({"label": _label(row, sweep=False), "intensity": flops / moved, "flops_per_s": flops / (median * 1e-3),
-                       "dtype": row.get("dtype"), "run_index": row.get("run_index")})
+                       "dtype": row.dtype, "run_index": row.run_index})
     return points, left_out
 
 
@@ -99,7 +103,7 @@ def render(doc: Mapping[str, Any], out: str | Path) -> Path:
         return _draw(plt, doc, by_run, Path(out))
 
 
-def _draw(plt, doc: Mapping[str, Any], by_run: dict[int, list[dict]], out: Path) -> Path:
+def _draw(plt, doc: Mapping[str, Any], by_run: dict[int, list[Record]], out: Path) -> Path:
     points, left_out = roofline_points(doc)
     panels = len(by_run) + 1
     fig, axes = plt.subplots(panels, 1, figsize=(10, 3.4 * panels), squeeze=False)
@@ -118,9 +122,9 @@ def _draw(plt, doc: Mapping[str, Any], by_run: dict[int, list[dict]], out: Path)
 
 
 # -- panels ----------------------------------------------------------------------------------
-def _medians_panel(ax, rows: list[dict]) -> None:
+def _medians_panel(ax, rows: list[Record]) -> None:
     labels = [_label(r) for r in rows]
-    medians = [_median(r) for r in rows]
+    medians = [_median(r) or 0.0 for r in rows]  # (a plotted row has a median)
     low = [m - (_p(r, "p20_ms") or m) for m, r in zip(medians, rows)]
     high = [(_p(r, "p80_ms") or m) - m for m, r in zip(medians, rows)]
     ys = list(range(len(rows)))
@@ -134,16 +138,16 @@ def _medians_panel(ax, rows: list[dict]) -> None:
     ax.legend(loc="lower right", fontsize=8)
 
 
-def _sweep_panel(ax, rows: list[dict]) -> None:
-    swept = sorted(k for k in (rows[0].get("shape") or {}) if _varies(rows, k))
-    by_label: dict[str, list[dict]] = {}
+def _sweep_panel(ax, rows: list[Record]) -> None:
+    swept = sorted(k for k in (rows[0].shape or {}) if _varies(rows, k))
+    by_label: dict[str, list[Record]] = {}
     for row in rows:
         by_label.setdefault(_label(row, sweep=False), []).append(row)
-    numeric = all(isinstance(r.get("sweep_value"), (int, float)) for r in rows)
-    order = sorted({r.get("sweep_value") for r in rows}, key=lambda v: (not numeric, v if numeric else str(v)))
+    numeric = all(isinstance(r.sweep_value, (int, float)) for r in rows)
+    order = sorted({r.sweep_value for r in rows}, key=lambda v: (not numeric, v if numeric else str(v)))
     for label, items in by_label.items():
-        items = sorted(items, key=lambda r: order.index(r.get("sweep_value")))
-        xs = [r["sweep_value"] if numeric else order.index(r["sweep_value"]) for r in items]
+        items = sorted(items, key=lambda r: order.index(r.sweep_value))
+        xs = [r.sweep_value if numeric else order.index(r.sweep_value) for r in items]
         medians = [_median(r) for r in items]
         (line,) = ax.plot(xs, medians, marker="o", label=label)
         ax.fill_between(xs, [_p(r, "p20_ms") or m for r, m in zip(items, medians)],
@@ -207,24 +211,24 @@ def _metadata(out: Path) -> dict | None:
     return {"Date": None} if suffix == ".svg" else ({"CreationDate": None} if suffix == ".pdf" else None)
 
 
-def _median(row: Mapping[str, Any]) -> float | None:
-    value = (row.get("timing") or {}).get("median_ms")
+def _median(row: Record) -> float | None:
+    value = row.timing.median_ms if row.timing else None
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) and value > 0 else None
 
 
-def _p(row: Mapping[str, Any], key: str) -> float | None:
-    value = (row.get("timing") or {}).get(key)
+def _p(row: Record, key: str) -> float | None:
+    value = getattr(row.timing, key) if row.timing else None
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
-def _label(row: Mapping[str, Any], sweep: bool = True) -> str:
-    label = str(row.get("label") or row.get("impl"))
-    return f"{label} @{row['sweep_value']}" if sweep and row.get("sweep_value") is not None else label
+def _label(row: Record, sweep: bool = True) -> str:
+    label = str(row.label or row.impl)
+    return f"{label} @{row.sweep_value}" if sweep and row.sweep_value is not None else label
 
 
-def _swept(rows: list[dict]) -> bool:
-    return any(r.get("sweep_value") is not None for r in rows)
+def _swept(rows: list[Record]) -> bool:
+    return any(r.sweep_value is not None for r in rows)
 
 
-def _varies(rows: list[dict], key: str) -> bool:
-    return len({str((r.get("shape") or {}).get(key)) for r in rows}) > 1
+def _varies(rows: list[Record], key: str) -> bool:
+    return len({str((r.shape or {}).get(key)) for r in rows}) > 1

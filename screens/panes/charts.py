@@ -39,7 +39,7 @@ def metric_value(row: Row, ms: float | None, metric: str) -> float | None:
         return None
     if metric == "time":
         return ms
-    median, rate = row.get("timing", "median_ms"), row.get("traffic", metric)
+    median, rate = row.timing.median_ms, getattr(row.traffic, metric, None)
     if not (is_number(median) and is_number(rate)):
         return None
     return rate * median / ms
@@ -104,14 +104,14 @@ def live_samples(plt, rows: Sequence[Row]) -> Text:
 def medians(plt, rows: Sequence[Row], metric: str) -> Text:
     """Median per implementation with its p20..p80 bar, one line each (names on the y axis)."""
     setup(plt)
-    points = [(row, metric_value(row, row.get("timing", "median_ms"), metric)) for row in rows]
+    points = [(row, metric_value(row, row.timing.median_ms, metric)) for row in rows]
     points = [(row, v) for row, v in points if v is not None]
     if not points:
         return Text(f"no timed results: {untimed_reasons(rows)}")
     log = wants_log(v for _, v in points)
     plt.xscale("log" if log else "linear")
     for y, (((color, _), marker), (row, value)) in enumerate(reversed(list(zip(styles(), points))), start=1):
-        lo, hi = (metric_value(row, row.get("timing", q), metric) for q in ("p20_ms", "p80_ms"))
+        lo, hi = (metric_value(row, q, metric) for q in (row.timing.p20_ms, row.timing.p80_ms))
         if lo is not None and hi is not None:
             plt.plot([lo, hi], [y, y], color=color, marker="─")
         plt.scatter([value], [y], color=color, marker=marker)
@@ -170,7 +170,7 @@ def _series(rows: Sequence[Row], metric: str) -> dict[str, tuple[list, list]]:
     for row in rows:
         xs, ys = series.setdefault(row.label, ([], []))
         xs.append(_scalar(row.sweep_value))
-        ys.append(metric_value(row, row.get("timing", "median_ms"), metric))
+        ys.append(metric_value(row, row.timing.median_ms, metric))
     return series
 
 

@@ -24,6 +24,7 @@ from textual.widgets import DataTable, Static
 
 from workbench.counters import open_commands
 from workbench.diagnosis import diagnose_record
+from workbench.results.record import Record, read_record
 from workbench.results.report_diagnosis import ab_line
 
 from .. import fmt
@@ -75,9 +76,10 @@ class DiagnosisPane(Vertical):
 
     def _show(self, model: RunModel | None) -> None:
         rows = [r for r in (model.rows.values() if model else ()) if r.record]
-        records = [r.record for r in rows]
+        records = [r.record for r in rows if r.record is not None]
         environment = (model.environment if model else None) or {}
-        self._findings = {(r.label, r.sweep_value): diagnose_record(r.record, environment, records) for r in rows}
+        self._findings = {(r.label, r.sweep_value): diagnose_record(record, environment, records)
+                          for r, record in zip(rows, records)}
         self._reports = {(r.label, r.sweep_value): report_text(r.record) for r in rows}
         self._keys = [(r.label, r.sweep_value) for r in rows]
         self.marks = [m for m in self.marks if m in self._keys]
@@ -147,9 +149,10 @@ def detail_text(label: str, findings: list[dict]) -> str:
     return f"{label}\n" + "\n".join(parts)
 
 
-def report_text(record: dict | None) -> str:
+def report_text(record: Record | dict | None) -> str:
     """The row's kept Nsight Compute report and how to open it ("" without one)."""
-    path = ((record or {}).get("measured") or {}).get("report_path")
+    measured = read_record(record).measured if record else None
+    path = measured.report_path if measured else None
     return f"Nsight Compute report: {path}\n  open: {open_commands(path)}" if path else ""
 
 

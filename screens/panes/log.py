@@ -7,6 +7,7 @@ import time
 from rich.text import Text
 
 from workbench import events as ev
+from workbench.results.record import read_record
 
 from .. import fmt
 from ..keys import KeyRichLog
@@ -86,11 +87,11 @@ def describe(event: ev.Event) -> tuple[str, str] | None:
 
 
 def _result(where: str, e: ev.Result) -> tuple[str, str]:
-    record = e.record
-    status = record.get("status", "ok")
-    median = (record.get("timing") or {}).get("median_ms")
+    record = read_record(e.record)  # the runner's event already carries a Record: returned as it is
+    status = "ok" if "status" in record.absent else record.status
+    median = record.timing.median_ms if record.timing else None
     extra = f" · median {fmt.ms(median)}" if median is not None else ""
-    reason = f": {fmt.tui_text(record['error'])}" if record.get("error") else ""
+    reason = f": {fmt.tui_text(record.error)}" if record.error else ""
     level = {"ok": "info", "failed": "error"}.get(status, "warning")
     return f"{where}: {status}{reason}{extra}", level
 

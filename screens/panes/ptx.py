@@ -18,6 +18,7 @@ from textual.reactive import reactive
 from textual.widgets import Select, Static
 
 from workbench.ptx.launch_diff import diff_kernels
+from workbench.results.record import Launch
 
 from .. import fmt
 from ..keys import KeyScroll
@@ -244,20 +245,23 @@ def summary(row: Row | None, kernel) -> Text:
     text = Text(f"{ptx.get('target') or '?'} · {ptx.get('source') or 'no source'}"
                 + (f" · {', '.join(resources)}" if resources else ""), style="bold")
     text.append(f"\n{counts or 'no counts'}")
-    text.append(f"\n{launch_line((row.record or {}).get('launch'))}")
+    text.append(f"\n{launch_line(row.record.launch if row.record else None)}")
     for note in [*(ptx.get("notes") or ()), *(info.get("notes") or ())]:
         text.append(f"\n• {note}", style="italic")
     return text
 
 
-def launch_line(launch: dict | None) -> str:
-    if not launch:
+def launch_line(launch: Launch | dict | None) -> str:
+    """`launch: grid 64×1 · threads/block 128 · warps 4 · waves 0.5` (a launch dict is read into a Launch)."""
+    if launch is not None and not isinstance(launch, Launch):
+        launch = Launch.from_dict(launch)
+    if launch is None or not launch.to_dict():
         return "launch geometry: -"
-    grid = "×".join(str(g) for g in launch.get("grid") or ()) or "-"
+    grid = "×".join(str(g) for g in launch.grid or ()) or "-"
     parts = [f"grid {grid}"]
-    parts += [f"{label} {launch[key]}" for key, label in
-              (("block_threads", "threads/block"), ("num_warps", "warps"), ("waves", "waves"))
-              if launch.get(key) is not None]
+    parts += [f"{label} {value}" for value, label in
+              ((launch.block_threads, "threads/block"), (launch.num_warps, "warps"), (launch.waves, "waves"))
+              if value is not None]
     return "launch: " + " · ".join(parts)
 
 

@@ -19,7 +19,7 @@ from textual.containers import Container, Vertical
 from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
-from workbench.results.record import Flag, flag_kinds, has_flag
+from workbench.results.record import Flag, Timing, flag_kinds, has_flag, read_record
 
 from .. import fmt
 from . import charts
@@ -102,7 +102,7 @@ class TimingPane(DrawnWhenShown, Container):
         """The medians chart gets a line per implementation (its frame and x axis: 3 more, and
         the caption's lines): with fewer, at 80x24 six names in five lines overlap, and an
         implementation goes missing from the chart while the table lists it."""
-        timed = [r for r in rows if r.record and r.sweep_value is None and r.get("timing", "median_ms") is not None]
+        timed = [r for r in rows if r.record and r.sweep_value is None and r.timing.median_ms is not None]
         chart = self.query_one("#timing-chart")
         width = chart.size.width or self.size.width or 80
         text = str(getattr(caption, "plain", caption))
@@ -152,63 +152,66 @@ class TimingPane(DrawnWhenShown, Container):
 def stale_note(rows: list[Row], current: tuple | None) -> str | None:
     """'results are for 512x512 float32; the spec is now 1024x512 float32 (r runs it)', or None
     when the shown results match the spec being edited (swept fields are not compared)."""
-    record = next((r.record for r in rows if r.record), None)
-    if record is None or current is None:
+    found = next((r.record for r in rows if r.record), None)
+    if found is None or current is None:
         return None
+    record = read_record(found)  # a Row's is a Record already
     shape, dtype, swept = current
-    old = {k: v for k, v in (record.get("shape") or {}).items() if k not in swept}
+    old = {k: v for k, v in (record.shape or {}).items() if k not in swept}
     new = {k: v for k, v in shape.items() if k not in swept}
-    if old == new and record.get("dtype") == dtype:
+    if old == new and record.dtype == dtype:
         return None
     def spec(fields: dict, dt) -> str:  # a swept field by its name: "4xN float32" (it read "4 float32")
         dims = "x".join(str(k) if k in swept else str(v) for k, v in fields.items())
         return " ".join(x for x in (dims, str(dt or "")) if x)
-    return (f"⚠ results are for {spec(record.get('shape') or {}, record.get('dtype'))}; the spec is now "
+    return (f"⚠ results are for {spec(record.shape or {}, record.dtype)}; the spec is now "
             f"{spec(shape, dtype)} (r runs it)")
 
 
 def table_cells(row: Row) -> tuple[str, ...]:
     """One results-table line: figures from the finished record, or progress so far."""
-    timing = (row.record or {}).get("timing") or {}
-    traffic = (row.record or {}).get("traffic") or {}
-    median = timing.get("median_ms")
+    timing, traffic = row.timing, row.traffic
+    median = timing.median_ms
     status = row.status if not row.error or row.status == "ok" else f"{row.status}: {fmt.tui_text(row.error)}"
     if row.status == "skipped" and row.error == "cancelled":
         status = "cancelled"  # "skipped: cancel…" pushed the spread out of view at 80 columns
     return (fmt.row_title(row.label, row.sweep_value), fit(status, STATUS_WIDTH), fmt.ms(median),
-            fmt.spread(timing.get("p20_ms"), timing.get("p80_ms"), median),
-            fmt.number(traffic.get("gbps")), fmt.percent(traffic.get("pct_of_ceiling")),
-            fmt.number(traffic.get("tflops")), str(timing.get("n") or len(row.samples_ms) or "-"),
+            fmt.spread(timing.p20_ms, timing.p80_ms, median),
+            fmt.number(traffic.gbps), fmt.percent(traffic.pct_of_ceiling),
+            fmt.number(traffic.tflops), str(timing.n or len(row.samples_ms) or "-"),
             fmt.check(row.check), fmt.ms(row.build_ms),
-            fmt.timer(timing.get("timer") or row.timer, _interpreted(row)),
-            notes(timing, (row.record or {}).get("flags") or ()))
+            fmt.timer(timing.timer or row.timer, _interpreted(row)),
+            notes(timing, row.flags))
 
 
 def row_detail(row: Row) -> Text:
     """The highlighted row's long cells in full: status with its whole error, check, timer and
     notes (the figures are in the table)."""
-    timing = (row.record or {}).get("timing") or {}
+    timing = row.timing
     text = Text(f"{fmt.row_title(row.label, row.sweep_value)}: {row.status}", style="bold")
     if row.error and row.status != "ok":
         text.append(f": {fmt.tui_text(row.error)}", style="bold red" if row.status == "failed" else "yellow")
-    timer = timing.get("timer") or row.timer
+    timer = timing.timer or row.timer
     parts = [f"check {fmt.check(row.check)}" if row.check else "",
              f"timer {fmt.timer(timer, _interpreted(row))}" if timer else "",
-             notes(timing, (row.record or {}).get("flags") or ())]
+             notes(timing, row.flags)]
     for part in filter(None, parts):
         text.append(f" · {part}")
     return text
 
 
-def notes(timing: dict, flags=()) -> str:
+def notes(timing: Timing | dict, flags=()) -> str:
     """What the figure's reader must know: launch-bound, clock drift, L2 not flushed, a CPU
-    whose cores were busy, a median that did not converge (the engine's flags)."""
-    marks = [text for key, text in (("launch_bound", "launch-bound"), ("clock_fell", "clock fell"))
-             if timing.get(key)]
-    if timing.get("flush_l2") is False:
+    whose cores were busy, a median that did not converge (the engine's flags). `timing`: the
+    record's Timing (a timing dict is read into one)."""
+    if not isinstance(timing, Timing):
+        timing = Timing.from_dict(timing)
+    marks = [text for on, text in ((timing.launch_bound, "launch-bound"), (timing.clock_fell, "clock fell"))
+             if on]
+    if timing.flush_l2 is False:
         marks.append("L2 warm")
-    if timing.get("device_median_ms") is not None:
-        marks.append(f"device {fmt.ms(timing['device_median_ms'])}")
+    if timing.device_median_ms is not None:
+        marks.append(f"device {fmt.ms(timing.device_median_ms)}")
     kinds = flag_kinds(flags)
     if Flag.CPU_CONTENDED in kinds:
         marks.append("CPU contended")  # first: it is why the median did not converge

@@ -13,7 +13,7 @@ from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from workbench.results.record import Flag, has_flag
+from workbench.results.record import Flag, Measured, Part, has_flag
 
 from .. import fmt
 from . import charts
@@ -43,15 +43,15 @@ class TrafficPane(DrawnWhenShown, Vertical):
     def watch_model(self, model: RunModel | None) -> None:
         if not self.is_mounted:
             return
-        rows = [r for r in (model.rows.values() if model else ()) if _traffic(r)]
+        rows = [r for r in (model.rows.values() if model else ()) if _filled(r.record and r.record.traffic)]
         self.query_one("#traffic-summary", Static).update(summary(rows, model))
         self._fill_table(rows)
         self._draw_roofline(rows, (model.environment if model else None) or {})
 
     def _fill_table(self, rows: list[Row]) -> None:
-        worst = max((_traffic(r).get("bytes_moved_est") or 0 for r in rows), default=0)
+        worst = max((r.traffic.bytes_moved_est or 0 for r in rows), default=0)
         table = self.query_one(KeyDataTable)
-        measured = any((r.record or {}).get("measured") for r in rows)
+        measured = any(_filled(r.record and r.record.measured) for r in rows)
         if measured != (len(table.columns) > len(COLUMNS)):
             table.clear(columns=True)
             table.add_columns(*columns(measured))
@@ -63,10 +63,9 @@ class TrafficPane(DrawnWhenShown, Vertical):
             return
         plot = self.query_one(ChartPlot)
         ceilings = environment.get("ceilings") or {}
-        dtype = next((r.record.get("dtype") for r in rows if r.record), None)
+        dtype = next((r.record.dtype for r in rows if r.record), None)
         peak = (ceilings.get("matmul_tflops") or {}).get(dtype)
-        points = [(r.label, r.sweep_value, _traffic(r).get("intensity"), _traffic(r).get("tflops"))
-                  for r in rows]
+        points = [(r.label, r.sweep_value, r.traffic.intensity, r.traffic.tflops) for r in rows]
         copy, param = ceilings.get("copy_gbps"), self.sweep_param
         interpreted = {r.label for r in rows if has_flag(r.record, Flag.INTERPRETER)}
         caption = plot.draw(lambda plt: charts.roofline(plt, points, copy, peak, param, interpreted))
@@ -75,8 +74,9 @@ class TrafficPane(DrawnWhenShown, Vertical):
     _draw_shown = _draw_roofline
 
 
-def _traffic(row: Row) -> dict:
-    return (row.record or {}).get("traffic") or {}
+def _filled(part: Part | None) -> bool:
+    """Whether a record's part is there with a key in it (an empty object: not there)."""
+    return part is not None and bool(part.to_dict())
 
 
 def columns(measured: bool) -> tuple[str, ...]:
@@ -84,45 +84,48 @@ def columns(measured: bool) -> tuple[str, ...]:
 
 
 def traffic_cells(row: Row, worst_bytes: int, measured: bool = False) -> tuple[str, ...]:
-    t = _traffic(row)
-    ideal, moved = t.get("bytes"), t.get("bytes_moved_est")
+    t = row.traffic
+    ideal, moved = t.bytes, t.bytes_moved_est
     ratio = moved / ideal if fmt.is_number(moved) and fmt.is_number(ideal) and ideal else None
     bar = "█" * max(1, round(BAR_WIDTH * moved / worst_bytes)) if ratio and worst_bytes else ""
     cells = (fmt.row_title(row.label, row.sweep_value), fmt.size_bytes(ideal), f"{fmt.size_bytes(moved)} {bar}",
-             f"{ratio:.3g}×" if ratio else "-", fmt.si(t.get("flops")),
-             fmt.number(t.get("intensity"), 3), fmt.number(t.get("gbps")),
-             fmt.percent(t.get("pct_of_ceiling")), str(t.get("bound") or "-"))
+             f"{ratio:.3g}×" if ratio else "-", fmt.si(t.flops),
+             fmt.number(t.intensity, 3), fmt.number(t.gbps),
+             fmt.percent(t.pct_of_ceiling), str(t.bound or "-"))
     if not measured:
         return cells
-    return cells[:MEASURED_AT] + (measured_cell((row.record or {}).get("measured")),) + cells[MEASURED_AT:]
+    return cells[:MEASURED_AT] + (measured_cell(row.record.measured if row.record else None),) + cells[MEASURED_AT:]
 
 
-def measured_cell(measured: dict | None) -> str:
+def measured_cell(measured: Measured | dict | None) -> str:
     """DRAM bytes Nsight Compute measured for one call and their share of the model's moved
-    bytes ("2.14 GiB 99.7%"); "-" when not asked, "n/a" when counters were unavailable."""
-    if not measured:
+    bytes ("2.14 GiB 99.7%"); "-" when not asked, "n/a" when counters were unavailable.
+    `measured`: the record's Measured (a dict is read into one)."""
+    if measured is not None and not isinstance(measured, Measured):
+        measured = Measured.from_dict(measured)
+    if measured is None or not _filled(measured):
         return "-"
-    if measured.get("reason") or not fmt.is_number(measured.get("dram_bytes")):
+    if measured.reason or not fmt.is_number(measured.dram_bytes):
         return "n/a"
-    pct = measured.get("pct_of_model")
-    return f"{fmt.size_bytes(measured['dram_bytes'])}" + (f" {pct:.0f}%" if fmt.is_number(pct) else "")
+    pct = measured.pct_of_model
+    return f"{fmt.size_bytes(measured.dram_bytes)}" + (f" {pct:.0f}%" if fmt.is_number(pct) else "")
 
 
 def summary(rows: list[Row], model: RunModel | None) -> str:
     """The cost model in one line, and the ceilings it is measured against."""
     if not rows:
         return "no traffic figures yet: run check + bench"
-    t = _traffic(rows[0])
+    t = rows[0].traffic
     env = (model.environment if model else None) or {}
     ceiling = (env.get("ceilings") or {}).get("copy_gbps")
     sheet = (env.get("datasheet") or {}).get("hbm_gbps")
-    parts = [f"ideal: read {fmt.size_bytes(t.get('bytes_read'))}, write "
-             f"{fmt.size_bytes(t.get('bytes_written'))}, {fmt.si(t.get('flops'))}FLOP"]
+    parts = [f"ideal: read {fmt.size_bytes(t.bytes_read)}, write "
+             f"{fmt.size_bytes(t.bytes_written)}, {fmt.si(t.flops)}FLOP"]
     if fmt.is_number(ceiling):
         parts.append(f"copy ceiling {ceiling:.0f} GB/s" + (f" (datasheet {sheet:.0f})" if fmt.is_number(sheet) else ""))
     else:
         parts.append("no measured ceiling on this device")
-    why = next((m["reason"] for r in rows if (m := (r.record or {}).get("measured")) and m.get("reason")), None)
+    why = next((m.reason for r in rows if r.record and (m := r.record.measured) and m.reason), None)
     if why:  # counters were asked for and could not be measured: say why once
         parts.append(f"counters: {why}")
     return " · ".join(parts)

@@ -19,6 +19,7 @@ from workbench.diagnosis import rules_ptx as ptx
 from workbench.diagnosis import rules_timing as timing
 from workbench.diagnosis import rules_traffic as traffic
 from workbench.diagnosis.core import Context, Finding, Rule, diagnose
+from workbench.results.record import Record, read_record
 
 HOST_BOUND = ("launch_bound",)  # a host-bound row's roofline figures describe the host, not the kernel
 
@@ -46,16 +47,20 @@ RULE_NAMES = tuple(rule.name for rule in RULES)
 __all__ = ["Context", "Finding", "RULES", "RULE_NAMES", "diagnose_record", "diagnose_document"]
 
 
-def diagnose_record(record: Mapping[str, Any], environment: Mapping[str, Any] | None = None,
+def diagnose_record(record: Mapping[str, Any] | Record, environment: Mapping[str, Any] | None = None,
                     peers=()) -> list[dict]:
-    """The findings of one record given its document's environment and records."""
-    return diagnose(record, Context(environment or {}, tuple(peers)), RULES)
+    """The findings of one record given its document's environment and records (dicts are read
+    into Records; `record` itself among `peers` stays itself, so it is nobody's peer of its own)."""
+    typed = read_record(record)
+    others = tuple(typed if peer is record else read_record(peer) for peer in peers)
+    return diagnose(typed, Context(environment or {}, others), RULES)
 
 
 def diagnose_document(doc: dict) -> dict:
     """Fill `diagnosis` of every record of a results document (in place); returns `doc`."""
     records = doc.get("results") or []
-    ctx = Context(doc.get("environment") or {}, tuple(records))
-    for record in records:
-        record["diagnosis"] = diagnose(record, ctx, RULES)
+    typed = [read_record(record, f"results[{i}]") for i, record in enumerate(records)]
+    ctx = Context(doc.get("environment") or {}, tuple(typed))
+    for record, read in zip(records, typed):
+        record["diagnosis"] = diagnose(read, ctx, RULES)
     return doc

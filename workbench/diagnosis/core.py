@@ -1,7 +1,8 @@
 """Findings, the context rules see, and the run over every rule (torch-free, plain data).
 
-A rule is a plain function `rule(record, ctx) -> Finding | None` over one result record (the
-results document's own dicts: timing, traffic, profile, ptx, launch, measured) and a Context:
+A rule is a plain function `rule(record, ctx) -> Finding | None` over one result record (a
+Record, workbench/results/record.py: timing, traffic, launch, measured as fields; profile and
+ptx plain objects) and a Context:
 the document's environment and the other records (peers: the `+graph` variant, the fused form,
 the 4096 beside a 4097). Records of older documents simply lack some keys; a rule that finds
 no evidence returns None. `diagnose` runs RULES in order; a rule may name the findings that make
@@ -18,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Mapping, Sequence
+
+from workbench.results.record import Record
 
 SEVERITIES = ("problem", "note")
 
@@ -44,17 +47,17 @@ class Context:
     """environment: the document's `environment`; peers: every record of the document."""
 
     environment: Mapping[str, Any] = field(default_factory=dict)
-    peers: Sequence[Mapping[str, Any]] = ()
+    peers: Sequence[Record] = ()
 
-    def same_point(self, record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    def same_point(self, record: Record) -> list[Record]:
         """Other ok records of the same run, shape, dtype and sweep point."""
         return [p for p in self._index[0].get(_point(record), ()) if p is not record]
 
-    def same_label(self, record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    def same_label(self, record: Record) -> list[Record]:
         """Other ok records of the same run and label (a sweep's other points)."""
         return [p for p in self._index[1].get(_label(record), ()) if p is not record]
 
-    def same_label_at(self, record: Mapping[str, Any], shape: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    def same_label_at(self, record: Record, shape: Mapping[str, Any]) -> Record | None:
         """The first other ok record of the same run and label at `shape`, or None."""
         for peer in self._index[2].get((*_label(record), _shape(shape)), ()):
             if peer is not record:
@@ -77,39 +80,38 @@ class Context:
         by_label: dict = {}
         by_shape: dict = {}
         for peer in self.peers:
-            if peer.get("status") == "ok":
+            if peer.status == "ok":
                 by_point.setdefault(_point(peer), []).append(peer)
                 by_label.setdefault(_label(peer), []).append(peer)
-                by_shape.setdefault((*_label(peer), _shape(peer.get("shape") or {})), []).append(peer)
+                by_shape.setdefault((*_label(peer), _shape(peer.shape or {})), []).append(peer)
         return by_point, by_label, by_shape
 
 
-def _label(record: Mapping[str, Any]) -> tuple:
-    return (record.get("run_index"), record.get("label"))
+def _label(record: Record) -> tuple:
+    return (record.run_index, record.label)
 
 
 def _shape(shape: Mapping[str, Any]) -> str:
     return repr(sorted(shape.items()))
 
 
-def _point(record: Mapping[str, Any]) -> tuple:
-    return (record.get("run_index"), repr(sorted((record.get("shape") or {}).items())), record.get("dtype"),
-            repr(record.get("sweep_value")))
+def _point(record: Record) -> tuple:
+    return (record.run_index, repr(sorted((record.shape or {}).items())), record.dtype, repr(record.sweep_value))
 
 
 @dataclass(frozen=True)
 class Rule:
     name: str
-    check: Callable[[Mapping[str, Any], Context], Finding | None]
+    check: Callable[[Record, Context], Finding | None]
     unless: tuple[str, ...] = ()
     static: bool = False  # reads the PTX record alone: applies to an `unavailable` row with PTX
 
 
-def diagnose(record: Mapping[str, Any], ctx: Context, rules: Sequence[Rule]) -> list[dict]:
+def diagnose(record: Record, ctx: Context, rules: Sequence[Rule]) -> list[dict]:
     """The findings of one record (problems first, then notes); [] for rows that did not run ok,
     except an `unavailable` row with PTX kernels, which gets the `static` rules' findings."""
-    status = record.get("status")
-    if status == "unavailable" and (record.get("ptx") or {}).get("kernels"):
+    status = record.status
+    if status == "unavailable" and (record.ptx or {}).get("kernels"):
         rules = [rule for rule in rules if rule.static]
     elif status != "ok":
         return []

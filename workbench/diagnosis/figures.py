@@ -2,37 +2,56 @@
 
 Each getter returns None when the record has no such figure (an older document, an action that
 did not run). Sources, best first: Nsight Compute's counters (`measured`), the profiler's kernel
-table (`profile`), the timing record, the cost model (`traffic`).
+table (`profile`), the timing record, the cost model (`traffic`). The rules read a Record's
+fields (workbench/results/record.py); an absent part reads as an empty one (every figure None).
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-Record = Mapping[str, Any]
+from workbench.results.record import Launch, Measured, Record, Timing, Traffic
 
 
-def section(record: Record, name: str) -> dict:
-    value = record.get(name)
+def section(data: Mapping[str, Any] | None, name: str) -> dict:
+    """`data[name]` when it is an object (profile, ptx and the environment stay plain), else {}."""
+    value = (data or {}).get(name)
     return value if isinstance(value, dict) else {}
+
+
+def timing(record: Record) -> Timing:
+    return record.timing or Timing()
+
+
+def traffic(record: Record) -> Traffic:
+    return record.traffic or Traffic()
+
+
+def launch(record: Record) -> Launch:
+    return record.launch or Launch()
 
 
 def number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def measured(record: Record) -> dict:
-    """The `measured` record when counters were measured (no reason), else {}."""
-    m = section(record, "measured")
-    return m if m and not m.get("reason") else {}
+def measured(record: Record) -> Measured:
+    """The `measured` record when counters were measured (no reason), else an empty one."""
+    m = record.measured
+    return m if m is not None and m.to_dict() and not m.reason else Measured()
+
+
+def complete(m: Measured) -> bool:
+    """Whether the counters saw every kernel of the call (an older document without the key: yes)."""
+    return bool(m.complete) if "complete" not in m.absent else True
 
 
 def kernels_per_call(record: Record) -> tuple[int | None, str | None]:
     """(kernels launched by one call, where the count comes from: "ncu" | "profiler")."""
     m = measured(record)
-    if number(m.get("kernel_count")) is not None and m.get("complete", True):
-        return int(m["kernel_count"]), "ncu"
-    count = number(section(record, "profile").get("kernel_count"))
+    if number(m.kernel_count) is not None and complete(m):
+        return int(m.kernel_count or 0), "ncu"
+    count = number((record.profile or {}).get("kernel_count"))
     return (round(count), "profiler") if count is not None else (None, None)
 
 
@@ -47,56 +66,55 @@ def profiled_calls(profile: dict) -> float | None:
 def device_ms_per_call(record: Record) -> tuple[float | None, str | None]:
     """(device (kernel) time of one call in ms, its source in words)."""
     m = measured(record)
-    if number(m.get("kernel_us")) is not None and m.get("complete", True):
-        return m["kernel_us"] / 1e3, "ncu kernel time"
-    profile = section(record, "profile")
+    if m.kernel_us is not None and number(m.kernel_us) is not None and complete(m):
+        return m.kernel_us / 1e3, "ncu kernel time"
+    profile = record.profile or {}
     calls = profiled_calls(profile)
     if calls and not profile.get("reason"):
         total = sum(r.get("self_device_us") or 0 for r in profile["rows"] if r.get("kind") == "kernel")
         if total > 0:
             return total / calls / 1e3, "profiler kernel time"
-    timing = section(record, "timing")
-    if number(timing.get("device_median_ms")) is not None:
-        return timing["device_median_ms"], f"{timing.get('device_median_source') or 'device'} time, L2-warm"
+    t = timing(record)
+    if t.device_median_ms is not None and number(t.device_median_ms) is not None:
+        return t.device_median_ms, f"{t.device_median_source or 'device'} time, L2-warm"
     return None, None
 
 
 def median_ms(record: Record) -> float | None:
-    timing = section(record, "timing")
-    if timing.get("timer") == "interpreter":
+    t = timing(record)
+    if t.timer == "interpreter":
         return None
-    return number(timing.get("median_ms"))
+    return number(t.median_ms)
 
 
 def ideal_and_moved(record: Record) -> tuple[float | None, float | None]:
-    traffic = section(record, "traffic")
-    return number(traffic.get("bytes")), number(traffic.get("bytes_moved_est"))
+    t = traffic(record)
+    return number(t.bytes), number(t.bytes_moved_est)
 
 
 def dram_bytes(record: Record) -> float | None:
-    return number(measured(record).get("dram_bytes"))
+    return number(measured(record).dram_bytes)
 
 
 def ptx_kernels(record: Record) -> list[dict]:
     """The kernels of the row's ptx record that its run launches: the one named `launched` where
     the record names it (a CUDA module of many instantiations, CudaSource.launched), else all."""
-    ptx = section(record, "ptx")
+    ptx = record.ptx or {}
     kernels = [k for k in ptx.get("kernels") or () if isinstance(k, dict)]
     launched = [k for k in kernels if ptx.get("launched") and k.get("name") == ptx.get("launched")]
     return launched or kernels
 
 
 def label(record: Record) -> str:
-    return str(record.get("label") or record.get("impl") or "?")
+    return str(record.label or record.impl or "?")
 
 
 def graph_peer(record: Record, peers) -> Record | None:
     """The `<label>+graph` row (or a graph-mode row of the same impl) at the same point."""
     for peer in peers:
-        timing = section(peer, "timing")
-        if peer.get("label") == f"{label(record)}+graph" or (
-                peer.get("impl") == record.get("impl") and timing.get("mode") == "graph"
-                and section(record, "timing").get("mode") != "graph"):
+        if peer.label == f"{label(record)}+graph" or (
+                peer.impl == record.impl and timing(peer).mode == "graph"
+                and timing(record).mode != "graph"):
             return peer
     return None
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 
 from workbench.diagnosis.core import Context, Finding
-from workbench.diagnosis.figures import Record, label, median_ms, number, ptx_kernels, section, x
+from workbench.diagnosis.figures import launch, label, median_ms, number, ptx_kernels, section, traffic, x
 from workbench.diagnosis.rules_traffic import AT_ROOF, tensor_cores
+from workbench.results.record import Record
 
 LOW_OCCUPANCY = 0.25    # resident warps / the SM's maximum, below which latency is poorly hidden
 TAIL_EFFICIENCY = 0.8   # waves / ceil(waves) below this: the last wave leaves much of the GPU idle
@@ -26,7 +27,7 @@ ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 def fp64(record: Record, ctx: Context) -> Finding | None:
     """FP64 arithmetic in a kernel of a narrower dtype (the lecture's `cuda_naive` GeLU:
     double literals and tanh() promote the whole expression)."""
-    if record.get("dtype") not in NARROW_DTYPES:
+    if record.dtype not in NARROW_DTYPES:
         return None
     hits = [(k.get("name"), (k.get("counts") or {}).get("fp64_arith", 0), (k.get("counts") or {}).get("fp64_cvt", 0))
             for k in ptx_kernels(record)]
@@ -36,7 +37,7 @@ def fp64(record: Record, ctx: Context) -> Finding | None:
     name, arith, cvt = max(hits, key=lambda h: h[1])
     peak = number(section(ctx.environment.get("datasheet") or {}, "matmul_tflops").get("float64"))
     evidence = (f"{name}: {arith} FP64 arithmetic instructions and {cvt} conversions to or from FP64 in the "
-                f"PTX of a {record.get('dtype')} kernel")
+                f"PTX of a {record.dtype} kernel")
     if peak:
         evidence += f" (FP64 peak {peak:g} TFLOP/s, a fraction of FP32's)"
     return Finding("fp64", evidence, "write float literals (0.5f, 1.0f, 0.044715f) and call float functions "
@@ -55,18 +56,18 @@ def spills(record: Record, ctx: Context) -> Finding | None:
 
 
 def low_occupancy(record: Record, ctx: Context) -> Finding | None:
-    launch = section(record, "launch")
-    occupancy = number(launch.get("occupancy"))
-    if occupancy is None or occupancy >= LOW_OCCUPANCY or number(launch.get("registers")) is None:
+    geometry = launch(record)
+    occupancy = number(geometry.occupancy)
+    if occupancy is None or occupancy >= LOW_OCCUPANCY or number(geometry.registers) is None:
         return None
-    traffic = section(record, "traffic")
-    at_roof = max(number(traffic.get("pct_of_copy")) or 0, number(traffic.get("pct_of_cublas")) or 0) >= AT_ROOF
+    t = traffic(record)
+    at_roof = max(number(t.pct_of_copy) or 0, number(t.pct_of_cublas) or 0) >= AT_ROOF
     if at_roof or tensor_cores(record)[0]:  # a tensor-core GEMM runs few, large blocks by design
         return None
-    limiter = launch.get("limiter") or "?"
-    return Finding("low_occupancy", f"occupancy {100 * occupancy:.0f}% ({launch.get('blocks_per_sm')} blocks of "
-                   f"{launch.get('block_threads')} threads per SM; limited by {limiter}; "
-                   f"{launch.get('registers')} registers per thread)",
+    limiter = geometry.limiter or "?"
+    return Finding("low_occupancy", f"occupancy {100 * occupancy:.0f}% ({geometry.blocks_per_sm} blocks of "
+                   f"{geometry.block_threads} threads per SM; limited by {limiter}; "
+                   f"{geometry.registers} registers per thread)",
                    "more resident warps hide memory latency: fewer registers per thread or less shared "
                    "memory per block (smaller tiles, fewer stages), or more threads per block", "problem",
                    {"occupancy": occupancy, "limiter": limiter})
@@ -74,10 +75,9 @@ def low_occupancy(record: Record, ctx: Context) -> Finding | None:
 
 def scalar_loads(record: Record, ctx: Context) -> Finding | None:
     """Only 4-byte (or narrower) global loads in a memory-bound kernel whose rows allow 16-byte ones."""
-    traffic = section(record, "traffic")
-    shape = record.get("shape") or {}
-    itemsize = ITEMSIZE.get(record.get("dtype"))
-    if traffic.get("bound") not in ("memory", None) or not shape or not itemsize:
+    shape = record.shape or {}
+    itemsize = ITEMSIZE.get(record.dtype or "")
+    if traffic(record).bound not in ("memory", None) or not shape or not itemsize:
         return None
     row_bytes = list(shape.values())[-1] * itemsize
     kernels = ptx_kernels(record)
@@ -99,18 +99,18 @@ def scalar_loads(record: Record, ctx: Context) -> Finding | None:
 def wave_quantization(record: Record, ctx: Context) -> Finding | None:
     """Blocks against SMs; only for a row that ran on a GPU (a CPU row's grid ran in the Triton
     interpreter: "125 SMs idle" said nothing about it)."""
-    if str(record.get("device") or "").rsplit("/", 1)[-1].startswith("cpu"):
+    if str(record.device or "").rsplit("/", 1)[-1].startswith("cpu"):
         return None
-    launch = section(record, "launch")
-    sms = number(launch.get("sm_count")) or number(ctx.environment.get("sm_count"))
-    blocks = number(launch.get("blocks")) or (math.prod(launch["grid"]) if launch.get("grid") else None)
+    geometry = launch(record)
+    sms = number(geometry.sm_count) or number(ctx.environment.get("sm_count"))
+    blocks = number(geometry.blocks) or (math.prod(geometry.grid) if geometry.grid else None)
     if not sms or not blocks:
         return None
     if blocks < sms:
         return Finding("wave_quantization", f"{int(blocks)} blocks for {int(sms)} SMs: {int(sms - blocks)} SMs idle",
                        "more, smaller blocks (smaller tiles, split-K for a matmul) so every SM has work",
                        "problem", {"blocks": blocks, "sm_count": sms})
-    waves, per_sm = number(launch.get("waves")), number(launch.get("blocks_per_sm"))
+    waves, per_sm = number(geometry.waves), number(geometry.blocks_per_sm)
     if waves is None or per_sm is None or waves < 1 or waves / math.ceil(waves) >= TAIL_EFFICIENCY:
         return None
     tail = waves - math.floor(waves)
@@ -122,7 +122,7 @@ def wave_quantization(record: Record, ctx: Context) -> Finding | None:
 
 def shape_alignment(record: Record, ctx: Context) -> Finding | None:
     """A size that is not a multiple of ALIGN, against the same row at the aligned size beside it."""
-    shape = record.get("shape") or {}
+    shape = record.shape or {}
     odd = {k: v for k, v in shape.items() if isinstance(v, int) and v > ALIGN and v % ALIGN}
     if not odd:
         return None
@@ -144,10 +144,10 @@ def shape_alignment(record: Record, ctx: Context) -> Finding | None:
 def _throughput(record: Record | None) -> tuple[float, str] | None:
     if record is None:
         return None
-    traffic = section(record, "traffic")
-    if number(traffic.get("tflops")) and traffic.get("bound") == "compute":
-        return traffic["tflops"], "TFLOP/s"
-    if number(traffic.get("gbps")):
-        return traffic["gbps"], "GB/s"
+    t = traffic(record)
+    if t.tflops and number(t.tflops) and t.bound == "compute":
+        return t.tflops, "TFLOP/s"
+    if t.gbps and number(t.gbps):
+        return t.gbps, "GB/s"
     median = median_ms(record)
     return (1.0 / median, "calls/ms") if median else None

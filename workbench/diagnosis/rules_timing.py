@@ -13,9 +13,9 @@ WORK_GREW x the FLOPs and bytes took under TIME_FOLLOWED x the time.
 from __future__ import annotations
 
 from workbench.diagnosis.core import Context, Finding
-from workbench.results.record import Flag, first_flag
-from workbench.diagnosis.figures import (Record, device_ms_per_call, graph_peer, kernels_per_call, label, median_ms,
-                                         ms, number, section, x)
+from workbench.results.record import Flag, Record, Timing, first_flag
+from workbench.diagnosis.figures import (device_ms_per_call, graph_peer, kernels_per_call, label, median_ms,
+                                         ms, number, timing, traffic, x)
 
 HOST_BOUND = 0.5       # device time per call under this fraction of host time: the GPU waits
 WORK_GREW = 3.0        # a sweep whose work grew this much ...
@@ -25,15 +25,15 @@ CLOCK_LIMITS = ("sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_p
 
 
 def _work(record: Record) -> float | None:
-    traffic = section(record, "traffic")
-    return number(traffic.get("flops")) or number(traffic.get("bytes"))
+    t = traffic(record)
+    return number(t.flops) or number(t.bytes)
 
 
 def _sweep_evidence(record: Record, ctx: Context) -> str | None:
     """The widest sweep of this label: work x WORK_GREW, time under x TIME_FOLLOWED (the same for
     every ok point of the label: found once)."""
-    if record.get("status") == "ok":
-        key = ("sweep_evidence", record.get("run_index"), record.get("label"))
+    if record.status == "ok":
+        key = ("sweep_evidence", record.run_index, record.label)
         return ctx.memo(key, lambda: _sweep_points_evidence([record, *ctx.same_label(record)]))
     return _sweep_points_evidence([record, *ctx.same_label(record)])
 
@@ -42,32 +42,32 @@ def _sweep_points_evidence(records: list[Record]) -> str | None:
     points = [p for p in records if _work(p) and median_ms(p)]
     if len(points) < 3:
         return None
-    low, high = min(points, key=_work), max(points, key=_work)
-    grew, took = _work(high) / _work(low), median_ms(high) / median_ms(low)
+    low, high = min(points, key=lambda p: _work(p) or 0.0), max(points, key=lambda p: _work(p) or 0.0)
+    grew, took = _work(high) / _work(low), median_ms(high) / median_ms(low)  # type: ignore[operator]
     if grew < WORK_GREW or took >= TIME_FOLLOWED:
         return None
     return (f"across the sweep {x(grew)} the work took {x(took)} the time "
-            f"({ms(median_ms(low))} at {low.get('sweep_value')}, {ms(median_ms(high))} at {high.get('sweep_value')})")
+            f"({ms(median_ms(low))} at {low.sweep_value}, {ms(median_ms(high))} at {high.sweep_value})")
 
 
 def launch_bound(record: Record, ctx: Context) -> Finding | None:
-    timing = section(record, "timing")
+    t = timing(record)
     median = median_ms(record)
     if median is None:
         return None
     device, source = device_ms_per_call(record)
-    host = number(timing.get("host_launch_ms"))
+    host = number(t.host_launch_ms)
     kernels, _ = kernels_per_call(record)
     evidence = []
     if device is not None and host and device < HOST_BOUND * host:
         evidence.append(f"host {ms(host)} per call against {ms(device)} of kernels ({source}, "
                         f"{100 * device / host:.0f}%)")
-    elif device is None and host and timing.get("timer") == "cuda_event" and _host_window(timing, median, host):
-        evidence.append(_host_window(timing, median, host))
+    elif device is None and host and t.timer == "cuda_event" and (window := _host_window(t, median, host)):
+        evidence.append(window)
     elif device is not None and device < HOST_BOUND * median and source != "cuda_graph time, L2-warm":
         evidence.append(f"median {ms(median)} against {ms(device)} of kernels per call ({source})")
-    if timing.get("launch_bound"):
-        floor = number(timing.get("launch_floor_ms"))
+    if t.launch_bound:
+        floor = number(t.launch_floor_ms)
         evidence.append(f"median {ms(median)}" + (f", launch floor {ms(floor)}" if floor else "") +
                         " (under ~20 us or 2x the floor)")
     sweep = _sweep_evidence(record, ctx)
@@ -82,13 +82,13 @@ def launch_bound(record: Record, ctx: Context) -> Finding | None:
     return Finding("launch_bound", "; ".join(evidence), suggestion, "problem", data)
 
 
-def _host_window(timing: Record, median: float, host: float) -> str | None:
+def _host_window(timing: Timing, median: float, host: float) -> str | None:
     """Evidence that a CUDA-event median is the host's pace, or None. Behind the headroom spin
     (engine/timing.py: sized from the host's launch time, capped at MAX_HEADROOM_MS) the events'
     window holds device work, so a median under HOST_BOUND x the host's time per call is the GPU
     waiting for the host; where the host outran the capped spin, the window is what the spin did
     not cover (host - spin): a median within HOST_WINDOW of that is the host's time, not the GPU's."""
-    spin = number(timing.get("headroom_ms")) or 0.0
+    spin = number(timing.headroom_ms) or 0.0
     behind = f"; timed behind a {ms(spin)} spin" if spin else ""
     if median < HOST_BOUND * host:
         return f"host {ms(host)} per call against a device median of {ms(median)} ({100 * median / host:.0f}%{behind})"
@@ -100,28 +100,28 @@ def _host_window(timing: Record, median: float, host: float) -> str | None:
 
 
 def _graph_prescription(record: Record, ctx: Context, median: float) -> tuple[str, dict]:
-    if section(record, "timing").get("mode") == "graph":
+    if timing(record).mode == "graph":
         return "already a CUDA graph replay: fuse kernels (torch.compile) or give each launch more work", {}
     base = ("replay the call as a CUDA graph (`" + label(record) + "+graph` in impls, or timing_mode: graph), "
             "fuse kernels (torch.compile), or give each launch more work (a bigger batch)")
     peer = graph_peer(record, ctx.same_point(record))
     graph_ms = median_ms(peer) if peer is not None else None
-    if graph_ms:
+    if graph_ms and peer is not None:
         return (f"{base}: here `{label(peer)}` takes {ms(graph_ms)}, {x(median / graph_ms)} faster",
                 {"graph_ms": graph_ms, "graph_speedup": median / graph_ms})
-    timing = section(record, "timing")
-    if timing.get("device_median_source") == "cuda_graph" and number(timing.get("device_median_ms")):
-        graph_ms = timing["device_median_ms"]
+    t = timing(record)
+    if t.device_median_source == "cuda_graph" and t.device_median_ms and number(t.device_median_ms):
+        graph_ms = t.device_median_ms
         return (f"{base}: a CUDA graph of back-to-back calls took {ms(graph_ms)} per call (L2-warm), "
                 f"{x(median / graph_ms)} faster", {"graph_ms": graph_ms, "graph_speedup": median / graph_ms})
     return base, {}
 
 
 def clock_drop(record: Record, ctx: Context) -> Finding | None:
-    timing = section(record, "timing")
-    clock = section(timing, "sm_clock_mhz")
-    limits = [r for r in timing.get("throttle") or () if r in CLOCK_LIMITS]
-    if not timing.get("clock_fell") and not limits:
+    t = timing(record)
+    clock = t.sm_clock_mhz or {}
+    limits = [r for r in t.throttle or () if r in CLOCK_LIMITS]
+    if not t.clock_fell and not limits:
         return None
     span = (f"SM clock {clock.get('min'):.0f}-{clock.get('max'):.0f} MHz (median {clock.get('median'):.0f})"
             if number(clock.get("min")) is not None else "the SM clock fell")
@@ -132,7 +132,7 @@ def clock_drop(record: Record, ctx: Context) -> Finding | None:
 
 
 def launch_blocking(record: Record, ctx: Context) -> Finding | None:
-    env = section(section(record, "timing"), "env")
+    env = timing(record).env or {}
     value = env.get("CUDA_LAUNCH_BLOCKING")
     if value in (None, "", "0"):
         return None
@@ -142,7 +142,7 @@ def launch_blocking(record: Record, ctx: Context) -> Finding | None:
 
 
 def recompiles(record: Record, ctx: Context) -> Finding | None:
-    count = number(record.get("recompiles"))
+    count = number(record.recompiles)
     if not count:
         return None
     return Finding("recompiles", f"torch.compile compiled {int(count)} more graph(s) after the build",

@@ -9,8 +9,9 @@ model's bytes over more than one kernel (the lecture: manual GeLU 11x, manual so
 from __future__ import annotations
 
 from workbench.diagnosis.core import Context, Finding
-from workbench.diagnosis.figures import (Record, dram_bytes, gb, ideal_and_moved, kernels_per_call, label, median_ms,
-                                         number, ptx_kernels, section, x)
+from workbench.diagnosis.figures import (dram_bytes, gb, ideal_and_moved, kernels_per_call, label, median_ms,
+                                         number, ptx_kernels, timing, traffic, x)
+from workbench.results.record import Record, Traffic
 
 UNFUSED_RATIO = 1.5     # bytes moved / fused model's bytes that make a multi-kernel chain "unfused"
 EXTRA_PASS_RATIO = 1.2  # one kernel moving this much more than ideal reads its data twice
@@ -26,7 +27,7 @@ def _fused_peer(record: Record, ctx: Context) -> Record | None:
         kernels, _ = kernels_per_call(peer)
         if ideal and moved and moved <= ideal * 1.01 and kernels in (None, 1) and median_ms(peer):
             fused.append(peer)
-    return min(fused, key=median_ms, default=None)
+    return min(fused, key=lambda peer: median_ms(peer) or 0.0, default=None)
 
 
 def unfused(record: Record, ctx: Context) -> Finding | None:
@@ -35,8 +36,8 @@ def unfused(record: Record, ctx: Context) -> Finding | None:
     ideal, moved = ideal_and_moved(record)
     kernels, source = kernels_per_call(record)
     real = dram_bytes(record)
-    traffic = real if real is not None else moved
-    if not ideal or traffic is None or traffic < UNFUSED_RATIO * ideal or kernels is None or kernels < 2:
+    moving = real if real is not None else moved
+    if not ideal or moving is None or moving < UNFUSED_RATIO * ideal or kernels is None or kernels < 2:
         return None
     count = f"{kernels} kernels per call ({source})"
     parts = [f"{count}; they move {gb(moved)} by the cost model against the fused model's {gb(ideal)} "
@@ -47,10 +48,11 @@ def unfused(record: Record, ctx: Context) -> Finding | None:
                  "intermediate tensor makes a round trip to HBM"
     peer = _fused_peer(record, ctx)
     data = {"kernels": kernels, "bytes_moved": moved, "ideal_bytes": ideal, "dram_bytes": real,
-            "ratio": traffic / ideal}
-    if peer is not None and median_ms(record):
-        speedup = median_ms(record) / median_ms(peer)
-        suggestion += f" (here the fused `{label(peer)}` takes {median_ms(peer):.3g} ms, {x(speedup)} faster)"
+            "ratio": moving / ideal}
+    mine, theirs = median_ms(record), median_ms(peer) if peer is not None else None
+    if peer is not None and mine and theirs:
+        speedup = mine / theirs
+        suggestion += f" (here the fused `{label(peer)}` takes {theirs:.3g} ms, {x(speedup)} faster)"
         data["fused_speedup"] = speedup
     return Finding("unfused", "; ".join(parts), suggestion, "problem", data)
 
@@ -60,36 +62,38 @@ def extra_passes(record: Record, ctx: Context) -> Finding | None:
     ideal, moved = ideal_and_moved(record)
     kernels, _ = kernels_per_call(record)
     real = dram_bytes(record)
-    traffic = real if real is not None else moved
-    if kernels != 1 or not ideal or traffic is None or traffic < EXTRA_PASS_RATIO * ideal:
+    moving = real if real is not None else moved
+    if kernels != 1 or not ideal or moving is None or moving < EXTRA_PASS_RATIO * ideal:
         return None
     how = "ncu measured" if real is not None else "the cost model says it moves"
-    return Finding("extra_passes", f"one kernel, but {how} {gb(traffic)} against the ideal {gb(ideal)} "
-                   f"({x(traffic / ideal)}): its input is read more than once",
+    return Finding("extra_passes", f"one kernel, but {how} {gb(moving)} against the ideal {gb(ideal)} "
+                   f"({x(moving / ideal)}): its input is read more than once",
                    "reuse data on chip instead of re-reading it: tiles in shared memory or registers "
                    "(matmul), one pass per row (softmax: the whole row in registers, or an online "
                    "running max and sum)", "problem",
-                   {"ratio": traffic / ideal, "bytes_moved": traffic, "ideal_bytes": ideal})
+                   {"ratio": moving / ideal, "bytes_moved": moving, "ideal_bytes": ideal})
 
 
-def _pct(traffic: dict, key: str, ceiling: str) -> float | None:
-    value = number(traffic.get(key))
-    if value is None and str(traffic.get("ceiling") or "").startswith(ceiling):  # older documents
-        value = number(traffic.get("pct_of_ceiling"))
-    return value
+def _pct(t: Traffic, value: float | None, ceiling: str) -> float | None:
+    """`value` (pct_of_copy, pct_of_cublas), or in an older document pct_of_ceiling where the
+    ceiling is `ceiling`."""
+    found = number(value)
+    if found is None and str(t.ceiling or "").startswith(ceiling):  # older documents
+        found = number(t.pct_of_ceiling)
+    return found
 
 
 def memory_bound(record: Record, ctx: Context) -> Finding | None:
     """Memory-bound at X% of the measured copy; per byte really moved where that differs."""
-    traffic = section(record, "traffic")
-    pct = _pct(traffic, "pct_of_copy", "copy_gbps")
-    if traffic.get("bound") != "memory" or traffic.get("l2_resident") or pct is None:
+    t = traffic(record)
+    pct = _pct(t, t.pct_of_copy, "copy_gbps")
+    if t.bound != "memory" or t.l2_resident or pct is None:
         return None
     ideal, moved = ideal_and_moved(record)
-    gbps = number(traffic.get("gbps")) or 0.0
-    evidence = f"memory-bound (intensity {number(traffic.get('intensity')) or 0:.3g} FLOP/B): {gbps:.0f} GB/s effective = {pct:.1f}% of the measured copy"
+    gbps = number(t.gbps) or 0.0
+    evidence = f"memory-bound (intensity {number(t.intensity) or 0:.3g} FLOP/B): {gbps:.0f} GB/s effective = {pct:.1f}% of the measured copy"
     per_moved = pct * moved / ideal if ideal and moved and moved > 1.05 * ideal else None
-    if per_moved is not None:
+    if per_moved is not None and moved and ideal:
         evidence += f"; per byte really moved ({x(moved / ideal)} the ideal) {per_moved:.0f}%"
     if pct >= AT_ROOF:
         return Finding("memory_bound", evidence, "at the memory roofline: only moving fewer bytes helps "
@@ -108,7 +112,7 @@ def tensor_cores(record: Record) -> tuple[bool | None, str]:
     if kernels:
         hits = sum((k.get("counts") or {}).get(key, 0) for k in kernels for key in ("mma", "wgmma", "tcgen05_mma"))
         return hits > 0, f"{hits} mma/wgmma instructions in the PTX" if hits else "no mma/wgmma in the PTX"
-    names = [r.get("name", "") for r in section(record, "profile").get("rows") or () if r.get("kind") == "kernel"]
+    names = [r.get("name", "") for r in (record.profile or {}).get("rows") or () if r.get("kind") == "kernel"]
     if names:
         used = any(mark in name.lower() for name in names for mark in TENSOR_KERNEL_MARKS)
         return used, "tensor-core kernel names in the profile" if used else "CUDA-core kernel names in the profile"
@@ -117,14 +121,14 @@ def tensor_cores(record: Record) -> tuple[bool | None, str]:
 
 def compute_bound(record: Record, ctx: Context) -> Finding | None:
     """Compute-bound, with the dtype, the float32 precision and whether tensor cores ran."""
-    traffic = section(record, "traffic")
-    tflops = number(traffic.get("tflops"))
-    if traffic.get("bound") != "compute" or tflops is None:
+    t = traffic(record)
+    tflops = number(t.tflops)
+    if t.bound != "compute" or tflops is None:
         return None
-    dtype, precision = record.get("dtype"), record.get("fp32_precision")
+    dtype, precision = record.dtype, record.fp32_precision
     used, how = tensor_cores(record)
-    pct = _pct(traffic, "pct_of_cublas", "matmul_tflops")
-    peak = number(traffic.get("pct_of_peak"))
+    pct = _pct(t, t.pct_of_cublas, "matmul_tflops")
+    peak = number(t.pct_of_peak)
     where = f" = {pct:.0f}% of cuBLAS {dtype}" if pct is not None else ""
     where += f", {peak:.0f}% of the datasheet peak" if peak is not None else ""
     cores = f"yes ({how})" if used else f"no ({how})" if used is False else how
@@ -146,12 +150,12 @@ def compute_bound(record: Record, ctx: Context) -> Finding | None:
 
 def l2_resident(record: Record, ctx: Context) -> Finding | None:
     """A working set that fits in L2: its GB/s is L2's, or may be in a real model's loop."""
-    traffic, timing = section(record, "traffic"), section(record, "timing")
+    t = traffic(record)
     l2 = number(ctx.environment.get("l2_bytes"))
     ideal, moved = ideal_and_moved(record)
     working = moved or ideal
-    warm = traffic.get("l2_resident") or timing.get("flush_l2") is False
-    if not l2 or not working or working > l2 or (not warm and traffic.get("bound") != "memory"):
+    warm = t.l2_resident or timing(record).flush_l2 is False
+    if not l2 or not working or working > l2 or (not warm and t.bound != "memory"):
         return None
     size = f"working set {gb(working)} fits in the {gb(l2)} L2"
     if warm:

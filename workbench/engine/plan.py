@@ -54,7 +54,7 @@ from workbench.plugins.manifest import declare, sources_digest
 from workbench.plugins.sources import compare_plugin_files, plugin_records
 from workbench.results.provenance import provenance, utc_now_iso
 from workbench.results.document import new_document
-from workbench.results.record import Flag
+from workbench.results.record import Flag, Record, read_record
 from workbench.session.model import Session
 
 __all__ = ["RunOptions", "run_plan", "planned_device_name", "first_key", "build_session_ahead", "default_cache_dir", "worker_env",
@@ -294,10 +294,11 @@ class _PlanRun:
         self.rows, self.on_event, self.stop, self.pool = rows, on_event, stop, pool
         self.plan, self.strict, self.registry, self.build_ahead = plan, strict, registry, build_ahead
         self.child_args = child_args
-        self.records: dict = {}
+        self.records: dict = {}      # row key -> the record dict that goes into the document
+        self.typed: dict[Any, Record] = {}  # row key -> the same record read once (the findings' peers)
         self.environment: dict = {}  # the document's, for the findings sent with each Result
         self.admissions: dict = {}
-        self.ptx_records: dict = {}
+        self.ptx_records: dict[Any, Record] = {}
         self.session_ahead: Background | None = None  # start_session_build_ahead
 
     def run(self, admissions: list[Admission], interpret: bool, then: WorkerKey | None = None) -> None:
@@ -308,7 +309,7 @@ class _PlanRun:
         for adm in admissions:
             self.admissions[adm.row.key] = adm
             if adm.final is not None:
-                self._emit_final(adm.row, adm.final)
+                self._emit_final(adm.row, read_record(adm.final))
         ptx_rows = [a.ptx_row for a in admissions if a.ptx_row is not None]
         exec_rows = [a.exec_row for a in admissions if a.exec_row is not None]
         jobs = [(Mode.exec, list(rows), interpret) for _impl, rows in
@@ -373,40 +374,42 @@ class _PlanRun:
         if not isinstance(event, Started) or self.admissions[event.row].exec_row is None:
             self.on_event(event)
 
-    def _ptx_result(self, row: Row, record: dict) -> None:
+    def _ptx_result(self, row: Row, data: dict) -> None:
         adm = self.admissions[row.key]
         if adm.exec_row is None:
-            self._finalise(adm, record)
+            self._finalise(adm, read_record(data))
         else:
-            self.ptx_records[row.key] = record
+            self.ptx_records[row.key] = read_record(data)
 
-    def _exec_result(self, row: Row, record: dict) -> None:
+    def _exec_result(self, row: Row, data: dict) -> None:
         adm = self.admissions[row.key]
-        ptx = self.ptx_records.get(row.key)
+        record, ptx = read_record(data), self.ptx_records.get(row.key)
         if ptx is not None:
-            record["ptx"] = ptx["ptx"]
-            record["flags"] += [Flag.PTX_ERROR.format(detail=ptx["error"])] if ptx.get("error") else []
+            record.ptx = ptx.ptx
+            if ptx.error:
+                record.add_flag(Flag.PTX_ERROR, detail=ptx.error)
         self._finalise(adm, record)
 
-    def _finalise(self, adm: Admission, record: dict) -> None:
-        record["flags"] = list(record.get("flags") or []) + adm.flags
-        if adm.override and record["status"] == "ok":
-            record.update(status=adm.override[0], error=adm.override[1])
+    def _finalise(self, adm: Admission, record: Record) -> None:
+        record.flags = [*record.flags, *adm.flags]
+        if adm.override and record.status == "ok":
+            record.status, record.error = adm.override
         self._emit_final(adm.row, record)
 
-    def _emit_final(self, row: Row, record: dict) -> None:
-        self.records[row.key] = record
+    def _emit_final(self, row: Row, record: Record) -> None:
+        self.typed[row.key] = record
         # the findings so far go out with the Result (a jsonl stream, the TUI); run_plan
         # re-diagnoses every record once all peers are there (a `+graph` row that came later)
-        record["diagnosis"] = diagnose_record(record, self.environment, list(self.records.values()))
-        self.on_event(Result(row.key, record))
+        findings = diagnose_record(record, self.environment, list(self.typed.values()))
+        data = self.records[row.key] = {**record.to_dict(), "diagnosis": findings}  # the document's dict
+        self.on_event(Result(row.key, data))
 
     def cancel_rest(self) -> None:
         """Rows without a record (the run was cancelled) become skipped / "cancelled"."""
         for row in self.rows:
             if row.key not in self.records:
-                record = row.record()
-                record.update(status="skipped", error="cancelled")
+                record = row.new_record()
+                record.status, record.error = "skipped", "cancelled"
                 self._emit_final(row, record)
 
 

@@ -6,13 +6,16 @@
 Time is the median; GB/s the effective bandwidth (`traffic.gbps`); the PTX part lists the
 static instruction counts (CONTRACTS.md `ptx`), registers and spills that changed, per kernel
 (matched by name; a single kernel on each side is matched whatever its name). Torch-free.
+The functions take a record dict or a Record (workbench/results/record.py) and read its fields.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Union
 
-from workbench.results.record import Flag
+from workbench.results.record import Flag, Record, read_record
+
+AnyRecord = Union[Mapping[str, Any], Record]
 
 ARROW = "->"
 STALE_FLAG = Flag.WATCH_STALE.template  # "watch: the last edit failed ({error}); ..."
@@ -35,38 +38,40 @@ def _ms(value: float | None) -> str:
     return f"{value * 1e3:.4g} µs" if value >= 1e-4 else f"{value * 1e6:.4g} ns"
 
 
-def _median(record: Mapping[str, Any] | None) -> float | None:
-    return ((record or {}).get("timing") or {}).get("median_ms")
+def _median(record: Record) -> float | None:
+    return record.timing.median_ms if record.timing else None
 
 
-def _gbps(record: Mapping[str, Any] | None) -> float | None:
-    return ((record or {}).get("traffic") or {}).get("gbps")
+def _gbps(record: Record) -> float | None:
+    return record.traffic.gbps if record.traffic else None
 
 
-def speed_text(record: Mapping[str, Any]) -> str:
+def speed_text(data: AnyRecord) -> str:
     """'0.512 ms · 4190 GB/s' (what is known of a finished record)."""
-    parts = [_ms(_median(record))] if _median(record) is not None else []
-    parts += [f"{_num(_gbps(record))} GB/s"] if _gbps(record) is not None else []
+    record = read_record(data)
+    median, gbps = _median(record), _gbps(record)
+    parts = [_ms(median)] if median is not None else []
+    parts += [f"{_num(gbps)} GB/s"] if gbps is not None else []
     return " · ".join(parts)
 
 
-def time_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
-    before, after = _median(old), _median(new)
+def time_change(old: AnyRecord, new: AnyRecord) -> str | None:
+    before, after = _median(read_record(old)), _median(read_record(new))
     if before is None or after is None:
         return None
     pct = f" ({(after / before - 1) * 100:+.1f}%)" if before > 0 else ""
     return f"{_ms(before)} {ARROW} {_ms(after)}{pct}"
 
 
-def gbps_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
-    before, after = _gbps(old), _gbps(new)
+def gbps_change(old: AnyRecord, new: AnyRecord) -> str | None:
+    before, after = _gbps(read_record(old)), _gbps(read_record(new))
     if before is None or after is None:
         return None
     return f"{_num(before)} {ARROW} {_num(after)} GB/s"
 
 
-def _kernels(record: Mapping[str, Any]) -> list[dict]:
-    return list(((record or {}).get("ptx") or {}).get("kernels") or [])
+def _kernels(record: Record) -> list[dict]:
+    return list((record.ptx or {}).get("kernels") or [])
 
 
 def _pairs(old: list[dict], new: list[dict]) -> list[tuple[str, dict, dict]]:
@@ -83,10 +88,10 @@ def _values(kernel: Mapping[str, Any]) -> dict[str, Any]:
     return {**counts, "registers": kernel.get("registers"), "spills": kernel.get("spills")}
 
 
-def ptx_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+def ptx_changes(old: AnyRecord, new: AnyRecord) -> list[str]:
     """'ld_global_v4 0 -> 4' per figure that changed (prefixed by the kernel's name when there
     are several kernels); [] when either side has no PTX."""
-    old_k, new_k = _kernels(old), _kernels(new)
+    old_k, new_k = _kernels(read_record(old)), _kernels(read_record(new))
     if not old_k or not new_k:
         return []
     changes = [] if len(old_k) == len(new_k) else [f"kernels {len(old_k)} {ARROW} {len(new_k)}"]
@@ -100,30 +105,33 @@ def ptx_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     return changes
 
 
-def spec_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
+def spec_change(old_data: AnyRecord, new_data: AnyRecord) -> str | None:
     """'shape M 256 -> 128' (and/or 'dtype a -> b') when the row now measures another problem,
     else None."""
-    old_shape, new_shape = old.get("shape") or {}, new.get("shape") or {}
+    old, new = read_record(old_data), read_record(new_data)
+    old_shape, new_shape = old.shape or {}, new.shape or {}
     moved = [f"{key} {old_shape.get(key)} {ARROW} {new_shape.get(key)}"
              for key in dict.fromkeys([*old_shape, *new_shape]) if old_shape.get(key) != new_shape.get(key)]
     parts = [f"shape {', '.join(moved)}"] if moved else []
-    if old.get("dtype") != new.get("dtype"):
-        parts.append(f"dtype {old.get('dtype')} {ARROW} {new.get('dtype')}")
+    if old.dtype != new.dtype:
+        parts.append(f"dtype {old.dtype} {ARROW} {new.dtype}")
     return ", ".join(parts) or None
 
 
-def change_line(old: Mapping[str, Any] | None, new: Mapping[str, Any],
+def change_line(old_data: AnyRecord | None, new_data: AnyRecord,
                 error: str | None = None) -> tuple[str, str]:
     """(text, level) for a re-run row: `new` against `old` (None: its first result). error: the
     failure of this edit when `new` is the last good result kept on screen."""
+    old = read_record(old_data) if old_data is not None else None
+    new = read_record(new_data)
     if error is not None:
         kept = speed_text(new)
         return f"edit failed: {error}; the last good result stays" + (f" ({kept})" if kept else ""), "error"
-    status = new.get("status")
+    status = new.status
     if status != "ok":
-        return f"{status}: {new.get('error') or ''}".rstrip(": "), "error" if status == "failed" else "warning"
-    if old is None or old.get("status") != "ok":
-        was = f" (was {old.get('status')})" if old is not None else ""
+        return f"{status}: {new.error or ''}".rstrip(": "), "error" if status == "failed" else "warning"
+    if old is None or old.status != "ok":
+        was = f" (was {old.status})" if old is not None else ""
         return f"ok{was}" + (f" · {speed_text(new)}" if speed_text(new) else ""), "info"
     spec = spec_change(old, new)
     if spec:  # another problem: its time against the old one's is no speed-up
