@@ -1,5 +1,5 @@
 # matplotlib (the optional `plot` extra, `workbench --plot`) is never a hard dependency: setup does not
-# install it and tests/test_plot.py's renderings skip without it (pip install -e '.[plot]' to run them).
+# install it; the test extra does, so `make test` renders figures (tests/test_plot.py skips them without it).
 # One command each (README "Quick start"):
 #   make run          set up .venv (first time) and start the workbench
 #   make test         set up .venv (first time) and run the test suite
