@@ -1,5 +1,5 @@
-# matplotlib (the optional `plot` extra, `workbench --plot`) is never a hard dependency: setup does not
-# install it; the test extra does, so `make test` renders figures (tests/test_plot.py skips them without it).
+# matplotlib (the optional `plot` extra, `workbench --plot`) is never a hard dependency of the package;
+# setup installs it through the test extra, so `make test` renders figures (tests/test_plot.py skips without it).
 # One command each (README "Quick start"):
 #   make run          set up .venv (first time) and start the workbench
 #   make test         set up .venv (first time) and run the test suite
