@@ -22,10 +22,6 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
-from workbench.counters import open_commands
-from workbench.diagnosis import diagnose_record
-from workbench.results.report_diagnosis import ab_line
-
 from . import fmt
 from .keys import KeyDataTable
 from .model import Row, RunModel
@@ -77,6 +73,8 @@ class DiagnosisPane(Vertical):
         rows = [r for r in (model.rows.values() if model else ()) if r.record]
         records = [r.record for r in rows]
         environment = (model.environment if model else None) or {}
+        from workbench.diagnosis import diagnose_record  # (imported after the first frame)
+
         self._findings = {(r.label, r.sweep_value): diagnose_record(r.record, environment, records) for r in rows}
         self._reports = {(r.label, r.sweep_value): report_text(r.record) for r in rows}
         self._keys = [(r.label, r.sweep_value) for r in rows]
@@ -150,11 +148,17 @@ def detail_text(label: str, findings: list[dict]) -> str:
 def report_text(record: dict | None) -> str:
     """The row's kept Nsight Compute report and how to open it ("" without one)."""
     path = ((record or {}).get("measured") or {}).get("report_path")
-    return f"Nsight Compute report: {path}\n  open: {open_commands(path)}" if path else ""
+    if not path:
+        return ""
+    from workbench.counters import open_commands
+
+    return f"Nsight Compute report: {path}\n  open: {open_commands(path)}"
 
 
 def ab_text(entries) -> str:
     entries = list(entries)
     if not entries:
         return ""
+    from workbench.results.report_diagnosis import ab_line
+
     return "A/B (ratio = A time / B time, round-robin in one worker)\n" + "\n".join(ab_line(e) for e in entries)
