@@ -27,6 +27,7 @@ from workbench.engine.daemon.paths import (DaemonError, DaemonPaths, authkey, da
                                            fingerprint_difference, known_daemons, lock_held, private_folder,
                                            read_private)
 from workbench.errors import WorkbenchError
+from workbench.trace import mark
 
 START_S = 60.0   # a daemon's start (imports, no torch) is ~1 s; a loaded box gets much longer
 POLL_S = 0.1
@@ -47,10 +48,12 @@ def run_in_daemon(session: Any, options: Any, *, on_event: Callable[[Any], None]
     refused, started, replaced). Raises DaemonError when no daemon can be reached or started (the
     caller runs the session itself), WorkbenchError for what run_plan raised there (a plugin
     that fails to load) or a daemon that died, stopped or hung mid-run."""
+    mark("client: connecting to the daemon")
     fp = fingerprint(environ)
     paths = DaemonPaths.of(private_folder(folder), fp)
     conn = connect(paths, start=True, environ=environ, idle_timeout_s=idle_timeout_s, note=note, stop=stop)
     try:
+        mark("client: connected, sending the session")
         wire.send(conn, wire.Kind.run, wire.RunRequest(session, options, os.getcwd(), fp))
         kind, payload = _first_answer(conn, stop)
         if kind == wire.Kind.busy:
