@@ -159,9 +159,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                      "profiled rows)")
     if args.strict and (args.check or args.list or args.doctor):
         parser.error("--strict goes with --replay FILE or the TUI")
-    if (args.daemon or args.no_daemon or args.daemon_idle is not None) and (not args.replay or args.watch):
-        why = ("not with --watch, which keeps its own warm worker" if args.watch else
-               f"not with --{modes[0].replace('_', '-')}" if modes else "the TUI keeps a warm worker for its life")
+    if (args.daemon or args.no_daemon or args.daemon_idle is not None) and not args.replay:
+        why = (f"not with --{modes[0].replace('_', '-')}" if modes else "the TUI keeps a warm worker for its life")
         parser.error(f"--daemon, --no-daemon and --daemon-idle go with --replay FILE ({why})")
     if args.daemon and args.no_daemon:
         parser.error("--daemon and --no-daemon contradict each other: give one")
