@@ -27,7 +27,7 @@ from . import fmt, heap, sessions_io
 from .ab_action import ABMixin
 from .commands import PANE_TITLES, ImplsProvider, OpsProvider, SessionsProvider, action_commands
 from .dialogs import ConfirmScreen, HelpScreen
-from .editor import EditorMixin
+from .editor import EditorMixin, LazyPane
 from .keys import RUN_LIST_KEYS, KeyDataTable
 from .pane_diagnosis import DiagnosisPane
 from .fitting import FittedFooter, PaneTabs
@@ -58,6 +58,8 @@ GENERAL_KEYS = [Binding("ctrl+p", "palette", "Command palette: every action, ops
                 Binding("enter", "select", "Pick the highlighted run or op"),
                 Binding("ctrl+q", "quit_now", "Quit (asks if a run is active)")]
 PANES = tuple(PANE_TITLES)
+# mounted for the first frame; the other panes (hidden behind their tabs) right after it (LazyPane)
+FIRST_FRAME_PANES = ("timing", "log")
 PANE_FOCUS = {"timing": "#results-table", "profile": "#profile-table", "ptx": "#ptx-scroll",
               "traffic": "#traffic-table", "log": "LogPane", "diagnosis": "#diagnosis-table"}
 
@@ -117,7 +119,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
             with PaneTabs(id="panes", initial="timing", classes="box"):
                 for number, (pane_id, pane) in enumerate(self._panes(), start=1):
                     with TabPane(f"{number} {PANE_TITLES[pane_id]}", id=pane_id):
-                        yield pane
+                        yield pane if pane_id in FIRST_FRAME_PANES else LazyPane(pane)
         yield RunBar(id="run-bar")
         yield Static("", id="too-small")
         yield FittedFooter(compact=True)
@@ -259,7 +261,19 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
     # -- actions ----------------------------------------------------------------------------
     def action_pane(self, pane: str) -> None:
         self.query_one(TabbedContent).active = pane
-        self.query_one(f"#{pane}").query_one(PANE_FOCUS[pane]).focus()
+        try:
+            self.query_one(f"#{pane}").query_one(PANE_FOCUS[pane]).focus()
+        except NoMatches:  # a pane pressed for in the frames before it is mounted (LazyPane): focused then
+            self.call_after_refresh(self._focus_pane, pane)
+
+    def _focus_pane(self, pane: str, tries: int = 20) -> None:
+        if self.query_one(TabbedContent).active != pane:
+            return
+        for widget in self.query_one(f"#{pane}").query(PANE_FOCUS[pane]):
+            widget.focus()
+            return
+        if tries > 1:
+            self.call_after_refresh(self._focus_pane, pane, tries - 1)
 
     async def action_edit_spec(self, field: str = "shape") -> None:
         """Focus the spec editor (at 80 columns it takes the sidebar's place until escape). From
