@@ -315,3 +315,27 @@ def test_the_replay_watch_runs_its_first_cycle_in_the_daemon_and_leaves_none_of_
     assert [d["runs"] for d in daemons] == [2]
     pids = [daemons[0]["pid"], *descendants(daemons[0]["pid"])]
     assert wb.cli("--daemon-stop").returncode == 0 and gone(pids, within_s=10) == []
+
+
+def test_the_daemon_starts_before_the_session_is_read_and_a_refused_session_ends_it(wb):
+    """Issue #39: a replay starts the daemon before it reads and checks its session (the daemon's
+    start and its zygote's torch import overlap that work) and says so once; a session it then
+    refuses (exit 2) ends the daemon it started: nothing is left running."""
+    from conftest import daemons_under
+
+    bad = wb.session(GELU.replace("impls: [manual, pytorch]", "impls: [manual, no_such_impl]"), "bad.yaml")
+    proc = wb.cli("--replay", bad, "-o", str(wb.tmp / "bad.json"))
+    assert proc.returncode == 2, proc.stderr
+    deadline = time.monotonic() + 30
+    while daemons_under(wb.folder) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert daemons_under(wb.folder) == []
+    doc, proc = replay(wb, wb.session(GELU))
+    assert proc.stderr.count("started a workbench daemon") == 1 and doc["provenance"]["daemon"]["runs"] == 1
+    trace = wb.tmp / "trace.txt"  # a second daemon for another environment: the order of its steps
+    proc = wb.cli("--replay", wb.session(GELU, "t.yaml"), "-o", str(wb.tmp / "t.json"),
+                  extra_env={"WORKBENCH_TRACE": str(trace), "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr
+    steps = [line.split(" ", 2)[2].strip() for line in trace.read_text().splitlines()]
+    assert steps.index("client: daemon started early") < steps.index("client: connecting to the daemon")
+    assert "daemon: prewarm, the zygote is starting" in steps  # the zygote started as the daemon listened
