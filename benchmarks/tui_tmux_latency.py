@@ -2,7 +2,7 @@
 terminal (tmux), reading the screen with `tmux capture-pane` (issue 39 item 3).
 
     python benchmarks/tui_tmux_latency.py [--runs 5] [--presses 12] [--session default-cpu]
-        [--size 200x50] [--python .venv/bin/python] [--out DIR] [--skip-keys]
+        [--size 200x50] [--python .venv/bin/python] [--out DIR] [--skip-keys] [--no-compile]
 
 first frame: `tmux new-session` running `python -m workbench SESSION` -> the first capture whose
 screen shows the footer (the line with "Run" and "Quit": the app has painted its layout), polled
@@ -12,6 +12,11 @@ alternate; each is timed from `tmux send-keys` until the captured screen shows t
 (the Profile pane's or the Timing pane's own text), polled every POLL_S (a capture takes ~2-5 ms:
 the figure includes up to one poll of lag). Prints one JSON line (and writes it to
 OUT/tui_tmux_latency.json with the last screens when --out is given).
+
+Before the first start the package's bytecode is written (`compileall` on workbench and its
+screens folder), as a pip install of the wheel does: a checkout run under
+PYTHONDONTWRITEBYTECODE=1 (these machines) compiled every module of the app on every start
+(~80 ms of CPU on the 2-core box), which no installed user pays. --no-compile leaves it out.
 
 Needs tmux on PATH and textual installed in --python's environment; says so and exits 2
 otherwise. The TUI's autosave goes to a temporary XDG_DATA_HOME, never the user's.
@@ -107,6 +112,15 @@ def key_latency(target: str, presses: int, run_wait_s: float) -> tuple[list[floa
     return latencies, streaming, screen
 
 
+def compile_package(python: str) -> bool:
+    """Write the bytecode of workbench's folders (as a wheel install does); whether it worked."""
+    code = ("import compileall, os, sys, workbench, workbench.screens\n"
+            "ok = all(compileall.compile_dir(os.path.dirname(m.__file__), quiet=1) for m in "
+            "(workbench, workbench.screens))\n"
+            "sys.exit(0 if ok else 1)")
+    return subprocess.run([python, "-c", code], cwd=ROOT, capture_output=True).returncode == 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="app starts for the first-frame median")
@@ -117,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--run-wait", type=float, default=120.0, help="s to wait for the run to stream")
     parser.add_argument("--skip-keys", action="store_true")
+    parser.add_argument("--no-compile", action="store_true", help="do not write the package's bytecode first")
     parser.add_argument("--entry", default=ENTRY, help="what python runs (default: -m workbench)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
@@ -133,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     size = (int(width), int(height))
     target = f"wbtmux{os.getpid()}"
     data = Path(tempfile.mkdtemp(prefix="wb-tmux-"))
-    result: dict = {"size": args.size, "session": args.session, "poll_ms": POLL_S * 1e3}
+    result: dict = {"size": args.size, "session": args.session, "poll_ms": POLL_S * 1e3,
+                    "bytecode_written": False if args.no_compile else compile_package(args.python)}
     try:
         frames, screens = [], {}
         for _ in range(args.runs):

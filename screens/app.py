@@ -27,7 +27,7 @@ from . import fmt, heap, sessions_io
 from .ab_action import ABMixin
 from .commands import ImplsProvider, OpsProvider, SessionsProvider, action_commands
 from .dialogs import ConfirmScreen, HelpScreen
-from .editor import EditorMixin
+from .editor import EditorMixin, LazyPane
 from .keys import RUN_LIST_KEYS, KeyDataTable
 from .fitting import FittedFooter, PaneTabs
 from .panes import BY_ID, PANES, help_groups
@@ -54,6 +54,8 @@ GENERAL_KEYS = [Binding("ctrl+p", "palette", "Command palette: every action, ops
                 Binding("space", "toggle", "Tick or untick an implementation or action"),
                 Binding("enter", "select", "Pick the highlighted run or op"),
                 Binding("ctrl+q", "quit_now", "Quit (asks if a run is active)")]
+# mounted for the first frame; the other panes (hidden behind their tabs) right after it (LazyPane)
+FIRST_FRAME_PANES = ("timing", "log")
 
 
 class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMixin, WatchMixin, ABMixin, App):
@@ -110,7 +112,8 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
             with PaneTabs(id="panes", initial="timing", classes="box"):
                 for pane in PANES:
                     with TabPane(f"{pane.key} {pane.title}", id=pane.id):
-                        yield pane.widget_class()()
+                        widget = pane.widget_class()()
+                        yield widget if pane.id in FIRST_FRAME_PANES else LazyPane(widget)
         yield RunBar(id="run-bar")
         yield Static("", id="too-small")
         yield FittedFooter(compact=True)
@@ -247,7 +250,19 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
     # -- actions ----------------------------------------------------------------------------
     def action_pane(self, pane: str) -> None:
         self.query_one(TabbedContent).active = pane
-        self.query_one(f"#{pane}").query_one(BY_ID[pane].focus).focus()
+        try:
+            self.query_one(f"#{pane}").query_one(BY_ID[pane].focus).focus()
+        except NoMatches:  # a pane pressed for in the frames before it is mounted (LazyPane): focused then
+            self.call_after_refresh(self._focus_pane, pane)
+
+    def _focus_pane(self, pane: str, tries: int = 20) -> None:
+        if self.query_one(TabbedContent).active != pane:
+            return
+        for widget in self.query_one(f"#{pane}").query(BY_ID[pane].focus):
+            widget.focus()
+            return
+        if tries > 1:
+            self.call_after_refresh(self._focus_pane, pane, tries - 1)
 
     async def action_edit_spec(self, field: str = "shape") -> None:
         """Focus the spec editor (at 80 columns it takes the sidebar's place until escape). From

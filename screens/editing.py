@@ -11,8 +11,7 @@ import re
 from typing import Any, Iterable, Mapping
 
 from workbench.engine.rows import run_row_keys
-from workbench.params import param_problem
-from workbench.session.yaml_io import show
+from workbench.params import param_problem, show
 from workbench.session.model import ImplRef, RunSpec, Session, Sweep
 
 from .catalog import OpInfo

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from textual.lazy import Lazy
 from textual.widgets import Static, TabbedContent
 
 from . import editing, sessions_io
@@ -18,6 +19,23 @@ from .spec_editor import SpecEditor
 AUTOSAVE_DELAY_S = 0.3
 PANE_IDS = {cls: pane_id for pane_id, cls in result_panes()}  # each result pane's class -> its tab (panes.PANES)
 RESULT_PANES = tuple(PANE_IDS)
+
+
+class LazyPane(Lazy):
+    """A pane hidden behind its tab, mounted right after the first frame instead of before it
+    (issue #39: its widgets' styling was a fifth of the first frame's CPU time); once mounted,
+    the app brings it up to date (EditorMixin.pane_mounted)."""
+
+    async def mount_composed_widgets(self, widgets) -> None:
+        parent, pane = self.parent, self._replace_widget
+        if parent is None:
+            return
+
+        async def mount() -> None:
+            await parent.mount(pane, after=self)
+            await self.remove()
+            self.app.pane_mounted(pane)
+        self.call_after_refresh(mount)
 
 
 class EditorMixin:
@@ -58,21 +76,34 @@ class EditorMixin:
         sweep = self.ws.run.sweep if self.ws.run else None
         param = ", ".join(sweep.params) if sweep else ""
         self.query_one(TimingPane).sweep_param = param
-        self.query_one(TrafficPane).sweep_param = param
+        for traffic in self.query(TrafficPane):  # (not there in the frames before LazyPane mounts it)
+            traffic.sweep_param = param
         self.mark_stale(redraw=False)  # the model set below redraws the chart, stale note included
         active = self.query_one(TabbedContent).active if shown_only else None
         for pane in RESULT_PANES:
-            if shown_only and PANE_IDS[pane] != active:
+            if (shown_only and PANE_IDS[pane] != active) or not self.query(pane):
                 self._behind = self._behind | {pane}
                 continue
             self._behind = self._behind - {pane}
             self._set_model(pane, model)
 
     def _set_model(self, pane, model) -> None:
+        if not self.query(pane):  # a LazyPane not mounted yet: pane_mounted gives it the model
+            return
         try:
             self.query_one(pane).model = model
         except Exception as exc:  # a record the pane did not expect: say so, keep the app
             self.report(f"{pane.__name__} could not show the results: {type(exc).__name__}: {exc}")
+
+    def pane_mounted(self, pane) -> None:
+        """A LazyPane's pane is mounted: it gets what show_results gave the others meanwhile."""
+        if type(pane) not in RESULT_PANES or self.ws.run is None:
+            return
+        if isinstance(pane, TrafficPane):
+            sweep = self.ws.run.sweep
+            pane.sweep_param = ", ".join(sweep.params) if sweep else ""
+        self._behind = self._behind - {type(pane)}
+        self._set_model(type(pane), self.ws.model())
 
     def on_tabbed_content_tab_activated(self, event) -> None:
         """A pane behind the streaming run comes on screen: painted first as it was, brought up

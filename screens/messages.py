@@ -55,6 +55,12 @@ class EngineEvent(Message):
     event: Event
 
 
+class EngineEvents(Message):
+    """Events waiting in the app's inbox (RunnerMixin._post_event): one message however many
+    came since the last was handled, so a burst of them is one turn of the app's queue and a key
+    pressed meanwhile waits behind one message, not behind each event's."""
+
+
 @dataclass
 class RunDone(Message):
     """run_plan returned its results document (cancelled: the stop flag was set)."""

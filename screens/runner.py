@@ -26,7 +26,7 @@ from textual.css.query import NoMatches
 
 from . import editing, fmt, heap, sessions_io
 from .devices_view import DeviceProgress
-from .messages import CancelRequested, EngineEvent, RunCrashed, RunDone, RunRequested
+from .messages import CancelRequested, EngineEvent, EngineEvents, RunCrashed, RunDone, RunRequested
 from .panes.log import describe
 from .spec_editor import SpecEditor
 
@@ -57,6 +57,9 @@ class RunnerMixin:
         self._pool = None  # the app's warm workers (created with the first session on screen)
         self._ahead = None  # (session, engine Background): every run's kernels compiling ahead
         self._ahead_lock = threading.Lock()
+        self._inbox: list[ev.Event] = []  # engine events not yet handled (_post_event)
+        self._inbox_posted = False  # an EngineEvents message is on its way for them
+        self._inbox_lock = threading.Lock()
 
     @property
     def running(self) -> bool:
@@ -324,11 +327,27 @@ class RunnerMixin:
         self.post_message(RunDone(doc or {}, index, stop.is_set()))
 
     def _post_event(self, event: ev.Event) -> None:
-        self.post_message(EngineEvent(event))
+        """From the run's thread: the event joins the inbox; one EngineEvents message is posted
+        for all that arrive before the app handles it (issue #39: a key waited behind every
+        event of a streaming burst; each one is still applied, in order)."""
+        with self._inbox_lock:
+            self._inbox.append(event)
+            if self._inbox_posted:
+                return
+            self._inbox_posted = True
+        self.post_message(EngineEvents())
 
     # -- its messages -----------------------------------------------------------------------
+    def on_engine_events(self, message: EngineEvents) -> None:
+        with self._inbox_lock:
+            events, self._inbox, self._inbox_posted = self._inbox, [], False
+        for event in events:
+            self._apply_event(event)
+
     def on_engine_event(self, message: EngineEvent) -> None:
-        event = message.event
+        self._apply_event(message.event)
+
+    def _apply_event(self, event: ev.Event) -> None:
         if isinstance(event, ev.Result):  # the record read into a Record once: the panes read its fields
             event = dataclasses.replace(event, record=read_record(event.record))
         self.ws.models[self._running_index].apply(event)

@@ -62,7 +62,7 @@ def test_bad_usage_exits_2(capsys, argv):
     (["--replay", "x.yaml", "--compare", "b.json", "--threshold", "five"], "got five"),
     # the reason names what was given (it talked of --watch to a user who gave --check)
     (["--daemon", "--check", "x.yaml"], "go with --replay FILE (not with --check)"),
-    (["--daemon", "--replay", "x.yaml", "--watch"], "(not with --watch, which keeps its own warm worker)"),
+    (["--daemon", "--watch", "x.yaml"], "(the TUI keeps a warm worker for its life)"),
     (["--daemon", "x.yaml"], "(the TUI keeps a warm worker for its life)"),
     (["--check", "x.yaml", "--trace-dir", "tr"], "--trace-dir tr goes with --replay FILE or the TUI"),
 ])
@@ -72,6 +72,16 @@ def test_an_option_that_would_be_ignored_is_refused(capsys, monkeypatch, argv, s
     monkeypatch.delenv("WORKBENCH_DAEMON", raising=False)
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == "" and says in " ".join(err.split())
+
+
+def test_the_replay_watch_takes_the_daemon_options():
+    """Issue #39: --replay FILE --watch runs its first cycle in the warm daemon; the opt-outs and
+    the idle timeout go with it (they were refused: the watch kept its own worker only)."""
+    from workbench.cli.main import parse_args
+
+    for flags in (["--no-daemon"], ["--daemon"], ["--daemon-idle", "30"]):
+        args = parse_args(["--replay", "x.yaml", "--watch", *flags])
+        assert args.watch and args.replay == "x.yaml"
 
 
 def test_daemon_idle_goes_with_the_daemon_environment_variable(monkeypatch):

@@ -185,6 +185,60 @@ def test_a_run_ends_its_reader_before_the_connection_can_be_closed(folder, monke
     theirs.close()
 
 
+@pytest.mark.parametrize("options, replaced", [({}, False), ({"start_method": "spawn"}, True),
+                                               ({"warm_spare": False}, True)])
+def test_a_prewarmed_pool_serves_the_first_run_its_options_fit_and_is_replaced_otherwise(folder, monkeypatch,
+                                                                                          options, replaced):
+    """Issue #39: a daemon started by a client makes its pool (and zygote) before the session
+    comes; the first run uses it when the run's options would make the same pool, else a fresh
+    one (the prewarmed one closed)."""
+    import workbench.engine.plan as plan
+    import workbench.engine.pool as pool_module
+    from workbench.engine.daemon.server import Daemon
+    from workbench.engine.options import RunOptions
+
+    made, used = [], []
+
+    class FakePool:
+        def __init__(self, options):
+            self.options, self.closed = options, False
+            made.append(self)
+
+        def close(self):
+            self.closed = True
+
+        def workers(self):
+            return []
+
+    class NoForkserver:  # the zygote's start is the forkserver's: not in this test process
+        @staticmethod
+        def get_start_method():
+            return "spawn"
+
+    engine = FakeEngine()
+    engine.release.set()
+
+    def run_plan(session, *, workers, **kwargs):
+        used.append(workers)
+        return engine.run_plan(session, workers=workers, **kwargs)
+
+    monkeypatch.setattr(plan, "new_pool", FakePool)
+    monkeypatch.setattr(plan, "run_plan", run_plan)
+    monkeypatch.setattr(pool_module, "start_context", lambda method=None: NoForkserver)
+    monkeypatch.setattr(os, "chdir", lambda path: None)
+    daemon = Daemon(folder, idle_timeout_s=60, prewarm=True)
+    daemon._prewarm()  # what serve() starts in a thread once it listens
+    assert made and daemon.pool is made[0] and made[0].options == RunOptions()
+    for run_options in (RunOptions(**options), RunOptions(start_method="spawn")):
+        ours, theirs = multiprocessing.Pipe()  # (a run shuts its connection down at the end)
+        daemon._run(ours, wire.RunRequest(Session(), run_options, str(folder), daemon.fingerprint))
+        ours.close()
+        theirs.close()
+    assert used[0] is made[-1] and len(made) == (2 if replaced else 1)
+    assert made[0].closed is replaced
+    assert used[1] is used[0]  # after the first run the pool stays, whatever the options (as before)
+
+
 def _run(daemon, stop=None, notes=None):
     from workbench.engine.daemon.client import run_in_daemon
 

@@ -286,3 +286,56 @@ def test_the_session_finish_check_sees_a_daemon_left_running(wb):
     assert pid in daemons_under(DAEMON_ROOT)
     stop_daemons(wb.folder)
     assert gone([pid]) == [] and pid not in daemons_under(DAEMON_ROOT)
+
+
+def test_the_replay_watch_runs_its_first_cycle_in_the_daemon_and_leaves_none_of_its_own(wb):
+    """Issue #39: `--replay FILE --watch` starts (first watch) and reuses (second watch) the warm
+    daemon for its first cycle, and leaves nothing running of its own when Ctrl-C ends it; its
+    daemon is this user's warm daemon, which --daemon-stop ends with its workers."""
+    path = wb.session(SLEEPS.format(values="5"))
+    notes = []
+    for number in (1, 2):
+        out = wb.tmp / f"watch{number}.json"
+        proc = wb.start("--replay", path, "--watch", "-o", str(out))
+        seen = wait_for_line(proc, "save one to re-run")
+        notes.append(any("started a workbench daemon" in line for line in seen))
+        doc = json.loads(out.read_text())
+        assert doc["provenance"]["daemon"]["runs"] == number, doc["provenance"]
+        deadline = time.monotonic() + 10
+        while len(descendants(proc.pid)) < 2 and time.monotonic() < deadline:  # the watch's own pool warming up
+            time.sleep(0.1)
+        daemon = doc["provenance"]["daemon"]["pid"]  # the first watch's child too (its own session): it stays
+        under = set(descendants(proc.pid)) - {daemon, *descendants(daemon)}  # the watch's worker and zygote
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=WAIT_S) == 130, proc.stderr.read()
+        left = gone([p for p in under if p != proc.pid], within_s=30)
+        assert left == [], [(p, Path(f"/proc/{p}/cmdline").read_bytes()[:200]) for p in left]
+    assert notes == [True, False], notes  # started by the first watch, reused by the second
+    daemons = json.loads(wb.cli("--daemon-list", "--format", "json").stdout)
+    assert [d["runs"] for d in daemons] == [2]
+    pids = [daemons[0]["pid"], *descendants(daemons[0]["pid"])]
+    assert wb.cli("--daemon-stop").returncode == 0 and gone(pids, within_s=10) == []
+
+
+def test_the_daemon_starts_before_the_session_is_read_and_a_refused_session_ends_it(wb):
+    """Issue #39: a replay starts the daemon before it reads and checks its session (the daemon's
+    start and its zygote's torch import overlap that work) and says so once; a session it then
+    refuses (exit 2) ends the daemon it started: nothing is left running."""
+    from conftest import daemons_under
+
+    bad = wb.session(GELU.replace("impls: [manual, pytorch]", "impls: [manual, no_such_impl]"), "bad.yaml")
+    proc = wb.cli("--replay", bad, "-o", str(wb.tmp / "bad.json"))
+    assert proc.returncode == 2, proc.stderr
+    deadline = time.monotonic() + 30
+    while daemons_under(wb.folder) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert daemons_under(wb.folder) == []
+    doc, proc = replay(wb, wb.session(GELU))
+    assert proc.stderr.count("started a workbench daemon") == 1 and doc["provenance"]["daemon"]["runs"] == 1
+    trace = wb.tmp / "trace.txt"  # a second daemon for another environment: the order of its steps
+    proc = wb.cli("--replay", wb.session(GELU, "t.yaml"), "-o", str(wb.tmp / "t.json"),
+                  extra_env={"WORKBENCH_TRACE": str(trace), "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr
+    steps = [line.split(" ", 2)[2].strip() for line in trace.read_text().splitlines()]
+    assert steps.index("client: daemon started early") < steps.index("client: connecting to the daemon")
+    assert "daemon: prewarm, the zygote is starting" in steps  # the zygote started as the daemon listened

@@ -54,6 +54,19 @@ def test_the_tui_app_and_the_engine_planner_never_import_torch(tmp_path):
     assert _fresh(code, tmp_path) == {"torch": False}
 
 
+def test_the_tui_app_module_leaves_out_what_its_first_frame_does_not_show(tmp_path):
+    """Issue #39: the first frame shows an empty Timing pane and the loading sidebar; the charts
+    (plotext), session files (yaml), the diagnosis rules and the PTX tools are imported after it."""
+    code = """
+        import json, sys
+        import workbench.cli.main, workbench.screens.app
+        later = ("plotext", "textual_plotext", "yaml", "numpy", "workbench.diagnosis", "workbench.counters",
+                 "workbench.ptx", "workbench.plugins.manifest")
+        print(json.dumps(sorted(m for m in later if m in sys.modules)))
+    """
+    assert _fresh(code, tmp_path) == []
+
+
 def test_the_manifest_is_rebuilt_when_a_plugin_file_changes(tmp_path):
     from workbench.plugins.manifest import declare
 

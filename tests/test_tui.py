@@ -626,3 +626,26 @@ async def test_the_quit_question_follows_a_run_that_ends_under_it(tmp_path):
         assert str(app.screen.query_one(".dialog-title", Label).render()) == "The run has ended. Quit?"
         await pilot.press("y")
         await wait_for(pilot, lambda: not app.is_running)
+
+
+@run_async
+async def test_the_hidden_panes_mount_after_the_first_frame_and_answer_their_keys(tmp_path):
+    """Issue #39: the first frame composes only the Timing and Log panes; the others (behind their
+    tabs) mount right after it (LazyPane), answer their keys while the ops still load, and get
+    the run's results like the rest."""
+    from workbench.screens.app import FIRST_FRAME_PANES, LazyPane
+
+    assert set(FIRST_FRAME_PANES) == {"timing", "log"}
+    gate = threading.Event()
+    app = make_app(tmp_path, catalog_loader=gated_catalog(gate))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: not app.query(LazyPane))  # mounted with the ops still loading
+        await pilot.press("3")
+        await wait_for(pilot, lambda: app.focused is not None and app.query_one("#ptx") in app.focused.ancestors)
+        await pilot.press("2")
+        assert app.query_one(TabbedContent).active == "profile" and app.focused.id == "profile-table"
+        gate.set()
+        await loaded(pilot)
+        await ran(pilot)
+        assert app.query_one("#profile-table", DataTable).row_count > 0
+        assert app.query_one("#traffic-table", DataTable).row_count == 6

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.session.yaml_io import show
-
 
 def param_problem(name: str | None, value: Any, default: Any) -> str | None:
     """Why `value` cannot replace parameter `name` whose default is `default`, or None."""
@@ -36,3 +34,11 @@ def param_problem(name: str | None, value: Any, default: Any) -> str | None:
         elif name in ("GROUP_M", "num_stages") and value < 1:
             return f"must be at least 1, got {value}"
     return None
+
+
+def show(value: object) -> str:
+    """session.yaml_io.show, imported when a message needs it: yaml stays out of the TUI's first
+    frame (screens/editing imports this module; issue #39)."""
+    from workbench.session.yaml_io import show as show_value
+
+    return show_value(value)

@@ -22,10 +22,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
-from workbench.counters import open_commands
-from workbench.diagnosis import diagnose_record
 from workbench.results.record import Record, read_record
-from workbench.results.report_diagnosis import ab_line
 
 from .. import fmt
 from ..keys import KeyDataTable
@@ -78,6 +75,8 @@ class DiagnosisPane(Vertical):
         rows = [r for r in (model.rows.values() if model else ()) if r.record]
         records = [r.record for r in rows if r.record is not None]
         environment = (model.environment if model else None) or {}
+        from workbench.diagnosis import diagnose_record  # (imported after the first frame)
+
         self._findings = {(r.label, r.sweep_value): diagnose_record(record, environment, records)
                           for r, record in zip(rows, records)}
         self._reports = {(r.label, r.sweep_value): report_text(r.record) for r in rows}
@@ -153,11 +152,17 @@ def report_text(record: Record | dict | None) -> str:
     """The row's kept Nsight Compute report and how to open it ("" without one)."""
     measured = read_record(record).measured if record else None
     path = measured.report_path if measured else None
-    return f"Nsight Compute report: {path}\n  open: {open_commands(path)}" if path else ""
+    if not path:
+        return ""
+    from workbench.counters import open_commands  # (imported after the first frame)
+
+    return f"Nsight Compute report: {path}\n  open: {open_commands(path)}"
 
 
 def ab_text(entries) -> str:
     entries = list(entries)
     if not entries:
         return ""
+    from workbench.results.report_diagnosis import ab_line
+
     return "A/B (ratio = A time / B time, round-robin in one worker)\n" + "\n".join(ab_line(e) for e in entries)

@@ -17,7 +17,6 @@ from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.widgets import Select, Static
 
-from workbench.ptx.launch_diff import diff_kernels
 from workbench.results.record import Launch
 
 from .. import fmt
@@ -216,6 +215,8 @@ def split_state(row: Row | None, kernel: str, view: str, other: tuple[str, dict]
         return None
     stages = {s: texts[s] for s in STAGE_LABELS if isinstance(texts.get(s), str) and texts[s].strip()}
     language = "cuda" if str(entry.get("source_file") or "").endswith((".cu", ".cuh")) else "python"
+    from workbench.ptx.launch_diff import diff_kernels  # (not before the first frame)
+
     diff = diff_kernels(entry, other[1]) if other else None
     return SplitState(texts["source"], entry["source_map"], stages, view if view in stages else "ptx",
                       language, diff, other[0] if other else None)

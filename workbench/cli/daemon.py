@@ -84,8 +84,23 @@ def daemon_choice(args: argparse.Namespace, environ: Mapping[str, str] | None = 
     return DaemonChoice(not why_not, idle, environ, why_not)
 
 
+def start_early(choice: DaemonChoice | None) -> Any:
+    """The daemon started now when it will be used and none runs (engine/daemon/client.start_early),
+    for `run_engine(early=...)`; None otherwise, and when it cannot be started here (run_engine
+    then tries as before and says why)."""
+    if choice is None or not choice.use:
+        return None
+    from workbench.engine.daemon.client import start_early as start
+    from workbench.engine.daemon.paths import DaemonError
+
+    try:
+        return start(choice.folder(), choice.environ, choice.idle_timeout_s)
+    except (DaemonError, OSError):
+        return None
+
+
 def run_engine(session: Any, *, on_event: Callable[[Any], None], stop: threading.Event, options: Any,
-               choice: DaemonChoice | None, err: Console) -> dict:
+               choice: DaemonChoice | None, err: Console, early: Any = None) -> dict:
     """The results document of `session` (engine/plan.run_plan's contract), from a warm daemon
     when `choice.use`, else (or when the daemon is busy, refuses, cannot start or its folder is
     not safe: one line) from here."""
@@ -98,7 +113,8 @@ def run_engine(session: Any, *, on_event: Callable[[Any], None], stop: threading
 
         try:
             doc = run_in_daemon(session, options, on_event=on_event, stop=stop, folder=choice.folder(),
-                                environ=choice.environ, idle_timeout_s=choice.idle_timeout_s, note=note)
+                                environ=choice.environ, idle_timeout_s=choice.idle_timeout_s, note=note,
+                                early=early)
         except DaemonError as exc:
             note(f"workbench daemon: {exc}: running in this process")
             doc = None

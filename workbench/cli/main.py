@@ -90,9 +90,6 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     if args.trust_plugins and not args.check and not args.file:  # the TUI's own default session is shipped
         parser.error("--trust-plugins goes with --check FILE or FILE (the TUI); the default session is trusted "
                      "without it")
-    if (args.daemon or args.no_daemon or args.daemon_idle is not None) and args.watch:
-        parser.error("--daemon, --no-daemon and --daemon-idle go with --replay FILE (not with --watch, which keeps "
-                     "its own warm worker)")
     if args.daemon and args.no_daemon:
         parser.error("--daemon and --no-daemon contradict each other: give one")
     if args.daemon_idle is not None and not args.daemon_idle > 0:

@@ -43,12 +43,17 @@ def run_replay(args: argparse.Namespace, argv: list[str], env: Env, err: Console
 
 
 def _replay(args, argv, env: Env, err: Console, stop: threading.Event, stopped) -> int:
-    ready = _prepare(args, argv, env, err)
-    if ready is None:
-        return EXIT_USAGE
-    from workbench.cli.daemon import daemon_choice, run_engine
+    from workbench.cli.daemon import daemon_choice, run_engine, start_early
 
     choice = daemon_choice(args)  # the warm daemon unless --no-daemon, WORKBENCH_DAEMON=0 or --strict
+    # started (when none runs) before the session is read and checked: its start and its zygote's
+    # torch import overlap that work (issue #39); a session refused here ends it again (our child)
+    early = start_early(choice)
+    ready = _prepare(args, argv, env, err)
+    if ready is None:
+        if early is not None:
+            early.proc.terminate()  # SIGTERM: the daemon leaves with its zygote
+        return EXIT_USAGE
     ours = ready.provenance
     sink = Sink(args, env, {"provenance": ours, "environment": ready.environment}, ready.done)
     try:
@@ -58,7 +63,7 @@ def _replay(args, argv, env: Env, err: Console, stop: threading.Event, stopped) 
                 sink.on_event(event)  # journal and stream first: a row is on disk before it is shown
                 show(event)
             doc = run_engine(ready.session, on_event=on_event, stop=stop, options=ready.options, choice=choice,
-                             err=err)
+                             err=err, early=early)
     except Aborted as exc:
         doc = sink.partial(exc.args[0])
         err.print(f"stopped by a second {exc}: writing the {len(doc['results'])} finished row(s)", markup=False)

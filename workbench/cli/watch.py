@@ -9,6 +9,14 @@ changed. A file that fails to import or compile is reported with its file and li
 and the last good result stays. `-o PATH` is rewritten after every cycle (the shown document:
 a row whose edit failed keeps its last good record, flagged). SIGINT, SIGTERM or SIGHUP ends
 the watch (exit 128 + the signal: 130 for Ctrl-C).
+
+The warm daemon (issue #39; docs/engine.md, "Warm daemon"): the first cycle, which runs every
+row, goes to this user's warm daemon as a replay does (started when there is none; --no-daemon,
+WORKBENCH_DAEMON=0 or --strict keep it here), so a watch started again answers without a torch
+import. The cycles after an edit run here, in the watch's own pool, whose idle worker re-imports
+an edited plugin in place (engine/reload.py; the daemon cannot: its workers are another
+process's): that worker is started once the first cycle is over, while the watch waits for the
+first save, so nothing starts beside a row being timed.
 """
 
 from __future__ import annotations
@@ -37,15 +45,45 @@ def run_watch(args: argparse.Namespace, argv: list[str], env: Env, err: Console)
 
 
 def _watch(args: argparse.Namespace, argv: list[str], env: Env, err: Console, stop: threading.Event) -> None:
+    from workbench.cli.daemon import daemon_choice
     from workbench.engine.plan import new_pool
 
+    choice = daemon_choice(args)  # the first cycle in the warm daemon, unless opted out (module docstring)
     # one pool for the whole watch: an edit reloads its warm workers in place (engine/reload.py)
     with new_pool(run_options(args, env, argv=argv)) as pool:
-        _cycles(args, argv, env, err, stop, pool)
+        _cycles(args, argv, env, err, stop, pool, choice if choice.use else None)
+
+
+def _daemon_engine(choice, err: Console):
+    """run_plan's stand-in for a cycle: the run in the warm daemon (cli/daemon.run_engine: here
+    when the daemon is busy, refuses or cannot start, with one line)."""
+    from workbench.cli.daemon import run_engine
+
+    def engine(session, *, on_event, stop, options) -> dict:
+        return run_engine(session, on_event=on_event, stop=stop, options=options, choice=choice, err=err)
+    return engine
+
+
+def _warm_here(pool, session_path: Path, args: argparse.Namespace, options) -> None:
+    """Start, in the background, the watch's own worker for the session's first row (the
+    cycles after an edit run here: module docstring); a failure only means the next cycle
+    starts it."""
+    def start() -> None:
+        try:
+            from workbench.engine.plan import first_key
+            from workbench.session.api import load_session, with_resolved_plugins
+
+            session = with_resolved_plugins(load_session(session_path, kernels=args.kernels), session_path.parent)
+            key = first_key(session, options)
+            if key is not None:
+                pool.prestart(key)
+        except Exception:  # noqa: BLE001 - the cycle that needs the worker starts it (and says why not)
+            pass
+    threading.Thread(target=start, name="workbench-watch-warm", daemon=True).start()
 
 
 def _cycles(args: argparse.Namespace, argv: list[str], env: Env, err: Console, stop: threading.Event,
-            pool) -> None:
+            pool, choice=None) -> None:
     from workbench.watch.files import FileWatcher
     from workbench.session.api import file_sha256, resolve_session_path, results_path
     from workbench.watch.cycle import WatchState, watched_files
@@ -59,11 +97,14 @@ def _cycles(args: argparse.Namespace, argv: list[str], env: Env, err: Console, s
         if state.number == 0:
             _warn_first(state, path, args, env, err, results_path)
         first = state.number == 0  # then a line per row on stderr; after it, a line per re-run row on stdout
+        engine = _daemon_engine(choice, err) if first and choice is not None else None
         cycle = state.run_cycle(options=options, on_event=_progress(err, args.verbose, rows=first), stop=stop,
-                                changed=changed, on_line=None if first else _line)
+                                changed=changed, on_line=None if first else _line, engine=engine)
         _report(cycle, args, env, err)
         if stop.is_set():
             break
+        if engine is not None:
+            _warm_here(pool, path, args, options)
         watcher.set_paths(cycle.files)
         err.print(f"watching {len(cycle.files)} file(s) ({', '.join(p.name for p in cycle.files)}); "
                   "save one to re-run what it changed, Ctrl-C to stop", markup=False)

@@ -27,6 +27,7 @@ from workbench.engine.daemon.paths import (DaemonError, DaemonPaths, authkey, da
                                            fingerprint_difference, known_daemons, lock_held, private_folder,
                                            read_private)
 from workbench.errors import WorkbenchError
+from workbench.trace import mark
 
 START_S = 60.0   # a daemon's start (imports, no torch) is ~1 s; a loaded box gets much longer
 POLL_S = 0.1
@@ -40,17 +41,48 @@ STALL_S = 2.0    # during a run, how often a silent daemon is looked at (stopped
 CANCEL_WAIT_S = 2.5  # after CANCEL, the partial document must come within this (signals: 3 s)
 
 
+class EarlyStart:
+    """A daemon started by `start_early` before the session was read: its process and the line
+    `connect` says when it connects to it (`note` once)."""
+
+    def __init__(self, proc: subprocess.Popen, line: str):
+        self.proc, self.line = proc, line
+
+
+def start_early(folder: Path, environ: Mapping[str, str], idle_timeout_s: float) -> EarlyStart | None:
+    """Start this user's daemon for `environ` now, without waiting for it, when none is running
+    (its lock is free): a replay calls this before it reads and checks its session, so the
+    daemon's start and its zygote's torch import overlap that work (issue #39). None when one
+    runs already; raises DaemonError (an unsafe folder: the caller runs in process)."""
+    paths = DaemonPaths.of(private_folder(folder), fingerprint(environ))
+    if lock_held(paths.lock):
+        return None
+    superseded = _stop_superseded(paths, environ)
+    proc = _start(paths, environ, idle_timeout_s)
+    mark("client: daemon started early")
+    return EarlyStart(proc, _started_line(proc.pid, superseded, idle_timeout_s))
+
+
+def _started_line(pid: int, superseded: list[str], idle_timeout_s: float) -> str:
+    why = f", replacing {', '.join(superseded)}" if superseded else ""
+    return (f"started a workbench daemon (pid {pid}{why}; it leaves after {idle_timeout_s:g} s idle; "
+            "--daemon-stop stops it now)")
+
+
 def run_in_daemon(session: Any, options: Any, *, on_event: Callable[[Any], None], stop: threading.Event,
                   folder: Path, environ: Mapping[str, str], idle_timeout_s: float,
-                  note: Callable[[str], None]) -> dict | None:
+                  note: Callable[[str], None], early: EarlyStart | None = None) -> dict | None:
     """The session run by a warm daemon (module docstring). note: one line for the user (busy,
     refused, started, replaced). Raises DaemonError when no daemon can be reached or started (the
     caller runs the session itself), WorkbenchError for what run_plan raised there (a plugin
     that fails to load) or a daemon that died, stopped or hung mid-run."""
+    mark("client: connecting to the daemon")
     fp = fingerprint(environ)
     paths = DaemonPaths.of(private_folder(folder), fp)
-    conn = connect(paths, start=True, environ=environ, idle_timeout_s=idle_timeout_s, note=note, stop=stop)
+    conn = connect(paths, start=True, environ=environ, idle_timeout_s=idle_timeout_s, note=note, stop=stop,
+                   early=early)
     try:
+        mark("client: connected, sending the session")
         wire.send(conn, wire.Kind.run, wire.RunRequest(session, options, os.getcwd(), fp))
         kind, payload = _first_answer(conn, stop)
         if kind == wire.Kind.busy:
@@ -130,17 +162,20 @@ def _relay(conn: Any, info: dict, on_event: Callable[[Any], None], stop: threadi
 
 def connect(paths: DaemonPaths, *, start: bool, environ: Mapping[str, str] | None = None,
             idle_timeout_s: float = 600.0, note: Callable[[str], None] | None = None,
-            stop: threading.Event | None = None) -> wire.Channel:
+            stop: threading.Event | None = None, early: EarlyStart | None = None) -> wire.Channel:
     """A verified connection to the daemon at `paths`: the peer is a process of this user
     (SO_PEERCRED) that knows the folder's authkey, and this client proves it too; every step
     under a timeout. With start, one is started when none is there (a stale socket, whose daemon
     died, is replaced by the new daemon; one that answers no handshake and is stopped (SIGSTOP)
     is killed once, after its pid is verified to be this user's daemon, and replaced), and
     note() says so in one line. Raises DaemonError (also when `stop` is set meanwhile, or for a
-    daemon that is running but does not answer in time: the caller runs in process)."""
+    daemon that is running but does not answer in time: the caller runs in process). early: the
+    daemon `start_early` started for these paths (waited for as one started here)."""
     key = authkey(paths.folder)
     deadline = time.monotonic() + START_S
-    proc = None
+    proc = early.proc if early is not None else None
+    if early is not None and note is not None:
+        note(early.line)
     replaced = False
     while True:
         if stop is not None and stop.is_set():
@@ -172,9 +207,7 @@ def connect(paths: DaemonPaths, *, start: bool, environ: Mapping[str, str] | Non
             superseded = _stop_superseded(paths, environ or os.environ)
             proc = _start(paths, environ or os.environ, idle_timeout_s)
             if note is not None:
-                why = f", replacing {', '.join(superseded)}" if superseded else ""
-                note(f"started a workbench daemon (pid {proc.pid}{why}; it leaves after {idle_timeout_s:g} s idle; "
-                     "--daemon-stop stops it now)")
+                note(_started_line(proc.pid, superseded, idle_timeout_s))
         if time.monotonic() > deadline:
             raise DaemonError(f"no daemon answered at {paths.socket} within {START_S:g} s: {_log_tail(paths)}")
         time.sleep(POLL_S)

@@ -16,6 +16,13 @@ daemon for the same fingerprint exits at once; a client that finds the lock free
 left there is stale). It exits after `idle_timeout_s` without a run, on SIGTERM, SIGHUP or
 SIGINT, on a client's STOP, and when its socket file is removed or replaced; on the way out the
 pool closes every worker and the zygote is killed (engine/workers.py), so none outlives it.
+
+Prewarm (issue #39): as soon as it listens, a daemon started by `main` makes its pool and starts
+the workers' zygote (which imports torch), while the client that started it connects and sends
+its session: the first run's worker forks from a zygote already importing instead of one started
+after the session came (on the 2-core CPU box the zygote's start moved ~0.5 s earlier; on a GPU
+host torch's import is the larger part of a first run). The pool is made for default options; a
+first run whose options ask for another pool (start method, spares, cache folder) replaces it.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from workbench.engine.daemon import wire
 from workbench.engine.daemon.paths import (DaemonPaths, authkey, fingerprint, fingerprint_hash, private_folder, try_lock,
                                            write_private)
 from workbench.results.provenance import utc_now_iso
+from workbench.trace import mark
 
 DEFAULT_IDLE_TIMEOUT_S = 600.0
 WATCH_S = 0.5          # how often the main thread looks at the idle clock and the socket file
@@ -51,7 +59,7 @@ class Daemon:
     """One daemon (module docstring). folder: its private folder; idle_timeout_s: seconds
     without a run before it exits (> 0)."""
 
-    def __init__(self, folder: Path, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S):
+    def __init__(self, folder: Path, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S, prewarm: bool = False):
         self.fingerprint = fingerprint(os.environ)
         self.paths = DaemonPaths.of(private_folder(folder), self.fingerprint)
         self.idle_timeout_s = float(idle_timeout_s)
@@ -66,6 +74,9 @@ class Daemon:
         self.listening = threading.Event()  # set once the socket accepts connections (its file appears at bind)
         self.current_stop: threading.Event | None = None
         self.pool: Any = None
+        self.pool_lock = threading.Lock()
+        self.prewarm = prewarm
+        self._prewarmed_for: tuple | None = None  # pool_key of the prewarmed pool until its first run
         self._inode: int | None = None
         self._lock_fd: int | None = None
         self._key = b""
@@ -108,6 +119,9 @@ class Daemon:
         self._inode = os.stat(self.paths.socket).st_ino
         self._write_info()
         self.listening.set()
+        mark("daemon: listening")
+        if self.prewarm:
+            threading.Thread(target=self._prewarm, name="workbench-daemon-prewarm", daemon=True).start()
         if threading.current_thread() is threading.main_thread():  # (a test serves from a thread)
             for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
                 signal.signal(signum, lambda n, _f: self.stop(f"signal {signal.Signals(n).name}"))
@@ -121,6 +135,31 @@ class Daemon:
             self._close(listener)
         return 0  # the lock's fd stays open: the kernel drops it when the process is gone, after
         # the atexit handler has killed the zygote, so a client waiting for it sees no process left
+
+    def _prewarm(self) -> None:
+        """The zygote, then the pool for default options, started now (module docstring). The
+        zygote first and without the planner's imports: it is the process-wide forkserver that
+        every pool of the default start method forks from, the one a run made meanwhile too."""
+        try:
+            from multiprocessing import forkserver
+
+            from workbench.engine.pool import start_context
+
+            if start_context(None).get_start_method() == "forkserver":
+                forkserver.ensure_running()
+                mark("daemon: prewarm, the zygote is starting")
+            from workbench.engine.options import RunOptions
+            from workbench.engine.plan import new_pool
+
+            options = RunOptions()
+            pool = new_pool(options)
+            with self.pool_lock:
+                if self.pool is None and not self.shutdown.is_set():
+                    self.pool, self._prewarmed_for, pool = pool, pool_key(options), None
+            if pool is not None:  # a run made its own meanwhile, or the daemon is leaving
+                pool.close()
+        except Exception as exc:  # noqa: BLE001 - the first run makes its pool as before
+            print(f"{utc_now_iso()} prewarm failed: {type(exc).__name__}: {exc}", flush=True)
 
     def stop(self, reason: str) -> None:
         if not self.shutdown.is_set():
@@ -153,8 +192,10 @@ class Daemon:
                 self.paths.socket.unlink()
         except OSError:  # removed already (one of the reasons to leave)
             pass
-        if self.pool is not None:
-            self.pool.close()
+        with self.pool_lock:
+            pool, self.pool = self.pool, None
+        if pool is not None:
+            pool.close()
         self.paths.info.unlink(missing_ok=True)
 
     def _write_info(self) -> None:
@@ -266,14 +307,21 @@ class Daemon:
             except (OSError, ValueError):  # the client has gone: its run is cancelled
                 stop.set()
 
+        mark("daemon: run received")
         print(f"{utc_now_iso()} run {self.runs}: session {request.session.name!r} from {request.cwd}", flush=True)
         try:
             os.chdir(request.cwd)  # relative paths in plugin code mean the client's folder
         except OSError:
             pass
         try:
-            if self.pool is None:
-                self.pool = new_pool(request.options)
+            with self.pool_lock:
+                if self._prewarmed_for is not None and self._prewarmed_for != pool_key(request.options):
+                    old, self.pool = self.pool, None  # prewarmed for other options: replaced before its first run
+                    print(f"{utc_now_iso()} the prewarmed pool does not fit the run's options: replaced", flush=True)
+                    old.close()
+                self._prewarmed_for = None
+                if self.pool is None:
+                    self.pool = new_pool(request.options)
             doc = run_plan(request.session, on_event=on_event, stop=stop, options=request.options, workers=self.pool)
         except WorkbenchError as exc:
             self._answer(conn, wire.Kind.error, str(exc))
@@ -289,6 +337,15 @@ class Daemon:
         except wire.WireError as exc:  # a value the wire cannot carry: an engine bug, said as such
             self._answer(conn, wire.Kind.error, f"the daemon cannot send the document: {exc}")
         print(f"{utc_now_iso()} run {self.runs} done{' (cancelled)' if cancelled else ''}", flush=True)
+
+
+def pool_key(options: Any) -> tuple:
+    """What a pool is made from (engine/plan.new_pool): start method, spares, cache folder."""
+    from workbench.engine.options import RunOptions
+    from workbench.engine.plan import default_cache_dir
+
+    options = options or RunOptions()
+    return (options.start_method, options.warm_spare, str(options.cache_dir or default_cache_dir()))
 
 
 def _end_reader(conn: Any, reader: threading.Thread, wait_s: float = 10.0) -> None:
@@ -331,7 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--expect", default=None, help="the fingerprint hash the starting client computed")
     parser.add_argument("--idle-timeout-s", type=float, default=DEFAULT_IDLE_TIMEOUT_S)
     args = parser.parse_args(argv)
-    daemon = Daemon(args.dir, args.idle_timeout_s)
+    mark("daemon: process up")
+    daemon = Daemon(args.dir, args.idle_timeout_s, prewarm=True)
     if args.expect and args.expect != fingerprint_hash(daemon.fingerprint):
         print(f"fingerprint {fingerprint_hash(daemon.fingerprint)} here, the client expected {args.expect}",
               flush=True)
