@@ -13,8 +13,8 @@ alternate; each is timed from `tmux send-keys` until the captured screen shows t
 the figure includes up to one poll of lag). Prints one JSON line (and writes it to
 OUT/tui_tmux_latency.json with the last screens when --out is given).
 
-Before the first start the package's bytecode is written (`compileall` on workbench and its
-screens folder), as a pip install of the wheel does: a checkout run under
+Before the first start the bytecode is written (`compileall` on workbench and its screens folder,
+and on the front end's packages: textual, rich, plotext, ...), as a pip install does: a checkout run under
 PYTHONDONTWRITEBYTECODE=1 (these machines) compiled every module of the app on every start
 (~80 ms of CPU on the 2-core box), which no installed user pays. --no-compile leaves it out.
 
@@ -112,11 +112,19 @@ def key_latency(target: str, presses: int, run_wait_s: float) -> tuple[list[floa
     return latencies, streaming, screen
 
 
+# the front end's packages: a pip install writes their bytecode; a --no-compile --target install
+# (the GPU boxes get the TUI's wheels so) under PYTHONDONTWRITEBYTECODE=1 would compile them on every start
+FRONT_END_PACKAGES = ("workbench", "workbench.screens", "textual", "rich", "textual_plotext", "plotext",
+                      "markdown_it", "mdit_py_plugins", "linkify_it", "uc_micro", "platformdirs", "yaml", "pygments")
+
+
 def compile_package(python: str) -> bool:
-    """Write the bytecode of workbench's folders (as a wheel install does); whether it worked."""
-    code = ("import compileall, os, sys, workbench, workbench.screens\n"
-            "ok = all(compileall.compile_dir(os.path.dirname(m.__file__), quiet=1) for m in "
-            "(workbench, workbench.screens))\n"
+    """Write the bytecode of workbench's folders and the front end's packages (as a pip install
+    does); whether it worked (a package not installed is left out)."""
+    code = ("import compileall, importlib, importlib.util, os, sys\n"
+            f"names = {FRONT_END_PACKAGES!r}\n"
+            "mods = [importlib.import_module(n) for n in names if importlib.util.find_spec(n)]\n"
+            "ok = all(compileall.compile_dir(os.path.dirname(m.__file__), quiet=1) for m in mods)\n"
             "sys.exit(0 if ok else 1)")
     return subprocess.run([python, "-c", code], cwd=ROOT, capture_output=True).returncode == 0
 
