@@ -238,3 +238,21 @@ def test_shipped_softmax_passes_every_set_including_the_timed_calls(dtype):
     fn = impl.builder(spec, {}, CTX)
     report = check.run_all(fn, fn(*inputs), timed_calls=4)
     assert report.passed and report.sets_checked == ["first", "special", "timed calls", "timed"], report
+
+
+def test_the_cpu_copy_reference_is_also_timed_on_one_thread_and_restores_the_threads(monkeypatch):
+    import torch
+
+    from workbench.engine.measure import cpu_bound
+
+    seen = []
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 4)
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: seen.append(n))
+    # a clock that makes every multi-threaded copy take 5 ms and every one-thread copy 1 ms
+    ticks = iter(range(10_000))
+
+    def clock():
+        step = next(ticks)
+        return step * (0.001 if seen and seen[-1] == 1 else 0.005) / 2
+    assert cpu_bound._fastest_copy_ms(1 << 12, clock) < 2.0   # the one-thread copy counted
+    assert seen[0] == 4 and 1 in seen and seen[-1] == 4       # torch's threads restored after

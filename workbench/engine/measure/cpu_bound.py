@@ -5,8 +5,9 @@ overhead. A no-op, or a result cached on the CPU, otherwise gets a time; with th
 ("measurement error: CPU bound: ...").
 
 The copy is measured in this worker, once per power-of-two size bucket (cached for the worker's
-life, as the GPU copy reference is cached per device): its FASTEST of COPY_SAMPLES (the least
-contended, so the bound is the lowest plausible one), measured again before a row is failed. The
+life, as the GPU copy reference is cached per device): its FASTEST of COPY_SAMPLES on torch's
+threads and as many on one thread (the least contended, so the bound is the lowest plausible one),
+measured again before a row is failed. The
 margin: a fused op moves its bytes no faster than a memcpy of them; 3x leaves room for an op whose cost model over-counts bytes, for
 caches a copy of separate buffers does not hit, and for a copy timed while the 2-core host was
 busy. Tiny rows, where a copy is all dispatch overhead, are bounded only loosely (the overhead is
@@ -32,10 +33,18 @@ def _fastest_copy_ms(nbytes: int, clock: Callable[[], float]) -> float:
     src, dst = torch.ones(half, dtype=torch.uint8), torch.empty(half, dtype=torch.uint8)
     dst.copy_(src)
     best = float("inf")
-    for _ in range(COPY_SAMPLES):
-        t0 = clock()
-        dst.copy_(src)
-        best = min(best, (clock() - t0) * 1e3)
+    threads = torch.get_num_threads()
+    # also on one thread: on a busy host a multi-threaded copy waits at its barrier for a preempted
+    # thread (measured on the 2-core box: the fastest of 15 at 0.6 GB/s while the row ran at 7 GB/s)
+    for count in sorted({threads, 1}, reverse=True):
+        torch.set_num_threads(count)
+        try:
+            for _ in range(COPY_SAMPLES):
+                t0 = clock()
+                dst.copy_(src)
+                best = min(best, (clock() - t0) * 1e3)
+        finally:
+            torch.set_num_threads(threads)
     return best
 
 
