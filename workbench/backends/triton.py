@@ -25,7 +25,7 @@ def _interpreter_dtype(impl, action, machine, dtype, device):
         return None
     allowed = impl.source.interpreter_dtypes if impl.source is not None else None
     if allowed is not None and dtype not in allowed and dtype.value.startswith("float8"):
-        return (f"the Triton interpreter cannot write {dtype.value} here (Triton 3.6's interpreter converts "
+        return (f"the Triton interpreter cannot write {dtype.value} here (Triton's interpreter, as measured on 3.6, converts "
                 f"float32 to fp8 wrongly: 500 -> 256, 1e-3 -> 0, errors of half a value); its fp8 kernels "
                 f"need a GPU with fp8 tensor cores (sm_89+)")
     if allowed is not None and dtype not in allowed:

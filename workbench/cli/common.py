@@ -22,7 +22,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_CONTENDED = 3  # --compare: the only regressions are rows timed with the CPU contended (`*`)
 # A replay a signal stopped exits 128 + its number: 130 SIGINT, 143 SIGTERM, 129 SIGHUP.
 EXIT_SIGNAL_BASE = 128
-EXIT_CODES_TEXT = ("0 every row ran; 1 a row or an A/B failed, or a regression; 2 bad session, bad usage, an -o path "
+EXIT_CODES_TEXT = ("0 every row ran (or was unavailable or skipped here); 1 a row or an A/B failed, or a regression; 2 bad session, bad usage, an -o path "
                    "that cannot be written, results from different GPUs, or a baseline matching no row; 3 --compare's only "
                    "slower rows were timed CPU-contended (*); 128 + N stopped by signal N, "
                    "the partial results written (130 SIGINT, 143 SIGTERM, 129 SIGHUP)")
