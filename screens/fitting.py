@@ -8,6 +8,7 @@ dropped first until the rest fit beside the palette hint (Textual's Footer cut `
 from __future__ import annotations
 
 from textual.widgets import Footer, TabbedContent, Tabs
+from textual.widgets._footer import FooterKey
 
 from .panes import BY_ID, PANES
 
@@ -88,6 +89,10 @@ class FittedFooter(Footer):
 
     def compose(self):
         widgets = list(super().compose())
+        if self.compact:  # the class its data-bound watcher would add once mounted, a restyle each
+            for widget in widgets:  # (~20 restyles a recompose, one a pane key; the first frame)
+                if isinstance(widget, FooterKey):
+                    widget.add_class("-compact", update=False)
         keys = [w for w in widgets if hasattr(w, "key_display") and not w.has_class("-command-palette")]  # FooterKey
         room = self.size.width - sum(_hint_width(w) for w in widgets if w.has_class("-command-palette"))
         used = sum(_hint_width(k) for k in keys)
