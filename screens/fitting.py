@@ -119,7 +119,10 @@ class FittedFooter(Footer):
             return
         if not self._pending:  # right after the next frame (the pane's): a timer lags behind a
             self._pending = True  # pane switch on a loaded CPU
-            self.call_after_refresh(self._settle)
+            if self._shown is None:  # the first hints: now, ahead of the work queued after the
+                self.call_next(self._settle)  # first paint (the hidden panes' mounts, the ops' load)
+            else:
+                self.call_after_refresh(self._settle)
 
     async def _settle(self) -> None:
         self._pending = False
