@@ -58,6 +58,20 @@ GENERAL_KEYS = [Binding("ctrl+p", "palette", "Command palette: every action, ops
 FIRST_FRAME_PANES = ("timing", "log")
 
 
+class MainScreen(Screen):
+    """The app's screen. Its first ScreenResume (right after the layout is composed, before the
+    first frame) does not restyle the whole tree: every widget was styled as it was mounted, with
+    the size classes already set (compose), and each later change (a class, focus) restyles its
+    own nodes. That second pass was ~1/8 of the first frame's CPU on the 2-core box."""
+
+    _resumed = False
+
+    def _on_screen_resume(self, event) -> None:
+        if not self._resumed:
+            self._resumed = True
+            event.refresh_styles = False
+
+
 class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMixin, WatchMixin, ABMixin, App):
     CSS_PATH = "app.tcss"
     TITLE = "workbench"
@@ -90,7 +104,6 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
             # waited (a keyboard tool over SSH wants the answer, not the motion);
             # TEXTUAL_ANIMATIONS=basic|full brings it back.
             self.animation_level = "none"
-        _start_resource_tracker()
         self.ws = Workspace()
         self._session_arg, self._options = session_path, options
         self._engine, self._catalog_loader, self._opener = engine, catalog_loader, opener
@@ -99,6 +112,9 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         self._init_watch(watch)
 
     # -- layout -----------------------------------------------------------------------------
+    def get_default_screen(self) -> Screen:
+        return MainScreen(id="_default")
+
     def compose(self) -> ComposeResult:
         # the size classes before any widget is styled: set in on_mount they restyled the whole
         # tree once more before the first frame (~0.15-0.3 s on the loaded 2-core CPU)
@@ -124,9 +140,15 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         self._focus_box = None
         self.watch(self.screen, "focused", self._focus_moved)
         self.set_interval(REFRESH_S, self.flush_results)
-        self.call_after_refresh(self._load)
+        self.call_after_refresh(self._after_first_frame)
         if not self.is_headless:
             self._watch_terminal()
+
+    def _after_first_frame(self) -> None:
+        # the tracker (a child python) started here, not in __init__: its start competed with the
+        # first frame for the CPU; before _load, whose thread may start the workers' zygote
+        _start_resource_tracker()
+        self._load()
 
     def on_unmount(self) -> None:
         heap.resume()
@@ -380,11 +402,18 @@ def _titled(widget, title: str):
 
 
 def _start_resource_tracker() -> None:
-    """Start multiprocessing's resource tracker now: once Textual has replaced sys.stderr (its
-    fileno() is -1), the engine's first spawn would fail with 'bad value(s) in fds_to_keep'."""
+    """Start multiprocessing's resource tracker now, before the engine's first spawn: it passes
+    sys.stderr's fd to the tracker, and Textual's replacement has none (fileno() -1: 'bad value(s)
+    in fds_to_keep'), so the real stderr stands in for the call (Textual's own output goes to
+    sys.__stderr__ too); on the app's thread, between two of its messages."""
+    import sys
     from multiprocessing import resource_tracker
 
-    resource_tracker.ensure_running()
+    captured, sys.stderr = sys.stderr, sys.__stderr__ or sys.stderr
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        sys.stderr = captured
 
 
 def run(session_path: Path | None, options: Any, *, watch: bool = False) -> int:
