@@ -103,9 +103,8 @@ class RowRunner:
         if not getattr(self.job, "strict", False):
             return None
         from workbench.check.strict import Judge
-        from workbench.engine.pool import private_tmp
 
-        return Judge(root=private_tmp())  # a worker killed mid-row leaves its copies to the sweep
+        return Judge()
 
     def _close_judge(self, record: Record | dict) -> None:
         judge, self.judge = self.judge, None
