@@ -137,3 +137,31 @@ def test_a_plugin_that_patches_the_comparison_is_caught_only_with_strict():
     assert shipped["status"] == "ok" and shipped["timing"] is not None, shipped
     judged = [f for f in shipped["flags"] if f.startswith("strict: ")]
     assert len(judged) == 1 and "clean process" in judged[0], shipped["flags"]
+
+
+@pytest.mark.slow  # starts the clean child
+def test_the_row_hand_over_folder_is_in_the_private_temp_folder_and_swept(tmp_path, monkeypatch):
+    """A worker's Judge copies outputs and float64 references (hundreds of MB) into a folder inside
+    the worker's private temp folder: a killed worker's copies go with the next start's sweep."""
+    import os
+    import tempfile
+    from types import SimpleNamespace
+
+    from workbench.engine import private_tmp as tmps
+    from workbench.engine.worker.execute import RowRunner
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tmps, "_PRIVATE_TMP", {})
+    runner = RowRunner.__new__(RowRunner)
+    runner.job = SimpleNamespace(strict=True)
+    j = runner._judge()
+    try:
+        assert not _first(j).passed
+        assert j.folder is not None and j.folder.parent == tmps.private_tmp()
+    finally:
+        j.close()
+    dead = tmp_path / f"{tmps.PRIVATE_TMP_PREFIX}{2 ** 22 + 7}-x"  # a pid above pid_max: gone
+    (dead / "workbench-strict-left").mkdir(parents=True)
+    monkeypatch.setattr(tmps, "_PRIVATE_TMP", {})
+    tmps.private_tmp()
+    assert not dead.exists() and os.path.isdir(tmps.private_tmp())

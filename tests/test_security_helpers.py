@@ -100,18 +100,19 @@ def test_the_zygote_log_lives_in_a_private_folder_of_its_own(tmp_path, monkeypat
     import tempfile
 
     from workbench.engine import pool as workers
+    from workbench.engine import private_tmp as tmps
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(workers, "_PRIVATE_TMP", {})
-    dead = tmp_path / f"{workers.PRIVATE_TMP_PREFIX}{2 ** 22 + 12345}-abc"  # a pid above pid_max: gone
+    monkeypatch.setattr(tmps, "_PRIVATE_TMP", {})
+    dead = tmp_path / f"{tmps.PRIVATE_TMP_PREFIX}{2 ** 22 + 12345}-abc"  # a pid above pid_max: gone
     dead.mkdir()
-    live = tmp_path / f"{workers.PRIVATE_TMP_PREFIX}{os.getpid()}-old"
+    live = tmp_path / f"{tmps.PRIVATE_TMP_PREFIX}{os.getpid()}-old"
     live.mkdir()
     log = workers.zygote_log_path()
     folder = log.parent
     st = os.lstat(folder)
     assert stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.getuid()
-    assert folder.name.startswith(f"{workers.PRIVATE_TMP_PREFIX}{os.getpid()}-") and folder != live
+    assert folder.name.startswith(f"{tmps.PRIVATE_TMP_PREFIX}{os.getpid()}-") and folder != live
     assert not dead.exists() and live.exists(), "a dead process's folder is swept, a live one's kept"
     assert workers.zygote_log_path() == log
 
@@ -320,9 +321,10 @@ def test_multiprocessing_temp_files_live_in_the_private_folder(tmp_path, monkeyp
     import tempfile
 
     from workbench.engine import pool as workers
+    from workbench.engine import private_tmp as tmps
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(workers, "_PRIVATE_TMP", {})
+    monkeypatch.setattr(tmps, "_PRIVATE_TMP", {})
     config = multiprocessing.current_process()._config
     monkeypatch.setitem(config, "tempdir", None)
     config.pop("tempdir")

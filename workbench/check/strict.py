@@ -53,7 +53,11 @@ class Judge:
     """The worker's side: `compare(...)` hands one comparison over and returns the clean process's
     report; `close()` ends the process and removes the folder (the row's end)."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: Path | None = None) -> None:
+        """root: where the row's 0700 folder is made (the worker passes its private temp folder,
+        which is swept when a killed worker leaves it; the outputs and float64 references copied
+        there can be hundreds of MB); None: the system's temp folder."""
+        self.root = root
         self.folder: Path | None = None
         self.proc: subprocess.Popen | None = None
         self.cases = 0
@@ -104,7 +108,7 @@ class Judge:
     # -- internals ----------------------------------------------------------------------------
     def _folder(self) -> Path:
         if self.folder is None:
-            self.folder = Path(tempfile.mkdtemp(prefix="workbench-strict-"))  # mode 0700
+            self.folder = Path(tempfile.mkdtemp(prefix="workbench-strict-", dir=self.root))  # mode 0700
         return self.folder
 
     def _start(self) -> subprocess.Popen:

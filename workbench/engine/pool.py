@@ -36,6 +36,7 @@ from typing import Any, Mapping
 
 from workbench.engine.measure.capture import LogTail
 from workbench.engine.worker.entry import worker_entry
+from workbench.engine.private_tmp import private_tmp, remove_own_private_tmp
 from workbench.engine.protocol import STOP, Message, WorkerFacts, WorkerKey
 from workbench.helper_python import safe_path_for_children
 from workbench.trace import mark
@@ -69,45 +70,6 @@ def start_context(method: str | None = None) -> Any:
         context.set_forkserver_preload(ZYGOTE_PRELOAD)
         os.environ["WORKBENCH_ZYGOTE_LOG"] = str(zygote_log_path())  # read by engine/zygote.py (not a parent's)
     return context
-
-
-_PRIVATE_TMP: dict[int, Path] = {}
-PRIVATE_TMP_PREFIX = "workbench-run-"
-
-
-def private_tmp() -> Path:
-    """This process's own temp folder (mkdtemp: 0700, a fresh name), removed at exit; folders
-    that killed processes of this user left are removed when the next one is made."""
-    pid = os.getpid()
-    if pid not in _PRIVATE_TMP:
-        _sweep_private_tmp()
-        _PRIVATE_TMP[pid] = Path(tempfile.mkdtemp(prefix=f"{PRIVATE_TMP_PREFIX}{pid}-"))
-    return _PRIVATE_TMP[pid]
-
-
-def _sweep_private_tmp() -> None:
-    import shutil
-
-    root = Path(tempfile.gettempdir())
-    for folder in root.glob(f"{PRIVATE_TMP_PREFIX}*-*"):
-        try:
-            st = os.lstat(folder)
-            pid = int(folder.name[len(PRIVATE_TMP_PREFIX):].split("-", 1)[0])
-        except (OSError, ValueError):
-            continue
-        if st.st_uid != os.getuid() or not folder.is_dir() or folder.is_symlink() or _alive(pid):
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def kill_descendants(pid: int) -> list[int]:
@@ -356,11 +318,7 @@ def _close_all_pools() -> None:
     the default handler back (tests/test_cli_stop.py), so it is killed: its workers are gone."""
     for pool in list(_POOLS):
         pool.close()
-    own = _PRIVATE_TMP.pop(os.getpid(), None)
-    if own is not None:  # the zygote keeps its open log file until it is killed below
-        import shutil
-
-        shutil.rmtree(own, ignore_errors=True)
+    remove_own_private_tmp()  # the zygote keeps its open log file until it is killed below
     from multiprocessing import forkserver
 
     server = getattr(forkserver, "_forkserver", None)

@@ -103,8 +103,9 @@ class RowRunner:
         if not getattr(self.job, "strict", False):
             return None
         from workbench.check.strict import Judge
+        from workbench.engine.private_tmp import private_tmp
 
-        return Judge()
+        return Judge(root=private_tmp())  # a worker killed mid-row leaves its copies to the sweep
 
     def _close_judge(self, record: Record | dict) -> None:
         judge, self.judge = self.judge, None
