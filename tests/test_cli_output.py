@@ -248,6 +248,7 @@ def test_resume_refuses_another_session_or_device(capsys, session_file, fake_pla
 def test_resume_of_nothing_says_so(capsys, session_file, fake_plan, tmp_path):
     code, _, err = run(capsys, "--replay", str(session_file), "--resume", str(tmp_path / "none.json"))
     assert code == 2 and "no such results file, and no journal none.json.journal.jsonl" in err
+    assert " ".join(err.split()).count(str(tmp_path / "none.json")) == 1  # the path named once
 
 
 def test_a_journal_read_back_is_the_document_it_was_for(tmp_path):

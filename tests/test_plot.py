@@ -89,4 +89,6 @@ def test_cli_refuses_a_session_file(tmp_path, capsys):
     from workbench.cli.main import main
 
     assert main(["--plot", str(ROOT / "sessions" / "smoke.yaml"), "-o", str(tmp_path / "f.svg")]) == 2
-    assert "not a readable results document" in capsys.readouterr().err
+    err = " ".join(capsys.readouterr().err.split())
+    assert "a session file; --plot draws a results document" in err and "Expecting value" not in err
+    assert f"workbench --replay {ROOT / 'sessions' / 'smoke.yaml'} -o RESULTS.json" in err

@@ -13,8 +13,15 @@ from workbench.cli.common import EXIT_USAGE
 
 
 def run_plot(args: argparse.Namespace, err: Console) -> int:
+    from pathlib import Path
+
     from workbench.plot import MissingPlotting, render
 
+    if Path(args.plot).suffix.lower() in (".yaml", ".yml"):
+        err.print(f"error: --plot {args.plot}: a session file; --plot draws a results document "
+                  f"(run `workbench --replay {args.plot} -o RESULTS.json`, then --plot RESULTS.json -o FIG)",
+                  markup=False)
+        return EXIT_USAGE
     try:
         with open(args.plot, encoding="utf-8") as handle:
             doc = json.load(handle)

@@ -264,13 +264,13 @@ def _row_key(record: Mapping[str, Any]) -> tuple:
 def read_partial(path: str | Path) -> dict:
     """A stopped run's document for `--resume PATH`: its journal when there is one (the newest
     truth: it holds every finished row even after a kill), else PATH itself as a JSON or JSON Lines
-    document. Raises ValueError naming the file when neither can be read."""
+    document. Raises ValueError when neither can be read (the caller names PATH)."""
     path = Path(path)
     journal = journal_path(path)
     if journal.is_file():
         return from_jsonl(journal.read_text(encoding="utf-8"), str(journal))
     if not path.is_file():
-        raise ValueError(f"{path}: no such results file, and no journal {journal.name} beside it")
+        raise ValueError(f"no such results file, and no journal {journal.name} beside it")
     text = path.read_text(encoding="utf-8")
     if text.lstrip().startswith('{"header"'):
         return from_jsonl(text, str(path))
