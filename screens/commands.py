@@ -70,7 +70,7 @@ def action_commands(app) -> list[SystemCommand]:
     commands += [
         SystemCommand("Save the session (ctrl+s)", "a shipped one is saved as your copy", run("save")),
         SystemCommand("Open a session (ctrl+o)", "a file, or a shipped or saved session", run("open")),
-        SystemCommand("Edit the spec (e)", "shape, dtype, actions and sweep of the run", run("edit_spec")),
+        SystemCommand("Edit the spec: shape, dtype, actions (e)", "shape, dtype, actions and sweep of the run", run("edit_spec")),
         SystemCommand("Edit the sweep", "the swept parameters and their values", run("edit_spec('sweep')")),
         SystemCommand("Toggle the sidebar (b)", "give the panes the whole width", run("toggle_sidebar")),
         SystemCommand("Next chart metric (m)", "time, GB/s, TFLOP/s", run("next_metric")),

@@ -351,6 +351,10 @@ async def test_keyboard_reaches_panes_help_and_palette(tmp_path):
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
         await pilot.press("ctrl+p")
+        await pilot.press(*"shape")  # what a user types to change the shape finds the spec editor
+        await wait_for(pilot, lambda: "Edit the spec" in first_command(app))
+        for _ in "shape":
+            await pilot.press("backspace")
         await pilot.press(*"new run: softmax")
         await wait_for(pilot, lambda: "new run: softmax" in first_command(app))
         await pilot.press("enter")
