@@ -157,12 +157,6 @@ def runner(cfg: tuple, opts: dict, sms: int):
     return run
 
 
-def bench(fn) -> float:
-    import triton.testing
-
-    return float(triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median"))
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
@@ -175,7 +169,7 @@ def main() -> int:
     import torch
     import triton
 
-    from benchmarks.gemm_sweep import clocks
+    from benchmarks.gemm_sweep import bench, clocks
 
     t0 = time.time()
     _known(args.only.split(",") if args.only else [])
