@@ -93,6 +93,20 @@ H100_CANDIDATES = (
 # 128 in two stages (192 KiB of A and B tiles + 32 KiB for the SUBTILE store; half the K
 # iterations and barrier waits a tile): 0.2711 ms against 0.1856 for the winner at 4096^3 bf16,
 # 2.07 against 1.46 ms at 8192^3 (two stages leave one load in flight behind each wgmma).
+# Tried for 4096^3 on the H100 and dropped (issue #40, benchmarks/gemm_variants.py, one call, Triton
+# 3.6, 5 interleaved rounds, results/history/h100/2026-12-06-variants/; x cuBLAS at 4096^3 bf16 /
+# fp16, cuBLAS 0.1909 / 0.2003 ms; this list's best there 1.005x / 0.993x, s3 SUBTILE G8). The
+# noise band: warp_specialize=True compiles to PTX identical to the unflattened loop, and the pair
+# ran 0.975x / 0.998x against 0.984x / 0.976x. num_ctas=2 (2-CTA clusters; the grid is SMs / 2
+# clusters): Triton splits the program's tile over the cluster and each CTA loads its own copy of
+# the shared operand (shared::cluster TMA copies, no .multicast::cluster, in 3.6 and 3.9; ncu: 8%
+# more L2 bytes, tensor pipe 93.5% against 93.75%): 256x256 (a 128x256 half a CTA) 0.985x /
+# 0.973x, 128x512 0.960x / 0.950x, 128x256 (128x128 a CTA) 0.814x / 0.859x; SUBTILE with num_ctas=2
+# fails to compile in Triton 3.6 (LinearLayout error). maxnreg 232 0.998x / 0.978x (a 256-thread
+# program alone on its SM already gets 255 registers). C in four 128x64 parts: s3 G16 1.003x /
+# 1.003x (8192^3 0.989x / 1.012x), s4 G16 0.995x / 0.993x: a tie, not added. The tile loop
+# unflattened 0.984x / 0.976x; descriptors made in the kernel 0.973x / 0.942x; 128x128x64 w4 s5
+# 0.940x / 0.933x; 256x128 w8 s4 SUBTILE 0.875x / 0.868x.
 # The H100's extra candidates for the fused GeLU epilogue (issue #40): the first configs of
 # H100_CANDIDATES with the GeLU's tanh taken by one MUFU instruction (GELU 1: tanh.approx.f32)
 # instead of an exp2 and a reciprocal (two MUFU instructions an element). Why: at 8192^3 the
