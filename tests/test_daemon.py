@@ -36,12 +36,34 @@ def test_the_fingerprint_follows_what_changes_a_workers_behaviour():
     same = fingerprint_hash(fingerprint(BASE))
     assert fingerprint_hash(fingerprint(dict(BASE))) == same
     for name, value in [("CUDA_VISIBLE_DEVICES", "1"), ("TRITON_INTERPRET", "1"), ("TORCHINDUCTOR_MAX_AUTOTUNE", "1"),
-                        ("WORKBENCH_SOMETHING", "x"), ("XDG_CACHE_HOME", "/elsewhere"), ("PATH", "/opt/bin")]:
+                        ("WORKBENCH_SOMETHING", "x"), ("XDG_CACHE_HOME", "/elsewhere"), ("CXX", "clang++")]:
         assert fingerprint_hash(fingerprint({**BASE, name: value})) != same, name
     # what differs between two SSH logins, and the daemon's own switches, choose no other daemon
     for name, value in [("TERM", "xterm"), ("SSH_TTY", "/dev/pts/3"), ("XDG_SESSION_ID", "7"),
                         ("WORKBENCH_DAEMON", "1"), ("WORKBENCH_DAEMON_DIR", "/tmp/x"), ("WORKBENCH_DAEMON_IDLE_S", "5")]:
         assert fingerprint_hash(fingerprint({**BASE, name: value})) == same, name
+
+
+def _tool(folder, name):
+    folder.mkdir(exist_ok=True)
+    path = folder / name
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return folder
+
+
+def test_path_counts_through_the_programs_it_finds(tmp_path):
+    """Two logins whose PATHs differ only elsewhere (a venv's bin first) share a daemon; a PATH
+    that finds another nvcc gets its own, and the difference is named."""
+    cuda12, cuda13 = _tool(tmp_path / "cuda12", "nvcc"), _tool(tmp_path / "cuda13", "nvcc")
+    venv = _tool(tmp_path / "venv", "python-only")
+    base = {**BASE, "PATH": f"{cuda13}:/usr/bin"}
+    same = fingerprint_hash(fingerprint(base))
+    assert fingerprint(base)["tools"]["nvcc"] == str((cuda13 / "nvcc").resolve())
+    assert fingerprint_hash(fingerprint({**base, "PATH": f"{venv}:{cuda13}:/usr/bin"})) == same
+    other = fingerprint({**base, "PATH": f"{cuda12}:/usr/bin"})
+    assert fingerprint_hash(other) != same
+    assert fingerprint_difference(fingerprint(base), other) == ["tools.nvcc"]
 
 
 def test_the_fingerprint_names_what_differs():

@@ -245,8 +245,9 @@ def _handshake(paths: DaemonPaths, key: bytes) -> wire.Channel:
 
 def _stop_superseded(paths: DaemonPaths, environ: Mapping[str, str]) -> list[str]:
     """Stop this folder's idle daemons that ran older code for the same environment (another
-    workbench source, Python, torch, Triton or GPU set, the env equal): what a fresh daemon
-    replaces. Daemons for other environments (CUDA_VISIBLE_DEVICES=1 ...) are left alone."""
+    workbench source, Python, torch, Triton or GPU set, the env and PATH's tools equal): what a fresh
+    daemon replaces. Daemons for other environments (CUDA_VISIBLE_DEVICES=1, another nvcc on PATH
+    ...) are left alone."""
     mine = fingerprint(environ)
     replaced = []
     for other in known_daemons(paths.folder):
@@ -257,7 +258,7 @@ def _stop_superseded(paths: DaemonPaths, environ: Mapping[str, str]) -> list[str
         except (DaemonError, EOFError, OSError, wire.WireError):
             continue
         theirs = info.get("fingerprint_fields") or {}
-        if info.get("busy") or theirs.get("env") != mine.get("env"):
+        if info.get("busy") or theirs.get("env") != mine.get("env") or theirs.get("tools") != mine.get("tools"):
             continue
         try:
             _ask(other, wire.Kind.stop)

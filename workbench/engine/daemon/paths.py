@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import secrets
+import shutil
 import stat
 import sys
 import tempfile
@@ -35,7 +36,12 @@ from workbench.errors import WorkbenchError
 # daemon's own switches are left out: they choose a daemon, not what it computes.
 ENV_PREFIXES = ("CUDA_", "TRITON_", "TORCHINDUCTOR_", "TORCH_", "PYTORCH_", "WORKBENCH_", "NVIDIA_", "NCCL_",
                 "CUBLAS_", "CUDNN_", "OMP_", "MKL_")
-ENV_NAMES = ("PATH", "HOME", "LD_LIBRARY_PATH", "PYTHONPATH", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME")
+ENV_NAMES = ("HOME", "LD_LIBRARY_PATH", "PYTHONPATH", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "CC",
+             "CXX")
+# PATH counts through what it resolves: the programs a worker runs (builds, PTX, counters, names).
+# Two logins whose PATHs differ elsewhere (a venv's bin, a tmux or IDE shell) share one daemon.
+PATH_TOOLS = ("nvcc", "ninja", "c++", "g++", "cc", "gcc", "clang", "ptxas", "cuobjdump", "nvdisasm", "ncu", "nsys",
+              "c++filt")
 ENV_IGNORED = ("WORKBENCH_DAEMON", "WORKBENCH_DAEMON_DIR", "WORKBENCH_DAEMON_IDLE_S")
 SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".h", ".yaml")
 SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes on Linux, 104 on macOS
@@ -69,12 +75,23 @@ def fingerprint(environ: Mapping[str, str]) -> dict:
     """What a daemon and its client must share: the Python executable and version, workbench's
     version and source digest, torch's and Triton's versions (package metadata: nothing is
     imported), the GPUs the driver lists, and the environment variables that matter
-    (ENV_PREFIXES, ENV_NAMES)."""
+    (ENV_PREFIXES, ENV_NAMES) and, of PATH, where it finds the programs a worker runs (PATH_TOOLS:
+    `tools`, name -> resolved path or None)."""
     env = {k: v for k, v in environ.items()
            if (k.startswith(ENV_PREFIXES) or k in ENV_NAMES) and k not in ENV_IGNORED}
     return {"python": sys.executable, "python_version": platform.python_version(),
             "workbench": workbench.__version__, "source": source_digest(), "torch": _version("torch"),
-            "triton": _version("triton"), "gpus": gpu_set(), "env": dict(sorted(env.items()))}
+            "triton": _version("triton"), "gpus": gpu_set(), "env": dict(sorted(env.items())),
+            "tools": path_tools(environ.get("PATH", os.defpath))}
+
+
+def path_tools(path: str) -> dict[str, str | None]:
+    """Where `path` (a PATH value) finds each of PATH_TOOLS, symlinks resolved (None: not found)."""
+    found = {}
+    for name in PATH_TOOLS:
+        where = shutil.which(name, path=path)
+        found[name] = os.path.realpath(where) if where else None
+    return found
 
 
 def gpu_set() -> list[str]:
@@ -92,10 +109,12 @@ def fingerprint_hash(fp: Mapping) -> str:
 
 
 def fingerprint_difference(mine: Mapping, theirs: Mapping) -> list[str]:
-    """The fingerprint's fields that differ ("env.CUDA_VISIBLE_DEVICES", "source"), sorted."""
-    fields = [k for k in set(mine) | set(theirs) if k != "env" and mine.get(k) != theirs.get(k)]
-    env_a, env_b = mine.get("env") or {}, theirs.get("env") or {}
-    fields += [f"env.{k}" for k in set(env_a) | set(env_b) if env_a.get(k) != env_b.get(k)]
+    """The fingerprint's fields that differ ("env.CUDA_VISIBLE_DEVICES", "tools.nvcc", "source"), sorted."""
+    nested = ("env", "tools")
+    fields = [k for k in set(mine) | set(theirs) if k not in nested and mine.get(k) != theirs.get(k)]
+    for group in nested:
+        a, b = mine.get(group) or {}, theirs.get(group) or {}
+        fields += [f"{group}.{k}" for k in set(a) | set(b) if a.get(k) != b.get(k)]
     return sorted(fields)
 
 
