@@ -2,7 +2,10 @@
 
 import sys
 
-from workbench.cli import main
+from workbench.trace import mark
+
+mark("client: process up")  # WORKBENCH_TRACE only: the first mark of a command
+from workbench.cli import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

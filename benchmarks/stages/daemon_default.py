@@ -16,6 +16,13 @@ Reports every replay's wall time, exit and whether a daemon served it, and per i
 the median of its medians under the default daemon over the median under --no-daemon (all but
 the cold run), with the worst |ratio - 1| (the issue: within 1%). The daemon lives in a private
 folder of its own and is stopped at the end. Writes daemon-default.json under DIR/daemon_default.
+
+Then the timelines of `no_daemon` and `default_first` (TRACED): every replay runs with
+WORKBENCH_TRACE at DIR/daemon_default/trace.txt (one file: the daemon's fingerprint includes the
+variable, so every replay shares it), and each timeline is the marks (workbench/trace.py) written
+while that replay ran, in s since the stage launched it, with the process each came from
+(client, daemon, zygote, worker: named by its first mark). The workers' per-row reset marks
+("after row: ...") are left out.
 """
 
 from __future__ import annotations
@@ -38,6 +45,9 @@ BUDGET_S = 150
 FIVE_GPU = ("manual", "pytorch", "compiled", "cuda", "triton")
 FIVE_CPU = ("manual", "pytorch")  # a dry run of the logic on a CPU box
 ROUNDS = {True: 1, False: 2}
+TRACED = ("no_daemon", "default_first")  # the replays whose timelines are shown
+ROLES = (("client: ", "client"), ("daemon: ", "daemon"), ("zygote: ", "zygote"), ("worker ", "worker"),
+         ("pool: ", "client"), ("plan: ", "client"))  # a process's role, by its first mark
 
 
 def run(quick: bool, out: Path) -> list[dict]:
@@ -49,8 +59,10 @@ def run(quick: bool, out: Path) -> list[dict]:
     side = (4096 if quick else 16384) if gpu else 256
     session = _session_file(folder, "five-way", FIVE_GPU if gpu else FIVE_CPU, side, gpu)  # overhead's session
     daemon_dir = tempfile.mkdtemp(prefix="wbd-")  # short: a Unix socket's path holds ~100 characters
+    trace = folder / "trace.txt"
+    trace.unlink(missing_ok=True)
     env = {**os.environ, "XDG_CACHE_HOME": str(folder / "cache"), "XDG_DATA_HOME": str(folder / "data"),
-           "WORKBENCH_DAEMON_DIR": daemon_dir}
+           "WORKBENCH_DAEMON_DIR": daemon_dir, "WORKBENCH_TRACE": str(trace)}
     for name in ("WORKBENCH_DAEMON", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
         env.pop(name, None)
     steps = [("no_daemon_cold", False), ("no_daemon", False), ("default_first", True), ("default_second", True)]
@@ -70,6 +82,9 @@ def run(quick: bool, out: Path) -> list[dict]:
                 report["errors"][name] = f"{type(exc).__name__}: {exc}"[:400]
                 continue
             report["replays"].append({"step": name, "wall_s": round(wall_s, 3), **detail})
+            if name in TRACED:
+                report.setdefault("timelines", {})[name] = timeline(str(trace), detail["launched"],
+                                                                    detail["launched"] + wall_s)
             if name != "no_daemon_cold":
                 for label, median in detail["medians_ms"].items():
                     medians.setdefault(label, {"daemon": [], "no_daemon": []})[
@@ -86,7 +101,24 @@ def run(quick: bool, out: Path) -> list[dict]:
              for label, ratio in sorted(ratios.items())]
     rows.append({"replay": "worst |ratio - 1| (within 1%?)", "wall_s": worst, "exit": report["within_1pct"]})
     rows += [{"replay": f"{name}: {error}"} for name, error in report["errors"].items()]
+    for name, marks in (report.get("timelines") or {}).items():
+        rows += [{"replay": f"{name} timeline", "t_s": t, "process": role, "phase": phase} for t, role, phase in marks]
     return rows
+
+
+def timeline(path: str, start: float, end: float) -> list[tuple[float, str, str]]:
+    """The marks of trace `path` written between `start` and `end` (time.monotonic(): one clock
+    for every process of the host), as (s since start, process role, phase); roles from each
+    pid's first mark in the whole file (ROLES; "?" when none matches)."""
+    from workbench import trace as wb_trace
+
+    marks = wb_trace.read(path)
+    roles: dict[int, str] = {}
+    for _t, pid, phase in marks:
+        if pid not in roles:
+            roles[pid] = next((role for prefix, role in ROLES if phase.startswith(prefix)), "?")
+    return [(round(t - start, 3), f"{roles[pid]} {pid}", phase) for t, pid, phase in marks
+            if start <= t <= end and not phase.startswith("after row:")]
 
 
 def _replay(session: Path, folder: Path, env: dict, default: bool) -> tuple[float, dict]:
@@ -94,6 +126,7 @@ def _replay(session: Path, folder: Path, env: dict, default: bool) -> tuple[floa
     --no-daemon), with its rows' medians, whether a daemon served it and whether it started one."""
     target = folder / f"out-{time.monotonic_ns()}.json"
     argv = [sys.executable, "-m", "workbench", "--replay", str(session), "-o", str(target), "--format", "json"]
+    launched = time.monotonic()  # the trace's clock (workbench/trace.py)
     t0 = time.perf_counter()
     proc = subprocess.run(argv + ([] if default else ["--no-daemon"]), cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=600)
@@ -106,4 +139,4 @@ def _replay(session: Path, folder: Path, env: dict, default: bool) -> tuple[floa
                     "rows_ok": f"{sum(r.get('status') == 'ok' for r in results)}/{len(results)}",
                     "medians_ms": {r["label"]: (r.get("timing") or {}).get("median_ms") for r in results
                                    if (r.get("timing") or {}).get("median_ms")},
-                    "stderr_tail": proc.stderr[-400:]}
+                    "stderr_tail": proc.stderr[-400:], "launched": launched}

@@ -30,6 +30,7 @@ from workbench.cli.sink import Sink
 from workbench.cli.stopping import Aborted, stop_on_signals
 from workbench.results.provenance import fill_provenance, provenance, utc_now_iso
 from workbench.results.document import ENVIRONMENT_KEYS, blank, record_type_error
+from workbench.trace import mark
 
 
 def run_replay(args: argparse.Namespace, argv: list[str], env: Env, err: Console) -> int:
@@ -49,7 +50,9 @@ def _replay(args, argv, env: Env, err: Console, stop: threading.Event, stopped) 
     # started (when none runs) before the session is read and checked: its start and its zygote's
     # torch import overlap that work (issue #39); a session refused here ends it again (our child)
     early = start_early(choice)
+    mark("client: reading the session")
     ready = _prepare(args, argv, env, err)
+    mark("client: session ready")
     if ready is None:
         if early is not None:
             early.proc.terminate()  # SIGTERM: the daemon leaves with its zygote

@@ -37,6 +37,8 @@ from typing import Any, Mapping
 from workbench.engine.measure.capture import LogTail
 from workbench.engine.worker.entry import worker_entry
 from workbench.engine.private_tmp import private_tmp, remove_own_private_tmp
+from workbench.engine.worker.preload import GPU_MODULES, ZYGOTE_GPU
+from workbench.engine.worker.preload import modules as preload_modules
 from workbench.engine.protocol import STOP, Message, WorkerFacts, WorkerKey
 from workbench.helper_python import safe_path_for_children
 from workbench.trace import mark
@@ -69,7 +71,27 @@ def start_context(method: str | None = None) -> Any:
     if method == "forkserver":
         context.set_forkserver_preload(ZYGOTE_PRELOAD)
         os.environ["WORKBENCH_ZYGOTE_LOG"] = str(zygote_log_path())  # read by engine/zygote.py (not a parent's)
+        # the zygote preloads Triton, dynamo and Inductor where a GPU is seen (engine/worker/preload.py);
+        # decided once per process, as the zygote starts once
+        os.environ.setdefault(ZYGOTE_GPU, "1" if _gpu_seen() else "0")
     return context
+
+
+def _gpu_seen() -> bool:
+    from workbench.machine import probe  # NVML, no CUDA
+
+    try:
+        return probe().has_cuda
+    except Exception:  # noqa: BLE001 - no preload of the GPU modules: workers import them as before
+        return False
+
+
+def zygote_interprets_wrong(context: Any, key: WorkerKey, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether a worker for `key` must not fork from the zygote: it interprets Triton, and the
+    zygote imported Triton compiled (engine/worker/preload.py). Such a worker is spawned."""
+    environ = os.environ if environ is None else environ
+    return (key.interpret and context.get_start_method() == "forkserver"
+            and bool(set(GPU_MODULES) & set(preload_modules(environ))))
 
 
 def kill_descendants(pid: int) -> list[int]:
@@ -222,7 +244,8 @@ class WorkerPool:
         return True
 
     def _start(self, key: WorkerKey, prestarted: bool = False) -> WorkerProcess:
-        return self._starter.submit(WorkerProcess, self.context, key, self.env, prestarted).result()
+        context = multiprocessing.get_context("spawn") if zygote_interprets_wrong(self.context, key) else self.context
+        return self._starter.submit(WorkerProcess, context, key, self.env, prestarted).result()
 
     def take(self, key: WorkerKey, fresh: bool = False) -> WorkerProcess:
         """The idle worker for `key`, else the spare when it fits, else a fresh one. fresh (strict

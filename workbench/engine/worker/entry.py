@@ -92,6 +92,9 @@ def set_environment(interpret: bool, env: Mapping[str, str]) -> None:
     else:  # compiled Triton (GPU, PTX) even when the caller's environment had it set
         os.environ.pop("TRITON_INTERPRET", None)
     os.environ.update({k: v for k, v in env.items() if not (k in USER_CACHE_VARS and os.environ.get(k))})
+    from workbench.engine.worker.preload import refresh_inductor_config
+
+    refresh_inductor_config()  # Inductor preloaded by the zygote read them before they were set
 
 
 STACK_SIGNAL = signal.SIGUSR1

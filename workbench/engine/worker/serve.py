@@ -27,22 +27,47 @@ def prepare(plugin_paths: tuple[str, ...], device: str) -> tuple[Any, str | None
     """Warm-up done before any job is known: import the row runner (torch), discover the
     registry, initialise CUDA on `device`. Returns (registry, None) or (None, the discovery
     error as one line); a CUDA start failure is left for the first row (DeviceSession meets it)."""
+    cuda = _start_cuda(device) if device.startswith("cuda") else None
     import workbench.engine.worker.execute  # noqa: F401  imports torch: after the environment is set
     from workbench.registry import discover
 
+    mark(f"worker {device}: row runner imported")
     try:
         registry = discover(plugin_paths)
     except Exception as exc:  # reported against every row of every job
         return None, f"{type(exc).__name__}: {exc}".splitlines()[0]
+    finally:
+        mark(f"worker {device}: registry discovered")
+        if cuda is not None:
+            cuda.join()
     if device.startswith("cuda"):
         try:
             import torch
 
-            torch.cuda.set_device(torch.device(device))
-            torch.cuda.init()
+            torch.cuda.set_device(torch.device(device))  # this thread's device (the context exists)
         except Exception:  # the row's DeviceSession meets it again and fails that row
             pass
     return registry, None
+
+
+def _start_cuda(device: str) -> Any:
+    """CUDA started on `device` in a thread (the driver, the device's primary context), while this
+    thread imports the row runner and the plugins (issue #39); joined before the first job."""
+    import threading
+
+    def start() -> None:
+        try:
+            import torch
+
+            torch.cuda.set_device(torch.device(device))  # CUDA 12: makes the primary context
+            torch.cuda.init()
+            mark(f"worker {device}: CUDA context made")
+        except Exception:  # the row's DeviceSession meets it again and fails that row
+            pass
+
+    thread = threading.Thread(target=start, name="workbench-cuda-start", daemon=True)
+    thread.start()
+    return thread
 
 
 def settle_heap() -> None:

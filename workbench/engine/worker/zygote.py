@@ -1,8 +1,10 @@
 """Preloaded by the forkserver (engine/workers.py): what every worker needs, imported once.
 
 torch is imported here, in the zygote, without touching CUDA (forking a process that started
-CUDA is unsafe: its children inherit a context they cannot use). Kernel modules are not: a
-worker decides TRITON_INTERPRET first (engine/entry.py), then imports them.
+CUDA is unsafe: its children inherit a context they cannot use), then what every worker imports
+anyway (engine/worker/preload.py: the row runner; on a GPU host Triton, dynamo and Inductor too).
+Kernel modules are not: a worker decides TRITON_INTERPRET first (engine/entry.py), then imports
+them.
 
 Its stdout and stderr go to the file named by WORKBENCH_ZYGOTE_LOG (engine/workers.py sets it
 before the zygote starts): the zygote inherits the front end's terminal, and a forked child that
@@ -30,3 +32,6 @@ import torch  # noqa: F401,E402
 import workbench.engine.worker.entry  # noqa: F401,E402
 
 mark("zygote: torch imported")
+from workbench.engine.worker.preload import preload  # noqa: E402
+
+preload(os.environ)  # what every worker imports anyway, once, before any fork (engine/worker/preload.py)

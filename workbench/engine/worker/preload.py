@@ -1,0 +1,102 @@
+"""What the zygote imports once, before it forks any worker (issue #39: a first run's start-up
+off its critical path). Standard library and workbench/trace.py only.
+
+Every worker imports the row runner (engine/worker/execute.py and what it imports) when it warms
+up, and on a GPU host its first Triton, torch.compile or load_inline row imports Triton,
+torch._dynamo and Inductor (seconds, on the first row's clock). Imported in the zygote, every
+forked worker has them already. The rules that keep this safe:
+
+- nothing here may start CUDA: a zygote with CUDA started makes every child's CUDA fail. The
+  modules are imported, nothing is called; `libcuda_mapped()` says afterwards whether the driver
+  was loaded anyway, as a trace mark (evidence on a GPU host, WORKBENCH_TRACE).
+- GPU_MODULES only where the pool asked for them (ZYGOTE_GPU=1: engine/pool.start_context sets it
+  where NVML sees a GPU): `triton.jit` makes Triton's own library functions interpreted or
+  compiled when Triton is imported (TRITON_INTERPRET is read then), so they are imported with
+  TRITON_INTERPRET unset, as for the compiled-Triton workers forked from here; a worker that
+  interprets Triton (a CPU row on a GPU host) is started by spawn instead (engine/pool.py).
+- Inductor reads two settings once, at import, that a worker's environment sets afterwards
+  (engine/plan.worker_env): its compile threads (1: no pool of compile subprocesses) and the CPU
+  ISA check switch. `refresh_inductor_config` reads them again in the worker (engine/entry.py).
+- ZYGOTE_PRELOAD=0 in the environment turns it off (torch and the worker's entry only, as
+  before: for comparisons).
+
+Then one collection and `gc.freeze()`: the preloaded modules' objects are out of every forked
+worker's collections (its own settle_heap collection walked all of them after the fork).
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import os
+from typing import Mapping, MutableMapping
+
+from workbench.trace import mark
+
+ZYGOTE_GPU = "WORKBENCH_ZYGOTE_GPU"
+ZYGOTE_PRELOAD = "WORKBENCH_ZYGOTE_PRELOAD"
+ROW_RUNNER = ("workbench.engine.worker.serve", "workbench.engine.worker.execute", "workbench.registry")
+GPU_MODULES = ("triton", "triton.language", "torch._dynamo", "torch._inductor.compile_fx",
+               "torch.utils.cpp_extension")
+
+
+def modules(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The modules `preload` imports under `environ` (module docstring)."""
+    if environ.get(ZYGOTE_PRELOAD, "").strip().lower() in ("0", "off", "no", "false"):
+        return ()
+    return ROW_RUNNER + (GPU_MODULES if environ.get(ZYGOTE_GPU) == "1" else ())
+
+
+def preload(environ: MutableMapping[str, str]) -> list[str]:
+    """Import `modules(environ)` (TRITON_INTERPRET unset meanwhile), then freeze the heap; returns
+    the modules imported. A module that fails to import is skipped (the worker meets it again)."""
+    names = modules(environ)
+    if not names:
+        mark("zygote: preload off")
+        return []
+    done = []
+    interpret = environ.pop("TRITON_INTERPRET", None)
+    try:
+        for name in names:
+            try:
+                importlib.import_module(name)
+            except Exception as exc:  # noqa: BLE001 - the worker imports it again and reports
+                mark(f"zygote: {name} not preloaded ({type(exc).__name__})")
+                continue
+            done.append(name)
+            mark(f"zygote: {name} imported")
+    finally:
+        if interpret is not None:
+            environ["TRITON_INTERPRET"] = interpret
+    if libcuda_mapped():
+        mark("zygote: libcuda is mapped after the preload (CUDA may be unusable in workers)")
+    gc.collect()
+    gc.freeze()
+    mark("zygote: preloaded")
+    return done
+
+
+def libcuda_mapped(maps: str = "/proc/self/maps") -> bool:
+    """Whether the CUDA driver library is loaded in this process (False where /proc is missing)."""
+    try:
+        with open(maps, encoding="utf-8", errors="replace") as f:
+            return any("libcuda.so" in line for line in f)
+    except OSError:
+        return False
+
+
+def refresh_inductor_config(environ: Mapping[str, str] | None = None) -> bool:
+    """In a worker whose environment is set: Inductor's import-time settings read again from it,
+    where the zygote imported Inductor before (module docstring). Returns whether it had."""
+    import sys
+
+    config = sys.modules.get("torch._inductor.config")
+    if config is None:
+        return False
+    environ = os.environ if environ is None else environ
+    threads = environ.get("TORCHINDUCTOR_COMPILE_THREADS")
+    if threads:
+        config.compile_threads = int(threads)
+    isa = environ.get("TORCHINDUCTOR_VEC_ISA_OK")
+    config.cpp.vec_isa_ok = True if isa == "1" else False if isa == "0" else None
+    return True
