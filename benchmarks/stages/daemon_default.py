@@ -82,7 +82,7 @@ def run(quick: bool, out: Path) -> list[dict]:
                 report["errors"][name] = f"{type(exc).__name__}: {exc}"[:400]
                 continue
             report["replays"].append({"step": name, "wall_s": round(wall_s, 3), **detail})
-            if name in TRACED:
+            if name in TRACED and detail.get("launched") is not None:
                 report.setdefault("timelines", {})[name] = timeline(str(trace), detail["launched"],
                                                                     detail["launched"] + wall_s)
             if name != "no_daemon_cold":

@@ -81,6 +81,7 @@ def _replay(args, argv, env: Env, err: Console, stop: threading.Event, stopped) 
     if stopped_elsewhere:
         code = EXIT_USAGE  # as for a daemon lost mid-run: the run did not end, not for a row's sake
     sink.finish(doc, err)
+    mark("client: results written")
     if stop.is_set():
         err.print(f"{stopped.name or 'interrupted'}: the results written are partial (unfinished rows are "
                   "skipped, error \"cancelled\")", markup=False)

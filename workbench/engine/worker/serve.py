@@ -44,30 +44,51 @@ def prepare(plugin_paths: tuple[str, ...], device: str) -> tuple[Any, str | None
         try:
             import torch
 
-            torch.cuda.set_device(torch.device(device))  # this thread's device (the context exists)
+            torch.cuda.set_device(torch.device(device))  # the runtime on the primary context made above
+            torch.cuda.init()
         except Exception:  # the row's DeviceSession meets it again and fails that row
             pass
     return registry, None
 
 
 def _start_cuda(device: str) -> Any:
-    """CUDA started on `device` in a thread (the driver, the device's primary context), while this
-    thread imports the row runner and the plugins (issue #39); joined before the first job."""
+    """The CUDA driver started and `device`'s primary context made in a thread, while this
+    thread imports the row runner and the plugins (issue #39). Through the driver API by ctypes,
+    which releases the GIL for each foreign call, so the start overlaps the imports whether or not
+    torch's own start would release it; torch's start in this thread afterwards finds the driver
+    started and the context made. Returns the thread (joined before torch's start); any failure there is left for
+    torch's start, then for the row's DeviceSession, to meet again."""
     import threading
 
     def start() -> None:
-        try:
-            import torch
-
-            torch.cuda.set_device(torch.device(device))  # CUDA 12: makes the primary context
-            torch.cuda.init()
-            mark(f"worker {device}: CUDA context made")
-        except Exception:  # the row's DeviceSession meets it again and fails that row
-            pass
+        if driver_primary_context(device_index(device)):
+            mark(f"worker {device}: CUDA driver context made")
 
     thread = threading.Thread(target=start, name="workbench-cuda-start", daemon=True)
     thread.start()
     return thread
+
+
+def device_index(device: str) -> int:
+    """The ordinal of a torch CUDA device string: "cuda" and "cuda:0" -> 0, "cuda:3" -> 3."""
+    _, _, index = device.partition(":")
+    return int(index) if index else 0
+
+
+def driver_primary_context(index: int, library: str = "libcuda.so.1") -> bool:
+    """cuInit, then retain device `index`'s primary context (the one the CUDA runtime, and so
+    torch, uses; kept for the process's life); whether it worked. False where the driver library
+    is missing or a call fails."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL(library)
+        if lib.cuInit(0) != 0:
+            return False
+        dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+        return lib.cuDeviceGet(ctypes.byref(dev), index) == 0 and lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def settle_heap() -> None:
