@@ -37,6 +37,7 @@ def test_preload_imports_with_triton_interpret_unset_then_puts_it_back(monkeypat
 
     def fake_import(name):
         seen.append((name, environ.get("TRITON_INTERPRET")))
+        assert environ.get("PYTORCH_NVML_BASED_CUDA_CHECK") == "1"  # is_available() through NVML meanwhile
         if name == "torch._dynamo":
             raise ImportError("not here")
 
@@ -46,6 +47,7 @@ def test_preload_imports_with_triton_interpret_unset_then_puts_it_back(monkeypat
     assert [name for name, _ in seen] == list(ROW_RUNNER + GPU_MODULES)
     assert all(value is None for _, value in seen)  # triton.jit reads it at import: compiled, as forked workers run
     assert environ["TRITON_INTERPRET"] == "1" and frozen == [True]
+    assert "PYTORCH_NVML_BASED_CUDA_CHECK" not in environ  # put back as it was
     assert "torch._dynamo" not in done and "triton" in done  # a failing module is skipped, the rest go on
 
 

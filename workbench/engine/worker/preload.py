@@ -7,8 +7,10 @@ torch._dynamo and Inductor (seconds, on the first row's clock). Imported in the 
 forked worker has them already. The rules that keep this safe:
 
 - nothing here may start CUDA: a zygote with CUDA started makes every child's CUDA fail. The
-  modules are imported, nothing is called; `libcuda_mapped()` says afterwards whether the driver
-  was loaded anyway, as a trace mark (evidence on a GPU host, WORKBENCH_TRACE).
+  modules are imported, nothing is called; meanwhile PYTORCH_NVML_BASED_CUDA_CHECK=1, so a
+  `torch.cuda.is_available()` run by an import asks NVML instead of starting the driver; and
+  `libcuda_mapped()` says afterwards whether the driver was loaded anyway, as a trace mark
+  (evidence on a GPU host, WORKBENCH_TRACE).
 - GPU_MODULES only where the pool asked for them (ZYGOTE_GPU=1: engine/pool.start_context sets it
   where NVML sees a GPU): `triton.jit` makes Triton's own library functions interpreted or
   compiled when Triton is imported (TRITON_INTERPRET is read then), so they are imported with
@@ -35,6 +37,7 @@ from workbench.trace import mark
 
 ZYGOTE_GPU = "WORKBENCH_ZYGOTE_GPU"
 ZYGOTE_PRELOAD = "WORKBENCH_ZYGOTE_PRELOAD"
+NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"  # torch.cuda.is_available() through NVML: no driver start
 ROW_RUNNER = ("workbench.engine.worker.serve", "workbench.engine.worker.execute", "workbench.registry")
 GPU_MODULES = ("triton", "triton.language", "torch._dynamo", "torch._inductor.compile_fx",
                "torch.utils.cpp_extension")
@@ -56,6 +59,8 @@ def preload(environ: MutableMapping[str, str]) -> list[str]:
         return []
     done = []
     interpret = environ.pop("TRITON_INTERPRET", None)
+    nvml_check = environ.get(NVML_CHECK)
+    environ[NVML_CHECK] = "1"  # a torch.cuda.is_available() during an import asks NVML, not the driver
     try:
         for name in names:
             try:
@@ -68,6 +73,10 @@ def preload(environ: MutableMapping[str, str]) -> list[str]:
     finally:
         if interpret is not None:
             environ["TRITON_INTERPRET"] = interpret
+        if nvml_check is None:
+            environ.pop(NVML_CHECK, None)
+        else:
+            environ[NVML_CHECK] = nvml_check
     if libcuda_mapped():
         mark("zygote: libcuda is mapped after the preload (CUDA may be unusable in workers)")
     gc.collect()
