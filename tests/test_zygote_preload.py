@@ -96,6 +96,14 @@ def test_an_interpreting_worker_is_spawned_where_the_zygote_holds_compiled_trito
     assert not zygote_interprets_wrong(_Context("spawn"), interpreted, gpu)
 
 
+def test_the_zygote_gpu_switch_a_pool_sets_does_not_change_the_daemon_fingerprint():
+    from workbench.engine.daemon.paths import fingerprint
+
+    base = {"PATH": "/usr/bin", "WORKBENCH_ZYGOTE_PRELOAD": "0"}
+    assert fingerprint({**base, ZYGOTE_GPU: "1"})["env"] == fingerprint(base)["env"]
+    assert fingerprint(base)["env"] != fingerprint({"PATH": "/usr/bin"})["env"]  # the preload switch does
+
+
 def test_device_index_and_a_missing_driver():
     from workbench.engine.worker.serve import device_index, driver_primary_context
 

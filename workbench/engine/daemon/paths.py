@@ -42,7 +42,9 @@ ENV_NAMES = ("HOME", "LD_LIBRARY_PATH", "PYTHONPATH", "XDG_CACHE_HOME", "XDG_DAT
 # Two logins whose PATHs differ elsewhere (a venv's bin, a tmux or IDE shell) share one daemon.
 PATH_TOOLS = ("nvcc", "ninja", "c++", "g++", "cc", "gcc", "clang", "ptxas", "cuobjdump", "nvdisasm", "ncu", "nsys",
               "c++filt")
-ENV_IGNORED = ("WORKBENCH_DAEMON", "WORKBENCH_DAEMON_DIR", "WORKBENCH_DAEMON_IDLE_S")
+# WORKBENCH_ZYGOTE_GPU: set by a process's own first pool (engine/pool.start_context) from the GPU
+# set, which the fingerprint holds already; a client that made a pool (--watch) must still match
+ENV_IGNORED = ("WORKBENCH_DAEMON", "WORKBENCH_DAEMON_DIR", "WORKBENCH_DAEMON_IDLE_S", "WORKBENCH_ZYGOTE_GPU")
 SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".h", ".yaml")
 SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes on Linux, 104 on macOS
 AUTHKEY_BYTES = 32
