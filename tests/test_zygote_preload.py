@@ -1,7 +1,7 @@
 """The first run's start-up off its critical path (issue #39): what the zygote preloads
 (engine/worker/preload.py), the worker that must not fork from a zygote with compiled Triton
-(engine/pool.py), Inductor's import-time settings read again in a worker, the CUDA start in a
-thread (engine/worker/serve.py) and the daemon's prewarmed first worker (engine/daemon/server.py)."""
+(engine/pool.py), Inductor's import-time settings read again in a worker and the CUDA start in a
+thread (engine/worker/serve.py)."""
 
 from __future__ import annotations
 
@@ -22,10 +22,11 @@ from workbench.engine.worker.preload import (GPU_MODULES, ROW_RUNNER, ZYGOTE_GPU
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_row_runner_always_and_the_gpu_modules_only_when_asked():
+def test_the_row_runner_by_default_and_the_gpu_modules_only_when_asked_on_a_gpu_host():
     assert modules({}) == ROW_RUNNER
-    assert modules({ZYGOTE_GPU: "0"}) == ROW_RUNNER
-    assert modules({ZYGOTE_GPU: "1"}) == ROW_RUNNER + GPU_MODULES
+    assert modules({ZYGOTE_GPU: "1"}) == ROW_RUNNER  # measured: no gain on the first run (preload.py)
+    assert modules({ZYGOTE_GPU: "1", ZYGOTE_PRELOAD: "all"}) == ROW_RUNNER + GPU_MODULES
+    assert modules({ZYGOTE_GPU: "0", ZYGOTE_PRELOAD: "all"}) == ROW_RUNNER  # no GPU: workers interpret Triton
     assert "triton" in GPU_MODULES and not any(m.startswith("triton") for m in ROW_RUNNER)
     for off in ("0", "off", "No", "false"):
         assert modules({ZYGOTE_GPU: "1", ZYGOTE_PRELOAD: off}) == ()
@@ -33,7 +34,7 @@ def test_the_row_runner_always_and_the_gpu_modules_only_when_asked():
 
 def test_preload_imports_with_triton_interpret_unset_then_puts_it_back(monkeypatch):
     seen, frozen = [], []
-    environ = {ZYGOTE_GPU: "1", "TRITON_INTERPRET": "1"}
+    environ = {ZYGOTE_GPU: "1", ZYGOTE_PRELOAD: "all", "TRITON_INTERPRET": "1"}
 
     def fake_import(name):
         seen.append((name, environ.get("TRITON_INTERPRET")))
@@ -88,10 +89,11 @@ def test_an_interpreting_worker_is_spawned_where_the_zygote_holds_compiled_trito
     from workbench.engine.pool import zygote_interprets_wrong
 
     interpreted, compiled = WorkerKey(True, (), "cpu"), WorkerKey(False, (), "cuda:0")
-    gpu = {ZYGOTE_GPU: "1"}
+    gpu = {ZYGOTE_GPU: "1", ZYGOTE_PRELOAD: "all"}
     assert zygote_interprets_wrong(_Context("forkserver"), interpreted, gpu)
+    assert not zygote_interprets_wrong(_Context("forkserver"), interpreted, {ZYGOTE_GPU: "1"})  # default: no Triton
     assert not zygote_interprets_wrong(_Context("forkserver"), compiled, gpu)
-    assert not zygote_interprets_wrong(_Context("forkserver"), interpreted, {ZYGOTE_GPU: "0"})
+    assert not zygote_interprets_wrong(_Context("forkserver"), interpreted, {ZYGOTE_GPU: "0", ZYGOTE_PRELOAD: "all"})
     assert not zygote_interprets_wrong(_Context("forkserver"), interpreted, {**gpu, ZYGOTE_PRELOAD: "0"})
     assert not zygote_interprets_wrong(_Context("spawn"), interpreted, gpu)
 
@@ -109,55 +111,6 @@ def test_device_index_and_a_missing_driver():
 
     assert [device_index(d) for d in ("cuda", "cuda:0", "cuda:3")] == [0, 0, 3]
     assert driver_primary_context(0, library="libno-such-cuda-driver.so.1") is False
-
-
-def test_the_prewarm_starts_the_likely_first_worker_as_a_spare_before_any_run(tmp_path, monkeypatch):
-    import workbench.engine.daemon.server as server
-    import workbench.engine.plan as plan
-    import workbench.engine.pool as pool_module
-    from workbench.engine.daemon.server import Daemon
-
-    key = WorkerKey(False, (), "cuda:0", "digest")
-
-    class FakePool:
-        def __init__(self, options):
-            self.warm = []
-
-        def keep_warm(self, key):
-            self.warm.append(key)
-
-        def close(self):
-            pass
-
-    monkeypatch.setattr(plan, "new_pool", FakePool)
-    monkeypatch.setattr(pool_module, "start_context", lambda method=None: _Context("spawn"))
-    monkeypatch.setattr(server, "first_worker_guess", lambda: key)
-    folder = tmp_path / "d"
-    folder.mkdir(mode=0o700)
-    daemon = Daemon(folder, idle_timeout_s=60, prewarm=True)
-    daemon._prewarm()
-    assert daemon.pool.warm == [key]
-    late = Daemon(folder, idle_timeout_s=60, prewarm=True)
-    late.runs = 1  # a run asked for its worker already: no spare beside it
-    late._prewarm()
-    assert late.pool.warm == []
-    monkeypatch.setattr(server, "first_worker_guess", lambda: None)  # no GPU: a CPU pool starts no spare
-    cpu = Daemon(folder, idle_timeout_s=60, prewarm=True)
-    cpu._prewarm()
-    assert cpu.pool.warm == []
-
-
-def test_the_first_worker_guess_is_the_key_of_a_session_without_plugins(monkeypatch):
-    import workbench.machine as machine
-    from workbench.engine.daemon.server import first_worker_guess
-    from workbench.engine.supervisor import worker_key
-    from workbench.plugins.manifest import sources_digest
-
-    monkeypatch.setattr(machine, "probe", lambda: types.SimpleNamespace(has_cuda=False))
-    assert first_worker_guess() is None
-    monkeypatch.setattr(machine, "probe", lambda: types.SimpleNamespace(has_cuda=True))
-    row = types.SimpleNamespace(device="cuda:0")
-    assert first_worker_guess() == worker_key([row], (), False, sources_digest(()))
 
 
 SCRIPT = """
@@ -184,7 +137,7 @@ runs:
 
 @pytest.mark.slow
 def test_interpreted_triton_rows_run_where_the_zygote_preloaded_compiled_triton(tmp_path):
-    """ZYGOTE_GPU=1 on this CPU box: the zygote imports Triton (compiled), dynamo and Inductor;
+    """ZYGOTE_GPU=1 and ZYGOTE_PRELOAD=all on this CPU box: the zygote imports Triton (compiled), dynamo and Inductor;
     the CPU rows' worker interprets Triton, so it is spawned, and its Triton row runs right.
     Forked from that zygote instead, the row failed: Triton's own library functions (tl.max,
     tl.sum) were made compiled when Triton was imported, and an interpreted kernel cannot call
@@ -192,7 +145,7 @@ def test_interpreted_triton_rows_run_where_the_zygote_preloaded_compiled_triton(
     session = tmp_path / "preload.yaml"
     session.write_text(SESSION)
     trace = tmp_path / "trace.txt"
-    env = {**os.environ, ZYGOTE_GPU: "1", "WORKBENCH_TRACE": str(trace), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env = {**os.environ, ZYGOTE_GPU: "1", ZYGOTE_PRELOAD: "all", "WORKBENCH_TRACE": str(trace), "XDG_CACHE_HOME": str(tmp_path / "cache")}
     proc = subprocess.run([sys.executable, "-c", SCRIPT, str(session), str(tmp_path / "cache")], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -71,8 +71,8 @@ def start_context(method: str | None = None) -> Any:
     if method == "forkserver":
         context.set_forkserver_preload(ZYGOTE_PRELOAD)
         os.environ["WORKBENCH_ZYGOTE_LOG"] = str(zygote_log_path())  # read by engine/zygote.py (not a parent's)
-        # the zygote preloads Triton, dynamo and Inductor where a GPU is seen (engine/worker/preload.py);
-        # decided once per process, as the zygote starts once
+        # with WORKBENCH_ZYGOTE_PRELOAD=all the zygote preloads Triton, dynamo and Inductor where a GPU
+        # is seen (engine/worker/preload.py); decided once per process, as the zygote starts once
         os.environ.setdefault(ZYGOTE_GPU, "1" if _gpu_seen() else "0")
     return context
 

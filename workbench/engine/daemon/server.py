@@ -23,10 +23,6 @@ its session: the first run's worker forks from a zygote already importing instea
 after the session came (on the 2-core CPU box the zygote's start moved ~0.5 s earlier; on a GPU
 host torch's import is the larger part of a first run). The pool is made for default options; a
 first run whose options ask for another pool (start method, spares, cache folder) replaces it.
-On a GPU host the prewarm also starts, as the pool's spare, the worker a first run most likely
-asks for (`first_worker_guess`: cuda:0, no plugin paths), so its fork, imports and CUDA start
-overlap the client's reading and sending of the session; a first run with another key discards
-it (WorkerPool.take).
 """
 
 from __future__ import annotations
@@ -162,11 +158,6 @@ class Daemon:
                     self.pool, self._prewarmed_for, pool = pool, pool_key(options), None
             if pool is not None:  # a run made its own meanwhile, or the daemon is leaving
                 pool.close()
-                return
-            key = first_worker_guess()
-            if key is not None and self.runs == 0:  # no run has asked for a worker yet
-                mark(f"daemon: prewarm, a worker for {key.device} is starting")
-                self.pool.keep_warm(key)  # a spare: a first run with another key discards it
         except Exception as exc:  # noqa: BLE001 - the first run makes its pool as before
             print(f"{utc_now_iso()} prewarm failed: {type(exc).__name__}: {exc}", flush=True)
 
@@ -346,19 +337,6 @@ class Daemon:
         except wire.WireError as exc:  # a value the wire cannot carry: an engine bug, said as such
             self._answer(conn, wire.Kind.error, f"the daemon cannot send the document: {exc}")
         print(f"{utc_now_iso()} run {self.runs} done{' (cancelled)' if cancelled else ''}", flush=True)
-
-
-def first_worker_guess() -> Any:
-    """The worker key a first run most likely asks for, where a GPU is seen: cuda:0, compiled
-    Triton, no plugin paths (the shipped kernels: the default session, a session without
-    `plugins`); None on a host without a GPU (a CPU pool starts no spares)."""
-    from workbench.engine.protocol import WorkerKey
-    from workbench.machine import probe
-    from workbench.plugins.manifest import sources_digest
-
-    if not probe().has_cuda:
-        return None
-    return WorkerKey(False, (), "cuda:0", sources_digest(()))
 
 
 def pool_key(options: Any) -> tuple:

@@ -1,26 +1,29 @@
-"""What the zygote imports once, before it forks any worker (issue #39: a first run's start-up
-off its critical path). Standard library and workbench/trace.py only.
+"""What the zygote imports once, before it forks any worker (issue #39: a first run's start-up).
+Standard library and workbench/trace.py only.
 
-Every worker imports the row runner (engine/worker/execute.py and what it imports) when it warms
-up, and on a GPU host its first Triton, torch.compile or load_inline row imports Triton,
-torch._dynamo and Inductor (seconds, on the first row's clock). Imported in the zygote, every
-forked worker has them already. The rules that keep this safe:
+By default the row runner (engine/worker/serve.py, execute.py, registry.py), which every worker
+imports when it warms up. With WORKBENCH_ZYGOTE_PRELOAD=all, on a GPU host (ZYGOTE_GPU=1:
+engine/pool.start_context sets it where NVML sees a GPU), also Triton, torch._dynamo, Inductor
+and torch.utils.cpp_extension, which a worker's first Triton, compiled or CUDA row otherwise
+imports on that row's clock. Not by default: measured on an H100 host (gVisor; daemon_default
+stage, 2026-12-06), dynamo took 3.5-3.7 s and Inductor 2.3-2.5 s in the zygote, the five-way
+GeLU's first run was no faster for it (13.9 s; the imports only moved from the compiled row to
+the zygote, on the same critical path), and every first run without a compiled row would wait
+~6 s longer for its first worker. WORKBENCH_ZYGOTE_PRELOAD=0 turns the preload off (torch and
+the worker's entry only). The rules that keep the preload safe:
 
 - nothing here may start CUDA: a zygote with CUDA started makes every child's CUDA fail. The
   modules are imported, nothing is called; meanwhile PYTORCH_NVML_BASED_CUDA_CHECK=1, so a
   `torch.cuda.is_available()` run by an import asks NVML instead of starting the driver; and
-  `libcuda_mapped()` says afterwards whether the driver was loaded anyway, as a trace mark
-  (evidence on a GPU host, WORKBENCH_TRACE).
-- GPU_MODULES only where the pool asked for them (ZYGOTE_GPU=1: engine/pool.start_context sets it
-  where NVML sees a GPU): `triton.jit` makes Triton's own library functions interpreted or
-  compiled when Triton is imported (TRITON_INTERPRET is read then), so they are imported with
-  TRITON_INTERPRET unset, as for the compiled-Triton workers forked from here; a worker that
-  interprets Triton (a CPU row on a GPU host) is started by spawn instead (engine/pool.py).
+  `libcuda_mapped()` says afterwards whether the driver library was loaded anyway, as a trace
+  mark (WORKBENCH_TRACE). On the H100 it was, after the full list, and every row still ran.
+- `triton.jit` makes Triton's own library functions interpreted or compiled when Triton is
+  imported (TRITON_INTERPRET is read then), so the GPU modules are imported with TRITON_INTERPRET
+  unset, as for the compiled-Triton workers forked from here; a worker that interprets Triton (a
+  CPU row on a GPU host) is then started by spawn instead (engine/pool.py).
 - Inductor reads two settings once, at import, that a worker's environment sets afterwards
   (engine/plan.worker_env): its compile threads (1: no pool of compile subprocesses) and the CPU
   ISA check switch. `refresh_inductor_config` reads them again in the worker (engine/entry.py).
-- ZYGOTE_PRELOAD=0 in the environment turns it off (torch and the worker's entry only, as
-  before: for comparisons).
 
 Then one collection and `gc.freeze()`: the preloaded modules' objects are out of every forked
 worker's collections (its own settle_heap collection walked all of them after the fork).
@@ -45,9 +48,10 @@ GPU_MODULES = ("triton", "triton.language", "torch._dynamo", "torch._inductor.co
 
 def modules(environ: Mapping[str, str]) -> tuple[str, ...]:
     """The modules `preload` imports under `environ` (module docstring)."""
-    if environ.get(ZYGOTE_PRELOAD, "").strip().lower() in ("0", "off", "no", "false"):
+    choice = environ.get(ZYGOTE_PRELOAD, "").strip().lower()
+    if choice in ("0", "off", "no", "false"):
         return ()
-    return ROW_RUNNER + (GPU_MODULES if environ.get(ZYGOTE_GPU) == "1" else ())
+    return ROW_RUNNER + (GPU_MODULES if choice == "all" and environ.get(ZYGOTE_GPU) == "1" else ())
 
 
 def preload(environ: MutableMapping[str, str]) -> list[str]:

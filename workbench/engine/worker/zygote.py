@@ -2,7 +2,8 @@
 
 torch is imported here, in the zygote, without touching CUDA (forking a process that started
 CUDA is unsafe: its children inherit a context they cannot use), then what every worker imports
-anyway (engine/worker/preload.py: the row runner; on a GPU host Triton, dynamo and Inductor too).
+anyway (engine/worker/preload.py: the row runner; WORKBENCH_ZYGOTE_PRELOAD=all on a GPU host:
+Triton, dynamo and Inductor too).
 Kernel modules are not: a worker decides TRITON_INTERPRET first (engine/entry.py), then imports
 them.
 
