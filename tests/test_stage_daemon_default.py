@@ -44,3 +44,38 @@ def test_the_stage_interleaves_default_and_no_daemon_and_stops_its_daemon(tmp_pa
     assert report["ratios"]["pytorch"] == pytest.approx(1 / 1.005) and report["within_1pct"] is True
     assert len(stopped) == 1
     assert any(r["replay"].startswith("worst") for r in rows)
+
+
+def test_the_timelines_of_no_daemon_and_default_first_hold_their_own_marks(tmp_path, monkeypatch):
+    """Every replay writes to one trace (the daemon's fingerprint holds WORKBENCH_TRACE); each
+    traced replay's timeline is the marks of its own window, in s since its launch, with roles."""
+    import time
+
+    def line(t, pid, phase):
+        return f"{t:.6f} {pid} {phase}\n"
+
+    launches = []
+
+    def replay(session, folder, env, default):
+        trace = env["WORKBENCH_TRACE"]
+        launched = time.monotonic() + 10 * len(launches)  # replays one after the other, 10 s apart
+        launches.append(launched)
+        with open(trace, "a") as f:
+            f.write(line(launched + 0.1, 100, "client: process up"))
+            f.write(line(launched + 0.2, 200 if default else 300, "zygote: start"))
+            f.write(line(launched + 0.3, 400, "worker cuda:0: start"))
+            f.write(line(launched + 0.35, 400, "after row: reset"))
+        return 0.5, {"exit": 0, "daemon_pid": None, "started_line": False, "rows_ok": "1/1",
+                     "medians_ms": {"pytorch": 1.0}, "stderr_tail": "", "launched": launched}
+
+    monkeypatch.setattr(stage, "_replay", replay)
+    monkeypatch.setattr(stage, "stop_daemons", lambda env, root: [])
+    monkeypatch.setattr("workbench.machine.probe", lambda: type("M", (), {"has_cuda": False})())
+    rows = stage.run(quick=True, out=tmp_path)
+    report = json.loads((tmp_path / "daemon_default" / "daemon-default.json").read_text())
+    assert sorted(report["timelines"]) == ["default_first", "no_daemon"]
+    first = report["timelines"]["default_first"]
+    assert [(round(t, 1), role.split()[0], phase) for t, role, phase in first] == [
+        (0.1, "client", "client: process up"), (0.2, "zygote", "zygote: start"),
+        (0.3, "worker", "worker cuda:0: start")]  # its window only; the reset marks left out
+    assert any(r.get("phase") == "zygote: start" and r["replay"] == "no_daemon timeline" for r in rows)
