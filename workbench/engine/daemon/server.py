@@ -17,9 +17,9 @@ left there is stale). It exits after `idle_timeout_s` without a run, on SIGTERM,
 SIGINT, on a client's STOP, and when its socket file is removed or replaced; on the way out the
 pool closes every worker and the zygote is killed (engine/workers.py), so none outlives it.
 
-Prewarm (issue #39): as soon as it listens, a daemon started by `main` makes its pool and starts
-the workers' zygote (which imports torch), while the client that started it connects and sends
-its session: the first run's worker forks from a zygote already importing instead of one started
+Prewarm (issue #39): a daemon started by `main` starts the workers' zygote (which imports torch)
+once it holds its lock, before it binds its socket, and makes its pool as soon as it listens,
+while the client that started it reads, connects and sends its session: the first run's worker forks from a zygote already importing instead of one started
 after the session came (on the 2-core CPU box the zygote's start moved ~0.5 s earlier; on a GPU
 host torch's import is the larger part of a first run). The pool is made for default options; a
 first run whose options ask for another pool (start method, spares, cache folder) replaces it.
@@ -77,6 +77,7 @@ class Daemon:
         self.pool_lock = threading.Lock()
         self.prewarm = prewarm
         self._prewarmed_for: tuple | None = None  # pool_key of the prewarmed pool until its first run
+        self._zygote_asked = False
         self._inode: int | None = None
         self._lock_fd: int | None = None
         self._key = b""
@@ -107,6 +108,8 @@ class Daemon:
         if self._lock_fd is None:
             print(f"another daemon holds {self.paths.lock}; leaving", flush=True)
             return 0
+        if self.prewarm:  # before it binds: a first run waits for the zygote's imports, while the client
+            self._start_zygote()  # that started this daemon is still reading its session (0.2 s on an H100)
         self.paths.socket.unlink(missing_ok=True)  # a dead daemon's (the lock was free)
         self._key = authkey(self.paths.folder)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -136,10 +139,12 @@ class Daemon:
         return 0  # the lock's fd stays open: the kernel drops it when the process is gone, after
         # the atexit handler has killed the zygote, so a client waiting for it sees no process left
 
-    def _prewarm(self) -> None:
-        """The zygote, then the pool for default options, started now (module docstring). The
-        zygote first and without the planner's imports: it is the process-wide forkserver that
-        every pool of the default start method forks from, the one a run made meanwhile too."""
+    def _start_zygote(self) -> None:
+        """The workers' zygote, started now, without the planner's imports: it is the process-wide
+        forkserver that every pool of the default start method forks from (module docstring)."""
+        if self._zygote_asked:
+            return
+        self._zygote_asked = True
         try:
             from multiprocessing import forkserver
 
@@ -148,6 +153,14 @@ class Daemon:
             if start_context(None).get_start_method() == "forkserver":
                 forkserver.ensure_running()
                 mark("daemon: prewarm, the zygote is starting")
+        except Exception as exc:  # noqa: BLE001 - the first run starts it as before
+            print(f"{utc_now_iso()} the zygote's early start failed: {type(exc).__name__}: {exc}", flush=True)
+
+    def _prewarm(self) -> None:
+        """The pool for default options, made now (module docstring); the zygote was started
+        before the daemon listened (`_start_zygote`; again here where it was not)."""
+        try:
+            self._start_zygote()  # (ensure_running: nothing to do when it runs)
             from workbench.engine.options import RunOptions
             from workbench.engine.plan import new_pool
 
