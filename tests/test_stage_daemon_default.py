@@ -13,10 +13,11 @@ from benchmarks.stages import daemon_default as stage
 
 @pytest.fixture
 def fake(monkeypatch):
-    calls = []
+    calls, preloads = [], []
 
     def replay(session, folder, env, default):
         calls.append((default, env.get("WORKBENCH_DAEMON")))
+        preloads.append(env.get("WORKBENCH_ZYGOTE_PRELOAD"))
         if len(calls) == 5:
             raise RuntimeError("one replay failed")
         median = 1.0 if default else 1.005
@@ -29,17 +30,19 @@ def fake(monkeypatch):
     monkeypatch.setattr(stage, "stop_daemons", lambda env, root: stopped.append(env["WORKBENCH_DAEMON_DIR"]) or [])
     monkeypatch.setattr("workbench.machine.probe", lambda: type("M", (), {"has_cuda": False})())
     monkeypatch.setenv("WORKBENCH_DAEMON", "0")  # the suite's; the stage's own replays must not inherit it
-    return calls, stopped
+    return calls, stopped, preloads
 
 
 def test_the_stage_interleaves_default_and_no_daemon_and_stops_its_daemon(tmp_path, fake):
-    calls, stopped = fake
+    calls, stopped, preloads = fake
     rows = stage.run(quick=True, out=tmp_path)
-    assert [default for default, _ in calls] == [False, False, True, True, False, True]
+    assert preloads == [None] * 6 + ["0", "all"]  # the last two first runs: the zygote's preload off, all
+    assert [default for default, _ in calls] == [False, False, True, True, False, True, True, True]
     assert all(flag is None for _, flag in calls)
     report = json.loads((tmp_path / "daemon_default" / "daemon-default.json").read_text())
     assert [r["step"] for r in report["replays"]] == ["no_daemon_cold", "no_daemon", "default_first",
-                                                     "default_second", "default_3"]
+                                                     "default_second", "default_3", "default_first_preload_0",
+                                                     "default_first_preload_all"]
     assert "one replay failed" in report["errors"]["no_daemon_1"]
     assert report["ratios"]["pytorch"] == pytest.approx(1 / 1.005) and report["within_1pct"] is True
     assert len(stopped) == 1
@@ -78,4 +81,8 @@ def test_the_timelines_of_no_daemon_and_default_first_hold_their_own_marks(tmp_p
     assert [(round(t, 1), role.split()[0], phase) for t, role, phase in first] == [
         (0.1, "client", "client: process up"), (0.2, "zygote", "zygote: start"),
         (0.3, "worker", "worker cuda:0: start")]  # its window only; the reset marks left out
+    assert sorted(report["milestones"]) == ["default_first", "default_first_preload_0", "default_first_preload_all",
+                                            "no_daemon"]
+    assert round(report["milestones"]["default_first_preload_all"]["zygote start"], 1) == 0.2
+    assert report["milestones"]["no_daemon"]["worker warm"] is None  # no "heap settled" mark in its window
     assert any(r.get("phase") == "zygote: start" and r["replay"] == "no_daemon timeline" for r in rows)

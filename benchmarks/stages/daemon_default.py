@@ -17,6 +17,12 @@ the median of its medians under the default daemon over the median under --no-da
 the cold run), with the worst |ratio - 1| (the issue: within 1%). The daemon lives in a private
 folder of its own and is stopped at the end. Writes daemon-default.json under DIR/daemon_default.
 
+Then, last, two more first runs, with WORKBENCH_ZYGOTE_PRELOAD=0 (the zygote imports torch only)
+and =all (on a GPU host also Triton, dynamo and Inductor): `default_first_preload_0`, `_all`;
+each starts a daemon of its own (the variable is in the daemon's fingerprint). For every first
+run the milestones (MILESTONES: zygote start, torch imported, preloaded, worker warm, first row,
+compiled row built, last result, results written) in s since its launch.
+
 Then the timelines of `no_daemon` and `default_first` (TRACED): every replay runs with
 WORKBENCH_TRACE at DIR/daemon_default/trace.txt (one file: the daemon's fingerprint includes the
 variable, so every replay shares it), and each timeline is the marks (workbench/trace.py) written
@@ -46,6 +52,13 @@ FIVE_GPU = ("manual", "pytorch", "compiled", "cuda", "triton")
 FIVE_CPU = ("manual", "pytorch")  # a dry run of the logic on a CPU box
 ROUNDS = {True: 1, False: 2}
 TRACED = ("no_daemon", "default_first")  # the replays whose timelines are shown
+PRELOAD = "WORKBENCH_ZYGOTE_PRELOAD"  # engine/worker/preload.py
+PRELOADS = ("0", "all")  # first runs again (each its own daemon: the variable is in its fingerprint)
+# (what, a mark's prefix, its suffix): when a first run reached each step, in s since its launch
+MILESTONES = (("zygote start", "zygote: start", ""), ("zygote torch imported", "zygote: torch imported", ""),
+              ("zygote preloaded", "zygote: preloaded", ""), ("worker warm", "worker ", ": heap settled"),
+              ("first row start", "row ", ": start"), ("compiled row built", "row gelu compiled: built", ""),
+              ("last row result", "row ", ": result sent"), ("results written", "client: results written", ""))
 ROLES = (("client: ", "client"), ("daemon: ", "daemon"), ("zygote: ", "zygote"), ("worker ", "worker"),
          ("pool: ", "client"), ("plan: ", "client"))  # a process's role, by its first mark
 
@@ -65,26 +78,30 @@ def run(quick: bool, out: Path) -> list[dict]:
            "WORKBENCH_DAEMON_DIR": daemon_dir, "WORKBENCH_TRACE": str(trace)}
     for name in ("WORKBENCH_DAEMON", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
         env.pop(name, None)
-    steps = [("no_daemon_cold", False), ("no_daemon", False), ("default_first", True), ("default_second", True)]
+    steps = [("no_daemon_cold", False, {}), ("no_daemon", False, {}), ("default_first", True, {}),
+             ("default_second", True, {})]
     for index in range(ROUNDS[quick]):
-        steps += [(f"no_daemon_{index + 1}", False), (f"default_{index + 3}", True)]
+        steps += [(f"no_daemon_{index + 1}", False, {}), (f"default_{index + 3}", True, {})]
+    steps += [(f"default_first_preload_{value}", True, {PRELOAD: value}) for value in PRELOADS]
     deadline = time.monotonic() + BUDGET_S
     report: dict = {"gpu": gpu, "quick": quick, "side": side, "replays": [], "errors": {}}
     medians: dict[str, dict[str, list]] = {}
     try:
-        for name, default in steps:
+        for name, default, extra in steps:
             if time.monotonic() > deadline:
                 report["errors"][name] = f"the stage budget of {BUDGET_S} s was spent before it"
                 continue
             try:
-                wall_s, detail = _replay(session, folder, env, default)
+                wall_s, detail = _replay(session, folder, {**env, **extra}, default)
             except Exception as exc:  # one replay failing never loses the others
                 report["errors"][name] = f"{type(exc).__name__}: {exc}"[:400]
                 continue
             report["replays"].append({"step": name, "wall_s": round(wall_s, 3), **detail})
-            if name in TRACED and detail.get("launched") is not None:
-                report.setdefault("timelines", {})[name] = timeline(str(trace), detail["launched"],
-                                                                    detail["launched"] + wall_s)
+            if detail.get("launched") is not None and (name in TRACED or name.startswith("default_first")):
+                marks = timeline(str(trace), detail["launched"], detail["launched"] + wall_s)
+                report.setdefault("milestones", {})[name] = milestones(marks)
+                if name in TRACED:
+                    report.setdefault("timelines", {})[name] = marks
             if name != "no_daemon_cold":
                 for label, median in detail["medians_ms"].items():
                     medians.setdefault(label, {"daemon": [], "no_daemon": []})[
@@ -101,9 +118,21 @@ def run(quick: bool, out: Path) -> list[dict]:
              for label, ratio in sorted(ratios.items())]
     rows.append({"replay": "worst |ratio - 1| (within 1%?)", "wall_s": worst, "exit": report["within_1pct"]})
     rows += [{"replay": f"{name}: {error}"} for name, error in report["errors"].items()]
+    for name, found in (report.get("milestones") or {}).items():
+        rows += [{"replay": f"{name} milestone", "t_s": t, "phase": what} for what, t in found.items()]
     for name, marks in (report.get("timelines") or {}).items():
         rows += [{"replay": f"{name} timeline", "t_s": t, "process": role, "phase": phase} for t, role, phase in marks]
     return rows
+
+
+def milestones(marks: list[tuple[float, str, str]]) -> dict[str, float | None]:
+    """The s of each MILESTONES entry in a timeline (its first mark, the last for "last row
+    result"); None where it has none."""
+    found: dict[str, float | None] = {}
+    for what, prefix, suffix in MILESTONES:
+        times = [t for t, _role, phase in marks if phase.startswith(prefix) and phase.endswith(suffix)]
+        found[what] = (times[-1] if what == "last row result" else times[0]) if times else None
+    return found
 
 
 def timeline(path: str, start: float, end: float) -> list[tuple[float, str, str]]:
