@@ -156,3 +156,17 @@ def test_interpreted_triton_rows_run_where_the_zygote_preloaded_compiled_triton(
     phases = [phase for _t, _pid, phase in wb_trace.read(str(trace))]
     assert not any(p.startswith("zygote: triton") for p in phases)  # no worker needed the zygote: spawned
     assert any(p.startswith("worker cpu: start") for p in phases)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("setting", ["", "0"])
+def test_the_zygote_collects_again_after_its_imports_and_freezes_them(setting):
+    """The zygote imports with the collector off (zygote.py); every worker forked from it must
+    find it on again, and the imports frozen out of its collections, the preload on or off."""
+    code = ("import gc, workbench.engine.worker.zygote; "
+            "print(gc.isenabled(), gc.get_freeze_count() > 100000, 'workbench.engine.worker.execute' in __import__('sys').modules)")
+    env = {**os.environ, ZYGOTE_PRELOAD: setting}
+    env.pop("WORKBENCH_ZYGOTE_LOG", None)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["True", "True", "False" if setting == "0" else "True"]
