@@ -30,7 +30,7 @@ import gc  # noqa: E402
 # No collection while it imports: torch's import graph is millions of objects, and the
 # collections it set off (gen 2 ones among them) took ~20% of torch's and the row runner's
 # import on the 2-core CPU box (1.80 s against 1.42 s, medians of 4 alternating starts; dynamo
-# and Inductor 2.9 against 2.2 s). On again, after one collection and a freeze, before any fork.
+# and Inductor 2.9 against 2.2 s, means of 2). On again, after one collection and a freeze, before any fork.
 gc.disable()
 from workbench.trace import mark  # noqa: E402
 
