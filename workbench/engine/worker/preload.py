@@ -34,7 +34,7 @@ from __future__ import annotations
 import gc
 import importlib
 import os
-from typing import Mapping, MutableMapping
+from typing import Any, Mapping, MutableMapping
 
 from workbench.trace import mark
 
@@ -103,7 +103,7 @@ def refresh_inductor_config(environ: Mapping[str, str] | None = None) -> bool:
     where the zygote imported Inductor before (module docstring). Returns whether it had."""
     import sys
 
-    config = sys.modules.get("torch._inductor.config")
+    config: Any = sys.modules.get("torch._inductor.config")  # a module with attributes set at import
     if config is None:
         return False
     environ = os.environ if environ is None else environ
