@@ -112,21 +112,14 @@ def key_latency(target: str, presses: int, run_wait_s: float) -> tuple[list[floa
     return latencies, streaming, screen
 
 
-# the front end's packages: a pip install writes their bytecode; a --no-compile --target install
-# (the GPU boxes get the TUI's wheels so) under PYTHONDONTWRITEBYTECODE=1 would compile them on every start
-FRONT_END_PACKAGES = ("workbench", "workbench.screens", "textual", "rich", "textual_plotext", "plotext",
-                      "markdown_it", "mdit_py_plugins", "linkify_it", "uc_micro", "platformdirs", "yaml", "pygments")
-
-
 def compile_package(python: str) -> bool:
     """Write the bytecode of workbench's folders and the front end's packages (as a pip install
-    does); whether it worked (a package not installed is left out)."""
-    code = ("import compileall, importlib, importlib.util, os, sys\n"
-            f"names = {FRONT_END_PACKAGES!r}\n"
-            "mods = [importlib.import_module(n) for n in names if importlib.util.find_spec(n)]\n"
-            "ok = all(compileall.compile_dir(os.path.dirname(m.__file__), quiet=1) for m in mods)\n"
-            "sys.exit(0 if ok else 1)")
-    return subprocess.run([python, "-c", code], cwd=ROOT, capture_output=True).returncode == 0
+    does; benchmarks/bytecode.py); whether it worked (a package not installed is left out)."""
+    if str(ROOT) not in sys.path:  # run as a script: `benchmarks` as a package
+        sys.path.insert(0, str(ROOT))
+    from benchmarks.bytecode import FRONT_END_PACKAGES, write_bytecode
+
+    return bool(write_bytecode(python, FRONT_END_PACKAGES).get("ok"))
 
 
 def main(argv: list[str] | None = None) -> int:

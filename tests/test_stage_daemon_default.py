@@ -27,6 +27,8 @@ def fake(monkeypatch):
 
     stopped = []
     monkeypatch.setattr(stage, "_replay", replay)
+    monkeypatch.setattr(stage, "user_bytecode", lambda: {"modules": 9, "without_bytecode": 4, "written_s": 0.5,
+                                                         "ok": True})
     monkeypatch.setattr(stage, "stop_daemons", lambda env, root: stopped.append(env["WORKBENCH_DAEMON_DIR"]) or [])
     monkeypatch.setattr("workbench.machine.probe", lambda: type("M", (), {"has_cuda": False})())
     monkeypatch.setenv("WORKBENCH_DAEMON", "0")  # the suite's; the stage's own replays must not inherit it
@@ -47,6 +49,7 @@ def test_the_stage_interleaves_default_and_no_daemon_and_stops_its_daemon(tmp_pa
     assert report["ratios"]["pytorch"] == pytest.approx(1 / 1.005) and report["within_1pct"] is True
     assert len(stopped) == 1
     assert any(r["replay"].startswith("worst") for r in rows)
+    assert rows[0]["replay"] == "bytecode written first: 4 of 9 modules had none" and report["bytecode"]["ok"]
 
 
 def test_the_timelines_of_no_daemon_and_default_first_hold_their_own_marks(tmp_path, monkeypatch):
@@ -72,6 +75,8 @@ def test_the_timelines_of_no_daemon_and_default_first_hold_their_own_marks(tmp_p
                      "medians_ms": {"pytorch": 1.0}, "stderr_tail": "", "launched": launched}
 
     monkeypatch.setattr(stage, "_replay", replay)
+    monkeypatch.setattr(stage, "user_bytecode", lambda: {"modules": 9, "without_bytecode": 4, "written_s": 0.5,
+                                                         "ok": True})
     monkeypatch.setattr(stage, "stop_daemons", lambda env, root: [])
     monkeypatch.setattr("workbench.machine.probe", lambda: type("M", (), {"has_cuda": False})())
     rows = stage.run(quick=True, out=tmp_path)

@@ -41,6 +41,9 @@ def run(quick: bool, out: Path) -> list[dict]:
     session = _session(quick, out) if gpu else "smoke-quick"
     trace = out / "coldstart-trace.txt"
     trace.unlink(missing_ok=True)
+    from benchmarks.stages.daemon_default import user_bytecode
+
+    bytecode = user_bytecode()  # a fresh box's caches are empty, its packages' .pyc were written at install
     home_cache = Path.home() / ".cache"
     before = _listing(home_cache)
     with tempfile.TemporaryDirectory(prefix="wb-cold-") as fresh:
@@ -50,7 +53,9 @@ def run(quick: bool, out: Path) -> list[dict]:
         folders = sorted(p.name for p in (Path(fresh) / "workbench").iterdir()) if (Path(fresh) / "workbench").is_dir() else []
     outside = sorted(set(_listing(home_cache)) - set(before))
     summary = {**ran, "session": "default" if gpu else "smoke-quick (no GPU)", "cache folders": " ".join(folders),
-               "new in ~/.cache": " ".join(outside) or "nothing"}
+               "new in ~/.cache": " ".join(outside) or "nothing",
+               "bytecode written first": f"{bytecode.get('without_bytecode')} of {bytecode.get('modules')} modules "
+                                         f"had none ({bytecode.get('written_s')} s, ok {bytecode.get('ok')})"}
     summary.update({f"softmax module {i + 1}": m for i, m in enumerate(modules)})
     return [{"what": k, "value": v} for k, v in summary.items()] + _timeline(trace)
 

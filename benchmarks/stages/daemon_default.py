@@ -23,6 +23,11 @@ each starts a daemon of its own (the variable is in the daemon's fingerprint). F
 run the milestones (MILESTONES: zygote start, torch imported, preloaded, worker warm, first row,
 compiled row built, last result, results written) in s since its launch.
 
+Before any replay, the bytecode of what a worker imports is written where it is missing
+(benchmarks/bytecode.py; WORKBENCH_STAGE_BYTECODE=0 skips it): a user's pip install wrote it, the
+lent boxes' packages under PYTHONDONTWRITEBYTECODE=1 would compile from source on every start.
+The first table row says how many modules had none.
+
 Then the timelines of `no_daemon` and `default_first` (TRACED): every replay runs with
 WORKBENCH_TRACE at DIR/daemon_default/trace.txt (one file: the daemon's fingerprint includes the
 variable, so every replay shares it), and each timeline is the marks (workbench/trace.py) written
@@ -83,8 +88,9 @@ def run(quick: bool, out: Path) -> list[dict]:
     for index in range(ROUNDS[quick]):
         steps += [(f"no_daemon_{index + 1}", False, {}), (f"default_{index + 3}", True, {})]
     steps += [(f"default_first_preload_{value}", True, {PRELOAD: value}) for value in PRELOADS]
+    bytecode = user_bytecode()  # before the clock: a user's pip install wrote it once
     deadline = time.monotonic() + BUDGET_S
-    report: dict = {"gpu": gpu, "quick": quick, "side": side, "replays": [], "errors": {}}
+    report: dict = {"gpu": gpu, "quick": quick, "side": side, "replays": [], "errors": {}, "bytecode": bytecode}
     medians: dict[str, dict[str, list]] = {}
     try:
         for name, default, extra in steps:
@@ -112,8 +118,10 @@ def run(quick: bool, out: Path) -> list[dict]:
         report["daemon_stopped"] = stop_daemons(env, ROOT)
         shutil.rmtree(daemon_dir, ignore_errors=True)
         (folder / "daemon-default.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
-    rows = [{"replay": r["step"], "wall_s": r["wall_s"], "exit": r["exit"], "daemon_pid": r["daemon_pid"],
-             "started_daemon": r["started_line"], "rows_ok": r["rows_ok"]} for r in report["replays"]]
+    rows = [{"replay": f"bytecode written first: {bytecode.get('without_bytecode')} of {bytecode.get('modules')} "
+                       f"modules had none", "wall_s": bytecode.get("written_s"), "exit": bytecode.get("ok")}]
+    rows += [{"replay": r["step"], "wall_s": r["wall_s"], "exit": r["exit"], "daemon_pid": r["daemon_pid"],
+              "started_daemon": r["started_line"], "rows_ok": r["rows_ok"]} for r in report["replays"]]
     rows += [{"replay": f"median {label}: default/no-daemon", "wall_s": None if ratio is None else round(ratio, 4)}
              for label, ratio in sorted(ratios.items())]
     rows.append({"replay": "worst |ratio - 1| (within 1%?)", "wall_s": worst, "exit": report["within_1pct"]})
@@ -123,6 +131,18 @@ def run(quick: bool, out: Path) -> list[dict]:
     for name, marks in (report.get("timelines") or {}).items():
         rows += [{"replay": f"{name} timeline", "t_s": t, "process": role, "phase": phase} for t, role, phase in marks]
     return rows
+
+
+def user_bytecode() -> dict:
+    """benchmarks/bytecode.py on what a worker imports (torch, Triton, Inductor's sympy, ...),
+    unless WORKBENCH_STAGE_BYTECODE=0: the lent GPU boxes run under PYTHONDONTWRITEBYTECODE=1,
+    where a package without its .pyc is compiled from source on every start; a user's pip
+    install wrote them."""
+    if os.environ.get("WORKBENCH_STAGE_BYTECODE") == "0":
+        return {"ok": None, "skipped": "WORKBENCH_STAGE_BYTECODE=0"}
+    from benchmarks.bytecode import ENGINE_PACKAGES, write_bytecode
+
+    return write_bytecode(sys.executable, ENGINE_PACKAGES)
 
 
 def milestones(marks: list[tuple[float, str, str]]) -> dict[str, float | None]:
