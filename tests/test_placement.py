@@ -275,3 +275,17 @@ def test_the_cli_hands_devices_and_cluster_to_the_engine(capsys, user_dirs, sess
     assert options.devices == ("cuda:1", "cuda:0") and options.cluster == "ray"
     code, _out, err = cli_run(capsys, "--list", "--devices", "all")
     assert code == 2 and "--devices and --cluster go with --replay FILE or the TUI" in err
+
+
+def test_a_ray_result_is_relabelled_into_a_new_record():
+    """--cluster ray names each row's place (node/device); the event's own record dict, which the
+    actor's caller may still hold, is left as it came."""
+    from workbench.engine.multi.ray_cluster import _relabel_event
+    from workbench.events import Result
+
+    record = {"device": "cpu", "status": "ok"}
+    event = Result((0, "pytorch", None), record)
+    relabelled = _relabel_event(event, "10.0.0.7/cuda:1")
+    assert relabelled.record == {"device": "10.0.0.7/cpu", "status": "ok"} and record["device"] == "cpu"
+    assert _relabel_event(Result((0, "x", None), {"device": "cuda:0"}), "10.0.0.7/cuda:1").record["device"] \
+        == "10.0.0.7/cuda:1"

@@ -179,8 +179,8 @@ class RayPart:
 def _relabel_event(event: Event, label: str) -> Event:
     if isinstance(event, Started):
         return dataclasses.replace(event, device=_place(event.device, label))
-    if isinstance(event, Result):
-        event.record["device"] = _place(event.record.get("device"), label)
+    if isinstance(event, Result):  # a new record: the event's own dict is left as it came
+        return dataclasses.replace(event, record={**event.record, "device": _place(event.record.get("device"), label)})
     return event
 
 
