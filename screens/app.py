@@ -20,7 +20,9 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.css.query import NoMatches
+from textual.reactive import Reactive
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Input, Static, TabbedContent, TabPane
 
 from . import fmt, heap, sessions_io
@@ -65,6 +67,10 @@ class MainScreen(Screen):
     own nodes. That second pass was ~1/8 of the first frame's CPU on the 2-core box."""
 
     _resumed = False
+    # Textual's Screen.focused repaints the whole screen on every focus change (its default
+    # repaint=True): a pane key moves focus, so every one redrew all 200x50 cells, the sidebar's
+    # and footer's included. The focused and blurred widgets restyle and repaint themselves.
+    focused: Reactive[Widget | None] = Reactive(None, repaint=False)
 
     def _on_screen_resume(self, event) -> None:
         if not self._resumed:
