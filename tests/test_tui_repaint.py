@@ -165,3 +165,83 @@ def test_a_pane_key_repaints_the_pane_not_the_screen_or_the_pane_box(tmp_path):
                 assert not outside, (key, outside)  # the screen (focus moved), the sidebar: not drawn again
                 assert tabs not in redrawn  # the pane box's border: not drawn again
     drive()
+
+
+def test_no_rule_styles_the_inside_of_a_box_by_its_focus_class():
+    """app._focus_moved restyles the two boxes only (not their subtrees) when the keyboard moves
+    between them: that is right only while every rule naming -focus-box styles the box itself."""
+    import re
+    from pathlib import Path
+
+    css = re.sub(r"/\*.*?\*/", "", (Path(__file__).resolve().parents[1] / "screens" / "app.tcss").read_text(),
+                 flags=re.S)
+    selectors = [s.strip() for block in re.findall(r"([^{}]+)\{", css) for s in block.split(",")]
+    named = [s for s in selectors if "-focus-box" in s]
+    assert named  # the rule that draws the heavy border
+    for selector in named:
+        assert "-focus-box" in re.split(r"[\s>]+", selector)[-1], selector
+
+
+@pytest.mark.slow  # the whole Textual app (its resource tracker is a child process)
+def test_the_keyboard_moving_into_the_panes_restyles_the_two_boxes_not_every_pane(tmp_path):
+    from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded
+    from workbench.screens.app import WorkbenchApp
+
+    app = WorkbenchApp(None, None, engine=fixture_engine(), opener=fake_opener(),
+                       catalog_loader=lambda kernels, device: fake_catalog(), data_dir=tmp_path)
+
+    @run_async
+    async def drive() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await loaded(pilot)
+            await pilot.pause(0.1)
+            runs, panes = app.query_one("#op-list"), app.query_one("#panes")
+            assert app.focused is runs
+            sizes: list[int] = []
+            update_nodes = app.stylesheet.update_nodes
+
+            def counted(nodes, **kwargs):
+                nodes = list(nodes)
+                sizes.append(len(nodes))
+                return update_nodes(nodes, **kwargs)
+            app.stylesheet.update_nodes = counted
+            for key, box in (("2", panes), ("escape", None), ("1", panes)):
+                if box is None:  # back to the run list (a click there, or tab)
+                    runs.focus()
+                else:
+                    await pilot.press(key)
+                await pilot.pause(0.1)
+                lit = box or runs
+                assert lit.has_class("-focus-box") and lit.styles.border_top[0] == "heavy"
+                unlit = runs if box else panes
+                assert not unlit.has_class("-focus-box") and unlit.styles.border_top[0] == "round"
+            assert sizes and max(sizes) < 20, sizes  # the panes' box's ~80 widgets were restyled
+    drive()
+
+
+@pytest.mark.slow  # the whole Textual app (its resource tracker is a child process)
+def test_the_name_of_the_field_being_edited_is_lit_and_follows_tab(tmp_path):
+    """`.field:focus-within .field-name`: lit on `e` (the box's restyle did it by the way before
+    the boxes were restyled alone) and on tab to the next field (never did: Textual restyles on
+    focus only below an ancestor whose own rules use :focus-within)."""
+    from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded
+    from workbench.screens.app import WorkbenchApp
+
+    app = WorkbenchApp(None, None, engine=fixture_engine(), opener=fake_opener(),
+                       catalog_loader=lambda kernels, device: fake_catalog(), data_dir=tmp_path)
+
+    def lit(name: str) -> bool:
+        field = next(f for f in app.query(".field") if f.query(".field-name").first().content == name)
+        return bool(field.query_one(".field-name").styles.text_style.bold)
+
+    @run_async
+    async def drive() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await loaded(pilot)
+            await pilot.press("e")
+            await pilot.pause(0.2)
+            assert app.focused.name == "M" and lit("M") and not lit("N")
+            await pilot.press("tab")
+            await pilot.pause(0.2)
+            assert app.focused.name == "N" and lit("N") and not lit("M")
+    drive()
