@@ -38,6 +38,15 @@ class _Tables(App):
         self.query_one("#other", DataTable).add_columns("x")
 
 
+def _app(tmp_path):
+    """The whole app on the GeLU fixture, ops loaded from the fake catalog."""
+    from tui_helpers import fake_catalog, fake_opener, fixture_engine
+    from workbench.screens.app import WorkbenchApp
+
+    return WorkbenchApp(None, None, engine=fixture_engine(), opener=fake_opener(),
+                        catalog_loader=lambda kernels, device: fake_catalog(), data_dir=tmp_path)
+
+
 def _lines(table: DataTable) -> list[tuple]:
     """What the table draws, cell text and style."""
     strips = table.render_lines(Region(0, 0, table.size.width, table.size.height))
@@ -125,12 +134,10 @@ def test_a_pane_key_repaints_the_pane_not_the_screen_or_the_pane_box(tmp_path):
     from textual.scrollbar import ScrollBar
     from textual.widgets import TabbedContent
 
-    from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded
-    from workbench.screens.app import WorkbenchApp
+    from tui_helpers import loaded
     from workbench.screens.fitting import FittedFooter
 
-    app = WorkbenchApp(None, None, engine=fixture_engine(), opener=fake_opener(),
-                       catalog_loader=lambda kernels, device: fake_catalog(), data_dir=tmp_path)
+    app = _app(tmp_path)
     drawn: list = []
     render_widget = StylesCache.render_widget
     render_line = StylesCache.render_line
@@ -184,11 +191,9 @@ def test_no_rule_styles_the_inside_of_a_box_by_its_focus_class():
 
 @pytest.mark.slow  # the whole Textual app (its resource tracker is a child process)
 def test_the_keyboard_moving_into_the_panes_restyles_the_two_boxes_not_every_pane(tmp_path):
-    from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded
-    from workbench.screens.app import WorkbenchApp
+    from tui_helpers import loaded
 
-    app = WorkbenchApp(None, None, engine=fixture_engine(), opener=fake_opener(),
-                       catalog_loader=lambda kernels, device: fake_catalog(), data_dir=tmp_path)
+    app = _app(tmp_path)
 
     @run_async
     async def drive() -> None:
@@ -224,11 +229,9 @@ def test_the_name_of_the_field_being_edited_is_lit_and_follows_tab(tmp_path):
     """`.field:focus-within .field-name`: lit on `e` (the box's restyle did it by the way before
     the boxes were restyled alone) and on tab to the next field (never did: Textual restyles on
     focus only below an ancestor whose own rules use :focus-within)."""
-    from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded
-    from workbench.screens.app import WorkbenchApp
+    from tui_helpers import loaded
 
-    app = WorkbenchApp(None, None, engine=fixture_engine(), opener=fake_opener(),
-                       catalog_loader=lambda kernels, device: fake_catalog(), data_dir=tmp_path)
+    app = _app(tmp_path)
 
     def lit(name: str) -> bool:
         field = next(f for f in app.query(".field") if f.query(".field-name").first().content == name)
