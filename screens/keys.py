@@ -101,6 +101,19 @@ class KeyDataTable(DataTable):
             self._drawn_with = drawn = {}
         drawn[state] = styles
 
+    def watch_has_focus(self, has_focus: bool) -> None:
+        """Restyled when the focus leaves it only after the next frame if it is leaving the
+        screen too (a pane key: its pane is hidden): not drawn, its restyle held up the frame
+        of the pane coming on screen (the table gaining the focus is restyled at once)."""
+        if not has_focus and any(not node.display for node in self.ancestors_with_self if node is not self.screen):
+            self.call_after_refresh(self._restyle_if_blurred)
+            return
+        super().watch_has_focus(has_focus)
+
+    def _restyle_if_blurred(self) -> None:
+        if not self.has_focus and self.is_attached:
+            self.update_node_styles()
+
     def _on_resize(self, event: events.Resize) -> None:
         if event.size == self._resized_to:
             event.prevent_default()  # not DataTable._on_resize: its bump of _update_count

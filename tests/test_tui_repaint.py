@@ -248,3 +248,31 @@ def test_the_name_of_the_field_being_edited_is_lit_and_follows_tab(tmp_path):
             await pilot.pause(0.2)
             assert app.focused.name == "N" and lit("N") and not lit("M")
     drive()
+
+
+@pytest.mark.slow  # the whole Textual app (its resource tracker is a child process)
+def test_a_table_whose_pane_a_key_hides_is_restyled_as_blurred_after_the_frame(tmp_path):
+    """KeyDataTable.watch_has_focus: the restyle of the table leaving with its pane waits for
+    the frame of the pane coming on screen, and then happens (its blurred cursor, as before it
+    ever had the focus)."""
+    from tui_helpers import loaded
+
+    app = _app(tmp_path)
+
+    @run_async
+    async def drive() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await loaded(pilot)
+            table = app.query_one("#results-table", KeyDataTable)
+            blurred = table.get_component_rich_style("datatable--cursor")
+            await pilot.press("1")
+            await pilot.pause(0.2)
+            focused = table.get_component_rich_style("datatable--cursor")
+            assert app.focused is table and focused != blurred
+            await pilot.press("2")
+            await pilot.pause(0.2)
+            assert app.focused is not table and table.get_component_rich_style("datatable--cursor") == blurred
+            await pilot.press("1")
+            await pilot.pause(0.2)
+            assert table.get_component_rich_style("datatable--cursor") == focused
+    drive()
