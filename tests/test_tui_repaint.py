@@ -276,3 +276,19 @@ def test_a_table_whose_pane_a_key_hides_is_restyled_as_blurred_after_the_frame(t
             await pilot.pause(0.2)
             assert table.get_component_rich_style("datatable--cursor") == focused
     drive()
+
+
+def test_a_press_splits_into_the_way_in_the_apps_work_and_the_way_out(tmp_path):
+    """benchmarks/tui_key_split: the key event and the first frame after it inside a press's
+    (sent, seen) window; a press the app never took is None, not a figure."""
+    from benchmarks.tui_key_split import press_split, read
+
+    log = tmp_path / "split.log"
+    log.write_text("frame 9.990000 1.000000\nkey 10.004000 1.500000\nframe 10.050000 1.530000\n"
+                   "frame 10.070000 1.540000\nkey 20.010000 2.000000\n")
+    rows = read(log)
+    assert press_split(rows, 10.0, 10.06) == {"to_app_ms": 4.0, "app_wall_ms": 46.0, "app_cpu_ms": 30.0,
+                                              "to_screen_ms": 10.0}
+    assert press_split(rows, 20.0, 20.05) is None  # no frame after the key within the press
+    assert press_split(rows, 30.0, 30.05) is None
+    assert read(tmp_path / "missing.log") == []
