@@ -12,8 +12,8 @@ So while the app runs, collections happen only here, between frames, never insid
 - `tick()`, on the app's 0.2 s redraw timer, collects the two young generations at most every
   TICK_EVERY_S and freezes what is left (gc.freeze: a permanent generation no collection
   walks), so each tick sees only what was made since the last: a pause that grows with the time
-  since the last tick (once a second mid-run it was 10-57 ms, and a key press that met one
-  waited for it; on every redraw tick it is a fifth of that);
+  since the last tick (once a second mid-run it was 23-102 ms, and a key press that met one
+  waited for it; on every redraw tick they are 0.5-24 ms, median 3);
 - `settle()`, after the catalog has loaded, after each run has ended and been drawn, and every
   SETTLE_IDLE_S without a run, unfreezes, collects everything and freezes the survivors.
 Frozen objects are still freed by reference counting; a reference cycle that dies after it was
