@@ -2,7 +2,7 @@
 terminal (tmux), reading the screen with `tmux capture-pane` (issue 39 item 3).
 
     python benchmarks/tui_tmux_latency.py [--runs 5] [--presses 12] [--session default-cpu]
-        [--size 200x50] [--python .venv/bin/python] [--out DIR] [--skip-keys] [--no-compile]
+        [--size 200x50] [--python .venv/bin/python] [--out DIR] [--skip-keys] [--no-compile] [--split]
 
 first frame: `tmux new-session` running `python -m workbench SESSION` -> the first capture whose
 screen shows the footer (the line with "Run" and "Quit": the app has painted its layout), polled
@@ -10,7 +10,12 @@ every POLL_S; the median (and every run) of --runs starts. key latency: the sess
 is started (r) and, once the run streams (the status bar names a row), the pane keys 2 and 1
 alternate; each is timed from `tmux send-keys` until the captured screen shows the new pane
 (the Profile pane's or the Timing pane's own text), polled every POLL_S (a capture takes ~2-5 ms:
-the figure includes up to one poll of lag). Prints one JSON line (and writes it to
+the figure includes up to one poll of lag). --split starts the key-latency app through
+benchmarks/tui_key_split.py and splits each press (key_split, and the medians key_to_app_median_ms,
+key_app_wall_median_ms, key_app_cpu_median_ms, key_to_screen_median_ms): send-keys -> the app takes
+the key; the app's wall and main-thread CPU time until it has handed its next frame to the
+terminal; that frame -> the capture that shows it. On a loaded box the app's wall time is its CPU
+time plus the time it waited for a core. Prints one JSON line (and writes it to
 OUT/tui_tmux_latency.json with the last screens when --out is given).
 
 Before the first start the bytecode is written (`compileall` on workbench and its screens folder,
@@ -56,8 +61,11 @@ def _footer_shown(screen: str) -> bool:
 ENTRY = "-m workbench"  # --entry: what follows the python (an A/B's other tree: a launcher script)
 
 
-def _start(target: str, python: str, session: str, size: tuple[int, int], data: Path) -> float:
-    env_cmd = f"cd '{ROOT}' && XDG_DATA_HOME='{data}' exec '{python}' {ENTRY} {session}"
+def _start(target: str, python: str, session: str, size: tuple[int, int], data: Path, split_log: Path | None = None
+           ) -> float:
+    entry = ENTRY if split_log is None else f"'{ROOT / 'benchmarks' / 'tui_key_split.py'}'"
+    split = "" if split_log is None else f"WB_KEY_SPLIT_LOG='{split_log}' "
+    env_cmd = f"cd '{ROOT}' && XDG_DATA_HOME='{data}' {split}exec '{python}' {entry} {session}"
     subprocess.run(["tmux", "kill-session", "-t", target], capture_output=True)
     t0 = time.monotonic()
     subprocess.run(["tmux", "new-session", "-d", "-s", target, "-x", str(size[0]), "-y", str(size[1]), env_cmd],
@@ -65,9 +73,11 @@ def _start(target: str, python: str, session: str, size: tuple[int, int], data: 
     return t0
 
 
-def first_frame(target: str, python: str, session: str, size: tuple[int, int], data: Path) -> tuple[float, str]:
-    """Seconds from tmux starting the app until the screen shows its footer; and that screen."""
-    t0 = _start(target, python, session, size, data)
+def first_frame(target: str, python: str, session: str, size: tuple[int, int], data: Path,
+                split_log: Path | None = None) -> tuple[float, str]:
+    """Seconds from tmux starting the app until the screen shows its footer; and that screen.
+    split_log: the app started through benchmarks/tui_key_split.py, logging there (--split)."""
+    t0 = _start(target, python, session, size, data, split_log)
     deadline = t0 + FIRST_FRAME_TIMEOUT_S
     while time.monotonic() < deadline:
         screen = _capture(target)
@@ -85,8 +95,10 @@ def _shows(screen: str, key: str) -> bool:
     return any(w in body for w in words) and not any(w in body for w in other)
 
 
-def key_latency(target: str, presses: int, run_wait_s: float) -> tuple[list[float], bool, str]:
-    """ms per pane key (2 and 1 in turn) while the run streams; whether it still streamed at the end."""
+def key_latency(target: str, presses: int, run_wait_s: float, times: list | None = None
+                ) -> tuple[list[float], bool, str]:
+    """ms per pane key (2 and 1 in turn) while the run streams; whether it still streamed at the end.
+    times, when given, gets each press's (sent, seen) in time.monotonic s."""
     subprocess.run(["tmux", "send-keys", "-t", target, "r"], check=True)
     deadline = time.monotonic() + run_wait_s
     while time.monotonic() < deadline:  # the status bar names a row being timed: the run streams
@@ -106,10 +118,26 @@ def key_latency(target: str, presses: int, run_wait_s: float) -> tuple[list[floa
             if time.monotonic() - t0 > KEY_TIMEOUT_S:
                 raise TimeoutError(f"key {key} not answered in {KEY_TIMEOUT_S} s; the screen:\n{screen}")
             time.sleep(POLL_S / 5)
-        latencies.append((time.monotonic() - t0) * 1e3)
+        seen = time.monotonic()
+        latencies.append((seen - t0) * 1e3)
+        if times is not None:
+            times.append((t0, seen))
         time.sleep(0.3)
     streaming = "done:" not in screen and "cancelled:" not in screen
     return latencies, streaming, screen
+
+
+def _split(log: Path, times: list) -> dict:
+    """--split's figures: per press (tui_key_split.press_split) and the medians of each part."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from tui_key_split import press_split, read
+
+    rows = read(log)
+    presses = [press_split(rows, t0, seen) for t0, seen in times]
+    found = [p for p in presses if p is not None]
+    medians = {f"key_{name[:-3]}_median_ms": round(statistics.median(p[name] for p in found), 1)
+               for name in ("to_app_ms", "app_wall_ms", "app_cpu_ms", "to_screen_ms")} if found else {}
+    return {"key_split": presses, **medians}
 
 
 def compile_package(python: str) -> bool:
@@ -134,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-keys", action="store_true")
     parser.add_argument("--no-compile", action="store_true", help="do not write the package's bytecode first")
     parser.add_argument("--entry", default=ENTRY, help="what python runs (default: -m workbench)")
+    parser.add_argument("--split", action="store_true",
+                        help="start the key-latency app through benchmarks/tui_key_split.py and split each press: "
+                             "send-keys -> the app takes the key, the app's wall and CPU ms to its frame, -> the screen")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     globals()["ENTRY"] = args.entry
@@ -161,11 +192,15 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.3)
         result.update(first_frame_s=frames, first_frame_median_s=statistics.median(frames))
         if not args.skip_keys:
-            first_frame(target, args.python, args.session, size, data)
+            split_log = data / "key-split.log" if args.split else None
+            first_frame(target, args.python, args.session, size, data, split_log)
             time.sleep(2.0)  # the session open (ops read after the first frame)
-            keys, streaming, screens["last_key"] = key_latency(target, args.presses, args.run_wait)
+            times: list = []
+            keys, streaming, screens["last_key"] = key_latency(target, args.presses, args.run_wait, times)
             result.update(key_ms=[round(k, 1) for k in keys], key_median_ms=round(statistics.median(keys), 1),
                           key_max_ms=round(max(keys), 1), run_still_streaming=streaming)
+            if split_log is not None:
+                result.update(_split(split_log, times))
     finally:
         subprocess.run(["tmux", "kill-session", "-t", target], capture_output=True)
         shutil.rmtree(data, ignore_errors=True)

@@ -20,7 +20,9 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.css.query import NoMatches
+from textual.reactive import Reactive
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Input, Static, TabbedContent, TabPane
 
 from . import fmt, heap, sessions_io
@@ -65,6 +67,10 @@ class MainScreen(Screen):
     own nodes. That second pass was ~1/8 of the first frame's CPU on the 2-core box."""
 
     _resumed = False
+    # Textual's Screen.focused repaints the whole screen on every focus change (its default
+    # repaint=True): a pane key moves focus, so every one redrew all 200x50 cells, the sidebar's
+    # and footer's included. The focused and blurred widgets restyle and repaint themselves.
+    focused: Reactive[Widget | None] = Reactive(None, repaint=False)
 
     def _on_screen_resume(self, event) -> None:
         if not self._resumed:
@@ -163,15 +169,39 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         """The `.box` holding focus gets `-focus-box` (its bright border); restyled only when
         focus moves into another box, so a pane key (within #panes) restyles nothing."""
         box = next((node for node in widget.ancestors_with_self if node.has_class("box")), None) if widget else None
+        self._light_field(widget)
         if box is None and self.is_running:  # never no section: the keys would be dead without a word
             self.call_after_refresh(self._refocus)
         if box is self._focus_box:
             return
-        if self._focus_box is not None:
-            self._focus_box.remove_class("-focus-box")
-        if box is not None:
-            box.add_class("-focus-box")
+        moved = [node for node in (self._focus_box, box) if node is not None]
+        for node in moved:
+            node.set_class(node is box, "-focus-box", update=False)
+        # the two boxes restyled, not their insides: add_class restyles the node's whole subtree,
+        # and the panes' box holds every pane (~80 widgets): the first pane key from the run list
+        # (each key into the panes from the sidebar) took ~0.4 s on the 2-core CPU. No rule
+        # styles a box's insides by -focus-box (app.tcss; tests/test_tui_repaint.py checks it).
+        if moved and self.is_running:
+            self.stylesheet.update_nodes(moved, animate=True)
         self._focus_box = box
+
+    _focus_field = None  # the sidebar's `.field` holding focus
+
+    def _light_field(self, widget) -> None:
+        """`.field:focus-within .field-name` (app.tcss): the name of the field being edited is
+        lit. Textual restyles on a focus change only below an ancestor whose own rules use
+        :focus-within, which .field's are not, so the fields the focus left and entered (a name
+        and its input each) are restyled here; the restyle of the whole box on entering it did
+        it before, by the way, and a tab to the next field left both names as they were."""
+        field = next((node for node in widget.ancestors_with_self if node.has_class("field")), None) \
+            if widget else None
+        if field is self._focus_field:
+            return
+        fields = [node for node in (self._focus_field, field) if node is not None and node.is_attached]
+        self._focus_field = field
+        if fields and self.is_running:
+            self.stylesheet.update_nodes([n for node in fields for n in node.walk_children(with_self=True)],
+                                         animate=True)
 
     def _refocus(self) -> None:
         """Focus left every section (shift+tab off the end of a hidden one, a widget removed):

@@ -7,6 +7,7 @@ dropped first until the rest fit beside the palette hint (Textual's Footer cut `
 
 from __future__ import annotations
 
+from textual.reactive import reactive
 from textual.widgets import Footer, TabbedContent, Tabs
 from textual.widgets._footer import FooterKey
 
@@ -34,6 +35,11 @@ def tab_labels(pane_ids: list[str], width: int) -> dict[str, str]:
 
 class PaneTabs(TabbedContent):
     """The panes; the tab labels follow the width (`tab_labels`)."""
+
+    # TabbedContent's `active` repaints the whole widget: every line of the pane's box (its
+    # border) drawn again on each pane key, though nothing of it changes (the tabs and the
+    # pane shown repaint themselves)
+    active: reactive[str] = reactive("", init=False, repaint=False)
 
     def on_mount(self) -> None:
         self.screen.screen_layout_refresh_signal.subscribe(self, self._underline_follows, immediate=True)

@@ -8,6 +8,7 @@ from rich.segment import Segment
 from textual import events
 from textual.binding import Binding
 from textual.strip import Strip
+from textual.widget import Widget
 from textual.widgets._toggle_button import ToggleButton
 from textual.widgets.option_list import OptionDoesNotExist
 from textual.containers import VerticalScroll
@@ -69,6 +70,54 @@ class KeyDataTable(DataTable):
         else:
             target = next((x for x in reversed(starts) if x < self.scroll_x - 0.5), 0)
         self.scroll_to(x=min(target, self.max_scroll_x), animate=False)
+
+    # A pane key moves the keyboard into this table (and out of the one it leaves): Textual
+    # restyles it (:focus) and DataTable's notify_style_update throws away every rendered cell,
+    # row and line, so the whole table was rendered again, cell by cell through rich, before the
+    # pane's frame (a third of a pane key on the 2-core CPU, from a profile). Those caches are
+    # keyed by the focus state (_pseudo_class_state) and the base style already, so here they
+    # are kept across a focus change and emptied only when the styles a state renders with
+    # changed (a theme, a class): `_check_styles`, at each render. And a Resize of the same size
+    # (every Show of the pane sends one) no longer invalidates them (`_on_resize`).
+    _drawn_with: dict | None = None  # pseudo-class state -> the styles its cached lines were drawn with
+    _resized_to = None
+
+    def notify_style_update(self) -> None:
+        Widget.notify_style_update(self)  # DataTable's own clears the caches: _check_styles decides
+        self._get_styles_to_render_cell.cache_clear()  # (keyed without the focus state)
+        self.refresh()
+
+    def render_lines(self, crop):
+        self._check_styles()
+        return super().render_lines(crop)
+
+    def _check_styles(self) -> None:
+        state = self.get_pseudo_class_state()
+        styles = (self.rich_style, *(self.get_component_rich_style(name, partial=True)
+                                     for name in sorted(self.COMPONENT_CLASSES)))
+        drawn = self._drawn_with
+        if drawn is None or drawn.get(state, styles) != styles:
+            self._clear_caches()  # every state's lines: they were drawn with the old rules
+            self._drawn_with = drawn = {}
+        drawn[state] = styles
+
+    def watch_has_focus(self, has_focus: bool) -> None:
+        """Restyled when the focus leaves it only after the next frame if it is leaving the
+        screen too (a pane key: its pane is hidden): not drawn, its restyle held up the frame
+        of the pane coming on screen (the table gaining the focus is restyled at once)."""
+        if not has_focus and any(not node.display for node in self.ancestors_with_self if node is not self.screen):
+            self.call_after_refresh(self._restyle_if_blurred)
+            return
+        super().watch_has_focus(has_focus)
+
+    def _restyle_if_blurred(self) -> None:
+        if not self.has_focus and self.is_attached:
+            self.update_node_styles()
+
+    def _on_resize(self, event: events.Resize) -> None:
+        if event.size == self._resized_to:
+            event.prevent_default()  # not DataTable._on_resize: its bump of _update_count
+        self._resized_to = event.size
 
     def replace_rows(self, rows: Iterable[Iterable]) -> None:
         """All rows anew; auto-width columns shrink back to fit (clear() keeps their widths).

@@ -1,0 +1,294 @@
+"""A pane key repaints only what changes (issue 39 item 3): the tables keep their rendered cells
+across a focus change and a hide/show (screens/keys.KeyDataTable), drawn as a fresh table draws
+them, also after a theme change; the screen and the pane box are not repainted whole
+(app.MainScreen.focused, fitting.PaneTabs.active)."""
+
+from __future__ import annotations
+
+import pytest
+from textual.app import App, ComposeResult
+from textual.containers import Vertical
+from textual.geometry import Region
+from textual.widgets import DataTable
+
+from tui_helpers import run_async
+from workbench.screens.keys import KeyDataTable
+
+ROWS = [("manual", "ok", "764 µs", "-16/+3674%"), ("pytorch", "ok", "279 µs", "-1.3/+4%"),
+        ("compiled", "running", "-", "-"), ("triton", "queued", "-", "-")]
+
+
+class _Tables(App):
+    """The table under test (in a box that hides like a pane), a plain DataTable with the same
+    rows to compare with, and a third table that takes the focus away. `-alt` restyles the rows
+    only (not the table's own style, which the cells' cache keys hold)."""
+
+    CSS = "DataTable.-alt > .datatable--even-row { background: red; } DataTable.-alt > .datatable--odd-row { color: green; }"
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="box"):
+            yield KeyDataTable(id="kept", cursor_type="row", zebra_stripes=True)
+        yield DataTable(id="plain", cursor_type="row", zebra_stripes=True)
+        yield KeyDataTable(id="other")
+
+    def on_mount(self) -> None:
+        for table in self.query("#kept, #plain").results(DataTable):
+            table.add_columns("impl", "status", "median", "spread")
+            table.add_rows(ROWS)
+        self.query_one("#other", DataTable).add_columns("x")
+
+
+def _app(tmp_path):
+    """The whole app on the GeLU fixture, ops loaded from the fake catalog."""
+    from tui_helpers import fake_catalog, fake_opener, fixture_engine
+    from workbench.screens.app import WorkbenchApp
+
+    return WorkbenchApp(None, None, engine=fixture_engine(), opener=fake_opener(),
+                        catalog_loader=lambda kernels, device: fake_catalog(), data_dir=tmp_path)
+
+
+def _lines(table: DataTable) -> list[tuple]:
+    """What the table draws, cell text and style."""
+    strips = table.render_lines(Region(0, 0, table.size.width, table.size.height))
+    return [tuple((segment.text, segment.style) for segment in strip) for strip in strips]
+
+
+def _count_cell_renders(table: DataTable, counter: list[int]) -> None:
+    """counter[0] += 1 for each cell the table renders anew (a miss of its cell cache)."""
+    render = table._render_cell
+
+    def counted(row_index, column_index, style, width, cursor=False, hover=False):
+        key = (table._row_locations.get_key(row_index) if row_index >= 0 else table._header_row_key,
+               table._column_locations.get_key(column_index), style, cursor, hover,
+               table._show_hover_cursor, table._update_count, table._pseudo_class_state)
+        counter[0] += key not in table._cell_render_cache
+        return render(row_index, column_index, style, width, cursor, hover)
+    table._render_cell = counted
+
+
+def test_a_focus_change_and_a_hide_show_keep_the_tables_cells_and_draw_them_as_before():
+    app = _Tables()
+
+    @run_async
+    async def drive() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            kept, other = app.query_one("#kept", KeyDataTable), app.query_one("#other", KeyDataTable)
+            kept.focus()
+            await pilot.pause()
+            focused = _lines(kept)
+            misses = [0]
+            _count_cell_renders(kept, misses)
+            for _ in range(2):  # as pane keys do: the box hidden, focus away; shown, focus back
+                app.query_one("#box").display = False
+                other.focus()
+                await pilot.pause()
+                app.query_one("#box").display = True
+                kept.focus()
+                await pilot.pause()
+                assert _lines(kept) == focused
+            assert misses[0] == 0  # (DataTable rendered every cell again after each focus change)
+    drive()
+
+
+@pytest.mark.parametrize("change", ["class", "theme"])
+def test_after_a_style_change_the_table_draws_as_a_fresh_table_in_either_focus_state(change):
+    """The kept cells are dropped when the styles they were drawn with change (a class that
+    restyles only the rows, the theme), also those of the focus state the table is not in at the
+    change (it had the focus then)."""
+    app = _Tables()
+
+    @run_async
+    async def drive() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            kept, plain = app.query_one("#kept", KeyDataTable), app.query_one("#plain", DataTable)
+            other = app.query_one("#other", KeyDataTable)
+            kept.focus()
+            await pilot.pause()
+            other.focus()  # the blurred look drawn and kept
+            await pilot.pause()
+            before = _lines(kept)
+            assert before == _lines(plain)
+            kept.focus()
+            await pilot.pause()
+            if change == "class":
+                for table in (kept, plain):
+                    table.add_class("-alt")
+            else:
+                app.theme = "textual-light"
+            await pilot.pause()
+            plain.focus()
+            await pilot.pause()
+            focused = _lines(plain)
+            kept.focus()
+            await pilot.pause()
+            assert _lines(kept) == focused
+            other.focus()
+            await pilot.pause()
+            assert _lines(kept) == _lines(plain) != before  # blurred, as restyled
+    drive()
+
+
+@pytest.mark.slow  # the whole Textual app (its resource tracker is a child process)
+def test_a_pane_key_repaints_the_pane_not_the_screen_or_the_pane_box(tmp_path):
+    from textual._styles_cache import StylesCache
+    from textual.scrollbar import ScrollBar
+    from textual.widgets import TabbedContent
+
+    from tui_helpers import loaded
+    from workbench.screens.fitting import FittedFooter
+
+    app = _app(tmp_path)
+    drawn: list = []
+    render_widget = StylesCache.render_widget
+    render_line = StylesCache.render_line
+
+    def spy_widget(self, widget, crop):
+        drawn.append([widget])
+        return render_widget(self, widget, crop)
+
+    def spy_line(self, *args, **kwargs):
+        drawn[-1].append(True)  # a line of that widget drawn anew (not from its cache)
+        return render_line(self, *args, **kwargs)
+
+    @run_async
+    async def drive() -> None:
+        async with app.run_test(size=(200, 50)) as pilot:
+            await loaded(pilot)
+            tabs = app.query_one(TabbedContent)
+            await pilot.press("1")  # the keyboard into the panes' box (its border lights up: a repaint)
+            for key, pane in (("2", "profile"), ("1", "timing"), ("2", "profile"), ("1", "timing")):
+                await pilot.pause(0.3)
+                drawn.clear()
+                StylesCache.render_widget, StylesCache.render_line = spy_widget, spy_line
+                try:
+                    await pilot.press(key)
+                    await pilot.pause()
+                finally:
+                    StylesCache.render_widget, StylesCache.render_line = render_widget, render_line
+                assert tabs.active == pane
+                redrawn = {entry[0] for entry in drawn if len(entry) > 1}
+                outside = [w for w in redrawn if tabs not in w.ancestors_with_self
+                           and not isinstance(w, ScrollBar) and FittedFooter not in map(type, w.ancestors_with_self)]
+                assert not outside, (key, outside)  # the screen (focus moved), the sidebar: not drawn again
+                assert tabs not in redrawn  # the pane box's border: not drawn again
+    drive()
+
+
+def test_no_rule_styles_the_inside_of_a_box_by_its_focus_class():
+    """app._focus_moved restyles the two boxes only (not their subtrees) when the keyboard moves
+    between them: that is right only while every rule naming -focus-box styles the box itself."""
+    import re
+    from pathlib import Path
+
+    css = re.sub(r"/\*.*?\*/", "", (Path(__file__).resolve().parents[1] / "screens" / "app.tcss").read_text(),
+                 flags=re.S)
+    selectors = [s.strip() for block in re.findall(r"([^{}]+)\{", css) for s in block.split(",")]
+    named = [s for s in selectors if "-focus-box" in s]
+    assert named  # the rule that draws the heavy border
+    for selector in named:
+        assert "-focus-box" in re.split(r"[\s>]+", selector)[-1], selector
+
+
+@pytest.mark.slow  # the whole Textual app (its resource tracker is a child process)
+def test_the_keyboard_moving_into_the_panes_restyles_the_two_boxes_not_every_pane(tmp_path):
+    from tui_helpers import loaded
+
+    app = _app(tmp_path)
+
+    @run_async
+    async def drive() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await loaded(pilot)
+            await pilot.pause(0.1)
+            runs, panes = app.query_one("#op-list"), app.query_one("#panes")
+            assert app.focused is runs
+            sizes: list[int] = []
+            update_nodes = app.stylesheet.update_nodes
+
+            def counted(nodes, **kwargs):
+                nodes = list(nodes)
+                sizes.append(len(nodes))
+                return update_nodes(nodes, **kwargs)
+            app.stylesheet.update_nodes = counted
+            for key, box in (("2", panes), ("escape", None), ("1", panes)):
+                if box is None:  # back to the run list (a click there, or tab)
+                    runs.focus()
+                else:
+                    await pilot.press(key)
+                await pilot.pause(0.1)
+                lit = box or runs
+                assert lit.has_class("-focus-box") and lit.styles.border_top[0] == "heavy"
+                unlit = runs if box else panes
+                assert not unlit.has_class("-focus-box") and unlit.styles.border_top[0] == "round"
+            assert sizes and max(sizes) < 20, sizes  # the panes' box's ~80 widgets were restyled
+    drive()
+
+
+@pytest.mark.slow  # the whole Textual app (its resource tracker is a child process)
+def test_the_name_of_the_field_being_edited_is_lit_and_follows_tab(tmp_path):
+    """`.field:focus-within .field-name`: lit on `e` (the box's restyle did it by the way before
+    the boxes were restyled alone) and on tab to the next field (never did: Textual restyles on
+    focus only below an ancestor whose own rules use :focus-within)."""
+    from tui_helpers import loaded
+
+    app = _app(tmp_path)
+
+    def lit(name: str) -> bool:
+        field = next(f for f in app.query(".field") if f.query(".field-name").first().content == name)
+        return bool(field.query_one(".field-name").styles.text_style.bold)
+
+    @run_async
+    async def drive() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await loaded(pilot)
+            await pilot.press("e")
+            await pilot.pause(0.2)
+            assert app.focused.name == "M" and lit("M") and not lit("N")
+            await pilot.press("tab")
+            await pilot.pause(0.2)
+            assert app.focused.name == "N" and lit("N") and not lit("M")
+    drive()
+
+
+@pytest.mark.slow  # the whole Textual app (its resource tracker is a child process)
+def test_a_table_whose_pane_a_key_hides_is_restyled_as_blurred_after_the_frame(tmp_path):
+    """KeyDataTable.watch_has_focus: the restyle of the table leaving with its pane waits for
+    the frame of the pane coming on screen, and then happens (its blurred cursor, as before it
+    ever had the focus)."""
+    from tui_helpers import loaded
+
+    app = _app(tmp_path)
+
+    @run_async
+    async def drive() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await loaded(pilot)
+            table = app.query_one("#results-table", KeyDataTable)
+            blurred = table.get_component_rich_style("datatable--cursor")
+            await pilot.press("1")
+            await pilot.pause(0.2)
+            focused = table.get_component_rich_style("datatable--cursor")
+            assert app.focused is table and focused != blurred
+            await pilot.press("2")
+            await pilot.pause(0.2)
+            assert app.focused is not table and table.get_component_rich_style("datatable--cursor") == blurred
+            await pilot.press("1")
+            await pilot.pause(0.2)
+            assert table.get_component_rich_style("datatable--cursor") == focused
+    drive()
+
+
+def test_a_press_splits_into_the_way_in_the_apps_work_and_the_way_out(tmp_path):
+    """benchmarks/tui_key_split: the key event and the first frame after it inside a press's
+    (sent, seen) window; a press the app never took is None, not a figure."""
+    from benchmarks.tui_key_split import press_split, read
+
+    log = tmp_path / "split.log"
+    log.write_text("frame 9.990000 1.000000\nkey 10.004000 1.500000\nframe 10.050000 1.530000\n"
+                   "frame 10.070000 1.540000\nkey 20.010000 2.000000\n")
+    rows = read(log)
+    assert press_split(rows, 10.0, 10.06) == {"to_app_ms": 4.0, "app_wall_ms": 46.0, "app_cpu_ms": 30.0,
+                                              "to_screen_ms": 10.0}
+    assert press_split(rows, 20.0, 20.05) is None  # no frame after the key within the press
+    assert press_split(rows, 30.0, 30.05) is None
+    assert read(tmp_path / "missing.log") == []
