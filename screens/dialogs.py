@@ -47,17 +47,24 @@ def marks_table() -> Table:
 
 
 def bindings_table(groups: Iterable[tuple[str, Iterable]]) -> Table:
-    """A table of (where, bindings): key as the footer shows it, and what it does."""
+    """A table of (where, bindings): key as the footer shows it, and what it does. A key that
+    does the same in an earlier group (the app's `m` and the Timing pane's) is listed once, there;
+    a group left with no key is left out."""
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
     table.add_column()
+    listed: set[tuple[str, str]] = set()
     for where, bindings in groups:
-        table.add_row(f"[u]{where}[/u]", "")
-        seen = set()
+        rows, seen = [], set()
         for binding in bindings:
-            if binding.description and binding.action not in seen:
+            if binding.description and binding.action not in seen and (binding.key, binding.action) not in listed:
                 seen.add(binding.action)
-                table.add_row(binding.key_display or binding.key, binding.description)
+                listed.add((binding.key, binding.action))
+                rows.append((binding.key_display or binding.key, binding.description))
+        if rows:
+            table.add_row(f"[u]{where}[/u]", "")
+            for row in rows:
+                table.add_row(*row)
     return table
 
 
