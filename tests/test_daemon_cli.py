@@ -324,12 +324,14 @@ def test_the_daemon_starts_before_the_session_is_read_and_a_refused_session_ends
     from conftest import daemons_under
 
     bad = wb.session(GELU.replace("impls: [manual, pytorch]", "impls: [manual, no_such_impl]"), "bad.yaml")
-    proc = wb.cli("--replay", bad, "-o", str(wb.tmp / "bad.json"))
-    assert proc.returncode == 2, proc.stderr
-    deadline = time.monotonic() + 30
-    while daemons_under(wb.folder) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert daemons_under(wb.folder) == []
+    # a refused session, a path that is not there, a name that is no session (raised, not returned)
+    for argv in (("--replay", bad), ("--replay", str(wb.tmp / "typo.yaml")), ("--replay", "no_such_session")):
+        proc = wb.cli(*argv, "-o", str(wb.tmp / "bad.json"))
+        assert proc.returncode == 2, proc.stderr
+        deadline = time.monotonic() + 30
+        while daemons_under(wb.folder) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert daemons_under(wb.folder) == [], argv
     doc, proc = replay(wb, wb.session(GELU))
     assert proc.stderr.count("started a workbench daemon") == 1 and doc["provenance"]["daemon"]["runs"] == 1
     trace = wb.tmp / "trace.txt"  # a second daemon for another environment: the order of its steps

@@ -43,6 +43,12 @@ def run_replay(args: argparse.Namespace, argv: list[str], env: Env, err: Console
             return EXIT_SIGNAL_BASE + exc.signum
 
 
+def _end_early(early) -> None:
+    """The daemon this replay started early, ended: its session was refused before any run."""
+    if early is not None:
+        early.proc.terminate()  # SIGTERM: the daemon leaves with its zygote
+
+
 def _replay(args, argv, env: Env, err: Console, stop: threading.Event, stopped) -> int:
     from workbench.cli.daemon import daemon_choice, run_engine, start_early
 
@@ -51,11 +57,14 @@ def _replay(args, argv, env: Env, err: Console, stop: threading.Event, stopped) 
     # torch import overlap that work (issue #39); a session refused here ends it again (our child)
     early = start_early(choice)
     mark("client: reading the session")
-    ready = _prepare(args, argv, env, err)
+    try:
+        ready = _prepare(args, argv, env, err)
+    except BaseException:  # a refused path, session or option (WorkbenchError), a signal: no daemon left
+        _end_early(early)
+        raise
     mark("client: session ready")
     if ready is None:
-        if early is not None:
-            early.proc.terminate()  # SIGTERM: the daemon leaves with its zygote
+        _end_early(early)
         return EXIT_USAGE
     ours = ready.provenance
     sink = Sink(args, env, {"provenance": ours, "environment": ready.environment}, ready.done)
