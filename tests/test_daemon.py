@@ -415,3 +415,15 @@ def test_a_daemon_for_another_environment_is_kept(served, monkeypatch):
     monkeypatch.setattr(daemon_client, "fingerprint", lambda environ: other)
     assert daemon_client._stop_superseded(DaemonPaths.of(daemon.paths.folder, other), os.environ) == []
     assert not daemon.shutdown.is_set()
+
+
+def test_before_its_first_run_a_daemon_waits_at_least_the_grace(folder):
+    """A replay starts the daemon before it reads its session; a short --daemon-idle must not end
+    it before its own client comes (CI's loaded cores took longer than 4 s)."""
+    from workbench.engine.daemon import server
+
+    daemon = server.Daemon(folder, idle_timeout_s=4)
+    assert daemon._idle_limit_s() == server.FIRST_RUN_GRACE_S
+    daemon.runs = 1
+    assert daemon._idle_limit_s() == 4
+    assert server.Daemon(folder, idle_timeout_s=900)._idle_limit_s() == 900

@@ -13,7 +13,7 @@ daemon stays up for the next one.
 
 Lifetime: the daemon holds an exclusive flock on its lock file for its whole life (a second
 daemon for the same fingerprint exits at once; a client that finds the lock free knows a socket
-left there is stale). It exits after `idle_timeout_s` without a run, on SIGTERM, SIGHUP or
+left there is stale). It exits after `idle_timeout_s` without a run (before its first run: at least FIRST_RUN_GRACE_S), on SIGTERM, SIGHUP or
 SIGINT, on a client's STOP, and when its socket file is removed or replaced; on the way out the
 pool closes every worker and the zygote is killed (engine/workers.py), so none outlives it.
 
@@ -53,6 +53,10 @@ SHUTDOWN_WAIT_S = 10.0  # a run in progress gets this long to finish cancelling 
 # told the daemon is busy (a replay right after another ran cold, and CI saw `busy` on a second
 # run of the same test).
 FINISHING_WAIT_S = 10.0
+# Until its first run a daemon waits at least this long: a replay starts it before it reads its
+# session, and on a loaded host (CI's two busy cores) reading, checking and connecting took longer
+# than a short --daemon-idle, so the daemon left before its own client came.
+FIRST_RUN_GRACE_S = 60.0
 
 
 class Daemon:
@@ -186,8 +190,12 @@ class Daemon:
             moved = True
         if moved:
             self.stop("its socket file was removed or replaced")
-        elif self.busy_since is None and time.monotonic() - self.last_active > self.idle_timeout_s:
-            self.stop(f"idle for {self.idle_timeout_s:g} s")
+        elif self.busy_since is None and time.monotonic() - self.last_active > self._idle_limit_s():
+            self.stop(f"idle for {self._idle_limit_s():g} s")
+
+    def _idle_limit_s(self) -> float:
+        """idle_timeout_s, and before the first run at least FIRST_RUN_GRACE_S."""
+        return self.idle_timeout_s if self.runs else max(self.idle_timeout_s, FIRST_RUN_GRACE_S)
 
     def _close(self, listener: socket.socket) -> None:
         print(f"{utc_now_iso()} daemon {os.getpid()} exiting: {self.reason}", flush=True)
