@@ -110,6 +110,17 @@ def test_the_session_file_itself_is_refused_and_kept(capsys, session_file, fake_
     code, out, err = run(capsys, "--replay", str(session_file), "-o", str(other))
     assert code == 2 and "a session file's extension: results are not a session" in err and not other.exists()
     assert session_file.read_bytes() == before and fake_plan.calls == []
+    # another session, not this run's, with --format json: refused too (a new user's session was
+    # replaced by the results); a results file of an earlier run may be replaced
+    other_session = tmp_path / "mine.yaml"
+    other_session.write_bytes(before)
+    code, out, err = run(capsys, "--replay", str(session_file), "-o", str(other_session), "--format", "json")
+    assert code == 2 and "is a session file; it would be replaced" in err
+    assert other_session.read_bytes() == before and fake_plan.calls == []
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text('{"schema_version": 1, "results": []}')
+    code, out, err = run(capsys, "--replay", str(session_file), "-o", str(earlier), "--format", "json")
+    assert "is a session file" not in err
 
 
 @pytest.mark.parametrize("name, word", [("newdir/", "names a folder"), ("out.json.journal.jsonl", "journal")])

@@ -149,7 +149,20 @@ def output_clash(path: str, inputs: "tuple[str | Path, ...]") -> str | None:
     for source in inputs:
         if source and os.path.isfile(source) and os.path.realpath(source) == target:
             return f"is {source}, an input of this run; it would be replaced by the results"
+    if _is_session_file(target):
+        return "is a session file; it would be replaced by the results (choose another -o path, e.g. results.json)"
     return None
+
+
+def _is_session_file(path: str) -> bool:
+    """Whether `path` is an existing YAML session (a top-level `runs:` or `schema_version:` line in
+    its first 64 KiB; a results document is JSON or CSV and has neither)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(65536)
+    except OSError:
+        return False
+    return any(line.startswith((b"runs:", b"schema_version:")) for line in head.splitlines())
 
 
 def output_problem(path: str) -> str | None:
