@@ -61,7 +61,7 @@ def test_bad_usage_exits_2(capsys, argv):
                                                                              "change, 0.05 = 5%), got 1e999"),
     (["--replay", "x.yaml", "--compare", "b.json", "--threshold", "five"], "got five"),
     # the reason names what was given (it talked of --watch to a user who gave --check)
-    (["--daemon", "--check", "x.yaml"], "go with --replay FILE (not with --check)"),
+    (["--daemon", "--check", "x.yaml"], "--daemon goes with --replay FILE (not with --check)"),
     (["--daemon", "--watch", "x.yaml"], "(the TUI keeps a warm worker for its life)"),
     (["--daemon", "x.yaml"], "(the TUI keeps a warm worker for its life)"),
     (["--check", "x.yaml", "--trace-dir", "tr"], "--trace-dir tr goes with --replay FILE or the TUI"),

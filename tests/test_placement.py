@@ -274,7 +274,7 @@ def test_the_cli_hands_devices_and_cluster_to_the_engine(capsys, user_dirs, sess
     options = fake_plan.calls[0][1]
     assert options.devices == ("cuda:1", "cuda:0") and options.cluster == "ray"
     code, _out, err = cli_run(capsys, "--list", "--devices", "all")
-    assert code == 2 and "--devices and --cluster go with --replay FILE or the TUI" in err
+    assert code == 2 and "--devices goes with --replay FILE or the TUI" in err
 
 
 def test_a_ray_result_is_relabelled_into_a_new_record():

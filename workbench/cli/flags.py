@@ -88,7 +88,7 @@ class Option:
         parser.add_argument(*self.names, **kwargs)
 
 
-_DAEMON = "--daemon, --no-daemon and --daemon-idle go with --replay FILE ({why})"
+_DAEMON = "{flag} goes with --replay FILE ({why})"
 _DAEMON_WHY = {"tui": "the TUI keeps a warm worker for its life"}
 
 OPTIONS: tuple[Option, ...] = (
@@ -116,28 +116,28 @@ OPTIONS: tuple[Option, ...] = (
            "finished rows beside it during a replay; a device node or FIFO written through)", metavar="PATH"),
     Option(("--resume",), "with --replay: keep the finished rows of the stopped run written to PATH (or "
            "its journal) and run only the missing ones; writes PATH unless -o is given", metavar="PATH",
-           modes=("replay",), refusal="--compare, --force and --resume go with {modes}"),
+           modes=("replay",), refusal="{flag} goes with {modes}"),
     Option(("--device",), "auto | cpu | cuda | cuda:N (overrides the session)", session_key="settings.device"),
     Option(("--devices",), "one warm worker per device, the sweep's points spread over them, one merged "
            "document (overrides settings.devices)", metavar="all|cpu|cuda:N,...", session_key="settings.devices",
-           modes=("replay", "tui"), refusal="--devices and --cluster go with --replay FILE or the TUI"),
+           modes=("replay", "tui"), refusal="{flag} goes with --replay FILE or the TUI"),
     Option(("--cluster",), "run the rows as Ray actors (pip install 'kernel-workbench[ray]'): joins RAY_ADDRESS, "
            "else starts a local cluster", choices=("ray",), modes=("replay", "tui"),
-           refusal="--devices and --cluster go with --replay FILE or the TUI"),
+           refusal="{flag} goes with --replay FILE or the TUI"),
     Option(("--trace-dir",), "keep each profiled row's Kineto trace in DIR as "
            "<session>-run<i>-<label>.pt.trace.json (open in ui.perfetto.dev); its path is the record's "
            "profile.trace_path", metavar="DIR", modes=("replay", "tui"),
            refusal="{flag} {value} goes with --replay FILE or the TUI (it keeps the traces of profiled rows)"),
     Option(("--kernels",), "a file or folder of user ops (repeatable)", action="append", metavar="PATH"),
     Option(("--compare",), "compare a replay with a baseline results file", metavar="BASELINE.json",
-           modes=("replay",), refusal="--compare, --force and --resume go with {modes}"),
+           modes=("replay",), refusal="{flag} goes with {modes}"),
     Option(("--threshold",), "with --compare: relative median change that counts as slower/faster (default "
            f"{DEFAULT_THRESHOLD})", type=threshold, modes=("replay",),
            refusal="{flag} {value} sets what --compare counts as slower or faster: it goes with "
                    "--replay FILE --compare BASELINE.json"),
     Option(("--force",), "run rows estimated too large; compare with (or resume) results made with other "
            "plugin files", action="store_true", modes=("replay",),
-           refusal="--compare, --force and --resume go with {modes}"),
+           refusal="{flag} goes with {modes}"),
     Option(("--strict",), "one fresh worker process per row, its value checks judged in a clean process that "
            "imports no plugin code (for untrusted plugin code; each row pays two process starts)",
            action="store_true", modes=("replay", "tui"), refusal="{flag} goes with --replay FILE or the TUI"),
