@@ -105,3 +105,13 @@ def test_schema_cli_prints_it_and_refuses_an_unknown_kind(capsys):
     assert json.loads(capsys.readouterr().out)["title"] == "workbench session file"
     assert main(["--schema", "sessions"]) == 2
     assert "invalid choice: 'sessions'" in capsys.readouterr().err
+
+
+def test_schema_cli_names_the_file_it_wrote(capsys, tmp_path):
+    from workbench.cli.main import main
+
+    target = tmp_path / "s.json"
+    assert main(["--schema", "results", "-o", str(target)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and f"schema written to {target}" in " ".join(captured.err.split())
+    assert json.loads(target.read_text())["$defs"]

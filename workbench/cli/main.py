@@ -186,6 +186,8 @@ def _dispatch(args: argparse.Namespace, argv: list[str], env: Env, err: Console)
         from workbench.cli.common import write_output
 
         write_output(dumps(args.schema), args, env)  # stdout, or -o PATH
+        if args.output is not None:
+            err.print(f"schema written to {args.output}", markup=False)  # as the other modes say
         return 0
     if args.plot:
         from workbench.cli.plot import run_plot
