@@ -148,6 +148,9 @@ def test_two_invocations_share_one_daemon_which_lists_and_stops_with_its_workers
     log = (wb.folder / f"d-{d2['fingerprint']}.log").read_text()
     assert "run 2 done" in log and "(cancelled)" not in log, log  # the client's close is no cancel
     assert "runs 2" in wb.cli("--daemon-list").stdout
+    import workbench  # which checkout and Python it runs: two checkouts' daemons told apart
+    root = str(Path(workbench.__file__).resolve().parent.parent)
+    assert daemons[0]["package"] == root and daemons[0]["python"] and root in wb.cli("--daemon-list").stdout
     pids = [d2["pid"], *descendants(d2["pid"])]
     assert daemons[0]["zygote_pid"] in pids and all(w["pid"] in pids for w in daemons[0]["workers"])
     stopped = wb.cli("--daemon-stop")

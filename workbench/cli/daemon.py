@@ -150,12 +150,14 @@ def _report(daemons: list[dict], args: argparse.Namespace, env: Env, verb: str) 
 
 
 def _line(d: dict) -> str:
-    """pid, state, started, idle seconds, runs served, warm workers (device/role), fingerprint."""
+    """pid, state, started, idle seconds, runs served, warm workers (device/role), fingerprint;
+    under it the folder of the workbench it runs and its Python (two checkouts' daemons)."""
     workers = ", ".join(f"{w['device']}{'/interpreted' if w.get('interpret') else ''}"
                         f"{'' if w.get('role') == 'run' else '/' + str(w.get('role'))}{' spare' if w.get('spare') else ''}"
                         for w in d.get("workers") or []) or "none"
     idle = d.get("idle_s")
     return (f"  pid {d.get('pid')}  {d.get('state', 'stopped')}  started {d.get('started')}  "
             f"idle {'-' if idle is None else f'{idle:g} s'} of {d.get('idle_timeout_s')} s  runs {d.get('runs', '-')}  "
-            f"workers: {workers}  fingerprint {d.get('fingerprint')}")
+            f"workers: {workers}  fingerprint {d.get('fingerprint')}"
+            + (f"\n    {d['package']} ({d.get('python')})" if d.get("package") else ""))
 

@@ -102,6 +102,7 @@ class Daemon:
                 "workers": [{"device": w.key.device, "interpret": w.key.interpret, "role": w.key.role or "run",
                              "pid": w.proc.pid, "spare": w is getattr(self.pool, "spare", None)} for w in workers],
                 "zygote_pid": _zygote_pid(), "worker_starts": dict(STARTS),
+                "python": self.fingerprint["python"], "package": _package_root(),
                 "fingerprint_fields": self.fingerprint}
 
     # -- life ----------------------------------------------------------------------------
@@ -395,6 +396,14 @@ def _cancel_on_close(conn: Any, stop: threading.Event) -> None:
     except (EOFError, OSError, wire.WireError):
         pass
     stop.set()
+
+
+def _package_root() -> str:
+    """The folder holding the `workbench` package this daemon runs (a checkout or site-packages):
+    --daemon-list tells two checkouts' daemons apart by it."""
+    import workbench
+
+    return str(Path(workbench.__file__).resolve().parent.parent)
 
 
 def _zygote_pid() -> int | None:
