@@ -174,6 +174,23 @@ def test_progress_lines_without_a_terminal():
     assert "chatty" not in text
 
 
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_hung_workers_stacks_are_counted_and_shown_with_verbose(verbose):
+    """A row past its timeout_s: the worker's thread stacks (faulthandler lines) went to stderr as
+    ~25 `warning:` lines; without -v one line counts them, -v shows them."""
+    err = Console(file=io.StringIO(), width=200)
+    key = (0, "manual", None)
+    stack = ['Thread 0x00007f01 (most recent call first):', '  File "/x/threading.py", line 982 in run']
+    with progress(KEYS, fake_env(False), err, verbose=verbose) as on_event:
+        for line in stack:
+            on_event(events.Log(key, line, "warning"))
+        on_event(events.Log(key, "a real warning", "warning"))
+    text = err.file.getvalue()
+    assert "a real warning" in text
+    assert ("threading.py" in text) == verbose
+    assert ("2 line(s) of a hung worker's thread stacks left out (-v shows them)" in text) == (not verbose)
+
+
 def test_progress_lines_follow_session_order():
     """A row that finishes first (an unavailable or ptx-only one) waits for the rows before it:
     a first user saw [1/11] be cuda_naive, the fourth row of the session."""

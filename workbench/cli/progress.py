@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from workbench import events as ev
+from workbench.engine.measure.capture import FAULTHANDLER_LINE
 from workbench.cli.common import Env
 from workbench.events import RowKey
 from workbench.fmt import clip, printable
@@ -70,6 +71,7 @@ def progress(keys: list[RowKey], env: Env, err: Console, verbose: bool,
             (bar.console if bar else err).print(printable(line, lines=True), markup=False, highlight=False)
 
     cancelled = [0]  # rows a stop left unrun: one line for them all at the end, not one a row
+    stacks = [0]  # a hung worker's thread stacks (faulthandler lines): shown with -v, else counted
 
     def on_event(event: ev.Event) -> None:
         if isinstance(event, ev.Started) and bar is not None:
@@ -83,6 +85,9 @@ def progress(keys: list[RowKey], env: Env, err: Console, verbose: bool,
                 elif bar is None or record.get("status") == "failed":
                     say(row_line(record, place, total))
         elif isinstance(event, ev.Log) and (verbose or event.level != "info"):
+            if not verbose and FAULTHANDLER_LINE.match(event.text):
+                stacks[0] += 1
+                return
             say(f"{event.level}: {event.text}")
 
     try:
@@ -94,6 +99,8 @@ def progress(keys: list[RowKey], env: Env, err: Console, verbose: bool,
     finally:
         if cancelled[0]:
             say(f"{cancelled[0]} row(s) not run: cancelled (skipped, error \"cancelled\")")
+        if stacks[0]:
+            say(f"{stacks[0]} line(s) of a hung worker's thread stacks left out (-v shows them)")
 
 
 def row_line(data: dict[str, Any], place: int, total: int) -> str:

@@ -358,7 +358,7 @@ class _JobRun:
         message = self.failure or death_message(self.proc.exitcode, self.stage)
         if self.where:
             message += (f" during {self.stage}, at {self.where} (every thread's stack is in the log: "
-                        "the TUI's Log pane, stderr under --replay)")
+                        "the TUI's Log pane, stderr under --replay -v)")
         if self.failure is None and self.bye:
             message = f"child process stopped without a result during {self.stage}"
         record = row.record()
