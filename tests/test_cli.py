@@ -128,6 +128,17 @@ def test_check_good_session(capsys, session_file):
     assert code == 0 and out.startswith("ok: ") and "1 run(s), 2 row(s)" in out and err == ""
 
 
+def test_check_warns_of_a_row_whose_dtype_its_implementation_never_supports(capsys, tmp_path):
+    """A new user's `matmul cuda_naive` in bfloat16 passed --check and came back `unavailable`."""
+    path = tmp_path / "nd.yaml"
+    path.write_text("schema_version: 1\nname: nd\nruns:\n  - op: matmul\n    impls: [pytorch, cuda_naive]\n"
+                    "    shape: {M: 64, N: 64, K: 64}\n    dtype: bfloat16\n")
+    code, out, err = run(capsys, "--check", str(path))
+    assert code == 0 and out.startswith("ok: ")
+    assert "warning: runs[0]: matmul cuda_naive supports float32 only, not bfloat16" in " ".join(err.split())
+    assert "pytorch" not in err
+
+
 def test_check_with_o_says_where_its_verdict_went(capsys, tmp_path, session_file):
     """`--check f.yaml -o out.json` wrote the file and printed nothing at all."""
     target = tmp_path / "res" / "chk.txt"

@@ -48,7 +48,10 @@ def run_check(args: argparse.Namespace, env: Env, err: Console) -> int:
     from workbench.cli.plugin_check import warn_empty
     from workbench.plugins.manifest import declare
 
-    warn_empty(declare([*args.kernels, *resolved.plugins], cache_dir=env.cache_dir), err)
+    declared = declare([*args.kernels, *resolved.plugins], cache_dir=env.cache_dir)
+    warn_empty(declared, err)
+    for line in dtype_warnings(session, declared):  # rows that can never run here or anywhere
+        err.print(f"warning: {line}", markup=False)
     if args.format == "json":
         write_output(json.dumps({"ok": True, "session": str(path), "name": session.name,
                                  "runs": len(session.runs), "rows": rows, "problems": []}, indent=2) + "\n", args, env)
@@ -80,3 +83,28 @@ def session_row_keys(session, kernels=()) -> list:
             registry.append(declare([*kernels, *session.plugins]))
         return registry[0].op(op).impls
     return row_keys(session, registered)
+
+
+def dtype_warnings(session: Any, registry: Any) -> list[str]:
+    """`runs[I]: IMPL supports D only, not DTYPE: its row will be unavailable` for every named
+    implementation that does not support its run's dtype (the registry's declarations, no torch):
+    such a row can run on no machine. `impls: all`, a default dtype and unknown names are left to
+    the other checks."""
+    from workbench.dtypes import DType
+    from workbench.errors import WorkbenchError
+
+    lines = []
+    for index, run in enumerate(session.runs):
+        if not run.impls or not run.dtype:
+            continue
+        try:
+            impls, dtype = registry.op(run.op).impls, DType(run.dtype)
+        except (WorkbenchError, ValueError):  # an unknown op or dtype: the session's own check says so
+            continue
+        for ref in run.impls:
+            impl = impls.get(ref.name)
+            if impl is not None and not impl.supports(dtype):
+                allowed = ", ".join(d.value for d in impl.dtypes or ())
+                lines.append(f"runs[{index}]: {run.op} {ref.display} supports {allowed} only, not {dtype.value}: "
+                             "its row will be unavailable")
+    return lines
