@@ -162,7 +162,7 @@ class EditorMixin:
             self.show_impls()
 
     def mark_stale(self, redraw: bool = True) -> None:
-        """Tell the Timing pane the spec being edited, so results of another spec are marked;
+        """Tell the Timing and Diagnosis panes the spec being edited, so results of another spec are marked;
         redraw=False when the caller redraws the pane next (a chart drawn twice per results
         update was a third of the redraw mid-run)."""
         ws = self.ws
@@ -175,6 +175,10 @@ class EditorMixin:
             pane.current = current
         else:
             pane.set_reactive(TimingPane.current, current)
+        from .panes.diagnosis import DiagnosisPane
+
+        for diagnosis in self.query(DiagnosisPane):  # mounted after the first frame (LazyPane)
+            diagnosis.current = current
 
     def _edit_checked(self, run) -> bool:
         """Apply an edit from the implementation list or a parameter field only when the run it

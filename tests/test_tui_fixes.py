@@ -416,11 +416,14 @@ async def test_results_of_another_spec_are_marked_after_an_edit(tmp_path):
         await pilot.pause(0.3)
         text = str(caption.render())
         assert "results are for 16384x16384 float32; the spec is now 512x16384 float32" in text
+        summary = app.query_one("#diagnosis-summary", Static)  # the Diagnosis pane says so too (a new user)
+        assert "results are for 16384x16384 float32; the spec is now 512x16384 float32" in str(summary.render())
         for _ in range(3):
             await pilot.press("backspace")
         await pilot.press("1", "6", "3", "8", "4")
         await pilot.pause(0.3)
         assert "results are for" not in str(caption.render())
+        assert "results are for" not in str(summary.render())
 
 
 @run_async

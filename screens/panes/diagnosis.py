@@ -40,6 +40,9 @@ class DiagnosisPane(Vertical):
     BINDINGS = [Binding("x", "mark", "Mark A/B"), Binding("a", "compare", "A/B the marked rows")]
 
     model: reactive[RunModel | None] = reactive(None, always_update=True, init=False)
+    # the spec being edited (shape, dtype, swept fields), set with the Timing pane's: results of
+    # another spec are marked, as there
+    current: reactive[tuple | None] = reactive(None, always_update=True, init=False)
 
     class CompareRequested(Message):
         """Time rows `a` and `b` ((label, sweep_value) each) against each other."""
@@ -71,6 +74,10 @@ class DiagnosisPane(Vertical):
         if self.is_mounted:
             self._show(model)
 
+    def watch_current(self, current: tuple | None) -> None:
+        if self.is_mounted:
+            self._show(self.model)
+
     def _show(self, model: RunModel | None) -> None:
         rows = [r for r in (model.rows.values() if model else ()) if r.record]
         records = [r.record for r in rows if r.record is not None]
@@ -84,9 +91,13 @@ class DiagnosisPane(Vertical):
         self.marks = [m for m in self.marks if m in self._keys]
         self._fill(rows)
         problems = sum(f["severity"] == "problem" for found in self._findings.values() for f in found)
-        self.query_one("#diagnosis-summary", Static).update(Text(
-            f"{problems} problem(s) in {len(rows)} row(s) · x marks A then B, a times them round-robin"
-            if rows else "no results yet: run check + bench (profile, ptx and counters add evidence)"))
+        summary = Text(f"{problems} problem(s) in {len(rows)} row(s) · x marks A then B, a times them round-robin"
+                       if rows else "no results yet: run check + bench (profile, ptx and counters add evidence)")
+        from .timing import stale_note
+
+        stale = stale_note(rows, self.current)
+        self.query_one("#diagnosis-summary", Static).update(
+            Text.assemble((stale, "bold yellow"), "\n", summary) if stale else summary)
         self.query_one("#ab-results", Static).update(Text(ab_text(getattr(model, "ab", ()) if model else ())))
         self._show_detail()
 
