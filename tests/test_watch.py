@@ -230,6 +230,20 @@ def test_change_lines_name_time_bandwidth_and_the_ptx_counts_that_moved():
         "unavailable: needs a CUDA GPU", "warning")
 
 
+def test_a_change_timed_on_a_contended_cpu_says_so():
+    """A new user's watch printed `59.64 ms -> 90.71 µs (-99.8%)` for an edit of a constant; the
+    59.64 ms had been timed while other processes held the cores (flagged in the table only)."""
+    from workbench.results.record import Flag
+
+    busy = Flag.CPU_CONTENDED.format(detail="other processes held the cores")
+    old = {"status": "ok", "timing": {"median_ms": 59.64}, "flags": [busy]}
+    new = {"status": "ok", "timing": {"median_ms": 0.09071}}
+    text, _ = change_line(old, new)
+    assert "-99.8%" in text and "CPU contended before: the change may be the host's" in text
+    text, _ = change_line({**old, "flags": []}, new)
+    assert "contended" not in text
+
+
 def test_a_row_whose_shape_or_dtype_changed_is_not_compared_as_a_speedup():
     """An edit of M from 256 to 128 printed '-50.2%' as if the kernel got faster (a new user's
     try); a changed problem is named instead, and only its new speed shown."""

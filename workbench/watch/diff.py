@@ -137,6 +137,10 @@ def change_line(old_data: AnyRecord | None, new_data: AnyRecord,
     if spec:  # another problem: its time against the old one's is no speed-up
         return f"ok · {spec}: not compared" + (f" · {speed_text(new)}" if speed_text(new) else ""), "info"
     parts = [p for p in (time_change(old, new), gbps_change(old, new)) if p]
+    contended = [side for side, record in (("before", old), ("now", new))
+                 if Flag.CPU_CONTENDED in record.flag_kinds()]
+    if contended and parts:  # a busy host's time is not the edit's doing
+        parts.append(f"CPU contended {' and '.join(contended)}: the change may be the host's, not the edit's")
     ptx = ptx_changes(old, new)
     parts += [f"ptx {', '.join(ptx)}"] if ptx else []
     return " · ".join(parts) or "ok, no change in the figures", "info"
