@@ -92,3 +92,13 @@ def test_cli_refuses_a_session_file(tmp_path, capsys):
     err = " ".join(capsys.readouterr().err.split())
     assert "a session file; --plot draws a results document" in err and "Expecting value" not in err
     assert f"workbench --replay {ROOT / 'sessions' / 'smoke.yaml'} -o RESULTS.json" in err
+
+
+def test_plot_does_not_probe_the_device_it_does_not_use(tmp_path, capsys):
+    """`--plot R.json -o f.svg --device cuda` failed on a CPU host: `this host has no GPU NVML can see`."""
+    from workbench.cli.main import main
+
+    doc = tmp_path / "r.json"
+    doc.write_text('{"results": []}')
+    main(["--plot", str(doc), "-o", str(tmp_path / "f.svg"), "--device", "cuda"])
+    assert "NVML" not in capsys.readouterr().err

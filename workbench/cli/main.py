@@ -78,7 +78,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         parser.error(problem)
     if args.device is not None and not DEVICE_RE.match(args.device):
         parser.error(f"--device must be auto, cpu, cuda or cuda:N, got {args.device!r}")
-    if args.device is not None and args.device.startswith("cuda") and not (args.check or args.list or args.doctor):
+    probes = not (args.check or args.list or args.doctor or args.plot or args.schema or args.daemon_list
+                  or args.daemon_stop)  # only a run needs the GPU it names
+    if args.device is not None and args.device.startswith("cuda") and probes:
         problem = _missing_gpu(args.device)
         if problem:
             parser.error(problem)
