@@ -40,11 +40,12 @@ import torch  # noqa: F401,E402
 import workbench.engine.worker.entry  # noqa: F401,E402
 
 mark("zygote: torch imported")
-from workbench.engine.worker.preload import preload  # noqa: E402
+from workbench.engine.worker.preload import modules, preload  # noqa: E402
 
 try:
     preload(os.environ)  # what every worker imports anyway, once, before any fork (engine/worker/preload.py)
 finally:
-    gc.collect()  # (preload collected and froze already; with the preload off this is the one pass)
-    gc.freeze()
+    if not modules(os.environ):  # preload off; when it ran it collected and froze (one pass: torch's heap is large)
+        gc.collect()
+        gc.freeze()
     gc.enable()
