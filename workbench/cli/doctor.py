@@ -1,6 +1,6 @@
 """`workbench --list` (ops, implementations, availability per action and why) and
 `workbench --doctor` (GPU, versions, tools, ceilings cache, bars: peaks and references, the
-kernels' tuning cache for this device, colour system, paths).
+kernels' tuning cache for this device, colour system, paths, the start-up packages' bytecode).
 """
 
 from __future__ import annotations
@@ -151,6 +151,7 @@ def diagnose(env: Env, kernels: list[str]) -> dict[str, Any]:
         "tuning": _tuning(machine, env),
         "colour": _colour(env),
         "paths": _paths(env),
+        "bytecode": _bytecode(),
     }
 
 
@@ -275,9 +276,25 @@ def _paths(env: Env) -> dict[str, Any]:
             "shipped_session_names": names}
 
 
+def _bytecode() -> dict[str, Any]:
+    """Whether the worker's start-up packages have bytecode and may write it (workbench/bytecode.py):
+    without either, every worker start compiles torch from source."""
+    from workbench.bytecode import bytecode_report
+
+    report = bytecode_report()
+    packages = report.pop("packages")
+    lines = {name: f"{info['without_bytecode']} of {info['modules']} modules without .pyc"
+                   f"{'' if info['may_write'] else ', none written here'} ({info['folder']})"
+             for name, info in packages.items()}
+    return {**report, **lines}
+
+
 def _doctor_tables(data: dict[str, Any]) -> list:
     items = []
-    for section in ("workbench", "python", "versions", "gpu", "tools", "ceilings", "bars", "tuning", "colour", "paths"):
+    for section in ("workbench", "python", "versions", "gpu", "tools", "ceilings", "bars", "tuning", "colour", "paths",
+                    "bytecode"):
+        if section not in data:  # a section this doctor's data lacks (a test's, an older one's)
+            continue
         table = Table(title=section, title_justify="left", show_header=False)
         table.add_column("key", style="bold")
         table.add_column("value", overflow="fold")

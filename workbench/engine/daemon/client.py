@@ -26,6 +26,7 @@ from workbench.engine.daemon import wire
 from workbench.engine.daemon.paths import (DaemonError, DaemonPaths, authkey, daemon_pid_verified, fingerprint,
                                            fingerprint_difference, known_daemons, lock_held, private_folder,
                                            read_private)
+from workbench.bytecode import slow_start_note
 from workbench.errors import WorkbenchError
 from workbench.trace import mark
 
@@ -67,6 +68,15 @@ def _started_line(pid: int, superseded: list[str], idle_timeout_s: float) -> str
     why = f", replacing {', '.join(superseded)}" if superseded else ""
     return (f"started a workbench daemon (pid {pid}{why}; it leaves after {idle_timeout_s:g} s idle; "
             "--daemon-stop stops it now)")
+
+
+def _say_started(note: Callable[[str], None], line: str) -> None:
+    """The started line, and a second one when this Python compiles torch from source at every
+    start (workbench/bytecode.py: no .pyc and none written): the daemon's first run pays it."""
+    note(line)
+    slow = slow_start_note()
+    if slow:
+        note(slow)
 
 
 def run_in_daemon(session: Any, options: Any, *, on_event: Callable[[Any], None], stop: threading.Event,
@@ -175,7 +185,7 @@ def connect(paths: DaemonPaths, *, start: bool, environ: Mapping[str, str] | Non
     deadline = time.monotonic() + START_S
     proc = early.proc if early is not None else None
     if early is not None and note is not None:
-        note(early.line)
+        _say_started(note, early.line)
     replaced = False
     while True:
         if stop is not None and stop.is_set():
@@ -207,7 +217,7 @@ def connect(paths: DaemonPaths, *, start: bool, environ: Mapping[str, str] | Non
             superseded = _stop_superseded(paths, environ or os.environ)
             proc = _start(paths, environ or os.environ, idle_timeout_s)
             if note is not None:
-                note(_started_line(proc.pid, superseded, idle_timeout_s))
+                _say_started(note, _started_line(proc.pid, superseded, idle_timeout_s))
         if time.monotonic() > deadline:
             raise DaemonError(f"no daemon answered at {paths.socket} within {START_S:g} s: {_log_tail(paths)}")
         time.sleep(POLL_S)
