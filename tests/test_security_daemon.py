@@ -363,3 +363,24 @@ def test_an_unsafe_runtime_folder_falls_back_in_process_with_one_line(tmp_path, 
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(lines) == 1 and "777" in lines[0] and "running in this process" in lines[0], lines
     assert list(unsafe.iterdir()) == []  # nothing written into it
+
+
+def test_an_idle_timeout_asked_of_a_running_daemon_that_keeps_another_is_said(monkeypatch):
+    import argparse
+
+    from workbench.cli import daemon as cli_daemon
+
+    said: list[str] = []
+    doc = {"provenance": {"daemon": {"pid": 41, "idle_timeout_s": 5.0}}}
+    asked = cli_daemon.daemon_choice(argparse.Namespace(daemon_idle=900.0), {})
+    assert asked.idle_asked
+    cli_daemon._note_kept_idle(doc, asked, said.append)
+    assert len(said) == 1 and "daemon 41 keeps its idle timeout of 5 s (asked: 900 s)" in said[0]
+    said.clear()
+    by_env = cli_daemon.daemon_choice(argparse.Namespace(), {"WORKBENCH_DAEMON_IDLE_S": "5"})
+    cli_daemon._note_kept_idle(doc, by_env, said.append)  # the same timeout: nothing to say
+    default = cli_daemon.daemon_choice(argparse.Namespace(), {})
+    assert not default.idle_asked
+    cli_daemon._note_kept_idle(doc, default, said.append)  # not asked: nothing to say
+    cli_daemon._note_kept_idle({"provenance": {}}, asked, said.append)  # ran in process
+    assert said == []

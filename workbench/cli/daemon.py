@@ -46,6 +46,7 @@ class DaemonChoice:
     idle_timeout_s: float
     environ: Mapping[str, str]
     why_not: str = ""
+    idle_asked: bool = False  # the timeout came from --daemon-idle or WORKBENCH_DAEMON_IDLE_S
 
     def folder(self) -> Path:
         """WORKBENCH_DAEMON_DIR or the user runtime folder (engine/daemon_paths.default_folder);
@@ -73,6 +74,7 @@ def daemon_choice(args: argparse.Namespace, environ: Mapping[str, str] | None = 
                f"WORKBENCH_DAEMON={environ['WORKBENCH_DAEMON']}" if flag in OFF_VALUES and not asked else
                "--strict" if getattr(args, "strict", False) and not asked else "")
     idle = getattr(args, "daemon_idle", None)
+    idle_asked = idle is not None or bool(environ.get("WORKBENCH_DAEMON_IDLE_S"))
     if idle is None:
         text = environ.get("WORKBENCH_DAEMON_IDLE_S") or str(DEFAULT_IDLE_S)
         try:
@@ -81,7 +83,7 @@ def daemon_choice(args: argparse.Namespace, environ: Mapping[str, str] | None = 
             raise WorkbenchError(f"WORKBENCH_DAEMON_IDLE_S={text!r}: give seconds, e.g. 600") from None
     if not idle > 0:
         raise WorkbenchError(f"the daemon's idle timeout must be > 0 seconds, got {idle:g}")
-    return DaemonChoice(not why_not, idle, environ, why_not)
+    return DaemonChoice(not why_not, idle, environ, why_not, idle_asked)
 
 
 def start_early(choice: DaemonChoice | None) -> Any:
@@ -119,10 +121,22 @@ def run_engine(session: Any, *, on_event: Callable[[Any], None], stop: threading
             note(f"workbench daemon: {exc}: running in this process")
             doc = None
         if doc is not None:
+            _note_kept_idle(doc, choice, note)
             return doc
     from workbench.engine.plan import run_plan
 
     return run_plan(session, on_event=on_event, stop=stop, options=options)
+
+
+def _note_kept_idle(doc: dict, choice: DaemonChoice, note: Callable[[str], None]) -> None:
+    """One line when the user asked for an idle timeout and the daemon that ran the session (one
+    already running) keeps another: the timeout is a daemon's from its start."""
+    daemon = (doc.get("provenance") or {}).get("daemon") or {}
+    kept = daemon.get("idle_timeout_s")
+    if choice.idle_asked and isinstance(kept, (int, float)) and float(kept) != choice.idle_timeout_s:
+        note(f"workbench daemon {daemon.get('pid')} keeps its idle timeout of {kept:g} s (asked: "
+             f"{choice.idle_timeout_s:g} s): the timeout is set when a daemon starts; --daemon-stop, then run "
+             "again to start one with it")
 
 
 def run_daemon_list(args: argparse.Namespace, env: Env) -> int:
