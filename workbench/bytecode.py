@@ -96,7 +96,7 @@ def bytecode_report(packages: tuple[str, ...] = START_PACKAGES) -> dict[str, Any
 
 
 def _fix(folders: list[str]) -> str:
-    return f"{Path(sys.executable).name} -m compileall -q " + " ".join(folders)
+    return f"{sys.executable} -m compileall -q " + " ".join(folders)  # this Python, venv or not
 
 
 def slow_start_note() -> str | None:
@@ -110,6 +110,5 @@ def slow_start_note() -> str | None:
     if not missing:
         return None
     why = "PYTHONDONTWRITEBYTECODE is set" if sys.dont_write_bytecode else f"{folder} is not writable"
-    return (f"torch here has no bytecode (.pyc) and {why}: every worker start compiles it from source "
-            f"(seconds; ~9 s more on the lent H100 box). Once: {_fix([str(folder)])} "
-            "(workbench --doctor lists the others)")
+    return (f"torch here has no bytecode (.pyc) and {why}: every worker start compiles it from source, "
+            f"seconds each time. Once: {_fix([str(folder)])} (workbench --doctor lists the others)")

@@ -98,7 +98,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(("--replay",), "run a session headless", mode=True, metavar="FILE"),
     Option(("--check",), "validate a session only", mode=True, metavar="FILE"),
     Option(("--list",), "ops and implementations, with availability", mode=True, action="store_true"),
-    Option(("--doctor",), "GPU, versions, ceilings cache, colours, paths", mode=True, action="store_true"),
+    Option(("--doctor",), "GPU, versions, tools, ceilings cache, bars, tuning cache, colours, paths, bytecode",
+           mode=True, action="store_true"),
     Option(("--schema",), "print the JSON Schema of a session file or a results document (docs/schemas/)",
            mode=True, choices=("session", "results")),
     Option(("--plot",), "draw a results document's figures into -o FIG.svg|png (pip install "
