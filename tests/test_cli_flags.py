@@ -71,3 +71,16 @@ def test_a_duplicate_option_in_the_table_is_refused_naming_it():
     with pytest.raises(ValueError, match=r"option '--forced': mode 'replays' is not one of tui, replay"):
         check_table((dataclasses.replace(force, names=("--forced",), modes=("replays",)),))
     check_table(OPTIONS)
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["--replay", ""], "--replay"), (["--check", ""], "--check"), ([""], "FILE"),
+    (["--replay", "x.yaml", "--compare", ""], "--compare"), (["--plot", "", "-o", "f.svg"], "--plot"),
+    (["--replay", "x.yaml", "--kernels", ""], "--kernels"), (["--replay", "x.yaml", "--trace-dir", ""], "--trace-dir"),
+])
+def test_an_empty_path_is_refused_naming_the_option(capsys, argv, named):
+    # '' read as "not given": --replay '' opened the TUI on the default session, exit 0
+    with pytest.raises(SystemExit) as exc:
+        parse_args(argv)
+    err = " ".join(capsys.readouterr().err.split())
+    assert exc.value.code == 2 and f"{named} '': an empty path" in err, err

@@ -69,10 +69,28 @@ def _missing_gpu(device: str) -> str | None:
 
 
 
+# the options whose value is a path or a session name (-o has its own check: fileio.output_problem)
+PATH_OPTIONS = (("replay", "--replay"), ("check", "--check"), ("file", "FILE"), ("compare", "--compare"),
+                ("plot", "--plot"), ("resume", "--resume"), ("trace_dir", "--trace-dir"))
+
+
+def _empty_path(args: argparse.Namespace) -> str | None:
+    """The first path option given as '' (or --kernels ''), by its flag; None when there is none."""
+    for dest, flag in PATH_OPTIONS:
+        if getattr(args, dest, None) == "":
+            return flag
+    return "--kernels" if any(path == "" for path in getattr(args, "kernels", None) or ()) else None
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """Parse and check combinations; raises SystemExit(2) with a usage message."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    empty = _empty_path(args)
+    if empty:  # '' reads as "not given" below: --replay '' opened the TUI, FILE '' the default session
+        what = "a session file or a shipped session's name, e.g. smoke-quick" if empty in ("--replay", "--check",
+                                                                                      "FILE") else "a path"
+        parser.error(f"{empty} '': an empty path; give {what}")
     problem = mode_problem(args)  # an option given in a mode it does not go with (flags.OPTIONS' modes)
     if problem:
         parser.error(problem)
