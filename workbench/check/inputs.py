@@ -10,6 +10,7 @@ pristine copy. `periodic_fill_` writes special values (op-declared special input
 
 from __future__ import annotations
 
+import os
 from typing import Iterable, Sequence
 
 import torch
@@ -101,6 +102,10 @@ def fingerprint(t: torch.Tensor) -> torch.Tensor:
     payloads and -0 are seen since bits are hashed."""
     flat = t.detach().reshape(-1)
     bits = flat.view(_BITS[flat.dtype]) if flat.dtype in _BITS else flat
+    if _one_pass(bits):  # the same hash in one Triton pass (check/fingerprint_triton.py)
+        from workbench.check.fingerprint_triton import fingerprint_bits
+
+        return fingerprint_bits(bits, BLOCK_ELEMENTS)
     sums = []
     for start in range(0, bits.numel(), BLOCK_ELEMENTS):
         block = bits[start:start + BLOCK_ELEMENTS].to(torch.int64)
@@ -112,6 +117,17 @@ def fingerprint(t: torch.Tensor) -> torch.Tensor:
             lanes.append(_mix_(word).sum())
         sums.append(torch.stack(lanes))
     return torch.stack(sums) if sums else torch.zeros((0, 2), dtype=torch.int64)
+
+
+def _one_pass(bits: torch.Tensor) -> bool:
+    """Whether `bits` is hashed by the Triton pass: a CUDA tensor of an integer view it reads,
+    Triton compiled (not interpreted, not missing), and WORKBENCH_FINGERPRINT not `torch`."""
+    if bits.device.type != "cuda" or os.environ.get("WORKBENCH_FINGERPRINT", "") == "torch" or \
+            os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        return False
+    from workbench.triton_support import HAVE_TRITON
+
+    return HAVE_TRITON and bits.dtype in (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
 
 
 def first_changed_block(before: torch.Tensor, after: torch.Tensor) -> int | None:

@@ -1,0 +1,73 @@
+"""The check's input fingerprint in one Triton pass (workbench/check/fingerprint_triton.py) is the
+torch path's hash bit for bit: compared under TRITON_INTERPRET=1 (the interpreter runs the same
+kernel on the CPU), with small blocks so that several blocks and a ragged tail are covered."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from workbench.check import inputs
+
+ROOT = Path(__file__).resolve().parents[1]
+pytest.importorskip("triton")
+
+_CHILD = r"""
+import json, torch
+from workbench.check import inputs
+from workbench.check.fingerprint_triton import TILE, fingerprint_bits
+torch.manual_seed(0)
+inputs.BLOCK_ELEMENTS = TILE * 2  # the torch path's blocks, as small as the kernel's allow
+cases = []
+for dtype, n in ((torch.float32, 3 * TILE * 2 + 1000), (torch.float16, 5000), (torch.bfloat16, TILE * 2),
+                 (torch.int64, 20001), (torch.bool, 9000), (torch.float8_e4m3fn, 12345), (torch.int8, 7),
+                 (torch.float64, 1), (torch.float32, 0)):
+    t = torch.rand(n) > 0.5 if dtype == torch.bool else (torch.randn(n) * 100).to(dtype)
+    flat = t.reshape(-1)
+    bits = flat.view(inputs._BITS[flat.dtype]) if flat.dtype in inputs._BITS else flat
+    a, b = inputs.fingerprint(t), fingerprint_bits(bits, inputs.BLOCK_ELEMENTS)
+    swapped = t.clone()
+    if n > 2:
+        swapped[0], swapped[-1] = t[-1].clone(), t[0].clone()
+    flat2 = swapped.reshape(-1)
+    bits2 = flat2.view(inputs._BITS[flat2.dtype]) if flat2.dtype in inputs._BITS else flat2
+    cases.append({"dtype": str(dtype), "n": n, "shape": list(a.shape), "equal": bool(torch.equal(a, b)),
+                  "sees_a_swap": bool(n <= 2 or bool(t[0] == t[-1]) or not torch.equal(b, fingerprint_bits(bits2, inputs.BLOCK_ELEMENTS)))})
+print(json.dumps(cases))
+"""
+
+
+@pytest.mark.slow  # a Python under TRITON_INTERPRET=1 (read when the kernel is decorated)
+def test_the_triton_pass_is_the_torch_paths_hash_bit_for_bit():
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    import json
+
+    cases = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(cases) == 9
+    assert [c for c in cases if not c["equal"]] == []
+    assert [c for c in cases if not c["sees_a_swap"]] == []
+    assert cases[0]["shape"] == [4, 2]  # several blocks, the last one ragged
+
+
+def test_only_compiled_cuda_tensors_take_the_triton_pass(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert not inputs._one_pass(torch.zeros(4, dtype=torch.int32))  # a CPU tensor: the torch path
+    meta = torch.empty(4, dtype=torch.int32, device="meta")
+    assert not inputs._one_pass(meta)
+
+
+def test_the_triton_pass_refuses_what_it_does_not_read():
+    from workbench.check.fingerprint_triton import TILE, fingerprint_bits
+
+    with pytest.raises(ValueError, match="float32"):
+        fingerprint_bits(torch.zeros(8), TILE)
+    with pytest.raises(ValueError, match="not a multiple"):
+        fingerprint_bits(torch.zeros(8, dtype=torch.int32), TILE + 1)
