@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -160,10 +161,16 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         heap.resume()
         self.stop_watch()
         self.stop_run()
+        self.restore_switch_interval()
         self.close_workers()
         if self._autosave_timer is not None:
             self.autosave_now()
         self._unwatch_terminal()
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key) and not event.is_forwarded:  # its frame before the redraw timer's work
+            self.key_arrived()
+        await super().on_event(event)
 
     def _focus_moved(self, widget) -> None:
         """The `.box` holding focus gets `-focus-box` (its bright border); restyled only when

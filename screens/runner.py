@@ -34,6 +34,18 @@ REFRESH_S = 0.2  # panes redraw at most this often while events stream
 # ...and at most this share of the time: a redraw that took 60 ms (charts on a loaded 2-core host)
 # waits 5x that before the next, so key presses queued behind redraws are answered first.
 REDRAW_SHARE = 0.2
+# A key press is answered before the redraw timer's work (issue #39: a pane key that met a
+# streamed-result redraw or the collector's tick waited for it, the MAX of the tmux measure):
+# for KEY_FIRST_S after a key reaches the app (its frame: 15-55 ms on the H100 box, 20-100 ms
+# on the loaded 2-core CPU) the timer leaves both to its next tick (0.2 s later), unless they
+# have waited KEY_WAIT_MAX_S already (a key held down, typing: results and collections go on).
+KEY_FIRST_S = 0.15
+KEY_WAIT_MAX_S = 0.6
+# The interpreter's switch interval while a run streams: the run's thread (unpickling and
+# diagnosing each result, reading the worker's log) held the GIL for up to Python's default
+# 5 ms each time the UI thread let it go (at every select of the event loop), and a key press
+# waited for it several times over; with 1 ms the UI thread gets it back 5x sooner.
+RUN_SWITCH_S = 0.001
 
 
 class RunnerMixin:
@@ -60,6 +72,9 @@ class RunnerMixin:
         self._inbox: list[ev.Event] = []  # engine events not yet handled (_post_event)
         self._inbox_posted = False  # an EngineEvents message is on its way for them
         self._inbox_lock = threading.Lock()
+        self._key_at: float | None = None  # monotonic time the last key press reached the app
+        self._ticked_at = 0.0  # monotonic time flush_results last did its work (not held back by a key)
+        self._switch_before: float | None = None  # sys.getswitchinterval() before the run in flight
 
     @property
     def running(self) -> bool:
@@ -202,6 +217,9 @@ class RunnerMixin:
                                             {"provenance": {"session": ws.session.name}})  # rows kept as they finish
         self._stop, self._running_index = threading.Event(), index
         self._run_t0 = time.monotonic()  # the run's wall time goes in the Log with its summary
+        if self._switch_before is None:
+            self._switch_before = sys.getswitchinterval()
+            sys.setswitchinterval(min(RUN_SWITCH_S, self._switch_before))
         self.run_bar.running = True
         self.refresh_bindings()
         self.run_bar.progress(0, self._total)
@@ -379,10 +397,23 @@ class RunnerMixin:
             self._done += 1
             self.run_bar.progress(self._done, self._total)
 
+    def key_arrived(self) -> None:
+        """A key press reached the app: the redraw timer's work waits KEY_FIRST_S (flush_results)."""
+        self._key_at = time.monotonic()
+
+    def key_pending(self, now: float) -> bool:
+        """Whether a key arrived less than KEY_FIRST_S before `now` (its frame comes first)."""
+        return self._key_at is not None and now - self._key_at < KEY_FIRST_S
+
     def flush_results(self) -> None:
         """Called on a timer: redraw the panes if events arrived since the last redraw, no more
-        often than REDRAW_SHARE of the time allows (events are all kept; only redraws wait)."""
+        often than REDRAW_SHARE of the time allows (events are all kept; only redraws wait).
+        Within KEY_FIRST_S of a key press neither the redraw nor the collector runs (the key's
+        frame first): the next tick does them (held back KEY_WAIT_MAX_S at most)."""
         now = time.monotonic()
+        if self.key_pending(now) and now - self._ticked_at < KEY_WAIT_MAX_S:
+            return
+        self._ticked_at = now
         heap.tick(now, running=self.running)  # the collector runs here, between frames
         if not self._dirty or now < self._next_redraw:
             return
@@ -476,12 +507,19 @@ class RunnerMixin:
     def _finished(self) -> None:
         self.runs_finished += 1
         self._stop = None
+        self.restore_switch_interval()
         self.run_ended_while_asked()
         self.run_bar.running = False
         self.refresh_bindings()
         self._dirty = False
         if self.ws.index == self._running_index:
             self.show_results()
+
+    def restore_switch_interval(self) -> None:
+        """The interpreter's switch interval as it was before the run (RUN_SWITCH_S)."""
+        if self._switch_before is not None:
+            sys.setswitchinterval(self._switch_before)
+            self._switch_before = None
 
     def _write_results(self, doc: dict) -> None:
         path = sessions_io.results_file(self.ws.path, self.data_dir, self.ws.session.name)

@@ -1,0 +1,107 @@
+"""Issue #39 item 3: a key press is answered before the redraw timer's work (streamed-result
+redraws and the collector's tick wait KEY_FIRST_S after a key), and the interpreter's switch
+interval is lowered while a run streams and restored after it."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async
+from workbench.screens import heap, runner
+from workbench.screens.app import WorkbenchApp
+from workbench.screens.runner import RunnerMixin
+
+
+class _Runner(RunnerMixin):
+    """The runner's timer logic without the app: redraws recorded."""
+
+    def __init__(self) -> None:
+        self._init_runner()
+        self.ws = SimpleNamespace(index=0)
+        self._running_index = 0
+        self.redraws: list[bool] = []
+
+    def show_results(self, shown_only: bool = False) -> None:
+        self.redraws.append(shown_only)
+
+
+@pytest.fixture
+def ticks(monkeypatch):
+    calls: list[float] = []
+    monkeypatch.setattr(heap, "tick", lambda now=None, running=True: calls.append(now))
+    return calls
+
+
+def _at(monkeypatch, seconds: float) -> None:
+    monkeypatch.setattr(runner, "time", SimpleNamespace(monotonic=lambda: seconds))
+
+
+def test_a_redraw_due_just_after_a_key_waits_for_the_next_tick(ticks, monkeypatch):
+    app = _Runner()
+    _at(monkeypatch, 100.0)
+    app.flush_results()  # a tick with nothing to draw
+    app._dirty = True
+    _at(monkeypatch, 100.1)
+    app.key_arrived()
+    _at(monkeypatch, 100.2)
+    app.flush_results()
+    assert app.redraws == [] and ticks == [100.0] and app._dirty  # nothing lost: drawn on a later tick
+    _at(monkeypatch, 100.1 + runner.KEY_FIRST_S)
+    app.flush_results()
+    assert app.redraws == [False] and ticks == [100.0, 100.1 + runner.KEY_FIRST_S] and not app._dirty
+
+
+def test_keys_held_down_hold_the_timer_back_for_at_most_key_wait_max_s(ticks, monkeypatch):
+    app = _Runner()
+    _at(monkeypatch, 100.0)
+    app.flush_results()
+    app._dirty = True
+    now = 100.0
+    while now < 100.0 + 2 * runner.KEY_WAIT_MAX_S:  # a key every 30 ms, the timer every 0.2 s
+        now += 0.03
+        _at(monkeypatch, now)
+        app.key_arrived()
+        if round((now - 100.0) / 0.03) % 7 == 0:
+            app.flush_results()
+    assert app.redraws == [False] and len(ticks) >= 2
+
+
+def make_app(tmp_path, engine=None) -> WorkbenchApp:
+    return WorkbenchApp(None, None, engine=engine or fixture_engine(), opener=fake_opener(),
+                        catalog_loader=lambda kernels, device: fake_catalog(), data_dir=tmp_path)
+
+
+@pytest.mark.slow
+@run_async
+async def test_a_key_reaching_the_app_holds_the_redraw_timer_back(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        assert app._key_at is None
+        await pilot.press("2")
+        assert app.key_pending(app._key_at)
+
+
+@pytest.mark.slow
+@run_async
+async def test_the_switch_interval_is_lowered_during_a_run_and_restored_after(tmp_path):
+    during: list[float] = []
+    replay = fixture_engine()
+
+    def engine(session, *, on_event, stop: threading.Event | None = None, options=None) -> dict:
+        during.append(sys.getswitchinterval())
+        return replay(session, on_event=on_event, stop=stop)
+
+    before = sys.getswitchinterval()
+    app = make_app(tmp_path, engine)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await pilot.press("r")
+        await ran(pilot)
+        assert during and set(during) == {min(runner.RUN_SWITCH_S, before)}
+        assert sys.getswitchinterval() == before
+    assert sys.getswitchinterval() == before
