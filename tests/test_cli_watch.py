@@ -30,6 +30,19 @@ def until(condition, timeout_s: float = 30.0) -> None:
         time.sleep(0.05)
 
 
+def watch_while(capsys, session, out, edits):
+    """`--replay SESSION --watch -o OUT` while `edits()` saves files in a thread; then Ctrl-C."""
+    def edit() -> None:
+        edits()
+        os.kill(os.getpid(), signal.SIGINT)
+    helper = threading.Thread(target=edit)
+    helper.start()
+    try:
+        return run(capsys, "--replay", str(session), "--watch", "-o", str(out))
+    finally:
+        helper.join(timeout=60)
+
+
 @pytest.mark.slow  # the plugin's manifest is built in a subprocess
 def test_watch_prints_what_each_save_moved_and_survives_a_broken_edit(capsys, tmp_path, monkeypatch):
     import workbench.engine.plan as plan
@@ -48,13 +61,7 @@ def test_watch_prints_what_each_save_moved_and_survives_a_broken_edit(capsys, tm
         until(lambda: json.loads(out.read_text())["results"][0]["timing"]["median_ms"] == 1.5)
         plugin.write_text(PLUGIN.replace("def build(", "def build(("))
         time.sleep(1.5)
-        os.kill(os.getpid(), signal.SIGINT)
-    helper = threading.Thread(target=edit)
-    helper.start()
-    try:
-        code, stdout, stderr = run(capsys, "--replay", str(session), "--watch", "-o", str(out))
-    finally:
-        helper.join(timeout=60)
+    code, stdout, stderr = watch_while(capsys, session, out, edit)
     assert code == 130
     assert engine.calls == [["manual_mine", "pytorch"], ["manual_mine"]]   # pytorch was not re-run
     assert "watch #2: 1 row(s) re-run, 1 kept" in stdout and "manual_mine: 2 ms -> 1.5 ms (-25.0%)" in stdout
@@ -101,13 +108,7 @@ def test_an_edit_that_fails_its_check_is_failed_in_o_with_the_last_good_under_it
         shas.append(sha256_file(plugin))
         until(lambda: len(engine.calls) == 2)
         until(lambda: json.loads(out.read_text())["results"][0]["status"] == "failed")
-        os.kill(os.getpid(), signal.SIGINT)
-    helper = threading.Thread(target=edit)
-    helper.start()
-    try:
-        code, stdout, stderr = run(capsys, "--replay", str(session), "--watch", "-o", str(out))
-    finally:
-        helper.join(timeout=60)
+    code, stdout, stderr = watch_while(capsys, session, out, edit)
     assert code == 130 and engine.calls == [["manual_mine", "pytorch"], ["manual_mine"]]
     assert "watch #2: 1 row(s) re-run (1 failed), 1 kept" in stdout
     assert "manual_mine: edit failed: check failed" in stdout and "the row is failed now" in stdout
