@@ -20,7 +20,7 @@ from workbench.watch.files import FileWatcher
 from workbench.registry import Registry, discover
 from workbench.watch.diff import change_line, ptx_changes
 from workbench.watch.cycle import WatchState
-from workbench.results.record import Flag, read_record
+from workbench.results.record import Flag, flag_kinds, read_record
 
 
 # -- the file watcher --------------------------------------------------------------------------
@@ -239,6 +239,26 @@ def test_a_session_that_does_not_load_is_a_cycle_with_its_problems(watched):
     (watched / "watched.yaml").write_text(SESSION.replace("N: 8", "N: eight"))
     bad = cycle(state, engine)
     assert "runs[0].shape.N" in bad.error and "(line 7)" in bad.error and engine.calls == []
+
+
+@pytest.mark.slow  # the plugins' manifests are built in a subprocess
+def test_a_cancelled_rerun_keeps_the_previous_record_flagged_as_an_earlier_runs(watched):
+    """A cancel during the re-run of an edited row: its earlier figures stay, but flagged (they are
+    not the edited code's), as the TUI flags the rows a cancel left unmeasured."""
+    from workbench import events as ev
+
+    state, engine = WatchState(watched / "watched.yaml"), rows_engine()
+    cycle(state, engine)
+    (watched / "mine.py").write_text(PLUGIN.replace("MEDIAN_MS = 2.0", "MEDIAN_MS = 1.5"))
+
+    def cancelling(session, *, on_event, **kwargs):
+        def cancel(event):
+            if isinstance(event, ev.Result) and event.row[1] == "manual_mine":
+                event.record.update(status="skipped", error="cancelled", timing=None)
+            on_event(event)
+        return engine(session, on_event=cancel, **kwargs)
+    row = next(r for r in cycle(state, cancelling).doc["results"] if r["label"] == "manual_mine")
+    assert row["status"] == "ok" and row["timing"]["median_ms"] == 2.0 and Flag.KEPT in flag_kinds(row["flags"])
 
 
 # -- the lines ---------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from workbench.plugins.code_digest import impl_digest
+from workbench.results.record import Flag, flag_kinds
 from workbench.errors import WorkbenchError
 from workbench.events import Event, Result, RowKey
 from workbench.plugins.sources import declared_files, registry_files, with_resolved_plugins, sha256_file, source_files
@@ -168,7 +169,8 @@ class WatchState:
 
     def _fold(self, cycle: Cycle, doc: dict, done: dict, kept: dict) -> None:
         """The document as shown: a failed re-run row with its last good record (`last_good`), a
-        cancelled one's previous record; remembered by fingerprint for the next cycle."""
+        cancelled one's previous record flagged `kept from an earlier run`; remembered by
+        fingerprint for the next cycle."""
         shown_records, shown_by_fp = [], {}
         now = doc.get("provenance") or {}
         for record in doc.get("results", ()):
@@ -178,8 +180,8 @@ class WatchState:
                 shown = with_last_good(record, kept[key], self.good_from.get(key), now)
             elif key in cycle.reran and record.get("status") == "ok":
                 self.good_from[key] = {k: now.get(k) for k in ("plugins", "session_sha256", "started")}
-            if _cancelled(record):
-                shown = self.last.get(key, record)
+            if _cancelled(record):  # the previous record, measured from earlier code: flagged so
+                shown = _kept(self.last[key]) if key in self.last else record
             elif key in cycle.prints:
                 shown_by_fp[cycle.prints[key]] = shown
             shown_records.append(shown)
@@ -243,6 +245,12 @@ def _plugin_paths(session_path: Path, kernels: Iterable[str]) -> list[str]:
 
 def _cancelled(record: dict) -> bool:
     return record.get("status") == "skipped" and record.get("error") == "cancelled"
+
+
+def _kept(record: dict) -> dict:
+    """`record` flagged `kept from an earlier run: the run after it was cancelled before this row`."""
+    flags = list(record.get("flags") or [])
+    return {**record, "flags": flags if Flag.KEPT in flag_kinds(flags) else [*flags, Flag.KEPT.template]}
 
 
 def _run_plan(session, **kwargs) -> dict:
