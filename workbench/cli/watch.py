@@ -176,7 +176,7 @@ def _report(cycle, args: argparse.Namespace, env: Env, err: Console) -> None:
         kept = len(cycle.doc.get("results") or ()) - len(cycle.reran)
         failed = sum(r.get("status") == "failed" for r in cycle.doc.get("results") or ()
                      if (r.get("run_index"), r.get("label"), r.get("sweep_value")) in cycle.reran)
-        failed_text = f" ({failed} failed)" if failed else ""  # their last good figures: `last_good`, the earlier code's
+        failed_text = f" ({failed} failed)" if failed else ""  # their last good figures: `last_good`
         write_stdout(f"watch #{cycle.number}: {len(cycle.reran)} row(s) re-run{failed_text}, {kept} kept\n")
     if args.output and cycle.doc is not None and not cycle.error:
         write_output(render(cycle.doc, args.format), args, env)

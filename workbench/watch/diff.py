@@ -159,9 +159,8 @@ def with_last_good(failed: Mapping[str, Any], good: Mapping[str, Any], then: Map
     "started"}; None: not known); now: this run's provenance. `last_good.changed` lists the
     plugin files whose sha256 differs between the two (docs/CONTRACTS.md "Watch mode")."""
     then, now = then or {}, now or {}
-    plugins = then.get("plugins")
-    changes = changed_files(plugins, now.get("plugins")) if plugins is not None and now.get("plugins") is not None \
-        else []
+    plugins, current = then.get("plugins"), now.get("plugins")
+    changes = changed_files(plugins, current) if plugins is not None and current is not None else []
     last = {"record": {k: v for k, v in good.items() if k != "last_good"}, "plugins": plugins,
             "session_sha256": then.get("session_sha256"), "started": then.get("started"),
             "changed": [{"path": c.path, "sha256_then": c.then, "sha256_now": c.now} for c in changes]}
