@@ -8,8 +8,10 @@ the Log and a notification, and nothing else stops. The catalog is refreshed (a 
 implementation appears in the list), the session is re-opened when its own file changed, and the
 run on screen runs again through the runner. The runner's engine is wrapped (`_run_watched`):
 rows whose fingerprint the last cycle ran keep their result (and their view: samples, PTX text),
-the rest run, a row whose edit failed keeps its last good result, and one Log line per re-run
-row says how it moved (time, GB/s, PTX counts). Saves made during a run are re-run after it.
+the rest run, a row whose edit failed shows as failed (the table, the status bar's counts and the
+results file say the new code's status) with its last good figures marked as the earlier code's
+(`last_good`: the row's detail line and notes), and one Log line per re-run row says how it
+moved (time, GB/s, PTX counts). Saves made during a run are re-run after it.
 """
 
 from __future__ import annotations

@@ -30,6 +30,19 @@ def until(condition, timeout_s: float = 30.0) -> None:
         time.sleep(0.05)
 
 
+def watch_while(capsys, session, out, edits):
+    """`--replay SESSION --watch -o OUT` while `edits()` saves files in a thread; then Ctrl-C."""
+    def edit() -> None:
+        edits()
+        os.kill(os.getpid(), signal.SIGINT)
+    helper = threading.Thread(target=edit)
+    helper.start()
+    try:
+        return run(capsys, "--replay", str(session), "--watch", "-o", str(out))
+    finally:
+        helper.join(timeout=60)
+
+
 @pytest.mark.slow  # the plugin's manifest is built in a subprocess
 def test_watch_prints_what_each_save_moved_and_survives_a_broken_edit(capsys, tmp_path, monkeypatch):
     import workbench.engine.plan as plan
@@ -48,13 +61,7 @@ def test_watch_prints_what_each_save_moved_and_survives_a_broken_edit(capsys, tm
         until(lambda: json.loads(out.read_text())["results"][0]["timing"]["median_ms"] == 1.5)
         plugin.write_text(PLUGIN.replace("def build(", "def build(("))
         time.sleep(1.5)
-        os.kill(os.getpid(), signal.SIGINT)
-    helper = threading.Thread(target=edit)
-    helper.start()
-    try:
-        code, stdout, stderr = run(capsys, "--replay", str(session), "--watch", "-o", str(out))
-    finally:
-        helper.join(timeout=60)
+    code, stdout, stderr = watch_while(capsys, session, out, edit)
     assert code == 130
     assert engine.calls == [["manual_mine", "pytorch"], ["manual_mine"]]   # pytorch was not re-run
     assert "watch #2: 1 row(s) re-run, 1 kept" in stdout and "manual_mine: 2 ms -> 1.5 ms (-25.0%)" in stdout
@@ -75,3 +82,40 @@ def test_watch_prints_what_each_save_moved_and_survives_a_broken_edit(capsys, tm
 def test_watch_usage(capsys, argv):
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == "" and "--watch" in err
+
+
+@pytest.mark.slow  # the plugin's manifest is built in a subprocess
+def test_an_edit_that_fails_its_check_is_failed_in_o_with_the_last_good_under_its_own_sha(capsys, tmp_path,
+                                                                                           monkeypatch):
+    """A fresh user's find: `--replay --watch -o` kept the row `ok`, check passed, under the
+    provenance sha256 of the broken file. -o now has the new code's failure; the last good
+    figures sit under `last_good` with the sha256 of the file they were measured from."""
+    import workbench.engine.plan as plan
+    from workbench.plugins.sources import sha256_file
+
+    plugin, session, out = tmp_path / "mine.py", tmp_path / "watched.yaml", tmp_path / "w.json"
+    plugin.write_text(PLUGIN)
+    session.write_text(SESSION)
+    good_sha = sha256_file(plugin)
+    engine = rows_engine()
+    monkeypatch.setattr(plan, "run_plan", engine)
+    shas = []
+
+    def edit() -> None:
+        until(lambda: len(engine.calls) == 1)
+        time.sleep(0.5)  # the watcher has taken its first look
+        plugin.write_text(PLUGIN.replace("FAIL = None", 'FAIL = "check failed: elementwise gate (first inputs): x"'))
+        shas.append(sha256_file(plugin))
+        until(lambda: len(engine.calls) == 2)
+        until(lambda: json.loads(out.read_text())["results"][0]["status"] == "failed")
+    code, stdout, stderr = watch_while(capsys, session, out, edit)
+    assert code == 130 and engine.calls == [["manual_mine", "pytorch"], ["manual_mine"]]
+    assert "watch #2: 1 row(s) re-run (1 failed), 1 kept" in stdout
+    assert "manual_mine: edit failed: check failed" in stdout and "the row is failed now" in stdout
+    doc = json.loads(out.read_text())
+    assert [p["sha256"] for p in doc["provenance"]["plugins"]] == shas     # the broken file's
+    mine, pytorch = doc["results"]
+    assert (mine["status"], mine["check"]["passed"], mine["timing"]) == ("failed", False, None)
+    assert mine["last_good"]["record"]["status"] == "ok" and mine["last_good"]["record"]["timing"]["median_ms"] == 2.0
+    assert [p["sha256"] for p in mine["last_good"]["plugins"]] == [good_sha] != shas
+    assert pytorch["status"] == "ok" and "last_good" not in pytorch

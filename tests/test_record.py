@@ -124,7 +124,7 @@ def test_the_emitters_texts_have_their_kinds():
     from workbench.engine.measure.launch_floor import below_floor_flag
     from workbench.engine.worker.execute import CACHED_FLAG
     from workbench.results.document import INTERPRETER_FLAG
-    from workbench.watch.diff import STALE_FLAG
+    from workbench.watch.diff import FAILED_FLAG, STALE_FLAG
 
     assert Flag.of(contention_flag(0.0, 2.0, 1.0)) is Flag.CPU_CONTENDED
     assert Flag.of(convergence_flag([1.0, 2.0, 4.0], 0.005, 100.0)) is Flag.NOT_CONVERGED
@@ -133,6 +133,7 @@ def test_the_emitters_texts_have_their_kinds():
     assert Flag.of(CACHED_FLAG) is Flag.BUILD_CACHED
     assert Flag.of(INTERPRETER_FLAG) is Flag.INTERPRETER
     assert Flag.of(STALE_FLAG.format(error="boom")) is Flag.WATCH_STALE
+    assert Flag.of(FAILED_FLAG.format(then="mine.py sha256 0123456789ab")) is Flag.WATCH_FAILED
     assert Flag.of("a line of a newer version") is None and Flag.of(3) is None
 
 

@@ -115,3 +115,17 @@ def test_schema_cli_names_the_file_it_wrote(capsys, tmp_path):
     captured = capsys.readouterr()
     assert captured.out == "" and f"schema written to {target}" in " ".join(captured.err.split())
     assert json.loads(target.read_text())["$defs"]
+
+
+def test_a_watch_rows_last_good_validates_and_one_missing_its_sha256_does_not():
+    from workbench.watch.diff import with_last_good
+
+    validator = _validator("results")
+    doc = _complete_document()
+    good = doc["results"][0]
+    files = [{"path": "/k/mine.py", "sha256": "a" * 64}]
+    failed = {**good, "status": "failed", "error": "check failed: elementwise gate (first inputs): x"}
+    doc["results"][0] = with_last_good(failed, good, {"plugins": files}, {"plugins": [{**files[0], "sha256": "b" * 64}]})
+    assert [e.message for e in validator.iter_errors(doc)] == []
+    del doc["results"][0]["last_good"]["changed"][0]["sha256_then"]
+    assert ["'sha256_then' is a required property"] == [e.message for e in validator.iter_errors(doc)]

@@ -96,3 +96,44 @@ async def test_watch_mode_reruns_what_a_save_changed_and_survives_a_broken_edit(
         await wait_for(pilot, lambda: app.runs_finished >= 4, 60)
         assert engine.calls[-1] == ["manual_mine", "pytorch"], log_text(app)[-2500:]  # re-read: both rows
         assert app.ws.session.runs[0].shape == {"M": 4, "N": 16} and app.ws.index == 0
+
+
+@run_async
+async def test_watch_mode_shows_an_edit_that_fails_its_check_as_failed_with_the_last_good_marked(tmp_path):
+    """A fresh user's find: after an edit broke a kernel's check, the Log said so but the table
+    said `ok ... pass`, the status bar `done: 2 ok`, and the results file kept `ok`, check passed,
+    under the broken file's sha256. The row is failed everywhere now; its last good figures are
+    in its notes and detail, marked as the earlier code's, and in the file under `last_good`."""
+    import json
+
+    from workbench.plugins.sources import sha256_file
+    from workbench.screens.panes.timing import row_detail, table_cells
+    from workbench.screens.sessions_io import results_file
+
+    plugin, session = tmp_path / "mine.py", tmp_path / "watched.yaml"
+    plugin.write_text(PLUGIN)
+    session.write_text(SESSION)
+    good_sha = sha256_file(plugin)
+    engine = rows_engine()
+    app = WorkbenchApp(session, RunOptions(cache_dir=tmp_path / "cache"), engine=engine, data_dir=tmp_path / "data",
+                       watch=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.runs_finished >= 1, 60)
+        plugin.write_text(PLUGIN.replace("FAIL = None", 'FAIL = "check failed: elementwise gate (first inputs): x"'))
+        await wait_for(pilot, lambda: app.runs_finished >= 2, 60)
+        await pilot.pause(0.2)
+        row = app.ws.models[0].rows[("manual_mine", None)]
+        assert row.status == "failed" and row.check["passed"] is False
+        assert "1 failed" in app.run_bar.status and "1 ok" in app.run_bar.status   # was "done: 2 ok"
+        done = [line for line in log_text(app).splitlines() if line.startswith("run 0 done:")]
+        assert len(done) == 2 and "1 failed" in done[-1] and "2 ok" not in done[-1]
+        cells = table_cells(row)
+        assert cells[1].startswith("failed") and cells[2] == "-"            # no time as the current code's
+        assert "last good (earlier code) 2 ms" in cells[-1]
+        assert f"mine.py sha256 {good_sha[:12]}" in row_detail(row).plain
+        assert "the row is failed now (last good, from the earlier code: 2 ms)" in log_text(app)
+        doc = json.loads(results_file(session, tmp_path / "data", "watched").read_text())
+        mine = next(r for r in doc["results"] if r["label"] == "manual_mine")
+        assert mine["status"] == "failed" and mine["check"]["passed"] is False
+        assert [p["sha256"] for p in mine["last_good"]["plugins"]] == [good_sha]
+        assert [p["sha256"] for p in doc["provenance"]["plugins"]] == [sha256_file(plugin)] != [good_sha]

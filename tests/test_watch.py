@@ -20,6 +20,7 @@ from workbench.watch.files import FileWatcher
 from workbench.registry import Registry, discover
 from workbench.watch.diff import change_line, ptx_changes
 from workbench.watch.cycle import WatchState
+from workbench.results.record import Flag, flag_kinds, read_record
 
 
 # -- the file watcher --------------------------------------------------------------------------
@@ -189,10 +190,47 @@ def test_a_broken_edit_keeps_the_last_good_result_and_says_where(watched):
     plugin.write_text(PLUGIN.replace("FAIL = None", f'FAIL = "{plugin}:12: NameError: name \'nope\' is not defined"'))
     failed = cycle(state, engine)
     (key, text, level), = failed.lines
-    assert level == "error" and f"{plugin}:12: NameError" in text and "the last good result stays (2 ms)" in text
-    kept = next(r for r in failed.doc["results"] if r["label"] == "manual_mine")
-    assert kept["status"] == "ok" and kept["timing"]["median_ms"] == 2.0
-    assert any(f.startswith("watch: the last edit failed") and "NameError" in f for f in kept["flags"])
+    assert level == "error" and f"{plugin}:12: NameError" in text
+    assert "the row is failed now (last good, from the earlier code: 2 ms)" in text
+    row = next(r for r in failed.doc["results"] if r["label"] == "manual_mine")
+    assert row["status"] == "failed" and "NameError" in row["error"] and row["timing"] is None
+    assert row["last_good"]["record"]["status"] == "ok" and row["last_good"]["record"]["timing"]["median_ms"] == 2.0
+
+
+@pytest.mark.slow  # the plugins' manifests are built in a subprocess
+def test_an_edit_that_fails_its_check_is_failed_in_the_document_with_the_last_good_under_its_own_sha(watched):
+    """A fresh user's find: after an edit broke a kernel's check, the document still said `ok`,
+    check passed, under the provenance sha256 of the broken file. The row is the new code's
+    failure now; the last good figures sit under `last_good` with the sha256 they were measured from."""
+    from workbench.plugins.sources import sha256_file
+
+    state, engine = WatchState(watched / "watched.yaml"), rows_engine()
+    plugin = watched / "mine.py"
+    good_sha = sha256_file(plugin)
+    cycle(state, engine)
+    plugin.write_text(PLUGIN.replace("FAIL = None", 'FAIL = "check failed: elementwise gate (first inputs): x"'))
+    broken_sha = sha256_file(plugin)
+    failed = cycle(state, engine)
+    doc = failed.doc
+    assert [p["sha256"] for p in doc["provenance"]["plugins"]] == [broken_sha]   # the document: the broken file
+    row = next(r for r in doc["results"] if r["label"] == "manual_mine")
+    assert row["status"] == "failed" and row["check"]["passed"] is False and row["error"].startswith("check failed")
+    assert row["timing"] is None                                      # no figure claims to be the broken code's
+    last = row["last_good"]
+    assert last["record"]["status"] == "ok" and last["record"]["timing"]["median_ms"] == 2.0
+    assert [p["sha256"] for p in last["plugins"]] == [good_sha]        # measured from the earlier file
+    assert last["changed"] == [{"path": str(plugin.resolve()), "sha256_then": good_sha, "sha256_now": broken_sha}]
+    assert Flag.of(row["flags"][-1]) is Flag.WATCH_FAILED and f"mine.py sha256 {good_sha[:12]}" in row["flags"][-1]
+    pytorch = next(r for r in doc["results"] if r["label"] == "pytorch")
+    assert pytorch["status"] == "ok" and "last_good" not in pytorch   # its code did not change
+    assert read_record(row).to_dict()["last_good"] == last            # the record type keeps it
+
+    plugin.write_text(PLUGIN.replace("MEDIAN_MS = 2.0", "MEDIAN_MS = 1.5"))  # fixed
+    fixed = cycle(state, engine)
+    (_, text, level), = fixed.lines
+    assert level == "info" and "2 ms -> 1.5 ms (-25.0%)" in text      # against the last good figures
+    row = next(r for r in fixed.doc["results"] if r["label"] == "manual_mine")
+    assert row["status"] == "ok" and "last_good" not in row and not any(Flag.of(f) for f in row["flags"])
 
 
 @pytest.mark.slow  # the plugins' manifests are built in a subprocess
@@ -201,6 +239,26 @@ def test_a_session_that_does_not_load_is_a_cycle_with_its_problems(watched):
     (watched / "watched.yaml").write_text(SESSION.replace("N: 8", "N: eight"))
     bad = cycle(state, engine)
     assert "runs[0].shape.N" in bad.error and "(line 7)" in bad.error and engine.calls == []
+
+
+@pytest.mark.slow  # the plugins' manifests are built in a subprocess
+def test_a_cancelled_rerun_keeps_the_previous_record_flagged_as_an_earlier_runs(watched):
+    """A cancel during the re-run of an edited row: its earlier figures stay, but flagged (they are
+    not the edited code's), as the TUI flags the rows a cancel left unmeasured."""
+    from workbench import events as ev
+
+    state, engine = WatchState(watched / "watched.yaml"), rows_engine()
+    cycle(state, engine)
+    (watched / "mine.py").write_text(PLUGIN.replace("MEDIAN_MS = 2.0", "MEDIAN_MS = 1.5"))
+
+    def cancelling(session, *, on_event, **kwargs):
+        def cancel(event):
+            if isinstance(event, ev.Result) and event.row[1] == "manual_mine":
+                event.record.update(status="skipped", error="cancelled", timing=None)
+            on_event(event)
+        return engine(session, on_event=cancel, **kwargs)
+    row = next(r for r in cycle(state, cancelling).doc["results"] if r["label"] == "manual_mine")
+    assert row["status"] == "ok" and row["timing"]["median_ms"] == 2.0 and Flag.KEPT in flag_kinds(row["flags"])
 
 
 # -- the lines ---------------------------------------------------------------------------------

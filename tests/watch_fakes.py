@@ -39,7 +39,8 @@ runs:
 def rows_engine():
     """run_plan stand-in: one ok record per row not in options.done; the plugin's rows take
     MEDIAN_MS from its file (FAIL = "..." in it fails them with that error). Its builder refers
-    to both, so an edit of either changes what it computes (workbench/plugins/code_digest.py)."""
+    to both, so an edit of either changes what it computes (workbench/plugins/code_digest.py).
+    Its document's provenance.plugins holds the plugin file's sha256 when it ran."""
     calls: list[list] = []
 
     def engine(session, *, on_event, stop=None, options=None, workers=None):
@@ -60,11 +61,15 @@ def rows_engine():
                           ptx={"kernels": [{"name": "k", "counts": {"ld_global_v4": 4 if median < 2 else 0},
                                             "registers": 32, "spills": 0}]})
             if mine and fail:
-                record.update(status="failed", error=fail.group(1), timing=None)
+                checked = {"passed": False, "gate": "elementwise"} if fail.group(1).startswith("check failed") else None
+                record.update(status="failed", error=fail.group(1), timing=None, check=checked)
             on_event(ev.Result(row.key, record))
             ran.append(row.key[1])
             results.append(record)
         calls.append(ran)
-        return {"provenance": {}, "environment": {}, "results": results, "cancelled": False}
+        from workbench.plugins.sources import plugin_records
+
+        provenance = {"plugins": plugin_records(session.plugins), "session_sha256": None}  # as run_plan records them
+        return {"provenance": provenance, "environment": {}, "results": results, "cancelled": False}
     engine.calls = calls
     return engine

@@ -106,11 +106,20 @@ def _keys(keys: tuple[str, ...], **properties: Any) -> dict[str, Any]:
     return {"type": "object", "required": list(keys), "properties": properties}
 
 
+# watch mode's optional key of a row whose current code fails (docs/CONTRACTS.md "Watch mode")
+LAST_GOOD = {**_keys(("record", "plugins", "session_sha256", "started", "changed"),
+                     record={"type": "object"}, plugins={"type": ["array", "null"]},
+                     changed={"type": "array", "items": _keys(("path", "sha256_then", "sha256_now"))}),
+             "description": "watch mode, a row whose current code fails: its last ok record, measured from the "
+                            "plugin files (path, sha256) in `plugins`; `changed`: those whose sha256 differs now"}
+
+
 def results_schema() -> dict[str, Any]:
     subs = {name: {"oneOf": [{"type": "null"}, _keys(keys)]} for name, keys in res.SUB_RECORD_KEYS.items()}
     record = _keys(res.RECORD_KEYS, status={"enum": list(res.STATUSES)}, run_index={"type": "integer"},
                    op={"type": "string"}, impl={"type": "string"}, label={"type": "string"},
-                   flags={"type": "array", "items": {"type": "string"}}, diagnosis={"type": "array"}, **subs)
+                   flags={"type": "array", "items": {"type": "string"}}, diagnosis={"type": "array"},
+                   last_good=LAST_GOOD, **subs)
     document = _keys(res.DOCUMENT_KEYS, schema_version={"const": res.SCHEMA_VERSION},
                      provenance=_keys(PROVENANCE_KEYS), environment=_keys(res.ENVIRONMENT_KEYS),
                      results={"type": "array", "items": {"$ref": "#/$defs/record"}},

@@ -19,7 +19,7 @@ from textual.containers import Container, Vertical
 from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
-from workbench.results.record import Flag, Timing, flag_kinds, has_flag, read_record
+from workbench.results.record import Flag, Timing, flag_kinds, has_flag, last_good, read_record
 
 from .. import fmt
 from . import charts
@@ -181,7 +181,7 @@ def table_cells(row: Row) -> tuple[str, ...]:
             fmt.number(traffic.tflops), str(timing.n or len(row.samples_ms) or "-"),
             fmt.check(row.check), fmt.ms(row.build_ms),
             fmt.timer(timing.timer or row.timer, _interpreted(row)),
-            notes(timing, row.flags))
+            ", ".join(filter(None, (earlier_code(row, short=True), notes(timing, row.flags)))))
 
 
 def row_detail(row: Row) -> Text:
@@ -197,7 +197,25 @@ def row_detail(row: Row) -> Text:
              notes(timing, row.flags)]
     for part in filter(None, parts):
         text.append(f" · {part}")
+    earlier = earlier_code(row)
+    if earlier:
+        text.append(f" · {earlier}", style="yellow")
     return text
+
+
+def earlier_code(row: Row, short: bool = False) -> str:
+    """Watch mode: a row whose current code fails keeps its last good figures under `last_good`
+    (docs/CONTRACTS.md "Watch mode"): 'last good (earlier code): 2 ms · 14 GB/s' and, in full,
+    which files' sha256 they were measured from; '' for any other row."""
+    kept = last_good(row.record)
+    if not kept or not isinstance(kept.get("record"), dict):
+        return ""
+    from workbench.watch.diff import measured_from, speed_text
+
+    figures = speed_text(kept["record"]) or "no figures"
+    if short:
+        return f"last good (earlier code) {figures}"
+    return f"last good, from the earlier code ({measured_from(kept)}): {figures}"
 
 
 def notes(timing: Timing | dict, flags=()) -> str:

@@ -6,9 +6,10 @@ description changed are rebuilt, re-checked and re-run (workbench/watch/cycle.py
 workers for the whole watch, reloading an edited plugin in place, engine/reload.py), and one line per
 re-run row says how it moved against its previous result: time, GB/s, the PTX counts that
 changed. A file that fails to import or compile is reported with its file and line, on stderr,
-and the last good result stays. `-o PATH` is rewritten after every cycle (the shown document:
-a row whose edit failed keeps its last good record, flagged). SIGINT, SIGTERM or SIGHUP ends
-the watch (exit 128 + the signal: 130 for Ctrl-C).
+and the last good result stays. `-o PATH` is rewritten after every cycle: a row whose edit
+failed is failed there (its status and error are the new code's), its last good figures kept
+under `last_good` with the sha256 of the files they were measured from (docs/CONTRACTS.md,
+"Watch mode"). SIGINT, SIGTERM or SIGHUP ends the watch (exit 128 + the signal: 130 for Ctrl-C).
 
 The warm daemon (issue #39; docs/engine.md, "Warm daemon"): the first cycle, which runs every
 row, goes to this user's warm daemon as a replay does (started when there is none; --no-daemon,
@@ -173,6 +174,9 @@ def _report(cycle, args: argparse.Namespace, env: Env, err: Console) -> None:
         write_stdout(f"watch #{cycle.number}: nothing to re-run (the edit changed no row's code)\n")
     else:
         kept = len(cycle.doc.get("results") or ()) - len(cycle.reran)
-        write_stdout(f"watch #{cycle.number}: {len(cycle.reran)} row(s) re-run, {kept} kept\n")
+        failed = sum(r.get("status") == "failed" for r in cycle.doc.get("results") or ()
+                     if (r.get("run_index"), r.get("label"), r.get("sweep_value")) in cycle.reran)
+        failed_text = f" ({failed} failed)" if failed else ""  # their last good figures: `last_good`
+        write_stdout(f"watch #{cycle.number}: {len(cycle.reran)} row(s) re-run{failed_text}, {kept} kept\n")
     if args.output and cycle.doc is not None and not cycle.error:
         write_output(render(cycle.doc, args.format), args, env)

@@ -12,6 +12,10 @@ written back after the known ones; a known key that an older document lacks stay
 way out unless it was set since. `from_dict` refuses a value of the wrong type with one error
 naming the key's path, the value and what is allowed (RecordError).
 
+Watch mode's `last_good` (a row whose current code fails after an earlier version passed:
+docs/CONTRACTS.md "Watch mode") is an optional key of such rows only: it rides in `extra` (read
+and written back as it was); `last_good(record)` reads it.
+
 The key lists of workbench/results/document.py (RECORD_KEYS, TIMING_KEYS, ...) are the fields'
 names (tests/test_record.py holds them to it); `Launch` adds the geometry fields that
 workbench/ptx/launch.py writes beside the four the contract names.
@@ -73,7 +77,12 @@ class Flag(Enum):
     PTX_UNAVAILABLE = ("ptx_unavailable", "ptx unavailable: {detail}")
     PTX_ERROR = ("ptx_error", "ptx: {detail}")
     WORKER_REPLACED = ("worker_replaced", "{problem}: this worker was replaced after the row")
+    # watch mode before `last_good` (documents of earlier versions: the kept record was shown as current)
     WATCH_STALE = ("watch_stale", "watch: the last edit failed ({error}); showing the last good result")
+    # watch mode: this row's current code fails; the record is the failure, `last_good` keeps the
+    # figures of the earlier code (docs/CONTRACTS.md "Watch mode")
+    WATCH_FAILED = ("watch_failed", "watch: the current code fails; last_good keeps the figures measured "
+                                    "from earlier code ({then})")
     KEPT = ("kept", "kept from an earlier run: the run after it was cancelled before this row")  # the TUI's
     STRICT = ("strict", "strict: {n} value comparisons judged in a clean process that imports no plugin code")
 
@@ -540,6 +549,15 @@ class Record(Part):
     def fail(self, error: str) -> None:
         """status failed with `error`."""
         self.status, self.error = "failed", error
+
+
+def last_good(record: Mapping[str, Any] | Record | None) -> dict[str, Any] | None:
+    """Watch mode's `last_good` of a record (`{"record", "plugins", "started", "changed"}`: the last
+    ok record of the row, measured from earlier code), or None where the row has none."""
+    if record is None:
+        return None
+    found = record.get("last_good")
+    return found if isinstance(found, dict) else None
 
 
 def read_record(data: Mapping[str, Any] | Record, where: str = "record") -> Record:

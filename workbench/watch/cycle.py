@@ -16,10 +16,13 @@ core call, `run_plan`, whose warm workers are keyed by the plugin files' content
 kept across cycles (`WatchState(workers=...)`), its idle workers re-import an edited file in
 place before the cycle declares it (engine/reload.py: their manifests replace the manifest
 subprocess, and the run takes the same warm process); without one, or with --strict, an edited
-file gets a fresh worker. The build cache keys builds by source. A row whose edit failed keeps its last good record,
-flagged (`watch_diff.stale`), so the last good figures stay on screen; the error, with the
-file and line, is in the cycle's lines. A session or plugin that does not load is a cycle with
-`error` and the previous document.
+file gets a fresh worker. The build cache keys builds by source. A row whose edit failed is
+failed in the document (its status, error and check are the new code's: nothing claims the old
+figures for the new source); its last good record rides along under `last_good`, with the sha256
+of the plugin files it was measured from (`watch.diff.with_last_good`), so the last good figures
+stay on screen, marked as the earlier code's; the error, with the file and line, is in the
+cycle's lines. A session or plugin that does not load is a cycle with `error` and the previous
+document.
 
 Used by `workbench --replay FILE --watch` (workbench/cli/watch.py) and the TUI's watch mode
 (screens/watching.py).
@@ -36,10 +39,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from workbench.plugins.code_digest import impl_digest
+from workbench.results.record import Flag, flag_kinds
 from workbench.errors import WorkbenchError
 from workbench.events import Event, Result, RowKey
 from workbench.plugins.sources import declared_files, registry_files, with_resolved_plugins, sha256_file, source_files
-from workbench.watch.diff import change_line, stale
+from workbench.watch.diff import change_line, with_last_good
 
 Engine = Callable[..., dict]
 
@@ -47,7 +51,7 @@ Engine = Callable[..., dict]
 @dataclass
 class Cycle:
     """What one cycle did. number: 1 for the first; changed: the files whose save started it;
-    doc: the results document as shown (last good records kept; None before any run); reran:
+    doc: the results document as shown (a failed re-run row with its `last_good`; None before any run); reran:
     the rows run in this cycle; lines: (row key, text, level) per re-run row against its
     previous result; error: why nothing ran (the session or a plugin did not load:
     `path:line: message`); files: what to watch for the next one; prints: row key ->
@@ -85,6 +89,7 @@ class WatchState:
         self.doc: dict | None = None
         self.shown: dict[str, dict] = {}      # fingerprint -> record shown (last cycle's rows)
         self.good: dict[RowKey, dict] = {}    # row key -> its last ok record
+        self.good_from: dict[RowKey, dict] = {}  # row key -> provenance of the run that measured it
         self.last: dict[RowKey, dict] = {}    # row key -> its last shown record
         self.files: tuple[Path, ...] = (self.session_path.resolve(),) if self.session_path else ()
 
@@ -120,7 +125,7 @@ class WatchState:
         done = {key: {**self.shown[fp], "run_index": key[0]} for key, fp in cycle.prints.items() if fp in self.shown}
         if on_done is not None:
             on_done(done)
-        kept: dict[RowKey, dict] = {}  # re-run rows whose edit failed: the last good record
+        kept: dict[RowKey, dict] = {}  # re-run rows whose edit failed: their last good record
 
         def watched(event: Event) -> None:
             on_event(event)
@@ -144,31 +149,39 @@ class WatchState:
         return session, registry
 
     def _rerun(self, cycle: Cycle, key: RowKey, record: dict, kept: dict) -> tuple[RowKey, str, str] | None:
-        """A re-run row's result arrived: its line, and the last good record kept if it failed."""
+        """A re-run row's result arrived: its line, and its last good record noted if it failed."""
         cycle.reran += (key,)
         if _cancelled(record):
             return None
         previous, good = self.last.get(key), self.good.get(key)
         if record.get("status") == "failed" and good is not None:
             error = record.get("error") or "failed"
-            kept[key] = stale(good, error)
-            line = (key, *change_line(previous, kept[key], error=error))
+            kept[key] = good
+            line = (key, *change_line(previous, good, error=error))
         else:
             if record.get("status") == "ok":
                 self.good[key] = record
+            if previous is not None and previous.get("last_good") and record.get("status") == "ok":
+                previous = previous["last_good"]["record"]  # fixed: against the last good figures
             line = (key, *change_line(previous, record))
         cycle.lines.append(line)
         return line
 
     def _fold(self, cycle: Cycle, doc: dict, done: dict, kept: dict) -> None:
-        """The document as shown: a failed re-run row's last good record, a cancelled one's
-        previous record; remembered by fingerprint for the next cycle."""
+        """The document as shown: a failed re-run row with its last good record (`last_good`), a
+        cancelled one's previous record flagged `kept from an earlier run`; remembered by
+        fingerprint for the next cycle."""
         shown_records, shown_by_fp = [], {}
+        now = doc.get("provenance") or {}
         for record in doc.get("results", ()):
             key = (record.get("run_index"), record.get("label"), record.get("sweep_value"))
-            shown = kept.get(key, record)
-            if _cancelled(record):
-                shown = self.last.get(key, record)
+            shown = record
+            if key in kept:
+                shown = with_last_good(record, kept[key], self.good_from.get(key), now)
+            elif key in cycle.reran and record.get("status") == "ok":
+                self.good_from[key] = {k: now.get(k) for k in ("plugins", "session_sha256", "started")}
+            if _cancelled(record):  # the previous record, measured from earlier code: flagged so
+                shown = _kept(self.last[key]) if key in self.last else record
             elif key in cycle.prints:
                 shown_by_fp[cycle.prints[key]] = shown
             shown_records.append(shown)
@@ -232,6 +245,12 @@ def _plugin_paths(session_path: Path, kernels: Iterable[str]) -> list[str]:
 
 def _cancelled(record: dict) -> bool:
     return record.get("status") == "skipped" and record.get("error") == "cancelled"
+
+
+def _kept(record: dict) -> dict:
+    """`record` flagged `kept from an earlier run: the run after it was cancelled before this row`."""
+    flags = list(record.get("flags") or [])
+    return {**record, "flags": flags if Flag.KEPT in flag_kinds(flags) else [*flags, Flag.KEPT.template]}
 
 
 def _run_plan(session, **kwargs) -> dict:

@@ -11,14 +11,17 @@ The functions take a record dict or a Record (workbench/results/record.py) and r
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Mapping, Union
 
+from workbench.plugins.sources import changed_files
 from workbench.results.record import Flag, Record, read_record
 
 AnyRecord = Union[Mapping[str, Any], Record]
 
 ARROW = "->"
-STALE_FLAG = Flag.WATCH_STALE.template  # "watch: the last edit failed ({error}); ..."
+STALE_FLAG = Flag.WATCH_STALE.template  # documents before `last_good`: "watch: the last edit failed ({error}); ..."
+FAILED_FLAG = Flag.WATCH_FAILED.template  # "watch: the current code fails; last_good keeps ... ({then})"
 
 
 def _num(value: Any) -> str:
@@ -124,9 +127,10 @@ def change_line(old_data: AnyRecord | None, new_data: AnyRecord,
     failure of this edit when `new` is the last good result kept on screen."""
     old = read_record(old_data) if old_data is not None else None
     new = read_record(new_data)
-    if error is not None:
+    if error is not None:  # `new`: the last good record, of the earlier code
         kept = speed_text(new)
-        return f"edit failed: {error}; the last good result stays" + (f" ({kept})" if kept else ""), "error"
+        return f"edit failed: {error}; the row is failed now" + (
+            f" (last good, from the earlier code: {kept})" if kept else ""), "error"
     status = new.status
     if status != "ok":
         return f"{status}: {new.error or ''}".rstrip(": "), "error" if status == "failed" else "warning"
@@ -146,7 +150,32 @@ def change_line(old_data: AnyRecord | None, new_data: AnyRecord,
     return " · ".join(parts) or "ok, no change in the figures", "info"
 
 
-def stale(good: Mapping[str, Any], error: str) -> dict:
-    """The last good record, flagged as kept after an edit that failed with `error`."""
-    flags = [f for f in good.get("flags") or [] if Flag.of(f) is not Flag.WATCH_STALE]
-    return {**good, "flags": [*flags, STALE_FLAG.format(error=error)]}
+def with_last_good(failed: Mapping[str, Any], good: Mapping[str, Any], then: Mapping[str, Any] | None,
+                   now: Mapping[str, Any] | None) -> dict:
+    """The record of a row whose current code failed (`failed`, as the engine wrote it: its status,
+    error and check) with its last ok record under `last_good` and a flag saying so.
+
+    then: the provenance of the run that measured `good` ({"plugins", "session_sha256",
+    "started"}; None: not known); now: this run's provenance. `last_good.changed` lists the
+    plugin files whose sha256 differs between the two (docs/CONTRACTS.md "Watch mode")."""
+    then, now = then or {}, now or {}
+    plugins, current = then.get("plugins"), now.get("plugins")
+    changes = changed_files(plugins, current) if plugins is not None and current is not None else []
+    last = {"record": {k: v for k, v in good.items() if k != "last_good"}, "plugins": plugins,
+            "session_sha256": then.get("session_sha256"), "started": then.get("started"),
+            "changed": [{"path": c.path, "sha256_then": c.then, "sha256_now": c.now} for c in changes]}
+    session_moved = last["session_sha256"] is not None and last["session_sha256"] != now.get("session_sha256")
+    flags = [f for f in failed.get("flags") or [] if Flag.of(f) not in (Flag.WATCH_STALE, Flag.WATCH_FAILED)]
+    return {**failed, "flags": [*flags, FAILED_FLAG.format(then=measured_from(last, session_moved))],
+            "last_good": last}
+
+
+def measured_from(last: Mapping[str, Any], session_moved: bool = False) -> str:
+    """What a `last_good` was measured from, against the current code: 'rmsnorm.py sha256
+    1a2b3c4d5e6f' per plugin file changed since (and 'the session file changed')."""
+    parts = [f"{Path(str(c.get('path'))).name} sha256 {str(c['sha256_then'])[:12]}" if c.get("sha256_then")
+             else f"{Path(str(c.get('path'))).name}: not used then" for c in last.get("changed") or ()]
+    parts += ["the session file changed"] if session_moved else []
+    if parts:
+        return ", ".join(parts)
+    return "no plugin file changed" if last.get("plugins") is not None else "its files' sha256 not recorded"
