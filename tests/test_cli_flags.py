@@ -84,3 +84,14 @@ def test_an_empty_path_is_refused_naming_the_option(capsys, argv, named):
         parse_args(argv)
     err = " ".join(capsys.readouterr().err.split())
     assert exc.value.code == 2 and f"{named} '': an empty path" in err, err
+
+
+def test_a_kernels_path_that_is_not_a_plugin_is_a_command_line_error(capsys, tmp_path):
+    # it was reported as "x.yaml: 1 problem in the session" after the session was read
+    for path, why in ((tmp_path / "none.py", "no such file or folder"), (tmp_path / "s.yaml", "not a Python file")):
+        if path.suffix == ".yaml":
+            path.write_text("name: s\n")
+        with pytest.raises(SystemExit) as exc:
+            parse_args(["--replay", "x.yaml", "--kernels", str(path)])
+        err = " ".join(capsys.readouterr().err.split())
+        assert exc.value.code == 2 and f"--kernels {path}: {why}" in err and "in the session" not in err, err

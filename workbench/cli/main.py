@@ -91,6 +91,13 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         what = "a session file or a shipped session's name, e.g. smoke-quick" if empty in ("--replay", "--check",
                                                                                       "FILE") else "a path"
         parser.error(f"{empty} '': an empty path; give {what}")
+    for path in args.kernels or ():  # a command-line error, not "1 problem in the session" later
+        try:
+            from workbench.plugins.sources import plugin_files
+
+            plugin_files(Path(path).expanduser())
+        except WorkbenchError as exc:
+            parser.error(str(exc))
     problem = mode_problem(args)  # an option given in a mode it does not go with (flags.OPTIONS' modes)
     if problem:
         parser.error(problem)
