@@ -45,13 +45,12 @@ def main() -> None:
     for dtype in (torch.float32, torch.bfloat16, torch.float8_e4m3fn):
         t = torch.randn(args.elements, device="cuda").to(dtype)
         os.environ["WORKBENCH_FINGERPRINT"] = "torch"
-        a, torch_ms = timed(lambda: inputs.fingerprint(t))
+        a, torch_ms = timed(lambda t=t: inputs.fingerprint(t))
         os.environ.pop("WORKBENCH_FINGERPRINT")
-        b, triton_ms = timed(lambda: inputs.fingerprint(t))
+        b, triton_ms = timed(lambda t=t: inputs.fingerprint(t))
         print(json.dumps({"dtype": str(dtype), "elements": args.elements, "equal": bool(torch.equal(a, b)),
                           "torch_ms": round(torch_ms, 3), "triton_ms": round(triton_ms, 3),
                           "speedup": round(torch_ms / triton_ms, 1)}), flush=True)
-        del t
 
 
 if __name__ == "__main__":
