@@ -30,14 +30,14 @@ for dtype, n in ((torch.float32, 3 * TILE * 2 + 1000), (torch.float16, 5000), (t
     t = torch.rand(n) > 0.5 if dtype == torch.bool else (torch.randn(n) * 100).to(dtype)
     flat = t.reshape(-1)
     bits = flat.view(inputs._BITS[flat.dtype]) if flat.dtype in inputs._BITS else flat
-    a, b = inputs.fingerprint(t), fingerprint_bits(bits, inputs.BLOCK_ELEMENTS)
+    a, b = inputs.fingerprint(t), fingerprint_bits(bits, inputs.BLOCK_ELEMENTS, inputs._MIX, inputs._LANE_KEYS)
     swapped = t.clone()
     if n > 2:
         swapped[0], swapped[-1] = t[-1].clone(), t[0].clone()
     flat2 = swapped.reshape(-1)
     bits2 = flat2.view(inputs._BITS[flat2.dtype]) if flat2.dtype in inputs._BITS else flat2
     cases.append({"dtype": str(dtype), "n": n, "shape": list(a.shape), "equal": bool(torch.equal(a, b)),
-                  "sees_a_swap": bool(n <= 2 or bool(t[0] == t[-1]) or not torch.equal(b, fingerprint_bits(bits2, inputs.BLOCK_ELEMENTS)))})
+                  "sees_a_swap": bool(n <= 2 or bool(t[0] == t[-1]) or not torch.equal(b, fingerprint_bits(bits2, inputs.BLOCK_ELEMENTS, inputs._MIX, inputs._LANE_KEYS)))})
 print(json.dumps(cases))
 """
 
@@ -68,6 +68,6 @@ def test_the_triton_pass_refuses_what_it_does_not_read():
     from workbench.check.fingerprint_triton import TILE, fingerprint_bits
 
     with pytest.raises(ValueError, match="float32"):
-        fingerprint_bits(torch.zeros(8), TILE)
+        fingerprint_bits(torch.zeros(8), TILE, inputs._MIX, inputs._LANE_KEYS)
     with pytest.raises(ValueError, match="not a multiple"):
-        fingerprint_bits(torch.zeros(8, dtype=torch.int32), TILE + 1)
+        fingerprint_bits(torch.zeros(8, dtype=torch.int32), TILE + 1, inputs._MIX, inputs._LANE_KEYS)

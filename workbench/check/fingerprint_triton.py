@@ -13,7 +13,7 @@ its TILE words per lane (wrapping), and the tiles of one 2^22-element block are 
 host side in int64 (wrapping): a sum modulo 2^64 does not depend on its order.
 tests/test_fingerprint_triton.py compares the two paths under TRITON_INTERPRET=1.
 
-    fingerprint_bits(bits, block_elements)  # bits: contiguous 1-D int8/uint8/int16/int32/int64
+    fingerprint_bits(bits, block_elements, mix, lane_keys)  # bits: contiguous 1-D int8/uint8/int16/int32/int64
 """
 
 from __future__ import annotations
@@ -57,12 +57,13 @@ def _fingerprint_tiles(bits_ptr, out_ptr, n, m0, m1, m2, k0, k1, TILE: tl.conste
     tl.store(out_ptr + pid * 2 + 1, lane1.to(tl.int64, bitcast=True))
 
 
-def fingerprint_bits(bits: torch.Tensor, block_elements: int) -> torch.Tensor:
+def fingerprint_bits(bits: torch.Tensor, block_elements: int, mix: tuple[int, int, int],
+                     lane_keys: tuple[int, int]) -> torch.Tensor:
     """(blocks, 2) int64, as inputs.fingerprint: per `block_elements` block of `bits` (contiguous,
-    1-D, a dtype in BIT_DTYPES), two hash lanes. block_elements must be a multiple of TILE.
-    Raises ValueError otherwise."""
-    from workbench.check.inputs import _LANE_KEYS, _MIX
-
+    1-D, a dtype in BIT_DTYPES), two hash lanes. mix: the three splitmix64 constants (the
+    position's multiplier, the finaliser's two), lane_keys: the two lanes' keys, as int64 values
+    (inputs._MIX, inputs._LANE_KEYS). block_elements must be a multiple of TILE. Raises
+    ValueError otherwise."""
     if bits.dtype not in BIT_DTYPES or bits.dim() != 1 or not bits.is_contiguous():
         raise ValueError(f"fingerprint_bits: a contiguous 1-D integer tensor, got {bits.dtype} "
                          f"{tuple(bits.shape)} (contiguous: {bits.is_contiguous()})")
@@ -73,7 +74,7 @@ def fingerprint_bits(bits: torch.Tensor, block_elements: int) -> torch.Tensor:
         return torch.zeros((0, 2), dtype=torch.int64, device=bits.device)
     tiles = triton.cdiv(n, TILE)
     partial = torch.empty((tiles, 2), dtype=torch.int64, device=bits.device)
-    _fingerprint_tiles[(tiles,)](bits, partial, n, *_MIX, *_LANE_KEYS, TILE=TILE)
+    _fingerprint_tiles[(tiles,)](bits, partial, n, *mix, *lane_keys, TILE=TILE)
     per_block = block_elements // TILE
     blocks = triton.cdiv(n, block_elements)
     missing = blocks * per_block - tiles

@@ -105,7 +105,7 @@ def fingerprint(t: torch.Tensor) -> torch.Tensor:
     if _one_pass(bits):  # the same hash in one Triton pass (check/fingerprint_triton.py)
         from workbench.check.fingerprint_triton import fingerprint_bits
 
-        return fingerprint_bits(bits, BLOCK_ELEMENTS)
+        return fingerprint_bits(bits, BLOCK_ELEMENTS, _MIX, _LANE_KEYS)
     sums = []
     for start in range(0, bits.numel(), BLOCK_ELEMENTS):
         block = bits[start:start + BLOCK_ELEMENTS].to(torch.int64)
