@@ -38,6 +38,14 @@ for dtype, n in ((torch.float32, 3 * TILE * 2 + 1000), (torch.float16, 5000), (t
     bits2 = flat2.view(inputs._BITS[flat2.dtype]) if flat2.dtype in inputs._BITS else flat2
     cases.append({"dtype": str(dtype), "n": n, "shape": list(a.shape), "equal": bool(torch.equal(a, b)),
                   "sees_a_swap": bool(n <= 2 or bool(t[0] == t[-1]) or not torch.equal(b, fingerprint_bits(bits2, inputs.BLOCK_ELEMENTS, inputs._MIX, inputs._LANE_KEYS)))})
+# the call inputs.fingerprint makes for a CUDA tensor, taken here for a CPU one (interpreted)
+x = torch.randn(3 * TILE * 2 + 5)
+one_pass = inputs._one_pass
+inputs._one_pass = lambda bits: True
+through = inputs.fingerprint(x)
+inputs._one_pass = lambda bits: False
+cases.append({"dtype": "through inputs.fingerprint", "n": x.numel(), "shape": list(through.shape),
+              "equal": bool(torch.equal(through, inputs.fingerprint(x))), "sees_a_swap": True})
 print(json.dumps(cases))
 """
 
@@ -51,7 +59,7 @@ def test_the_triton_pass_is_the_torch_paths_hash_bit_for_bit():
     import json
 
     cases = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len(cases) == 9
+    assert len(cases) == 10
     assert [c for c in cases if not c["equal"]] == []
     assert [c for c in cases if not c["sees_a_swap"]] == []
     assert cases[0]["shape"] == [4, 2]  # several blocks, the last one ragged
