@@ -95,3 +95,22 @@ def test_a_kernels_path_that_is_not_a_plugin_is_a_command_line_error(capsys, tmp
             parse_args(["--replay", "x.yaml", "--kernels", str(path)])
         err = " ".join(capsys.readouterr().err.split())
         assert exc.value.code == 2 and f"--kernels {path}: {why}" in err and "in the session" not in err, err
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])
+def test_a_daemon_idle_timeout_must_be_finite_and_positive(capsys, value):
+    # inf started a daemon that never left ("it leaves after inf s idle")
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--replay", "x.yaml", "--daemon-idle", value])
+    assert exc.value.code == 2 and "finite number of seconds > 0" in capsys.readouterr().err
+
+
+def test_the_idle_timeout_from_the_environment_must_be_finite_too():
+    import argparse
+
+    from workbench.cli.daemon import daemon_choice
+    from workbench.errors import WorkbenchError
+
+    for value in ("inf", "0"):
+        with pytest.raises(WorkbenchError, match="finite number of seconds > 0"):
+            daemon_choice(argparse.Namespace(), {"WORKBENCH_DAEMON_IDLE_S": value})

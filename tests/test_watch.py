@@ -234,6 +234,22 @@ def test_an_edit_that_fails_its_check_is_failed_in_the_document_with_the_last_go
 
 
 @pytest.mark.slow  # the plugins' manifests are built in a subprocess
+def test_a_failed_edit_of_another_shape_gets_no_last_good(watched):
+    """A fresh user's find: one save changed the session's shape and broke the kernel; the failed
+    row carried the old shape's figures as its last good. Another problem's figures are not."""
+    state, engine = WatchState(watched / "watched.yaml"), rows_engine()
+    cycle(state, engine)
+    (watched / "watched.yaml").write_text(SESSION.replace("M: 4, N: 8", "M: 2, N: 8"))
+    (watched / "mine.py").write_text(PLUGIN.replace("FAIL = None", 'FAIL = "check failed: elementwise gate"'))
+    failed = cycle(state, engine)
+    row = next(r for r in failed.doc["results"] if r["label"] == "manual_mine")
+    assert row["status"] == "failed" and row["shape"] == {"M": 2, "N": 8}
+    assert "last_good" not in row and not any(Flag.of(f) is Flag.WATCH_FAILED for f in row["flags"])
+    line = next(text for key, text, _level in failed.lines if key[1] == "manual_mine")
+    assert "last good" not in line
+
+
+@pytest.mark.slow  # the plugins' manifests are built in a subprocess
 def test_a_session_that_does_not_load_is_a_cycle_with_its_problems(watched):
     state, engine = WatchState(watched / "watched.yaml"), rows_engine()
     (watched / "watched.yaml").write_text(SESSION.replace("N: 8", "N: eight"))

@@ -81,8 +81,8 @@ def daemon_choice(args: argparse.Namespace, environ: Mapping[str, str] | None = 
             idle = float(text)
         except ValueError:
             raise WorkbenchError(f"WORKBENCH_DAEMON_IDLE_S={text!r}: give seconds, e.g. 600") from None
-    if not idle > 0:
-        raise WorkbenchError(f"the daemon's idle timeout must be > 0 seconds, got {idle:g}")
+    if not 0 < idle < float("inf"):  # inf: a daemon that never leaves
+        raise WorkbenchError(f"the daemon's idle timeout must be a finite number of seconds > 0, got {idle:g}")
     return DaemonChoice(not why_not, idle, environ, why_not, idle_asked)
 
 

@@ -119,8 +119,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                      "without it")
     if args.daemon and args.no_daemon:
         parser.error("--daemon and --no-daemon contradict each other: give one")
-    if args.daemon_idle is not None and not args.daemon_idle > 0:
-        parser.error(f"--daemon-idle must be > 0 seconds, got {args.daemon_idle:g}")
+    if args.daemon_idle is not None and not 0 < args.daemon_idle < float("inf"):
+        parser.error(f"--daemon-idle must be a finite number of seconds > 0, got {args.daemon_idle:g}")
     if args.daemon_idle is not None and args.no_daemon:
         parser.error(f"--daemon-idle {args.daemon_idle:g} times out a daemon: not with --no-daemon")
     if args.threshold is not None and not args.compare:

@@ -43,7 +43,7 @@ from workbench.results.record import Flag, flag_kinds
 from workbench.errors import WorkbenchError
 from workbench.events import Event, Result, RowKey
 from workbench.plugins.sources import declared_files, registry_files, with_resolved_plugins, sha256_file, source_files
-from workbench.watch.diff import change_line, with_last_good
+from workbench.watch.diff import change_line, spec_change, with_last_good
 
 Engine = Callable[..., dict]
 
@@ -154,6 +154,9 @@ class WatchState:
         if _cancelled(record):
             return None
         previous, good = self.last.get(key), self.good.get(key)
+        if good is not None and spec_change(good, record):  # another problem now: not its last good
+            self.good.pop(key, None)
+            good = None
         if record.get("status") == "failed" and good is not None:
             error = record.get("error") or "failed"
             kept[key] = good
