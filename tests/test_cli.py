@@ -273,11 +273,13 @@ def fake_app(monkeypatch):
     return opened
 
 
-def test_tui_opens_a_file_with_options(capsys, fake_app, session_file):
-    code, _, _ = run(capsys, str(session_file), "--device", "cpu", "--kernels", "somewhere")
+def test_tui_opens_a_file_with_options(capsys, fake_app, session_file, tmp_path):
+    plugin = tmp_path / "somewhere.py"  # --kernels names a plugin that exists (a missing one is refused)
+    plugin.write_text("")
+    code, _, _ = run(capsys, str(session_file), "--device", "cpu", "--kernels", str(plugin))
     (path, options), = fake_app
     assert code == 0 and path == session_file
-    assert options.device == "cpu" and options.kernels == (str(Path("somewhere").resolve()),)
+    assert options.device == "cpu" and options.kernels == (str(plugin.resolve()),)
 
 
 def test_tui_opens_the_default_session(capsys, fake_app):
