@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 import types
-from pathlib import Path
 
 import pytest
 from cli_fakes import BAD, GOOD, fake_plan, run, session_file, user_dirs  # noqa: F401 (fixtures)
