@@ -95,6 +95,7 @@ class RunModel:
         self.ab = list(doc.get("ab") or self.ab)
         for record in doc.get("results", ()):
             self._take_record(record)
+        self._in_document_order(doc.get("results", ()))
         self.finished = True
         self.version += 1
 
@@ -115,6 +116,16 @@ class RunModel:
         row.timer = timing.timer or row.timer
         if timing.samples_ms and not row.samples_ms:
             row.samples_ms = list(timing.samples_ms)
+
+    def _in_document_order(self, records) -> None:
+        """The rows in the order of the run's document (the session's), those it lacks after: in
+        arrival order a watch cycle put its re-run rows after the kept ones, and they stayed there."""
+        rank: dict = {}
+        for data in records:
+            label, impl = data.get("label"), data.get("impl") or ""
+            rank.setdefault((printable(label or impl), _hashable(data.get("sweep_value"))), len(rank))
+        if rank:
+            self.rows = dict(sorted(self.rows.items(), key=lambda item: rank.get(item[0], len(rank))))
 
     @property
     def sweep_values(self) -> list[Any]:

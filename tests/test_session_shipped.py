@@ -119,6 +119,8 @@ def test_resolve_session_path(tmp_path, monkeypatch):
     assert resolve_session_path("smoke.yaml").read_text() == "local file wins"
     with pytest.raises(WorkbenchError, match="no such session file; shipped sessions: .*lecture06-gelu"):
         resolve_session_path("nope")
+    with pytest.raises(WorkbenchError, match="^' ': no such session file"):  # a blank name, quoted
+        resolve_session_path(" ")
     with pytest.raises(WorkbenchError, match="no shipped session 'nope'"):
         shipped_path("nope")
     # a mistyped name gets the closest shipped one; an unrelated one gets none

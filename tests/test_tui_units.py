@@ -379,3 +379,15 @@ def test_diagnosis_names_the_kept_ncu_report_and_how_to_open_it():
     text = report_text({"measured": {"report_path": "/r/g-run0-triton.ncu-rep"}})
     assert text.startswith("Nsight Compute report: /r/g-run0-triton.ncu-rep")
     assert "ncu-ui /r/g-run0-triton.ncu-rep" in text and "ncu --import /r/g-run0-triton.ncu-rep --page details" in text
+
+
+def test_a_finished_run_shows_its_rows_in_the_documents_order():
+    # a watch cycle's re-run rows arrived after the kept ones and stayed at the bottom of the table
+    model = RunModel()
+    for label in ("manual", "compiled"):  # the re-run rows' events come first
+        model.apply(ev.Result((0, label, None), {"label": label, "impl": label, "status": "ok",
+                                                 "timing": {"median_ms": 1.0}}))
+    doc = {"results": [{"run_index": 0, "label": label, "impl": label, "status": "ok", "timing": {"median_ms": 1.0}}
+                       for label in ("pytorch", "manual", "triton", "compiled")]}
+    model.finish(doc)
+    assert list(model.labels) == ["pytorch", "manual", "triton", "compiled"]

@@ -300,6 +300,9 @@ def test_change_lines_name_time_bandwidth_and_the_ptx_counts_that_moved():
     assert text == "0.512 ms -> 0.498 ms (-2.7%) · 4190 -> 4310 GB/s · ptx ld_global_v4 0 -> 4, spills 8 -> 0"
     assert ptx_changes(rec(1, 1, 4, 0), {"ptx": None}) == []
     assert change_line(None, rec(0.0123, None, 0, 0))[0] == "ok · 12.3 µs"
+    # a change across a unit's edge reads in one unit (a fresh user saw '72.18 µs -> 0.1098 ms')
+    assert change_line(rec(0.07218, 1.0, 0, 0), rec(0.1098, 1.0, 0, 0))[0].startswith("72.18 µs -> 109.8 µs (+52.1%)")
+    assert change_line(rec(0.1098, 1.0, 0, 0), rec(0.07218, 1.0, 0, 0))[0].startswith("109.8 µs -> 72.18 µs")
     assert change_line(rec(1, 1, 0, 0), {"status": "unavailable", "error": "needs a CUDA GPU"}) == (
         "unavailable: needs a CUDA GPU", "warning")
 

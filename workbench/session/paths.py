@@ -96,7 +96,8 @@ def resolve_session_path(arg: str | Path, data_dir: str | Path | None = None) ->
     name = path.name.removesuffix(".yaml")
     if text in (name, f"{name}.yaml") and name in shipped_names():
         return saved_copy(name, data_dir) or shipped_path(name)
-    raise WorkbenchError(f"{arg}: no such session file;{did_you_mean(name)} shipped sessions: "
+    shown = text if text.strip() == text and text else repr(text)  # ' ' or a trailing space: quoted
+    raise WorkbenchError(f"{shown}: no such session file;{did_you_mean(name)} shipped sessions: "
                          f"{', '.join(shipped_names())} (or {SHIPPED_PREFIX}NAME for a shipped original)")
 
 

@@ -32,13 +32,15 @@ def _num(value: Any) -> str:
     return str(value)
 
 
-def _ms(value: float | None) -> str:
-    """A time in its unit: '0.498 ms', '12.3 µs', '850 ns' (4 significant digits)."""
+def _ms(value: float | None, unit_of: float | None = None) -> str:
+    """A time in its unit: '0.498 ms', '12.3 µs', '850 ns' (4 significant digits). unit_of: the
+    unit is that value's (a change reads in one unit: '72.18 µs -> 109.8 µs', not '-> 0.1098 ms')."""
     if value is None:
         return "-"
-    if value >= 0.1:
+    pick = value if unit_of is None else min(value, unit_of)
+    if pick >= 0.1:
         return f"{value:.4g} ms"
-    return f"{value * 1e3:.4g} µs" if value >= 1e-4 else f"{value * 1e6:.4g} ns"
+    return f"{value * 1e3:.4g} µs" if pick >= 1e-4 else f"{value * 1e6:.4g} ns"
 
 
 def _median(record: Record) -> float | None:
@@ -63,7 +65,7 @@ def time_change(old: AnyRecord, new: AnyRecord) -> str | None:
     if before is None or after is None:
         return None
     pct = f" ({(after / before - 1) * 100:+.1f}%)" if before > 0 else ""
-    return f"{_ms(before)} {ARROW} {_ms(after)}{pct}"
+    return f"{_ms(before, after)} {ARROW} {_ms(after, before)}{pct}"
 
 
 def gbps_change(old: AnyRecord, new: AnyRecord) -> str | None:
