@@ -79,3 +79,26 @@ def test_the_triton_pass_refuses_what_it_does_not_read():
         fingerprint_bits(torch.zeros(8), TILE, inputs._MIX, inputs._LANE_KEYS)
     with pytest.raises(ValueError, match="not a multiple"):
         fingerprint_bits(torch.zeros(8, dtype=torch.int32), TILE + 1, inputs._MIX, inputs._LANE_KEYS)
+
+
+def test_a_triton_pass_that_fails_falls_back_to_the_torch_path_once_and_for_all(monkeypatch):
+    # a GPU this Triton cannot build for must not fail every row's check: the torch path's hash is the same
+    from workbench.check import fingerprint_triton
+
+    calls = []
+
+    def broken(*args):
+        calls.append(args)
+        raise RuntimeError("no kernel image for sm_120")
+
+    monkeypatch.setattr(inputs, "_ONE_PASS_FAILED", [])
+    monkeypatch.setattr(inputs, "_one_pass", lambda bits: not inputs._ONE_PASS_FAILED)
+    monkeypatch.setattr(fingerprint_triton, "fingerprint_bits", broken)
+    t = torch.randn(1000)
+    first = inputs.fingerprint(t)
+    assert len(calls) == 1 and "no kernel image" in inputs._ONE_PASS_FAILED[0]
+    monkeypatch.setattr(inputs, "_one_pass", lambda bits: False)
+    assert torch.equal(first, inputs.fingerprint(t))  # the torch path's answer
+    monkeypatch.setattr(inputs, "_one_pass", lambda bits: not inputs._ONE_PASS_FAILED)
+    inputs.fingerprint(t)
+    assert len(calls) == 1  # not tried again in this process

@@ -105,7 +105,10 @@ def fingerprint(t: torch.Tensor) -> torch.Tensor:
     if _one_pass(bits):  # the same hash in one Triton pass (check/fingerprint_triton.py)
         from workbench.check.fingerprint_triton import fingerprint_bits
 
-        return fingerprint_bits(bits, BLOCK_ELEMENTS, _MIX, _LANE_KEYS)
+        try:
+            return fingerprint_bits(bits, BLOCK_ELEMENTS, _MIX, _LANE_KEYS)
+        except Exception as exc:  # noqa: BLE001 - Triton cannot build for this GPU: the torch path's hash is the same
+            _ONE_PASS_FAILED.append(f"{type(exc).__name__}: {exc}"[:300])
     sums = []
     for start in range(0, bits.numel(), BLOCK_ELEMENTS):
         block = bits[start:start + BLOCK_ELEMENTS].to(torch.int64)
@@ -119,11 +122,15 @@ def fingerprint(t: torch.Tensor) -> torch.Tensor:
     return torch.stack(sums) if sums else torch.zeros((0, 2), dtype=torch.int64)
 
 
+_ONE_PASS_FAILED: list[str] = []  # why the Triton pass failed in this process (then never tried again)
+
+
 def _one_pass(bits: torch.Tensor) -> bool:
     """Whether `bits` is hashed by the Triton pass: a CUDA tensor of an integer view it reads,
-    Triton compiled (not interpreted, not missing), and WORKBENCH_FINGERPRINT not `torch`."""
+    Triton compiled (not interpreted, not missing), WORKBENCH_FINGERPRINT not `torch`, and the
+    pass has not failed in this process (a GPU this Triton cannot build for: the torch path)."""
     if bits.device.type != "cuda" or os.environ.get("WORKBENCH_FINGERPRINT", "") == "torch" or \
-            os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+            os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") or _ONE_PASS_FAILED:
         return False
     from workbench.triton_support import HAVE_TRITON
 
