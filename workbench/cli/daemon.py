@@ -81,9 +81,15 @@ def daemon_choice(args: argparse.Namespace, environ: Mapping[str, str] | None = 
             idle = float(text)
         except ValueError:
             raise WorkbenchError(f"WORKBENCH_DAEMON_IDLE_S={text!r}: give seconds, e.g. 600") from None
-    if not 0 < idle < float("inf"):  # inf: a daemon that never leaves
-        raise WorkbenchError(f"the daemon's idle timeout must be a finite number of seconds > 0, got {idle:g}")
+    problem = idle_problem(idle)
+    if problem:
+        raise WorkbenchError(f"the daemon's idle timeout {problem}")
     return DaemonChoice(not why_not, idle, environ, why_not, idle_asked)
+
+
+def idle_problem(seconds: float) -> str | None:
+    """Why `seconds` is no idle timeout (nan, <= 0, or inf: a daemon that never leaves), or None."""
+    return None if 0 < seconds < float("inf") else f"must be a finite number of seconds > 0, got {seconds:g}"
 
 
 def start_early(choice: DaemonChoice | None) -> Any:

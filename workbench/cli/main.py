@@ -33,9 +33,11 @@ from rich.console import Console
 import workbench
 from workbench.cli.common import (EXIT_CODES_TEXT, EXIT_INTERRUPTED, EXIT_USAGE, Env, check_output_path, check_trace_dir,
                                   missing_gpu, read_env, run_options)
+from workbench.cli.daemon import idle_problem
 from workbench.cli.flags import DEFAULT_THRESHOLD, OPTIONS, mode_problem
 from workbench.device_list import parse_devices
 from workbench.errors import WorkbenchError
+from workbench.plugins.sources import plugin_files
 
 DEVICE_RE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 EXTENSION_FORMATS = {".json": "json", ".csv": "csv", ".jsonl": "jsonl"}
@@ -93,8 +95,6 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         parser.error(f"{empty} '': an empty path; give {what}")
     for path in args.kernels or ():  # a command-line error, not "1 problem in the session" later
         try:
-            from workbench.plugins.sources import plugin_files
-
             plugin_files(Path(path).expanduser())
         except WorkbenchError as exc:
             parser.error(str(exc))
@@ -119,8 +119,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                      "without it")
     if args.daemon and args.no_daemon:
         parser.error("--daemon and --no-daemon contradict each other: give one")
-    if args.daemon_idle is not None and not 0 < args.daemon_idle < float("inf"):
-        parser.error(f"--daemon-idle must be a finite number of seconds > 0, got {args.daemon_idle:g}")
+    if args.daemon_idle is not None and idle_problem(args.daemon_idle):
+        parser.error(f"--daemon-idle {idle_problem(args.daemon_idle)}")
     if args.daemon_idle is not None and args.no_daemon:
         parser.error(f"--daemon-idle {args.daemon_idle:g} times out a daemon: not with --no-daemon")
     if args.threshold is not None and not args.compare:
