@@ -43,6 +43,7 @@ class EditorMixin:
 
     _autosave_timer = None
     _behind: frozenset = frozenset()  # result panes not redrawn while hidden during a run (show_results)
+    _mounted_panes: dict | None = None  # result pane class -> its widget, once found (_result_pane)
     autosave_error: str | None = None  # the last autosave's failure, shown in the title bar until one succeeds
 
     # -- attributes down --------------------------------------------------------------------
@@ -75,23 +76,39 @@ class EditorMixin:
         model = self.ws.model()
         sweep = self.ws.run.sweep if self.ws.run else None
         param = ", ".join(sweep.params) if sweep else ""
-        self.query_one(TimingPane).sweep_param = param
-        for traffic in self.query(TrafficPane):  # (not there in the frames before LazyPane mounts it)
+        self._result_pane(TimingPane).sweep_param = param
+        traffic = self._result_pane(TrafficPane)  # (not there in the frames before LazyPane mounts it)
+        if traffic is not None:
             traffic.sweep_param = param
         self.mark_stale(redraw=False)  # the model set below redraws the chart, stale note included
         active = self.query_one(TabbedContent).active if shown_only else None
         for pane in RESULT_PANES:
-            if (shown_only and PANE_IDS[pane] != active) or not self.query(pane):
+            if (shown_only and PANE_IDS[pane] != active) or self._result_pane(pane) is None:
                 self._behind = self._behind | {pane}
                 continue
             self._behind = self._behind - {pane}
             self._set_model(pane, model)
 
+    def _result_pane(self, cls):
+        """The mounted widget of result pane class `cls`, or None before its LazyPane mounts it.
+        Found once: a query walks every widget (~1.3 ms each on the 2-core CPU box, five or more
+        per redraw of a streaming run)."""
+        if self._mounted_panes is None:
+            self._mounted_panes = {}
+        pane = self._mounted_panes.get(cls)
+        if pane is not None and pane.is_attached:
+            return pane
+        pane = next(iter(self.query(cls)), None)
+        if pane is not None:
+            self._mounted_panes[cls] = pane
+        return pane
+
     def _set_model(self, pane, model) -> None:
-        if not self.query(pane):  # a LazyPane not mounted yet: pane_mounted gives it the model
+        widget = self._result_pane(pane)
+        if widget is None:  # a LazyPane not mounted yet: pane_mounted gives it the model
             return
         try:
-            self.query_one(pane).model = model
+            widget.model = model
         except Exception as exc:  # a record the pane did not expect: say so, keep the app
             self.report(f"{pane.__name__} could not show the results: {type(exc).__name__}: {exc}")
 
@@ -170,15 +187,16 @@ class EditorMixin:
         if ws.run is not None and ws.op is not None:
             swept = tuple(ws.run.sweep.params) if ws.run.sweep else ()
             current = (editing.shape_of(ws.run, ws.op), editing.dtype_of(ws.run, ws.op), swept)
-        pane = self.query_one(TimingPane)
+        pane = self._result_pane(TimingPane)
         if redraw:
             pane.current = current
         else:
             pane.set_reactive(TimingPane.current, current)
         from .panes.diagnosis import DiagnosisPane
 
-        for diagnosis in self.query(DiagnosisPane):  # mounted after the first frame (LazyPane)
-            diagnosis.current = current
+        diagnosis = self._result_pane(DiagnosisPane)  # mounted after the first frame (LazyPane)
+        if diagnosis is not None and diagnosis.current != current:  # (its watcher diagnoses every row again:
+            diagnosis.current = current  # each redraw of a streaming run did, the pane hidden)
 
     def _edit_checked(self, run) -> bool:
         """Apply an edit from the implementation list or a parameter field only when the run it

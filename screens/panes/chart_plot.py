@@ -12,14 +12,30 @@ largest part of a pane switch mid-run (~0.2 s a chart on the 2-core CPU under lo
 plotext and textual-plotext are imported at the first drawing, not with this module: the first
 frame shows no chart (no results yet), and their import was ~10% of the app's before it
 (issue #39: nothing the first frame does not show is imported before it). The widget is
-textual-plotext's PlotextPlot, less its import: its plot object, theme and render as there.
+textual-plotext's PlotextPlot, less its import: its plot object and theme as there.
+
+While a run streams (the app's `running`), a new build is made off the UI thread (one builder
+thread for every chart, a plotext figure of its own per chart) and the chart shows its last
+build until the new one arrives: a pane key never waits behind a plotext build (~20-30 ms of
+Python on the 2-core CPU box at 200x50, the largest part of a redraw mid-run). Idle, a build is
+made in the render, as before (what a test or a finished run shows is drawn at once).
+
+A build is kept as terminal lines (Strips), read from plotext's character matrix: no ANSI
+string is written (plotext's set_canvas) and parsed back (rich's Text.from_ansi), and a pane key
+that shows the chart again copies its lines instead of rendering a Text afresh (that render was
+~12 ms of every Timing-pane key on the 2-core CPU box, the build's ANSI round trip ~15 ms of each
+redraw mid-run). The lines are the same cells and styles as the ANSI path's
+(tests/test_chart_strips.py compares them).
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
+from textual.strip import Strip
 from textual.widget import Widget
 
 Draw = Callable[[object], "str | Text"]  # draws into `plt`, returns the caption
@@ -39,21 +55,35 @@ class ChartPlot(Widget):
         super().__init__(**kwargs)
         self._plot = None  # textual_plotext's Plot, made (and the module imported) on first use
         self._draw_fn: Draw | None = None
-        self._built: tuple[tuple, object] | None = None  # (key, renderable) of the last build
-        self.builds = 0  # plotext builds so far (render() calls that drew)
+        self._drawing = 0  # draw() calls so far: the drawing a build is of
+        self._built: tuple[tuple, list[Strip]] | None = None  # (key, lines) of the current drawing's build
+        self._last: list[Strip] | None = None  # the newest build of any key: shown while one is made
+        self._building: tuple | None = None  # the key of the build in flight off the UI thread
+        self._builder_plot = None  # the builder thread's own figure (plotext is not thread-safe)
+        self.builds = 0  # builds so far (in the render or off the UI thread)
         self._fresh = False
 
     def draw(self, fn: Draw) -> "str | Text":
         """Keep `fn` for every later render; returns its caption (or what went wrong)."""
         self._draw_fn = fn
+        self._drawing += 1
         self._built = None
         self._fresh = True  # plt holds fn's data, not yet built (the next render needs no redraw)
         try:
             caption = fn(self.plt)
         except Exception as exc:  # noqa: BLE001 - a chart must never end the app
             caption = f"chart not drawn: {type(exc).__name__}: {exc}"
-        self.refresh()
+        if self._streaming() and self.is_mounted:
+            # the lines on screen stay until the build arrives (_arrived refreshes): a refresh
+            # now would render the same lines again, and the containers under them
+            self._build_off_thread((self._drawing, self.size.width, self.size.height, self.app.theme))
+        else:
+            self.refresh()
         return caption
+
+    def _streaming(self) -> bool:
+        """Builds go off the UI thread: a run streams and an earlier build is there to show."""
+        return self._last is not None and bool(getattr(self.app, "running", False))
 
     @property
     def plt(self):
@@ -79,31 +109,147 @@ class ChartPlot(Widget):
                                          _sequence)
         return name
 
-    def _build(self):
-        """PlotextPlot.render: the figure at this widget's size and theme, as rich Text."""
-        plot = self.plt
-        plot.plotsize(self.size.width, self.size.height)
-        plot._set_size(self.size.width, self.size.height)  # (textual-plotext issue 5: needed as well)
-        plot.theme(self._theme_name())
-        return Text.from_ansi(plot.build())
+    def _build(self, plot, width: int, height: int, theme: str) -> list[Strip]:
+        """The figure drawn into `plot` at this size and theme, one Strip per line (matrix_strips)."""
+        plot.plotsize(width, height)
+        plot._set_size(width, height)  # (textual-plotext issue 5: needed as well)
+        plot.theme(theme)
+        plot._set_sizes()  # plotext's Figure.build, less its set_canvas (the ANSI string)
+        plot._build_matrix()
+        return matrix_strips(plot.monitor.matrix)
 
-    def render(self):
+    def _error_strips(self, exc: BaseException) -> list[Strip]:
+        text = Text(f"chart not drawn: {type(exc).__name__}: {exc}", style="italic")
+        lines = Segment.split_and_crop_lines(text.render(self.app.console), max(1, self.size.width), pad=False)
+        return [Strip(line) for line in lines]
+
+    def _strips(self) -> list[Strip]:
+        """The lines of the current drawing at this size and theme: the kept build when its key
+        matches; while a run streams, the last build while this one is made off the UI thread;
+        else drawn and built now (an error becomes the chart's one line, not kept)."""
         if self._draw_fn is None:
-            return Text("")  # nothing drawn yet: no plotext needed
-        key = (id(self._draw_fn), self.size.width, self.size.height, self.app.theme)
+            return []  # nothing drawn yet: no plotext needed
+        key = (self._drawing, self.size.width, self.size.height, self.app.theme)
         if self._built is not None and self._built[0] == key:
             return self._built[1]
+        if self._streaming():
+            if self._building != key:
+                self._build_off_thread(key)
+            return self._last
         try:
-            if self._draw_fn is not None and not self._fresh:
+            if not self._fresh:
                 self._draw_fn(self.plt)  # fresh data: plotext never re-transforms its own output
             self._fresh = False
-            built = self._build()
+            built = self._build(self.plt, key[1], key[2], self._theme_name())
         except Exception as exc:  # noqa: BLE001
-            return Text(f"chart not drawn: {type(exc).__name__}: {exc}", style="italic")
+            return self._error_strips(exc)
         self.builds += 1
         self._built = (key, built)
+        self._last = built
         return built
 
+    def _build_off_thread(self, key: tuple) -> None:
+        """Draw and build `key`'s chart on the builder thread; `_arrived` takes it on the UI thread."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        self._building = key
+        fn, theme = self._draw_fn, self._theme_name()
+
+        def job() -> None:
+            strips, error = None, None
+            try:
+                if self._builder_plot is None:
+                    from textual_plotext.plot import Plot
+
+                    self._builder_plot = Plot()
+                fn(self._builder_plot)
+                strips = self._build(self._builder_plot, key[1], key[2], theme)
+            except Exception as exc:  # noqa: BLE001 - shown as the chart's line
+                error = exc
+            try:
+                loop.call_soon_threadsafe(self._arrived, key, strips, error)
+            except RuntimeError:  # the app's loop closed meanwhile: nothing to show it on
+                pass
+
+        _builder().submit(job)
+
+    def _arrived(self, key: tuple, strips: list[Strip] | None, error: BaseException | None) -> None:
+        if self._building == key:
+            self._building = None
+        if not self.is_attached:
+            return
+        if strips is None:
+            strips = self._error_strips(error)  # kept for its key: a failing drawing is not retried each frame
+        else:
+            self.builds += 1
+            self._last = strips
+        if key == (self._drawing, self.size.width, self.size.height, self.app.theme):
+            self._built = (key, strips)
+        self.refresh()  # a newer key than this build's makes its own on this render
+
+    def render_line(self, y: int) -> Strip:
+        strips = self._strips()
+        width = self.size.width
+        if y < len(strips):
+            return strips[y].crop_extend(0, width, None)
+        return Strip.blank(width, self.visual_style.rich_style)
+
+
+_STYLES: dict = {}  # (fullground, style, background) of a plotext cell -> its rich Style
+_BUILDER = None  # the thread that builds charts while a run streams (ChartPlot._build_off_thread)
+
+
+def _builder():
+    """One worker thread for every chart's builds, made on first use."""
+    global _BUILDER
+    if _BUILDER is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _BUILDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="workbench-chart")
+    return _BUILDER
+
+
+def _cell_style(colors: tuple) -> Style:
+    """The rich Style of one plotext cell colouring: plotext's own SGR codes for it
+    (plotext._utility.colors_to_ansi, as its set_canvas writes them) read by rich's decoder,
+    once per distinct colouring (no Console: chart builds run off the UI thread)."""
+    try:
+        style = _STYLES.get(colors)
+    except TypeError:  # an RGB colour given as a list
+        colors = tuple(_hashable(color) for color in colors)
+        style = _STYLES.get(colors)
+    if style is None:
+        from plotext._utility import colors_to_ansi
+
+        decoded = Text.from_ansi(colors_to_ansi(colors[0], colors[1], colors[2]) + "x")
+        style = Style.combine([Style.null(), *(span.style for span in decoded.spans if span.start == 0)])
+        _STYLES[colors] = style
+    return style
+
+
+def _hashable(color):
+    return tuple(color) if isinstance(color, list) else color
+
+
+def matrix_strips(matrix) -> list[Strip]:
+    """plotext's character matrix (plotext._matrix._matrix_class: marker, fullground, style and
+    background per cell, row 0 at the bottom) as one Strip per line, top first: each run of
+    cells of one colouring is one Segment, as set_canvas puts one SGR sequence before a run."""
+    strips = []
+    for row in matrix.Rows[::-1]:
+        markers = matrix.marker[row]
+        cells = list(zip(matrix.fullground[row], matrix.style[row], matrix.background[row]))
+        segments = []
+        start = 0
+        for col in range(1, len(cells)):
+            if cells[col] != cells[col - 1]:
+                segments.append(Segment("".join(markers[start:col]), _cell_style(cells[start])))
+                start = col
+        if cells:
+            segments.append(Segment("".join(markers[start:]), _cell_style(cells[start])))
+        strips.append(Strip(segments))
+    return strips
 
 
 class DrawnWhenShown:

@@ -27,6 +27,7 @@ from workbench.results.record import Record, read_record
 from .. import fmt
 from ..keys import KeyDataTable
 from ..model import Row, RunModel
+from ..statics import update_static
 
 COLUMNS = ("A/B", "impl", "problems", "findings")
 MARKS = ("A", "B")
@@ -96,9 +97,9 @@ class DiagnosisPane(Vertical):
         from .timing import stale_note
 
         stale = stale_note(rows, self.current)
-        self.query_one("#diagnosis-summary", Static).update(
-            Text.assemble((stale, "bold yellow"), "\n", summary) if stale else summary)
-        self.query_one("#ab-results", Static).update(Text(ab_text(getattr(model, "ab", ()) if model else ())))
+        update_static(self.query_one("#diagnosis-summary", Static),
+                      Text.assemble((stale, "bold yellow"), "\n", summary) if stale else summary)
+        update_static(self.query_one("#ab-results", Static), Text(ab_text(getattr(model, "ab", ()) if model else ())))
         self._show_detail()
 
     def _fill(self, rows: list[Row]) -> None:
@@ -123,7 +124,7 @@ class DiagnosisPane(Vertical):
         text = detail_text(key[0], self._findings.get(key, [])) if key else ""
         if key and self._reports.get(key):
             text += "\n\n" + self._reports[key]
-        self.query_one("#diagnosis-detail", Static).update(Text(text))  # plain: evidence holds [ ]
+        update_static(self.query_one("#diagnosis-detail", Static), Text(text))  # plain: evidence holds [ ]
 
     def _current(self) -> tuple[str, Any] | None:
         row = self.query_one(KeyDataTable).cursor_row

@@ -28,6 +28,7 @@ from ..devices_view import row_devices, show_device_column
 from .kernel_names import fit
 from ..keys import KeyDataTable
 from ..model import Row, RunModel
+from ..statics import update_static
 
 COLUMNS = ("impl", "status", "median", "spread", "GB/s", "% ceil", "TFLOP/s", "n",
            "check", "build", "timer", "notes")
@@ -94,7 +95,7 @@ class TimingPane(DrawnWhenShown, Container):
         stale = stale_note(rows, self.current)
         if stale:
             caption = Text.assemble((stale, "bold yellow"), "\n", caption)
-        self.query_one("#timing-caption", Static).update(caption)
+        update_static(self.query_one("#timing-caption", Static), caption)
         plot.display = bool(rows)
         self._fit_medians(rows, caption)
 
@@ -146,7 +147,7 @@ class TimingPane(DrawnWhenShown, Container):
     def _show_detail(self, index: int) -> None:
         rows = self._rows
         detail = row_detail(rows[index]) if 0 <= index < len(rows) else ""
-        self.query_one("#row-detail", Static).update(detail)
+        update_static(self.query_one("#row-detail", Static), detail)
 
 
 def stale_note(rows: list[Row], current: tuple | None) -> str | None:

@@ -1,0 +1,142 @@
+"""ChartPlot keeps a chart's build as Strips read from plotext's matrix (screens/panes/
+chart_plot.matrix_strips): every cell's character and style must equal what plotext's ANSI
+canvas gives through rich's decoder, the path it replaces (PlotextPlot.render)."""
+
+import random
+
+import pytest
+
+pytest.importorskip("plotext")
+pytest.importorskip("textual_plotext")
+
+from rich.console import Console  # noqa: E402
+from rich.text import Text  # noqa: E402
+from textual_plotext.plot import Plot, _rgbify_theme, _sequence  # noqa: E402
+
+from workbench.screens.panes import charts  # noqa: E402
+from workbench.screens.panes.chart_plot import matrix_strips  # noqa: E402
+
+
+def _cells_of_ansi(plot, width: int) -> list[list[tuple[str, object]]]:
+    text = Text.from_ansi(plot.build())
+    console = Console(width=width, color_system="truecolor")
+    lines = console.render_lines(text, console.options.update(width=width, no_wrap=True, overflow="crop"),
+                                 pad=False)  # as Textual renders a widget's Text
+    return [[(ch, seg.style) for seg in line for ch in seg.text] for line in lines][:-1]  # the last "\n"
+
+
+def _cells_of_strips(strips) -> list[list[tuple[str, object]]]:
+    return [[(ch, seg.style) for seg in strip for ch in seg.text] for strip in strips]
+
+
+def _themed(plot: Plot) -> None:
+    from plotext._dict import themes
+
+    themes.setdefault("test-auto", _rgbify_theme((30, 30, 40), (30, 30, 40), (220, 220, 220), "default", _sequence))
+    plot.theme("test-auto")
+
+
+def _line(plot):
+    plot.clear_figure()
+    plot.plot([1, 2, 3, 4], [1, 4, 9, 16], color="red+", marker="braille")
+    plot.scatter([1, 3], [2, 8], color=(10, 200, 30), marker="dot")
+    plot.title("a line")
+
+
+def _log_medians(plot):
+    random.seed(3)
+    plot.clear_figure()
+    plot.xscale("log")
+    for y, value in enumerate([0.01, 0.5, 12.0], start=1):
+        plot.plot([value * 0.9, value * 1.1], [y, y], color=y + 2, marker="─")
+        plot.scatter([value], [y], color="blue", marker="●")
+    plot.yticks([1, 2, 3], ["triton", "pytorch", "compiled"])
+
+
+@pytest.mark.parametrize("draw", [_line, _log_medians])
+@pytest.mark.parametrize("size", [(60, 16), (137, 23)])
+@pytest.mark.parametrize("theme", [None, "test-auto"])
+def test_the_matrix_lines_are_the_ansi_canvas_cell_for_cell(draw, size, theme):
+    plot = Plot()
+    draw(plot)
+    plot.plotsize(*size)
+    plot._set_size(*size)
+    if theme:
+        _themed(plot)
+    expected = _cells_of_ansi(plot, size[0])  # plot.build(): sizes, matrix, then the ANSI canvas
+    strips = matrix_strips(plot.monitor.matrix)  # the same matrix, read directly
+    got = _cells_of_strips(strips)
+    assert len(got) == len(expected) == size[1]
+    for row, (a, b) in enumerate(zip(got, expected)):
+        assert a == b, f"line {row} differs"
+    assert all(strip.cell_length == size[0] for strip in strips)
+
+
+def test_a_timing_chart_with_thinned_samples_is_the_ansi_canvas_too():
+    from types import SimpleNamespace
+
+    random.seed(7)
+    rows = [SimpleNamespace(samples_ms=[random.gauss(1.0 + i, 0.05) for _ in range(2000)], label=f"impl{i}")
+            for i in range(3)]
+    plot = Plot()
+    charts.live_samples(plot, rows)
+    plot.plotsize(120, 20)
+    plot._set_size(120, 20)
+    expected = _cells_of_ansi(plot, 120)
+    assert _cells_of_strips(matrix_strips(plot.monitor.matrix)) == expected
+
+
+def test_while_a_run_streams_a_chart_is_built_off_the_ui_thread_and_shows_its_last_build_meanwhile():
+    """With the app `running`, a new drawing's build is made on the builder thread: the render
+    in between shows the previous build's lines, and the new lines replace them when it arrives.
+    Idle, the build is made in the render (on the UI thread)."""
+    import asyncio
+    import threading
+
+    from textual.app import App
+
+    from workbench.screens.panes.chart_plot import ChartPlot
+
+    threads = []
+
+    def line(values):
+        def draw(plt):
+            threads.append(threading.get_ident())
+            plt.clear_figure()
+            plt.plot([1, 2, 3], values)
+            return "caption"
+        return draw
+
+    class _One(App):
+        running = False
+
+        def compose(self):
+            yield ChartPlot()
+
+    def shown(plot) -> list[str]:
+        return [plot.render_line(y).text for y in range(plot.size.height)]
+
+    async def go():
+        app = _One()
+        async with app.run_test(size=(60, 20)) as pilot:
+            plot = app.query_one(ChartPlot)
+            ui = threading.get_ident()
+            plot.draw(line([1, 4, 9]))
+            await pilot.pause()
+            first = shown(plot)
+            assert plot.builds == 1 and set(threads) == {ui}
+            app.running = True
+            threads.clear()
+            plot.draw(line([9, 4, 1]))  # draws on the UI thread for its caption
+            assert shown(plot) == first  # the last build, while the new one is made
+            for _ in range(100):
+                await pilot.pause(0.02)
+                if plot.builds == 2:
+                    break
+            assert plot.builds == 2
+            assert any(thread != ui for thread in threads)  # drawn again, and built, on the builder thread
+            assert shown(plot) != first
+            app.running = False
+            plot.draw(line([2, 2, 2]))
+            assert shown(plot) != first and plot.builds == 3  # idle: built in the render, at once
+    asyncio.run(go())
