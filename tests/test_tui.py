@@ -527,6 +527,24 @@ async def test_ptx_jumps_between_highlighted_instructions(tmp_path):
 
 
 @run_async
+async def test_ptx_keys_before_any_ptx_say_why_instead_of_nothing(tmp_path):
+    """n, N and f in the PTX pane before a run has brought any PTX: a notice names why."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await pilot.press("3")
+        pane = app.query_one("PtxPane")
+        await wait_for(pilot, lambda: pane.is_mounted)
+        assert pane._view is None
+        for key in ("n", "N", "f"):
+            app._notifications.clear()
+            await pilot.press(key)
+            await pilot.pause()
+            messages = [n.message for n in app._notifications]
+            assert any(m.startswith("no PTX to step through: ") for m in messages), (key, messages)
+
+
+@run_async
 async def test_implementation_params_are_editable(tmp_path):
     app = make_app(tmp_path)
     async with app.run_test(size=(100, 40)) as pilot:

@@ -151,12 +151,21 @@ class PtxPane(Vertical):
             self._paint(scroll=True)
         elif self._view:
             self.notify("no highlighted instruction of this kind", severity="warning", timeout=2)
+        else:
+            self._no_ptx_yet()
 
     def action_next_kind(self) -> None:
         if self._view:
             kinds = [ALL] + self._view.kinds
             now = self._view.kind or ALL
             self.query_one("#ptx-kind", Select).value = kinds[(kinds.index(now) + 1) % len(kinds)]
+        else:
+            self._no_ptx_yet()
+
+    def _no_ptx_yet(self) -> None:
+        """n, N or f with no PTX text on screen: say why, instead of nothing happening."""
+        why = _empty_reason(self._row()).replace("\n", " ") or "no results yet: press r to run (ptx ticked)"
+        self.notify(f"no PTX to step through: {why}", severity="warning", timeout=3)
 
 
     # -- the split view: source beside a stage (ptx_split) ---------------------------------------------
