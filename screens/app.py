@@ -24,7 +24,7 @@ from textual.css.query import NoMatches
 from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Input, Static, TabbedContent, TabPane
+from textual.widgets import Input, Select, Static, TabbedContent, TabPane
 
 from . import fmt, heap, sessions_io
 from .ab_action import ABMixin
@@ -59,6 +59,14 @@ GENERAL_KEYS = [Binding("ctrl+p", "palette", "Command palette: every action, ops
                 Binding("ctrl+q", "quit_now", "Quit (asks if a run is active)")]
 # mounted for the first frame; the other panes (hidden behind their tabs) right after it (LazyPane)
 FIRST_FRAME_PANES = ("timing", "log")
+
+
+def _takes_text(widget: Widget | None) -> bool:
+    """Whether a key typed now is text for `widget`: an Input, or an open Select's list (it
+    jumps to what is typed)."""
+    if isinstance(widget, Input):
+        return True
+    return widget is not None and any(isinstance(node, Select) and node.expanded for node in widget.ancestors_with_self)
 
 
 class MainScreen(Screen):
@@ -97,7 +105,10 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         Binding("q", "quit", "Quit"),
         # m wherever the Timing pane is on screen (its caption offers it), not only with focus in it
         Binding("m", "next_metric", "Metric", show=False),
-        *(Binding(pane.key, f"pane('{pane.id}')", pane.title, show=False) for pane in PANES),
+        # priority: the app answers a pane key before the focused widget sees it (otherwise the key
+        # bubbles from the focused table up through every container, a message each: ~20 ms of a
+        # pane key on the 2-core CPU box); check_action passes it on where a digit is text
+        *(Binding(pane.key, f"pane('{pane.id}')", pane.title, show=False, priority=True) for pane in PANES),
     ]
 
     def __init__(self, session_path: Path | None = None, options: Any = None, *,
@@ -379,7 +390,11 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         self.query_one(TimingPane).action_next_metric()
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
-        """m only while the Timing pane is shown (elsewhere it would change a chart out of view)."""
+        """m only while the Timing pane is shown (elsewhere it would change a chart out of view).
+        A pane key (a priority binding) is passed on to a text field with the keyboard (a digit
+        typed in a shape) and to a dialog or the palette over the main screen."""
+        if action == "pane" and (not isinstance(self.screen, MainScreen) or _takes_text(self.focused)):
+            return False
         if action == "next_metric":
             try:
                 return self.query_one(TabbedContent).active == "timing"

@@ -527,6 +527,44 @@ async def test_ptx_jumps_between_highlighted_instructions(tmp_path):
 
 
 @run_async
+async def test_a_pane_key_is_the_apps_first_but_stays_text_in_a_field_and_behind_a_dialog(tmp_path):
+    """The pane keys are priority bindings (answered before the focused widget, not bubbled up to
+    the app through every container): from a focused table they switch the pane without the
+    table seeing the key; typed in a spec field they are digits; over the help screen or the
+    palette they do not switch the pane behind it."""
+    from workbench.screens.keys import KeyDataTable
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        tabs = app.query_one(TabbedContent)
+        table = app.query_one("#results-table", KeyDataTable)
+        table.focus()
+        await pilot.pause()
+        seen = []
+        table.post_message = lambda message, post=table.post_message: (seen.append(type(message).__name__),
+                                                                         post(message))[1]
+        await pilot.press("2")
+        assert tabs.active == "profile" and "Key" not in seen
+        await pilot.press("1")
+        assert tabs.active == "timing"
+        await pilot.press("e")  # the spec editor's first field: digits are text there
+        await wait_for(pilot, lambda: isinstance(app.focused, Input))
+        field = app.focused
+        field.value = ""
+        await pilot.press("2", "5", "6")
+        assert field.value == "256" and tabs.active == "timing"
+        await pilot.press("escape")
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("3")
+        assert tabs.active == "timing"  # not switched behind the help
+        await pilot.press("escape")
+        await pilot.press("3")
+        assert tabs.active == "ptx"
+
+
+@run_async
 async def test_ptx_keys_before_any_ptx_say_why_instead_of_nothing(tmp_path):
     """n, N and f in the PTX pane before a run has brought any PTX: a notice names why."""
     app = make_app(tmp_path)
