@@ -140,3 +140,57 @@ def test_while_a_run_streams_a_chart_is_built_off_the_ui_thread_and_shows_its_la
             plot.draw(line([2, 2, 2]))
             assert shown(plot) != first and plot.builds == 3  # idle: built in the render, at once
     asyncio.run(go())
+
+
+def test_while_a_run_streams_builds_start_at_most_every_stream_build_s_of_the_newest_drawing(monkeypatch):
+    """Three drawings within STREAM_BUILD_S while a run streams: the first is built at once, the
+    second is never built (the third replaced it before its turn), the third when due."""
+    import asyncio
+    import threading
+
+    from textual.app import App
+
+    from workbench.screens.panes import chart_plot
+    from workbench.screens.panes.chart_plot import ChartPlot
+
+    monkeypatch.setattr(chart_plot, "STREAM_BUILD_S", 0.4)
+    built = []
+
+    def line(name, values):
+        def draw(plt):
+            if threading.current_thread() is not threading.main_thread():
+                built.append(name)
+            plt.clear_figure()
+            plt.plot([1, 2, 3], values)
+            return name
+        return draw
+
+    class _One(App):
+        running = False
+
+        def compose(self):
+            yield ChartPlot()
+
+    async def go():
+        app = _One()
+        async with app.run_test(size=(60, 20)) as pilot:
+            plot = app.query_one(ChartPlot)
+            plot.draw(line("idle", [1, 1, 1]))
+            await pilot.pause()
+            app.running = True
+            plot.draw(line("a", [1, 4, 9]))
+            for _ in range(50):
+                await pilot.pause(0.01)
+                if built:
+                    break
+            plot.draw(line("b", [9, 4, 1]))
+            plot.draw(line("c", [2, 5, 2]))
+            await pilot.pause(0.1)
+            assert built == ["a"]  # b and c wait for their turn (STREAM_BUILD_S after a's start)
+            for _ in range(100):
+                await pilot.pause(0.02)
+                if built[-1] == "c" and plot._built is not None and plot._built[0] == plot._key():
+                    break
+            assert built == ["a", "c"]
+            assert plot._built[0] == plot._key()  # the lines on screen are c's
+    asyncio.run(go())

@@ -15,8 +15,9 @@ frame shows no chart (no results yet), and their import was ~10% of the app's be
 textual-plotext's PlotextPlot, less its import: its plot object and theme as there.
 
 While a run streams (the app's `running`), a new build is made off the UI thread (one builder
-thread for every chart, a plotext figure of its own per chart) and the chart shows its last
-build until the new one arrives: a pane key never waits behind a plotext build (~20-30 ms of
+thread for every chart, a plotext figure of its own per chart, one build at a time and one
+start every STREAM_BUILD_S at most, of the newest drawing) and the chart shows its last build
+until the new one arrives: a pane key never waits behind a plotext build (~20-30 ms of
 Python on the 2-core CPU box at 200x50, the largest part of a redraw mid-run). Idle, a build is
 made in the render, as before (what a test or a finished run shows is drawn at once).
 
@@ -30,11 +31,13 @@ redraw mid-run). The lines are the same cells and styles as the ANSI path's
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -59,6 +62,8 @@ class ChartPlot(Widget):
         self._built: tuple[tuple, list[Strip]] | None = None  # (key, lines) of the current drawing's build
         self._last: list[Strip] | None = None  # the newest build of any key: shown while one is made
         self._building: tuple | None = None  # the key of the build in flight off the UI thread
+        self._build_started = 0.0  # time.monotonic() of the last build started off the UI thread
+        self._build_timer = None  # the timer that starts the next one (STREAM_BUILD_S)
         self._builder_plot = None  # the builder thread's own figure (plotext is not thread-safe)
         self.builds = 0  # builds so far (in the render or off the UI thread)
         self._fresh = False
@@ -76,7 +81,7 @@ class ChartPlot(Widget):
         if self._streaming() and self.is_mounted:
             # the lines on screen stay until the build arrives (_arrived refreshes): a refresh
             # now would render the same lines again, and the containers under them
-            self._build_off_thread((self._drawing, self.size.width, self.size.height, self.app.theme))
+            self._want_build()
         else:
             self.refresh()
         return caption
@@ -129,12 +134,11 @@ class ChartPlot(Widget):
         else drawn and built now (an error becomes the chart's one line, not kept)."""
         if self._draw_fn is None:
             return []  # nothing drawn yet: no plotext needed
-        key = (self._drawing, self.size.width, self.size.height, self.app.theme)
+        key = self._key()
         if self._built is not None and self._built[0] == key:
             return self._built[1]
         if self._streaming():
-            if self._building != key:
-                self._build_off_thread(key)
+            self._want_build()
             return self._last
         try:
             if not self._fresh:
@@ -148,11 +152,33 @@ class ChartPlot(Widget):
         self._last = built
         return built
 
+    def _key(self) -> tuple:
+        """What a build is of: the drawing, this widget's size and the app's theme."""
+        return self._drawing, self.size.width, self.size.height, self.app.theme
+
+    def _want_build(self) -> None:
+        """While a run streams: the current drawing is built off the UI thread, one build at a
+        time, started at most every STREAM_BUILD_S (then the newest drawing): a pane key that
+        comes while a build runs shares the interpreter with it."""
+        if self._building is not None or self._build_timer is not None or not self._streaming():
+            return  # (the build in flight asks again when it arrives; the timer starts the next)
+        wait = self._build_started + STREAM_BUILD_S - time.monotonic()
+        if wait > 0:
+            self._build_timer = self.set_timer(wait, self._build_due)
+        else:
+            self._build_due()
+
+    def _build_due(self) -> None:
+        self._build_timer = None
+        if not self.is_attached or not self._streaming() or self._building is not None:
+            return
+        key = self._key()
+        if self._built is None or self._built[0] != key:
+            self._build_started = time.monotonic()
+            self._build_off_thread(key)
+
     def _build_off_thread(self, key: tuple) -> None:
         """Draw and build `key`'s chart on the builder thread; `_arrived` takes it on the UI thread."""
-        import asyncio
-
-        loop = asyncio.get_running_loop()
         self._building = key
         fn, theme = self._draw_fn, self._theme_name()
 
@@ -167,12 +193,24 @@ class ChartPlot(Widget):
                 strips = self._build(self._builder_plot, key[1], key[2], theme)
             except Exception as exc:  # noqa: BLE001 - shown as the chart's line
                 error = exc
-            try:
-                loop.call_soon_threadsafe(self._arrived, key, strips, error)
+            try:  # (post_message is thread-safe; the handler runs in the app's context)
+                self.post_message(ChartPlot.Built(key, strips, error))
             except RuntimeError:  # the app's loop closed meanwhile: nothing to show it on
                 pass
 
         _builder().submit(job)
+
+    class Built(Message):
+        """A build made off the UI thread (to the chart itself: it does not bubble)."""
+
+        bubble = False
+
+        def __init__(self, key: tuple, strips: list[Strip] | None, error: BaseException | None) -> None:
+            super().__init__()
+            self.key, self.strips, self.error = key, strips, error
+
+    def on_chart_plot_built(self, message: Built) -> None:
+        self._arrived(message.key, message.strips, message.error)
 
     def _arrived(self, key: tuple, strips: list[Strip] | None, error: BaseException | None) -> None:
         if self._building == key:
@@ -184,9 +222,11 @@ class ChartPlot(Widget):
         else:
             self.builds += 1
             self._last = strips
-        if key == (self._drawing, self.size.width, self.size.height, self.app.theme):
+        if key == self._key():
             self._built = (key, strips)
-        self.refresh()  # a newer key than this build's makes its own on this render
+        else:
+            self._want_build()  # a newer drawing (or size) came meanwhile
+        self.refresh()
 
     def render_line(self, y: int) -> Strip:
         strips = self._strips()
@@ -198,6 +238,10 @@ class ChartPlot(Widget):
 
 _STYLES: dict = {}  # (fullground, style, background) of a plotext cell -> its rich Style
 _BUILDER = None  # the thread that builds charts while a run streams (ChartPlot._build_off_thread)
+# While a run streams a chart is built at most this often (its data is redrawn every REFRESH_S,
+# 0.2 s): a build is ~20-30 ms of Python, and a pane key pressed during one shares the
+# interpreter with it (the builder thread holds the GIL half the time).
+STREAM_BUILD_S = 0.5
 
 
 def _builder():
