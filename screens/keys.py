@@ -187,12 +187,10 @@ class FieldInput(OrderedInput):
 
 
 def leave_field(widget) -> None:
-    """Escape in a sidebar field: cancels a run that is active, else back to the op list (the
-    app's leave_field), else the field just loses the keyboard."""
+    """Escape in a sidebar field: back to the op list (the app's leave_field), else the field
+    just loses the keyboard. A run in flight goes on (the footer says "Back to the list"; a new
+    user lost a run leaving a shape field): escape there, out of the field, cancels it."""
     app = widget.app
-    if getattr(app, "running", False):
-        app.action_cancel()
-        return
     leave = getattr(app, "leave_field", None)
     if leave is not None:
         leave()

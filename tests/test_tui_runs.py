@@ -459,6 +459,28 @@ async def test_escape_during_R_cancels_the_runs_after_it(tmp_path):
 
 
 @run_async
+async def test_escape_in_a_spec_field_mid_run_leaves_the_field_and_the_run_goes_on(tmp_path):
+    """The footer says "esc Back to the list": escape in a field leaves it, the run goes on; a
+    second escape, out of the field, cancels the run."""
+    from textual.widgets import Input
+
+    engine = recording_engine(delay_s=0.3)
+    app = make_app(tmp_path, engine=engine)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.running)
+        await pilot.press("e")
+        await wait_for(pilot, lambda: isinstance(app.focused, Input))
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        assert app.running and not isinstance(app.focused, Input)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not app.running, timeout_s=20)
+        assert "cancel" in app.run_bar.status
+
+
+@run_async
 async def test_quit_asked_during_R_holds_the_next_run_and_says_so(tmp_path):
     """The question said "The run has ended. Quit?" while R's next runs started behind it."""
     engine = recording_engine(delay_s=0.15)
