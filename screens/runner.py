@@ -80,6 +80,11 @@ class RunnerMixin:
     def running(self) -> bool:
         return self._stop is not None
 
+    @property
+    def running_shown(self) -> bool:
+        """A run is in flight and it is the run on screen (another run picked meanwhile is not)."""
+        return self.running and self.ws.index == self._running_index
+
     # -- starting and stopping --------------------------------------------------------------
     def action_force_run(self) -> None:
         """Run anyway: rows the engine estimates too large are run too (the CLI's --force)."""

@@ -574,12 +574,12 @@ async def test_ptx_keys_before_any_ptx_say_why_instead_of_nothing(tmp_path):
         pane = app.query_one("PtxPane")
         await wait_for(pilot, lambda: pane.is_mounted)
         assert pane._view is None
-        for key in ("n", "N", "f"):
+        for key, what in (("n", "step through"), ("N", "step through"), ("f", "filter")):
             app._notifications.clear()
             await pilot.press(key)
             await pilot.pause()
             messages = [n.message for n in app._notifications]
-            assert any(m.startswith("no PTX to step through: ") for m in messages), (key, messages)
+            assert any(m.startswith(f"no PTX to {what}: ") for m in messages), (key, messages)
 
 
 @run_async

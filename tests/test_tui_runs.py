@@ -481,6 +481,26 @@ async def test_escape_in_a_spec_field_mid_run_leaves_the_field_and_the_run_goes_
 
 
 @run_async
+async def test_a_new_run_picked_mid_run_says_no_results_yet_not_that_a_run_is_starting(tmp_path):
+    """A new op's run shown while another run streams is not the run starting (a new user saw
+    "a run is starting" there, still after the other run ended)."""
+    from textual.widgets import Static
+
+    engine = recording_engine(delay_s=0.3)
+    app = make_app(tmp_path, engine=engine)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.running)
+        caption = app.query_one("#timing-caption", Static)
+        other = next(op for op in app.ws.catalog.ops if op != app.ws.run.op)
+        await app.pick("op", other)
+        await pilot.pause(0.2)
+        assert app.running and not app.running_shown
+        assert "no results yet" in str(caption.render()) and "a run is starting" not in str(caption.render())
+
+
+@run_async
 async def test_quit_asked_during_R_holds_the_next_run_and_says_so(tmp_path):
     """The question said "The run has ended. Quit?" while R's next runs started behind it."""
     engine = recording_engine(delay_s=0.15)

@@ -81,7 +81,7 @@ class ProfilePane(Vertical):
         sort, descending = self._sort  # named here too: at 80 columns the sorted header may be scrolled off
         sorted_by = f" · sorted by {sort_label(COLUMNS[sort][0], descending)} (s)" if profile else ""
         self.query_one("#profile-summary", Static).update(
-            summary(profile, running=bool(getattr(self.app, "running", False))) + sorted_by)
+            summary(profile, running=bool(getattr(self.app, "running_shown", False))) + sorted_by)
         device = bool((profile or {}).get("device_events"))
         items = list((profile or {}).get("rows", ()))
         self._names = [str(item.get("name") or "") for item in items]

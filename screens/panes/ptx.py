@@ -152,7 +152,7 @@ class PtxPane(Vertical):
         elif self._view:
             self.notify("no highlighted instruction of this kind", severity="warning", timeout=2)
         else:
-            self._no_ptx_yet()
+            self._no_ptx_yet("step through")
 
     def action_next_kind(self) -> None:
         if self._view:
@@ -160,12 +160,13 @@ class PtxPane(Vertical):
             now = self._view.kind or ALL
             self.query_one("#ptx-kind", Select).value = kinds[(kinds.index(now) + 1) % len(kinds)]
         else:
-            self._no_ptx_yet()
+            self._no_ptx_yet("filter")
 
-    def _no_ptx_yet(self) -> None:
-        """n, N or f with no PTX text on screen: say why, instead of nothing happening."""
+    def _no_ptx_yet(self, what: str) -> None:
+        """n, N (what: "step through") or f ("filter") with no PTX text on screen: say why,
+        instead of nothing happening."""
         why = _empty_reason(self._row()).replace("\n", " ") or "no results yet: press r to run (ptx ticked)"
-        self.notify(f"no PTX to step through: {why}", severity="warning", timeout=3)
+        self.notify(f"no PTX to {what}: {why}", severity="warning", timeout=3)
 
 
     # -- the split view: source beside a stage (ptx_split) ---------------------------------------------

@@ -90,7 +90,7 @@ class TimingPane(DrawnWhenShown, Container):
         plot = self.query_one(ChartPlot)
         metric, param = self.metric, self.sweep_param
         idle = "a run is starting: its samples appear here as they arrive" \
-            if getattr(self.app, "running", False) else "no results yet: press r to run"
+            if getattr(self.app, "running_shown", False) else "no results yet: press r to run"
         caption = plot.draw(lambda plt: self._chart(plt, rows, metric, param)) if rows else idle
         stale = stale_note(rows, self.current)
         if stale:
