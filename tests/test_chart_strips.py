@@ -53,6 +53,20 @@ def _log_medians(plot):
     plot.yticks([1, 2, 3], ["triton", "pytorch", "compiled"])
 
 
+def _chart_app():
+    """An app of one ChartPlot whose `running` a test sets (as RunnerMixin.running)."""
+    from textual.app import App
+
+    from workbench.screens.panes.chart_plot import ChartPlot
+
+    class _One(App):
+        running = False
+
+        def compose(self):
+            yield ChartPlot()
+    return _One()
+
+
 @pytest.mark.parametrize("draw", [_line, _log_medians])
 @pytest.mark.parametrize("size", [(60, 16), (137, 23)])
 @pytest.mark.parametrize("theme", [None, "test-auto"])
@@ -93,8 +107,6 @@ def test_while_a_run_streams_a_chart_is_built_off_the_ui_thread_and_shows_its_la
     import asyncio
     import threading
 
-    from textual.app import App
-
     from workbench.screens.panes.chart_plot import ChartPlot
 
     threads = []
@@ -107,17 +119,11 @@ def test_while_a_run_streams_a_chart_is_built_off_the_ui_thread_and_shows_its_la
             return "caption"
         return draw
 
-    class _One(App):
-        running = False
-
-        def compose(self):
-            yield ChartPlot()
-
     def shown(plot) -> list[str]:
         return [plot.render_line(y).text for y in range(plot.size.height)]
 
     async def go():
-        app = _One()
+        app = _chart_app()
         async with app.run_test(size=(60, 20)) as pilot:
             plot = app.query_one(ChartPlot)
             ui = threading.get_ident()
@@ -148,8 +154,6 @@ def test_while_a_run_streams_builds_start_at_most_every_stream_build_s_of_the_ne
     import asyncio
     import threading
 
-    from textual.app import App
-
     from workbench.screens.panes import chart_plot
     from workbench.screens.panes.chart_plot import ChartPlot
 
@@ -165,14 +169,8 @@ def test_while_a_run_streams_builds_start_at_most_every_stream_build_s_of_the_ne
             return name
         return draw
 
-    class _One(App):
-        running = False
-
-        def compose(self):
-            yield ChartPlot()
-
     async def go():
-        app = _One()
+        app = _chart_app()
         async with app.run_test(size=(60, 20)) as pilot:
             plot = app.query_one(ChartPlot)
             plot.draw(line("idle", [1, 1, 1]))

@@ -4,6 +4,8 @@ notices, focus, the narrow layout and the marks explained under `?`."""
 
 from __future__ import annotations
 
+import contextlib
+
 import json
 
 from textual.command import CommandList
@@ -458,18 +460,24 @@ async def test_escape_during_R_cancels_the_runs_after_it(tmp_path):
         assert "cancelled" in summary.split("row(s): ")[1] and "skipped" not in summary  # the cancel's rows
 
 
+@contextlib.asynccontextmanager
+async def _mid_run(tmp_path, delay_s: float = 0.3):
+    """(app, pilot) with the session's first run in flight (a recording engine, delay_s a row)."""
+    app = make_app(tmp_path, engine=recording_engine(delay_s=delay_s))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.running)
+        yield app, pilot
+
+
 @run_async
 async def test_escape_in_a_spec_field_mid_run_leaves_the_field_and_the_run_goes_on(tmp_path):
     """The footer says "esc Back to the list": escape in a field leaves it, the run goes on; a
     second escape, out of the field, cancels the run."""
     from textual.widgets import Input
 
-    engine = recording_engine(delay_s=0.3)
-    app = make_app(tmp_path, engine=engine)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await loaded(pilot)
-        await pilot.press("r")
-        await wait_for(pilot, lambda: app.running)
+    async with _mid_run(tmp_path) as (app, pilot):
         await pilot.press("e")
         await wait_for(pilot, lambda: isinstance(app.focused, Input))
         await pilot.press("escape")
@@ -486,12 +494,7 @@ async def test_a_new_run_picked_mid_run_says_no_results_yet_not_that_a_run_is_st
     "a run is starting" there, still after the other run ended)."""
     from textual.widgets import Static
 
-    engine = recording_engine(delay_s=0.3)
-    app = make_app(tmp_path, engine=engine)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await loaded(pilot)
-        await pilot.press("r")
-        await wait_for(pilot, lambda: app.running)
+    async with _mid_run(tmp_path) as (app, pilot):
         caption = app.query_one("#timing-caption", Static)
         other = next(op for op in app.ws.catalog.ops if op != app.ws.run.op)
         await app.pick("op", other)
