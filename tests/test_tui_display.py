@@ -242,3 +242,17 @@ def test_a_legend_says_which_implementation_has_nothing_or_not_all_on_the_chart(
     rows = [_row("manual", 256, 1.0), _row("manual", 4096, 2.0), _row("pytorch", 256, None)]
     legend = charts.sweep(Plot(), rows, "time", "N").plain.splitlines()[0]
     assert "pytorch (not placed: zero/NaN)" in legend and "manual (" not in legend
+
+
+def test_a_sweep_row_still_queued_or_running_is_not_a_point_dropped_for_zero_nan():
+    """Mid-run the rows not finished have no figure yet: they are not "not placed: zero/NaN"
+    (a new user read that for every queued row); a finished row without a figure still is."""
+    rows = [_row("manual", 256, 1.0), _row("manual", 1024, 2.0),
+            Row(label="manual", impl="manual", sweep_value=4096, status="running"),
+            Row(label="pytorch", impl="pytorch", sweep_value=256, status="queued"),
+            _row("triton", 256, None)]
+    caption = charts.sweep(Plot(), rows, "time", "N").plain
+    legend = caption.splitlines()[0]
+    assert "manual (" not in legend and "pytorch (" not in legend
+    assert "triton (not placed: zero/NaN)" in legend
+    assert "dropped 1 zero/NaN point" in caption

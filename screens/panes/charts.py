@@ -166,9 +166,14 @@ def integer_ticks(values: Sequence, log: bool, most: int = MAX_X_TICKS) -> list[
 
 
 def _series(rows: Sequence[Row], metric: str) -> dict[str, tuple[list, list]]:
+    """label -> (sweep values, metric values) of the rows that have finished: a row still queued
+    or running has no figure yet, and is not a point dropped for zero/NaN (a new user read
+    "not placed: zero/NaN" mid-run)."""
     series: dict[str, tuple[list, list]] = {}
     for row in rows:
         xs, ys = series.setdefault(row.label, ([], []))
+        if row.status in ("queued", "running"):
+            continue
         xs.append(_scalar(row.sweep_value))
         ys.append(metric_value(row, row.timing.median_ms, metric))
     return series
