@@ -192,3 +192,42 @@ def test_while_a_run_streams_builds_start_at_most_every_stream_build_s_of_the_ne
             assert built == ["a", "c"]
             assert plot._built[0] == plot._key()  # the lines on screen are c's
     asyncio.run(go())
+
+
+def test_a_drawing_waiting_for_its_turn_when_the_run_ends_is_built_then(monkeypatch):
+    """A drawing made while a run streams waits for its turn (STREAM_BUILD_S); the run ends
+    meanwhile, with no drawing after it: the chart shows that drawing when its turn comes."""
+    import asyncio
+
+    from workbench.screens.panes import chart_plot
+    from workbench.screens.panes.chart_plot import ChartPlot
+
+    def line(values):
+        def draw(plt):
+            plt.clear_figure()
+            plt.plot([1, 2, 3], values)
+            return "caption"
+        return draw
+
+    monkeypatch.setattr(chart_plot, "STREAM_BUILD_S", 0.3)
+
+    async def go():
+        app = _chart_app()
+        async with app.run_test(size=(60, 20)) as pilot:
+            plot = app.query_one(ChartPlot)
+            plot.draw(line([1, 1, 1]))
+            await pilot.pause()
+            app.running = True
+            plot.draw(line([1, 4, 9]))  # built at once (off the UI thread)
+            for _ in range(100):
+                await pilot.pause(0.02)
+                if plot._building is None and plot._built is not None:
+                    break
+            plot.draw(line([9, 4, 1]))  # waits for its turn
+            app.running = False  # the run ends before it
+            for _ in range(100):
+                await pilot.pause(0.02)
+                if plot._built is not None and plot._built[0] == plot._key():
+                    break
+            assert plot._built is not None and plot._built[0] == plot._key()
+    asyncio.run(go())

@@ -170,7 +170,10 @@ class ChartPlot(Widget):
 
     def _build_due(self) -> None:
         self._build_timer = None
-        if not self.is_attached or not self._streaming() or self._building is not None:
+        if not self.is_attached or self._building is not None:
+            return
+        if not self._streaming():  # the run ended meanwhile: the render builds it, at once
+            self.refresh()
             return
         key = self._key()
         if self._built is None or self._built[0] != key:
