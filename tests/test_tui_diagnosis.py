@@ -85,3 +85,20 @@ def test_traffic_measured_column_only_with_counters():
     assert len(traffic_cells(row, 2**31)) == len(columns(False))
     cells = traffic_cells(row, 2**31, measured=True)
     assert len(cells) == len(columns(True)) and cells[4] == "2 GiB 100%"
+
+
+@run_async
+async def test_a_sweep_points_findings_are_headed_by_its_row_title(tmp_path):
+    """The detail under the table named `manual` for `manual @ 1024` (a new user's try)."""
+    from workbench.screens.panes.diagnosis import DiagnosisPane
+
+    app = WorkbenchApp(None, None, engine=fixture_engine(), catalog_loader=lambda k, d: fake_catalog(),
+                       opener=fake_opener(), data_dir=tmp_path)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        await pilot.press("6")
+        pane = app.query_one(DiagnosisPane)
+        pane._keys, pane._findings, pane._reports = [("manual", 1024)], {("manual", 1024): []}, {}
+        pane._show_detail()
+        assert _text(app, "#diagnosis-detail").startswith("manual @ 1024: nothing to report")

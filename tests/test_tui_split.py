@@ -145,6 +145,8 @@ async def test_split_view_without_a_source_map_says_why(tmp_path):
         await pilot.pause(0.3)
         source = app.query_one("#split-source", CodeLines)
         assert "no source map for this kernel" in "\n".join(shown(app, source))
+        assert all(len(str(line)) <= source.size.width for line in source.code_lines)  # whole words, no cut
+        assert "(library kernels have none)" in " ".join(str(line) for line in source.code_lines)
         await pilot.press("d")  # nothing to compare with: a notice, no crash
         await pilot.pause(0.2)
         assert app.query_one(SplitView).state is None

@@ -121,7 +121,7 @@ class DiagnosisPane(Vertical):
 
     def _show_detail(self) -> None:
         key = self._current()
-        text = detail_text(key[0], self._findings.get(key, [])) if key else ""
+        text = detail_text(fmt.row_title(*key), self._findings.get(key, [])) if key else ""
         if key and self._reports.get(key):
             text += "\n\n" + self._reports[key]
         update_static(self.query_one("#diagnosis-detail", Static), Text(text))  # plain: evidence holds [ ]

@@ -12,6 +12,8 @@ Attributes down: `show(state)`; messages up: none (the pane reads `state` when i
 
 from __future__ import annotations
 
+import textwrap
+
 from typing import Sequence
 
 from rich.segment import Segment
@@ -188,7 +190,10 @@ class SplitView(Vertical):
         self.state = state
         source, stage = self.query_one("#split-source", CodeLines), self.query_one("#split-stage", CodeLines)
         if state is None:
-            source.set_lines([Text(reason or "no source map for this kernel")], [""], len(reason))
+            # in whole words to the source side's width: the code view does not wrap (at 80x24 a
+            # new user read "...a Triton or CUDA kernel (librar")
+            words = textwrap.wrap(reason or "no source map for this kernel", max(24, (source.size.width or 40) - 3))
+            source.set_lines([Text(line) for line in words], [""] * len(words), max(map(len, words)))
             stage.set_lines([], [], 0)
             self._stage_shown = None
             self.query_one("#split-status", Static).update("")
