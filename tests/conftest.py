@@ -21,7 +21,7 @@ from workbench.registry import Registry, discover
 # the user cache folder (workbench/plugins/manifest.py); a cold cache builds it in a subprocess. Tests that
 # give the CLI an empty cache folder (cli_fakes.user_dirs) get a copy of it, so only the tests
 # that really start children need the `slow` marker.
-SESSION_MANIFESTS: Path | None = None
+SESSION_MANIFESTS: list[Path] = []  # this session's manifest files (the cache folder keeps older ones too)
 
 
 # -- no warm daemon outlives the test session (issue #39) ----------------------------------------
@@ -83,19 +83,24 @@ def pytest_sessionstart(session):
     any test runs: tests that read it there (load_session without a registry) and the copies
     seeded into tests' own cache folders then start nothing."""
     global SESSION_MANIFESTS
-    from workbench.plugins.manifest import default_cache_dir, manifests, sources
+    from workbench.plugins.manifest import default_cache_dir, digest, manifests, sources, versions
 
     cache = default_cache_dir()
-    manifests(sources(), cache)
-    SESSION_MANIFESTS = cache / "manifest"
+    found = sources()
+    manifests(found, cache)
+    env = versions()
+    SESSION_MANIFESTS = [p for p in (cache / "manifest" / f"{digest(s, env)}.json" for s in found) if p.is_file()]
 
 
 def seed_manifests(cache_dir: Path) -> None:
-    """Copy the session's manifests into `cache_dir/manifest` (a test's fresh cache folder)."""
+    """Copy this session's manifests (only those of the sources found now, not every stale one the
+    user cache folder keeps) into `cache_dir/manifest` (a test's fresh cache folder)."""
     import shutil
 
-    if SESSION_MANIFESTS is not None and SESSION_MANIFESTS.is_dir():
-        shutil.copytree(SESSION_MANIFESTS, Path(cache_dir) / "manifest", dirs_exist_ok=True)
+    folder = Path(cache_dir) / "manifest"
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in SESSION_MANIFESTS:
+        shutil.copy2(path, folder / path.name)
 
 
 @pytest.fixture(scope="session")
