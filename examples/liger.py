@@ -18,7 +18,8 @@ Implementations (`triton_liger`: Triton kernels, from liger_kernel):
 Where liger_kernel is not installed the implementations are still listed (`--list` and the TUI
 describe them with "unavailable here: liger_kernel is not installed ..."), and their rows are
 `unavailable` with that reason (the builder raises UnavailableError). Liger's kernels need a CUDA
-GPU: under the Triton interpreter (CPU) they are unavailable too, saying so.
+GPU (declared: `needs=["cuda_device"]`): on a machine without one, or with device cpu, their rows
+are `unavailable` ("needs a CUDA GPU (none here)") whatever their size.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ from workbench.registry import REGISTRY
 INSTALL = "pip install liger-kernel (0.8.5 works with torch 2.11 and Triton 3.6)"
 EPS = 1e-6  # examples/rmsnorm.py's eps (Llama's)
 NAME = "triton_liger"
+# Liger's kernels run on a CUDA GPU only: declared, so that a row on a machine without one is
+# `unavailable` before it is sized (the CPU's estimate skipped the session's shapes as too slow
+# first, hiding why they could never run here).
+NEEDS = ["cuda_device"]
 
 
 def missing() -> str | None:
@@ -70,7 +75,7 @@ def build_softmax(spec, params, ctx):
     return lambda x: function.apply(x)
 
 
-SOFTMAX.impl(NAME)(_described(build_softmax, "Liger-Kernel's Triton softmax forward "
+SOFTMAX.impl(NAME, needs=NEEDS)(_described(build_softmax, "Liger-Kernel's Triton softmax forward "
                                              "(liger_kernel.ops.softmax._softmax_forward)"))
 
 
@@ -87,7 +92,7 @@ def _attach_rmsnorm() -> bool:
         forward = _forward("liger_kernel.ops.rms_norm", ctx).rms_norm_forward
         return lambda x, w: forward(x, w, EPS, 0.0, "gemma", None)[0]
 
-    rmsnorm.impl(NAME)(_described(build_rmsnorm, "Liger-Kernel's Triton RMSNorm forward (rms_norm_forward, "
+    rmsnorm.impl(NAME, needs=NEEDS)(_described(build_rmsnorm, "Liger-Kernel's Triton RMSNorm forward (rms_norm_forward, "
                                                  "casting \"gemma\": float32, one rounding)"))
     return True
 
