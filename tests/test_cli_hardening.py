@@ -112,10 +112,12 @@ def test_resume_counts_unique_rows_and_says_what_it_left_out(capsys, session_fil
         kept.add(rec)
     kept.close()
     with open(kept.path, "a") as extra:
-        extra.write(json.dumps({"result": {"what": "not a row"}}) + "\n" + json.dumps({"other": 1}) + "\n")
+        extra.write("".join(json.dumps(line) + "\n" for line in ({"result": {"what": "not a row"}}, {"other": 1},
+                                                               [1, 2], "text", None, {"result": 7})))
     code, _, err = run(capsys, "--replay", str(session_file), "--resume", str(target))
     doc = json.loads(target.read_text())
-    assert code == 0 and "1 finished row(s) kept" in err and "2 journal line(s) left out" in err
+    # every line that is not a row counts (the lines that were no {"result": ...} went without a word)
+    assert code == 0 and "1 finished row(s) kept" in err and "7 journal line(s) left out" in err
     assert fake_plan.ran == [(0, "triton", None)] and len(doc["results"]) == 2
     assert doc["results"][0]["timing"]["median_ms"] == 6.0, "the last line of a row wins"
 
@@ -328,3 +330,43 @@ def test_a_worker_that_answers_faster_than_it_is_heard_still_lets_the_stop_flag_
     run._handle = lambda kind, payload: None
     run._drain(0.0)
     assert 0 < len(calls) < 1_000_000
+
+
+# -- a results document whose provenance or environment is not an object --------------------
+@pytest.mark.parametrize("value, message", [
+    ("x", "provenance: 'x' is not an object"), (None, "provenance: null is not an object"),
+    ({"plugins": "zzz"}, "provenance.plugins: 'zzz' is str; allowed: list or null"),
+    ({"session": 5}, "provenance.session: 5 is int; allowed: str or null")])
+def test_a_document_with_a_provenance_of_the_wrong_type_is_one_error_for_compare_resume_and_plot(
+        capsys, session_file, fake_plan, tmp_path, value, message):
+    """--compare, --resume and --plot each crashed with AttributeError (exit 1) on provenance "x"
+    or null (a new user's try): now one line naming the key, exit 2, nothing run."""
+    from results_docs import document
+
+    doc = document(record("manual", 1.0), record("triton", 1.0))
+    doc["provenance"] = value
+    path = tmp_path / "doc.json"
+    path.write_text(json.dumps(doc))
+    for argv in (["--replay", str(session_file), "--compare", str(path)],
+                 ["--replay", str(session_file), "--resume", str(path)],
+                 ["--plot", str(path), "-o", str(tmp_path / "f.svg")]):
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and message in err and "Traceback" not in err, (argv, err)
+        assert len([line for line in err.splitlines() if line.startswith("error")]) == 1, err
+    assert fake_plan.calls == []
+
+
+def test_a_journal_whose_header_sections_are_not_objects_is_refused_and_the_tui_recovers_nothing(tmp_path):
+    from workbench.results import document
+
+    head = json.dumps({"header": {"schema_version": document.SCHEMA_VERSION, "provenance": {}, "environment": [1]}})
+    with pytest.raises(ValueError, match=r"environment: \[1\] is not an object"):
+        journal.from_jsonl(head + "\n")
+    results_file = tmp_path / "s.results.json"
+    kept = journal.Journal(journal.journal_path(results_file), {"provenance": {}, "environment": {}})
+    kept.add({"run_index": 0, "label": "a", "sweep_value": None, "status": "ok"})
+    kept.close()
+    with open(kept.path, "a") as extra:  # the TUI read these back with AttributeError on 7
+        extra.write(json.dumps({"result": 7}) + "\n" + json.dumps(["x"]) + "\n")
+    doc, count = journal.recover(results_file, None)
+    assert count == 1 and [r["label"] for r in doc["results"]] == ["a"]

@@ -32,6 +32,12 @@ def run_plot(args: argparse.Namespace, err: Console) -> int:
         err.print(f"error: --plot {args.plot}: not a results document (no `results` list; a session file? "
                   "plot what --replay -o RESULTS.json wrote)", markup=False)
         return EXIT_USAGE
+    from workbench.results.document import document_type_error
+
+    problem = document_type_error(doc)
+    if problem is not None:
+        err.print(f"error: --plot {args.plot}: {problem}", markup=False)
+        return EXIT_USAGE
     try:
         path = render(doc, args.output)
     except MissingPlotting as exc:

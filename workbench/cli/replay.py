@@ -29,7 +29,7 @@ from workbench.cli.progress import progress
 from workbench.cli.sink import Sink
 from workbench.cli.stopping import Aborted, stop_on_signals
 from workbench.results.provenance import fill_provenance, provenance, utc_now_iso
-from workbench.results.document import ENVIRONMENT_KEYS, blank, record_type_error
+from workbench.results.document import ENVIRONMENT_KEYS, blank, document_type_error
 from workbench.trace import mark
 
 
@@ -302,7 +302,7 @@ def _read_baseline(path: str, err: Console) -> dict[str, Any] | None:
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
         err.print(f"error: --compare {path}: not a results document (no `results` list)", markup=False)
         return None
-    problem = record_type_error(doc)
+    problem = document_type_error(doc)
     if problem is not None:
         err.print(f"error: --compare {path}: {problem}", markup=False)
         return None

@@ -149,18 +149,50 @@ def write(doc: Mapping[str, Any], path: Path) -> None:
 
 def load(path: Path) -> dict:
     """Read a results document; raises ValueError naming the file for bad JSON or schema, or
-    naming the key, the value and what is allowed for a record's value of the wrong type
-    (workbench/results/record.py)."""
+    naming the key, the value and what is allowed for a value of the wrong type
+    (document_type_error)."""
     try:
         doc = json.loads(Path(path).read_text())
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not a results document: {exc}") from None
     if not isinstance(doc, dict) or doc.get("schema_version") != SCHEMA_VERSION:
         raise ValueError(f"{path}: schema_version must be {SCHEMA_VERSION}")
-    problem = record_type_error(doc)
+    problem = document_type_error(doc)
     if problem is not None:
         raise ValueError(f"{path}: {problem}")
     return doc
+
+
+# provenance values the readers use (--compare, --resume, --plot, the TUI) and what each may be
+_PROVENANCE_TYPES: dict[str, tuple[type, ...]] = {
+    "session": (str,), "session_sha256": (str,), "argv": (list,), "plugins": (list,), "workbench": (str,),
+    "git_sha": (str,), "started": (str,)}
+
+
+def document_type_error(doc: Mapping[str, Any]) -> str | None:
+    """The first value of a wrong type in a results document read from a file: its `provenance`
+    and `environment` (`section_type_error`), then its records (`record_type_error`); as
+    `KEY: value is X; allowed: Y`, or None when it reads."""
+    return section_type_error(doc) or record_type_error(doc)
+
+
+def section_type_error(doc: Mapping[str, Any]) -> str | None:
+    """The first wrong type in a document's `provenance` and `environment` (objects; each
+    provenance value the readers use of its type, or null), or None."""
+    for section in ("provenance", "environment"):
+        if section in doc and not isinstance(doc[section], Mapping):
+            return f"{section}: {_shown(doc[section])} is not an object (a results document has {section} {{...}})"
+    provenance = doc.get("provenance") or {}
+    for key, types in _PROVENANCE_TYPES.items():
+        value = provenance.get(key)
+        if value is not None and not isinstance(value, types):
+            return f"provenance.{key}: {_shown(value)} is {type(value).__name__}; allowed: {types[0].__name__} or null"
+    return None
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def record_type_error(doc: Mapping[str, Any]) -> str | None:

@@ -65,7 +65,10 @@ def to_jsonl(doc: Mapping[str, Any]) -> str:
 
 def from_jsonl(text: str, source: str = "JSON Lines") -> dict:
     """A document from JSON Lines (a journal, or a `--format jsonl` output). A last line cut
-    short (the writer was killed mid-line) is ignored. Raises ValueError naming `source`."""
+    short (the writer was killed mid-line) is ignored. Every line after the header but the end
+    line goes into `results` as it is (a `{"result": R}` line as R): a line appended by hand is
+    then left out and counted by `unique_rows`, never dropped without a word; readers take the
+    rows through `unique_rows`. Raises ValueError naming `source`."""
     lines = text.splitlines()
     parsed = []
     for number, line in enumerate(lines, 1):
@@ -78,6 +81,8 @@ def from_jsonl(text: str, source: str = "JSON Lines") -> dict:
     if not parsed or not isinstance(parsed[0], dict) or "header" not in parsed[0]:
         raise ValueError(f"{source}: no header line (not a workbench journal or JSON Lines document)")
     head = parsed[0]["header"]
+    if not isinstance(head, dict):
+        raise ValueError(f"{source}: the header line's `header` is not an object")
     if head.get("schema_version") != results.SCHEMA_VERSION:
         raise ValueError(f"{source}: schema_version must be {results.SCHEMA_VERSION}, got {head.get('schema_version')!r}")
     doc = {"schema_version": results.SCHEMA_VERSION, "provenance": head.get("provenance") or {},
@@ -86,8 +91,13 @@ def from_jsonl(text: str, source: str = "JSON Lines") -> dict:
     for item in parsed[1:]:
         if isinstance(item, dict) and "result" in item:
             doc["results"].append(item["result"])
-        elif isinstance(item, dict) and "end" in item:
-            doc.update(item["end"])
+        elif not (isinstance(item, dict) and isinstance(item.get("end"), dict)):
+            doc["results"].append(item)  # not a row: unique_rows leaves it out and counts it
+        else:
+            doc.update({k: v for k, v in item["end"].items() if k not in ("schema_version", "provenance", "results")})
+    problem = results.section_type_error(doc)
+    if problem is not None:
+        raise ValueError(f"{source}: {problem}")
     return doc
 
 
@@ -249,12 +259,13 @@ def recover(results_file: str | Path, saved: dict | None) -> tuple[dict | None, 
         found = from_jsonl(path.read_text(encoding="utf-8"), str(path)) if path.is_file() else None
     except (OSError, ValueError):
         return saved, 0
-    if not found or not found["results"]:
+    kept = unique_rows(found["results"])[0] if found else []
+    if not kept:
         return saved, 0
-    rows = {_row_key(r): r for r in (saved or {}).get("results", ())}
-    rows.update({_row_key(r): r for r in found["results"]})
+    rows = {_row_key(r): r for r in (saved or {}).get("results", ()) if isinstance(r, dict)}
+    rows.update({_row_key(r): r for r in kept})
     doc = {**(saved or found), "results": sorted(rows.values(), key=lambda r: r.get("run_index") or 0)}
-    return doc, len(found["results"])
+    return doc, len(kept)
 
 
 def _row_key(record: Mapping[str, Any]) -> tuple:
