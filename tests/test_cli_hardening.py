@@ -370,3 +370,51 @@ def test_a_journal_whose_header_sections_are_not_objects_is_refused_and_the_tui_
         extra.write(json.dumps({"result": 7}) + "\n" + json.dumps(["x"]) + "\n")
     doc, count = journal.recover(results_file, None)
     assert count == 1 and [r["label"] for r in doc["results"]] == ["a"]
+
+
+# -- paths that can name no file; an integer past Python's 4300 digits -----------------------
+LONG = "a" * 300
+
+
+@pytest.mark.parametrize("argv", [
+    ["--check", "{long}.yaml"], ["--replay", "{long}.yaml"], ["{long}.yaml"],
+    ["--replay", "{session}", "-o", "{long}.json"], ["--check", "{session}", "-o", "{long}.json"],
+    ["--doctor", "-o", "{long}.json"], ["--schema", "session", "-o", "{long}.json"],
+    ["--plot", "{long}.json", "-o", "f.svg"], ["--replay", "{session}", "--resume", "{long}.json"],
+    ["--replay", "{session}", "--compare", "{long}.json"], ["--list", "--kernels", "{long}.py"],
+    ["--replay", "{session}", "--trace-dir", "{long}"], ["--replay", "{session}", "-o", "{loop}"],
+    ["--check", "{loop}"], ["--list", "--kernels", "{loop}"]])
+def test_a_path_too_long_or_a_symlink_loop_is_one_error_naming_the_option(capsys, session_file, fake_plan, tmp_path,
+                                                                         monkeypatch, argv):
+    """Each of these crashed with OSError (File name too long, Too many levels of symbolic links),
+    exit 1 (a new user's try): one line naming the option and why, exit 2, nothing run."""
+    monkeypatch.chdir(tmp_path)
+    os.symlink("loop-b.json", tmp_path / "loop-a.json")
+    os.symlink("loop-a.json", tmp_path / "loop-b.json")
+    argv = [a.format(long=LONG, session=session_file, loop="loop-a.json") for a in argv]
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and "Traceback" not in err and fake_plan.calls == [], err
+    assert len([line for line in err.splitlines() if line.startswith("error")]) == 1, err
+    assert ("File name too long (a name in it has" in err and "characters; at most 255)" in err) \
+        or "Too many levels of symbolic links" in err, err
+    assert LONG not in err, "the path is shortened"
+
+
+def test_a_session_plugin_path_too_long_is_one_error(capsys, fake_plan, tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(f"schema_version: 1\nname: s\nplugins: [{LONG}.py]\nruns:\n  - op: gelu\n    impls: [pytorch]\n"
+                    "    shape: {M: 8, N: 8}\n")
+    for argv in (["--check", str(path), "--trust-plugins"], ["--replay", str(path)]):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and "Traceback" not in err and "File name too long" in err, err
+
+
+def test_check_without_trust_reads_an_integer_of_4301_digits_as_a_problem(capsys, tmp_path):
+    """The plugins scan (yaml.safe_load) raised ValueError past Python's 4300 digits: --check
+    crashed, exit 1, where --replay said the session's own problem."""
+    path = tmp_path / "big.yaml"
+    path.write_text("schema_version: 1\nname: big\nruns:\n  - op: gelu\n    impls: [pytorch]\n"
+                    f"    shape: {{M: {'9' * 4301}, N: 1}}\n")
+    code, _, err = run(capsys, "--check", str(path))
+    assert code == 2 and "Traceback" not in err
+    assert "runs[0].shape.M: an integer of 4301 characters: at most 100 digits are read" in err

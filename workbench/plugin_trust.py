@@ -12,13 +12,18 @@ from pathlib import Path
 
 
 def declared_plugins(path: str | Path) -> list[str]:
-    """The `plugins:` entries of the session file at `path`, read as plain YAML (nothing is
-    imported); [] when it has none or cannot be read (the session's own checks say why)."""
-    import yaml
+    """The `plugins:` entries of the session file at `path`, read as YAML with the session
+    loader's limits (workbench/session/yaml_io.read_yaml: size, depth, aliases, integer digits;
+    nothing is imported); [] when it has none or cannot be read (the session's own checks say
+    why). A plain yaml.safe_load raised ValueError on an integer of over 4300 digits: --check
+    crashed before the session's own check said so."""
+    from workbench.session.yaml_io import read_yaml
 
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeError, yaml.YAMLError):
+        data, _marks, problems = read_yaml(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeError, ValueError):
+        return []
+    if problems:
         return []
     plugins = data.get("plugins") if isinstance(data, dict) else None
     if isinstance(plugins, str):

@@ -12,7 +12,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from rich.console import Console
 
@@ -79,6 +79,55 @@ def _columns(text: str | None) -> int | None:
     except ValueError:
         return None
     return max(value, 20) if value > 0 else None
+
+
+# errno values of a path that can name no file: a name over NAME_MAX (255 on Linux) or the path
+# over PATH_MAX, a loop of symbolic links
+UNUSABLE_PATH_ERRNOS = (errno.ENAMETOOLONG, errno.ELOOP)
+
+
+def check_path_names(named: Iterable[tuple[str, str | None]]) -> None:
+    """Refuse a path argument that can name no file (too long, a symbolic-link loop), before any
+    work: each is looked up once (os.stat; a path that does not exist yet is fine). `named`:
+    (option, path) pairs, e.g. ("-o", "out.json"); raises WorkbenchError naming the option, the
+    path (shortened) and why. Every later open of these paths would raise OSError, a traceback."""
+    for option, path in named:
+        if not path:
+            continue
+        try:
+            os.stat(os.path.expanduser(path))
+        except OSError as exc:
+            if exc.errno in UNUSABLE_PATH_ERRNOS:
+                raise WorkbenchError(unusable_path(option, path, exc)) from None
+        except ValueError as exc:  # an embedded NUL byte
+            raise WorkbenchError(f"{option} {shorten_path(path)}: {exc}") from None
+
+
+def unusable_path(option: str, path: str, exc: OSError) -> str:
+    """'-o aaaa…aaa.json (306 characters): File name too long (each name in a path may have at
+    most 255 characters)' or '...: Too many levels of symbolic links (a loop)'."""
+    why = exc.strerror or str(exc)
+    if exc.errno == errno.ENAMETOOLONG:
+        longest = max((len(part) for part in path.split(os.sep)), default=0)
+        why += (f" (a name in it has {longest} characters; at most {_name_max(path)})" if longest > _name_max(path)
+                else f" (the path has {len(path)} characters)")
+    elif exc.errno == errno.ELOOP:
+        why += " (its symbolic links lead back to themselves)"
+    return f"{option} {shorten_path(path)}: {why}"
+
+
+def shorten_path(path: str, most: int = 80) -> str:
+    """`path`, or its start and end around '…' with its length when longer than `most`."""
+    if len(path) <= most:
+        return path
+    return f"{path[:most // 2 - 2]}…{path[-(most // 2 - 2):]} ({len(path)} characters)"
+
+
+def _name_max(path: str) -> int:
+    try:
+        return os.pathconf(os.path.dirname(os.path.abspath(path)) or "/", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
 
 
 def check_output_path(path: str, inputs: tuple[str, ...] = ()) -> None:

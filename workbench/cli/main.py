@@ -31,7 +31,8 @@ from typing import Sequence
 from rich.console import Console
 
 import workbench
-from workbench.cli.common import (EXIT_CODES_TEXT, EXIT_INTERRUPTED, EXIT_USAGE, Env, check_output_path, check_trace_dir,
+from workbench.cli.common import (EXIT_CODES_TEXT, EXIT_INTERRUPTED, EXIT_USAGE, UNUSABLE_PATH_ERRNOS, Env,
+                                  check_output_path, check_path_names, check_trace_dir, unusable_path,
                                   missing_gpu, read_env, run_options)
 from workbench.cli.daemon import idle_problem
 from workbench.cli.flags import DEFAULT_THRESHOLD, OPTIONS, mode_problem
@@ -95,6 +96,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         parser.error(f"{empty} '': an empty path; give {what}")
     for path in args.kernels or ():  # a command-line error, not "1 problem in the session" later
         try:
+            check_path_names([("--kernels", path)])
             plugin_files(Path(path).expanduser())
         except WorkbenchError as exc:
             parser.error(str(exc))
@@ -199,9 +201,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except WorkbenchError as exc:
         err.print(f"error: {exc}", markup=False)
         return EXIT_USAGE
+    except OSError as exc:  # a path no check above foresaw that can name no file: one line, not a traceback
+        if exc.errno not in UNUSABLE_PATH_ERRNOS or not exc.filename:
+            raise
+        err.print(f"error: {unusable_path('path', os.fsdecode(exc.filename), exc)}", markup=False)
+        return EXIT_USAGE
 
 
 def _dispatch(args: argparse.Namespace, argv: list[str], env: Env, err: Console) -> int:
+    check_path_names([("--replay", args.replay), ("--check", args.check), ("FILE", args.file),
+                      ("--compare", args.compare), ("--plot", args.plot), ("--resume", args.resume),
+                      ("-o", args.output), ("--trace-dir", args.trace_dir),
+                      *(("--kernels", path) for path in args.kernels)])
     if args.output is not None:
         inputs = (args.replay, args.check, args.file, args.compare, args.plot, *args.kernels)  # not --resume: -o completes it
         check_output_path(args.output, inputs)
