@@ -418,3 +418,15 @@ def test_check_without_trust_reads_an_integer_of_4301_digits_as_a_problem(capsys
     code, _, err = run(capsys, "--check", str(path))
     assert code == 2 and "Traceback" not in err
     assert "runs[0].shape.M: an integer of 4301 characters: at most 100 digits are read" in err
+
+
+def test_resume_over_the_compare_baseline_names_resume_not_o(capsys, session_file, fake_plan, tmp_path):
+    """'--resume s.json --compare s.json' said '-o s.json: is s.json, an input of this run' with no
+    -o given (a new user's try): --resume's path is the output then, and is named so."""
+    from results_docs import document
+
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(document(record("manual", 1.0))))
+    code, _, err = run(capsys, "--replay", str(session_file), "--resume", str(path), "--compare", str(path))
+    assert code == 2 and f"--resume {path}: is {path}, an input of this run" in " ".join(err.split()), err
+    assert "-o " not in err and fake_plan.calls == []

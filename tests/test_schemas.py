@@ -129,3 +129,18 @@ def test_a_watch_rows_last_good_validates_and_one_missing_its_sha256_does_not():
     assert [e.message for e in validator.iter_errors(doc)] == []
     del doc["results"][0]["last_good"]["changed"][0]["sha256_then"]
     assert ["'sha256_then' is a required property"] == [e.message for e in validator.iter_errors(doc)]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--format", "csv"], "--schema writes a JSON Schema (JSON), not csv"),
+    (["-o", "{tmp}/s.csv"], "--schema writes a JSON Schema (JSON); end the path in .json"),
+    (["-o", "{tmp}/s.yaml"], "--schema writes a JSON Schema (JSON); end the path in .json")])
+def test_schema_cli_refuses_a_format_it_would_not_write(capsys, tmp_path, argv, message):
+    """--format csv printed JSON, and -o s.csv got JSON, each exit 0 (a new user's try); -o s.yaml
+    was refused as 'results are not a session'."""
+    from workbench.cli.main import main
+
+    assert main(["--schema", "session", *[a.format(tmp=tmp_path) for a in argv]]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and message in " ".join(captured.err.split())
+    assert not list(tmp_path.iterdir())

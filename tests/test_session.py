@@ -265,6 +265,10 @@ def test_unknown_keys_at_every_level_with_lines(toy_registry):
     ("rep_ms", "0", "must be a number > 0"),
     ("rep_ms", "fast", "must be a number > 0"),
     ("rep_ms", "1e12", 'must be a number > 0, got "1e12" (YAML reads 1e12 as text: write 1.0e+12)'),
+    # the same digits (the hint wrote 1.2e+12 for 1.25e12: another value), and no hint to write 0
+    ("rep_ms", "1.25e12", 'must be a number > 0, got "1.25e12" (YAML reads 1.25e12 as text: write 1.25e+12)'),
+    ("target_rel_error", "1e-400", 'must be a number > 0 and < 1, got "1e-400" (YAML reads 1e-400 as text; as a '
+                                   'number it is 0: outside what a float holds)'),
     ("min_samples", "0", "must be a positive integer"),
     ("min_samples", "2.5", "must be a positive integer"),
     ("target_rel_error", "1", "must be a number > 0 and < 1"),
@@ -348,6 +352,8 @@ def test_registry_problems(toy_registry, run, expected):
     ("{params: [M], values: [1, two]}", 'runs[0].sweep.values[1]: must be a positive integer, got "two"'),
     ("{params: [K], values: [8, 8192]}", "runs[0].sweep.values[1]: K: must be at most 4096, got 8192"),
     ("{params: [M], values: [1, 1]}", "runs[0].sweep.values[1]: value 1 is listed twice"),
+    # true is not 1 listed twice (True == 1 in Python): it is what M cannot be
+    ("{params: [M], values: [1, true]}", "runs[0].sweep.values[1]: must be a positive integer, got true"),
     ("{params: [M], values: []}", "runs[0].sweep.values: must be a non-empty list"),
     ("{params: [M]}", "runs[0].sweep.values: must be a non-empty list"),
     ("{params: [], values: [1]}", "runs[0].sweep.params: must be a non-empty list"),

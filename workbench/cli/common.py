@@ -130,16 +130,17 @@ def _name_max(path: str) -> int:
         return 255
 
 
-def check_output_path(path: str, inputs: tuple[str, ...] = ()) -> None:
+def check_output_path(path: str, inputs: tuple[str, ...] = (), option: str = "-o") -> None:
     """Refuse an -o PATH that cannot be written, or that is one of the run's `inputs` (the
-    session file, a kernels file, the baseline), before any work; raises WorkbenchError.
+    session file, a kernels file, the baseline), before any work; raises WorkbenchError naming
+    `option` (`--resume` where its PATH is the output: no -o given).
     (workbench.fileio.output_problem: empty, a folder, a journal's name, a folder that takes no
     new file; output_clash: an input.)"""
     from workbench.fileio import output_clash, output_problem
 
     problem = output_problem(path) or output_clash(path, inputs)
     if problem:
-        raise WorkbenchError(f"-o {path!r}: {problem}" if not path else f"-o {path}: {problem}")
+        raise WorkbenchError(f"{option} {path!r}: {problem}" if not path else f"{option} {path}: {problem}")
 
 
 def check_trace_dir(path: str) -> None:

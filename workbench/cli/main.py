@@ -133,8 +133,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     if args.resume is not None and Path(args.resume).suffix.lower() in (".yaml", ".yml"):
         parser.error(f"--resume {args.resume}: a session file; --resume takes the results path of a stopped run "
                      "(its -o PATH, e.g. --replay FILE --resume out.json)")
+    args.output_option = "-o"  # how a problem with the output path names it
     if args.resume is not None and args.output is None:
-        args.output = args.resume
+        args.output, args.output_option = args.resume, "--resume"
     if args.plot:
         _plot_output(parser, args)
     else:
@@ -160,8 +161,13 @@ def _pick_format(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     """--format, else the -o extension (.json, .csv, .jsonl), else table; refuse what the mode
     cannot write."""
     given = args.format is not None
+    suffix = Path(args.output).suffix.lower() if args.output else ""
+    if args.schema:  # a JSON Schema is JSON whatever was asked: csv or a .yaml path got JSON without a word
+        if given and args.format not in ("json", "table"):
+            parser.error(f"--schema writes a JSON Schema (JSON), not {args.format}; leave --format out or give json")
+        if suffix and suffix not in (".json", *TEXT_EXTENSIONS):
+            parser.error(f"-o {args.output}: --schema writes a JSON Schema (JSON); end the path in .json")
     if not given:
-        suffix = Path(args.output).suffix.lower() if args.output else ""
         if suffix and suffix not in (*EXTENSION_FORMATS, *TEXT_EXTENSIONS):
             # refused: -o results.xlsx would get the text table without a word, and -o other.yaml a
             # table in what reads as a session file
@@ -215,7 +221,7 @@ def _dispatch(args: argparse.Namespace, argv: list[str], env: Env, err: Console)
                       *(("--kernels", path) for path in args.kernels)])
     if args.output is not None:
         inputs = (args.replay, args.check, args.file, args.compare, args.plot, *args.kernels)  # not --resume: -o completes it
-        check_output_path(args.output, inputs)
+        check_output_path(args.output, inputs, getattr(args, "output_option", "-o"))
     if args.trace_dir is not None:
         check_trace_dir(args.trace_dir)
     if args.schema:

@@ -295,12 +295,13 @@ def _sweep(value: Any, path: str, problems: Problems) -> Sweep | None:
     if not isinstance(values, list) or not values:
         problems.add(child_path(path, "values"), f"must be a non-empty list of values, got {show(values)}")
         return None
+    typed = [(type(v), v) for v in values]  # true is not 1 twice (True == 1 in Python)
     for index, item in enumerate(values):
         if isinstance(item, (dict, list)) or item is None:
             problems.add(f"{path}.values[{index}]", f"must be a number or text, got {show(item)}")
             ok = False
-        elif values.index(item) != index:  # reported; the values still go on to be checked against
-            problems.add(f"{path}.values[{index}]", f"value {show(item)} is listed twice")  # the params
+        elif typed.index((type(item), item)) != index:  # reported; the values still go on to be checked
+            problems.add(f"{path}.values[{index}]", f"value {show(item)} is listed twice")  # against the params
     return Sweep(params=tuple(params), values=tuple(values)) if ok else None
 
 

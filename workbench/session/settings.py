@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
 from typing import Any, Callable
 
@@ -56,8 +57,24 @@ def _yaml_number_hint(value: Any) -> str:
             number = float(value)
         except ValueError:
             return ""
-        return f" (YAML reads {value} as text: write {number:.1e})".replace("e+0", "e+").replace("e-0", "e-")
+        if not math.isfinite(number) or (number == 0 and any(c in "123456789" for c in value.lower().split("e")[0])):
+            return f" (YAML reads {value} as text; as a number it is {number:g}: outside what a float holds)"
+        return f" (YAML reads {value} as text: write {yaml_float_text(value)})"
     return ""
+
+
+def yaml_float_text(text: str) -> str:
+    """`text` (a number YAML 1.1 read as a string: '1e12', '5E-3') written so that YAML reads a
+    float, the same digits: a dot in the mantissa and a signed exponent ('1.0e+12', '5.0e-3')."""
+    text = text.strip()
+    mantissa, _, exponent = text.lower().partition("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    if not exponent:
+        return mantissa
+    if exponent[0] not in "+-":
+        exponent = "+" + exponent
+    return f"{mantissa}e{exponent}"
 
 
 def _number(low: float, *, low_open: bool = False, high: float | None = None, high_open: bool = False):
