@@ -248,10 +248,19 @@ def test_doctor_json(capsys, tmp_path):
 
 def test_doctor_table_written_to_a_file(capsys, tmp_path):
     target = tmp_path / "out" / "doctor.txt"
-    code, out, _ = run(capsys, "--doctor", "-o", str(target))
+    code, out, err = run(capsys, "--doctor", "-o", str(target))
     assert code == 0 and out == ""
     text = target.read_text()
     assert "versions" in text and "torch" in text and "\x1b[" not in text
+    # the terminal says where the report went, as --check, --schema and --replay do (it said nothing)
+    assert f"doctor report written to {target} (table)" in " ".join(err.split())
+
+
+def test_list_written_to_a_file_says_where(capsys, tmp_path):
+    target = tmp_path / "list.json"
+    code, out, err = run(capsys, "--list", "-o", str(target))
+    assert code == 0 and out == "" and json.loads(target.read_text())["ops"]
+    assert f"list written to {target} (json)" in " ".join(err.split())
 
 
 def test_no_color_is_read_by_the_cli(monkeypatch):

@@ -76,7 +76,15 @@ def run_list(args: argparse.Namespace, env: Env) -> int:
         write_output(_list_csv(data), args, env)
     else:
         write_output(_render(_list_tables(data), env, args), args, env)
+    _say_written(args, env, "list")
     return EXIT_OK
+
+
+def _say_written(args: argparse.Namespace, env: Env, what: str) -> None:
+    """'list written to PATH (json)' on stderr after -o PATH, as --check, --schema and --replay say
+    (with -o and nothing else printed the terminal said nothing at all)."""
+    if args.output is not None:
+        env.console().print(f"{what} written to {args.output} ({args.format})", markup=False)
 
 
 def _list_csv(data: dict[str, Any]) -> str:
@@ -159,8 +167,9 @@ def run_doctor(args: argparse.Namespace, env: Env) -> int:
     data = diagnose(env, args.kernels)
     if args.format == "json":
         write_output(json.dumps(data, indent=2, default=str) + "\n", args, env)
-        return EXIT_OK
-    write_output(_render(_doctor_tables(data), env, args), args, env)
+    else:
+        write_output(_render(_doctor_tables(data), env, args), args, env)
+    _say_written(args, env, "doctor report")
     return EXIT_OK
 
 
