@@ -538,7 +538,7 @@ def test_compare_with_an_unreadable_baseline_exits_2(capsys, tmp_path, session_f
     bad.write_text("{not json")
     code, _, err = run(capsys, "--replay", str(session_file), "--compare", str(bad))
     assert code == 2 and "bad.json: not a JSON results document (the baseline is what --replay -o" in err
-    assert "its text is not valid JSON: " in " ".join(err.split()) and fake_plan.calls == []  # not ".json is not JSON"
+    assert "its text is not valid JSON or JSON Lines: " in " ".join(err.split()) and fake_plan.calls == []
     session_as_baseline = tmp_path / "s.yaml"
     session_as_baseline.write_text("schema_version: 1\n")
     code, _, err = run(capsys, "--replay", str(session_file), "--compare", str(session_as_baseline))
@@ -550,6 +550,18 @@ def test_compare_with_an_unreadable_baseline_exits_2(capsys, tmp_path, session_f
     code, _, err = run(capsys, "--replay", str(session_file), "--compare", str(wrong))
     assert code == 2 and fake_plan.calls == []
     assert "wrong.json: results[0].timing.median_ms: 'fast' is a string; allowed: a number or null" in " ".join(err.split())
+
+
+def test_compare_takes_a_json_lines_baseline(capsys, tmp_path, session_file, fake_plan):
+    """A baseline written with --format jsonl was refused ('.jsonl is not JSON'): it is read as the
+    document it is (header, rows, end line)."""
+    from workbench.results.journal import to_jsonl
+
+    base = tmp_path / "base.jsonl"
+    base.write_text(to_jsonl(document(record("manual", 1.0), record("triton", 0.5))))
+    fake_plan.doc = document(record("manual", 1.0), record("triton", 0.8))
+    code, out, err = run(capsys, "--replay", str(session_file), "--compare", str(base), "--format", "json")
+    assert code == 1 and [r["verdict"] for r in json.loads(out)["comparison"]["rows"]] == ["same", "slower"]
 
 
 def test_a_usage_error_is_one_line_without_the_usage_block(capsys):

@@ -102,3 +102,16 @@ def test_plot_does_not_probe_the_device_it_does_not_use(tmp_path, capsys):
     doc.write_text('{"results": []}')
     main(["--plot", str(doc), "-o", str(tmp_path / "f.svg"), "--device", "cuda"])
     assert "NVML" not in capsys.readouterr().err
+
+
+def test_cli_draws_a_json_lines_document(tmp_path, capsys):
+    """`--plot g.jsonl` (what --format jsonl wrote) said only 'Extra data: line 2 column 1'."""
+    pytest.importorskip("matplotlib", reason="matplotlib is the optional `plot` extra")
+    from workbench.cli.main import main
+    from workbench.results.journal import to_jsonl
+
+    source = tmp_path / "smoke.jsonl"
+    source.write_text(to_jsonl(_doc(SMOKE)))
+    target = tmp_path / "f.svg"
+    assert main(["--plot", str(source), "-o", str(target)]) == 0, capsys.readouterr().err
+    assert "<svg" in target.read_text()

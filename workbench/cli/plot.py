@@ -5,7 +5,6 @@ install, exit 2."""
 from __future__ import annotations
 
 import argparse
-import json
 
 from rich.console import Console
 
@@ -22,9 +21,11 @@ def run_plot(args: argparse.Namespace, err: Console) -> int:
                   f"(run `workbench --replay {args.plot} -o RESULTS.json`, then --plot RESULTS.json -o FIG)",
                   markup=False)
         return EXIT_USAGE
+    from workbench.results.journal import document_from_text
+
     try:
         with open(args.plot, encoding="utf-8") as handle:
-            doc = json.load(handle)
+            doc = document_from_text(handle.read(), args.plot)
     except (OSError, ValueError) as exc:
         err.print(f"error: --plot {args.plot}: not a readable results document ({exc})", markup=False)
         return EXIT_USAGE

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -291,13 +290,16 @@ def _read_baseline(path: str, err: Console) -> dict[str, Any] | None:
     except (OSError, ValueError) as exc:
         err.print(f"error: --compare {path}: cannot read it: {exc}", markup=False)
         return None
+    from workbench.results.journal import document_from_text
+
     try:
-        doc = json.loads(text)
+        doc = document_from_text(text, path)
     except ValueError as exc:  # a session file, a CSV or a table: "Expecting value: line 1 column 1" alone
-        suffix = Path(path).suffix
-        what = f"a {suffix} file is not JSON" if suffix and suffix.lower() != ".json" else "its text is not valid JSON"
+        suffix = Path(path).suffix.lower()
+        what = (f"a {suffix} file is not JSON" if suffix not in ("", ".json", ".jsonl")
+                else "its text is not valid JSON or JSON Lines")
         err.print(f"error: --compare {path}: not a JSON results document (the baseline is what --replay -o "
-                  f"PATH.json wrote; {what}: {exc})", markup=False)
+                  f"PATH.json or PATH.jsonl wrote; {what}: {exc})", markup=False)
         return None
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
         err.print(f"error: --compare {path}: not a results document (no `results` list)", markup=False)

@@ -291,5 +291,16 @@ def read_partial(path: str | Path) -> dict:
         raise ValueError(f"{exc} (resume reads a JSON or JSON Lines results document, or its journal)") from None
 
 
+def document_from_text(text: str, source: str) -> Any:
+    """A results document from its text: JSON, or JSON Lines (`--format jsonl`, a journal: its
+    rows through `unique_rows`). Raises ValueError naming `source` for JSON Lines it cannot read,
+    json.JSONDecodeError (a ValueError) for text that is neither."""
+    if text.lstrip().startswith('{"header"'):
+        doc = from_jsonl(text, source)
+        doc["results"] = unique_rows(doc["results"])[0]
+        return doc
+    return json.loads(text)
+
+
 def _line(obj: Any) -> str:
     return json.dumps(results.finite(obj), allow_nan=False, separators=(",", ":")) + "\n"
