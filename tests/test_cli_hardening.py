@@ -430,3 +430,15 @@ def test_resume_over_the_compare_baseline_names_resume_not_o(capsys, session_fil
     code, _, err = run(capsys, "--replay", str(session_file), "--resume", str(path), "--compare", str(path))
     assert code == 2 and f"--resume {path}: is {path}, an input of this run" in " ".join(err.split()), err
     assert "-o " not in err and fake_plan.calls == []
+
+
+@pytest.mark.slow  # the plugin's manifest is built in a subprocess
+@pytest.mark.parametrize("body, says", [
+    ("import sys\nsys.exit(3)\n", "{path}: called sys.exit(3) while being imported (a plugin module must not exit)"),
+    ("import os\nos._exit(4)\n", "loading the plugins failed (exit 4) for {path}: (no output)")])
+def test_a_plugin_that_exits_while_imported_is_named(capsys, tmp_path, body, says):
+    """'loading the plugins failed (exit 3): (no output)' named no file (a new user's try)."""
+    plugin = tmp_path / "exits.py"
+    plugin.write_text(body)
+    code, _, err = run(capsys, "--list", "--kernels", str(plugin))
+    assert code == 2 and says.format(path=plugin) in " ".join(err.split()), err

@@ -194,7 +194,8 @@ def build_in_subprocess(found: list[Source], wanted: set[str]) -> dict[str, dict
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise WorkbenchError(f"loading the plugins failed (exit {proc.returncode}): {tail}")
+        raise WorkbenchError(f"loading the plugins failed (exit {proc.returncode}) for "
+                             f"{', '.join(s.key for s in found if s.key in wanted)}: {tail}")
     return json.loads(lines[-1])
 
 

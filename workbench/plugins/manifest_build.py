@@ -39,6 +39,10 @@ def main() -> int:
                                   "error": None}
         except Exception as exc:  # WorkbenchError names the plugin; anything else is a bug of ours
             out[source["key"]] = {"version": MANIFEST_VERSION, "ops": [], "error": str(exc).splitlines()[0]}
+        except SystemExit as exc:  # a plugin that exits while imported: this child would end with no word of which
+            out[source["key"]] = {"version": MANIFEST_VERSION, "ops": [],
+                                  "error": f"{source['key']}: called sys.exit({exc.code!r}) while being imported "
+                                           "(a plugin module must not exit)"}
     sys.stdout.write("\n" + json.dumps(out) + "\n")
     return 0
 
