@@ -115,3 +115,13 @@ def test_cli_draws_a_json_lines_document(tmp_path, capsys):
     target = tmp_path / "f.svg"
     assert main(["--plot", str(source), "-o", str(target)]) == 0, capsys.readouterr().err
     assert "<svg" in target.read_text()
+
+
+def test_cli_given_a_folder_suggests_a_figure_in_it(tmp_path, capsys):
+    """`--plot R -o adir.svg` (a folder) suggested adir.svg/results.json, which --plot refuses."""
+    from workbench.cli.main import main
+
+    folder = tmp_path / "adir.svg"
+    folder.mkdir()
+    assert main(["--plot", str(SMOKE), "-o", str(folder)]) == 2
+    assert f"is a folder; give a file path (e.g. {folder / 'figure.svg'})" in " ".join(capsys.readouterr().err.split())

@@ -165,8 +165,9 @@ def _is_session_file(path: str) -> bool:
     return any(line.startswith((b"runs:", b"schema_version:")) for line in head.splitlines())
 
 
-def output_problem(path: str) -> str | None:
-    """Why `path` cannot be written, or None; checked before any work is done.
+def output_problem(path: str, example: str = "results.json") -> str | None:
+    """Why `path` cannot be written, or None; checked before any work is done. `example`: the
+    file name a folder's refusal suggests in it (--plot's is a figure).
 
     A file target is probed by creating (and removing) a temporary file in its folder, or in the
     nearest existing folder above when folders are missing (they are created when written)."""
@@ -175,12 +176,12 @@ def output_problem(path: str) -> str | None:
     if is_stream(path):
         return None if os.access(path, os.W_OK) else "not writable"
     if path.endswith(("/", os.sep)):
-        return f"ends with {path[-1]!r}, so it names a folder; give a file path (e.g. {Path(path) / 'results.json'})"
+        return f"ends with {path[-1]!r}, so it names a folder; give a file path (e.g. {Path(path) / example})"
     if path.endswith(JOURNAL_SUFFIX):
         return f"ends with {JOURNAL_SUFFIX!r}, the suffix of a run's journal (workbench/results/journal.py); choose another name"
     target = Path(os.path.realpath(path))
     if target.is_dir():
-        return f"is a folder; give a file path (e.g. {Path(path) / 'results.json'})"
+        return f"is a folder; give a file path (e.g. {Path(path) / example})"
     if target.exists() and not os.access(target, os.W_OK):
         return "the file is not writable"
     existing = target.parent

@@ -130,15 +130,17 @@ def _name_max(path: str) -> int:
         return 255
 
 
-def check_output_path(path: str, inputs: tuple[str, ...] = (), option: str = "-o") -> None:
+def check_output_path(path: str, inputs: tuple[str, ...] = (), option: str = "-o",
+                      example: str = "results.json") -> None:
     """Refuse an -o PATH that cannot be written, or that is one of the run's `inputs` (the
     session file, a kernels file, the baseline), before any work; raises WorkbenchError naming
-    `option` (`--resume` where its PATH is the output: no -o given).
+    `option` (`--resume` where its PATH is the output: no -o given); `example`: the file name
+    suggested in a folder given as the path.
     (workbench.fileio.output_problem: empty, a folder, a journal's name, a folder that takes no
     new file; output_clash: an input.)"""
     from workbench.fileio import output_clash, output_problem
 
-    problem = output_problem(path) or output_clash(path, inputs)
+    problem = output_problem(path, example) or output_clash(path, inputs)
     if problem:
         raise WorkbenchError(f"{option} {path!r}: {problem}" if not path else f"{option} {path}: {problem}")
 

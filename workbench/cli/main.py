@@ -221,7 +221,8 @@ def _dispatch(args: argparse.Namespace, argv: list[str], env: Env, err: Console)
                       *(("--kernels", path) for path in args.kernels)])
     if args.output is not None:
         inputs = (args.replay, args.check, args.file, args.compare, args.plot, *args.kernels)  # not --resume: -o completes it
-        check_output_path(args.output, inputs, getattr(args, "output_option", "-o"))
+        check_output_path(args.output, inputs, getattr(args, "output_option", "-o"),
+                          example="figure.svg" if args.plot else "schema.json" if args.schema else "results.json")
     if args.trace_dir is not None:
         check_trace_dir(args.trace_dir)
     if args.schema:
