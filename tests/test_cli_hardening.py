@@ -442,3 +442,13 @@ def test_a_plugin_that_exits_while_imported_is_named(capsys, tmp_path, body, say
     plugin.write_text(body)
     code, _, err = run(capsys, "--list", "--kernels", str(plugin))
     assert code == 2 and says.format(path=plugin) in " ".join(err.split()), err
+
+
+def test_a_folder_named_like_a_session_is_called_a_folder(capsys, session_file, fake_plan, tmp_path):
+    """--resume dir.yaml and --plot dir.yaml (folders) were refused as 'a session file'."""
+    folder = tmp_path / "dir.yaml"
+    folder.mkdir()
+    code, _, err = run(capsys, "--replay", str(session_file), "--resume", str(folder))
+    assert code == 2 and f"--resume {folder}: a folder;" in err and "session file" not in err
+    code, _, err = run(capsys, "--plot", str(folder), "-o", str(tmp_path / "f.svg"))
+    assert code == 2 and "Is a directory" in err and "session file" not in err

@@ -131,7 +131,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     if args.watch and (args.compare or args.resume):
         parser.error("--watch re-runs on every save: it cannot be combined with --compare or --resume")
     if args.resume is not None and Path(args.resume).suffix.lower() in (".yaml", ".yml"):
-        parser.error(f"--resume {args.resume}: a session file; --resume takes the results path of a stopped run "
+        what = "a folder" if Path(args.resume).expanduser().is_dir() else "a session file"
+        parser.error(f"--resume {args.resume}: {what}; --resume takes the results path of a stopped run "
                      "(its -o PATH, e.g. --replay FILE --resume out.json)")
     args.output_option = "-o"  # how a problem with the output path names it
     if args.resume is not None and args.output is None:

@@ -16,7 +16,7 @@ def run_plot(args: argparse.Namespace, err: Console) -> int:
 
     from workbench.plot import MissingPlotting, render
 
-    if Path(args.plot).suffix.lower() in (".yaml", ".yml"):
+    if Path(args.plot).suffix.lower() in (".yaml", ".yml") and not Path(args.plot).is_dir():
         err.print(f"error: --plot {args.plot}: a session file; --plot draws a results document "
                   f"(run `workbench --replay {args.plot} -o RESULTS.json`, then --plot RESULTS.json -o FIG)",
                   markup=False)
