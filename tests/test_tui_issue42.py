@@ -144,6 +144,21 @@ def test_roofline_names_interpreter_rows():
     assert "zero/NaN" not in text
 
 
+@pytest.mark.parametrize("points", [[("triton", None, 0.28, None)], [("triton", None, 0.28, 0.0)],
+                                    [("triton", None, 0.28, None), ("cuda", None, 0.28, None)]])
+def test_a_roofline_with_no_point_placed_builds(points):
+    """Only interpreted rows on a CPU (no ceiling line, nothing placed): plotext's build raised
+    TypeError ('NoneType' object is not iterable) on empty log axes, and the Traffic pane showed
+    'chart not drawn: TypeError ...' (a new user's try)."""
+    from textual_plotext.plot import Plot
+
+    plt = Plot()
+    text = charts.roofline(plt, points, None, None, interpreted={"triton"}).plain
+    plt.plotsize(60, 12)
+    assert "┌" in plt.build()  # the empty axes, no exception
+    assert "triton (not placed: Triton interpreter: no GPU speed)" in text and "log x" not in text
+
+
 @pytest.mark.slow
 @run_async
 async def test_traffic_table_shows_every_row_at_80x24(tmp_path):

@@ -208,6 +208,13 @@ def roofline(plt, points: Sequence[Point], copy_gbps: float | None, peak_tflops:
             plt.scatter([x for x, _ in kept], [y for _, y in kept], color=color, marker=marker)
         legend.append((style, label + sweep_span(param, [p[1] for p in group])
                        + placed_note(len(kept), len(group), INTERPRETED if label in interpreted else "zero/NaN")))
+    if not placed and not is_number(copy_gbps):
+        # nothing on log axes at all (the CPU, every row interpreted): plotext's build raised
+        # TypeError ('NoneType' object is not iterable) on the empty log ticks; empty linear axes
+        # build, and the legend says why each series is missing
+        plt.xscale("linear")
+        plt.yscale("linear")
+        return caption(legend, f"roofline: y TFLOP/s, x FLOP/byte · {ceiling}", False, False, dropped)
     _widen_single_values(plt, placed, ceiling_drawn=is_number(copy_gbps))
     return caption(legend, f"roofline: y TFLOP/s, x FLOP/byte · {ceiling}", True, True, dropped)
 
