@@ -13,6 +13,7 @@ is the layout, the keys and the notices.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -167,6 +168,19 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         # first frame for the CPU; before _load, whose thread may start the workers' zygote
         _start_resource_tracker()
         self._load()
+
+    def unsaved_note(self) -> str | None:
+        """After the app ended: a line saying where a new session's runs are when its file was
+        never written (ctrl+s), and how to get them back; None otherwise. Quitting said nothing,
+        and the runs looked lost (a new user's try)."""
+        path = self.ws.path
+        if path is None or path.exists() or not self.ws.session.runs:
+            return None
+        saved = sessions_io.autosave_path(path, self.data_dir)
+        if not saved.is_file():
+            return None
+        return (f"{path} was never saved; its {len(self.ws.session.runs)} run(s) are in the autosave {saved}: "
+                f"`workbench {path}` opens them again (ctrl+s there writes the file)")
 
     def on_unmount(self) -> None:
         heap.resume()
@@ -473,4 +487,7 @@ def run(session_path: Path | None, options: Any, *, watch: bool = False) -> int:
     re-run what each save of the session or a plugin file changes (screens/watching.py)."""
     app = WorkbenchApp(session_path, options, watch=watch)
     app.run()
+    note = app.unsaved_note()
+    if note:
+        print(f"workbench: {note}", file=sys.stderr)
     return app.return_code or 0

@@ -10,7 +10,6 @@ These import the core (and so torch): call them from a worker, or once the catal
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -18,6 +17,7 @@ from typing import Iterable
 from workbench.results.journal import is_finished
 from workbench.results.record import Flag, flag_kinds
 from workbench.session.model import Session, device_settings
+from workbench.session.paths import autosave_path
 
 BLANK = Session(name="scratch", runs=())
 
@@ -63,6 +63,11 @@ def open_session(path: Path | None, *, kernels: Iterable[str] = (), has_cuda: bo
         if name != ws.DEFAULT_SESSION:
             notes = (f"no GPU here: opening the CPU-sized session {name!r}",)
     if not path.exists():
+        unsaved = _unsaved_new_session(path, data, kernels)
+        if unsaved is not None:  # a new session never written with ctrl+s: its autosave holds it
+            session, note = unsaved
+            results, recovered = _recover_rows(ws.results_path(path, data))
+            return Opened(session, path, results, (note,) + recovered + saved_results_note(results))
         if not create:
             raise WorkbenchError(f"{path}: no such session file")
         return Opened(Session(name=path.stem, runs=()), path, None,
@@ -142,6 +147,24 @@ def _restore_autosave(session: Session, path: Path, data: Path, kernels) -> tupl
     return restored, (f"restored unsaved changes from {saved} (ctrl+s keeps them)",)
 
 
+def _unsaved_new_session(path: Path, data: Path, kernels) -> tuple[Session, str] | None:
+    """The autosave of a new session at `path` that was never saved (no file there), with the
+    note that says so; None when there is none (or it does not read: then a note is lost, not the
+    file, which is kept for a later try). Opening that path again started an empty session, and
+    its first change overwrote the autosave: the runs were gone (a new user's try)."""
+    from workbench.session import api as ws
+
+    saved = autosave_path(path, data)
+    if not saved.is_file():
+        return None
+    try:
+        session = ws.parse_session(saved.read_text(encoding="utf-8"), source=str(saved), base_dir=path.parent,
+                                   kernels=kernels)
+    except (OSError, ValueError):
+        return None
+    return session, (f"{path} was never saved: its runs are restored from {saved} (ctrl+s writes the file)")
+
+
 def _read_results(path: Path) -> dict | None:
     from workbench.results import document as results
 
@@ -149,12 +172,6 @@ def _read_results(path: Path) -> dict | None:
         return results.load(path) if path.exists() else None
     except (OSError, ValueError):
         return None
-
-
-def autosave_path(session_path: Path | None, data: Path) -> Path:
-    key = str(session_path.resolve()) if session_path else "scratch"
-    stem = session_path.stem if session_path else "scratch"
-    return data / "autosave" / f"{stem}-{hashlib.sha256(key.encode()).hexdigest()[:8]}.yaml"
 
 
 def autosave(session: Session, session_path: Path | None, data: Path) -> Path:

@@ -656,6 +656,35 @@ async def test_autosave_is_restored_after_a_crash_and_cleared_by_save(tmp_path):
 
 
 @run_async
+async def test_a_new_session_never_saved_is_opened_again_from_its_autosave(tmp_path):
+    """A new session (ctrl+o to a missing path, runs added and run) quit without ctrl+s: opening
+    that path again said 'no such session file' (workbench PATH, exit 2) or started it empty, whose
+    first change overwrote the autosave (a new user's try)."""
+    from workbench.session import api as ws
+    from workbench.session.paths import resolve_session_path
+    from workbench.screens import sessions_io
+
+    path, data = tmp_path / "sub" / "new1.yaml", tmp_path / "data"
+    session = ws.parse_session(SMALL_SESSION)
+    sessions_io.autosave(session, path, data)
+    assert resolve_session_path(str(path), data, unsaved=True) == path  # the TUI's FILE
+    with pytest.raises(WorkbenchError, match="no such session file"):
+        resolve_session_path(str(path), data)  # --replay and --check: there is no file to run
+    opened = sessions_io.open_session(path, data=data)
+    assert opened.session.runs == session.runs and opened.path == path
+    assert any("was never saved: its runs are restored from" in note for note in opened.notes)
+    app = WorkbenchApp(path, None, engine=fixture_engine(), data_dir=data,
+                       catalog_loader=lambda kernels, device: fake_catalog())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        assert len(app.ws.session.runs) == len(session.runs)
+    assert "was never saved; its 1 run(s) are in the autosave" in app.unsaved_note()
+    path.parent.mkdir()
+    path.write_text(SMALL_SESSION)
+    assert app.unsaved_note() is None
+
+
+@run_async
 async def test_ctrl_c_says_how_to_quit_in_plain_text(tmp_path):
     app = make_app(tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:

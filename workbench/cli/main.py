@@ -329,11 +329,12 @@ def terminal_problem() -> str | None:
 
 
 def tui_session_path(arg: str, data_dir: Path | None = None) -> Path:
-    """FILE for the TUI: an existing path or a shipped session's name (its saved copy first),
-    through the torch-free `workbench.session.paths`."""
+    """FILE for the TUI: an existing path, a shipped session's name (its saved copy first), or a
+    new session's path never saved whose autosave the TUI restores; through the torch-free
+    `workbench.session.paths`."""
     from workbench.session.paths import resolve_session_path
 
-    return resolve_session_path(arg, data_dir)
+    return resolve_session_path(arg, data_dir, unsaved=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -80,10 +80,11 @@ def shipped_original(path: str | Path, data_dir: str | Path | None) -> Path | No
     return _shipped_dir() / path.name if path.stem in shipped_names() else None
 
 
-def resolve_session_path(arg: str | Path, data_dir: str | Path | None = None) -> Path:
+def resolve_session_path(arg: str | Path, data_dir: str | Path | None = None, *, unsaved: bool = False) -> Path:
     """A FILE argument: an existing path; else a shipped session's name, which finds the user's
     saved copy in `data_dir` when there is one, the shipped file otherwise; `shipped:NAME`
-    always finds the shipped file.
+    always finds the shipped file. unsaved (the TUI): also a path never saved whose autosave is in
+    `data_dir` (a new session the TUI made there and restores).
 
     Raises WorkbenchError naming the shipped sessions when none of these exists.
     """
@@ -91,7 +92,7 @@ def resolve_session_path(arg: str | Path, data_dir: str | Path | None = None) ->
     if text.startswith(SHIPPED_PREFIX):
         return shipped_path(text[len(SHIPPED_PREFIX):].removesuffix(".yaml"))
     path = Path(text).expanduser()
-    if path.exists():
+    if path.exists() or (unsaved and data_dir is not None and autosave_path(path, Path(data_dir)).is_file()):
         return path
     name = path.name.removesuffix(".yaml")
     if text in (name, f"{name}.yaml") and name in shipped_names():
@@ -99,6 +100,16 @@ def resolve_session_path(arg: str | Path, data_dir: str | Path | None = None) ->
     shown = text if text.strip() == text and text else repr(text)  # ' ' or a trailing space: quoted
     raise WorkbenchError(f"{shown}: no such session file;{did_you_mean(name)} shipped sessions: "
                          f"{', '.join(shipped_names())} (or {SHIPPED_PREFIX}NAME for a shipped original)")
+
+
+def autosave_path(session_path: Path | None, data: Path) -> Path:
+    """Where the TUI autosaves the session of `session_path` (None: a session without a file):
+    DATA/autosave/<stem>-<sha256 of the resolved path, 8 hex>.yaml."""
+    import hashlib
+
+    key = str(session_path.resolve()) if session_path else "scratch"
+    stem = session_path.stem if session_path else "scratch"
+    return data / "autosave" / f"{stem}-{hashlib.sha256(key.encode()).hexdigest()[:8]}.yaml"
 
 
 def did_you_mean(name: str) -> str:
