@@ -124,6 +124,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
             # TEXTUAL_ANIMATIONS=basic|full brings it back.
             self.animation_level = "none"
         self.ws = Workspace()
+        self._notice_sources: dict[str, str] = {}  # notify(source=...): the message on screen per source
         self._session_arg, self._options = session_path, options
         self._engine, self._catalog_loader, self._opener = engine, catalog_loader, opener
         self.data_dir = data_dir or sessions_io.data_dir()
@@ -284,12 +285,20 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
                     title="Do you want to quit?")
 
     def notify(self, message: str, *, title: str = "", severity="information",
-               timeout: float | None = None, markup: bool = False) -> None:
+               timeout: float | None = None, markup: bool = False, source: str | None = None) -> None:
         """Textual's notification, once: a notice already on screen is not repeated, and at
-        most MAX_NOTICES stay (the oldest goes first). Markup is off: engine text has brackets."""
+        most MAX_NOTICES stay (the oldest goes first). Markup is off: engine text has brackets.
+        source: a notice replaces the one on screen from the same source (a field typed into
+        gave one per key: '1000' stacked four notices over the panes)."""
         shown = list(self._notifications)
         if any(n.message == message and n.severity == severity for n in shown):
             return
+        if source is not None:
+            before = self._notice_sources.pop(source, None)
+            for old in [n for n in shown if n.message == before]:
+                self._unnotify(old, refresh=False)
+                shown.remove(old)
+            self._notice_sources[source] = message
         for old in shown[:max(0, len(shown) - MAX_NOTICES + 1)]:
             self._unnotify(old, refresh=False)
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)

@@ -148,7 +148,7 @@ class EditorMixin:
             try:
                 run = editing.with_params(self.ws.run, self.ws.op, message.impl, message.texts)
             except ValueError as exc:  # the run keeps the last value the parameter can take
-                self.notify(f"{exc} (not applied)", severity="warning", timeout=3)
+                self.notify(f"{exc} (not applied)", severity="warning", timeout=3, source=f"params:{message.impl}")
                 return
             self._edit_checked(run)
 

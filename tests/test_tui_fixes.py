@@ -810,3 +810,23 @@ async def test_a_failing_autosave_stays_in_the_title_bar_until_one_succeeds(tmp_
         app.autosave_now()
         await pilot.pause()
         assert "autosave failing" not in str(title.render()) and app.autosave_error is None
+
+
+@run_async
+async def test_a_parameter_typed_key_by_key_keeps_one_notice(tmp_path):
+    """BLOCK_SIZE typed as 1000 one key at a time stacked a notice per key ('must be a power of
+    two ... got 10', '... got 100', '... got 1000') over the chart and table (a new user's try):
+    each replaces the one before from the same field; another source's notice stays."""
+    from workbench.screens.messages import ParamsEdited
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        app.notify("a notice of its own")
+        for text in ("10", "100", "1000"):
+            app.on_params_edited(ParamsEdited(impl="triton", texts={"BLOCK_SIZE": text}))
+            await pilot.pause()
+        shown = [n.message for n in app._notifications]
+        assert [m for m in shown if "BLOCK_SIZE" in m] == [
+            "triton BLOCK_SIZE: must be a power of two (1, 2, 4, ...), got 1000 (not applied)"], shown
+        assert "a notice of its own" in shown
