@@ -157,7 +157,7 @@ class SessionMixin:
         try:
             target = sessions_io.save(self.ws.session, self.ws.path, self.data_dir)
         except (OSError, ValueError, TypeError) as exc:
-            self.report(f"not saved: {exc}")
+            self.report(f"not saved: {save_error_text(exc, self.ws.path)}")
             return
         self.ws.path = target
         self.query_one("#title-bar", Static).update(self.title_text())
@@ -220,3 +220,18 @@ def _load_catalog(kernels: list[str], device: str):
     from .catalog import load_catalog
 
     return load_catalog(kernels, device)
+
+
+def save_error_text(exc: BaseException, path) -> str:
+    """Why a save failed, in words: a file standing where a folder of the path must be showed
+    Python's '[Errno 17] File exists: '/tmp/x/dir'' (a new user's try)."""
+    import errno
+    from pathlib import Path
+
+    if isinstance(exc, OSError) and exc.errno in (errno.EEXIST, errno.ENOTDIR) and path is not None:
+        blocking = next((p for p in Path(path).parents if p.exists() and not p.is_dir()), None)
+        if blocking is not None:
+            return f"{blocking} is a file, so {Path(path).name} cannot be written in a folder of that name"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    return str(exc)

@@ -391,3 +391,19 @@ def test_a_finished_run_shows_its_rows_in_the_documents_order():
                        for label in ("pytorch", "manual", "triton", "compiled")]}
     model.finish(doc)
     assert list(model.labels) == ["pytorch", "manual", "triton", "compiled"]
+
+
+def test_a_save_that_fails_says_why_in_words(tmp_path):
+    """ctrl+s where a file stands in place of a folder of the path showed Python's
+    "[Errno 17] File exists: '/tmp/x/dir'" (a new user's try)."""
+    import os
+
+    from workbench.screens.session_actions import save_error_text
+
+    (tmp_path / "dir").write_text("a file")
+    target = tmp_path / "dir" / "sub" / "x.yaml"
+    with pytest.raises(OSError) as err:
+        os.makedirs(target.parent)
+    assert save_error_text(err.value, target) == f"{tmp_path / 'dir'} is a file, so x.yaml cannot be written in a " \
+                                                 "folder of that name"
+    assert save_error_text(PermissionError(13, "Permission denied", "/x.yaml"), None) == "/x.yaml: Permission denied"
