@@ -26,6 +26,17 @@ def row_title(label: str, sweep_value: Any) -> str:
     return label if sweep_value is None else f"{label} @ {sweep_value}"
 
 
+def fit_title(label: str, sweep_value: Any, width: int) -> str:
+    """row_title in at most `width` cells: the label cut with '…' before its ' @ value' (the
+    sweep value is what tells the rows apart); the whole title where it fits."""
+    title = row_title(label, sweep_value)
+    if len(title) <= width:
+        return title
+    suffix = title[len(printable(label)):]  # '' or ' @ 4096'
+    keep = max(1, width - len(suffix) - 1)
+    return printable(label)[:keep] + "…" + suffix
+
+
 CLI_FORCE_HINT = "(run with --force to try)"
 TUI_FORCE_HINT = "(press F, or \"Run anyway\" in ctrl+p, to run it)"
 

@@ -407,3 +407,19 @@ def test_a_save_that_fails_says_why_in_words(tmp_path):
     assert save_error_text(err.value, target) == f"{tmp_path / 'dir'} is a file, so x.yaml cannot be written in a " \
                                                  "folder of that name"
     assert save_error_text(PermissionError(13, "Permission denied", "/x.yaml"), None) == "/x.yaml: Permission denied"
+
+
+def test_a_sweeps_titles_are_cut_so_the_fixed_columns_fit():
+    """At 80x24 a sweep's titles ('pytorch_erf @ 1024') pushed the spread, which the table keeps
+    in view, off the pane ('-0.39/+6.' for -0.39/+6.5%; a new user's try): the titles are cut
+    before their sweep value instead, and only where the fixed columns would not fit."""
+    from workbench.screens.panes.timing import fit_fixed_columns
+
+    rows = [Row(label=label, impl=label, sweep_value=n) for label in ("pytorch", "pytorch_erf") for n in (256, 1024)]
+    cells = [(fmt.row_title(r.label, r.sweep_value), "ok", "112 µs", "-0.39/+6.5%", "1.2") for r in rows]
+    fitted = fit_fixed_columns(cells, rows, 48)
+    assert [c[0] for c in fitted] == ["pytorch @ 256", "pytorch @ 1024", "pytorch_erf @ 256", "pytorch_e… @ 1024"]
+    assert sum(max(len(c[i]) for c in fitted) + 2 for i in range(4)) <= 48  # impl, status, median, spread
+    assert [c[1:] for c in fitted] == [c[1:] for c in cells]
+    assert fit_fixed_columns(cells, rows, 80) == cells and fit_fixed_columns(cells, rows, 0) == cells
+    assert fmt.fit_title("triton", None, 4) == "tri…" and fmt.fit_title("triton", 8, 20) == "triton @ 8"

@@ -3,7 +3,9 @@ above the results table. `m` switches time / GB/s / TFLOP/s.
 
 The table's columns come in priority order (status and the time figures first, notes last);
 impl, status, median and spread stay in view while the rest scrolls sideways (left/right,
-h/l); a long cell is cut with `…`, and the highlighted row's full text is on the line below.
+h/l; the titles are cut before their sweep value where those four would not fit:
+fit_fixed_columns); a long cell is cut with `…`, and the highlighted row's full text is on the
+line below.
 
 Attributes down: `model` (a RunModel, set again whenever it changed). The chart is redrawn
 here, on the UI thread, by refreshing the plot widget itself.
@@ -11,6 +13,7 @@ here, on the UI thread, by refreshing the plot widget itself.
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -125,16 +128,26 @@ class TimingPane(DrawnWhenShown, Container):
             return charts.medians(plt, [r for r in rows if r.record], metric)
         return charts.live_samples(plt, rows)
 
+    _filled_width = 0  # the table's width when its titles were fitted (fit_fixed_columns)
+
     def on_resize(self) -> None:
         if self._rows:  # the caption wraps otherwise: the chart's lines per implementation follow
             self._fit_medians(list(self._rows), self.query_one("#timing-caption", Static).render())
+            if self._table_width() != self._filled_width:  # the titles are fitted to the width
+                self._fill_table(list(self._rows))
+
+    def _table_width(self) -> int:
+        table = self.query_one(KeyDataTable)
+        return table.scrollable_content_region.width or table.size.width
 
     def _fill_table(self, rows: list[Row]) -> None:
         table = self.query_one(KeyDataTable)
         cursor = table.cursor_row
         spread = len(row_devices(rows)) > 1  # rows on several devices: which one each ran on
         show_device_column(table, spread)
-        table.replace_rows(table_cells(row) + ((row.device or "-",) if spread else ()) for row in rows)
+        self._filled_width = width = self._table_width()
+        cells = fit_fixed_columns([table_cells(row) for row in rows], rows, width)
+        table.replace_rows(row_cells + ((row.device or "-",) if spread else ()) for row_cells, row in zip(cells, rows))
         self._rows = rows
         if rows:
             table.move_cursor(row=min(cursor, len(rows) - 1), animate=False)
@@ -183,6 +196,23 @@ def table_cells(row: Row) -> tuple[str, ...]:
             fmt.check(row.check), fmt.ms(row.build_ms),
             fmt.timer(timing.timer or row.timer, _interpreted(row)),
             ", ".join(filter(None, (earlier_code(row, short=True), notes(timing, row.flags)))))
+
+
+def fit_fixed_columns(cells: list[tuple[str, ...]], rows: list[Row], width: int,
+                      padding: int = 1) -> list[tuple[str, ...]]:
+    """The rows' cells with the implementation titles cut ('pytorch_e… @ 1024', fmt.fit_title)
+    where the FIXED_COLUMNS would not fit `width` cells otherwise (each column is its widest
+    cell or header plus `padding` either side): a sweep's titles at 80x24 pushed the spread,
+    which the table keeps in view, off the pane ('-0.39/+6.'). The row's detail line under
+    the table has the whole title. width 0 (not laid out yet): unchanged."""
+    if not width or not cells:
+        return cells
+    widths = [max([cell_len(COLUMNS[i])] + [cell_len(c[i]) for c in cells]) + 2 * padding
+              for i in range(FIXED_COLUMNS)]
+    if sum(widths) <= width:
+        return cells
+    room = max(len(COLUMNS[0]) + 2, width - sum(widths[1:]) - 2 * padding)
+    return [(fmt.fit_title(row.label, row.sweep_value, room),) + c[1:] for c, row in zip(cells, rows)]
 
 
 def row_detail(row: Row) -> Text:
