@@ -388,6 +388,9 @@ def test_param_sweep_over_impls_that_have_it(toy_registry):
 @pytest.mark.parametrize("params, expected", [
     ("{BLOCK_SIZE: 0}", "runs[0].impls[0].params.BLOCK_SIZE: must be a power of two (1, 2, 4, ...), got 0"),
     ("{BLOCK_SIZE: 96}", "runs[0].impls[0].params.BLOCK_SIZE: must be a power of two (1, 2, 4, ...), got 96"),
+    # Triton's largest block (TRITON_MAX_TENSOR_NUMEL): 16777216 failed only when the row ran
+    ("{BLOCK_SIZE: 16777216}", "runs[0].impls[0].params.BLOCK_SIZE: must be at most 1048576 (2^20, the most "
+                               "elements a Triton block holds: TRITON_MAX_TENSOR_NUMEL), got 16777216"),
     ("{num_warps: 64}", "runs[0].impls[0].params.num_warps: must be at most 32 (warps in a CTA), got 64"),
 ])
 def test_tile_params_a_kernel_cannot_take_fail_the_check(toy_registry, params, expected):
@@ -725,3 +728,11 @@ def test_a_results_document_opened_as_a_session_is_named_so():
     (problem,) = info.value.problems
     assert problem.message.startswith("a results document (what --replay -o PATH or the TUI writes), not a session: "
                                       "it holds results of session 'smoke-quick'")
+
+
+def test_the_block_limit_is_tritons_own():
+    """params.MAX_BLOCK is Triton's TRITON_MAX_TENSOR_NUMEL (the installed Triton's, where there is one)."""
+    core = pytest.importorskip("triton.language.core")
+    from workbench.params import MAX_BLOCK
+
+    assert MAX_BLOCK == core.TRITON_MAX_TENSOR_NUMEL
