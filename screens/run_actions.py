@@ -43,6 +43,9 @@ class RunsMixin:
         if index is not None:
             removed = self.ws.delete_run(index)
             await self._runs_changed(f"deleted run {removed.index} ({removed.run.op}): u brings it back")
+            if not self.running:  # the bar's summary may be of the run just deleted (the Log keeps it)
+                self.run_bar.status = "ready" if self.ws.session.runs else \
+                    "no runs: pick an op (+) in the list to add one; u brings the last back"
 
     async def action_undo_delete(self) -> None:
         if self.running:

@@ -73,6 +73,24 @@ async def test_delete_a_run_with_its_results_and_undo_brings_both_back(tmp_path)
 
 
 @run_async
+async def test_deleting_every_run_clears_the_last_runs_summary(tmp_path):
+    """The run bar still said 'done: 6 ok' of a run that was gone, after every run was deleted too
+    (a new user's try)."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        assert app.run_bar.status.startswith("done")
+        app.query_one("#op-list").focus()
+        await pilot.press("d")
+        await pilot.pause(0.2)
+        assert app.run_bar.status == "ready"  # the summary was of the run just deleted
+        await pilot.press("d")
+        await pilot.pause(0.2)
+        assert ops(app) == [] and app.run_bar.status.startswith("no runs: pick an op (+)")
+
+
+@run_async
 async def test_copy_and_move_runs_keep_results_with_their_run(tmp_path):
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
