@@ -149,9 +149,10 @@ def _restore_autosave(session: Session, path: Path, data: Path, kernels) -> tupl
 
 def _unsaved_new_session(path: Path, data: Path, kernels) -> tuple[Session, str] | None:
     """The autosave of a new session at `path` that was never saved (no file there), with the
-    note that says so; None when there is none (or it does not read: then a note is lost, not the
-    file, which is kept for a later try). Opening that path again started an empty session, and
-    its first change overwrote the autosave: the runs were gone (a new user's try)."""
+    note that says so; None when there is none. Opening that path again started an empty
+    session, and its first change overwrote the autosave: the runs were gone (a new user's try).
+    An autosave that no longer reads (a plugin gone) is moved aside to NAME.unread.yaml, never
+    written over, and its error is the note of an empty session."""
     from workbench.session import api as ws
 
     saved = autosave_path(path, data)
@@ -160,8 +161,14 @@ def _unsaved_new_session(path: Path, data: Path, kernels) -> tuple[Session, str]
     try:
         session = ws.parse_session(saved.read_text(encoding="utf-8"), source=str(saved), base_dir=path.parent,
                                    kernels=kernels)
-    except (OSError, ValueError):
-        return None
+    except (OSError, ValueError) as exc:
+        aside = saved.with_suffix(".unread.yaml")
+        try:
+            saved.replace(aside)
+        except OSError:
+            return None
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return Session(name=path.stem, runs=()), f"{path}: its autosave did not read ({first}); kept as {aside}"
     return session, (f"{path} was never saved: its runs are restored from {saved} (ctrl+s writes the file)")
 
 

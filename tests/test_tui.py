@@ -738,3 +738,16 @@ async def test_the_hidden_panes_mount_after_the_first_frame_and_answer_their_key
         await ran(pilot)
         assert app.query_one("#profile-table", DataTable).row_count > 0
         assert app.query_one("#traffic-table", DataTable).row_count == 6
+
+
+def test_an_unsaved_sessions_autosave_that_does_not_read_is_kept_aside(tmp_path):
+    from workbench.screens import sessions_io
+
+    path, data = tmp_path / "new2.yaml", tmp_path / "data"
+    saved = sessions_io.autosave_path(path, data)
+    saved.parent.mkdir(parents=True)
+    saved.write_text("schema_version: 1\nname: new2\nruns:\n  - op: no_such_op\n")
+    opened = sessions_io.open_session(path, data=data)
+    assert opened.session.runs == () and not saved.exists()
+    assert saved.with_suffix(".unread.yaml").read_text().endswith("op: no_such_op\n")
+    assert any("its autosave did not read" in note and "kept as" in note for note in opened.notes)

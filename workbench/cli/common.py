@@ -104,8 +104,9 @@ def check_path_names(named: Iterable[tuple[str, str | None]]) -> None:
 
 
 def unusable_path(option: str, path: str, exc: OSError) -> str:
-    """'-o aaaa…aaa.json (306 characters): File name too long (each name in a path may have at
-    most 255 characters)' or '...: Too many levels of symbolic links (a loop)'."""
+    """'-o aaaa…aaa.json (305 characters): File name too long (a name in it has 305 characters;
+    at most 255)', or '-o x.json: Too many levels of symbolic links (its symbolic links lead back
+    to themselves)'."""
     why = exc.strerror or str(exc)
     if exc.errno == errno.ENAMETOOLONG:
         longest = max((len(part) for part in path.split(os.sep)), default=0)
