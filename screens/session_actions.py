@@ -64,11 +64,11 @@ class SessionMixin:
         self.post_message(SessionOpened(opened.session, opened.path, opened.results, opened.notes))
         import numpy  # noqa: F401  (the live chart's thinning, charts.thin: ~100 ms here, not in a key press)
 
-    def _open(self, path: Path | None, gpu: bool, create: bool = False) -> sessions_io.Opened:
+    def _open(self, path: Path | None, gpu: bool, create: bool = False, restore: bool = True) -> sessions_io.Opened:
         if self._opener is not None:
             return self._opener(path, gpu)
         opened = sessions_io.open_session(path, kernels=self._kernels(), has_cuda=gpu,
-                                          data=self.data_dir, create=create)
+                                          data=self.data_dir, create=create, restore=restore)
         if opened.plugins:  # the session's own ops join the catalog, as replay loads them
             loader = self._catalog_loader or _load_catalog
             self.post_message(Loaded(loader([*self._kernels(), *opened.plugins], self._device())))

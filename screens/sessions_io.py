@@ -45,8 +45,10 @@ def data_dir() -> Path:
 
 
 def open_session(path: Path | None, *, kernels: Iterable[str] = (), has_cuda: bool = False,
-                 data: Path, create: bool = False) -> Opened:
-    """Read `path` (None: the default session, the user's saved copy of it first).
+                 data: Path, create: bool = False, restore: bool = True) -> Opened:
+    """Read `path` (None: the default session, the user's saved copy of it first); with
+    `restore`, a newer autosave of it replaces what the file says (watch mode's re-read of a
+    saved file passes False: the file is the truth, whatever the app autosaved meanwhile).
 
     A missing `path` is a new, empty session there only with `create` (the open dialog asked);
     otherwise WorkbenchError names it. Raises WorkbenchError for a bad session too."""
@@ -75,7 +77,9 @@ def open_session(path: Path | None, *, kernels: Iterable[str] = (), has_cuda: bo
     if ws.shipped_original(path, data) is not None:
         notes += (f"your saved copy of the shipped session {path.stem!r} "
                   f"(ctrl+p \"open shipped original\" goes back to it)",)
-    session, restored = _restore_autosave(ws.load_session(path, kernels=kernels), path, data, kernels)
+    session, restored = ws.load_session(path, kernels=kernels), ()
+    if restore:
+        session, restored = _restore_autosave(session, path, data, kernels)
     session, written_out = printable_session(session)
     notes += written_out
     results, recovered = _recover_rows(ws.results_path(path, data))

@@ -136,7 +136,10 @@ class WatchMixin:
             else:
                 session, files = self.ws.session, self._declare_unsaved(kernels)
             catalog = (self._catalog_loader or _load_catalog)([*kernels, *session.plugins], self._device())
-            opened = self._open(path, catalog.gpu) if path is not None and path.resolve() in paths else None
+            # the saved file is the truth: an autosave written since (a timer that fired between the
+            # save and this re-read) is not restored over it (_file_wins removed the one before)
+            opened = (self._open(path, catalog.gpu, restore=False)
+                      if path is not None and path.resolve() in paths else None)
         except WorkbenchError as exc:
             files = watched_files(path, kernels) if path is not None and path.exists() else self._watch_paths
             self.post_message(WatchFailed(str(exc), tuple(files)))

@@ -751,3 +751,22 @@ def test_an_unsaved_sessions_autosave_that_does_not_read_is_kept_aside(tmp_path)
     assert opened.session.runs == () and not saved.exists()
     assert saved.with_suffix(".unread.yaml").read_text().endswith("op: no_such_op\n")
     assert any("its autosave did not read" in note and "kept as" in note for note in opened.notes)
+
+
+def test_watch_modes_re_read_of_a_saved_file_never_restores_an_autosave(tmp_path):
+    """CI caught it under load: an autosave written between a save of the session file and watch
+    mode's re-read of it (newer than the file) was restored over the file, and the run kept the
+    old shape. open_session(restore=False), which the re-read uses, reads the file."""
+    import os
+
+    from workbench.screens import sessions_io
+    from workbench.session import api as ws
+
+    path, data = tmp_path / "w.yaml", tmp_path / "data"
+    path.write_text(SMALL_SESSION.replace("M: 8", "M: 16"))
+    sessions_io.autosave(ws.parse_session(SMALL_SESSION), path, data)
+    later = path.stat().st_mtime + 5
+    os.utime(sessions_io.autosave_path(path, data), (later, later))
+    assert sessions_io.open_session(path, data=data).session.runs[0].shape["M"] == 8  # a crash's autosave wins
+    opened = sessions_io.open_session(path, data=data, restore=False)
+    assert opened.session.runs[0].shape["M"] == 16 and not any("restored" in n for n in opened.notes)
