@@ -178,7 +178,10 @@ def _plugin_session(tmp_path: Path) -> tuple[Path, Path]:
 
 
 @pytest.mark.slow
-def test_check_imports_a_sessions_plugins_only_with_trust_plugins(capsys, tmp_path):
+def test_check_imports_a_sessions_plugins_only_with_trust_plugins(capsys, tmp_path, user_dirs):
+    """user_dirs: a cache folder of the test's own. In the user's, a manifest of the same plugin
+    text (an earlier run's, whose pytest folder had the same name) was read instead of importing
+    the plugin, and the marker never appeared."""
     session, marker = _plugin_session(tmp_path)
     code, out, err = run(capsys, "--check", str(session))
     assert code == 2 and "not checked" in err and "mine.py" in err and "--trust-plugins" in err
