@@ -105,3 +105,81 @@ async def test_the_switch_interval_is_lowered_during_a_run_and_restored_after(tm
         assert during and set(during) == {min(runner.RUN_SWITCH_S, before)}
         assert sys.getswitchinterval() == before
     assert sys.getswitchinterval() == before
+
+
+@pytest.mark.slow
+@run_async
+async def test_a_pane_key_draws_the_pane_before_moving_the_keyboard_into_it(tmp_path):
+    """The frame that shows the pane comes first; the focus (a restyle of the table gaining it,
+    the boxes and the footer) follows it: at the first frame with the Profile pane the keyboard
+    is still in the Timing table, after it in the Profile table (app.action_pane)."""
+    from textual.widgets import TabbedContent
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        await pilot.press("1")
+        await pilot.pause(0.2)
+        results, profile = app.query_one("#results-table"), app.query_one("#profile-table")
+        assert app.focused is results
+        tabs = app.query_one(TabbedContent)
+        frames: list = []
+        display = app._display
+
+        def spy(screen, renderable) -> None:
+            display(screen, renderable)
+            if renderable is not None and tabs.active == "profile" and not frames:
+                frames.append(app.focused)
+        app._display = spy
+        try:
+            await pilot.press("2")
+            await pilot.pause(0.2)
+        finally:
+            del app._display
+        assert frames == [results]
+        assert app.focused is profile and app._pane_focus is None
+
+
+@pytest.mark.slow
+@run_async
+async def test_a_key_right_after_a_pane_key_reaches_the_pane_shown(tmp_path):
+    """2 then j before any frame: the j moves the Profile table's cursor, not the hidden
+    Timing table's (the focus a pane key owes is moved before the next key is routed)."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        await pilot.press("1")
+        await pilot.pause(0.2)
+        results, profile = app.query_one("#results-table"), app.query_one("#profile-table")
+        assert app.focused is results and results.row_count >= 2 and profile.row_count >= 2
+        rows = (results.cursor_row, profile.cursor_row)
+        app.simulate_key("2")
+        app.simulate_key("j")
+        await pilot.pause(0.3)
+        assert app.focused is profile
+        assert (results.cursor_row, profile.cursor_row) == (rows[0], rows[1] + 1)
+
+
+@pytest.mark.slow
+@run_async
+async def test_the_focus_a_pane_key_owes_moves_before_the_next_key_and_survives_the_hide(tmp_path):
+    """While a pane key's focus is owed (_pane_focus, moved after the pane's frame): the hidden
+    pane's Hide does not move the keyboard into the sidebar (MainScreen._reset_focus), and the
+    next key moves it into the pane before it is routed (on_event). Each is called here
+    directly, without the frame that would settle it anyway."""
+    from textual import events
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await loaded(pilot)
+        await pilot.press("1")
+        await pilot.pause(0.2)
+        results, profile = app.query_one("#results-table"), app.query_one("#profile-table")
+        assert app.focused is results
+        app._pane_focus = "profile"  # as action_pane leaves it until the pane's frame
+        results.blur()  # what the Hide of its pane does
+        assert app.focused is results
+        await app.on_event(events.Key("f12", None))  # a key bound to nothing
+        assert app.focused is profile and app._pane_focus is None
