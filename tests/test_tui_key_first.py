@@ -107,6 +107,20 @@ async def test_the_switch_interval_is_lowered_during_a_run_and_restored_after(tm
     assert sys.getswitchinterval() == before
 
 
+async def _in_the_timing_table(pilot, run: bool = True) -> tuple:
+    """The app loaded (and run: the tables have rows), the keyboard in the Timing pane's table
+    (key 1); returns (results table, profile table)."""
+    app = pilot.app
+    await loaded(pilot)
+    if run:
+        await ran(pilot)
+    await pilot.press("1")
+    await pilot.pause(0.2)
+    results, profile = app.query_one("#results-table"), app.query_one("#profile-table")
+    assert app.focused is results
+    return results, profile
+
+
 @pytest.mark.slow
 @run_async
 async def test_a_pane_key_draws_the_pane_before_moving_the_keyboard_into_it(tmp_path):
@@ -117,12 +131,7 @@ async def test_a_pane_key_draws_the_pane_before_moving_the_keyboard_into_it(tmp_
 
     app = make_app(tmp_path)
     async with app.run_test(size=(200, 50)) as pilot:
-        await loaded(pilot)
-        await ran(pilot)
-        await pilot.press("1")
-        await pilot.pause(0.2)
-        results, profile = app.query_one("#results-table"), app.query_one("#profile-table")
-        assert app.focused is results
+        results, profile = await _in_the_timing_table(pilot)
         tabs = app.query_one(TabbedContent)
         frames: list = []
         display = app._display
@@ -148,12 +157,8 @@ async def test_a_key_right_after_a_pane_key_reaches_the_pane_shown(tmp_path):
     Timing table's (the focus a pane key owes is moved before the next key is routed)."""
     app = make_app(tmp_path)
     async with app.run_test(size=(200, 50)) as pilot:
-        await loaded(pilot)
-        await ran(pilot)
-        await pilot.press("1")
-        await pilot.pause(0.2)
-        results, profile = app.query_one("#results-table"), app.query_one("#profile-table")
-        assert app.focused is results and results.row_count >= 2 and profile.row_count >= 2
+        results, profile = await _in_the_timing_table(pilot)
+        assert results.row_count >= 2 and profile.row_count >= 2
         rows = (results.cursor_row, profile.cursor_row)
         app.simulate_key("2")
         app.simulate_key("j")
@@ -173,11 +178,7 @@ async def test_the_focus_a_pane_key_owes_moves_before_the_next_key_and_survives_
 
     app = make_app(tmp_path)
     async with app.run_test(size=(200, 50)) as pilot:
-        await loaded(pilot)
-        await pilot.press("1")
-        await pilot.pause(0.2)
-        results, profile = app.query_one("#results-table"), app.query_one("#profile-table")
-        assert app.focused is results
+        results, profile = await _in_the_timing_table(pilot, run=False)
         app._pane_focus = "profile"  # as action_pane leaves it until the pane's frame
         results.blur()  # what the Hide of its pane does
         assert app.focused is results
