@@ -134,6 +134,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
             self.animation_level = "none"
         self.ws = Workspace()
         self._notice_sources: dict[str, str] = {}  # notify(source=...): the message on screen per source
+        self._owed: dict[str, Callable[[], Any]] = {}  # owe(): work due after the next frame or before the next key
         self._session_arg, self._options = session_path, options
         self._engine, self._catalog_loader, self._opener = engine, catalog_loader, opener
         self.data_dir = data_dir or sessions_io.data_dir()
@@ -203,9 +204,16 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         self._unwatch_terminal()
 
     async def on_event(self, event: events.Event) -> None:
-        if isinstance(event, events.Key) and not event.is_forwarded:  # its frame before the redraw timer's work
-            self.key_arrived()
-            if self._pane_focus is not None:  # a pane key's focus, not yet moved: before this key is routed
+        if isinstance(event, events.Key):
+            if not event.is_forwarded:  # its frame before the redraw timer's work
+                self.key_arrived()
+            # What an earlier key left for after its frame, paid before this key is routed: on
+            # its way in (priority bindings, then the focused widget) and again when it comes
+            # back up unhandled (the other bindings, resolved from the focus then): in `b b j`
+            # the j came in before either b had been acted on, and back up after them.
+            if self._owed:  # a pane brought up to date, the keyboard given back to the sidebar
+                self.pay()
+            if self._pane_focus is not None:  # a pane key's focus, not yet moved
                 self._move_to_pane()
         await super().on_event(event)
 
@@ -352,6 +360,21 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         return text
 
     # -- actions ----------------------------------------------------------------------------
+    def owe(self, name: str, work: Callable[[], Any]) -> None:
+        """`work` runs after the next frame, or before the next key is routed if that comes
+        first: what a key pressed at once must find done (a pane brought up to date, the
+        keyboard given back), without holding up the frame. A later `owe` of the same name
+        replaces it."""
+        self._owed[name] = work
+        self.call_after_refresh(self.pay, name)
+
+    def pay(self, name: str | None = None) -> None:
+        """Run what is owed under `name` (every name: None) now, once."""
+        for key in [name] if name is not None else list(self._owed):
+            work = self._owed.pop(key, None)
+            if work is not None:
+                work()
+
     _pane_focus: str | None = None  # the pane a pane key showed, whose widget gets the keyboard after its frame
 
     def action_pane(self, pane: str, now: bool = False) -> None:
@@ -362,6 +385,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         the pane instead of before it. A key that arrives before then moves the focus first
         (on_event), so every key after a pane key reaches the pane shown."""
         self.query_one(TabbedContent).active = pane
+        self.pane_shown(pane)  # now: TabbedContent's TabActivated comes after keys already typed
         self._pane_focus = pane
         if now:
             self._move_to_pane()
@@ -454,7 +478,9 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         widget, self._sidebar_focus = self._sidebar_focus, None
         if widget is not None:
             target = widget if widget.is_attached else self.query_one(OpList)
-            self.call_after_refresh(target.focus)
+            # owed, not call_after_refresh(target.focus): `b b j` typed at once moved the
+            # Timing table's cursor (the j came before the focus)
+            self.owe("sidebar focus", lambda: self.screen.set_focus(target))
 
     def action_next_metric(self) -> None:
         self.query_one(TimingPane).action_next_metric()

@@ -123,12 +123,17 @@ class EditorMixin:
         self._set_model(type(pane), self.ws.model())
 
     def on_tabbed_content_tab_activated(self, event) -> None:
-        """A pane behind the streaming run comes on screen: painted first as it was, brought up
-        to date right after (the key is answered before the pane's redraw)."""
-        pane = next((p for p, pane_id in PANE_IDS.items() if pane_id == event.pane.id), None)
+        self.pane_shown(event.pane.id)
+
+    def pane_shown(self, pane_id: str | None) -> None:
+        """A pane behind the streaming run comes on screen (a pane key, a tab click): painted
+        first as it was, brought up to date right after (the key is answered before the pane's
+        redraw), or before the next key if that comes first (app.owe)."""
+        pane = next((p for p, known in PANE_IDS.items() if known == pane_id), None)
         if pane in self._behind:
             self._behind = self._behind - {pane}
-            self.call_after_refresh(lambda: self._set_model(pane, self.ws.model()))
+            # owed: a key typed with the pane key (`3 n`, `2 j`) finds the pane up to date
+            self.owe(f"pane {pane.__name__}", lambda: self._set_model(pane, self.ws.model()))
 
     # -- messages up ------------------------------------------------------------------------
     async def pick(self, kind: str, value) -> None:

@@ -8,7 +8,7 @@ dropped first until the rest fit beside the palette hint (Textual's Footer cut `
 from __future__ import annotations
 
 from textual.reactive import reactive
-from textual.widgets import Footer, TabbedContent, Tabs
+from textual.widgets import Footer, TabbedContent, TabPane, Tabs
 from textual.widgets._footer import FooterKey
 
 from .panes import BY_ID, PANES
@@ -43,6 +43,18 @@ class PaneTabs(TabbedContent):
 
     def on_mount(self) -> None:
         self.screen.screen_layout_refresh_signal.subscribe(self, self._underline_follows, immediate=True)
+
+    def _on_tab_pane_focused(self, event: TabPane.Focused) -> None:
+        """A widget in a pane got the keyboard: TabbedContent makes that pane the active one
+        when the message arrives, which can be after later pane keys moved on (after `2 3 6`
+        typed at once, the Profile and PTX tables' messages came after the Diagnosis pane was
+        shown and showed them again: the Diagnosis table, focused meanwhile, was hidden and the
+        keyboard fell to the box below it). Here panes change only through `active` (pane keys,
+        a tab click, the palette); the focus chain never reaches a hidden pane, so a message
+        from a pane that is not the active one is stale and dropped."""
+        if event.tab_pane.id != self.active:
+            event.stop()
+            event.prevent_default()  # not TabbedContent's own handler either
 
     def on_resize(self) -> None:
         self.fit_labels()  # now, not after a refresh: the tabs' underline follows in this layout

@@ -184,3 +184,68 @@ async def test_the_focus_a_pane_key_owes_moves_before_the_next_key_and_survives_
         assert app.focused is results
         await app.on_event(events.Key("f12", None))  # a key bound to nothing
         assert app.focused is profile and app._pane_focus is None
+
+
+@pytest.mark.slow
+@run_async
+async def test_pane_keys_typed_at_once_end_in_the_last_pane_with_its_table_focused(tmp_path):
+    """`2 3 6` typed at once: each pane key's focus sent TabPane.Focused, handled after the
+    next key had switched on, and showed Profile and PTX again over Diagnosis, whose table
+    (focused meanwhile) was hidden: the keyboard fell to the box below it (PaneTabs drops a
+    Focused message from a pane that is not the active one)."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await _in_the_timing_table(pilot)
+        for keys in ("236", "6512", "34526"):
+            for key in keys:
+                app.simulate_key(key)
+            await pilot.pause(0.3)
+            pane = {"6": "diagnosis", "2": "profile"}[keys[-1]]
+            assert app.query_one("#panes").active == pane, keys
+            assert app.focused is app.query_one(f"#{pane}-table"), keys
+
+
+@pytest.mark.slow
+@run_async
+async def test_a_key_typed_with_a_pane_key_finds_the_pane_brought_up_to_date(tmp_path):
+    """A pane left behind by a streaming run is brought up to date after the frame that shows
+    it; `3 n` typed at once stepped through no PTX ("no PTX to step through: no results yet"):
+    the update is owed (app.owe) and paid before the next key is routed. The pane key and the
+    key are given here directly, with no frame between them."""
+    from textual import events
+
+    from workbench.screens.panes.ptx import PtxPane
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await _in_the_timing_table(pilot)
+        ptx = app.query_one(PtxPane)
+        ptx.model = None  # as a pane hidden while the run streamed (editor.show_results)
+        app._behind = app._behind | {PtxPane}
+        app.action_pane("ptx")
+        assert ptx.model is None  # the pane's frame first
+        await app.on_event(events.Key("n", "n"))
+        assert ptx.model is not None
+        assert not [n for n in app._notifications if "no PTX" in str(n.message)]
+
+
+@pytest.mark.slow
+@run_async
+async def test_b_b_j_typed_at_once_moves_the_run_list(tmp_path):
+    """b hides the sidebar (the keyboard into the pane), b shows it again and gives the run
+    list the keyboard back: owed, so a j typed with them moves the run list, not the Timing
+    table."""
+    from workbench.screens.sidebar import OpList
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(200, 50)) as pilot:
+        results, _ = await _in_the_timing_table(pilot)
+        runs = app.query_one(OpList)
+        runs.focus()
+        await pilot.pause(0.2)
+        before = (runs.highlighted, results.cursor_row)
+        for key in "bbj":
+            app.simulate_key(key)
+        await pilot.pause(0.3)
+        assert app.focused is runs
+        assert (runs.highlighted, results.cursor_row) == (before[0] + 1, before[1])
