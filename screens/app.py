@@ -499,7 +499,10 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         return super().check_action(action, parameters)
 
     def action_help(self) -> None:
-        groups = [("Everywhere", self.BINDINGS + GENERAL_KEYS), ("Run list", RUN_LIST_KEYS),
+        # m (the Timing chart's metric) is the Timing pane's group's, not Everywhere's: listed
+        # there on every other pane, it did nothing there
+        everywhere = [b for b in self.BINDINGS if not (isinstance(b, Binding) and b.action == "next_metric")]
+        groups = [("Everywhere", everywhere + GENERAL_KEYS), ("Run list", RUN_LIST_KEYS),
                   *help_groups(), ("Lists and tables", KeyDataTable.BINDINGS)]
         shown = BY_ID.get(self.query_one(TabbedContent).active)
         on_show = shown.help if shown is not None and shown.help else None

@@ -770,3 +770,19 @@ def test_watch_modes_re_read_of_a_saved_file_never_restores_an_autosave(tmp_path
     assert sessions_io.open_session(path, data=data).session.runs[0].shape["M"] == 8  # a crash's autosave wins
     opened = sessions_io.open_session(path, data=data, restore=False)
     assert opened.session.runs[0].shape["M"] == 16 and not any("restored" in n for n in opened.notes)
+
+
+@run_async
+async def test_help_lists_the_metric_key_under_the_timing_pane_only(tmp_path):
+    """`?` on the PTX pane listed m (Metric) under Everywhere, where it does nothing but on the
+    Timing pane; it is listed in the Timing pane's group."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        for pane_key in ("3", "1"):
+            await pilot.press(pane_key)
+            await pilot.press("question_mark")
+            groups = dict(app.screen._groups)
+            keys = {name: {b.key for b in bindings if hasattr(b, "key")} for name, bindings in groups.items()}
+            assert "m" not in keys["Everywhere"] and "m" in keys["Timing pane"], pane_key
+            await pilot.press("escape")
