@@ -454,7 +454,10 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
 
     def on_descendant_focus(self, event) -> None:
         """A spec field got the keyboard (e, tab, a click): the spec editor is shown."""
-        if self.query_one(SpecEditor) in event.widget.ancestors_with_self:
+        # by type, not query_one(SpecEditor): a focus message handled while the screen's widgets
+        # were being removed (the app closing after a burst of keys, on a loaded box) found no
+        # editor, and NoMatches came out of the handler
+        if any(isinstance(node, SpecEditor) for node in event.widget.ancestors_with_self):
             self.add_class("-spec")
 
     def leave_field(self) -> None:
