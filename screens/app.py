@@ -396,25 +396,38 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
     def _move_to_pane(self, after_frame: bool = False, tries: int = 20) -> None:
         """The keyboard into the pane a pane key showed (_pane_focus); with after_frame, only
         once a frame has laid the pane out (a refresh callback can run in a tick before the
-        key's layout pass), and a pane not mounted yet (a LazyPane, in the frames after the
-        start) is waited for: asked again after the next refresh, `tries` times at most."""
+        key's layout pass: it is asked again, `tries` times at most)."""
         pane = self._pane_focus
         if pane is None:
             return
+        if after_frame and tries > 1:
+            try:
+                shown = bool(self.query_one(f"TabPane#{pane}").region)
+            except NoMatches:
+                shown = True
+            if not shown:
+                self.call_after_refresh(self._move_to_pane, True, tries - 1)
+                return
         try:
             widget = self.query_one(f"#{pane}").query_one(BY_ID[pane].focus)
-            shown = not after_frame or bool(self.query_one(f"TabPane#{pane}").region)
         except NoMatches:
-            widget, shown = None, False
-        if not shown and tries > 1:
-            self.call_after_refresh(self._move_to_pane, True, tries - 1)
+            self._pane_focus = None  # a pane pressed for in the frames before it is mounted (LazyPane): focused then
+            self.call_after_refresh(self._focus_pane, pane)
             return
+        # now, not widget.focus() (a message later, after the hidden pane's Hide, which would
+        # move the focus into the sidebar first: MainScreen._reset_focus lets it be while
+        # _pane_focus is set)
+        self.screen.set_focus(widget)
         self._pane_focus = None
-        if widget is not None:
-            # now, not widget.focus() (a message later, after the hidden pane's Hide, which would
-            # move the focus into the sidebar first: MainScreen._reset_focus lets it be while
-            # _pane_focus is set)
-            self.screen.set_focus(widget)
+
+    def _focus_pane(self, pane: str, tries: int = 20) -> None:
+        if self.query_one(TabbedContent).active != pane:
+            return
+        for widget in self.query_one(f"#{pane}").query(BY_ID[pane].focus):
+            widget.focus()
+            return
+        if tries > 1:
+            self.call_after_refresh(self._focus_pane, pane, tries - 1)
 
     async def action_edit_spec(self, field: str = "shape") -> None:
         """Focus the spec editor (at 80 columns it takes the sidebar's place until escape). From
