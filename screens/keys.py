@@ -81,6 +81,7 @@ class KeyDataTable(DataTable):
     # (every Show of the pane sends one) no longer invalidates them (`_on_resize`).
     _drawn_with: dict | None = None  # pseudo-class state -> the styles its cached lines were drawn with
     _resized_to = None
+    _restyle_owed = False  # blurred while hidden: its restyle waits for the next frame
 
     def notify_style_update(self) -> None:
         Widget.notify_style_update(self)  # DataTable's own clears the caches: _check_styles decides
@@ -88,6 +89,8 @@ class KeyDataTable(DataTable):
         self.refresh()
 
     def render_lines(self, crop):
+        if self._restyle_owed:  # shown again before that frame: restyled before it is drawn
+            self._restyle_if_blurred()
         self._check_styles()
         return super().render_lines(crop)
 
@@ -104,14 +107,19 @@ class KeyDataTable(DataTable):
     def watch_has_focus(self, has_focus: bool) -> None:
         """Restyled when the focus leaves it only after the next frame if it is leaving the
         screen too (a pane key: its pane is hidden): not drawn, its restyle held up the frame
-        of the pane coming on screen (the table gaining the focus is restyled at once)."""
+        of the pane coming on screen (the table gaining the focus is restyled at once). Shown
+        again before that frame, it is restyled before it is drawn (`render_lines`): drawn
+        with the focused styles, its lines would be kept for the blurred state."""
         if not has_focus and any(not node.display for node in self.ancestors_with_self if node is not self.screen):
+            self._restyle_owed = True
             self.call_after_refresh(self._restyle_if_blurred)
             return
+        self._restyle_owed = False
         super().watch_has_focus(has_focus)
 
     def _restyle_if_blurred(self) -> None:
-        if not self.has_focus and self.is_attached:
+        owed, self._restyle_owed = self._restyle_owed, False
+        if owed and not self.has_focus and self.is_attached:
             self.update_node_styles()
 
     def _on_resize(self, event: events.Resize) -> None:

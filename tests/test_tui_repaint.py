@@ -11,7 +11,7 @@ from textual.containers import Vertical
 from textual.geometry import Region
 from textual.widgets import DataTable
 
-from tui_helpers import run_async
+from tui_helpers import run_async, wait_for
 from workbench.screens.keys import KeyDataTable
 
 ROWS = [("manual", "ok", "764 µs", "-16/+3674%"), ("pytorch", "ok", "279 µs", "-1.3/+4%"),
@@ -66,6 +66,22 @@ def _count_cell_renders(table: DataTable, counter: list[int]) -> None:
     table._render_cell = counted
 
 
+async def _focus(pilot, widget) -> None:
+    """The keyboard to `widget`, and a pause after it got it (Widget.focus is deferred)."""
+    widget.focus()
+    await wait_for(pilot, lambda: widget.app.focused is widget)
+    await pilot.pause()
+
+
+async def _settled(pilot, table: DataTable) -> None:
+    """Until the table has measured its rows and taken its size (each bumps its _update_count,
+    which its cell cache is keyed by): a pause alone returns early on a loaded machine (Textual's
+    wait_for_idle reads an unscheduled process as idle)."""
+    await wait_for(pilot, lambda: table.app.focused is table and not table._require_update_dimensions
+                   and not table._new_rows and getattr(table, "_resized_to", table.size) == table.size)
+    await pilot.pause()
+
+
 def test_a_focus_change_and_a_hide_show_keep_the_tables_cells_and_draw_them_as_before():
     app = _Tables()
 
@@ -74,19 +90,49 @@ def test_a_focus_change_and_a_hide_show_keep_the_tables_cells_and_draw_them_as_b
         async with app.run_test(size=(100, 30)) as pilot:
             kept, other = app.query_one("#kept", KeyDataTable), app.query_one("#other", KeyDataTable)
             kept.focus()
-            await pilot.pause()
+            await _settled(pilot, kept)
             focused = _lines(kept)
             misses = [0]
             _count_cell_renders(kept, misses)
             for _ in range(2):  # as pane keys do: the box hidden, focus away; shown, focus back
                 app.query_one("#box").display = False
                 other.focus()
-                await pilot.pause()
+                await wait_for(pilot, lambda: app.focused is other)  # (a frame meanwhile: hidden)
                 app.query_one("#box").display = True
                 kept.focus()
+                await wait_for(pilot, lambda: app.focused is kept)
                 await pilot.pause()
                 assert _lines(kept) == focused
             assert misses[0] == 0  # (DataTable rendered every cell again after each focus change)
+    drive()
+
+
+def test_a_table_blurred_while_hidden_and_shown_before_the_next_frame_draws_blurred():
+    """Blurred while its box is hidden, the table's restyle waits for the next frame
+    (KeyDataTable.watch_has_focus); shown again before that frame (two pane keys within one, or
+    a loaded box), its first lines are the blurred look, and the cells kept for either focus
+    state stay (found by CI under load: the lines of the focused look were drawn for the blurred
+    state and every cell was rendered again)."""
+    app = _Tables()
+
+    @run_async
+    async def drive() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            kept, other = app.query_one("#kept", KeyDataTable), app.query_one("#other", KeyDataTable)
+            await _focus(pilot, kept)
+            await _settled(pilot, kept)
+            await _focus(pilot, other)
+            blurred = _lines(kept)
+            await _focus(pilot, kept)
+            assert _lines(kept) != blurred
+            misses = [0]
+            _count_cell_renders(kept, misses)
+            box = app.query_one("#box")
+            box.display = False
+            kept.has_focus = False  # as its Blur does (no frame in between: no await)
+            box.display = True
+            assert _lines(kept) == blurred
+            assert misses[0] == 0
     drive()
 
 
@@ -102,28 +148,22 @@ def test_after_a_style_change_the_table_draws_as_a_fresh_table_in_either_focus_s
         async with app.run_test(size=(100, 30)) as pilot:
             kept, plain = app.query_one("#kept", KeyDataTable), app.query_one("#plain", DataTable)
             other = app.query_one("#other", KeyDataTable)
-            kept.focus()
-            await pilot.pause()
-            other.focus()  # the blurred look drawn and kept
-            await pilot.pause()
+            await _focus(pilot, kept)
+            await _focus(pilot, other)  # the blurred look drawn and kept
             before = _lines(kept)
             assert before == _lines(plain)
-            kept.focus()
-            await pilot.pause()
+            await _focus(pilot, kept)
             if change == "class":
                 for table in (kept, plain):
                     table.add_class("-alt")
             else:
                 app.theme = "textual-light"
             await pilot.pause()
-            plain.focus()
-            await pilot.pause()
+            await _focus(pilot, plain)
             focused = _lines(plain)
-            kept.focus()
-            await pilot.pause()
+            await _focus(pilot, kept)
             assert _lines(kept) == focused
-            other.focus()
-            await pilot.pause()
+            await _focus(pilot, other)
             assert _lines(kept) == _lines(plain) != before  # blurred, as restyled
     drive()
 
