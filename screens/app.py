@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from textual import events
+from textual._dispatch_key import dispatch_key  # App._on_key's own (WorkbenchApp._on_key)
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -28,6 +29,7 @@ from textual.widget import Widget
 from textual.widgets import Input, Select, Static, TabbedContent, TabPane
 
 from . import fmt, heap, sessions_io
+from . import messages as msg
 from .ab_action import ABMixin
 from .commands import ImplsProvider, OpsProvider, SessionsProvider, action_commands
 from .dialogs import ConfirmScreen, HelpScreen
@@ -215,7 +217,47 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
                 self.pay()
             if self._pane_focus is not None:  # a pane key's focus, not yet moved
                 self._move_to_pane()
+            if not event.is_forwarded:
+                self._keys_in += 1
+                event.number = self._keys_in  # which pane keys came after it (_on_key)
         await super().on_event(event)
+
+    _keys_in = 0  # keys come in so far
+    _pane_keys: list = []  # (the number of the last key in, the focus before) of the last pane keys
+
+    # what a key or a click asked for; still queued when the app is closing (App._shutdown: the
+    # screens went first), it is dropped: its handler queried widgets no longer there (`j q`
+    # typed at once on a loaded box: NoMatches '#title-bar' came out of the app's exit)
+    _INTENTS = (msg.Choice, msg.ImplsPicked, msg.ParamsEdited, msg.SpecEdited, msg.RunRequested, msg.OpenRequested)
+
+    async def _on_message(self, message) -> None:
+        if isinstance(message, self._INTENTS) and self._closing_down():
+            return
+        await super()._on_message(message)
+
+    async def _on_key(self, event: events.Key) -> None:
+        """A key back up unhandled from the widget it was sent to: Textual resolves its other
+        bindings from the focus now (App._on_key, after this). A pane key typed after it is a
+        priority binding, answered as it comes in, which can be before this key is back: in
+        `1 j 2` the 2 had moved the keyboard into the Profile table, whose cursor the j moved,
+        not the Timing table's. So where a later pane key moved the focus, the key's bindings
+        are resolved from the focus that pane key found (that of the keys before it, `b b j`
+        included: those act on their way back up, before this key)."""
+        number = getattr(event, "number", None)
+        before = next((widget for last, widget in self._pane_keys if number is not None and last > number), None)
+        if before is None or before is self.focused or not before.is_attached or before.screen is not self.screen:
+            return
+        event.prevent_default()  # not App._on_key: it resolves from the focus now
+        consumed = False  # a widget of the chain that takes the key as text hides it from those above
+        for node in before.ancestors_with_self:
+            if not consumed:
+                for binding in node._bindings.key_to_bindings.get(event.key, ()):
+                    if not binding.priority and await self.run_action(binding.action, node):
+                        return
+            consumed = consumed or node.check_consume_key(event.key, event.character)
+            if node.is_modal:
+                break
+        await dispatch_key(self, event)
 
     def _focus_moved(self, widget) -> None:
         """The `.box` holding focus gets `-focus-box` (its bright border); restyled only when
@@ -385,6 +427,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         200x50 on the 2-core CPU: 20.1-20.5 ms against 24.5-24.8 ms), now a frame after it. A
         key that arrives before then moves the focus first (on_event), so every key after a
         pane key reaches the pane shown."""
+        self._pane_keys = [*self._pane_keys[-7:], (self._keys_in, self.focused)]  # (_on_key)
         self.query_one(TabbedContent).active = pane
         self.pane_shown(pane)  # now: TabbedContent's TabActivated comes after keys already typed
         self._pane_focus = pane

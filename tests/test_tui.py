@@ -243,10 +243,19 @@ async def test_moving_the_highlight_onto_a_run_shows_it_and_onto_an_op_does_not(
 @run_async
 async def test_moving_the_highlight_during_a_run_keeps_its_results_with_the_run_that_ran(tmp_path):
     """Highlighting shows a run (above), so j during a run switches the panes mid-run: the
-    results must still land on the run that ran, and show when it is highlighted again."""
+    results must still land on the run that ran, and show when it is highlighted again. The
+    run's events wait until softmax is shown (a delay alone let a loaded box finish the run
+    before the j)."""
     from textual.widgets import OptionList
 
-    app = make_app(tmp_path, engine=fixture_engine(delay_s=0.05))
+    gate = threading.Event()
+    fixture = fixture_engine(delay_s=0.05)
+
+    def engine(session, *, on_event, stop=None, options=None) -> dict:
+        gate.wait(30)
+        return fixture(session, on_event=on_event, stop=stop, options=options)
+
+    app = make_app(tmp_path, engine=engine)
     async with app.run_test(size=(120, 40)) as pilot:
         await loaded(pilot)
         await pilot.press("r")
@@ -255,6 +264,7 @@ async def test_moving_the_highlight_during_a_run_keeps_its_results_with_the_run_
         runs.focus()
         await pilot.press("j")  # softmax shown while gelu runs
         await wait_for(pilot, lambda: app.ws.index == 1)
+        gate.set()
         await wait_for(pilot, lambda: not app.running, timeout_s=30)
         assert app.ws.index == 1 and app.ws.run.op == "softmax"
         await pilot.pause(0.2)
@@ -786,6 +796,27 @@ async def test_help_lists_the_metric_key_under_the_timing_pane_only(tmp_path):
             keys = {name: {b.key for b in bindings if hasattr(b, "key")} for name, bindings in groups.items()}
             assert "m" not in keys["Everywhere"] and "m" in keys["Timing pane"], pane_key
             await pilot.press("escape")
+
+
+@run_async
+async def test_a_choice_still_queued_when_the_app_closes_is_dropped(tmp_path):
+    """`j q` typed at once on a loaded box: the run list's choice was handled after the app's
+    screens had gone (App._shutdown closes them, then its own queue), and show_run's
+    NoMatches ('#title-bar') came out of the app's exit. Posted here as the screens close."""
+    from workbench.screens.messages import Choice
+
+    app = make_app(tmp_path)
+    close_all = app._close_all
+
+    async def close_then_choose() -> None:
+        await close_all()
+        app.post_message(Choice("run", 1))
+
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        assert len(app.ws.session.runs) > 1
+        app._close_all = close_then_choose
+    assert app.ws.index == 0  # not picked
 
 
 @run_async

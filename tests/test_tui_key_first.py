@@ -249,3 +249,26 @@ async def test_b_b_j_typed_at_once_moves_the_run_list(tmp_path):
         await pilot.pause(0.3)
         assert app.focused is runs
         assert (runs.highlighted, results.cursor_row) == (before[0] + 1, before[1])
+
+
+@pytest.mark.slow
+@run_async
+async def test_a_key_typed_between_two_pane_keys_acts_on_the_pane_shown_when_it_was_typed(tmp_path):
+    """`1 j 2` typed at once, from the Profile table: the j moves the Timing table's cursor.
+    A pane key is a priority binding, answered as it comes in; the j's own binding is resolved
+    when it comes back up from the widget it was sent to, after the 2 had moved the keyboard into
+    the Profile table, whose cursor it moved (WorkbenchApp._on_key resolves it from the widget it
+    was sent to)."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(200, 50)) as pilot:
+        results, profile = await _in_the_timing_table(pilot)
+        assert results.row_count > 1 and profile.row_count > 1
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        assert app.focused is profile
+        before = (results.cursor_row, profile.cursor_row)
+        for key in "1j2":
+            app.simulate_key(key)
+        await pilot.pause(0.3)
+        assert app.focused is profile
+        assert (results.cursor_row, profile.cursor_row) == (before[0] + 1, before[1])
