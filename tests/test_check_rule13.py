@@ -256,3 +256,23 @@ def test_the_cpu_copy_reference_is_also_timed_on_one_thread_and_restores_the_thr
         return step * (0.001 if seen and seen[-1] == 1 else 0.005) / 2
     assert cpu_bound._fastest_copy_ms(1 << 12, clock) < 2.0   # the one-thread copy counted
     assert seen[0] == 4 and 1 in seen and seen[-1] == 4       # torch's threads restored after
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float8_e4m3fn])
+def test_each_nudge_changes_its_element_beyond_an_fp8_step(dtype):
+    """A nudge within the check's tolerance of the element it replaces goes unseen: a byte-sample
+    cache of quantize to float8_e4m3fn (rtol one fp8 step, 0.125) passed 1 run in 6 when the
+    copied element was drawn at random. Every nudge of the pool (rotation.nudge_pool) moves its
+    element by more than 0.125 of its size, on seeded normal inputs of each dtype; it copies
+    another element (values stay in their distribution) and the position is not the source."""
+    from workbench.engine.measure.rotation import nudge_pool
+
+    x = torch.randn(3, 4097, generator=torch.Generator().manual_seed(0)).to(dtype)
+    y = torch.randn(64, generator=torch.Generator().manual_seed(1)).to(dtype)
+    inputs = (x, torch.tensor(3), y)  # the 0-d integer is never nudged
+    pool = nudge_pool(inputs, random.Random(5), size=200)
+    assert len(pool) == 200 and {which for which, _, _ in pool} == {0, 2}
+    for which, pos, source in pool:
+        flat = inputs[which].reshape(-1).double()
+        assert pos != source
+        assert abs(flat[pos] - flat[source]) > 0.125 * abs(flat[pos]), (which, pos, source)
