@@ -188,3 +188,37 @@ def test_tab_labels_shorten_to_fit_and_keep_their_numbers():
     assert list(tab_labels(panes, 20).values()) == ["1", "2", "3", "4", "5", "6"]
     for width in (20, 42, 46, 59, 200):
         assert sum(len(label) + 2 for label in tab_labels(panes, width).values()) <= width
+
+
+@run_async
+async def test_k_typed_with_the_log_pane_key_after_new_lines_scrolls_the_log_up(tmp_path):
+    """`5 k k k` typed at once, with lines added while the Log was hidden: the Log is rendered
+    anew at its width once shown (LogPane._sync), which scrolled it back to the end after the
+    k's had scrolled it up; the k's are kept (three lines up from the end)."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        log = app.log_pane
+        for i in range(80):
+            log.add(f"line {i}")
+        await pilot.press("5")
+        await pilot.pause(0.3)
+        assert log.scroll_y == log.max_scroll_y > 3  # at the end, and more than a screen
+        await pilot.press("1")
+        await pilot.pause(0.2)
+        for i in range(80, 90):
+            log.add(f"line {i}")  # while hidden: rendered anew when shown
+        await _burst(pilot, "5", "k", "k", "k")
+        await pilot.pause(0.3)
+        assert app.focused is log
+        assert log.max_scroll_y - log.scroll_y == 3, (log.scroll_y, log.max_scroll_y)
+        # scrolled up, a new line leaves the view where it is; at the end (End), it is followed
+        at = log.scroll_y
+        log.add("line 90")
+        await pilot.pause(0.2)
+        assert log.scroll_y == at < log.max_scroll_y
+        await pilot.press("end")
+        await pilot.pause(0.2)
+        log.add("line 91")
+        await pilot.pause(0.2)
+        assert log.scroll_y == log.max_scroll_y > at

@@ -23,7 +23,8 @@ def clock() -> str:
 
 class LogPane(KeyRichLog):
     """A scrolling log; the app adds lines with `add`, each with the time it came (HH:MM:SS,
-    `clock`), so how long a row took can be read off the Log.
+    `clock`), so how long a row took can be read off the Log. It follows new lines while its
+    view is at the end; scrolled up, the view stays where it is.
 
     RichLog renders a line once, at the width it has when written: one written while the pane is
     hidden (width 0) came out one character per line, and a resize never re-wrapped. So a line
@@ -46,7 +47,9 @@ class LogPane(KeyRichLog):
         self.entries = [*self.entries[-MAX_LINES + 1:], (level, text)]
         self.stamps = [*self.stamps[-MAX_LINES + 1:], stamp]
         if self.rendered_width and self._width() == self.rendered_width:
-            self.write(_line(level, text, stamp), width=self.rendered_width)
+            # follows new lines only from the end: a view scrolled up (k) to read stays put
+            self.write(_line(level, text, stamp), width=self.rendered_width,
+                       scroll_end=self.is_vertical_scroll_end)
         else:  # hidden, not laid out yet, or resized: rendered by _sync at the width it gets
             self.rendered_width = 0
             self.call_later(self._sync)
@@ -61,14 +64,20 @@ class LogPane(KeyRichLog):
         return self.scrollable_content_region.width  # 0 while its tab is hidden
 
     def _sync(self) -> None:
-        """Render every entry anew when the pane has a width other than the log's lines."""
+        """Render every entry anew when the pane has a width other than the log's lines. A view
+        scrolled up from the end stays as many lines up (`5 k k k` typed at once: the k's came
+        before this, and the rewrite scrolled back to the end)."""
         width = self._width()
         if width <= 0 or width == self.rendered_width:
             return
+        up = max(0, round(self.max_scroll_y - self.scroll_y)) if self.lines else 0
         self.clear()
         self.rendered_width = width
         for (level, text), stamp in zip(self.entries, self.stamps):
-            self.write(_line(level, text, stamp), width=width)
+            self.write(_line(level, text, stamp), width=width, scroll_end=False)
+        # now, not after the next frame (RichLog's auto-scroll): a k that comes before that
+        # frame scrolls from here
+        self.scroll_to(y=max(0, self.max_scroll_y - up), animate=False, immediate=True)
 
 
 def _line(level: str, text: str, stamp: str = "") -> Text:
