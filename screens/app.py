@@ -108,7 +108,9 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         Binding("F", "force_run", "Run anyway (rows too large too)", show=False),
         Binding("R", "run_all", "Run every run of the session in turn", show=False),
         Binding("escape", "cancel", "Cancel"),
-        Binding("e", "edit_spec", "Edit spec"),
+        # priority, as the pane keys: answered as it comes in, its field given the keyboard before
+        # the next key is routed (`e q` typed at once quit the app, `e 1 2 8` switched panes)
+        Binding("e", "edit_spec", "Edit spec", priority=True),
         Binding("ctrl+s", "save", "Save"),
         Binding("ctrl+o", "open", "Open"),
         Binding("question_mark", "help", "Help", key_display="?"),
@@ -223,7 +225,12 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         await super().on_event(event)
 
     _keys_in = 0  # keys come in so far
-    _pane_keys: list = []  # (the number of the last key in, the focus before) of the last pane keys
+    _overtaking: list = []  # (the number of the last key in, the focus it found) of the last pane keys and e
+
+    def _overtook(self) -> None:
+        """A key answered as it comes in (a pane key, e) that moves the keyboard: the focus it
+        found is kept for the keys sent before it and not back yet (_on_key)."""
+        self._overtaking = [*self._overtaking[-7:], (self._keys_in, self.focused)]
 
     # what a key or a click asked for; still queued when the app is closing (App._shutdown: the
     # screens went first), it is dropped: its handler queried widgets no longer there (`j q`
@@ -240,11 +247,12 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         bindings from the focus now (App._on_key, after this). A pane key typed after it is a
         priority binding, answered as it comes in, which can be before this key is back: in
         `1 j 2` the 2 had moved the keyboard into the Profile table, whose cursor the j moved,
-        not the Timing table's. So where a later pane key moved the focus, the key's bindings
-        are resolved from the focus that pane key found (that of the keys before it, `b b j`
-        included: those act on their way back up, before this key)."""
+        not the Timing table's (in `j e`, the spec field's, which takes j as text). So where a
+        later pane key or e moved the focus, the key's bindings are resolved from the focus it
+        found (that of the keys before it, `b b j` included: those act on their way back up,
+        before this key)."""
         number = getattr(event, "number", None)
-        before = next((widget for last, widget in self._pane_keys if number is not None and last > number), None)
+        before = next((widget for last, widget in self._overtaking if number is not None and last > number), None)
         if before is None or before is self.focused or not before.is_attached or before.screen is not self.screen:
             return
         event.prevent_default()  # not App._on_key: it resolves from the focus now
@@ -427,7 +435,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         200x50 on the 2-core CPU: 20.1-20.5 ms against 24.5-24.8 ms), now a frame after it. A
         key that arrives before then moves the focus first (on_event), so every key after a
         pane key reaches the pane shown."""
-        self._pane_keys = [*self._pane_keys[-7:], (self._keys_in, self.focused)]  # (_on_key)
+        self._overtook()
         self.query_one(TabbedContent).active = pane
         self.pane_shown(pane)  # now: TabbedContent's TabActivated comes after keys already typed
         self._pane_focus = pane
@@ -476,12 +484,14 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         """Focus the spec editor (at 80 columns it takes the sidebar's place until escape). From
         the Runs list with `+ op` highlighted, that new run is put on screen first, as Enter does:
         `e` there edits the new run, never the run shown before."""
+        self._overtook()
         await self._highlighted_op_to_screen()
         self.remove_class("-no-sidebar")
         self.add_class("-spec")
         target = "#sweep-params" if field == "sweep" else ".shape"
         fields = self.query_one(SpecEditor).query(target).results(Input)
-        self.call_after_refresh(lambda: next(fields, self.query_one("#dtype")).focus())
+        # owed, not call_after_refresh(field.focus): the keys typed with the e go into the field
+        self.owe("spec focus", lambda: self.screen.set_focus(next(fields, self.query_one("#dtype"))))
 
     async def _highlighted_op_to_screen(self) -> None:
         from .sidebar import OpList
@@ -534,9 +544,9 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         """m only while the Timing pane is shown (elsewhere it would change a chart out of view).
-        A pane key (a priority binding) is passed on to a text field with the keyboard (a digit
-        typed in a shape) and to a dialog or the palette over the main screen."""
-        if action == "pane" and (not isinstance(self.screen, MainScreen) or _takes_text(self.focused)):
+        A pane key and e (priority bindings) are passed on to a text field with the keyboard (a
+        digit typed in a shape) and to a dialog or the palette over the main screen."""
+        if action in ("pane", "edit_spec") and (not isinstance(self.screen, MainScreen) or _takes_text(self.focused)):
             return False
         if action == "next_metric":
             try:

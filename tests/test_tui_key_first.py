@@ -272,3 +272,21 @@ async def test_a_key_typed_between_two_pane_keys_acts_on_the_pane_shown_when_it_
         await pilot.pause(0.3)
         assert app.focused is profile
         assert (results.cursor_row, profile.cursor_row) == (before[0] + 1, before[1])
+
+
+@pytest.mark.slow
+@run_async
+async def test_j_typed_with_e_moves_the_table_and_e_opens_the_field(tmp_path):
+    """`j e` typed at once in the Timing table: e is answered as it comes in and gives the shape
+    field the keyboard before the j is back up; the j still moves the table's cursor (resolved
+    from the focus e found), and the field gets no j."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(200, 50)) as pilot:
+        results, _ = await _in_the_timing_table(pilot)
+        before = results.cursor_row
+        for key in "je":
+            app.simulate_key(key)
+        await pilot.pause(0.3)
+        field = app.focused
+        assert getattr(field, "name", None) == "M" and "j" not in field.value
+        assert results.cursor_row == before + 1

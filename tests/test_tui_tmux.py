@@ -111,6 +111,24 @@ async def test_a_burst_with_tab_puts_each_value_in_its_own_field(tmp_path, size)
 
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 @run_async
+async def test_keys_typed_with_e_land_in_the_field_it_opens(tmp_path, size):
+    """`e q` typed at once quit the app, and `e 1 2 8` switched panes: e acted on its way back up
+    and moved the keyboard a frame later, after the keys behind it had been routed as shortcuts
+    (a new user's try in tmux). Now e is answered as it comes in and the field has the keyboard
+    before the next key is routed: they are typed into M, across the end of the burst too."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await loaded(pilot)
+        app.query_one("#op-list").focus()
+        await pilot.pause(0.2)
+        pane = app.query_one("#panes").active
+        await _burst(pilot, "e", "end", *["backspace"] * 8, "1", "2", "8", "q")
+        assert app.is_running and app.query_one("#panes").active == pane
+        assert app.focused is _field(app, "M") and _field(app, "M").value == "128q"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+@run_async
 async def test_hiding_and_showing_the_sidebar_gives_the_run_list_its_focus_back(tmp_path, size):
     """After `b b` nothing in the sidebar had the focus: d did nothing, k did not move."""
     from workbench.screens.sidebar import OpList
