@@ -323,8 +323,17 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
     def on_resize(self, event) -> None:
         self._fit(event.size.width, event.size.height)
 
+    _focus_before_small = None  # the widget with the keyboard when the window became too small
+
     def _fit(self, width: int, height: int) -> None:
+        was_small, focused = self.has_class("-too-small"), self.focused
         small = self._size_classes(width, height)
+        if small and not was_small:  # the screen's widgets hidden: the focus goes, kept here
+            self._focus_before_small = focused
+        elif was_small and not small and self._focus_before_small is not None:
+            widget, self._focus_before_small = self._focus_before_small, None
+            if widget.is_attached:  # back where it was (the run list took it before)
+                self.call_after_refresh(self.screen.set_focus, widget)
         if small:
             self.clear_notifications()  # nothing may cover the notice
         self.query_one("#too-small", Static).update(

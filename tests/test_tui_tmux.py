@@ -240,3 +240,23 @@ async def test_k_typed_with_the_log_pane_key_after_new_lines_scrolls_the_log_up(
         log.add("line 91")
         await pilot.pause(0.2)
         assert log.scroll_y == log.max_scroll_y > at
+
+
+@run_async
+async def test_the_keyboard_comes_back_where_it_was_after_the_window_was_too_small(tmp_path):
+    """The Timing table had the keyboard; the window made too small (the notice alone on
+    screen), then big enough again: the keyboard went to the run list (a new user's try in
+    tmux, resize-window -x 50 and back). It comes back to the table."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        await pilot.press("1")
+        await pilot.pause(0.2)
+        table = app.query_one("#results-table")
+        assert app.focused is table
+        await pilot.resize_terminal(50, 30)
+        await pilot.pause(0.3)
+        assert app.has_class("-too-small")
+        await pilot.resize_terminal(100, 30)
+        await pilot.pause(0.3)
+        assert not app.has_class("-too-small") and app.focused is table
