@@ -111,6 +111,11 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         # priority, as the pane keys: answered as it comes in, its field given the keyboard before
         # the next key is routed (`e q` typed at once quit the app, `e 1 2 8` switched panes)
         Binding("e", "edit_spec", "Edit spec", priority=True),
+        # and tab: on a list or checklist it acted on its way back up, after the keys typed with it
+        # had been routed from there (`tab 4 2` switched panes); a text field's own tab keeps its
+        # place among the keys typed into it (keys.FieldInput), so there it is passed on
+        Binding("tab", "next_field(1)", "Next field", show=False, priority=True),
+        Binding("shift+tab", "next_field(-1)", "Previous field", show=False, priority=True),
         Binding("ctrl+s", "save", "Save"),
         Binding("ctrl+o", "open", "Open"),
         Binding("question_mark", "help", "Help", key_display="?"),
@@ -226,6 +231,12 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
 
     _keys_in = 0  # keys come in so far
     _overtaking: list = []  # (the number of the last key in, the focus it found) of the last pane keys and e
+
+    def action_next_field(self, step: int) -> None:
+        """tab (1) / shift+tab (-1) answered as they come in, where no text field has the
+        keyboard (check_action): the keys typed with them go to the widget they move to."""
+        self._overtook()
+        (self.screen.focus_next if step > 0 else self.screen.focus_previous)()
 
     def _overtook(self) -> None:
         """A key answered as it comes in (a pane key, e) that moves the keyboard: the focus it
@@ -553,9 +564,10 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         """m only while the Timing pane is shown (elsewhere it would change a chart out of view).
-        A pane key and e (priority bindings) are passed on to a text field with the keyboard (a
-        digit typed in a shape) and to a dialog or the palette over the main screen."""
-        if action in ("pane", "edit_spec") and (not isinstance(self.screen, MainScreen) or _takes_text(self.focused)):
+        A pane key, e and tab (priority bindings) are passed on to a text field with the
+        keyboard (a digit typed in a shape) and to a dialog or the palette over the main screen."""
+        if action in ("pane", "edit_spec", "next_field") and (
+                not isinstance(self.screen, MainScreen) or _takes_text(self.focused)):
             return False
         if action == "next_metric":
             try:
@@ -567,7 +579,8 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
     def action_help(self) -> None:
         # m (the Timing chart's metric) is the Timing pane's group's, not Everywhere's: listed
         # there on every other pane, it did nothing there
-        everywhere = [b for b in self.BINDINGS if not (isinstance(b, Binding) and b.action == "next_metric")]
+        everywhere = [b for b in self.BINDINGS  # tab: listed once, in GENERAL_KEYS
+                      if not (isinstance(b, Binding) and b.action.startswith(("next_metric", "next_field")))]
         groups = [("Everywhere", everywhere + GENERAL_KEYS), ("Run list", RUN_LIST_KEYS),
                   *help_groups(), ("Lists and tables", KeyDataTable.BINDINGS)]
         shown = BY_ID.get(self.query_one(TabbedContent).active)

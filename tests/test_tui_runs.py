@@ -5,8 +5,8 @@ notices, focus, the narrow layout and the marks explained under `?`."""
 from __future__ import annotations
 
 import contextlib
-
 import json
+import threading
 
 from textual.command import CommandList
 from textual.widgets import DataTable, Input, Static
@@ -112,7 +112,16 @@ async def test_copy_and_move_runs_keep_results_with_their_run(tmp_path):
 
 @run_async
 async def test_runs_are_not_moved_under_a_run_in_flight(tmp_path):
-    app = make_app(tmp_path, engine=fixture_engine(delay_s=0.2))
+    """d while a run is in flight deletes nothing and says why. The run's events wait until
+    the d has been answered (a delay alone can let a loaded box end the run first)."""
+    gate = threading.Event()
+    fixture = fixture_engine()
+
+    def engine(session, *, on_event, stop=None, options=None) -> dict:
+        gate.wait(30)
+        return fixture(session, on_event=on_event, stop=stop, options=options)
+
+    app = make_app(tmp_path, engine=engine)
     async with app.run_test(size=(120, 40)) as pilot:
         await loaded(pilot)
         await pilot.press("r")
@@ -120,8 +129,12 @@ async def test_runs_are_not_moved_under_a_run_in_flight(tmp_path):
         app.query_one("#op-list").focus()
         await pilot.press("d")
         await pilot.pause(0.1)
-        assert ops(app) == ["gelu", "softmax"]
-        assert any("run is in progress" in m for m in messages(app))
+        try:
+            assert ops(app) == ["gelu", "softmax"]
+            assert any("run is in progress" in m for m in messages(app))
+        finally:
+            gate.set()
+        await wait_for(pilot, lambda: not app.running)
 
 
 @run_async

@@ -127,6 +127,33 @@ async def test_keys_typed_with_e_land_in_the_field_it_opens(tmp_path, size):
         assert app.focused is _field(app, "M") and _field(app, "M").value == "128q"
 
 
+@run_async
+async def test_keys_typed_with_a_tab_out_of_the_actions_list_land_in_the_next_field(tmp_path):
+    """`tab 4 2` typed at once on the spec's actions checklist: the 4 and the 2 switched panes and
+    the next field stayed empty (a new user's try in tmux). Tab acted on its way back up, after
+    the keys behind it had been routed from the checklist; it is now answered as it comes in
+    where no text field has the keyboard (a field's own tab keeps its place among the keys)."""
+    from textual.widgets import Input, SelectionList
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await loaded(pilot)
+        await pilot.press("e")
+        await pilot.pause(0.2)
+        checklist = app.query_one("SpecEditor").query(SelectionList).first()
+        checklist.focus()
+        await pilot.pause(0.2)
+        chain = app.screen.focus_chain
+        after = chain[chain.index(checklist) + 1]
+        assert isinstance(after, Input)
+        before, pane = after.value, app.query_one("#panes").active
+        await _burst(pilot, "tab", "4", "2")
+        assert app.focused is after and after.value == before + "42"
+        assert app.query_one("#panes").active == pane
+        await _burst(pilot, "shift+tab", "j")  # back on the checklist: j moves its highlight there
+        assert app.focused is checklist
+
+
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 @run_async
 async def test_hiding_and_showing_the_sidebar_gives_the_run_list_its_focus_back(tmp_path, size):
