@@ -226,11 +226,11 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
                 self._move_to_pane()
             if not event.is_forwarded:
                 self._keys_in += 1
-                event.number = self._keys_in  # which pane keys came after it (_on_key)
+                event.number = self._keys_in  # which keys overtook it (_on_key)
         await super().on_event(event)
 
     _keys_in = 0  # keys come in so far
-    _overtaking: list = []  # (the number of the last key in, the focus it found) of the last pane keys and e
+    _overtaking: list = []  # (the number of the last key in, the focus it found) of the last pane keys, e and tab
 
     def action_next_field(self, step: int) -> None:
         """tab (1) / shift+tab (-1) answered as they come in, where no text field has the
@@ -239,7 +239,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         (self.screen.focus_next if step > 0 else self.screen.focus_previous)()
 
     def _overtook(self) -> None:
-        """A key answered as it comes in (a pane key, e) that moves the keyboard: the focus it
+        """A key answered as it comes in (a pane key, e, tab) that moves the keyboard: the focus it
         found is kept for the keys sent before it and not back yet (_on_key)."""
         self._overtaking = [*self._overtaking[-7:], (self._keys_in, self.focused)]
 
