@@ -8,7 +8,8 @@ during a run still cost the H200's presses that met one 25-35 ms.
 
 So while the app runs, collections happen only here, between frames, never inside a key press
 (Textual pauses the collector the same way during smooth scrolls, App.PAUSE_GC_ON_SCROLL):
-- `pause()` at app start turns automatic collection off (`resume()` at exit turns it back on);
+- `pause()` at app start turns automatic collection off (`resume()` at exit turns it back on;
+  the CLI turned it off before importing the app: workbench/cli/main.run_tui);
 - `tick()`, on the app's 0.2 s redraw timer, collects the two young generations at most every
   TICK_EVERY_S and freezes what is left (gc.freeze: a permanent generation no collection
   walks), so each tick sees only what was made since the last: a pause that grows with the time
@@ -32,7 +33,13 @@ _last_settle = 0.0
 
 
 def pause() -> None:
+    """Automatic collection off; the idle clock of `tick`'s settle starts now (from 0 it read
+    every app start as idle since boot: a full collection, ~0.1 s with the whole start-up's
+    objects to walk, on the first redraw tick, 0.2 s after the app mounted, when its first frame
+    and its catalog's load were due)."""
+    global _last_settle
     gc.disable()
+    _last_settle = time.monotonic()
 
 
 def resume() -> None:

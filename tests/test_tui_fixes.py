@@ -713,6 +713,41 @@ def test_the_collector_runs_on_the_redraw_timer_only():
         gc.unfreeze()
 
 
+def test_the_app_start_is_not_taken_for_an_idle_app(monkeypatch):
+    """heap.pause at the app's start: the first redraw ticks collect only the young generations;
+    a full settle waits for SETTLE_IDLE_S after the start (it ran on the first tick, when the
+    first frame and the catalog were due)."""
+    import gc
+    import time
+
+    from workbench.screens import heap
+
+    monkeypatch.setattr(heap, "_last_tick", 0.0)  # as in a fresh process (other tests tick and settle)
+    monkeypatch.setattr(heap, "_last_settle", 0.0)
+    try:
+        heap.pause()
+        now = time.monotonic()
+        assert heap.tick(now=now + 0.2, running=False) == "young"
+        assert heap.tick(now=now + heap.SETTLE_IDLE_S + 1, running=False) == "settle"
+    finally:
+        heap.resume()
+    assert gc.isenabled()
+
+
+def test_the_cli_turns_the_collector_off_before_importing_the_app(monkeypatch):
+    """workbench/cli/main.run_tui: the imports and the app's start-up run without automatic
+    collections (they cost ~0.1 s of the first frame), and it is back on after the TUI."""
+    import gc
+    import importlib
+
+    cli_main = importlib.import_module("workbench.cli.main")  # (the package exports main, the function)
+    seen = []
+    monkeypatch.setattr(cli_main, "_run_tui", lambda args, env, err: seen.append(gc.isenabled()) or 0)
+    assert gc.isenabled()
+    assert cli_main.run_tui(None, None, None) == 0
+    assert seen == [False] and gc.isenabled()
+
+
 @run_async
 async def test_automatic_collection_is_off_while_the_app_runs(tmp_path):
     import gc
