@@ -134,8 +134,14 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
                  engine: Callable[..., dict] | None = None,
                  catalog_loader: Callable[..., Any] | None = None,
                  opener: Callable[..., sessions_io.Opened] | None = None,
-                 data_dir: Path | None = None, watch: bool = False) -> None:
+                 data_dir: Path | None = None, watch: bool = False, css_cache: Path | None = None) -> None:
         super().__init__()
+        self._css_store = None
+        if css_cache is not None:  # the parsed CSS of the last start (css_cache.py)
+            from .css_cache import CachedStylesheet, ParseStore
+
+            self._css_store = ParseStore(css_cache)
+            self.stylesheet = CachedStylesheet(variables=self.get_css_variables(), store=self._css_store)
         if "TEXTUAL_ANIMATIONS" not in os.environ:
             # No tab-underline glide: its 0.3 s of 60 fps frames were drawn while the next pane key
             # waited (a keyboard tool over SSH wants the answer, not the motion);
@@ -649,8 +655,11 @@ def _start_resource_tracker() -> None:
 def run(session_path: Path | None, options: Any, *, watch: bool = False) -> int:
     """Start the TUI on `session_path` (None: the shipped default); the exit code. watch:
     re-run what each save of the session or a plugin file changes (screens/watching.py)."""
-    app = WorkbenchApp(session_path, options, watch=watch)
+    cache_dir = getattr(options, "cache_dir", None)
+    app = WorkbenchApp(session_path, options, watch=watch, css_cache=Path(cache_dir) / "tui" if cache_dir else None)
     app.run()
+    if app._css_store is not None:
+        app._css_store.save()  # after the run: the hidden panes' CSS is parsed by then too
     note = app.unsaved_note()
     if note:
         print(f"workbench: {note}", file=sys.stderr)

@@ -1,0 +1,179 @@
+"""Textual's parsed stylesheets kept between starts: the TUI's first frame parses no CSS it parsed
+before (issue #39).
+
+Every start, Textual tokenizes and parses the app's `app.tcss` and each widget class's
+DEFAULT_CSS (about 37,000 characters, 50 sources) as the first widgets of each class mount:
+~80 ms of the first frame's ~0.3 s after the imports on the 2-core CPU box. `CachedStylesheet`
+is Textual's `Stylesheet` whose `_parse_rules` (Textual's own in-memory parse cache) first
+looks in a `ParseStore`, a file of the parsed rule sets that the last start wrote.
+
+The file is a pickle, so it is read only where no one else could have written it: a folder of
+this user's that others may not enter, a regular file of this user's that others may not read
+or write, opened without following a symlink (`_read_private`); anything else, or a file that
+does not load, is ignored and the CSS parsed as without it. An entry's key is the digest of
+everything its rules depend on: the CSS text, where it was read from, Textual's default-CSS
+flag, tie breaker and scope, the CSS variables (the theme: Textual substitutes them while
+parsing) and which Textual parsed it (`textual_build`); the file's name carries Python's
+version. `save()` writes the entries this process used (a hit or a parse), so entries of CSS
+that changed are dropped; only rules without errors are kept (Textual raises on those).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import textual
+from textual.css.stylesheet import Stylesheet
+
+READ_LIMIT = 16 << 20  # bytes: a larger file is not this cache's (~150 KB for the app's CSS)
+
+
+def store_path(folder: Path) -> Path:
+    """The store's file in `folder`, one per Python version."""
+    return folder / f"tcss-py{sys.version_info[0]}.{sys.version_info[1]}.pickle"
+
+
+def textual_build() -> str:
+    """Which Textual parsed the rules: its folder, and the size and modification time of the
+    modules that define them (a reinstall or upgrade rewrites them). Part of every key, so rules
+    of another Textual are never used (importlib.metadata's version lookup costs ~45 ms)."""
+    folder = Path(textual.__file__).parent
+    parts = [str(folder)]
+    for name in ("css/model.py", "css/styles.py", "css/parse.py", "css/tokenize.py"):
+        try:
+            st = os.stat(folder / name)
+            parts.append(f"{name}:{st.st_size}:{st.st_mtime_ns}")
+        except OSError:
+            parts.append(f"{name}:missing")
+    return "|".join(parts)
+
+
+class ParseStore:
+    """Parsed rule sets by key (see the module docstring), loaded from and saved to `folder`
+    (created 0700 on save). A folder or file that is not this user's alone, or one that does not
+    load, gives an empty store; `problem` says why (None when none)."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.path = folder, store_path(folder)
+        self.loaded: dict[str, list] = {}
+        self.used: dict[str, list] = {}
+        self.problem: str | None = None
+        self._load()
+
+    def _load(self) -> None:
+        try:
+            data = _read_private(self.folder, self.path)
+            if data is None:
+                return
+            entries = pickle.loads(data)
+        except Exception as exc:  # planted, foreign, truncated or of another version: parse instead
+            self.problem = f"{self.path}: not used ({exc})"
+            return
+        if isinstance(entries, dict) and all(isinstance(k, str) and isinstance(v, list) for k, v in entries.items()):
+            self.loaded = entries
+        else:
+            self.problem = f"{self.path}: not used (not a store of parsed rules)"
+
+    def get(self, key: str) -> list | None:
+        rules = self.loaded.get(key)
+        if rules is not None:
+            self.used[key] = rules
+        return rules
+
+    def put(self, key: str, rules: list) -> None:
+        if not any(rule.errors for rule in rules):
+            self.used[key] = rules
+
+    @property
+    def changed(self) -> bool:
+        """Whether the entries used differ from those loaded (a parse happened, or some loaded
+        entries went unused)."""
+        return self.used.keys() != self.loaded.keys()
+
+    def save(self) -> bool:
+        """Write the entries used when they differ from those loaded; whether it wrote. A folder
+        that is not this user's alone, or a write that fails, writes nothing (the next start
+        parses again)."""
+        if not self.changed or not self.used:
+            return False
+        try:
+            from workbench.engine.daemon.paths import private_folder, write_private
+
+            private_folder(self.folder)
+            write_private(self.path, pickle.dumps(self.used, protocol=pickle.HIGHEST_PROTOCOL))
+        except Exception as exc:
+            self.problem = f"{self.path}: not written ({exc})"
+            return False
+        self.loaded = dict(self.used)
+        return True
+
+
+def _read_private(folder: Path, path: Path) -> bytes | None:
+    """The bytes of `path`, None when it is missing; raises OSError unless `folder` is a folder
+    of this user's that others may not enter and `path` a regular file of this user's that
+    others may not read or write, opened without following a symlink. (The checks of
+    workbench.engine.daemon.paths.read_private, whose module's imports cost ~40 ms of the
+    first frame; `save` uses that module, after the app has ended.)"""
+    st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise OSError(f"{folder} is not a private folder of uid {os.getuid()}")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            raise OSError(f"{path} is not a private file of uid {os.getuid()}")
+        if st.st_size > READ_LIMIT:
+            raise OSError(f"{path}: {st.st_size} bytes, more than {READ_LIMIT}")
+        chunks, left = [], st.st_size
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+class CachedStylesheet(Stylesheet):
+    """Textual's Stylesheet whose parses go through a ParseStore (module docstring). Textual's
+    own copies of it (`copy`, `reparse` on a theme change) are plain Stylesheets: they parse."""
+
+    def __init__(self, *, variables: dict[str, str] | None = None, store: ParseStore):
+        super().__init__(variables=variables)
+        self.store = store
+        self._variables_digest: str | None = None
+
+    def set_variables(self, variables: dict[str, str]) -> None:
+        super().set_variables(variables)
+        self._variables_digest = None
+
+    def _key(self, css: str, read_from: Any, is_default_rules: bool, tie_breaker: int, scope: str) -> str:
+        if self._variables_digest is None:
+            self._variables_digest = hashlib.sha256(repr((textual_build(), sorted(self._variables.items())))
+                                                    .encode()).hexdigest()
+        text = repr((self._variables_digest, read_from, is_default_rules, tie_breaker, scope, css))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def _parse_rules(self, css: str, read_from: Any, is_default_rules: bool = False, tie_breaker: int = 0,
+                     scope: str = "") -> list:
+        memo = (css, read_from, is_default_rules, tie_breaker, scope)  # Textual's in-memory cache key
+        if memo in self._parse_cache:
+            return self._parse_cache[memo]
+        key = self._key(css, read_from, is_default_rules, tie_breaker, scope)
+        rules = self.store.get(key)
+        if rules is None:
+            rules = super()._parse_rules(css, read_from, is_default_rules, tie_breaker, scope)
+            self.store.put(key, rules)
+        self._parse_cache[memo] = rules
+        return rules

@@ -1,0 +1,139 @@
+"""The TUI's parsed-CSS store (screens/css_cache.py): a second start parses no CSS it parsed
+before, gets the same rules, and never reads a store someone else could have written."""
+
+from __future__ import annotations
+
+import os
+import pickle
+
+import pytest
+from textual.css import stylesheet as textual_stylesheet
+
+from workbench.screens.css_cache import CachedStylesheet, ParseStore, store_path
+
+CSS = "Static { background: $primary; color: red; } #title-bar { height: 1; }"
+SOURCE = ("/somewhere/app.tcss", "")
+
+
+def _parse_counter(monkeypatch) -> list:
+    """Count Textual's real parses (the function Stylesheet._parse_rules calls)."""
+    calls = []
+    real = textual_stylesheet.parse
+
+    def counted(*args, **kwargs):
+        calls.append(args[1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(textual_stylesheet, "parse", counted)
+    return calls
+
+
+def _sheet(folder, variables=None) -> CachedStylesheet:
+    sheet = CachedStylesheet(variables=variables or {"primary": "#004578"}, store=ParseStore(folder))
+    sheet.add_source(CSS, read_from=SOURCE)
+    sheet.parse()
+    return sheet
+
+
+def test_a_second_start_takes_the_rules_from_the_store_without_parsing(tmp_path, monkeypatch):
+    calls = _parse_counter(monkeypatch)
+    first = _sheet(tmp_path / "tui")
+    assert len(calls) == 1
+    assert first.store.save()
+    assert oct(os.stat(tmp_path / "tui").st_mode & 0o777) == "0o700"
+    assert oct(os.stat(store_path(tmp_path / "tui")).st_mode & 0o777) == "0o600"
+    second = _sheet(tmp_path / "tui")
+    assert len(calls) == 1  # no parse: the stored rules
+    assert [r.css for r in second.rules] == [r.css for r in first.rules]
+    assert "#004578" in second.rules[0].css.lower()  # the variable substituted as when parsed
+    assert not second.store.save()  # nothing new: not written again
+
+
+def test_other_css_variables_or_another_source_are_parsed_afresh(tmp_path, monkeypatch):
+    calls = _parse_counter(monkeypatch)
+    _sheet(tmp_path).store.save()
+    themed = _sheet(tmp_path, {"primary": "#ff0000"})
+    assert len(calls) == 2
+    assert "#FF0000" in themed.rules[0].css.upper()
+    sheet = CachedStylesheet(variables={"primary": "#004578"}, store=ParseStore(tmp_path))
+    sheet.add_source(CSS, read_from=("/elsewhere/app.tcss", ""))
+    sheet.parse()
+    assert len(calls) == 3
+
+
+def test_the_store_keeps_only_what_this_start_used(tmp_path, monkeypatch):
+    _sheet(tmp_path).store.save()
+    sheet = CachedStylesheet(variables={"primary": "#004578"}, store=ParseStore(tmp_path))
+    sheet.add_source("Label { color: blue; }", read_from=SOURCE)  # the app's CSS was edited
+    sheet.parse()
+    assert sheet.store.save()
+    assert len(ParseStore(tmp_path).loaded) == 1
+
+
+def test_rules_with_errors_are_not_stored(tmp_path):
+    sheet = CachedStylesheet(variables={}, store=ParseStore(tmp_path))
+    sheet.add_source("Static { colour: red; }", read_from=SOURCE)
+    with pytest.raises(Exception):
+        sheet.parse()
+    assert not sheet.store.save()
+    assert not store_path(tmp_path).exists()
+
+
+@pytest.mark.parametrize("how", ["group-writable file", "open folder", "symlink", "not a pickle", "not a store"])
+def test_a_store_others_could_have_written_or_that_does_not_load_is_not_used(tmp_path, monkeypatch, how):
+    calls = _parse_counter(monkeypatch)
+    folder = tmp_path / "tui"
+    _sheet(folder).store.save()
+    path = store_path(folder)
+    if how == "group-writable file":
+        os.chmod(path, 0o620)
+    elif how == "open folder":
+        os.chmod(folder, 0o755)
+    elif how == "symlink":
+        real = tmp_path / "elsewhere.pickle"
+        os.replace(path, real)
+        os.symlink(real, path)
+    elif how == "not a pickle":
+        path.write_bytes(b"\x80\x05 truncated")
+    else:
+        path.write_bytes(pickle.dumps(["a list", "not a dict"]))
+    store = ParseStore(folder)
+    assert store.loaded == {} and store.problem and str(path) in store.problem
+    sheet = CachedStylesheet(variables={"primary": "#004578"}, store=store)
+    sheet.add_source(CSS, read_from=SOURCE)
+    sheet.parse()
+    assert len(calls) == 2  # parsed again, as without a store
+    assert "#004578" in sheet.rules[0].css.lower()
+
+
+@pytest.mark.slow
+def test_the_app_styled_from_the_store_looks_as_the_app_that_parsed(tmp_path, monkeypatch):
+    """The whole app: a first start parses and saves (as `run()` does on exit), a second start
+    parses none of the CSS its first frame uses and styles every widget the same."""
+    import asyncio
+
+    from textual.widgets import Static
+
+    from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded
+    from workbench.screens.app import LazyPane, WorkbenchApp
+
+    calls = _parse_counter(monkeypatch)
+
+    async def start() -> dict:
+        app = WorkbenchApp(None, None, engine=fixture_engine(), catalog_loader=lambda kernels, device: fake_catalog(),
+                           opener=fake_opener(), data_dir=tmp_path / "data", css_cache=tmp_path / "tui")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await loaded(pilot)
+            while app.query(LazyPane):  # every pane mounted: all of the app's CSS parsed
+                await pilot.pause(0.02)
+            styles = {f"{type(w).__name__}#{w.id}": (str(w.styles.background), str(w.styles.color), w.region)
+                      for w in app.screen.walk_children(Static)}
+        app._css_store.save()
+        return styles
+
+    first = asyncio.run(start())
+    parsed = len(calls)
+    assert parsed > 20  # app.tcss and the widgets' DEFAULT_CSS
+    second = asyncio.run(start())
+    assert len(calls) == parsed  # none parsed again
+    assert second == first and len(first) > 20
