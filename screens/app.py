@@ -195,6 +195,12 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         _start_resource_tracker()
         self._load()
 
+    def save_parsed_css(self) -> None:
+        """The CSS parsed so far into the store the next start reads (css_cache.py); nothing
+        without a store or when nothing new was parsed."""
+        if self._css_store is not None:
+            self._css_store.save()
+
     def unsaved_note(self) -> str | None:
         """After the app ended: a line saying where a new session's runs are when its file was
         never written (ctrl+s), and how to get them back; None otherwise. Quitting said nothing,
@@ -658,8 +664,7 @@ def run(session_path: Path | None, options: Any, *, watch: bool = False) -> int:
     cache_dir = getattr(options, "cache_dir", None)
     app = WorkbenchApp(session_path, options, watch=watch, css_cache=Path(cache_dir) / "tui" if cache_dir else None)
     app.run()
-    if app._css_store is not None:
-        app._css_store.save()  # after the run: the hidden panes' CSS is parsed by then too
+    app.save_parsed_css()  # what was parsed after the catalog's load (dialogs, the palette)
     note = app.unsaved_note()
     if note:
         print(f"workbench: {note}", file=sys.stderr)

@@ -22,7 +22,8 @@ EARLY_ZYGOTE_MIN_CPUS = 4  # the workers' zygote starts while the ops load only 
 
 class SessionMixin:
     """Mixed into WorkbenchApp: its `ws`, `data_dir`, `report`, `show_run`, `run_bar`,
-    `log_pane`, `running` and the runner's `run_if_pending` / `forget_pending_run`."""
+    `log_pane`, `running`, `save_parsed_css` and the runner's `run_if_pending` /
+    `forget_pending_run`."""
 
     _notes_shown: frozenset[str] = frozenset()  # the catalog's notes said so far (on_loaded)
     load_error: str | None = None  # why the ops could not be loaded (nothing can run then)
@@ -90,6 +91,9 @@ class SessionMixin:
                 self._notes_shown = self._notes_shown | {note}
                 self.report(note, "warning")
         self.call_after_refresh(heap.settle)  # the app's widgets frozen out of later collections
+        # the CSS parsed by now (the first frame's and the hidden panes'), for the next start:
+        # saved here too, not only at the app's end (a closed terminal ends it without one)
+        self.call_after_refresh(self.save_parsed_css)
 
     def on_load_failed(self, message: LoadFailed) -> None:
         """The ops (a plugin that does not import) or the session could not be loaded. Without

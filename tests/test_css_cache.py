@@ -108,13 +108,14 @@ def test_a_store_others_could_have_written_or_that_does_not_load_is_not_used(tmp
 
 @pytest.mark.slow
 def test_the_app_styled_from_the_store_looks_as_the_app_that_parsed(tmp_path, monkeypatch):
-    """The whole app: a first start parses and saves (as `run()` does on exit), a second start
-    parses none of the CSS its first frame uses and styles every widget the same."""
+    """The whole app: a first start parses and saves once its ops are loaded (a closed terminal
+    ends the app without the save at its end), a second start parses none of the CSS its first
+    frame uses and styles every widget the same."""
     import asyncio
 
     from textual.widgets import Static
 
-    from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded
+    from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded, wait_for
     from workbench.screens.app import LazyPane, WorkbenchApp
 
     calls = _parse_counter(monkeypatch)
@@ -128,7 +129,7 @@ def test_the_app_styled_from_the_store_looks_as_the_app_that_parsed(tmp_path, mo
                 await pilot.pause(0.02)
             styles = {f"{type(w).__name__}#{w.id}": (str(w.styles.background), str(w.styles.color), w.region)
                       for w in app.screen.walk_children(Static)}
-        app._css_store.save()
+            await wait_for(pilot, lambda: store_path(tmp_path / "tui").exists())
         return styles
 
     first = asyncio.run(start())
