@@ -91,3 +91,7 @@ def test_the_timelines_of_no_daemon_and_default_first_hold_their_own_marks(tmp_p
     assert round(report["milestones"]["default_first_preload_all"]["zygote start"], 1) == 0.2
     assert report["milestones"]["no_daemon"]["worker warm"] is None  # no "heap settled" mark in its window
     assert any(r.get("phase") == "zygote: start" and r["replay"] == "no_daemon timeline" for r in rows)
+    # the warm runs' timelines (where a warm run's seconds go) in the JSON, not in the table
+    assert sorted(report["warm_timelines"]) == ["default_3", "default_second"]  # quick: one round
+    assert [phase for _, _, phase in report["warm_timelines"]["default_3"]][0] == "client: process up"
+    assert not any("default_3 timeline" in r["replay"] for r in rows)

@@ -57,6 +57,7 @@ FIVE_GPU = ("manual", "pytorch", "compiled", "cuda", "triton")
 FIVE_CPU = ("manual", "pytorch")  # a dry run of the logic on a CPU box
 ROUNDS = {True: 1, False: 2}
 TRACED = ("no_daemon", "default_first")  # the replays whose timelines are shown
+WARM_TRACED = ("default_second", "default_3", "default_4")  # timelines kept in the JSON only (warm_timelines)
 PRELOAD = "WORKBENCH_ZYGOTE_PRELOAD"  # engine/worker/preload.py
 PRELOADS = ("0", "all")  # first runs again (each its own daemon: the variable is in its fingerprint)
 # (what, a mark's prefix, its suffix): when a first run reached each step, in s since its launch
@@ -108,6 +109,9 @@ def run(quick: bool, out: Path) -> list[dict]:
                 report.setdefault("milestones", {})[name] = milestones(marks)
                 if name in TRACED:
                     report.setdefault("timelines", {})[name] = marks
+            elif detail.get("launched") is not None and name in WARM_TRACED:  # where a warm run's s go
+                report.setdefault("warm_timelines", {})[name] = timeline(str(trace), detail["launched"],
+                                                                         detail["launched"] + wall_s)
             if name != "no_daemon_cold":
                 for label, median in detail["medians_ms"].items():
                     medians.setdefault(label, {"daemon": [], "no_daemon": []})[
