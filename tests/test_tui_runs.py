@@ -374,6 +374,38 @@ async def test_enter_on_a_profile_row_shows_the_whole_kernel_name(tmp_path):
 
 
 @run_async
+async def test_the_profile_table_is_built_again_only_when_its_width_changes(tmp_path, monkeypatch):
+    """Showing the Profile pane again (2 after 1) draws its table from its cells as they were: it
+    rebuilt every row and re-rendered every cell on each show (the pane gets a Resize each time its
+    tab comes back), ~10 ms of the key's CPU. A new width still refits the names to it."""
+    from workbench.screens.panes.profile import ProfilePane
+
+    built = []
+    real = ProfilePane._show
+    monkeypatch.setattr(ProfilePane, "_show", lambda self, row: built.append(row) or real(self, row))
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        await pilot.press("2")
+        table = app.query_one("#profile-table", DataTable)
+        await wait_for(pilot, lambda: app.focused is table)
+        narrow = str(table.get_row_at(0)[0])
+        for key in "1212":
+            await pilot.press(key)
+            await pilot.pause()
+        count = len(built)
+        await pilot.press("1")
+        await pilot.press("2")
+        await wait_for(pilot, lambda: app.focused is table)
+        await pilot.pause()
+        assert len(built) == count  # shown again at its width: not rebuilt
+        await pilot.resize_terminal(200, 40)
+        await wait_for(pilot, lambda: len(built) > count and len(str(table.get_row_at(0)[0])) > len(narrow))
+        assert "…" in narrow and "…" not in str(table.get_row_at(0)[0])  # the whole name fits now
+
+
+@run_async
 async def test_run_list_keys_act_on_the_highlighted_run_not_the_one_on_screen(tmp_path):
     """In tmux a first try pressed j then d: the run on screen went, not the highlighted one."""
     app = make_app(tmp_path)
