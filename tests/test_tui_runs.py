@@ -352,17 +352,23 @@ async def test_help_explains_every_mark(tmp_path):
             assert mark in marks, mark
 
 
+async def _profile_after_a_run(app, pilot) -> DataTable:
+    """The session run, the Profile pane shown (2): its table, with the keyboard."""
+    await loaded(pilot)
+    await ran(pilot)
+    await pilot.press("2")
+    table = app.query_one("#profile-table", DataTable)
+    await wait_for(pilot, lambda: app.focused is table)
+    return table
+
+
 @run_async
 async def test_enter_on_a_profile_row_shows_the_whole_kernel_name(tmp_path):
     from workbench.screens.dialogs import TextScreen
 
     app = make_app(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
-        await loaded(pilot)
-        await ran(pilot)
-        await pilot.press("2")
-        table = app.query_one("#profile-table", DataTable)
-        assert app.focused is table
+        table = await _profile_after_a_run(app, pilot)
         shown = str(table.get_row_at(table.cursor_row)[0])
         assert shown.startswith("vector") and "MulFunctor>" in shown and "void" not in shown
         await pilot.press("enter")
@@ -385,11 +391,7 @@ async def test_the_profile_table_is_built_again_only_when_its_width_changes(tmp_
     monkeypatch.setattr(ProfilePane, "_show", lambda self, row: built.append(row) or real(self, row))
     app = make_app(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
-        await loaded(pilot)
-        await ran(pilot)
-        await pilot.press("2")
-        table = app.query_one("#profile-table", DataTable)
-        await wait_for(pilot, lambda: app.focused is table)
+        table = await _profile_after_a_run(app, pilot)
         narrow = str(table.get_row_at(0)[0])
         for key in "1212":
             await pilot.press(key)
