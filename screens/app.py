@@ -195,11 +195,20 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         _start_resource_tracker()
         self._load()
 
+    _css_problem_told = False
+
     def save_parsed_css(self) -> None:
         """The CSS parsed so far into the store the next start reads (css_cache.py); nothing
-        without a store or when nothing new was parsed."""
-        if self._css_store is not None:
-            self._css_store.save()
+        without a store or when nothing new was parsed. Why a store was not used or not written
+        goes to the Log once (a folder others may enter is never written: the speed-up would be
+        lost without a word)."""
+        store = self._css_store
+        if store is None:
+            return
+        store.save()
+        if store.problem and not self._css_problem_told and self.is_running:
+            self._css_problem_told = True
+            self.log_pane.add(f"the parsed CSS is not kept between starts: {store.problem}", "warning")
 
     def unsaved_note(self) -> str | None:
         """After the app ended: a line saying where a new session's runs are when its file was
@@ -664,7 +673,8 @@ def run(session_path: Path | None, options: Any, *, watch: bool = False) -> int:
     cache_dir = getattr(options, "cache_dir", None)
     app = WorkbenchApp(session_path, options, watch=watch, css_cache=Path(cache_dir) / "tui" if cache_dir else None)
     app.run()
-    app.save_parsed_css()  # what was parsed after the catalog's load (dialogs, the palette)
+    if not app.return_code:  # (an app that failed keeps nothing of its start for the next)
+        app.save_parsed_css()  # what was parsed after the catalog's load (dialogs, the palette)
     note = app.unsaved_note()
     if note:
         print(f"workbench: {note}", file=sys.stderr)

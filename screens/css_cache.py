@@ -14,8 +14,9 @@ does not load, is ignored and the CSS parsed as without it. An entry's key is th
 everything its rules depend on: the CSS text, where it was read from, Textual's default-CSS
 flag, tie breaker and scope, the CSS variables (the theme: Textual substitutes them while
 parsing) and which Textual parsed it (`textual_build`); the file's name carries Python's
-version. `save()` writes the entries this process used (a hit or a parse), so entries of CSS
-that changed are dropped; only rules without errors are kept (Textual raises on those).
+version. `save()` writes the store when this process parsed something it did not hold; only
+lists of RuleSets without errors are kept or loaded (Textual raises on those), and a store whose
+rules fail when Textual parses with them is dropped and the CSS parsed afresh.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import textual
+from textual.css.model import RuleSet
 from textual.css.stylesheet import Stylesheet
 
 READ_LIMIT = 16 << 20  # bytes: a larger file is not this cache's (~150 KB for the app's CSS)
@@ -54,15 +56,20 @@ def textual_build() -> str:
     return "|".join(parts)
 
 
+MAX_ENTRIES = 400  # the app uses ~55; beyond this a save keeps only this start's entries
+
+
 class ParseStore:
     """Parsed rule sets by key (see the module docstring), loaded from and saved to `folder`
-    (created 0700 on save). A folder or file that is not this user's alone, or one that does not
-    load, gives an empty store; `problem` says why (None when none)."""
+    (created 0700 on save). A folder or file that is not this user's alone, one that does not
+    load, or one holding anything but lists of Textual RuleSets without errors gives an empty
+    store; `problem` says why (None when none)."""
 
     def __init__(self, folder: Path):
         self.folder, self.path = folder, store_path(folder)
         self.loaded: dict[str, list] = {}
-        self.used: dict[str, list] = {}
+        self.parsed: dict[str, list] = {}  # parsed by this process, not in the store yet
+        self.used: set[str] = set()  # keys this process took from the store or parsed
         self.problem: str | None = None
         self._load()
 
@@ -75,7 +82,7 @@ class ParseStore:
         except Exception as exc:  # planted, foreign, truncated or of another version: parse instead
             self.problem = f"{self.path}: not used ({exc})"
             return
-        if isinstance(entries, dict) and all(isinstance(k, str) and isinstance(v, list) for k, v in entries.items()):
+        if isinstance(entries, dict) and all(isinstance(k, str) and _valid_rules(v) for k, v in entries.items()):
             self.loaded = entries
         else:
             self.problem = f"{self.path}: not used (not a store of parsed rules)"
@@ -83,35 +90,50 @@ class ParseStore:
     def get(self, key: str) -> list | None:
         rules = self.loaded.get(key)
         if rules is not None:
-            self.used[key] = rules
+            self.used.add(key)
         return rules
 
     def put(self, key: str, rules: list) -> None:
-        if not any(rule.errors for rule in rules):
-            self.used[key] = rules
+        if _valid_rules(rules):
+            self.parsed[key] = rules
+            self.used.add(key)
+
+    def discard(self, why: str) -> None:
+        """Forget what was loaded (its rules failed where Textual used them) and write no
+        store from it: the next save holds only what this process parsed."""
+        self.problem = f"{self.path}: not used ({why})"
+        self.loaded, self.used = {}, set(self.parsed)
 
     @property
     def changed(self) -> bool:
-        """Whether the entries used differ from those loaded (a parse happened, or some loaded
-        entries went unused)."""
-        return self.used.keys() != self.loaded.keys()
+        """Whether this process parsed rules the store does not hold."""
+        return bool(self.parsed)
 
     def save(self) -> bool:
-        """Write the entries used when they differ from those loaded; whether it wrote. A folder
-        that is not this user's alone, or a write that fails, writes nothing (the next start
-        parses again)."""
-        if not self.changed or not self.used:
+        """Write the store when this process parsed rules it did not hold: what it held and
+        what was parsed (only this start's entries where that passes MAX_ENTRIES); whether it
+        wrote. A folder that is not this user's alone, or a write that fails, writes nothing
+        (the next start parses again; `problem` says why)."""
+        if not self.changed:
             return False
+        entries = {**self.loaded, **self.parsed}
+        if len(entries) > MAX_ENTRIES:
+            entries = {key: entries[key] for key in self.used if key in entries}
         try:
             from workbench.engine.daemon.paths import private_folder, write_private
 
             private_folder(self.folder)
-            write_private(self.path, pickle.dumps(self.used, protocol=pickle.HIGHEST_PROTOCOL))
+            write_private(self.path, pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL))
         except Exception as exc:
             self.problem = f"{self.path}: not written ({exc})"
             return False
-        self.loaded = dict(self.used)
+        self.loaded, self.parsed = entries, {}
         return True
+
+
+def _valid_rules(rules: object) -> bool:
+    """A list of Textual RuleSets without errors (Textual raises on those)."""
+    return isinstance(rules, list) and all(isinstance(rule, RuleSet) and not rule.errors for rule in rules)
 
 
 def _read_private(folder: Path, path: Path) -> bytes | None:
@@ -119,7 +141,7 @@ def _read_private(folder: Path, path: Path) -> bytes | None:
     of this user's that others may not enter and `path` a regular file of this user's that
     others may not read or write, opened without following a symlink. (The checks of
     workbench.engine.daemon.paths.read_private, whose module's imports cost ~40 ms of the
-    first frame; `save` uses that module, after the app has ended.)"""
+    first frame; `save` uses that module, after the first frame.)"""
     st = os.lstat(folder)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
         raise OSError(f"{folder} is not a private folder of uid {os.getuid()}")
@@ -164,6 +186,20 @@ class CachedStylesheet(Stylesheet):
                                                     .encode()).hexdigest()
         text = repr((self._variables_digest, read_from, is_default_rules, tie_breaker, scope, css))
         return hashlib.sha256(text.encode()).hexdigest()
+
+    def parse(self) -> None:
+        """Textual's parse; where it fails with rules from the store in it, the store is
+        dropped and the CSS parsed afresh (a store that loads but whose rules do not work must
+        not stop the app, start after start)."""
+        try:
+            super().parse()
+        except Exception as exc:
+            if not self.store.loaded:
+                raise
+            self.store.discard(f"its rules failed: {type(exc).__name__}: {exc}")
+            self._parse_cache.clear()
+            self._invalid_css = set()
+            super().parse()
 
     def _parse_rules(self, css: str, read_from: Any, is_default_rules: bool = False, tie_breaker: int = 0,
                      scope: str = "") -> list:

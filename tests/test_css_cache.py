@@ -61,13 +61,43 @@ def test_other_css_variables_or_another_source_are_parsed_afresh(tmp_path, monke
     assert len(calls) == 3
 
 
-def test_the_store_keeps_only_what_this_start_used(tmp_path, monkeypatch):
+def test_a_save_keeps_what_the_store_held_and_adds_what_was_parsed(tmp_path, monkeypatch):
     _sheet(tmp_path).store.save()
     sheet = CachedStylesheet(variables={"primary": "#004578"}, store=ParseStore(tmp_path))
     sheet.add_source("Label { color: blue; }", read_from=SOURCE)  # the app's CSS was edited
     sheet.parse()
     assert sheet.store.save()
-    assert len(ParseStore(tmp_path).loaded) == 1
+    assert len(ParseStore(tmp_path).loaded) == 2
+    # a start that parses nothing new writes nothing (a subset of the store used is no change)
+    again = CachedStylesheet(variables={"primary": "#004578"}, store=ParseStore(tmp_path))
+    again.add_source(CSS, read_from=SOURCE)
+    again.parse()
+    assert not again.store.save()
+    # past MAX_ENTRIES, only this start's entries are written
+    monkeypatch.setattr("workbench.screens.css_cache.MAX_ENTRIES", 1)
+    third = CachedStylesheet(variables={"primary": "#000000"}, store=ParseStore(tmp_path))
+    third.add_source(CSS, read_from=SOURCE)
+    third.parse()
+    assert third.store.save() and len(ParseStore(tmp_path).loaded) == 1
+
+
+def test_a_store_whose_rules_fail_is_dropped_and_the_css_parsed(tmp_path, monkeypatch):
+    """A store that loads but whose rules break Textual's parse (seen: a 0600 pickle with the
+    right keys and other values crashed every start, and the exit wrote it back): parsed afresh,
+    and a save holds only what was parsed."""
+    _sheet(tmp_path).store.save()
+    real = textual_stylesheet.Stylesheet.parse
+
+    def breaks_with_stored_rules(self):
+        if self.store.loaded:
+            raise AttributeError("'str' object has no attribute 'errors'")
+        return real(self)
+
+    monkeypatch.setattr(textual_stylesheet.Stylesheet, "parse", breaks_with_stored_rules)
+    sheet = _sheet(tmp_path)
+    assert "#004578" in sheet.rules[0].css.lower()
+    assert "its rules failed" in sheet.store.problem and not sheet.store.loaded
+    assert sheet.store.save()
 
 
 def test_rules_with_errors_are_not_stored(tmp_path):
@@ -79,7 +109,8 @@ def test_rules_with_errors_are_not_stored(tmp_path):
     assert not store_path(tmp_path).exists()
 
 
-@pytest.mark.parametrize("how", ["group-writable file", "open folder", "symlink", "not a pickle", "not a store"])
+@pytest.mark.parametrize("how", ["group-writable file", "open folder", "symlink", "not a pickle", "not a store",
+                                 "not rules"])
 def test_a_store_others_could_have_written_or_that_does_not_load_is_not_used(tmp_path, monkeypatch, how):
     calls = _parse_counter(monkeypatch)
     folder = tmp_path / "tui"
@@ -95,8 +126,10 @@ def test_a_store_others_could_have_written_or_that_does_not_load_is_not_used(tmp
         os.symlink(real, path)
     elif how == "not a pickle":
         path.write_bytes(b"\x80\x05 truncated")
-    else:
+    elif how == "not a store":
         path.write_bytes(pickle.dumps(["a list", "not a dict"]))
+    else:  # the right keys, other values
+        path.write_bytes(pickle.dumps({key: ["garbage", None, 1] for key in ParseStore(folder).loaded}))
     store = ParseStore(folder)
     assert store.loaded == {} and store.problem and str(path) in store.problem
     sheet = CachedStylesheet(variables={"primary": "#004578"}, store=store)
@@ -138,3 +171,30 @@ def test_the_app_styled_from_the_store_looks_as_the_app_that_parsed(tmp_path, mo
     second = asyncio.run(start())
     assert len(calls) == parsed  # none parsed again
     assert second == first and len(first) > 20
+
+
+@pytest.mark.slow
+def test_a_store_the_app_may_not_use_is_said_in_the_log(tmp_path):
+    """A folder others may enter is neither read nor written; the Log says so once (the speed-up
+    was lost without a word: a new user's try)."""
+    import asyncio
+
+    from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded, wait_for
+    from workbench.screens.app import WorkbenchApp
+    from workbench.screens.panes.log import LogPane
+
+    folder = tmp_path / "tui"
+    _sheet(folder).store.save()
+    os.chmod(folder, 0o755)
+
+    async def start() -> list[str]:
+        app = WorkbenchApp(None, None, engine=fixture_engine(), catalog_loader=lambda kernels, device: fake_catalog(),
+                           opener=fake_opener(), data_dir=tmp_path / "data", css_cache=folder)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await loaded(pilot)
+            log = app.query_one(LogPane)
+            await wait_for(pilot, lambda: any("parsed CSS" in text for _, text in log.entries))
+            return [text for _, text in log.entries if "parsed CSS" in text]
+
+    lines = asyncio.run(start())
+    assert len(lines) == 1 and str(folder) in lines[0]
