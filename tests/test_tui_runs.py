@@ -383,7 +383,7 @@ async def test_enter_on_a_profile_row_shows_the_whole_kernel_name(tmp_path):
 async def test_the_profile_table_is_built_again_only_when_its_width_changes(tmp_path, monkeypatch):
     """Showing the Profile pane again (2 after 1) draws its table from its cells as they were: it
     rebuilt every row and re-rendered every cell on each show (the pane gets a Resize each time its
-    tab comes back), ~10 ms of the key's CPU. A new width still refits the names to it."""
+    tab comes back). A new width still refits the names to it."""
     from workbench.screens.panes.profile import ProfilePane
 
     built = []
