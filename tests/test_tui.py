@@ -820,6 +820,33 @@ async def test_a_choice_still_queued_when_the_app_closes_is_dropped(tmp_path):
 
 
 @run_async
+async def test_a_choice_whose_widgets_go_while_it_is_handled_is_no_error(tmp_path, monkeypatch):
+    """A choice handled as the app begins to close: show_run awaited, the screens went meanwhile,
+    and the spec editor's query raised NoMatches ('#actions') out of the app's exit (CI, under
+    load). Here the editor's show closes the app and finds nothing."""
+    from textual.css.query import NoMatches
+
+    from workbench.screens.messages import Choice
+    from workbench.screens.spec_editor import SpecEditor
+
+    app = make_app(tmp_path)
+    closing = []
+
+    async def show_while_closing(self, op, run):
+        closing.append(True)
+        raise NoMatches("No nodes match '#actions' on SpecEditor(id='spec')")
+
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        monkeypatch.setattr(SpecEditor, "show", show_while_closing)
+        monkeypatch.setattr(app, "_closing_down", lambda: bool(closing))
+        app.post_message(Choice("run", 1))
+        await wait_for(pilot, lambda: closing)
+        await pilot.pause()
+    assert closing  # handled, and nothing came out of the app's exit
+
+
+@run_async
 async def test_a_focus_message_after_the_spec_editor_went_does_not_raise(tmp_path):
     """on_descendant_focus looked the spec editor up with query_one: a focus message handled
     while the screen's widgets were being removed (the app closing after a burst of keys, on a
