@@ -19,6 +19,7 @@ Non-finite values (decided here, documented in docs/MEASUREMENT.md and docs/CONT
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -89,7 +90,21 @@ class ChunkTotals:
 
     def add(self, start: int, out: torch.Tensor, ref: torch.Tensor, rtol: float) -> None:
         """Compare one chunk: `out` (any dtype) and `ref` (float64) of the same numel, flat
-        index of their first element `start`. Neither tensor is modified."""
+        index of their first element `start`. Neither tensor is modified. A CUDA chunk is
+        compared in one Triton pass where it can be (check/compare_triton.py: the same
+        statistics; `WORKBENCH_COMPARE=torch` keeps this path)."""
+        if _one_pass(out, ref):
+            from workbench.check.compare_triton import chunk_statistics
+
+            name = str(out.dtype).removeprefix("torch.")
+            try:
+                stats = chunk_statistics(out.reshape(-1), ref.reshape(-1), rtol,
+                                         overflow_threshold(name) if name in MAX_EXPONENT else None)
+            except Exception as exc:  # noqa: BLE001 - Triton cannot build for this GPU: the torch path below
+                _ONE_PASS_FAILED.append(f"{type(exc).__name__}: {exc}"[:300])
+            else:
+                self._add_statistics(start, out.numel(), stats)
+                return
         err, absref, scratch, same, finite_ref, finite_got = _chunk_errors(out, ref)
         self.elements += err.numel()
         if err.numel() == 0:
@@ -105,6 +120,19 @@ class ChunkTotals:
         self.max_rel = max(self.max_rel, float(scratch.max()))
         self.excess.append((start, float(_excess(err, absref, same, rtol, scratch).max())))
 
+    def _add_statistics(self, start: int, elements: int, stats: dict) -> None:
+        """Accumulate one chunk's statistics as compare_triton.chunk_statistics gives them."""
+        self.elements += elements
+        if elements == 0:
+            return
+        self.finite += stats["finite"]
+        self.mismatches += stats["mismatches"]
+        self.err_sq += stats["err_sq"]
+        self.ref_sq += stats["ref_sq"]
+        self.max_abs = max(self.max_abs, stats["max_abs"])
+        self.max_rel = max(self.max_rel, stats["max_rel"])
+        self.excess.append((start, stats["max_excess"]))
+
     @property
     def ref_rms(self) -> float:
         return math.sqrt(self.ref_sq / self.finite) if self.finite else 0.0
@@ -114,6 +142,22 @@ class ChunkTotals:
         if self.ref_sq > 0:
             return math.sqrt(self.err_sq) / math.sqrt(self.ref_sq)
         return 0.0 if self.err_sq == 0 else math.inf
+
+
+_ONE_PASS_FAILED: list[str] = []  # why the Triton pass failed in this process (then never tried again)
+
+
+def _one_pass(out: torch.Tensor, ref: torch.Tensor) -> bool:
+    """Whether a chunk is compared by the Triton pass: CUDA tensors it reads (compare_triton.usable,
+    after flattening), Triton compiled (not interpreted, not missing), WORKBENCH_COMPARE not
+    `torch`, and the pass has not failed in this process."""
+    if out.device.type != "cuda" or os.environ.get("WORKBENCH_COMPARE", "") == "torch" or \
+            os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") or _ONE_PASS_FAILED:
+        return False
+    from workbench.triton_support import HAVE_TRITON
+    from workbench.check.compare_triton import usable
+
+    return HAVE_TRITON and usable(out.reshape(-1), ref.reshape(-1))
 
 
 def _expected(ref: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
