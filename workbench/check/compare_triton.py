@@ -116,7 +116,8 @@ def chunk_statistics(out: torch.Tensor, ref: torch.Tensor, rtol: float, threshol
     floats = torch.empty((tiles, 5), dtype=torch.float64, device=out.device)
     counts = torch.empty((tiles, 2), dtype=torch.int64, device=out.device)
     clamp = threshold is not None and math.isfinite(threshold)
-    params = torch.tensor([float(rtol), float(threshold) if clamp else 0.0], dtype=torch.float64).to(out.device)
+    limit = threshold if threshold is not None and clamp else 0.0
+    params = torch.tensor([float(rtol), limit], dtype=torch.float64).to(out.device)
     _compare_tiles[(tiles,)](out, ref, params, floats, counts, n, CLAMP=clamp, TILE=TILE, num_warps=NUM_WARPS)
     # counts stay exact as float64 below 2^53 elements
     values = torch.cat([floats[:, :2].sum(dim=0), floats[:, 2:].amax(dim=0), counts.sum(dim=0).to(torch.float64)])
