@@ -184,3 +184,22 @@ def test_workbench_compare_torch_keeps_the_torch_path(monkeypatch):
     monkeypatch.delenv("WORKBENCH_COMPARE")
     monkeypatch.setattr(compare, "_ONE_PASS_FAILED", ["an earlier failure"])
     assert not compare._one_pass(cuda_chunk, cuda_chunk)
+
+
+@pytest.mark.parametrize("out_type", ["fp32", "bf16"])
+def test_the_compare_kernel_builds_for_hopper_in_float64(out_type):
+    # the installed Triton (CI: the pinned one, 3.6 and the newest) compiles the kernel ahead of
+    # time for sm_90; the comparison runs in float64 and takes rtol and the threshold from memory
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from workbench.check.compare_triton import TILE, _compare_tiles
+
+    signature = {"out_ptr": f"*{out_type}", "ref_ptr": "*fp64", "params_ptr": "*fp64", "floats_ptr": "*fp64",
+                 "counts_ptr": "*i64", "n": "i64", "CLAMP": "constexpr", "TILE": "constexpr"}
+    src = ASTSource(fn=_compare_tiles, signature=signature, constexprs={"CLAMP": True, "TILE": TILE})
+    ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+    assert "setp.ge.f64" in ptx  # |ref| >= the overflow threshold, compared in float64
+    assert "setp.nan.f64" in ptx  # NaN handled in float64
+    assert "div.rn.f64" in ptx  # max_rel: an IEEE division, not an approximation
