@@ -642,3 +642,63 @@ async def test_a_long_question_wraps_in_its_dialog(tmp_path):
         await pilot.pause(0.2)
         title = app.screen.query_one(".dialog-title")
         assert title.size.height >= 2 and "Replace your copy with it?" in str(title.render())
+
+
+@run_async
+async def test_a_sort_keeps_the_highlighted_kernel_under_the_cursor(tmp_path):
+    """s (or a header click) reorders the kernels: the cursor stayed on its row number, under
+    another kernel; it follows its kernel now."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = await _profile_after_a_run(app, pilot)
+        pane = app.query_one("ProfilePane")
+        await pilot.press("j")
+        await wait_for(pilot, lambda: table.cursor_row == 1)
+        kernel = pane._highlighted_name()
+        order = [str(table.get_row_at(r)[0]) for r in range(table.row_count)]
+        for _ in range(3):  # a few sorts: at least one moves this kernel to another row
+            await pilot.press("s")
+            await pilot.pause()
+            assert pane._highlighted_name() == kernel
+            if table.cursor_row != 1:
+                break
+        assert table.cursor_row != 1 and [str(table.get_row_at(r)[0]) for r in range(table.row_count)] != order
+
+
+@run_async
+async def test_the_picked_implementation_stays_picked_across_a_rerun(tmp_path):
+    """A re-run empties the Profile pane's implementation list until profiles come back: the pick
+    went back to the first implementation."""
+    from textual.widgets import Select
+
+    from workbench.screens.panes.profile import _title
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _profile_after_a_run(app, pilot)
+        select = app.query_one("#profile-impl", Select)
+        options = [value for _, value in select._options if isinstance(value, str)]
+        assert len(options) >= 2 and select.value == options[0]
+        select.value = options[1]  # as a pick in its list does (a Changed message)
+        pane = app.query_one("ProfilePane")
+        await wait_for(pilot, lambda: pane._shown is not None and _title(pane._shown) == options[1])
+        await pilot.press("1")
+        await ran(pilot)  # the session again
+        await wait_for(pilot, lambda: not app.running)
+        await pilot.pause(0.2)
+        assert select.value == options[1] and _title(pane._shown) == options[1]
+
+
+@run_async
+async def test_i_in_the_profile_pane_opens_the_implementation_list(tmp_path):
+    from textual.widgets import Select
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _profile_after_a_run(app, pilot)
+        select = app.query_one("#profile-impl", Select)
+        await pilot.press("i")
+        await wait_for(pilot, lambda: select.expanded)
+        await pilot.press("down", "enter")
+        await wait_for(pilot, lambda: not select.expanded)
+        assert select.value == "triton"

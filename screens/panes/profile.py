@@ -5,6 +5,7 @@ Kernel names are shortened for the table (screens.panes.kernel_names: demangled,
 template arguments collapsed, cut to the width left by the time columns, which stay in view);
 the highlighted row's full name is on the line under the table, and enter shows it whole.
 t shows where the row's Kineto trace was kept (`--trace-dir DIR`) and how to open it in Perfetto.
+i opens the list of implementations (the pane's Select, otherwise reached only by shift+tab).
 
 Attributes down: `model`. The implementation shown is picked in the pane's own Select.
 """
@@ -33,7 +34,8 @@ MIN_NAME_WIDTH = 16
 class ProfilePane(Vertical):
     BINDINGS = [Binding("s", "next_sort", "Sort"),
                 Binding("enter", "show_name", "Whole kernel name", show=False),
-                Binding("t", "show_trace", "Trace file", show=False)]
+                Binding("t", "show_trace", "Trace file", show=False),
+                Binding("i", "pick_impl", "Implementation")]
 
     model: reactive[RunModel | None] = reactive(None, always_update=True, init=False)
 
@@ -42,6 +44,7 @@ class ProfilePane(Vertical):
         self._sort = (1, True)  # column index, descending: device time first
         self._shown: Row | None = None
         self._names: list[str] = []  # full names, by row key
+        self._chosen: str | None = None  # the implementation picked in the Select, kept across re-runs
 
     def compose(self) -> ComposeResult:
         yield Select[str]([], id="profile-impl", compact=True, prompt="implementation")
@@ -64,16 +67,20 @@ class ProfilePane(Vertical):
         rows = [r for r in (model.rows.values() if model else ()) if r.profile]
         options = [(_title(r), _title(r)) for r in rows]
         select = self.query_one("#profile-impl", Select)
-        current = select.value
+        # the one picked, once it has a profile again (a re-run starts with none: the Select was
+        # emptied and came back on the first implementation), else the one shown, else the first
+        wanted = [t for t in (self._chosen, select.value) if t in dict(options)]
         with self.prevent(Select.Changed):
             select.set_options(options)
             if options:
-                select.value = current if current in dict(options) else options[0][1]
+                select.value = wanted[0] if wanted else options[0][1]
         self._show(self._row(rows, select.value))
 
     @on(Select.Changed, "#profile-impl")
     def _picked(self, event: Select.Changed) -> None:
         event.stop()
+        if isinstance(event.value, str):
+            self._chosen = event.value
         rows = [r for r in (self.model.rows.values() if self.model else ()) if r.profile]
         self._show(self._row(rows, event.value))
 
@@ -82,6 +89,7 @@ class ProfilePane(Vertical):
         return next((r for r in rows if _title(r) == title), None)
 
     def _show(self, row: Row | None) -> None:
+        highlighted = self._highlighted_name()  # the kernel under the cursor stays under it (a sort)
         self._shown = row
         profile = row.profile if row else None
         sort, descending = self._sort  # named here too: at 80 columns the sorted header may be scrolled off
@@ -110,6 +118,8 @@ class ProfilePane(Vertical):
             table.add_row(name, *rest, key=str(index))
         self._apply_sort()
         if table.row_count:
+            if highlighted and highlighted in self._names:
+                cursor = table.get_row_index(str(self._names.index(highlighted)))
             table.move_cursor(row=min(cursor, table.row_count - 1), animate=False)
         self._show_detail()
 
@@ -142,6 +152,12 @@ class ProfilePane(Vertical):
         """Where the shown row's profiler trace is, and how to open it (trace_text)."""
         if self._shown is not None:
             self.app.push_screen(TextScreen("Profiler trace", trace_text(self._shown.profile)))
+
+    def action_pick_impl(self) -> None:
+        """The implementations with a profile, listed to pick from (the Select, opened)."""
+        select = self.query_one("#profile-impl", Select)
+        select.focus()
+        select.action_show_overlay()
 
     def action_next_sort(self) -> None:
         """The next column whose order differs from the one on screen (device µs all '-' on a
