@@ -136,6 +136,43 @@ def test_a_table_blurred_while_hidden_and_shown_before_the_next_frame_draws_blur
     drive()
 
 
+def test_a_table_gathers_its_styles_again_only_after_a_restyle_or_in_another_focus_state():
+    """Each render compared the styles a state draws with against those its kept lines were
+    drawn with (a rich style per component class, each walking the ancestors: a sixth of a
+    streaming table's render); now only after a restyle or a focus change."""
+    app = _Tables()
+
+    @run_async
+    async def drive() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            kept, other = app.query_one("#kept", KeyDataTable), app.query_one("#other", KeyDataTable)
+            await _focus(pilot, kept)
+            await _settled(pilot, kept)
+            gathered = [0]
+            real = kept.get_component_rich_style
+
+            def counted(*args, **kwargs):
+                gathered[0] += 1
+                return real(*args, **kwargs)
+            kept.get_component_rich_style = counted
+            _lines(kept)
+            kept.add_row("new", "row", "x", "y")  # new data: rendered anew, with the styles it had
+            await pilot.pause()
+            _lines(kept)
+            assert gathered[0] == 0
+            await _focus(pilot, other)  # another focus state: its styles are looked at
+            _lines(kept)
+            assert gathered[0] > 0
+            seen = gathered[0]
+            _lines(kept)
+            assert gathered[0] == seen
+            kept.add_class("-alt")  # a restyle: looked at again
+            await pilot.pause()
+            _lines(kept)
+            assert gathered[0] > seen
+    drive()
+
+
 @pytest.mark.parametrize("change", ["class", "theme"])
 def test_after_a_style_change_the_table_draws_as_a_fresh_table_in_either_focus_state(change):
     """The kept cells are dropped when the styles they were drawn with change (a class that
