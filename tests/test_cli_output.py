@@ -335,3 +335,13 @@ def test_resume_given_a_session_file_says_what_resume_takes(capsys, tmp_path):
     code = cli.main(["--replay", "smoke-quick", "--resume", str(tmp_path / "long.yaml")])
     err = capsys.readouterr().err
     assert code == 2 and "a session file; --resume takes the results path of a stopped run" in err and "-o " not in err.split("error:")[-1].split(";")[0]
+
+
+def test_the_closing_line_names_the_folders_minus_o_made(capsys, session_file, fake_plan, tmp_path):
+    # a typo in a path builds a tree: said, not done silently
+    target = tmp_path / "new" / "deeper" / "r.json"
+    code, _, err = run(capsys, "--replay", str(session_file), "-o", str(target))
+    assert code == 0 and target.exists()
+    assert f"results written to {target} (2 row(s), json; made the folder {tmp_path / 'new'} and those under it)" in err
+    code, _, err = run(capsys, "--replay", str(session_file), "-o", str(target))  # there now: nothing made
+    assert f"results written to {target} (2 row(s), json)" in err

@@ -12,6 +12,7 @@ was cancelled and the document's format (table, CSV) cannot be resumed from: the
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from rich.console import Console
@@ -39,6 +40,8 @@ class Sink:
         self.rows = [dict(r) for r in done]
         self.streaming = args.format == "jsonl" and args.output is None
         self.journal: Journal | None = None
+        # the folders -o makes (a typo in a path builds a tree: the closing line names it)
+        self.made = _missing_folders(Path(args.output)) if args.output is not None and not is_stream(args.output) else []
         if args.output is not None and not is_stream(args.output):
             path = journal_path(args.output)
             try:
@@ -86,8 +89,10 @@ class Sink:
             raise
         if self.args.output is not None and not is_stream(self.args.output):
             # where the data went (--resume PATH rewrites PATH: never without a word)
+            made = f"; made the folder {self.made[-1]}" + (" and those under it" if len(self.made) > 1 else "") \
+                if self.made else ""
             err.print(f"results written to {self.args.output} ({len(doc.get('results') or [])} row(s), "
-                      f"{self.args.format})", markup=False, highlight=False)
+                      f"{self.args.format}{made})", markup=False, highlight=False)
         if self.journal is None:
             return
         if doc.get("cancelled") and self.args.format not in RESUMABLE_FORMATS:
@@ -119,3 +124,13 @@ class Sink:
                     f"failed too): workbench --replay FILE --resume {self.args.output}")
         return (f"the finished rows are kept in {self.journal.path} ({why}): "
                 f"workbench --replay FILE --resume {self.args.output}")
+
+
+def _missing_folders(path: Path) -> list[Path]:
+    """The folders above `path` that do not exist yet, innermost first (writing it makes them)."""
+    missing = []
+    folder = path.expanduser().parent
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
