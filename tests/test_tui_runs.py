@@ -702,3 +702,31 @@ async def test_i_in_the_profile_pane_opens_the_implementation_list(tmp_path):
         await pilot.press("down", "enter")
         await wait_for(pilot, lambda: not select.expanded)
         assert select.value == "triton"
+
+
+@run_async
+async def test_a_cpu_only_profile_is_sorted_by_cpu_time_until_a_sort_is_chosen(tmp_path):
+    """Without device events every device µs is '-': sorted by it (the default), the table was in
+    no order a reader could see; CPU µs, largest first, then. A sort chosen with s stays."""
+    from tui_helpers import GELU_H200
+
+    data = json.loads(GELU_H200.read_text())
+    for record in data["doc"]["results"]:
+        if record.get("profile"):
+            record["profile"]["device_events"] = False
+            for cpu, item in enumerate(record["profile"]["rows"]):
+                item["self_cpu_us"] = 10.0 * cpu  # the profiler's order is the smallest first
+    app = make_app(tmp_path, engine=fixture_engine(data))
+    async with app.run_test(size=(200, 50)) as pilot:
+        table = await _profile_after_a_run(app, pilot)
+        header = [str(c.label) for c in table.ordered_columns]
+        assert "CPU µs ▼" in header and "device µs" in header
+        cpu = [float(table.get_row_at(r)[2]) for r in range(table.row_count)]
+        assert cpu == sorted(cpu, reverse=True) and len(set(cpu)) > 1
+        await pilot.press("s")
+        await pilot.pause()
+        chosen = [str(c.label) for c in table.ordered_columns]
+        assert "CPU µs ▼" not in chosen
+        pane = app.query_one("ProfilePane")
+        pane._show(pane._shown)  # drawn again (a new profile, a width): the chosen sort stays
+        assert [str(c.label) for c in table.ordered_columns] == chosen

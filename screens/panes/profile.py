@@ -41,7 +41,8 @@ class ProfilePane(Vertical):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self._sort = (1, True)  # column index, descending: device time first
+        self._sort = (1, True)  # column index, descending: device time first (CPU time in a CPU-only profile)
+        self._sort_chosen = False  # s or a header click chose it: kept whatever the profile
         self._shown: Row | None = None
         self._names: list[str] = []  # full names, by row key
         self._chosen: str | None = None  # the implementation picked in the Select, kept across re-runs
@@ -92,11 +93,13 @@ class ProfilePane(Vertical):
         highlighted = self._highlighted_name()  # the kernel under the cursor stays under it (a sort)
         self._shown = row
         profile = row.profile if row else None
+        device = bool((profile or {}).get("device_events"))
+        if not self._sort_chosen:  # a CPU-only profile's device µs are all '-': its CPU µs, largest first
+            self._sort = (1, True) if device or not profile else (2, True)
         sort, descending = self._sort  # named here too: at 80 columns the sorted header may be scrolled off
         sorted_by = f" · sorted by {sort_label(COLUMNS[sort][0], descending)} (s)" if profile else ""
         self.query_one("#profile-summary", Static).update(
             summary(profile, running=bool(getattr(self.app, "running_shown", False))) + sorted_by)
-        device = bool((profile or {}).get("device_events"))
         items = list((profile or {}).get("rows", ()))
         self._names = [str(item.get("name") or "") for item in items]
         cells = [[(_pct_cell if key == "pct" else _cell)(item.get(key) if device or key != "self_device_us" else None)
@@ -174,7 +177,7 @@ class ProfilePane(Vertical):
             ordered = sorted(shown, key=lambda row: _sort_key(row[column]), reverse=descending)
             if ordered != shown:
                 break
-        self._sort = (column, descending)
+        self._sort, self._sort_chosen = (column, descending), True
         self._show(self._shown)
 
     @on(DataTable.HeaderSelected)
@@ -182,6 +185,7 @@ class ProfilePane(Vertical):
         event.stop()
         column, descending = self._sort
         self._sort = (event.column_index, not descending if column == event.column_index else True)
+        self._sort_chosen = True
         self._show(self._shown)
 
     def _apply_sort(self) -> None:
