@@ -455,6 +455,8 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
             where = f"your copy: {where}"
         machine = self.ws.catalog.machine if self.ws.catalog else "loading ops…"
         text = f"workbench · {fmt.printable(self.ws.session.name)} ({where}) · {machine}"
+        if getattr(self, "open_error", None):  # a bad session file opened an empty session: a new
+            text = f"⚠ {fmt.printable(self.open_error)} not opened (Log 5) · {text}"  # user missed the toast
         if getattr(self, "autosave_error", None):  # first, so 80 columns show it (a fresh-clone try
             text = f"⚠ autosave failing (Log 5) · {text}"  # missed a 4 s notice on a read-only data dir)
         return text

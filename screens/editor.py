@@ -45,6 +45,7 @@ class EditorMixin:
     _behind: frozenset = frozenset()  # result panes not redrawn while hidden during a run (show_results)
     _mounted_panes: dict | None = None  # result pane class -> its widget, once found (_result_pane)
     autosave_error: str | None = None  # the last autosave's failure, shown in the title bar until one succeeds
+    open_error: str | None = None  # the session file that could not be opened (title bar), until another is
 
     # -- attributes down --------------------------------------------------------------------
     async def show_run(self) -> None:

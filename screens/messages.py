@@ -46,6 +46,7 @@ class SessionOpened(Message):
     path: Path | None
     results: dict | None = None
     notes: tuple[str, ...] = ()
+    failed: str | None = None  # the file that could not be opened (the session is then empty)
 
 
 @dataclass

@@ -60,7 +60,8 @@ class SessionMixin:
             text, where = str(exc), self._session_arg
             self.post_message(LoadFailed(f"{where}: {text}" if where and str(where) not in text else text))
             self.post_message(SessionOpened(sessions_io.BLANK, None, None,
-                                            ("starting an empty session: pick an op (+ ...) to add a run",)))
+                                            ("starting an empty session: pick an op (+ ...) to add a run",),
+                                            failed=str(where) if where else "the session"))
             return
         self.post_message(SessionOpened(opened.session, opened.path, opened.results, opened.notes))
         import numpy  # noqa: F401  (the live chart's thinning, charts.thin: ~100 ms here, not in a key press)
@@ -117,6 +118,7 @@ class SessionMixin:
 
     async def on_session_opened(self, message: SessionOpened) -> None:
         self.ws.open(message.session, message.path, message.results)
+        self.open_error = message.failed  # the title bar says so until a session is opened or saved
         if not self.running:
             self.run_bar.status = "ready"
         for note in message.notes:
@@ -164,6 +166,7 @@ class SessionMixin:
             self.report(f"not saved: {save_error_text(exc, self.ws.path)}")
             return
         self.ws.path = target
+        self.open_error = None
         self.query_one("#title-bar", Static).update(self.title_text())
         self.report(f"saved {target}", "information")
 

@@ -730,3 +730,20 @@ async def test_a_cpu_only_profile_is_sorted_by_cpu_time_until_a_sort_is_chosen(t
         pane = app.query_one("ProfilePane")
         pane._show(pane._shown)  # drawn again (a new profile, a width): the chosen sort stays
         assert [str(c.label) for c in table.ordered_columns] == chosen
+
+
+@run_async
+async def test_a_session_file_that_cannot_be_opened_stays_named_in_the_title(tmp_path):
+    """A bad session file opens an empty session: the reason was only in a toast that faded,
+    and the title read `scratch (unsaved)`. The title names the file until a session is saved."""
+    from textual.widgets import Static
+
+    def opener(path, gpu):
+        raise ValueError("runs[0].dtype: unknown dtype \"float7\"")
+    app = make_app(tmp_path, opener=opener, path=tmp_path / "bad.yaml")
+    async with app.run_test(size=(120, 40)) as pilot:
+        title = app.query_one("#title-bar", Static)
+        await wait_for(pilot, lambda: app.ws.catalog is not None and "not opened" in str(title.render()))
+        assert str(title.render()).startswith(f"⚠ {tmp_path / 'bad.yaml'} not opened (Log 5) · workbench · scratch")
+        log = app.query_one("LogPane")
+        await wait_for(pilot, lambda: any("float7" in text for _, text in log.entries))  # the reason, in the Log

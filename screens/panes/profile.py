@@ -35,7 +35,7 @@ class ProfilePane(Vertical):
     BINDINGS = [Binding("s", "next_sort", "Sort"),
                 Binding("enter", "show_name", "Whole kernel name", show=False),
                 Binding("t", "show_trace", "Trace file", show=False),
-                Binding("i", "pick_impl", "Implementation")]
+                Binding("i", "pick_impl", "Pick the implementation", show=False)]
 
     model: reactive[RunModel | None] = reactive(None, always_update=True, init=False)
 
