@@ -100,7 +100,7 @@ def readable(out: torch.Tensor, ref: torch.Tensor) -> bool:
 
 def chunk_statistics(out: torch.Tensor, ref: torch.Tensor, rtol: float, threshold: float | None) -> dict:
     """The statistics of one chunk (FLOATS and COUNTS as Python numbers, one host read): `out`
-    and `ref` as `usable` requires (ValueError otherwise), `rtol` the elementwise gate's relative
+    and `ref` as `readable` requires (ValueError otherwise), `rtol` the elementwise gate's relative
     tolerance, `threshold` the output dtype's overflow threshold (compare._expected) or None.
     An empty chunk gives zeros (and -inf excess)."""
     if not readable(out, ref):
@@ -110,17 +110,15 @@ def chunk_statistics(out: torch.Tensor, ref: torch.Tensor, rtol: float, threshol
                          f"{tuple(ref.shape)} on {ref.device}")
     n = out.numel()
     if n == 0:
-        return {"err_sq": 0.0, "ref_sq": 0.0, "max_abs": 0.0, "max_rel": 0.0, "max_excess": -math.inf,
-                "finite": 0, "mismatches": 0}
+        return {**dict.fromkeys(FLOATS, 0.0), "max_excess": -math.inf, **dict.fromkeys(COUNTS, 0)}
     tiles = triton.cdiv(n, TILE)
-    floats = torch.empty((tiles, 5), dtype=torch.float64, device=out.device)
-    counts = torch.empty((tiles, 2), dtype=torch.int64, device=out.device)
-    clamp = threshold is not None and math.isfinite(threshold)
-    limit = threshold if threshold is not None and clamp else 0.0
-    params = torch.tensor([float(rtol), limit], dtype=torch.float64).to(out.device)
-    _compare_tiles[(tiles,)](out, ref, params, floats, counts, n, CLAMP=clamp, TILE=TILE, num_warps=NUM_WARPS)
-    # counts stay exact as float64 below 2^53 elements
+    floats = torch.empty((tiles, len(FLOATS)), dtype=torch.float64, device=out.device)
+    counts = torch.empty((tiles, len(COUNTS)), dtype=torch.int64, device=out.device)
+    limit = threshold if threshold is not None and math.isfinite(threshold) else None
+    params = torch.tensor([float(rtol), limit or 0.0], dtype=torch.float64).to(out.device)
+    _compare_tiles[(tiles,)](out, ref, params, floats, counts, n, CLAMP=limit is not None, TILE=TILE,
+                             num_warps=NUM_WARPS)
+    # the two sums, the three maxima, the counts (exact as float64 below 2^53 elements): one host read
     values = torch.cat([floats[:, :2].sum(dim=0), floats[:, 2:].amax(dim=0), counts.sum(dim=0).to(torch.float64)])
-    err_sq, ref_sq, max_abs, max_rel, max_excess, finite, mismatches = values.tolist()
-    return {"err_sq": err_sq, "ref_sq": ref_sq, "max_abs": max_abs, "max_rel": max_rel,
-            "max_excess": max_excess, "finite": int(finite), "mismatches": int(mismatches)}
+    stats = dict(zip(FLOATS + COUNTS, values.tolist()))
+    return {**stats, **{name: int(stats[name]) for name in COUNTS}}

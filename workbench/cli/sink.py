@@ -40,9 +40,9 @@ class Sink:
         self.rows = [dict(r) for r in done]
         self.streaming = args.format == "jsonl" and args.output is None
         self.journal: Journal | None = None
-        # the folders -o makes (a typo in a path builds a tree: the closing line names it)
-        self.made = _missing_folders(Path(args.output)) if args.output is not None and not is_stream(args.output) else []
+        self.made: list[Path] = []  # the folders -o makes (a typo in a path builds a tree: the closing line names them)
         if args.output is not None and not is_stream(args.output):
+            self.made = _missing_folders(Path(args.output))
             path = journal_path(args.output)
             try:
                 self.journal = Journal(path, self.head, self.rows, keep_rows=not getattr(args, "resume", None))
