@@ -77,10 +77,10 @@ class EditorMixin:
         model = self.ws.model()
         sweep = self.ws.run.sweep if self.ws.run else None
         param = ", ".join(sweep.params) if sweep else ""
-        self._result_pane(TimingPane).sweep_param = param
-        traffic = self._result_pane(TrafficPane)  # (not there in the frames before LazyPane mounts it)
-        if traffic is not None:
-            traffic.sweep_param = param
+        for cls in (TimingPane, TrafficPane):  # (None before LazyPane mounts it, and while the app closes)
+            pane = self._result_pane(cls)
+            if pane is not None:
+                pane.sweep_param = param
         self.mark_stale(redraw=False)  # the model set below redraws the chart, stale note included
         active = self.query_one(TabbedContent).active if shown_only else None
         for pane in RESULT_PANES:
@@ -193,8 +193,10 @@ class EditorMixin:
         if ws.run is not None and ws.op is not None:
             swept = tuple(ws.run.sweep.params) if ws.run.sweep else ()
             current = (editing.shape_of(ws.run, ws.op), editing.dtype_of(ws.run, ws.op), swept)
-        pane = self._result_pane(TimingPane)
-        if redraw:
+        pane = self._result_pane(TimingPane)  # (None while the app closes: a timer's redraw then)
+        if pane is None:
+            pass
+        elif redraw:
             pane.current = current
         else:
             pane.set_reactive(TimingPane.current, current)

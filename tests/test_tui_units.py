@@ -423,3 +423,24 @@ def test_a_sweeps_titles_are_cut_so_the_fixed_columns_fit():
     assert [c[1:] for c in fitted] == [c[1:] for c in cells]
     assert fit_fixed_columns(cells, rows, 80) == cells and fit_fixed_columns(cells, rows, 0) == cells
     assert fmt.fit_title("triton", None, 4) == "tri…" and fmt.fit_title("triton", 8, 20) == "triton @ 8"
+
+
+def test_a_redraw_after_the_panes_went_does_nothing_instead_of_failing():
+    """The redraw timer can fire while the app closes, its panes unmounted (found in a run of
+    benchmarks/key_latency_cpu.py: AttributeError on None.sweep_param); show_results and
+    mark_stale then find no pane and draw nothing."""
+    from types import SimpleNamespace
+
+    from workbench.screens.editor import EditorMixin
+
+    class _Closing(EditorMixin):
+        ws = SimpleNamespace(model=lambda: None, run=SimpleNamespace(sweep=None), op=None)
+
+        def _result_pane(self, cls):
+            return None
+
+    closing = _Closing()
+    closing.show_results()
+    closing.mark_stale()
+    closing.mark_stale(redraw=False)
+    assert closing._behind  # every pane waits for the next redraw that finds it
