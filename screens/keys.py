@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from rich.segment import Segment
+from rich.text import Text
 from textual import events
 from textual.binding import Binding
 from textual.strip import Strip
@@ -90,11 +91,27 @@ class KeyDataTable(DataTable):
         self._styles_seen = None  # styles changed (Textual calls this on every restyle): look again
         self.refresh()
 
+    _rich_style_now = None  # rich_style while render_lines draws, else None
+
+    @property
+    def rich_style(self):
+        """Textual's rich_style, found once per render_lines: DataTable.render_line asks for it
+        on every line and Textual works it out anew each time, walking every ancestor's styles
+        (about half of a 40-line Profile table's frame on the 2-core CPU, from a profile). The
+        styles cannot change while one frame is drawn."""
+        now = self._rich_style_now
+        return now if now is not None else super().rich_style
+
     def render_lines(self, crop):
         if self._restyle_owed:  # shown again before that frame: restyled before it is drawn
             self._restyle_if_blurred()
         self._check_styles()
-        return super().render_lines(crop)
+        self._rich_style_now = None
+        self._rich_style_now = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._rich_style_now = None
 
     def _check_styles(self) -> None:
         """Caches emptied when the styles this state renders with changed. The styles are only
@@ -110,6 +127,7 @@ class KeyDataTable(DataTable):
         drawn = self._drawn_with
         if drawn is None or drawn.get(state, styles) != styles:
             self._clear_caches()  # every state's lines: they were drawn with the old rules
+            self._cell_lines = self._row_lines = None  # (not emptied by _clear_caches: clear() calls it on every update)
             self._drawn_with = drawn = {}
         drawn[state] = styles
 
@@ -130,6 +148,86 @@ class KeyDataTable(DataTable):
         owed, self._restyle_owed = self._restyle_owed, False
         if owed and not self.has_focus and self.is_attached:
             self.update_node_styles()
+
+    # DataTable keys its rendered cells by `_update_count`, which every change bumps (a row
+    # added, a cell updated, clear()): a streaming run replaces the Timing table's rows at each
+    # redraw, and every cell went through rich again, ~9 ms of each 18 ms frame of a streaming
+    # run on the 2-core CPU (cProfile), the frames a pane key waits behind. Here a cell's lines
+    # are also kept by what they are drawn from: its place, its text and the look it is drawn
+    # with; a cell whose text did not change is not rendered again.
+    _cell_lines: dict | None = None  # (place, content, look) -> the cell's lines
+    CELL_LINES_MAX = 4096
+
+    def _render_cell(self, row_index: int, column_index: int, base_style, width: int, cursor: bool = False,
+                     hover: bool = False):
+        label, cells = self._get_row_renderables(row_index)
+        cell = label if column_index == -1 else (cells[column_index] if 0 <= column_index < len(cells) else None)
+        content = _content_key(cell)
+        if content is None:
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        if row_index == -1:
+            height: tuple = (self.header_height,)
+        else:
+            row = self.rows[self._row_locations.get_key(row_index)]
+            height = (row.height, row.auto_height)
+        key = (row_index, column_index, content, height, base_style, width, cursor, hover, self._show_hover_cursor,
+               self._pseudo_class_state, self.fixed_rows, self.fixed_columns, self.show_cursor, self.cell_padding,
+               self.cursor_foreground_priority, self.cursor_background_priority)
+        cache = self._cell_lines
+        if cache is None:
+            cache = self._cell_lines = {}
+        lines = cache.get(key)
+        if lines is None:
+            lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+            if len(cache) >= self.CELL_LINES_MAX:
+                cache.clear()
+            cache[key] = lines
+        return lines
+
+    _row_lines: dict | None = None  # (row's place and content, look) -> one line of the row, drawn
+
+    def _render_line_in_row(self, row_key, line_no: int, base_style, cursor_location, hover_location):
+        """DataTable's line of a row, kept (as its cells are) by the row's place and content and
+        the look it is drawn with, not by `_update_count`: each line also worked out the row's
+        component styles (each a walk of the ancestors), the larger part of a row's line once
+        its cells were kept."""
+        signature = self._row_signature(row_key)
+        if signature is None:
+            return super()._render_line_in_row(row_key, line_no, base_style, cursor_location, hover_location)
+        columns = self.ordered_columns
+        key = (signature, line_no, base_style, cursor_location, hover_location, self.cursor_type, self.show_cursor,
+               self._show_hover_cursor, self._pseudo_class_state, self.size.width, self._row_label_column_width,
+               tuple(column.get_render_width(self) for column in columns), self.fixed_rows, self.fixed_columns,
+               self.zebra_stripes, self._labelled_row_exists, self.show_row_labels, self.cell_padding)
+        cache = self._row_lines
+        if cache is None:
+            cache = self._row_lines = {}
+        pair = cache.get(key)
+        if pair is None:
+            pair = super()._render_line_in_row(row_key, line_no, base_style, cursor_location, hover_location)
+            if len(cache) >= self.CELL_LINES_MAX:
+                cache.clear()
+            cache[key] = pair
+        return pair
+
+    def _row_signature(self, row_key) -> tuple | None:
+        """(place, height, label, cells) of a row as dict keys (_content_key), or None when a cell
+        is not plain Text (not kept by content)."""
+        if row_key is self._header_row_key:
+            index, label, cells, height = -1, None, [column.label for column in self.ordered_columns], \
+                (self.header_height,)
+        elif row_key in self._row_locations:
+            index = self._row_locations.get(row_key)
+            label, cells = self._get_row_renderables(index)
+            row = self.rows[row_key]
+            height = (row.height, row.auto_height)
+        else:
+            return None
+        keys = tuple(_content_key(cell) for cell in cells)
+        label_key = () if label is None else _content_key(label)
+        if label_key is None or None in keys:
+            return None
+        return index, height, label_key, keys
 
     def _on_resize(self, event: events.Resize) -> None:
         if event.size == self._resized_to:
@@ -157,6 +255,20 @@ class KeyDataTable(DataTable):
         super()._update_dimensions(new_rows)
         self._update_count += 1
         self.refresh()
+
+
+def _content_key(cell) -> tuple | None:
+    """What a DataTable cell's lines are drawn from, as a dict key: a Text's characters, styles
+    and layout settings; None for any other renderable (not kept by content)."""
+    if not isinstance(cell, Text):
+        return None
+    try:
+        key = (cell.plain, cell.style, cell.justify, cell.overflow, cell.no_wrap, cell.end, cell.tab_size,
+               tuple(cell.spans))
+        hash(key)
+    except TypeError:  # a style that cannot be a key
+        return None
+    return key
 
 
 class KeyScroll(VerticalScroll):

@@ -107,6 +107,95 @@ def test_a_focus_change_and_a_hide_show_keep_the_tables_cells_and_draw_them_as_b
     drive()
 
 
+def test_rows_replaced_with_the_same_text_are_drawn_from_kept_cells_and_a_changed_cell_anew(monkeypatch):
+    """A streaming run replaces the Timing table's rows at every redraw, and DataTable keyed each
+    rendered cell and row line by its update count: every cell went through rich again. The
+    table keeps them by place, text and look (KeyDataTable._render_cell, _render_line_in_row):
+    the same rows again render no cell, a changed cell is rendered, and the table draws what a
+    plain DataTable given the same rows draws."""
+    app = _Tables()
+    rendered = []
+    real = DataTable._render_cell
+
+    def counted(self, row_index, column_index, *args, **kwargs):
+        if self.id == "kept":
+            rendered.append((row_index, column_index))
+        return real(self, row_index, column_index, *args, **kwargs)
+    monkeypatch.setattr(DataTable, "_render_cell", counted)
+    lines_drawn = []
+    real_line = DataTable._render_line_in_row
+
+    def counted_line(self, row_key, *args, **kwargs):
+        if self.id == "kept":
+            lines_drawn.append(row_key)
+        return real_line(self, row_key, *args, **kwargs)
+    monkeypatch.setattr(DataTable, "_render_line_in_row", counted_line)
+
+    @run_async
+    async def drive() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            kept, plain = app.query_one("#kept", KeyDataTable), app.query_one("#plain", DataTable)
+            other = app.query_one("#other", KeyDataTable)
+            await _focus(pilot, other)  # both tables blurred: drawn alike
+            await pilot.pause()
+            assert _lines(kept) == _lines(plain)
+
+            async def replace(rows) -> None:
+                rendered.clear()
+                lines_drawn.clear()
+                kept.replace_rows(rows)
+                plain.clear()
+                plain.add_rows(rows)
+                await wait_for(pilot, lambda: not kept._new_rows and not plain._new_rows
+                               and not kept._require_update_dimensions)
+                await pilot.pause()
+
+            await replace(ROWS)
+            assert _lines(kept) == _lines(plain)
+            assert rendered == [] and lines_drawn == []
+            changed = [ROWS[0], ("pytorch", "ok", "281 µs", "-1.3/+4%"), *ROWS[2:]]
+            await replace(changed)
+            assert _lines(kept) == _lines(plain)
+            assert (1, 2) in rendered and all(row == 1 for row, _ in rendered)  # that row's line, its cells kept
+            assert "281 µs" in "".join(text for line in _lines(kept) for text, _ in line)
+    drive()
+
+
+def test_a_table_works_out_its_rich_style_once_per_render_not_per_line(monkeypatch):
+    """DataTable.render_line asks for the table's rich_style on every line, and Textual works it
+    out anew each time (a walk of every ancestor's styles): half of a 40-line Profile table's
+    frame. KeyDataTable finds it once per render_lines."""
+    from textual.dom import DOMNode
+
+    app = _Tables()
+    asked = {"kept": 0, "plain": 0}
+    real = DOMNode.rich_style
+
+    def counted(self):
+        if self.id in asked:
+            asked[self.id] += 1
+        return real.fget(self)
+    monkeypatch.setattr(DOMNode, "rich_style", property(counted))
+
+    @run_async
+    async def drive() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            kept, plain = app.query_one("#kept", KeyDataTable), app.query_one("#plain", DataTable)
+            rows = [(f"impl{i}", "ok", f"{i} µs", "-") for i in range(20)]
+            kept.add_rows(rows)
+            plain.add_rows(rows)
+            await _focus(pilot, app.query_one("#other", KeyDataTable))
+            await pilot.pause()
+            for table in (kept, plain):
+                table._styles_cache.clear()  # every line drawn again
+                asked[table.id] = 0
+                _lines(table)
+            assert asked["plain"] >= 10  # (the check can fail: DataTable asks per line)
+            assert asked["kept"] <= 2
+            assert kept._rich_style_now is None  # (only while it draws)
+    drive()
+
+
 def test_a_table_blurred_while_hidden_and_shown_before_the_next_frame_draws_blurred():
     """Blurred while its box is hidden, the table's restyle waits for the next frame
     (KeyDataTable.watch_has_focus); shown again before that frame (two pane keys within one, or
