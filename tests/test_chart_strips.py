@@ -231,3 +231,55 @@ def test_a_drawing_waiting_for_its_turn_when_the_run_ends_is_built_then(monkeypa
                     break
             assert plot._built is not None and plot._built[0] == plot._key()
     asyncio.run(go())
+
+
+def test_while_a_run_streams_the_ui_thread_draws_only_for_the_caption_and_the_chart_is_right_after():
+    """Streaming, `draw` runs the drawing on the UI thread into NO_PLOT (a figure that does
+    nothing) for its caption; the builder thread draws it into a figure of its own. The run
+    ending before that drawing is built, the render draws it into the chart's own figure: the
+    lines are the drawing's, as an idle draw of it makes them."""
+    import asyncio
+    import threading
+
+    from workbench.screens.panes import chart_plot
+    from workbench.screens.panes.chart_plot import ChartPlot
+
+    calls = []
+
+    def line(values):
+        def draw(plt):
+            calls.append((threading.get_ident(), plt))
+            plt.clear_figure()
+            plt.plot([1, 2, 3], values)
+            return f"caption {values}"
+        return draw
+
+    def shown(plot) -> list[str]:
+        return [plot.render_line(y).text for y in range(plot.size.height)]
+
+    async def go():
+        app = _chart_app()
+        async with app.run_test(size=(60, 20)) as pilot:
+            plot = app.query_one(ChartPlot)
+            plot.draw(line([9, 4, 1]))
+            await pilot.pause()
+            expected = shown(plot)  # drawn idle
+            plot.draw(line([1, 1, 1]))
+            await pilot.pause()
+            assert shown(plot) != expected
+            ui = threading.get_ident()
+            calls.clear()
+            app.running = True
+            chart_plot.STREAM_BUILD_S, saved = 5.0, chart_plot.STREAM_BUILD_S  # the next build waits
+            try:
+                plot._build_started = __import__("time").monotonic()
+                assert plot.draw(line([9, 4, 1])) == "caption [9, 4, 1]"
+                assert calls == [(ui, chart_plot.NO_PLOT)]  # for its caption only: the chart's figure untouched
+                app.running = False  # the run ends before its build
+                plot.refresh()
+                await pilot.pause()
+                assert shown(plot) == expected
+                assert any(thread == ui and plt is plot.plt for thread, plt in calls[1:])
+            finally:
+                chart_plot.STREAM_BUILD_S = saved
+    asyncio.run(go())
