@@ -120,3 +120,17 @@ def test_every_pane_is_reachable_by_its_key_in_the_palette_and_in_help(tmp_path)
                 await pilot.press("escape")
                 await pilot.pause()
     drive()
+
+
+def test_a_results_pane_is_not_repainted_whole_when_its_results_change():
+    """A results pane is a container: setting its model (every redraw of a streaming run) or
+    another of its reactives must not repaint the pane's whole region (each widget in it, their
+    unchanged lines too); its widgets repaint themselves. So its reactives are repaint=False."""
+    for pane in PANES:
+        if not pane.results:
+            continue
+        cls = pane.widget_class()
+        assert "model" in cls._reactives, pane.id
+        for name, declared in cls._reactives.items():
+            if name in vars(cls):  # its own (Textual's widgets' reactives are Textual's)
+                assert not declared._repaint, f"{pane.cls}.{name} repaints the whole pane"

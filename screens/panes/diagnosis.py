@@ -40,10 +40,10 @@ class DiagnosisPane(Vertical):
     """
     BINDINGS = [Binding("x", "mark", "Mark A/B"), Binding("a", "compare", "A/B the marked rows")]
 
-    model: reactive[RunModel | None] = reactive(None, always_update=True, init=False)
+    model: reactive[RunModel | None] = reactive(None, always_update=True, init=False, repaint=False)
     # the spec being edited (shape, dtype, swept fields), set with the Timing pane's: results of
     # another spec are marked, as there
-    current: reactive[tuple | None] = reactive(None, always_update=True, init=False)
+    current: reactive[tuple | None] = reactive(None, always_update=True, init=False, repaint=False)
 
     class CompareRequested(Message):
         """Time rows `a` and `b` ((label, sweep_value) each) against each other."""

@@ -37,7 +37,7 @@ class ProfilePane(Vertical):
                 Binding("t", "show_trace", "Trace file", show=False),
                 Binding("i", "pick_impl", "Pick the implementation", show=False)]
 
-    model: reactive[RunModel | None] = reactive(None, always_update=True, init=False)
+    model: reactive[RunModel | None] = reactive(None, always_update=True, init=False, repaint=False)
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)

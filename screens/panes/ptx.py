@@ -33,7 +33,7 @@ class PtxPane(Vertical):
                 Binding("f", "next_kind", "Filter"), Binding("v", "split", "Source"),
                 Binding("s", "next_stage", "Stage"), Binding("d", "diff", "Diff")]
 
-    model: reactive[RunModel | None] = reactive(None, always_update=True, init=False)
+    model: reactive[RunModel | None] = reactive(None, always_update=True, init=False, repaint=False)
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)

@@ -47,11 +47,11 @@ SWEEP_PLOT_LINES = 6  # a sweep's plot: its frame, x axis and labels, and 2-3 ro
 class TimingPane(DrawnWhenShown, Container):
     BINDINGS = [Binding("m", "next_metric", "Metric")]
 
-    model: reactive[RunModel | None] = reactive(None, always_update=True, init=False)
-    metric: reactive[str] = reactive("time", init=False)
-    sweep_param: reactive[str] = reactive("", init=False)
+    model: reactive[RunModel | None] = reactive(None, always_update=True, init=False, repaint=False)
+    metric: reactive[str] = reactive("time", init=False, repaint=False)
+    sweep_param: reactive[str] = reactive("", init=False, repaint=False)
     # (shape, dtype, swept params) of the run as edited now: results of another spec are marked
-    current: reactive[tuple | None] = reactive(None, always_update=True, init=False)
+    current: reactive[tuple | None] = reactive(None, always_update=True, init=False, repaint=False)
     _rows: tuple[Row, ...] | list[Row] = ()  # the rows in the table, in its order
 
     def compose(self) -> ComposeResult:

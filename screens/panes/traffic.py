@@ -27,8 +27,8 @@ BAR_WIDTH = 12
 
 
 class TrafficPane(DrawnWhenShown, Vertical):
-    model: reactive[RunModel | None] = reactive(None, always_update=True, init=False)
-    sweep_param: reactive[str] = reactive("", init=False)  # named in the roofline's legend
+    model: reactive[RunModel | None] = reactive(None, always_update=True, init=False, repaint=False)
+    sweep_param: reactive[str] = reactive("", init=False, repaint=False)  # named in the roofline's legend
 
     def compose(self) -> ComposeResult:
         yield Static("", id="traffic-summary", classes="summary")
