@@ -73,6 +73,7 @@ class RunnerMixin:
         self._inbox_posted = False  # an EngineEvents message is on its way for them
         self._inbox_lock = threading.Lock()
         self._key_at: float | None = None  # monotonic time the last key press reached the app
+        self._events_held_at: float | None = None  # since when the inbox waits for keys' frames (on_engine_events)
         self._ticked_at = 0.0  # monotonic time flush_results last did its work (not held back by a key)
         self._switch_before: float | None = None  # sys.getswitchinterval() before the run in flight
 
@@ -362,6 +363,22 @@ class RunnerMixin:
 
     # -- its messages -----------------------------------------------------------------------
     def on_engine_events(self, message: EngineEvents) -> None:
+        """The inbox's events, applied in order; within KEY_FIRST_S of a key press they wait for
+        the key's frame (a row's end applies a burst of them: its record, profile, diagnosis and
+        Log lines, each a Log render, while the key's layout and frame waited: the slowest pane
+        keys of the tmux measure on the H100), KEY_WAIT_MAX_S at most while keys keep coming."""
+        now = time.monotonic()
+        if self.key_pending(now):
+            held = self._events_held_at = self._events_held_at or now
+            if now - held < KEY_WAIT_MAX_S:
+                wait = KEY_FIRST_S - (now - (self._key_at or now))
+                self.set_timer(max(wait, 0.005), lambda: self.post_message(EngineEvents()))
+                return
+        self._apply_inbox()
+
+    def _apply_inbox(self) -> None:
+        """Every event in the inbox, in order (a run's end applies what is held first)."""
+        self._events_held_at = None
         with self._inbox_lock:
             events, self._inbox, self._inbox_posted = self._inbox, [], False
         for event in events:
@@ -435,6 +452,7 @@ class RunnerMixin:
     def on_run_done(self, message: RunDone) -> None:
         """The run's document is written even when the app is exiting (q mid-run: the run's
         end arrives after the panes went); only what is shown is skipped then."""
+        self._apply_inbox()  # the run's last events first (held while a key's frame came first)
         doc = self.ws.finish(message.doc, message.run_index)
         try:
             self._show_run_done(message)
@@ -499,6 +517,7 @@ class RunnerMixin:
                         f"press F (or \"Run anyway\" in ctrl+p) to run them anyway", "warning")
 
     def on_run_crashed(self, message: RunCrashed) -> None:
+        self._apply_inbox()
         if self._queue:
             self.log_pane.add(f"run all stopped: the {len(self._queue)} run(s) after the one that failed did "
                               "not run", "warning")

@@ -70,6 +70,86 @@ def test_keys_held_down_hold_the_timer_back_for_at_most_key_wait_max_s(ticks, mo
     assert app.redraws == [False] and len(ticks) >= 2
 
 
+class _Inbox(_Runner):
+    """The runner's inbox without the app: events applied, timers and messages recorded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.applied: list = []
+        self.timers: list = []
+        self.posted: list = []
+
+    def _apply_event(self, event) -> None:
+        self.applied.append(event)
+
+    def set_timer(self, delay, callback):
+        self.timers.append((delay, callback))
+
+    def post_message(self, message) -> bool:
+        self.posted.append(message)
+        return True
+
+
+def test_engine_events_just_after_a_key_wait_for_its_frame_then_all_apply_in_order(monkeypatch):
+    """A row's end applies a burst of events (record, profile, diagnosis, Log lines) on the UI
+    thread: within KEY_FIRST_S of a key they wait (a timer posts them again), then every one
+    applies, in order; nothing is lost."""
+    app = _Inbox()
+    _at(monkeypatch, 100.0)
+    app.key_arrived()
+    for event in ("started", "samples", "result"):
+        app._post_event(event)
+    assert len(app.posted) == 1  # one message for the burst
+    _at(monkeypatch, 100.05)
+    app.on_engine_events(app.posted[0])
+    assert app.applied == [] and len(app.timers) == 1
+    delay, again = app.timers[0]
+    assert delay == pytest.approx(runner.KEY_FIRST_S - 0.05)
+    app._post_event("profile")  # came meanwhile: joins the held ones, no second message
+    assert len(app.posted) == 1
+    _at(monkeypatch, 100.0 + runner.KEY_FIRST_S)
+    again()
+    app.on_engine_events(app.posted[-1])
+    assert app.applied == ["started", "samples", "result", "profile"] and app._inbox == []
+
+
+def test_keys_held_down_hold_engine_events_back_for_at_most_key_wait_max_s(monkeypatch):
+    app = _Inbox()
+    app._post_event("result")
+    now = 100.0
+    while not app.applied and now < 100.0 + 3 * runner.KEY_WAIT_MAX_S:  # a key every 30 ms
+        now += 0.03
+        _at(monkeypatch, now)
+        app.key_arrived()
+        app.on_engine_events(None)
+    assert app.applied == ["result"] and now <= 100.0 + runner.KEY_WAIT_MAX_S + 0.05
+
+
+def test_a_runs_end_applies_the_events_held_for_a_key_first(monkeypatch):
+    """RunDone comes after every event of the run was posted: those still held for a key's
+    frame are applied before the run is finished (its model then has every result)."""
+    from workbench.screens.messages import RunDone
+
+    class _Finished(Exception):
+        pass
+
+    app = _Inbox()
+    seen: list = []
+
+    def finish(doc, index):
+        seen.extend(app.applied)
+        raise _Finished
+    app.ws = SimpleNamespace(index=0, finish=finish)
+    _at(monkeypatch, 100.0)
+    app.key_arrived()
+    app._post_event("result")
+    app.on_engine_events(None)
+    assert app.applied == []
+    with pytest.raises(_Finished):
+        app.on_run_done(RunDone({}, 0, False))
+    assert seen == ["result"]
+
+
 def make_app(tmp_path, engine=None) -> WorkbenchApp:
     return WorkbenchApp(None, None, engine=engine or fixture_engine(), opener=fake_opener(),
                         catalog_loader=lambda kernels, device: fake_catalog(), data_dir=tmp_path)
