@@ -283,3 +283,40 @@ def test_while_a_run_streams_the_ui_thread_draws_only_for_the_caption_and_the_ch
             finally:
                 chart_plot.STREAM_BUILD_S = saved
     asyncio.run(go())
+
+
+def test_a_streaming_build_does_not_start_while_a_key_press_frame_comes_first():
+    """The app's key_pending (runner.RunnerMixin) holds a due build back until the key's frame
+    is drawn: the build would share the interpreter with it."""
+    import asyncio
+
+    from workbench.screens.panes.chart_plot import ChartPlot
+
+    def line(values):
+        def draw(plt):
+            plt.clear_figure()
+            plt.plot([1, 2, 3], values)
+            return "caption"
+        return draw
+
+    async def go():
+        app = _chart_app()
+        pending = [False]
+        app.key_pending = lambda now: pending[0]
+        async with app.run_test(size=(60, 20)) as pilot:
+            plot = app.query_one(ChartPlot)
+            plot.draw(line([1, 1, 1]))
+            await pilot.pause()
+            app.running = True
+            pending[0] = True
+            plot._build_started = 0.0  # its turn has come
+            plot.draw(line([1, 4, 9]))
+            await pilot.pause(0.2)
+            assert plot._building is None and plot.builds == 1 and plot._build_timer is not None
+            pending[0] = False
+            for _ in range(100):
+                await pilot.pause(0.02)
+                if plot.builds == 2:
+                    break
+            assert plot.builds == 2
+    asyncio.run(go())

@@ -179,9 +179,14 @@ class ChartPlot(Widget):
         if not self._streaming():  # the run ended meanwhile: the render builds it, at once
             self.refresh()
             return
+        now = time.monotonic()
+        key_pending = getattr(self.app, "key_pending", None)  # (runner.RunnerMixin: a key's frame comes first)
+        if key_pending is not None and key_pending(now):
+            self._build_timer = self.set_timer(KEY_WAIT_S, self._build_due)
+            return
         key = self._key()
         if self._built is None or self._built[0] != key:
-            self._build_started = time.monotonic()
+            self._build_started = now
             self._build_off_thread(key)
 
     def _build_off_thread(self, key: tuple) -> None:
@@ -261,6 +266,11 @@ _BUILDER = None  # the thread that builds charts while a run streams (ChartPlot.
 # 0.2 s): a build is ~20-30 ms of Python, and a pane key pressed during one shares the
 # interpreter with it (the builder thread holds the GIL half the time).
 STREAM_BUILD_S = 0.5
+# ...and not while the app says a key press's frame comes first (its `key_pending`): the frame
+# would share the interpreter with the build (the app's wall time to a pane key's frame was
+# twice its CPU time in the slowest presses of the tmux measure on the H100); asked again
+# every KEY_WAIT_S
+KEY_WAIT_S = 0.05
 
 
 def _builder():
