@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-compile", action="store_true", help="do not write the package's bytecode first")
     parser.add_argument("--no-earlier", action="store_true",
                         help="no earlier start left running until its ops load before the counted starts")
-    parser.add_argument("--entry", default=ENTRY, help="what python runs (default: -m workbench)")
+    parser.add_argument("--entry", default=ENTRY, help="what python runs (default: -m workbench; an A/B of another screens/: benchmarks/launch_screens.py DIR)")
     parser.add_argument("--split", action="store_true",
                         help="start the key-latency app through benchmarks/tui_key_split.py and split each press: "
                              "send-keys -> the app takes the key, the app's wall and CPU ms to its frame, -> the screen")
