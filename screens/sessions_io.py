@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from workbench.results.journal import is_finished
-from workbench.results.record import Flag, flag_kinds
+from workbench.results.journal import flag_kept, is_finished
+from workbench.results.record import Flag
 from workbench.session.model import Session, device_settings
 from workbench.session.paths import autosave_path
 
@@ -245,7 +245,7 @@ def merge_results(old: dict | None, new: dict, run_index: int) -> dict:
     fresh = [{**r, "run_index": run_index} for r in new.get("results", ())]
     if new.get("cancelled"):
         before = {row_identity(r): r for r in earlier if is_finished(r)}
-        fresh = [_kept(before[row_identity(r)]) if not is_finished(r) and row_identity(r) in before else r
+        fresh = [flag_kept(before[row_identity(r)]) if not is_finished(r) and row_identity(r) in before else r
                  for r in fresh]
     merged = sorted(kept + fresh, key=lambda r: r.get("run_index", 0))
     return {**new, "results": merged}
@@ -259,9 +259,6 @@ def row_identity(record: dict) -> str:
     return json.dumps([record.get(f) for f in fields], sort_keys=True, default=str)
 
 
-def _kept(record: dict) -> dict:
-    flags = list(record.get("flags") or [])
-    return {**record, "flags": flags if Flag.KEPT in flag_kinds(flags) else [*flags, KEPT_FLAG]}
 
 
 def write_results(doc: dict, path: Path) -> Path:

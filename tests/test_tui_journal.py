@@ -114,3 +114,30 @@ async def test_events_and_the_run_end_during_shutdown_raise_nothing_and_the_resu
             app._running = True
 
 
+
+
+def test_a_stopped_runs_journal_makes_a_cancelled_document_of_that_run_with_unreached_rows_kept(tmp_path):
+    """A quit mid-run (or a kill) leaves only the journal; folded in at the next open, the file
+    was the earlier run's (its start time, `cancelled` false) with the rows the stopped run never
+    reached unflagged, as if measured by it (a new user's try). Now: the journal's provenance and
+    environment, `cancelled`, and each unreached row of that run flagged kept from an earlier run;
+    the other runs' rows as they were."""
+    from workbench.results.record import Flag, flag_kinds
+
+    results = tmp_path / "s.results.json"
+    saved = {"schema_version": 1, "cancelled": False, "provenance": {"started": "2026-12-07T13:14:05Z"},
+             "environment": {"device": "cpu"},
+             "results": [{"run_index": 0, "label": "manual", "sweep_value": None, "status": "ok"},
+                         {"run_index": 0, "label": "triton", "sweep_value": None, "status": "ok"},
+                         {"run_index": 1, "label": "other", "sweep_value": None, "status": "ok"}]}
+    stopped = journal.Journal(journal.journal_path(results), {"provenance": {"started": "2026-12-07T13:20:00Z"},
+                                                              "environment": {"device": "cpu"}})
+    stopped.add({"run_index": 0, "label": "manual", "sweep_value": None, "status": "ok", "n": 2})
+    stopped.close()
+    doc, count = journal.recover(results, saved)
+    assert count == 1 and doc["cancelled"] is True and doc["provenance"]["started"] == "2026-12-07T13:20:00Z"
+    by = {r["label"]: r for r in doc["results"]}
+    assert by["manual"]["n"] == 2 and not by["manual"].get("flags")  # measured by the stopped run
+    assert Flag.KEPT in flag_kinds(by["triton"]["flags"])  # never reached: the earlier record, flagged
+    assert not by["other"].get("flags")  # another run's row: untouched
+    assert journal.flag_kept(journal.flag_kept(by["manual"]))["flags"] == [Flag.KEPT.template]  # once

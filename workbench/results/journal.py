@@ -251,21 +251,37 @@ def open_beside(results_file: str | Path, head: Mapping[str, Any]) -> Journal | 
 
 def recover(results_file: str | Path, saved: dict | None) -> tuple[dict | None, int]:
     """`saved` (the results file read back, or None) with the rows a stopped or killed run left in
-    the journal beside `results_file`: a journaled row replaces the saved row of the same
-    (run_index, label, sweep_value), or is added. Returns (document, rows recovered); the caller
-    writes the document and then removes the journal (`journal_path`)."""
+    the journal beside `results_file`, as the results of a cancelled run (CONTRACTS.md, the TUI's
+    results file): a journaled row replaces the saved row of the same (run_index, label,
+    sweep_value), or is added; a saved row of the stopped run that it did not reach stays, flagged
+    "kept from an earlier run" (Flag.KEPT); the document is that run's (the journal's provenance
+    and environment) and says `cancelled`. A quit mid-run or a kill left the earlier run's start
+    time and rows unflagged, as if they were the new run's. Returns (document, rows recovered);
+    the caller writes the document and then removes the journal (`journal_path`)."""
     path = journal_path(results_file)
     try:
         found = from_jsonl(path.read_text(encoding="utf-8"), str(path)) if path.is_file() else None
     except (OSError, ValueError):
         return saved, 0
     kept = unique_rows(found["results"])[0] if found else []
-    if not kept:
+    if not found or not kept:
         return saved, 0
-    rows = {_row_key(r): r for r in (saved or {}).get("results", ()) if isinstance(r, dict)}
+    stopped = {r.get("run_index") for r in kept}
+    rows = {_row_key(r): (flag_kept(r) if r.get("run_index") in stopped else r)
+            for r in (saved or {}).get("results", ()) if isinstance(r, dict)}
     rows.update({_row_key(r): r for r in kept})
-    doc = {**(saved or found), "results": sorted(rows.values(), key=lambda r: r.get("run_index") or 0)}
+    head = {key: found[key] for key in HEAD_KEYS if found.get(key) is not None}
+    doc = {**(saved or found), **head, "cancelled": True,
+           "results": sorted(rows.values(), key=lambda r: r.get("run_index") or 0)}
     return doc, len(kept)
+
+
+def flag_kept(record: Mapping[str, Any]) -> dict:
+    """`record` with the flag "kept from an earlier run" (Flag.KEPT), once."""
+    from workbench.results.record import Flag, flag_kinds
+
+    flags = list(record.get("flags") or [])
+    return {**record, "flags": flags if Flag.KEPT in flag_kinds(flags) else [*flags, Flag.KEPT.template]}
 
 
 def _row_key(record: Mapping[str, Any]) -> tuple:
