@@ -67,6 +67,24 @@ def _chart_app():
     return _One()
 
 
+def _drawing(values, calls: list | None = None, caption: str = "caption"):
+    """A chart drawing of `values` for ChartPlot.draw; each call's (thread id, plt) goes to `calls`."""
+    import threading
+
+    def draw(plt):
+        if calls is not None:
+            calls.append((threading.get_ident(), plt))
+        plt.clear_figure()
+        plt.plot([1, 2, 3], values)
+        return caption.format(values=values)
+    return draw
+
+
+def _shown(plot) -> list[str]:
+    """The text of each line a ChartPlot draws now."""
+    return [plot.render_line(y).text for y in range(plot.size.height)]
+
+
 @pytest.mark.parametrize("draw", [_line, _log_medians])
 @pytest.mark.parametrize("size", [(60, 16), (137, 23)])
 @pytest.mark.parametrize("theme", [None, "test-auto"])
@@ -244,18 +262,12 @@ def test_while_a_run_streams_the_ui_thread_draws_only_for_the_caption_and_the_ch
     from workbench.screens.panes import chart_plot
     from workbench.screens.panes.chart_plot import ChartPlot
 
-    calls = []
+    calls: list = []
 
     def line(values):
-        def draw(plt):
-            calls.append((threading.get_ident(), plt))
-            plt.clear_figure()
-            plt.plot([1, 2, 3], values)
-            return f"caption {values}"
-        return draw
+        return _drawing(values, calls, caption="caption {values}")
 
-    def shown(plot) -> list[str]:
-        return [plot.render_line(y).text for y in range(plot.size.height)]
+    shown = _shown
 
     async def go():
         app = _chart_app()
@@ -292,12 +304,7 @@ def test_a_streaming_build_does_not_start_while_a_key_press_frame_comes_first():
 
     from workbench.screens.panes.chart_plot import ChartPlot
 
-    def line(values):
-        def draw(plt):
-            plt.clear_figure()
-            plt.plot([1, 2, 3], values)
-            return "caption"
-        return draw
+    line = _drawing
 
     async def go():
         app = _chart_app()
