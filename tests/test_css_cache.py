@@ -198,3 +198,85 @@ def test_a_store_the_app_may_not_use_is_said_in_the_log(tmp_path):
 
     lines = asyncio.run(start())
     assert len(lines) == 1 and str(folder) in lines[0]
+
+
+MEMO_CSS = """
+.warm Label { color: red; }
+.cool Label { color: blue; }
+Label.loud { text-style: bold; }
+Label:disabled { color: gray; }
+"""
+
+
+def _memo_app(sheet_class):
+    from textual.app import App
+    from textual.containers import Vertical
+    from textual.widgets import Label
+
+    class Demo(App):
+        CSS = MEMO_CSS
+
+        def __init__(self) -> None:
+            super().__init__()
+            if sheet_class is not None:
+                self.stylesheet = sheet_class(variables=self.get_css_variables())
+
+        def compose(self):
+            with Vertical(id="box", classes="warm"):
+                yield Label("x", id="label")
+
+    return Demo()
+
+
+def _states(sheet_class) -> list:
+    """The label's color and style through ancestor-class, own-class and disabled changes,
+    some of them back to a state seen before (memo hits); and the rules matched on each."""
+    import asyncio
+
+    from textual.css.stylesheet import Stylesheet
+
+    seen, matched = [], []
+    real_check = Stylesheet._check_rule.__func__
+
+    def counted(cls, rule_set, css_path_nodes):
+        matched.append(rule_set)
+        return real_check(cls, rule_set, css_path_nodes)
+
+    async def drive() -> None:
+        app = _memo_app(sheet_class)
+        async with app.run_test() as pilot:
+            box, label = app.query_one("#box"), app.query_one("#label")
+            steps = [lambda: None, lambda: (box.set_class(False, "warm"), box.set_class(True, "cool")),
+                     lambda: (box.set_class(False, "cool"), box.set_class(True, "warm")),
+                     lambda: label.add_class("loud"), lambda: label.remove_class("loud"),
+                     lambda: setattr(box, "disabled", True), lambda: setattr(box, "disabled", False),
+                     lambda: (box.set_class(False, "warm"), box.set_class(True, "cool"))]
+            for step in steps:
+                step()
+                await pilot.pause()
+                matched.clear()
+                app.update_styles(label)
+                seen.append((label.styles.color, label.styles.text_style, bool(matched)))
+
+    Stylesheet._check_rule = classmethod(counted)
+    try:
+        asyncio.run(drive())
+    finally:
+        Stylesheet._check_rule = classmethod(real_check)
+    return seen
+
+
+def test_the_memo_gives_the_rules_textual_matches_and_skips_matching_a_state_seen_before():
+    """MemoStylesheet: the same styles as Textual's Stylesheet through changes of an ancestor's
+    classes, the node's own and an ancestor's `disabled` (which Label:disabled sees), and no
+    matching for a state it has seen (each restyle is done twice: the second is a memo hit)."""
+    from textual.css.stylesheet import Stylesheet
+
+    from workbench.screens.css_cache import MemoStylesheet
+
+    plain, memo = _states(Stylesheet), _states(MemoStylesheet)
+    assert [state[:2] for state in memo] == [state[:2] for state in plain]
+    assert [str(state[0]) for state in plain[:3]] == [str(plain[0][0]), str(plain[1][0]), str(plain[0][0])]
+    assert plain[0][0] != plain[1][0] and plain[5][0] not in (plain[0][0], plain[1][0])  # the CSS took hold
+    assert all(state[2] for state in plain)  # Textual matches every time
+    assert not any(state[2] for state in memo)  # each state was met (the step's own restyle) before
