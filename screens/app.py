@@ -18,24 +18,27 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from textual import events
+from textual._compositor import Compositor, ReflowResult
 from textual._dispatch_key import dispatch_key  # App._on_key's own (WorkbenchApp._on_key)
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.css.query import NoMatches
+from textual.geometry import Size
 from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Input, Select, Static, TabbedContent, TabPane
+from textual.widgets import Input, Select, Static, TabbedContent
 
 from . import fmt, heap, sessions_io
 from . import messages as msg
 from .ab_action import ABMixin
 from .commands import ImplsProvider, OpsProvider, SessionsProvider, action_commands
+from .css_cache import CachedStylesheet, MemoStylesheet, ParseStore
 from .dialogs import ConfirmScreen, HelpScreen
 from .editor import EditorMixin, LazyPane
 from .keys import RUN_LIST_KEYS, KeyDataTable
-from .fitting import FittedFooter, PaneTabs
+from .fitting import FittedFooter, PaneBox, PaneTabs
 from .panes import BY_ID, PANES, help_groups
 from .panes.log import LogPane
 from .panes.timing import TimingPane
@@ -72,13 +75,32 @@ def _takes_text(widget: Widget | None) -> bool:
     return widget is not None and any(isinstance(node, Select) and node.expanded for node in widget.ancestors_with_self)
 
 
+class LaidOutCompositor(Compositor):
+    """Textual's Compositor whose `reflow` leaves its full map valid. `reflow` arranges every
+    widget (`_arrange_root(visible_only=False)`, what `full_map` builds) and keeps that map, but
+    leaves `_full_map_invalidated` as a scroll or an update of a widget off screen set it; the
+    first `find_widget` after the layout (a widget's `region`, asked by each ScrollView's resize
+    and by the frame's first render) then arranged the whole screen again: one arrange of two at
+    each pane key (~2.5 ms of the 2-core box's ~28 ms key frame)."""
+
+    def reflow(self, parent: Widget, size: Size) -> ReflowResult:
+        result = super().reflow(parent, size)
+        self._full_map_invalidated = False  # _full_map is the arrangement just made
+        return result
+
+
 class MainScreen(Screen):
     """The app's screen. Its first ScreenResume (right after the layout is composed, before the
     first frame) does not restyle the whole tree: every widget was styled as it was mounted, with
     the size classes already set (compose), and each later change (a class, focus) restyles its
-    own nodes. That second pass was ~1/8 of the first frame's CPU on the 2-core box."""
+    own nodes. That second pass was ~1/8 of the first frame's CPU on the 2-core box. Its layout
+    is kept by a LaidOutCompositor."""
 
     _resumed = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._compositor = LaidOutCompositor()
     # Textual's Screen.focused repaints the whole screen on every focus change (its default
     # repaint=True): a pane key moves focus, so every one redrew all 200x50 cells, the sidebar's
     # and footer's included. The focused and blurred widgets restyle and repaint themselves.
@@ -138,10 +160,10 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         super().__init__()
         self._css_store = None
         if css_cache is not None:  # the parsed CSS of the last start (css_cache.py)
-            from .css_cache import CachedStylesheet, ParseStore
-
             self._css_store = ParseStore(css_cache)
             self.stylesheet = CachedStylesheet(variables=self.get_css_variables(), store=self._css_store)
+        else:  # matched rules kept between restyles all the same (css_cache.MemoStylesheet)
+            self.stylesheet = MemoStylesheet(variables=self.get_css_variables())
         if "TEXTUAL_ANIMATIONS" not in os.environ:
             # No tab-underline glide: its 0.3 s of 60 fps frames were drawn while the next pane key
             # waited (a keyboard tool over SSH wants the answer, not the motion);
@@ -172,7 +194,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
                 yield _titled(SpecEditor(id="spec"), "Spec (e)")
             with PaneTabs(id="panes", initial="timing", classes="box"):
                 for pane in PANES:
-                    with TabPane(f"{pane.key} {pane.title}", id=pane.id):
+                    with PaneBox(f"{pane.key} {pane.title}", id=pane.id):
                         widget = pane.widget_class()()
                         yield widget if pane.id in FIRST_FRAME_PANES else LazyPane(widget)
         yield RunBar(id="run-bar")

@@ -458,3 +458,66 @@ def test_a_press_splits_into_the_way_in_the_apps_work_and_the_way_out(tmp_path):
     assert press_split(rows, 20.0, 20.05) is None  # no frame after the key within the press
     assert press_split(rows, 30.0, 30.05) is None
     assert read(tmp_path / "missing.log") == []
+
+
+def test_a_pane_key_arranges_the_screen_once_and_draws_the_pane_and_its_switcher_blank(tmp_path):
+    """app.LaidOutCompositor: the layout's own arrangement serves the frame (before, the first
+    `region` asked after it arranged the whole screen again); fitting.PaneBox and the switcher
+    around it are drawn as their blank background, never line by line through the StylesCache."""
+    from textual._compositor import Compositor
+    from textual._styles_cache import StylesCache
+    from textual.widgets import ContentSwitcher, TabbedContent
+
+    from tui_helpers import loaded
+    from workbench.screens.fitting import PaneBox
+
+    app = _app(tmp_path)
+    arranged: list[str] = []
+    styled: list = []
+    arrange, reflow, render_widget = Compositor._arrange_root, Compositor.reflow, StylesCache.render_widget
+    render_update = Compositor.render_update
+
+    def spy_frame(self, *args, **kwargs):
+        arranged.append("frame")
+        return render_update(self, *args, **kwargs)
+
+    def spy_reflow(self, parent, size):
+        arranged.append("layout")
+        return reflow(self, parent, size)
+
+    def spy_arrange(self, root, size, visible_only=True):
+        if not visible_only:
+            arranged.append("arrange")
+        return arrange(self, root, size, visible_only)
+
+    def spy_widget(self, widget, crop):
+        styled.append(widget)
+        return render_widget(self, widget, crop)
+
+    @run_async
+    async def drive() -> None:
+        async with app.run_test(size=(200, 50)) as pilot:
+            await loaded(pilot)
+            tabs = app.query_one(TabbedContent)
+            app.query_one("#sidebar").scroll_to(y=1, animate=False)  # a scroll: Textual marks its full map stale
+            for key, pane in (("2", "profile"), ("1", "timing"), ("2", "profile")):
+                await pilot.pause(0.3)
+                arranged.clear()
+                styled.clear()
+                Compositor._arrange_root, Compositor.reflow, StylesCache.render_widget = spy_arrange, spy_reflow, spy_widget
+                Compositor.render_update = spy_frame
+                try:
+                    await pilot.press(key)
+                    await pilot.pause()
+                finally:
+                    Compositor._arrange_root, Compositor.reflow, StylesCache.render_widget = arrange, reflow, render_widget
+                    Compositor.render_update = render_update
+                assert tabs.active == pane
+                assert "layout" in arranged, key
+                # from a layout to its frame: the layout's own arrangement only (Textual's stale
+                # full map arranged the screen again for the frame's first `region`)
+                layouts = " ".join(arranged).split("layout")[1:]
+                assert all(part.split("frame")[0].split() == ["arrange"] for part in layouts), (key, arranged)
+                assert styled, key  # the frame was drawn while spied
+                assert not [w for w in styled if isinstance(w, (PaneBox, ContentSwitcher))], key
+    drive()
