@@ -11,6 +11,7 @@ import re
 from typing import Any, Iterable, Mapping
 
 from workbench.engine.rows import run_row_keys
+from workbench.events import RowKey
 from workbench.params import param_problem, show
 from workbench.session.model import ImplRef, RunSpec, Session, Sweep
 
@@ -189,9 +190,16 @@ def _too_large(value: int) -> str | None:
     return f"{TOO_LARGE}, got {value}"
 
 
+def row_keys(run: RunSpec, op: OpInfo) -> list[RowKey]:
+    """The keys (run index 0, label, sweep value) of the rows the run will produce, in the
+    order of its results document: implementations x sweep points (engine/rows, the one
+    counter)."""
+    return run_row_keys(0, run, [i.name for i in op.impls])
+
+
 def row_count(run: RunSpec, op: OpInfo) -> int:
     """Rows the run will produce: implementations x sweep points."""
-    return len(run_row_keys(0, run, [i.name for i in op.impls]))  # the one counter: engine/rows
+    return len(row_keys(run, op))
 
 
 def dims_text(run: RunSpec, op: OpInfo) -> str:

@@ -1,6 +1,7 @@
 """The results of one run as the panes see them, folded from engine events (plain Python).
 
-A `RunModel` holds one `Row` per (label, sweep_value), in arrival order. `apply(event)` takes any
+A `RunModel` holds one `Row` per (label, sweep_value), in arrival order (a run started in the
+app lists its rows first, in document order: `planned`). `apply(event)` takes any
 event of `workbench.events`; `finish(doc)` takes the results document `run_plan` returned.
 `RunModel.from_doc` rebuilds the panes' view of a saved NAME.results.json.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 from workbench.fmt import printable
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from workbench import events as ev
 from workbench.results.record import Record, Timing, Traffic, read_record
@@ -23,7 +24,7 @@ class Row:
     label: str
     impl: str
     sweep_value: Any = None
-    status: str = "queued"            # queued (an event came before Started) | running | ok | failed | unavailable | skipped
+    status: str = "queued"            # queued (planned, or an event came before Started) | running | ok | failed | unavailable | skipped
     samples_ms: list[float] = field(default_factory=list)
     timer: str | None = None
     build_ms: float | None = None
@@ -82,6 +83,26 @@ class RunModel:
                                                                sweep_value=sweep)
         return found
 
+    @classmethod
+    def planned(cls, op: str, keys: Iterable[ev.RowKey]) -> "RunModel":
+        """A run's model as the run starts: a queued row for each row it will produce, in the
+        order of its document (editing.row_keys). The results table lists them from `r` on, so
+        a cursor key pressed before the first event has a row to move to, and the rows keep
+        their places while events fill them in (engines report in their own order: rows that
+        cannot run here first)."""
+        model = cls(op=op)
+        for key in keys:
+            model.row(key)
+        return model
+
+    def drop_unreached(self) -> None:
+        """The rows no event reached (a `planned` row of a run that crashed, or that its
+        document lacks) are taken out: the panes list only what the run did."""
+        kept = {key: row for key, row in self.rows.items() if row != Row(row.label, row.impl, row.sweep_value)}
+        if len(kept) != len(self.rows):
+            self.rows = kept
+            self.version += 1
+
     def apply(self, event: ev.Event) -> None:
         """Fold one engine event into the rows."""
         self.version += 1
@@ -96,6 +117,7 @@ class RunModel:
         for record in doc.get("results", ()):
             self._take_record(record)
         self._in_document_order(doc.get("results", ()))
+        self.drop_unreached()
         self.finished = True
         self.version += 1
 
@@ -153,7 +175,7 @@ def _hashable(value: Any) -> Any:
 def _started(model: RunModel, e: ev.Started) -> None:
     model.op = e.op
     row = model.row(e.row, e.impl)
-    row.status, row.device = "running", e.device
+    row.status, row.device, row.impl = "running", e.device, e.impl or row.impl  # planned, its impl was its label
 
 
 def _built(model: RunModel, e: ev.Built) -> None:

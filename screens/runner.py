@@ -518,6 +518,9 @@ class RunnerMixin:
 
     def on_run_crashed(self, message: RunCrashed) -> None:
         self._apply_inbox()
+        model = self.ws.models.get(self._running_index) if self._running_index is not None else None
+        if model is not None:  # the rows it never reached are not listed as still queued
+            model.drop_unreached()
         if self._queue:
             self.log_pane.add(f"run all stopped: the {len(self._queue)} run(s) after the one that failed did "
                               "not run", "warning")

@@ -127,10 +127,12 @@ class Workspace:
     def begin_run(self) -> tuple[Session, int]:
         """Put the run on screen into the session; returns (a one-run session to run, its index).
         Its `plugins` are absolute (relative ones are to the session's folder, as replay reads
-        them): the engine's children start in another folder."""
+        them): the engine's children start in another folder. The run's model starts with its
+        rows queued (RunModel.planned)."""
         self.session, self.index = editing.commit(self.session, self.index, self.run)
         self.drafts.pop(self.run.op, None)
-        self.models[self.index] = RunModel(op=self.run.op)
+        op = self.op
+        self.models[self.index] = RunModel.planned(self.run.op, editing.row_keys(self.run, op) if op else ())
         base = self.path.parent if self.path is not None else Path.cwd()
         return with_resolved_plugins(dataclasses.replace(self.session, runs=(self.run,)), base), self.index
 

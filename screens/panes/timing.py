@@ -141,8 +141,11 @@ class TimingPane(DrawnWhenShown, Container):
         return table.scrollable_content_region.width or table.size.width
 
     def _fill_table(self, rows: list[Row]) -> None:
+        """The table anew from `rows`; the cursor stays on the row it was on (by label and sweep
+        value, wherever the row is now), else at its place."""
         table = self.query_one(KeyDataTable)
         cursor = table.cursor_row
+        was = _identity(self._rows[cursor]) if 0 <= cursor < len(self._rows) else None
         spread = len(row_devices(rows)) > 1  # rows on several devices: which one each ran on
         show_device_column(table, spread)
         self._filled_width = width = self._table_width()
@@ -150,7 +153,8 @@ class TimingPane(DrawnWhenShown, Container):
         table.replace_rows(row_cells + ((row.device or "-",) if spread else ()) for row_cells, row in zip(cells, rows))
         self._rows = rows
         if rows:
-            table.move_cursor(row=min(cursor, len(rows) - 1), animate=False)
+            now = next((i for i, row in enumerate(rows) if _identity(row) == was), min(cursor, len(rows) - 1))
+            table.move_cursor(row=now, animate=False)
         self._show_detail(table.cursor_row)
 
     @on(DataTable.RowHighlighted, "#results-table")
@@ -161,6 +165,11 @@ class TimingPane(DrawnWhenShown, Container):
         rows = self._rows
         detail = row_detail(rows[index]) if 0 <= index < len(rows) else ""
         update_static(self.query_one("#row-detail", Static), detail)
+
+
+def _identity(row: Row) -> tuple:
+    """A row's key in its RunModel: (label, sweep value)."""
+    return row.label, row.sweep_value
 
 
 def stale_note(rows: list[Row], current: tuple | None) -> str | None:
