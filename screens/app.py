@@ -649,7 +649,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         yield from action_commands(self)
 
     async def action_quit(self) -> None:
-        if not self.running:
+        if not self.running or self.quitting:  # q again while the run is cancelled for a quit: now
             self.exit(0)
             return
         self._quit_confirm = ConfirmScreen("A run is in progress. Stop it and quit?")
@@ -670,12 +670,13 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
 
     def _quit_answer(self, yes: bool | None) -> None:
         self._quit_confirm = None
-        if yes:
-            self.drop_queue()
-            self.stop_run()
-            self.exit(0)
-        else:
+        if not yes:
             self.resume_queue()  # R's next run, held while the question was open
+        elif self.running:
+            self.quit_after_run()  # its results file written before the app exits (QUIT_WAIT_S at most)
+        else:
+            self.drop_queue()
+            self.exit(0)
 
 
 def _titled(widget, title: str):

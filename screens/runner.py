@@ -46,6 +46,11 @@ KEY_WAIT_MAX_S = 0.6
 # 5 ms each time the UI thread let it go (at every select of the event loop), and a key press
 # waited for it several times over; with 1 ms the UI thread gets it back 5x sooner.
 RUN_SWITCH_S = 0.001
+# q then "yes" mid-run cancels the run and waits at most this long for its end before exiting, so
+# the results file gets the cancelled run's document (cancelled: true, the rows finished so far):
+# the engine's cancel is finished within 3 s (docs/CONTRACTS.md, "Isolation and events"). Past
+# it the app exits anyway; the run's journal keeps its finished rows for the next open.
+QUIT_WAIT_S = 3.0
 
 
 class RunnerMixin:
@@ -76,6 +81,7 @@ class RunnerMixin:
         self._events_held_at: float | None = None  # since when the inbox waits for keys' frames (on_engine_events)
         self._ticked_at = 0.0  # monotonic time flush_results last did its work (not held back by a key)
         self._switch_before: float | None = None  # sys.getswitchinterval() before the run in flight
+        self.quitting = False  # quit asked mid-run: the app exits at the run's end (quit_after_run)
 
     @property
     def running(self) -> bool:
@@ -96,7 +102,7 @@ class RunnerMixin:
             self._force = False
 
     def action_run(self) -> None:
-        if self._highlight_to_run():
+        if self.quitting or self._highlight_to_run():
             return
         self._run_on_screen()
 
@@ -123,6 +129,8 @@ class RunnerMixin:
         the ones after it; a run that cannot start (a field being fixed) stops the rest. A new
         run on screen (`+ op`) is not in the session: `r` runs it (and adds it)."""
         ws = self.ws
+        if self.quitting:
+            return
         if self.running:
             self.notify("a run is in progress (escape cancels it)", severity="warning")
             return
@@ -250,6 +258,16 @@ class RunnerMixin:
     def stop_run(self) -> None:
         if self._stop is not None:
             self._stop.set()
+
+    def quit_after_run(self) -> None:
+        """Quit mid-run: the run is cancelled and the app exits once its results document is
+        written (on_run_done) or its failure shown, or after QUIT_WAIT_S when its end does not
+        come (the journal keeps its finished rows). No run starts meanwhile; q exits at once."""
+        self.quitting = True
+        self.drop_queue()
+        self.action_cancel()
+        self.run_bar.status = "cancelling… then quitting"
+        self.set_timer(QUIT_WAIT_S, lambda: self.exit(0))
 
     def on_run_requested(self, message: RunRequested) -> None:
         self.action_run()
@@ -450,8 +468,9 @@ class RunnerMixin:
             self._next_redraw = now + (time.monotonic() - now) / REDRAW_SHARE
 
     def on_run_done(self, message: RunDone) -> None:
-        """The run's document is written even when the app is exiting (q mid-run: the run's
-        end arrives after the panes went); only what is shown is skipped then."""
+        """The run's document is written even when the app is exiting (its end handled after
+        the panes went); only what is shown is skipped then. A quit mid-run exits here, once it
+        is written (quit_after_run)."""
         self._apply_inbox()  # the run's last events first (held while a key's frame came first)
         doc = self.ws.finish(message.doc, message.run_index)
         try:
@@ -471,6 +490,8 @@ class RunnerMixin:
                 self._end_run_all(message.cancelled)
         if self._queue and not self.quit_asked():  # held while quit is asked (resume_queue on "no")
             self._next_queued()
+        if self.quitting:
+            self.exit(0)
 
     def _end_run_all(self, cancelled: bool) -> None:
         """R's summary over every run it ran: runs, then rows by status (the last run's own
@@ -530,6 +551,8 @@ class RunnerMixin:
         self.report(message.error)
         for line in message.details.rstrip().splitlines():
             self.log_pane.add(line, "error")
+        if self.quitting:
+            self.exit(0)
 
     def _finished(self) -> None:
         self.runs_finished += 1

@@ -5,14 +5,16 @@ finished row; the next open folds those rows in (workbench/results/journal.py)."
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 
-from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async
+from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async, wait_for
 
 from workbench import events as ev
 from workbench.results import journal
-from workbench.screens import sessions_io
+from workbench.screens import runner, sessions_io
 from workbench.screens.app import WorkbenchApp
 
 
@@ -114,10 +116,60 @@ async def test_events_and_the_run_end_during_shutdown_raise_nothing_and_the_resu
             app._running = True
 
 
+@run_async
+async def test_quit_mid_run_writes_the_cancelled_runs_results_before_the_app_exits(tmp_path):
+    """q then y mid-run left only the journal (the app exited before the run's end arrived); the
+    results document waited for the next open (journal.recover)."""
+    app = WorkbenchApp(None, None, engine=fixture_engine(delay_s=0.1), opener=fake_opener(), data_dir=tmp_path,
+                       catalog_loader=lambda kernels, device: fake_catalog())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app._done >= 1)  # a row finished, the others to come
+        results = sessions_io.results_file(app.ws.path, tmp_path, app.ws.session.name)
+        await pilot.press("q", "y")
+        await wait_for(pilot, lambda: not app.is_running, timeout_s=runner.QUIT_WAIT_S + 10)
+    doc = json.loads(results.read_text())
+    statuses = [r["status"] if journal.is_finished(r) else "not run" for r in doc["results"]]
+    assert doc["cancelled"] is True and "ok" in statuses and "not run" in statuses
+    assert not journal.journal_path(results).exists()
+
+
+@run_async
+async def test_quit_mid_run_waits_no_longer_than_quit_wait_s_for_a_run_that_does_not_end(tmp_path, monkeypatch):
+    """A run whose end never comes (a worker that does not answer the stop): the app exits after
+    QUIT_WAIT_S as it did at once before, the run's finished rows in its journal."""
+    monkeypatch.setattr(runner, "QUIT_WAIT_S", 0.5)
+    release = threading.Event()
+    inner = fixture_engine()
+
+    def engine(session, *, on_event, stop=None, options=None):
+        def relay(event):
+            on_event(event)
+            if isinstance(event, ev.Result):
+                release.wait(30)  # deaf to the stop
+        return inner(session, on_event=relay, stop=None, options=options)
+
+    app = WorkbenchApp(None, None, engine=engine, opener=fake_opener(), data_dir=tmp_path,
+                       catalog_loader=lambda kernels, device: fake_catalog())
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await loaded(pilot)
+            await pilot.press("r")
+            await wait_for(pilot, lambda: app._done >= 1)
+            results = sessions_io.results_file(app.ws.path, tmp_path, app.ws.session.name)
+            asked = time.monotonic()
+            await pilot.press("q", "y")
+            await wait_for(pilot, lambda: not app.is_running, timeout_s=10)
+            waited = time.monotonic() - asked
+    finally:
+        release.set()  # the run's thread ends (asyncio.run waits for it)
+    assert 0.5 <= waited < 0.5 + 3, waited  # QUIT_WAIT_S, and a loaded 2-core box's slack
+    assert not results.exists() and len(journal.from_jsonl(journal.journal_path(results).read_text())["results"]) == 1
 
 
 def test_a_stopped_runs_journal_makes_a_cancelled_document_of_that_run_with_unreached_rows_kept(tmp_path):
-    """A quit mid-run (or a kill) leaves only the journal; folded in at the next open, the file
+    """A kill (or a quit whose run did not end within QUIT_WAIT_S) leaves only the journal; folded in at the next open, the file
     was the earlier run's (its start time, `cancelled` false) with the rows the stopped run never
     reached unflagged, as if measured by it (a new user's try). Now: the journal's provenance and
     environment, `cancelled`, and each unreached row of that run flagged kept from an earlier run;
