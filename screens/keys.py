@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 from rich.segment import Segment
 from rich.text import Text
@@ -108,10 +108,11 @@ class KeyDataTable(DataTable):
         self._check_styles()
         self._rich_style_now = None
         self._rich_style_now = self.rich_style
+        self._signatures_now = {}
         try:
             return super().render_lines(crop)
         finally:
-            self._rich_style_now = None
+            self._rich_style_now = self._signatures_now = None
 
     def _check_styles(self) -> None:
         """Caches emptied when the styles this state renders with changed. The styles are only
@@ -156,7 +157,24 @@ class KeyDataTable(DataTable):
     # are also kept by what they are drawn from: its place, its text and the look it is drawn
     # with; a cell whose text did not change is not rendered again.
     _cell_lines: dict | None = None  # (place, content, look) -> the cell's lines
-    CELL_LINES_MAX = 4096
+    _row_lines: dict | None = None  # (row's place and content, look) -> one line of the row, drawn
+    CELL_LINES_MAX = 4096  # entries of each; a full cache is emptied
+    _signatures_now: dict | None = None  # row key -> _row_signature, while one render_lines runs
+
+    def _kept(self, cache_name: str, key: tuple, render: Callable[[], Any]) -> Any:
+        """What `render()` draws, kept in the cache named (`_cell_lines`, `_row_lines`) under
+        `key`: drawn on a miss only, the cache emptied when it holds CELL_LINES_MAX entries."""
+        cache = getattr(self, cache_name)
+        if cache is None:
+            cache = {}
+            setattr(self, cache_name, cache)
+        drawn = cache.get(key)
+        if drawn is None:
+            drawn = render()
+            if len(cache) >= self.CELL_LINES_MAX:
+                cache.clear()
+            cache[key] = drawn
+        return drawn
 
     def _render_cell(self, row_index: int, column_index: int, base_style, width: int, cursor: bool = False,
                      hover: bool = False):
@@ -173,18 +191,8 @@ class KeyDataTable(DataTable):
         key = (row_index, column_index, content, height, base_style, width, cursor, hover, self._show_hover_cursor,
                self._pseudo_class_state, self.fixed_rows, self.fixed_columns, self.show_cursor, self.cell_padding,
                self.cursor_foreground_priority, self.cursor_background_priority)
-        cache = self._cell_lines
-        if cache is None:
-            cache = self._cell_lines = {}
-        lines = cache.get(key)
-        if lines is None:
-            lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-            if len(cache) >= self.CELL_LINES_MAX:
-                cache.clear()
-            cache[key] = lines
-        return lines
-
-    _row_lines: dict | None = None  # (row's place and content, look) -> one line of the row, drawn
+        return self._kept("_cell_lines", key, lambda: super(KeyDataTable, self)._render_cell(
+            row_index, column_index, base_style, width, cursor, hover))
 
     def _render_line_in_row(self, row_key, line_no: int, base_style, cursor_location, hover_location):
         """DataTable's line of a row, kept (as its cells are) by the row's place and content and
@@ -199,20 +207,21 @@ class KeyDataTable(DataTable):
                self._show_hover_cursor, self._pseudo_class_state, self.size.width, self._row_label_column_width,
                tuple(column.get_render_width(self) for column in columns), self.fixed_rows, self.fixed_columns,
                self.zebra_stripes, self._labelled_row_exists, self.show_row_labels, self.cell_padding)
-        cache = self._row_lines
-        if cache is None:
-            cache = self._row_lines = {}
-        pair = cache.get(key)
-        if pair is None:
-            pair = super()._render_line_in_row(row_key, line_no, base_style, cursor_location, hover_location)
-            if len(cache) >= self.CELL_LINES_MAX:
-                cache.clear()
-            cache[key] = pair
-        return pair
+        return self._kept("_row_lines", key, lambda: super(KeyDataTable, self)._render_line_in_row(
+            row_key, line_no, base_style, cursor_location, hover_location))
 
     def _row_signature(self, row_key) -> tuple | None:
         """(place, height, label, cells) of a row as dict keys (_content_key), or None when a cell
-        is not plain Text (not kept by content)."""
+        is not plain Text (not kept by content). Worked out once per row in a render_lines (a
+        row of several lines asks for it on each)."""
+        now = self._signatures_now
+        if now is None:
+            return self._work_out_signature(row_key)
+        if row_key not in now:
+            now[row_key] = self._work_out_signature(row_key)
+        return now[row_key]
+
+    def _work_out_signature(self, row_key) -> tuple | None:
         if row_key is self._header_row_key:
             index, label, cells, height = -1, None, [column.label for column in self.ordered_columns], \
                 (self.header_height,)

@@ -521,3 +521,40 @@ def test_a_pane_key_arranges_the_screen_once_and_draws_the_pane_and_its_switcher
                 assert styled, key  # the frame was drawn while spied
                 assert not [w for w in styled if isinstance(w, (PaneBox, ContentSwitcher))], key
     drive()
+
+
+def test_a_row_of_several_lines_is_signed_once_per_render(monkeypatch):
+    """KeyDataTable._row_signature: worked out once per row within a render_lines, not once per
+    line of the row (each working-out makes a key of every cell)."""
+
+    class _Tall(App):
+        def compose(self) -> ComposeResult:
+            yield KeyDataTable(id="tall")
+
+        def on_mount(self) -> None:
+            table = self.query_one(KeyDataTable)
+            table.add_columns("impl", "median")
+            for impl, median in (("manual", "764 µs"), ("pytorch", "279 µs")):
+                table.add_row(impl, median, height=3)
+
+    worked: list = []
+    real = KeyDataTable._work_out_signature
+
+    def counted(self, row_key):
+        worked.append(row_key)
+        return real(self, row_key)
+
+    @run_async
+    async def drive() -> None:
+        app = _Tall()
+        async with app.run_test(size=(40, 12)) as pilot:
+            table = app.query_one(KeyDataTable)
+            await pilot.pause()
+            monkeypatch.setattr(KeyDataTable, "_work_out_signature", counted)
+            table._clear_caches()  # DataTable's own line cache: every line drawn through the row's
+            table._row_lines = None  # and anew there, each asking for its row's signature
+            lines = _lines(table)
+            assert len(lines) == table.size.height and any("pytorch" in "".join(t for t, _ in line) for line in lines)
+            assert sorted(map(str, worked)) == sorted(map(str, set(worked)))  # each row once
+            assert len(worked) <= 3  # the header and the two rows
+    drive()
