@@ -255,9 +255,9 @@ class MemoStylesheet(Stylesheet):
         # what Textual's apply sets before matching (none of the excluded pseudo-classes is named here)
         node._has_hover_style = "hover" in named
         node._has_focus_within = node._has_order_style = node._has_odd_or_even = False
-        if animate:
+        if animate and "transitions" in rules:
             self.replace_rules(node, rules, animate=True)
-        else:
+        else:  # no transition declared: Textual's animated replace sets each changed rule as this does
             _replace_changed(node, rules)
             node.notify_style_update()  # as replace_rules ends
         self._process_component_classes(node)

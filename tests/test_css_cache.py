@@ -280,3 +280,49 @@ def test_the_memo_gives_the_rules_textual_matches_and_skips_matching_a_state_see
     assert plain[0][0] != plain[1][0] and plain[5][0] not in (plain[0][0], plain[1][0])  # the CSS took hold
     assert all(state[2] for state in plain)  # Textual matches every time
     assert not any(state[2] for state in memo)  # each state was met (the step's own restyle) before
+
+
+def test_a_memo_hit_animates_through_textual_where_the_rules_declare_a_transition(monkeypatch):
+    """MemoStylesheet's own setting of the changed rules stands for Textual's animated replace
+    only where no transition is declared; with one, the hit goes through replace_rules."""
+    import asyncio
+
+    from textual.app import App
+    from textual.widgets import Label
+
+    from workbench.screens.css_cache import MemoStylesheet
+
+    class Faded(App):
+        CSS = "Label { transition: opacity 200ms; } Label.dim { opacity: 50%; } Label.loud { text-style: bold; }"
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.stylesheet = MemoStylesheet(variables=self.get_css_variables())
+
+        def compose(self):
+            yield Label("x", id="label")
+
+    animated: list[bool] = []
+    real = MemoStylesheet.replace_rules.__func__
+
+    def spied(cls, node, rules, animate=False):
+        animated.append(animate)
+        return real(cls, node, rules, animate)
+
+    monkeypatch.setattr(MemoStylesheet, "replace_rules", classmethod(spied))
+
+    async def drive() -> None:
+        app = Faded()
+        async with app.run_test() as pilot:
+            label = app.query_one("#label")
+            for _ in range(2):  # the second pass: memo hits
+                label.add_class("dim")
+                await pilot.pause()
+                label.remove_class("dim")
+                await pilot.pause()
+            animated.clear()
+            label.add_class("dim")  # a state seen before
+            await pilot.pause()
+
+    asyncio.run(drive())
+    assert animated == [True]
