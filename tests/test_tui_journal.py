@@ -10,24 +10,12 @@ import time
 
 import pytest
 
-from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async, wait_for
+from tui_helpers import dies_after_the_first_row, fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async, wait_for
 
 from workbench import events as ev
 from workbench.results import journal
 from workbench.screens import runner, sessions_io
 from workbench.screens.app import WorkbenchApp
-
-
-def dies_after_the_first_row():
-    inner = fixture_engine()
-
-    def engine(session, *, on_event, stop=None, options=None):
-        def relay(event):
-            on_event(event)
-            if isinstance(event, ev.Result):
-                raise RuntimeError("the machine went away")
-        return inner(session, on_event=relay, stop=stop, options=options)
-    return engine
 
 
 @run_async
@@ -120,7 +108,17 @@ async def test_events_and_the_run_end_during_shutdown_raise_nothing_and_the_resu
 async def test_quit_mid_run_writes_the_cancelled_runs_results_before_the_app_exits(tmp_path):
     """q then y mid-run left only the journal (the app exited before the run's end arrived); the
     results document waited for the next open (journal.recover)."""
-    app = WorkbenchApp(None, None, engine=fixture_engine(delay_s=0.1), opener=fake_opener(), data_dir=tmp_path,
+    inner = fixture_engine()
+
+    def engine(session, *, on_event, stop=None, options=None):
+        def relay(event):
+            on_event(event)
+            if isinstance(event, ev.Result) and stop is not None and not stop.is_set():
+                stop.wait(10)  # the rows after the first only once the quit cancelled: the run cannot end first
+                time.sleep(0.5)  # and a cancel takes a while (a worker finishing its row)
+        return inner(session, on_event=relay, stop=stop, options=options)
+
+    app = WorkbenchApp(None, None, engine=engine, opener=fake_opener(), data_dir=tmp_path,
                        catalog_loader=lambda kernels, device: fake_catalog())
     async with app.run_test(size=(100, 30)) as pilot:
         await loaded(pilot)

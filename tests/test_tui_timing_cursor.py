@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 
-from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async, wait_for
+from tui_helpers import dies_after_the_first_row, fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async, wait_for
 from workbench import events as ev
 from workbench.screens import editing
 from workbench.screens.app import WorkbenchApp
@@ -75,17 +75,6 @@ async def test_a_refill_that_moves_the_cursors_row_takes_the_cursor_with_it(tmp_
 
 @run_async
 async def test_the_rows_a_crashed_run_never_reached_are_not_left_queued(tmp_path):
-    def dies_after_the_first_row():
-        inner = fixture_engine()
-
-        def engine(session, *, on_event, stop=None, options=None):
-            def relay(event):
-                on_event(event)
-                if isinstance(event, ev.Result):
-                    raise RuntimeError("the machine went away")
-            return inner(session, on_event=relay, stop=stop, options=options)
-        return engine
-
     app = make_app(tmp_path, engine=dies_after_the_first_row())
     async with app.run_test(size=(120, 40)) as pilot:
         await loaded(pilot)

@@ -46,6 +46,20 @@ def fixture_engine(path: Path | dict = GELU_H200, *, delay_s: float = 0.0, fail:
     return engine
 
 
+def dies_after_the_first_row():
+    """An engine (fixture_engine's) that raises right after its first row's result, as a worker
+    whose machine went away."""
+    inner = fixture_engine()
+
+    def engine(session, *, on_event, stop=None, options=None):
+        def relay(event):
+            on_event(event)
+            if isinstance(event, ev.Result):
+                raise RuntimeError("the machine went away")
+        return inner(session, on_event=relay, stop=stop, options=options)
+    return engine
+
+
 def fixture_from_results(path: Path, run_index: int) -> dict:
     """Fixture data from a committed results document (results/h200/*.json): run `run_index`'s
     records as run 0, no samples, no PTX texts (real profiler kernel names, for instance)."""
