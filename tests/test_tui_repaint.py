@@ -558,3 +558,34 @@ def test_a_row_of_several_lines_is_signed_once_per_render(monkeypatch):
             assert sorted(map(str, worked)) == sorted(map(str, set(worked)))  # each row once
             assert len(worked) <= 3  # the header and the two rows
     drive()
+
+
+def test_the_cursor_rows_fixed_cells_dim_with_the_rest_when_the_table_loses_the_keyboard(tmp_path):
+    """app.tcss: the fixed columns' cursor cells (impl, status, median, spread) were lit as
+    focused after the keyboard left the table, while its other cells dimmed (a new user's try:
+    two boxes looked focused)."""
+    from tui_helpers import loaded, ran
+
+    app = _app(tmp_path)
+
+    def backgrounds(table) -> set:
+        line = table.render_lines(Region(0, 1, table.size.width, 1))[0]  # the first row, the cursor's
+        return {segment.style.bgcolor for segment in line if segment.text.strip() and segment.style}
+
+    @run_async
+    async def drive() -> None:
+        async with app.run_test(size=(200, 50)) as pilot:
+            await loaded(pilot)
+            await pilot.press("r")
+            await ran(pilot)
+            await pilot.press("1")
+            await pilot.pause(0.3)
+            table = app.query_one("#results-table", DataTable)
+            assert table.fixed_columns and table.has_focus
+            focused = backgrounds(table)
+            await pilot.press("tab")
+            await pilot.pause(0.3)
+            assert not table.has_focus
+            blurred = backgrounds(table)
+            assert len(focused) == 1 and len(blurred) == 1 and focused != blurred, (focused, blurred)
+    drive()
