@@ -44,7 +44,8 @@ def ab_session(session: Session, run: RunSpec, a: tuple[str, Any], b: tuple[str,
 
 class ABMixin:
     """Mixed into WorkbenchApp: handles DiagnosisPane.CompareRequested. While the A/B runs the app
-    counts as running (the runner's stop event): `r` waits, escape cancels it."""
+    counts as running (the runner's stop event): `r` waits, escape cancels it, and the run bar says
+    so (Run off, Cancel on, the A/B named) until its end says how it ended."""
 
     def on_diagnosis_pane_compare_requested(self, message: DiagnosisPane.CompareRequested) -> None:
         if self.running:
@@ -55,6 +56,8 @@ class ABMixin:
         session = ab_session(self.ws.session, self.ws.run, message.a, message.b)
         self._stop = threading.Event()
         self.refresh_bindings()
+        self.run_bar.running = True  # Run looks off and Cancel on, as during a run (escape cancels it)
+        self.run_bar.status = f"A/B {message.a[0]} vs {message.b[0]}: timing both round-robin…"
         self.log_pane.add(f"A/B: {message.a[0]} vs {message.b[0]} (round-robin, one worker)")
         self.notify(f"A/B {message.a[0]} vs {message.b[0]}: timing both round-robin…")
         self._ab_worker(session, self._stop)
@@ -76,8 +79,12 @@ class ABMixin:
         self.post_message(CompareDone(list((doc or {}).get("ab") or [])))
 
     def on_compare_done(self, message: CompareDone) -> None:
+        cancelled = self._stop is not None and self._stop.is_set()
         self._stop = None
         self.refresh_bindings()
+        self.run_bar.running = False
+        self.run_bar.status = ("A/B failed" if message.error else "A/B cancelled" if cancelled
+                               else "A/B done: " + ", ".join(str(e.get("status", "?")) for e in message.entries))
         if message.error:
             self.report(message.error)
             return

@@ -102,3 +102,39 @@ async def test_a_sweep_points_findings_are_headed_by_its_row_title(tmp_path):
         pane._keys, pane._findings, pane._reports = [("manual", 1024)], {("manual", 1024): []}, {}
         pane._show_detail()
         assert _text(app, "#diagnosis-detail").startswith("manual @ 1024: nothing to report")
+
+
+@run_async
+async def test_an_ab_shows_in_the_run_bar_while_it_runs_and_says_how_it_ended(tmp_path):
+    """While an A/B runs the run bar looks as during a run (Run off, Cancel on) and names it;
+    cancelled (escape), it says so: it kept an idle look, then `cancelling…` until the next run
+    (a new user's try)."""
+    import threading
+
+    from textual.widgets import Button
+
+    gate = threading.Event()
+    timing = _ab_engine([])
+
+    def engine(session, *, on_event, stop=None, options=None):
+        if session.runs[0].compare is not None:
+            gate.wait(10)
+            if stop is not None and stop.is_set():
+                return {"ab": [], "cancelled": True}
+        return timing(session, on_event=on_event, stop=stop, options=options)
+
+    app = WorkbenchApp(None, None, engine=engine, catalog_loader=lambda k, d: fake_catalog(),
+                       opener=fake_opener(), data_dir=tmp_path)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        await pilot.press("6", "x", "j", "x", "a")
+        await wait_for(pilot, lambda: app.running)
+        bar = app.run_bar
+        assert "A/B manual vs pytorch" in bar.status
+        assert app.query_one("#run", Button).disabled and not app.query_one("#cancel", Button).disabled
+        await pilot.press("escape")
+        gate.set()
+        await wait_for(pilot, lambda: not app.running)
+        assert bar.status == "A/B cancelled"
+        assert not app.query_one("#run", Button).disabled and app.query_one("#cancel", Button).disabled
