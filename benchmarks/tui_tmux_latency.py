@@ -22,8 +22,14 @@ OUT/tui_tmux_latency.json with the last screens when --out is given).
 The starts counted are a returning user's: one start before them is left running until its ops
 have loaded (the screen no longer says "loading ops…"), as a user's earlier session, so the
 caches a start writes for the next (the app's parsed CSS, screens/css_cache.py; the manifests)
-are there; its first frame is reported on its own (`earlier_start_first_frame_s`), not in the
-median. --no-earlier leaves it out.
+are there, and the warm TUI process it starts (workbench/cli/tui_server.py) is up: the script
+waits for its socket (`warm_tui_ready_s` after the earlier start's first frame; `warm_tui_up`).
+Its first frame is reported on its own (`earlier_start_first_frame_s`), not in the median. The
+counted starts are the default command's (served by the warm TUI process); as many again run in
+their own process (`WORKBENCH_DAEMON=0`: `first_frame_no_daemon_s` and its median; --runs-no-daemon).
+--keys-no-daemon presses the keys again on an app in its own process (`key_no_daemon_*`: the
+relay's share). --no-earlier leaves the earlier start out. The warm processes live in a folder of the script's
+(WORKBENCH_DAEMON_DIR) and are stopped at its end.
 
 Before the first start the bytecode is written (`compileall` on workbench and its screens folder,
 and on the front end's packages: textual, rich, plotext, ...), as a pip install does: a checkout run under
@@ -68,11 +74,17 @@ def _footer_shown(screen: str) -> bool:
 ENTRY = "-m workbench"  # --entry: what follows the python (an A/B's other tree: a launcher script)
 
 
-def _start(target: str, python: str, session: str, size: tuple[int, int], data: Path, split_log: Path | None = None
-           ) -> float:
+DAEMONS: Path | None = None  # WORKBENCH_DAEMON_DIR of every start (main sets it)
+WARM_TUI_TIMEOUT_S = 60.0
+
+
+def _start(target: str, python: str, session: str, size: tuple[int, int], data: Path, split_log: Path | None = None,
+           in_process: bool = False) -> float:
     entry = ENTRY if split_log is None else f"'{ROOT / 'benchmarks' / 'tui_key_split.py'}'"
     split = "" if split_log is None else f"WB_KEY_SPLIT_LOG='{split_log}' "
-    env_cmd = f"cd '{ROOT}' && XDG_DATA_HOME='{data}' {split}exec '{python}' {entry} {session}"
+    daemons = "" if DAEMONS is None else f"WORKBENCH_DAEMON_DIR='{DAEMONS}' "
+    no_daemon = "WORKBENCH_DAEMON=0 " if in_process else ""
+    env_cmd = f"cd '{ROOT}' && XDG_DATA_HOME='{data}' {daemons}{no_daemon}{split}exec '{python}' {entry} {session}"
     subprocess.run(["tmux", "kill-session", "-t", target], capture_output=True)
     t0 = time.monotonic()
     subprocess.run(["tmux", "new-session", "-d", "-s", target, "-x", str(size[0]), "-y", str(size[1]), env_cmd],
@@ -81,10 +93,11 @@ def _start(target: str, python: str, session: str, size: tuple[int, int], data: 
 
 
 def first_frame(target: str, python: str, session: str, size: tuple[int, int], data: Path,
-                split_log: Path | None = None) -> tuple[float, str]:
+                split_log: Path | None = None, in_process: bool = False) -> tuple[float, str]:
     """Seconds from tmux starting the app until the screen shows its footer; and that screen.
-    split_log: the app started through benchmarks/tui_key_split.py, logging there (--split)."""
-    t0 = _start(target, python, session, size, data, split_log)
+    split_log: the app started through benchmarks/tui_key_split.py, logging there (--split);
+    in_process: with WORKBENCH_DAEMON=0 (no warm TUI process)."""
+    t0 = _start(target, python, session, size, data, split_log, in_process)
     deadline = t0 + FIRST_FRAME_TIMEOUT_S
     while time.monotonic() < deadline:
         screen = _capture(target)
@@ -106,6 +119,29 @@ def earlier_start(target: str, python: str, session: str, size: tuple[int, int],
     subprocess.run(["tmux", "kill-session", "-t", target], capture_output=True)
     time.sleep(0.3)
     return round(seconds, 3)
+
+
+def wait_warm_tui(folder: Path, timeout_s: float = WARM_TUI_TIMEOUT_S) -> float | None:
+    """Seconds until a warm TUI process listens in `folder` (its t-*.sock), None after timeout_s."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if any(folder.glob("t-*.sock")):
+            return round(time.monotonic() - t0, 3)
+        time.sleep(0.05)
+    return None
+
+
+def stop_warm_tuis(folder: Path) -> list[int]:
+    """SIGTERM to every warm TUI process whose info file is in `folder` (the script's own); their pids."""
+    pids = []
+    for info in folder.glob("t-*.json"):
+        try:
+            pid = int(json.loads(info.read_text())["pid"])
+            os.kill(pid, 15)
+            pids.append(pid)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return pids
 
 
 def _shows(screen: str, key: str) -> bool:
@@ -174,6 +210,8 @@ def compile_package(python: str) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="app starts for the first-frame median")
+    parser.add_argument("--runs-no-daemon", type=int, default=None,
+                        help="starts with WORKBENCH_DAEMON=0 for their own median (default: --runs)")
     parser.add_argument("--presses", type=int, default=12, help="pane keys pressed mid-run (>= 10 for the figure)")
     parser.add_argument("--session", default="default-cpu", help="session for the key latency (a name or path)")
     parser.add_argument("--first-session", default="", help="session for the first frame (default: as --session)")
@@ -181,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--run-wait", type=float, default=120.0, help="s to wait for the run to stream")
     parser.add_argument("--skip-keys", action="store_true")
+    parser.add_argument("--keys-no-daemon", action="store_true",
+                        help="then the same presses on an app in its own process (WORKBENCH_DAEMON=0): key_no_daemon_*")
     parser.add_argument("--no-compile", action="store_true", help="do not write the package's bytecode first")
     parser.add_argument("--no-earlier", action="store_true",
                         help="no earlier start left running until its ops load before the counted starts")
@@ -203,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     size = (int(width), int(height))
     target = f"wbtmux{os.getpid()}"
     data = Path(tempfile.mkdtemp(prefix="wb-tmux-"))
+    globals()["DAEMONS"] = daemons = Path(tempfile.mkdtemp(prefix="wbd"))
     result: dict = {"size": args.size, "session": args.session, "poll_ms": POLL_S * 1e3,
                     "bytecode_written": False if args.no_compile else compile_package(args.python)}
     try:
@@ -210,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_earlier:
             result["earlier_start_first_frame_s"] = earlier_start(target, args.python, args.first_session or args.session,
                                                                   size, data)
+        ready = wait_warm_tui(daemons)
+        result.update(warm_tui_up=ready is not None, warm_tui_ready_s=ready)
         for _ in range(args.runs):
             seconds, screens["first_frame"] = first_frame(target, args.python, args.first_session or args.session,
                                                           size, data)
@@ -217,6 +260,15 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run(["tmux", "kill-session", "-t", target], capture_output=True)
             time.sleep(0.3)
         result.update(first_frame_s=frames, first_frame_median_s=statistics.median(frames))
+        alone = []
+        for _ in range(args.runs if args.runs_no_daemon is None else args.runs_no_daemon):
+            seconds, screens["first_frame_no_daemon"] = first_frame(
+                target, args.python, args.first_session or args.session, size, data, in_process=True)
+            alone.append(round(seconds, 3))
+            subprocess.run(["tmux", "kill-session", "-t", target], capture_output=True)
+            time.sleep(0.3)
+        if alone:
+            result.update(first_frame_no_daemon_s=alone, first_frame_no_daemon_median_s=statistics.median(alone))
         if not args.skip_keys:
             split_log = data / "key-split.log" if args.split else None
             first_frame(target, args.python, args.session, size, data, split_log)
@@ -227,9 +279,21 @@ def main(argv: list[str] | None = None) -> int:
                           key_max_ms=round(max(keys), 1), run_still_streaming=streaming)
             if split_log is not None:
                 result.update(_split(split_log, times))
+            if args.keys_no_daemon:  # the same presses on an app started in its own process (A/B of the relay)
+                subprocess.run(["tmux", "kill-session", "-t", target], capture_output=True)
+                time.sleep(1.0)
+                first_frame(target, args.python, args.session, size, data, in_process=True)
+                time.sleep(2.0)
+                keys, _, screens["last_key_no_daemon"] = key_latency(target, args.presses, args.run_wait)
+                result.update(key_no_daemon_ms=[round(k, 1) for k in keys],
+                              key_no_daemon_median_ms=round(statistics.median(keys), 1),
+                              key_no_daemon_max_ms=round(max(keys), 1))
     finally:
         subprocess.run(["tmux", "kill-session", "-t", target], capture_output=True)
+        result["warm_tui_stopped"] = stop_warm_tuis(daemons)
         shutil.rmtree(data, ignore_errors=True)
+        time.sleep(0.5)
+        shutil.rmtree(daemons, ignore_errors=True)
     print(json.dumps(result))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

@@ -39,9 +39,13 @@ def daemon_folder() -> Path:
     return Path(tempfile.mkdtemp(prefix="d", dir=DAEMON_ROOT))
 
 
+DAEMON_MODULES = ("workbench.engine.daemon.server", "workbench.cli.tui_server")  # the engine's, the TUI's
+
+
 def daemons_under(root: Path) -> list[int]:
-    """Pids of live `python -m workbench.engine.daemon.server --dir D` processes of this user with D under
-    `root` (from /proc: what a daemon test left running)."""
+    """Pids of live `python -m MODULE --dir D` processes of this user (MODULE: DAEMON_MODULES, the
+    TUIs a warm TUI process forked included) with D under `root` (from /proc: what a daemon test
+    left running)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -52,7 +56,7 @@ def daemons_under(root: Path) -> list[int]:
             owner = (entry / "status").stat().st_uid
         except (OSError, IndexError):
             continue
-        if "workbench.engine.daemon.server" not in argv or "--dir" not in argv or owner != os.getuid() or state in "ZX":
+        if not any(module in argv for module in DAEMON_MODULES) or "--dir" not in argv or owner != os.getuid() or state in "ZX":
             continue
         folder = argv[argv.index("--dir") + 1] if argv.index("--dir") + 1 < len(argv) else ""
         if os.path.realpath(folder).startswith(os.path.realpath(root) + os.sep):

@@ -5,7 +5,7 @@ import sys
 from workbench.trace import mark
 
 mark("client: process up")  # WORKBENCH_TRACE only: the first mark of a command
-from workbench.cli import main  # noqa: E402
+from workbench.launch import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -146,15 +147,24 @@ def _note_kept_idle(doc: dict, choice: DaemonChoice, note: Callable[[str], None]
 
 
 def run_daemon_list(args: argparse.Namespace, env: Env) -> int:
+    """The engine daemons, then the warm TUI processes (kind "tui"), of the daemon folder."""
+    from workbench.tui_client import list_servers
     from workbench.engine.daemon.client import list_daemons
 
-    return _report(list_daemons(daemon_choice(args).folder()), args, env, "running")
+    folder = daemon_choice(args).folder()
+    daemons = list_daemons(folder)  # checks the folder first (DaemonError: nothing read)
+    return _report(daemons + (list_servers(folder) if folder.is_dir() else []), args, env, "running")
 
 
 def run_daemon_stop(args: argparse.Namespace, env: Env) -> int:
+    """Stop the engine daemons and the warm TUI processes of the daemon folder (a TUI already
+    started from one runs on)."""
+    from workbench.tui_client import stop_servers
     from workbench.engine.daemon.client import stop_daemons
 
-    return _report(stop_daemons(daemon_choice(args).folder()), args, env, "stopped")
+    folder = daemon_choice(args).folder()
+    daemons = stop_daemons(folder)
+    return _report(daemons + (stop_servers(folder) if folder.is_dir() else []), args, env, "stopped")
 
 
 def _report(daemons: list[dict], args: argparse.Namespace, env: Env, verb: str) -> int:
@@ -171,7 +181,13 @@ def _report(daemons: list[dict], args: argparse.Namespace, env: Env, verb: str) 
 
 def _line(d: dict) -> str:
     """pid, state, started, idle seconds, runs served, warm workers (device/role), fingerprint;
-    under it the folder of the workbench it runs and its Python (two checkouts' daemons)."""
+    under it the folder of the workbench it runs and its Python (two checkouts' daemons). A warm
+    TUI process (kind "tui"): pid, started, idle timeout, key, Python."""
+    if d.get("kind") == "tui":
+        started = d.get("started")
+        when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)) if isinstance(started, (int, float)) else "-"
+        return (f"  pid {d.get('pid')}  warm TUI process  started {when}  idle timeout {d.get('idle_timeout_s')} s  "
+                f"key {d.get('key')}\n    {d.get('python')}")
     workers = ", ".join(f"{w['device']}{'/interpreted' if w.get('interpret') else ''}"
                         f"{'' if w.get('role') == 'run' else '/' + str(w.get('role'))}{' spare' if w.get('spare') else ''}"
                         for w in d.get("workers") or []) or "none"

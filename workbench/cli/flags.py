@@ -149,8 +149,9 @@ OPTIONS: tuple[Option, ...] = (
            "code runs as you) without asking; sessions of the shipped folder are trusted without it",
            action="store_true", modes=("check", "tui"),
            refusal="{flag} goes with {modes}; --replay runs the session's plugins anyway"),
-    Option(("--no-daemon",), "with --replay FILE: run in this process, no warm daemon (also WORKBENCH_DAEMON=0)",
-           action="store_true", modes=("replay",), refusal=_DAEMON, why=_DAEMON_WHY),
+    Option(("--no-daemon",), "with --replay FILE: run in this process, no warm daemon; with FILE (the TUI): start "
+           "the TUI in this process, not from the warm TUI process (also WORKBENCH_DAEMON=0)",
+           action="store_true", modes=("replay", "tui"), refusal="{flag} goes with {modes}"),
     Option(("--daemon-idle",), "a daemon started now exits after this long without a run (default 600; "
            "also WORKBENCH_DAEMON_IDLE_S)", type=float, metavar="SECONDS", modes=("replay",), refusal=_DAEMON,
            why=_DAEMON_WHY),

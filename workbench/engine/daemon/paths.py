@@ -24,13 +24,17 @@ import shutil
 import stat
 import sys
 import tempfile
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
 import workbench
-from workbench.errors import WorkbenchError
+# the folder's helpers, re-exported (their home imports only the standard library)
+from workbench.engine.daemon.folder import DaemonError as DaemonError
+from workbench.engine.daemon.folder import default_folder as default_folder
+from workbench.engine.daemon.folder import lock_held as lock_held
+from workbench.engine.daemon.folder import private_folder as private_folder
+from workbench.engine.daemon.folder import try_lock as try_lock
 
 # Environment variables a worker's behaviour depends on (prefixes, then whole names); the
 # daemon's own switches are left out: they choose a daemon, not what it computes.
@@ -48,11 +52,6 @@ ENV_IGNORED = ("WORKBENCH_DAEMON", "WORKBENCH_DAEMON_DIR", "WORKBENCH_DAEMON_IDL
 SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".h", ".yaml")
 SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes on Linux, 104 on macOS
 AUTHKEY_BYTES = 32
-
-
-class DaemonError(WorkbenchError):
-    """The daemon cannot be used (its folder, its socket, its start); the client says why and
-    runs in its own process instead."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -118,42 +117,6 @@ def fingerprint_difference(mine: Mapping, theirs: Mapping) -> list[str]:
         a, b = mine.get(group) or {}, theirs.get(group) or {}
         fields += [f"{group}.{k}" for k in set(a) | set(b) if a.get(k) != b.get(k)]
     return sorted(fields)
-
-
-def default_folder(environ: Mapping[str, str]) -> Path:
-    """WORKBENCH_DAEMON_DIR, else platformdirs' user runtime folder `workbench` (XDG_RUNTIME_DIR,
-    else /run/user/UID, else its /tmp fallback), else TMPDIR/workbench-UID."""
-    given = environ.get("WORKBENCH_DAEMON_DIR")
-    if given:
-        return Path(given).expanduser()
-    try:
-        import platformdirs
-
-        with warnings.catch_warnings():  # "XDG_RUNTIME_DIR is not set, falling back to ...": fine
-            warnings.simplefilter("ignore")
-            return Path(platformdirs.user_runtime_dir("workbench", appauthor=False))
-    except ImportError:
-        return Path(tempfile.gettempdir()) / f"workbench-{os.getuid()}"
-
-
-def private_folder(folder: Path, create: bool = True) -> Path:
-    """`folder`, created 0700 if missing (create); raises DaemonError when it is not a folder of
-    this user's (a symlink included: os.lstat) or others may enter it (a socket or file there
-    would be theirs to plant). Everything that reads the daemon folder checks it first:
-    --replay's client, the daemon, --daemon-list and --daemon-stop."""
-    try:
-        if create:
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = os.lstat(folder)
-    except OSError as exc:
-        raise DaemonError(f"daemon folder {folder}: cannot be created ({exc})") from None
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-        raise DaemonError(f"daemon folder {folder}: not a folder owned by uid {os.getuid()}; "
-                          "set WORKBENCH_DAEMON_DIR to a private folder")
-    if st.st_mode & 0o077:
-        raise DaemonError(f"daemon folder {folder}: mode {stat.S_IMODE(st.st_mode):o}, others may enter it; "
-                          "chmod 700 it or set WORKBENCH_DAEMON_DIR")
-    return folder
 
 
 def read_private(path: Path, limit: int = 1 << 20) -> bytes:
@@ -261,26 +224,3 @@ def known_daemons(folder: Path) -> list[DaemonPaths]:
     if not folder.is_dir():
         return []
     return [DaemonPaths(folder, p.name[2:-5]) for p in sorted(folder.glob("d-*.lock"))]
-
-
-def try_lock(path: Path) -> int | None:
-    """An exclusive flock on `path` (created 0600), as an open fd to keep; None when another
-    process holds it (a live daemon: the kernel drops the lock when its holder dies)."""
-    import fcntl
-
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def lock_held(path: Path) -> bool:
-    """Whether a live process holds the lock at `path` (a daemon is up or starting)."""
-    fd = try_lock(path)
-    if fd is None:
-        return True
-    os.close(fd)
-    return False

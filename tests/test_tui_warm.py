@@ -1,0 +1,330 @@
+"""The TUI's warm process (workbench/tui_client.py, tui_server.py; issue #39): which command
+lines it serves, its key, a TUI started through it on a real pseudo-terminal (keys, a resize,
+the exit code, the client's folder and environment), the fallback that starts one, refusals
+(another uid, changed code), the idle exit, and --daemon-list / --daemon-stop."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import select
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+import pytest
+
+from workbench import tui_client
+from workbench.cli import tui_server
+from workbench.cli.flags import OPTIONS
+
+ROOT = Path(__file__).resolve().parent.parent
+ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+
+
+@pytest.fixture
+def folder():
+    from conftest import daemon_folder
+
+    path = daemon_folder()
+    yield path
+    tui_client.stop_servers(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _client_env(folder: Path, tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "WORKBENCH_DAEMON"}  # the suite's opt-out
+    env.update(WORKBENCH_DAEMON_DIR=str(folder), XDG_DATA_HOME=str(tmp_path / "data"), TERM="xterm-256color",
+               WB_WARM_TEST_MARK="present")
+    return env
+
+
+def _start_server(folder: Path, env: dict[str, str], idle_s: float = 120.0) -> subprocess.Popen:
+    key = tui_client.server_key(env)
+    proc = subprocess.Popen([sys.executable, "-P", "-m", tui_client.SERVER_MODULE, "--dir", str(folder), "--key", key,
+                             "--idle-timeout-s", str(idle_s)], env=env, cwd="/", stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for(lambda: tui_client.server_files(folder, key)["sock"].exists(), 60, "the server's socket")
+    return proc
+
+
+def _wait_for(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {timeout_s} s")
+        time.sleep(0.05)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                status = (entry / "status").read_text()
+            except OSError:
+                continue
+            if f"\nPPid:\t{pid}\n" in status:
+                found.append(int(entry.name))
+    return found
+
+
+def _set_size(fd: int, cols: int, rows: int) -> None:
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
+def _size_of(path: str) -> tuple[int, int]:
+    fd = os.open(path, os.O_RDWR | os.O_NOCTTY)
+    try:
+        rows, cols, _, _ = struct.unpack("HHHH", fcntl.ioctl(fd, termios.TIOCGWINSZ, b"\0" * 8))
+    finally:
+        os.close(fd)
+    return cols, rows
+
+
+class Terminal:
+    """A pseudo-terminal the client runs on (its controlling terminal), read into `screen_bytes`."""
+
+    def __init__(self, env: dict[str, str], argv: list[str], cwd: Path):
+        self.master, slave = os.openpty()
+        _set_size(slave, 160, 45)
+        self.proc = subprocess.Popen([sys.executable, "-m", "workbench", *argv], stdin=slave, stdout=slave,
+                                     stderr=slave, env=env, cwd=cwd, start_new_session=True,
+                                     preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+        os.close(slave)
+        self.data = b""
+
+    def read_until(self, predicate, timeout_s: float) -> bytes:
+        deadline = time.monotonic() + timeout_s
+        while not predicate(ANSI.sub(b"", self.data)):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not seen within {timeout_s} s; the last output: {ANSI.sub(b'', self.data)[-600:]!r}")
+            ready, _, _ = select.select([self.master], [], [], 0.1)
+            if ready:
+                try:
+                    self.data += os.read(self.master, 1 << 16)
+                except OSError:
+                    break
+        return ANSI.sub(b"", self.data)
+
+    def drain(self, timeout_s: float) -> int:
+        """Read until the client exits; its exit code."""
+        deadline = time.monotonic() + timeout_s
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            ready, _, _ = select.select([self.master], [], [], 0.1)
+            if ready:
+                try:
+                    self.data += os.read(self.master, 1 << 16)
+                except OSError:
+                    pass
+        return self.proc.wait(timeout=1)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self.master)
+
+
+# -- which command lines ---------------------------------------------------------------------
+def test_the_tui_flags_are_the_tui_modes_options_but_the_opt_out_and_the_outputs():
+    """TUI_FLAGS follows the options table: every option of the TUI's mode, but for those that
+    keep a command line in its own process (the opt-out, --version, the output options)."""
+    tui = {name for option in OPTIONS if "tui" in option.modes and not option.mode
+           for name in option.names if name.startswith("-")}
+    assert tui - tui_client.TUI_FLAGS == {"--no-daemon", "--strict", "--version", "--format", "-o", "--output"}
+    assert tui_client.TUI_FLAGS <= tui
+
+
+def test_the_daemon_switch_reads_as_the_replays_does():
+    from workbench.cli.daemon import OFF_VALUES, ON_VALUES
+
+    assert set(tui_client.DAEMON_ON) == {"", *ON_VALUES} and not set(OFF_VALUES) & set(tui_client.DAEMON_ON)
+
+
+@pytest.mark.parametrize("argv, served", [
+    ([], True), (["default-cpu"], True), (["s.yaml", "--watch", "--device=cpu", "--device", "cpu"], True),
+    (["--replay", "s.yaml"], False), (["--rep", "s.yaml"], False), (["-h"], False), (["--no-daemon"], False),
+    (["s.yaml", "-o", "x.json"], False), (["--version"], False), (["s.yaml", "--strict"], False)])
+def test_only_a_tui_start_on_a_terminal_is_served(monkeypatch, argv, served):
+    monkeypatch.setattr(tui_client.os, "isatty", lambda fd: True)
+    assert tui_client.eligible(argv, {}) is served
+    assert not tui_client.eligible(argv, {"WORKBENCH_DAEMON": "0"})
+    assert not tui_client.eligible(argv, {"WORKBENCH_DAEMON": " Off"})
+    assert tui_client.eligible(argv, {"WORKBENCH_DAEMON": "1"}) is served
+    monkeypatch.setattr(tui_client.os, "isatty", lambda fd: fd != 1)
+    assert not tui_client.eligible(argv, {})
+
+
+def test_the_key_ignores_a_logins_own_variables_and_follows_the_rest():
+    base = {"HOME": "/root", "TERM": "xterm-256color", "SSH_CONNECTION": "1 2 3 4", "TMUX_PANE": "%1"}
+    assert tui_client.server_key(base) == tui_client.server_key({**base, "SSH_CONNECTION": "5 6 7 8", "PWD": "/x",
+                                                                 "VSCODE_IPC_HOOK_CLI": "/run/a"})
+    assert tui_client.server_key(base) != tui_client.server_key({**base, "TEXTUAL_ANIMATIONS": "none"})
+    assert tui_client.server_key(base) != tui_client.server_key({**base, "TERM": "screen"})
+
+
+def test_a_command_line_not_served_never_looks_for_a_server(monkeypatch, tmp_path):
+    monkeypatch.setattr(tui_client.os, "isatty", lambda fd: True)
+    env = {"WORKBENCH_DAEMON_DIR": str(tmp_path / "never")}
+    assert tui_client.attach(["--replay", "s.yaml"], env) is None
+    assert not (tmp_path / "never").exists()
+
+
+# -- a TUI through the warm process ----------------------------------------------------------
+@pytest.mark.slow
+def test_a_tui_started_through_the_warm_process_keys_resize_and_exit(folder, tmp_path):
+    """The client relays a real terminal to a TUI the server forked: it shows its first frame,
+    runs in the client's folder with its environment on a pty of its own, follows a resize,
+    answers a key, and quitting gives the client the TUI's exit code (0)."""
+    env = _client_env(folder, tmp_path)
+    server = _start_server(folder, env)
+    cwd = tmp_path / "here"
+    cwd.mkdir()
+    term = Terminal(env, ["default-cpu"], cwd)
+    try:
+        term.read_until(lambda text: b"Quit" in text, 60)
+        (tui_pid,) = _children(server.pid)
+        assert os.path.realpath(f"/proc/{tui_pid}/cwd") == str(cwd.resolve())
+        assert b"WB_WARM_TEST_MARK=present" in Path(f"/proc/{tui_pid}/environ").read_bytes().split(b"\0")
+        tui_terminal = os.readlink(f"/proc/{tui_pid}/fd/0")
+        assert tui_terminal.startswith("/dev/pts/") and tui_terminal != os.readlink(f"/proc/{term.proc.pid}/fd/0")
+        assert os.getsid(tui_pid) == tui_pid  # a session of its own: the pty is its controlling terminal
+        assert _size_of(tui_terminal) == (160, 45)
+        _set_size(term.master, 120, 40)
+        _wait_for(lambda: _size_of(tui_terminal) == (120, 40), 10, "the resize on the TUI's terminal")
+        seen = len(term.data)
+        os.write(term.master, b"?")  # the help screen
+        term.read_until(lambda text: len(term.data) > seen and b"Help" in ANSI.sub(b"", term.data[seen:]), 20)
+        os.write(term.master, b"\x1b")
+        time.sleep(0.5)
+        os.write(term.master, b"q")
+        assert term.drain(30) == 0
+        _wait_for(lambda: not Path(f"/proc/{tui_pid}").exists() or "Z" in Path(f"/proc/{tui_pid}/stat").read_text()
+                  .rsplit(")", 1)[1].split()[0], 10, "the TUI's end")
+        assert server.poll() is None  # the server stays for the next start
+    finally:
+        term.close()
+        tui_client.stop_servers(folder)
+        server.wait(timeout=10)
+
+
+@pytest.mark.slow
+def test_without_a_server_the_tui_runs_here_and_one_is_started_for_next_time(folder, tmp_path, monkeypatch):
+    monkeypatch.setattr(tui_client.os, "isatty", lambda fd: True)
+    env = _client_env(folder, tmp_path)
+    assert tui_client.attach(["default-cpu"], env) is None
+    key = tui_client.server_key(env)
+    _wait_for(lambda: tui_client.server_files(folder, key)["sock"].exists(), 60, "the started server")
+    (listed,) = tui_client.list_servers(folder)
+    assert listed["kind"] == "tui" and listed["key"] == key and tui_client.server_pid_verified(listed["pid"], folder)
+    assert [s["pid"] for s in tui_client.stop_servers(folder)] == [listed["pid"]]
+    assert tui_client.list_servers(folder) == []
+    assert not tui_client.server_files(folder, key)["sock"].exists()
+
+
+@pytest.mark.slow
+def test_daemon_list_and_stop_name_the_warm_tui_process(folder, tmp_path):
+    env = _client_env(folder, tmp_path)
+    server = _start_server(folder, env)
+    try:
+        run = {**env, "WORKBENCH_DAEMON": "0"}
+        listed = subprocess.run([sys.executable, "-m", "workbench", "--daemon-list"], env=run, capture_output=True,
+                                text=True, timeout=60)
+        assert listed.returncode == 0 and f"pid {server.pid}  warm TUI process" in listed.stdout, listed.stdout
+        stopped = subprocess.run([sys.executable, "-m", "workbench", "--daemon-stop", "--format", "json"], env=run,
+                                 capture_output=True, text=True, timeout=60)
+        assert stopped.returncode == 0 and f'"pid": {server.pid}' in stopped.stdout
+        assert server.wait(timeout=10) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
+@pytest.mark.slow
+def test_an_idle_server_leaves_and_removes_its_socket(folder, tmp_path):
+    env = _client_env(folder, tmp_path)
+    server = _start_server(folder, env, idle_s=0.5)
+    assert server.wait(timeout=30) == 0
+    assert not tui_client.server_files(folder, tui_client.server_key(env))["sock"].exists()
+
+
+# -- refusals --------------------------------------------------------------------------------
+def test_the_server_serves_no_other_uid(folder, monkeypatch):
+    """A connection whose peer is another uid gets nothing: no request is read, nothing forks."""
+    server = tui_server.Server(folder, "0123456789abcdef", 60)
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    monkeypatch.setattr(tui_server.os, "getuid", lambda: os.geteuid() + 4242)
+    monkeypatch.setattr(tui_server.os, "fork", lambda: pytest.fail("forked for another uid"))
+    with mine, theirs:
+        theirs.sendall(b"garbage")
+        server._serve(mine)
+        theirs.setblocking(False)
+        with pytest.raises(BlockingIOError):  # nothing was answered
+            theirs.recv(10)
+    assert server.served == 0
+
+
+def test_the_client_uses_no_server_of_another_uid(tmp_path, monkeypatch):
+    path = tmp_path / "t.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+    with listener:
+        assert tui_client._connect(path) is not None
+        monkeypatch.setattr(tui_client.os, "getuid", lambda: os.geteuid() + 4242)
+        assert tui_client._connect(path) is None
+
+
+def test_a_server_whose_imported_code_changed_refuses_and_leaves(folder, tmp_path):
+    source = tmp_path / "mod.py"
+    source.write_text("x = 1\n")
+    server = tui_server.Server(folder, "0123456789abcdef", 60)
+    server.snapshot = {str(source): source.stat().st_mtime_ns}
+    master, slave = os.openpty()
+    request = {"argv": [], "cwd": "/", "env": {}, "key": "0123456789abcdef"}
+    try:
+        assert server._problem(request, [slave]) == ""
+        os.utime(source, ns=(source.stat().st_atime_ns, source.stat().st_mtime_ns + 10**9))
+        problem = server._problem(request, [slave])
+        assert str(source) in problem and server.leaving == problem
+        assert "is for server 'ffffffffffffffff'" in server._problem({**request, "key": "f" * 16}, [slave])
+        assert server._problem(request, []) == "no terminal came with the request"
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert tui_server.changed_files({str(tmp_path / "gone.py"): 1}) == [str(tmp_path / "gone.py")]
+
+
+def test_a_planted_pid_is_never_signalled(folder):
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        assert not tui_client.server_pid_verified(sleeper.pid, folder)
+        assert not tui_client.server_pid_verified(os.getpid(), folder)
+        assert not tui_client.server_pid_verified(True, folder)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_messages_round_trip_with_a_descriptor():
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    r, w = os.pipe()
+    with a, b:
+        tui_client.send_message(a, {"argv": ["x"], "n": 1}, [w])
+        message, fds = tui_client.read_message(b, with_fds=1)
+        assert message == {"argv": ["x"], "n": 1} and len(fds) == 1
+        os.write(fds[0], b"!")
+        assert os.read(r, 1) == b"!"
+        for fd in (r, w, *fds):
+            os.close(fd)
+        a.sendall(struct.pack("!I", tui_client.MESSAGE_MAX + 1))
+        with pytest.raises(ValueError, match="bytes"):
+            tui_client.read_message(b)

@@ -1,0 +1,295 @@
+"""The TUI's warm process, the server's side (issue #39; docs/engine.md, "The TUI's warm process").
+
+    python -P -m workbench.cli.tui_server --dir FOLDER --key KEY [--idle-timeout-s S] [--start-delay-s S]
+
+One per user, Python, workbench checkout and environment (the client's `server_key`; files
+FOLDER/t-KEY.{sock,lock,json,log}, FOLDER private to the user). It waits `--start-delay-s`, takes
+its lock (another server for KEY up: it leaves), imports Textual, the app and the command line,
+and listens. For each client of its own uid (SO_PEERCRED; any other is refused and logged) it
+reads one request (argv, working folder, environment, the pty's other end as a descriptor) and
+forks a TUI: a new session whose controlling terminal is that pty, on fds 0-2, in the client's
+folder and with its environment, running `cli.main(argv)`. The TUI tells its client its pid, then
+its exit code. The server never runs anything itself, holds no thread, and its children are
+reaped by the kernel (SIGCHLD ignored here, default in the TUI).
+
+It leaves after `--idle-timeout-s` without a request (default IDLE_TIMEOUT_S, or
+WORKBENCH_DAEMON_IDLE_S), on SIGTERM or SIGHUP, when its socket file is removed or replaced, and
+when a file it imported has changed since (a request then gets {"refused": ..., "restart": true}
+and its client runs the TUI in its own process and starts a fresh server). `--daemon-stop` stops
+it; `--daemon-list` lists it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import io
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from workbench import tui_client
+from workbench.engine.daemon.folder import private_folder, try_lock
+
+IDLE_TIMEOUT_S = 3600.0  # an hour without a TUI start
+WATCH_S = 1.0  # how often the loop looks at the idle clock and the socket file
+REQUEST_S = 2.0  # a client's request must arrive within this after it connected
+
+
+def imported_files() -> dict[str, int]:
+    """Every imported module's source file -> its mtime (ns): what a TUI forked here runs."""
+    files = {}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str):
+            try:
+                files[path] = os.stat(path).st_mtime_ns
+            except OSError:
+                continue
+    return files
+
+
+def changed_files(snapshot: dict[str, int]) -> list[str]:
+    """The files of `snapshot` (imported_files) whose mtime is no longer the one recorded, or gone."""
+    changed = []
+    for path, mtime in snapshot.items():
+        try:
+            if os.stat(path).st_mtime_ns != mtime:
+                changed.append(path)
+        except OSError:
+            changed.append(path)
+    return changed
+
+
+class Server:
+    """One warm TUI server (module docstring)."""
+
+    def __init__(self, folder: Path, key: str, idle_timeout_s: float):
+        self.folder, self.key, self.idle_timeout_s = folder, key, idle_timeout_s
+        self.files = tui_client.server_files(folder, key)
+        self.snapshot: dict[str, int] = {}
+        self.listener: socket.socket | None = None
+        self.lock_fd: int | None = None
+        self.last_request = time.monotonic()
+        self.served = 0
+        self.leaving = ""
+
+    def serve(self) -> int:
+        private_folder(self.folder)
+        self.lock_fd = try_lock(self.files["lock"])
+        if self.lock_fd is None:
+            _say(f"another server holds {self.files['lock']}: leaving")
+            return 0
+        _write_private_json(self.files["json"], {"pid": os.getpid(), "key": self.key, "python": sys.executable,
+                                                 "started": time.time(), "idle_timeout_s": self.idle_timeout_s})
+        signal.signal(signal.SIGTERM, self._leave)
+        signal.signal(signal.SIGHUP, self._leave)
+        warm_imports()
+        self.snapshot = imported_files()
+        self.listener = self._listen()
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the TUIs
+        _say(f"pid {os.getpid()} serving {self.files['sock']} ({len(self.snapshot)} files imported; "
+             f"idle timeout {self.idle_timeout_s:g} s)")
+        gc.collect()
+        gc.freeze()  # what every TUI shares stays out of its collections (and its pages unwritten)
+        try:
+            while not self.leaving:
+                self._step()
+        finally:
+            self._close()
+        _say(f"leaving: {self.leaving}")
+        return 0
+
+    def _listen(self) -> socket.socket:
+        path = self.files["sock"]
+        try:
+            os.unlink(path)  # a dead server's: the lock is ours
+        except FileNotFoundError:
+            pass
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            listener.bind(str(path))
+        finally:
+            os.umask(old)
+        listener.listen(16)
+        self._inode = os.stat(path).st_ino
+        return listener
+
+    def _leave(self, signum: int, frame: object) -> None:
+        self.leaving = signal.Signals(signum).name
+
+    def _step(self) -> None:
+        assert self.listener is not None
+        try:
+            readable, _, _ = select.select([self.listener], [], [], WATCH_S)
+        except InterruptedError:
+            return
+        if readable:
+            try:
+                conn, _address = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                self._serve(conn)
+            self.last_request = time.monotonic()
+            return
+        try:
+            if os.stat(self.files["sock"]).st_ino != self._inode:
+                self.leaving = "its socket file was replaced"
+        except FileNotFoundError:
+            self.leaving = "its socket file was removed"
+        if time.monotonic() - self.last_request > self.idle_timeout_s:
+            self.leaving = f"idle for {self.idle_timeout_s:g} s"
+
+    def _serve(self, conn: socket.socket) -> None:
+        uid = tui_client.peer_uid(conn)
+        if uid != os.getuid():
+            _say(f"refused a connection from uid {uid}")
+            return
+        conn.settimeout(REQUEST_S)
+        try:
+            request, fds = tui_client.read_message(conn, with_fds=1)
+        except (OSError, ValueError) as exc:
+            _say(f"a client left or sent no request: {type(exc).__name__}: {exc}")
+            return
+        try:
+            problem = self._problem(request, fds)
+            if problem:
+                _say(f"refused a request: {problem}")
+                tui_client.send_message(conn, {"refused": problem, "restart": self.leaving != ""})
+                return
+            listening = None if self.listener is None else self.listener.fileno()
+            pid = os.fork()
+            if pid == 0:
+                run_tui(conn, request, fds[0], close=[listening, self.lock_fd])  # never returns
+            self.served += 1
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def _problem(self, request: dict, fds: list[int]) -> str:
+        """Why the request is not served here ("" when it is)."""
+        if len(fds) != 1 or not os.isatty(fds[0]):
+            return "no terminal came with the request"
+        if request.get("key") != self.key:
+            return f"the request is for server {request.get('key')!r}, this is {self.key}"
+        if not (isinstance(request.get("argv"), list) and all(isinstance(a, str) for a in request["argv"])
+                and isinstance(request.get("cwd"), str) and isinstance(request.get("env"), dict)):
+            return "a malformed request"
+        changed = changed_files(self.snapshot)
+        if changed:
+            self.leaving = f"{len(changed)} imported file(s) changed, {changed[0]} first"
+            return self.leaving
+        return ""
+
+    def _close(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
+            try:
+                if os.stat(self.files["sock"]).st_ino == self._inode:
+                    os.unlink(self.files["sock"])
+            except OSError:
+                pass
+        for path in (self.files["json"],):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+def warm_imports() -> None:
+    """What a TUI's start would import before its first frame: the command line and the app."""
+    import workbench.cli.main  # noqa: F401
+    import workbench.screens.app  # noqa: F401
+
+
+def run_tui(conn: socket.socket, request: dict, terminal: int, close: list[int | None]) -> None:
+    """The forked TUI (module docstring): never returns (os._exit with the command's code, which
+    its client gets first)."""
+    code = 1
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for fd in close:
+            if fd is not None:
+                os.close(fd)
+        os.setsid()
+        import fcntl
+        import termios
+
+        fcntl.ioctl(terminal, termios.TIOCSCTTY, 0)
+        for fd in (0, 1, 2):
+            os.dup2(terminal, fd)
+        os.close(terminal)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update({str(k): str(v) for k, v in request["env"].items()})
+        _stdio_on_terminal(str(request.get("encoding") or "utf-8"))
+        sys.argv = ["workbench", *request["argv"]]
+        tui_client.send_message(conn, {"pid": os.getpid()})
+        from workbench.cli.main import main
+
+        code = main(request["argv"])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception:
+            pass
+        try:
+            conn.setblocking(True)
+            tui_client.send_message(conn, {"rc": code})
+        except Exception:
+            pass
+        os._exit(code)
+
+
+def _stdio_on_terminal(encoding: str) -> None:
+    """sys's streams (and their __std*__ originals, which Textual's driver uses) on fds 0-2, now
+    the TUI's terminal: the server's were its log."""
+    streams = {"stdin": io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding=encoding),
+               "stdout": io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding=encoding, line_buffering=True),
+               "stderr": io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding=encoding,
+                                          errors="backslashreplace", line_buffering=True)}
+    for name, stream in streams.items():
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+
+
+def _write_private_json(path: Path, data: dict) -> None:
+    from workbench.engine.daemon.paths import write_private
+
+    write_private(path, (json.dumps(data) + "\n").encode())
+
+
+def _say(line: str) -> None:
+    print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workbench.cli.tui_server")
+    parser.add_argument("--dir", type=Path, required=True)
+    parser.add_argument("--key", required=True)
+    parser.add_argument("--idle-timeout-s", type=float,
+                        default=float(os.environ.get("WORKBENCH_DAEMON_IDLE_S") or IDLE_TIMEOUT_S))
+    parser.add_argument("--start-delay-s", type=float, default=0.0)
+    args = parser.parse_args(argv)
+    time.sleep(max(0.0, args.start_delay_s))
+    return Server(args.dir, args.key, args.idle_timeout_s).serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,470 @@
+"""The TUI's warm process, the client's side (issue #39; docs/engine.md, "The TUI's warm process").
+
+`workbench [FILE]` on a terminal asks this user's warm TUI server (workbench/cli/tui_server.py: a
+process that has imported Textual and the app) for a TUI. The server forks one onto a
+pseudo-terminal made here; this process puts the user's terminal in raw mode and relays the bytes
+both ways (keys, mouse, the terminal's answers to the app's queries; frames back) until the TUI
+ends, and exits with its code. The new TUI skips what the server imported (~0.3 s of Textual,
+~0.2 s of the app's modules on the 2-core CPU box) and starts at the app's compose. Everything
+else it does as a TUI started in this process would: it runs `cli.main` with this argv, working
+folder and environment, and the terminal's size follows a resize (SIGWINCH -> TIOCSWINSZ).
+
+    code = attach(argv, os.environ)   # the TUI's exit code; None: run the command in this process
+
+This module imports only the standard library and the folder's checks (it runs before anything
+else of the command). `attach` returns None, and the caller runs the command itself, when: stdin
+or stdout is not a terminal; argv holds anything but FILE and the TUI's own options (a mode such
+as --replay, --help, -o, an abbreviation, --no-daemon, or --strict: no warm process for
+untrusted plugin code); WORKBENCH_DAEMON is off; the host is not Linux; the daemon folder is not
+private; or no server of this user's serves this Python, this workbench checkout and this
+environment (`server_key`). In the last case it starts one in the background (`start_server`)
+for the next start. A server that answers as another uid is never used (SO_PEERCRED), nor one
+whose code changed since it imported it (the server says so and leaves; a fresh one is started).
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import termios
+import time
+import tty
+from pathlib import Path
+from typing import Mapping
+
+# the TUI's own options (flags.OPTIONS whose modes include "tui"; tests/test_tui_warm.py keeps
+# this in step): a command line with any other "-..." token is not served here
+TUI_FLAGS = frozenset({"--device", "--devices", "--cluster", "--trace-dir", "--kernels", "--trust-plugins", "--watch",
+                       "-v", "--verbose"})
+# WORKBENCH_DAEMON values that leave the warm processes on (cli/daemon.py's ON_VALUES, and unset);
+# any other runs the command in process (which refuses a value that is neither on nor off)
+DAEMON_ON = ("", "1", "on", "yes", "true")
+# variables that differ between two logins of one user (or two panes of one terminal) and that
+# nothing reads while importing: left out of the server's key, so a new login finds the warm
+# server; the TUI itself gets the client's whole environment
+ENV_VOLATILE = frozenset({"_", "OLDPWD", "PWD", "SHLVL", "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "SSH_AUTH_SOCK",
+                          "TMUX", "TMUX_PANE", "STY", "WINDOW", "WINDOWID", "TERM_SESSION_ID", "ITERM_SESSION_ID",
+                          "KITTY_WINDOW_ID", "WEZTERM_PANE", "ALACRITTY_WINDOW_ID", "XDG_SESSION_ID", "XDG_VTNR",
+                          "GPG_TTY", "KRB5CCNAME", "MOTD_SHOWN", "LINES", "COLUMNS", "WORKBENCH_DAEMON_IDLE_S"})
+ENV_VOLATILE_PREFIXES = ("VSCODE_",)
+CONNECT_S = 1.0   # connect and send; the server answers a live request in milliseconds
+REPLY_S = 5.0     # the forked TUI's first word (its pid) or the server's refusal
+END_DRAIN_S = 0.2  # after the TUI's exit code: its last bytes still on their way through the pty
+SIGNAL_GRACE_S = 5.0  # a TUI given this process's SIGTERM (SIGHUP, SIGINT) has this long to leave
+RELAY_CHUNK = 1 << 16
+START_DELAY_S = 2.0  # a server started by a TUI start imports after this: not beside its first frame
+SERVER_MODULE = "workbench.cli.tui_server"
+STOP_WAIT_S = 5.0  # --daemon-stop: SIGTERM, then SIGKILL after this
+HEADER = struct.Struct("!I")
+MESSAGE_MAX = 1 << 24
+
+
+def eligible(argv: list[str], environ: Mapping[str, str]) -> bool:
+    """Whether this command line is a TUI start the warm server may run (module docstring)."""
+    if sys.platform != "linux" or environ.get("WORKBENCH_DAEMON", "").strip().lower() not in DAEMON_ON:
+        return False
+    if not (os.isatty(0) and os.isatty(1)):
+        return False
+    return all(not arg.startswith("-") or arg.split("=", 1)[0] in TUI_FLAGS for arg in argv)
+
+
+def server_key(environ: Mapping[str, str]) -> str:
+    """16 hex characters of sha256 over what a warm server must share with its client: the Python
+    executable and prefix, where workbench is imported from, and the environment but for
+    ENV_VOLATILE (Textual and the app read some of it while importing)."""
+    env = {k: v for k, v in environ.items() if k not in ENV_VOLATILE and not k.startswith(ENV_VOLATILE_PREFIXES)}
+    what = {"python": sys.executable, "prefix": sys.prefix, "package": str(Path(__file__).resolve().parent),
+            "env": env}
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def server_files(folder: Path, key: str) -> dict[str, Path]:
+    """The server's files in the daemon folder: socket, lock (held for its life), info (JSON), log."""
+    return {suffix: folder / f"t-{key}.{suffix}" for suffix in ("sock", "lock", "json", "log")}
+
+
+def attach(argv: list[str], environ: Mapping[str, str]) -> int | None:
+    """Run the TUI for `argv` (the command's arguments) in this user's warm server, relaying this
+    terminal to it; its exit code, or None when the command is to run in this process (module
+    docstring; a server is then started for the next start when none is up)."""
+    if not eligible(argv, environ):
+        return None
+    from workbench.engine.daemon.folder import DaemonError, default_folder, private_folder
+
+    try:
+        folder = private_folder(default_folder(environ))
+    except DaemonError:
+        return None  # the in-process TUI runs; --replay's client says what is wrong with the folder
+    key = server_key(environ)
+    files = server_files(folder, key)
+    sock = _connect(files["sock"])
+    if sock is None:
+        start_server(folder, key, environ)
+        return None
+    with sock:
+        return _run_attached(sock, argv, environ, folder, key)
+
+
+def _connect(path: Path) -> socket.socket | None:
+    """A connection to the server at `path`, its peer checked to be this user; None when no
+    server of this user's answers there."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(CONNECT_S)
+    try:
+        sock.connect(str(path))
+        if peer_uid(sock) != os.getuid():
+            raise ConnectionRefusedError(f"{path} is served by another user")
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def peer_uid(sock: socket.socket) -> int:
+    """The uid of the process at the other end of a Unix socket (Linux SO_PEERCRED)."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
+
+
+def send_message(sock: socket.socket, message: dict, fds: list[int] | None = None) -> None:
+    """One JSON message, length-prefixed; `fds` travel with it (SCM_RIGHTS)."""
+    data = json.dumps(message).encode()
+    frame = HEADER.pack(len(data)) + data
+    if fds:
+        sent = socket.send_fds(sock, [frame], fds)
+        frame = frame[sent:]
+    sock.sendall(frame)
+
+
+def read_message(sock: socket.socket, with_fds: int = 0) -> tuple[dict, list[int]]:
+    """One message of `send_message` (and up to `with_fds` descriptors); ConnectionError when the
+    other end closed first, ValueError for a frame that is not one."""
+    if with_fds:
+        head, fds, _flags, _addr = socket.recv_fds(sock, HEADER.size, with_fds)
+    else:
+        head, fds = sock.recv(HEADER.size), []
+    head += _read_exactly(sock, HEADER.size - len(head))
+    (size,) = HEADER.unpack(head)
+    if size > MESSAGE_MAX:
+        raise ValueError(f"a message of {size} bytes (at most {MESSAGE_MAX})")
+    message = json.loads(_read_exactly(sock, size))
+    if not isinstance(message, dict):
+        raise ValueError("a message that is not a JSON object")
+    return message, list(fds)
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("the other end closed the connection")
+        data += chunk
+    return data
+
+
+def _run_attached(sock: socket.socket, argv: list[str], environ: Mapping[str, str], folder: Path, key: str
+                  ) -> int | None:
+    master, slave = os.openpty()
+    try:
+        termios.tcsetattr(slave, termios.TCSANOW, termios.tcgetattr(0))
+        copy_window_size(1, slave)
+        request = {"argv": list(argv), "cwd": os.getcwd(), "env": dict(environ), "key": key,
+                   "encoding": sys.stdout.encoding or "utf-8"}
+        try:
+            send_message(sock, request, [slave])
+        except OSError:
+            return None
+    finally:
+        os.close(slave)
+    try:
+        sock.settimeout(REPLY_S)
+        try:
+            reply, _ = read_message(sock)
+        except (OSError, ValueError):
+            reply = {"refused": "no answer"}
+        if "pid" not in reply:  # refused: its code changed (it leaves), or the TUI could not start there
+            if reply.get("restart"):
+                start_server(folder, key, environ, delay_s=0.0)
+            return None
+        return _relay(sock, master, reply["pid"])
+    finally:
+        os.close(master)
+
+
+def copy_window_size(src: int, dst: int) -> None:
+    """The terminal size of `src` onto the pty `dst` (its foreground process gets SIGWINCH)."""
+    import fcntl
+
+    try:
+        size = fcntl.ioctl(src, termios.TIOCGWINSZ, b"\0" * 8)
+        fcntl.ioctl(dst, termios.TIOCSWINSZ, size)
+    except OSError:
+        pass
+
+
+def _relay(sock: socket.socket, master: int, pid: object) -> int:
+    """Relay stdin -> master and master -> stdout, the terminal in raw mode, until the TUI sends
+    its exit code (or its connection ends); returns that code. SIGTERM, SIGHUP and SIGINT sent to
+    this process go on to the TUI (`pid`), which leaves as it would have in this process (its
+    edits saved, the screen restored); after SIGNAL_GRACE_S the relay ends with 128 + N."""
+    os.set_blocking(master, False)
+    sock.setblocking(False)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    saved = termios.tcgetattr(0)
+    handlers = {}
+    old_wakeup = -1
+    try:
+        for signum in (signal.SIGWINCH, signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            handlers[signum] = signal.signal(signum, _note_signal)
+        old_wakeup = signal.set_wakeup_fd(wake_w)
+        tty.setraw(0, termios.TCSANOW)
+        code = _pump(sock, master, wake_r, pid if isinstance(pid, int) and not isinstance(pid, bool) else None)
+    finally:
+        try:
+            termios.tcsetattr(0, termios.TCSADRAIN, saved)
+        except (termios.error, OSError):  # the terminal is gone
+            pass
+        signal.set_wakeup_fd(old_wakeup)
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        os.close(wake_r)
+        os.close(wake_w)
+    return code
+
+
+def _note_signal(signum: int, frame: object) -> None:
+    """The relay's handler: the signal's number reaches the loop through the wakeup pipe."""
+
+
+def _pump(sock: socket.socket, master: int, wake_r: int, pid: int | None) -> int:
+    to_master = b""
+    reply = b""
+    code: int | None = None
+    ended_at = 0.0
+    signalled: tuple[int, float] | None = None  # a signal passed on to the TUI, and when
+    master_open = terminal_open = True
+    while True:
+        if code is not None and (not master_open or time.monotonic() - ended_at > END_DRAIN_S):
+            return code
+        if signalled is not None and time.monotonic() - signalled[1] > SIGNAL_GRACE_S:
+            return 128 + signalled[0]
+        readers = [wake_r] + ([sock] if code is None else []) + ([master] if master_open else []) + ([0] if len(to_master) < RELAY_CHUNK else [])
+        writers = [master] if to_master and master_open else []
+        timeout = END_DRAIN_S / 4 if code is not None or signalled is not None else None
+        try:
+            readable, writable, _ = select.select(readers, writers, [], timeout)
+        except InterruptedError:
+            continue
+        if wake_r in readable:
+            for signum in os.read(wake_r, 64):
+                if signum == signal.SIGWINCH:
+                    copy_window_size(1, master)
+                elif signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+                    if pid is None or signalled is not None:
+                        return 128 + signum  # closing the master hangs the TUI up: it saves and leaves
+                    signalled = (signum, time.monotonic())
+                    try:
+                        os.kill(pid, signum)
+                    except OSError:
+                        return 128 + signum
+        if 0 in readable:
+            try:
+                data = os.read(0, RELAY_CHUNK)
+            except OSError:  # EIO: the terminal is gone
+                data = b""
+            if not data:
+                return 128 + signal.SIGHUP  # closing the master hangs the TUI up: it saves and leaves
+            to_master += data
+        if master in writable:
+            try:
+                to_master = to_master[os.write(master, to_master):]
+            except BlockingIOError:
+                pass
+        if master in readable:
+            frame: bytes | None
+            try:
+                frame = os.read(master, RELAY_CHUNK)
+            except BlockingIOError:
+                frame = None
+            except OSError as exc:  # EIO: every holder of the pty's other end has closed it
+                if exc.errno != errno.EIO:
+                    raise
+                frame = b""
+            if frame and terminal_open:
+                try:
+                    _write_all(1, frame)
+                except OSError:  # the terminal is gone: the TUI's output goes nowhere until it leaves
+                    terminal_open = False
+            elif frame is not None and not frame:
+                master_open = False
+                if code is None:
+                    ended_at = time.monotonic()
+                    code = _exit_code(sock, reply)
+                    reply = b""
+        if sock in readable:
+            try:
+                chunk = sock.recv(RELAY_CHUNK)
+            except BlockingIOError:
+                continue
+            reply += chunk
+            if not chunk or _has_message(reply):
+                code = _exit_code(sock, reply)
+                ended_at = time.monotonic()
+
+
+def _has_message(data: bytes) -> bool:
+    return len(data) >= HEADER.size and len(data) >= HEADER.size + HEADER.unpack(data[:HEADER.size])[0]
+
+
+def _exit_code(sock: socket.socket, data: bytes) -> int:
+    """The TUI's exit code from its last message ({"rc": N}), waiting up to REPLY_S for it; 1 with
+    a line on stderr when it ended without one (killed)."""
+    sock.setblocking(True)
+    sock.settimeout(REPLY_S)
+    try:
+        while not _has_message(data):
+            chunk = sock.recv(RELAY_CHUNK)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        pass
+    if _has_message(data):
+        size = HEADER.unpack(data[:HEADER.size])[0]
+        try:
+            rc = json.loads(data[HEADER.size:HEADER.size + size]).get("rc")
+        except (ValueError, AttributeError):
+            rc = None
+        if isinstance(rc, int) and not isinstance(rc, bool):
+            return rc
+    os.write(2, b"\r\nworkbench: the TUI's process ended without an exit code (killed?)\r\n")
+    return 1
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            select.select([], [fd], [])
+
+
+def start_server(folder: Path, key: str, environ: Mapping[str, str], delay_s: float = START_DELAY_S) -> None:
+    """Start this user's warm TUI server for `key` in the background (a session of its own, cwd /,
+    `python -P`, output to its log; it imports after `delay_s`); nothing when one is up or
+    starting (it holds its lock)."""
+    from workbench.engine.daemon.folder import lock_held
+
+    import subprocess
+
+    files = server_files(folder, key)
+    if lock_held(files["lock"]):
+        return
+    try:
+        log = os.open(files["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return
+    try:
+        subprocess.Popen([sys.executable, "-P", "-m", SERVER_MODULE, "--dir", str(folder), "--key", key,
+                          "--start-delay-s", f"{delay_s:g}"],
+                         stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
+                         cwd="/", env=dict(environ))
+    except OSError:
+        pass
+    finally:
+        os.close(log)
+
+
+
+def list_servers(folder: Path) -> list[dict]:
+    """This user's live warm TUI processes in `folder` (the daemon folder, checked by the caller):
+    each one's info file (pid, key, python, started, idle_timeout_s) with kind "tui" and state
+    "idle" (it never runs anything itself). A dead one's files (its lock free) are skipped."""
+    from workbench.engine.daemon.folder import lock_held
+
+    found = []
+    for lock in sorted(folder.glob("t-*.lock")):
+        files = server_files(folder, lock.name[2:-5])
+        if not lock_held(files["lock"]):
+            continue
+        found.append({**_read_info(files["json"]), "key": lock.name[2:-5], "kind": "tui", "state": "idle"})
+    return found
+
+
+def stop_servers(folder: Path) -> list[dict]:
+    """Stop every warm TUI process of this user in `folder` (SIGTERM, then SIGKILL after
+    STOP_WAIT_S; only to a pid verified to be one: `server_pid_verified`) and wait until each is
+    gone; what each info file said. The TUIs it started run on."""
+    from workbench.engine.daemon.folder import lock_held
+
+    stopped = []
+    for info in list_servers(folder):
+        files = server_files(folder, str(info.get("key")))
+        pid = info.get("pid")
+        for signum in (signal.SIGTERM, signal.SIGKILL):
+            if not isinstance(pid, int) or not server_pid_verified(pid, folder):
+                break
+            os.kill(pid, signum)
+            deadline = time.monotonic() + STOP_WAIT_S
+            while lock_held(files["lock"]) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if not lock_held(files["lock"]):
+                break
+        stopped.append(info)
+    return stopped
+
+
+def server_pid_verified(pid: object, folder: Path) -> bool:
+    """Whether `pid` is a live warm TUI process of this user's serving `folder` (/proc: real uid,
+    and the command line `python -P -m workbench.cli.tui_server --dir FOLDER`), not one of the TUIs
+    it forked (they carry its command line too, but not its lock: `--key` is checked against the
+    info file by the caller through the lock). Only such a pid is ever signalled."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
+        return False
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        argv = [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")]
+    except OSError:
+        return False
+    uids = next((line.split()[1:] for line in status.splitlines() if line.startswith("Uid:")), [])
+    ppid = next((line.split()[1] for line in status.splitlines() if line.startswith("PPid:")), "")
+    if not uids or int(uids[0]) != os.getuid():
+        return False
+    try:
+        at = argv.index(SERVER_MODULE)
+        given = argv[argv.index("--dir", at) + 1]
+    except (ValueError, IndexError):
+        return False
+    if argv[at - 1] != "-m" or os.path.realpath(given) != os.path.realpath(folder):
+        return False
+    return not _is_server_child(ppid, folder)
+
+
+def _is_server_child(ppid: str, folder: Path) -> bool:
+    """Whether the parent `ppid` is itself a warm TUI process (then the pid is a TUI it forked)."""
+    try:
+        argv = Path(f"/proc/{int(ppid)}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return False
+    return SERVER_MODULE.encode() in argv
+
+
+def _read_info(path: Path) -> dict:
+    from workbench.engine.daemon.paths import read_private
+
+    try:
+        data = json.loads(read_private(path, 1 << 16))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
