@@ -28,7 +28,7 @@ Its first frame is reported on its own (`earlier_start_first_frame_s`), not in t
 counted starts are the default command's (served by the warm TUI process); as many again run in
 their own process (`WORKBENCH_DAEMON=0`: `first_frame_no_daemon_s` and its median; --runs-no-daemon).
 --keys-no-daemon presses the keys again on an app in its own process (`key_no_daemon_*`: the
-relay's share). --no-earlier leaves the earlier start out. The warm processes live in a folder of the script's
+warm process's share). --no-earlier leaves the earlier start out. The warm processes live in a folder of the script's
 (WORKBENCH_DAEMON_DIR) and are stopped at its end.
 
 Before the first start the bytecode is written (`compileall` on workbench and its screens folder,
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
                           key_max_ms=round(max(keys), 1), run_still_streaming=streaming)
             if split_log is not None:
                 result.update(_split(split_log, times))
-            if args.keys_no_daemon:  # the same presses on an app started in its own process (A/B of the relay)
+            if args.keys_no_daemon:  # the same presses on an app started in its own process (A/B of the warm process)
                 subprocess.run(["tmux", "kill-session", "-t", target], capture_output=True)
                 time.sleep(1.0)
                 first_frame(target, args.python, args.session, size, data, in_process=True)

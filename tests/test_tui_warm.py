@@ -79,15 +79,6 @@ def _set_size(fd: int, cols: int, rows: int) -> None:
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
 
-def _size_of(path: str) -> tuple[int, int]:
-    fd = os.open(path, os.O_RDWR | os.O_NOCTTY)
-    try:
-        rows, cols, _, _ = struct.unpack("HHHH", fcntl.ioctl(fd, termios.TIOCGWINSZ, b"\0" * 8))
-    finally:
-        os.close(fd)
-    return cols, rows
-
-
 class Terminal:
     """A pseudo-terminal the client runs on (its controlling terminal), read into `screen_bytes`."""
 
@@ -180,9 +171,9 @@ def test_a_command_line_not_served_never_looks_for_a_server(monkeypatch, tmp_pat
 # -- a TUI through the warm process ----------------------------------------------------------
 @pytest.mark.slow
 def test_a_tui_started_through_the_warm_process_keys_resize_and_exit(folder, tmp_path):
-    """The client relays a real terminal to a TUI the server forked: it shows its first frame,
-    runs in the client's folder with its environment on a pty of its own, follows a resize,
-    answers a key, and quitting gives the client the TUI's exit code (0)."""
+    """A TUI the server forked runs on the client's terminal: it shows its first frame, runs in
+    the client's folder with its environment, follows a resize (the client's SIGWINCH passed
+    on), answers a key, and quitting gives the client the TUI's exit code (0)."""
     env = _client_env(folder, tmp_path)
     server = _start_server(folder, env)
     cwd = tmp_path / "here"
@@ -193,12 +184,15 @@ def test_a_tui_started_through_the_warm_process_keys_resize_and_exit(folder, tmp
         (tui_pid,) = _children(server.pid)
         assert os.path.realpath(f"/proc/{tui_pid}/cwd") == str(cwd.resolve())
         assert b"WB_WARM_TEST_MARK=present" in Path(f"/proc/{tui_pid}/environ").read_bytes().split(b"\0")
-        tui_terminal = os.readlink(f"/proc/{tui_pid}/fd/0")
-        assert tui_terminal.startswith("/dev/pts/") and tui_terminal != os.readlink(f"/proc/{term.proc.pid}/fd/0")
-        assert os.getsid(tui_pid) == tui_pid  # a session of its own: the pty is its controlling terminal
-        assert _size_of(tui_terminal) == (160, 45)
-        _set_size(term.master, 120, 40)
-        _wait_for(lambda: _size_of(tui_terminal) == (120, 40), 10, "the resize on the TUI's terminal")
+        # on the client's own terminal, in a session of its own whose controlling terminal it is not
+        for fd in (0, 1, 2):
+            assert os.readlink(f"/proc/{tui_pid}/fd/{fd}") == os.readlink(f"/proc/{term.proc.pid}/fd/{fd}")
+        assert os.getsid(tui_pid) == tui_pid
+        assert Path(f"/proc/{tui_pid}/stat").read_text().rsplit(")", 1)[1].split()[4] == "0"  # tty_nr: none
+        seen = len(term.data)
+        _set_size(term.master, 120, 40)  # SIGWINCH to the client, the terminal's foreground job
+        # a frame of the new size: its last cell drawn at row 40, column 120 (it was 45;160)
+        term.read_until(lambda text: b"\x1b[40;120H" in term.data[seen:], 20)
         seen = len(term.data)
         os.write(term.master, b"?")  # the help screen
         term.read_until(lambda text: len(term.data) > seen and b"Help" in ANSI.sub(b"", term.data[seen:]), 20)
@@ -211,6 +205,45 @@ def test_a_tui_started_through_the_warm_process_keys_resize_and_exit(folder, tmp
         assert server.poll() is None  # the server stays for the next start
     finally:
         term.close()
+        tui_client.stop_servers(folder)
+        server.wait(timeout=10)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+    except OSError:
+        return True
+
+
+@pytest.mark.slow
+def test_a_killed_tui_or_a_killed_client_leaves_nothing_running(folder, tmp_path):
+    """The TUI killed: its client says so, puts the terminal back (alternate screen left, cursor
+    shown) and exits 1. The client killed: the TUI, its connection closed, hangs itself up."""
+    env = _client_env(folder, tmp_path)
+    server = _start_server(folder, env)
+    try:
+        term = Terminal(env, ["default-cpu"], tmp_path)
+        try:
+            term.read_until(lambda text: b"Quit" in text, 60)
+            (tui_pid,) = _children(server.pid)
+            seen = len(term.data)
+            os.kill(tui_pid, 9)
+            assert term.drain(20) == 1
+            assert b"\x1b[?1049l" in term.data[seen:] and b"ended without an exit code" in term.data[seen:]
+        finally:
+            term.close()
+        term = Terminal(env, ["default-cpu"], tmp_path)
+        try:
+            term.read_until(lambda text: b"Quit" in text, 60)
+            (tui_pid,) = [pid for pid in _children(server.pid) if not _gone(pid)]
+            term.proc.kill()
+            term.proc.wait()
+            _wait_for(lambda: _gone(tui_pid), 20, "the TUI's end after its client was killed")
+        finally:
+            term.close()
+        assert server.poll() is None
+    finally:
         tui_client.stop_servers(folder)
         server.wait(timeout=10)
 
@@ -291,12 +324,15 @@ def test_a_server_whose_imported_code_changed_refuses_and_leaves(folder, tmp_pat
     master, slave = os.openpty()
     request = {"argv": [], "cwd": "/", "env": {}, "key": "0123456789abcdef"}
     try:
-        assert server._problem(request, [slave]) == ""
+        stdio = [slave, slave, slave]
+        assert server._problem(request, stdio) == ""
         os.utime(source, ns=(source.stat().st_atime_ns, source.stat().st_mtime_ns + 10**9))
-        problem = server._problem(request, [slave])
+        problem = server._problem(request, stdio)
         assert str(source) in problem and server.leaving == problem
-        assert "is for server 'ffffffffffffffff'" in server._problem({**request, "key": "f" * 16}, [slave])
-        assert server._problem(request, []) == "no terminal came with the request"
+        assert "is for server 'ffffffffffffffff'" in server._problem({**request, "key": "f" * 16}, stdio)
+        assert server._problem(request, [slave]).startswith("no terminal came with the request")
+        with open(source, "rb") as not_a_terminal:
+            assert server._problem(request, [slave, not_a_terminal.fileno(), slave]).startswith("no terminal")
     finally:
         os.close(master)
         os.close(slave)

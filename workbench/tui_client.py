@@ -1,13 +1,17 @@
 """The TUI's warm process, the client's side (issue #39; docs/engine.md, "The TUI's warm process").
 
 `workbench [FILE]` on a terminal asks this user's warm TUI server (workbench/cli/tui_server.py: a
-process that has imported Textual and the app) for a TUI. The server forks one onto a
-pseudo-terminal made here; this process puts the user's terminal in raw mode and relays the bytes
-both ways (keys, mouse, the terminal's answers to the app's queries; frames back) until the TUI
-ends, and exits with its code. The new TUI skips what the server imported (~0.3 s of Textual,
-~0.2 s of the app's modules on the 2-core CPU box) and starts at the app's compose. Everything
-else it does as a TUI started in this process would: it runs `cli.main` with this argv, working
-folder and environment, and the terminal's size follows a resize (SIGWINCH -> TIOCSWINSZ).
+process that has imported Textual and the app) for a TUI, handing it this process's stdin, stdout
+and stderr (SCM_RIGHTS). The server forks one that runs on those descriptors: the user's terminal
+itself, with no relay between them (a TUI in a session of its own, whose controlling terminal
+this terminal is not, reads, writes and sets its modes without job control's checks). This
+process stays the terminal's foreground job and waits: the signals it gets as such go on to the
+TUI (SIGWINCH: Textual reads the new size from the terminal; SIGINT, SIGTERM, SIGHUP, SIGQUIT:
+the TUI leaves as it would in this process, its edits saved and the screen restored) and it exits
+with the TUI's code. When this process dies first, the TUI hangs itself up (it watches the
+connection). The new TUI skips what the server imported (~0.3 s of Textual, ~0.2 s of the app's
+modules on the 2-core CPU box) and starts at the app's compose; everything else it does as a TUI
+started in this process would: it runs `cli.main` with this argv, working folder and environment.
 
     code = attach(argv, os.environ)   # the TUI's exit code; None: run the command in this process
 
@@ -24,7 +28,6 @@ whose code changed since it imported it (the server says so and leaves; a fresh 
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
@@ -35,7 +38,6 @@ import struct
 import sys
 import termios
 import time
-import tty
 from pathlib import Path
 from typing import Mapping
 
@@ -56,9 +58,11 @@ ENV_VOLATILE = frozenset({"_", "OLDPWD", "PWD", "SHLVL", "SSH_CLIENT", "SSH_CONN
 ENV_VOLATILE_PREFIXES = ("VSCODE_",)
 CONNECT_S = 1.0   # connect and send; the server answers a live request in milliseconds
 REPLY_S = 5.0     # the forked TUI's first word (its pid) or the server's refusal
-END_DRAIN_S = 0.2  # after the TUI's exit code: its last bytes still on their way through the pty
 SIGNAL_GRACE_S = 5.0  # a TUI given this process's SIGTERM (SIGHUP, SIGINT) has this long to leave
-RELAY_CHUNK = 1 << 16
+# what this process gets as the terminal's foreground job and passes on to the TUI
+FORWARDED = (signal.SIGWINCH, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+# a TUI killed mid-frame leaves the alternate screen, mouse reporting and a hidden cursor on
+TERMINAL_RESET = b"\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1015l\x1b[?2004l\x1b[?1004l\x1b[<u\x1b[?1049l\x1b[?25h"
 START_DELAY_S = 2.0  # a server started by a TUI start imports after this: not beside its first frame
 SERVER_MODULE = "workbench.cli.tui_server"
 STOP_WAIT_S = 5.0  # --daemon-stop: SIGTERM, then SIGKILL after this
@@ -91,8 +95,8 @@ def server_files(folder: Path, key: str) -> dict[str, Path]:
 
 
 def attach(argv: list[str], environ: Mapping[str, str]) -> int | None:
-    """Run the TUI for `argv` (the command's arguments) in this user's warm server, relaying this
-    terminal to it; its exit code, or None when the command is to run in this process (module
+    """Run the TUI for `argv` (the command's arguments) from this user's warm server, on this
+    process's terminal; its exit code, or None when the command is to run in this process (module
     docstring; a server is then started for the next start when none is up)."""
     if not eligible(argv, environ):
         return None
@@ -172,192 +176,111 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
 
 def _run_attached(sock: socket.socket, argv: list[str], environ: Mapping[str, str], folder: Path, key: str
                   ) -> int | None:
-    master, slave = os.openpty()
+    request = {"argv": list(argv), "cwd": os.getcwd(), "env": dict(environ), "key": key,
+               "encoding": sys.stdout.encoding or "utf-8"}
     try:
-        termios.tcsetattr(slave, termios.TCSANOW, termios.tcgetattr(0))
-        copy_window_size(1, slave)
-        request = {"argv": list(argv), "cwd": os.getcwd(), "env": dict(environ), "key": key,
-                   "encoding": sys.stdout.encoding or "utf-8"}
-        try:
-            send_message(sock, request, [slave])
-        except OSError:
-            return None
-    finally:
-        os.close(slave)
-    try:
+        send_message(sock, request, [0, 1, 2])
         sock.settimeout(REPLY_S)
-        try:
-            reply, _ = read_message(sock)
-        except (OSError, ValueError):
-            reply = {"refused": "no answer"}
-        if "pid" not in reply:  # refused: its code changed (it leaves), or the TUI could not start there
-            if reply.get("restart"):
-                start_server(folder, key, environ, delay_s=0.0)
-            return None
-        return _relay(sock, master, reply["pid"])
-    finally:
-        os.close(master)
+        reply, _ = read_message(sock)
+    except (OSError, ValueError):
+        return None
+    pid = reply.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool):  # refused: its code changed (it leaves), or no TUI there
+        if reply.get("restart"):
+            start_server(folder, key, environ, delay_s=0.0)
+        return None
+    return _wait(sock, pid)
 
 
-def copy_window_size(src: int, dst: int) -> None:
-    """The terminal size of `src` onto the pty `dst` (its foreground process gets SIGWINCH)."""
-    import fcntl
-
+def _wait(sock: socket.socket, pid: int) -> int:
+    """Wait for the TUI's exit code while it runs on this process's terminal; the signals this
+    process gets as the terminal's foreground job go on to it (module docstring). Returns its
+    code; with none (killed), the terminal is put back as it was, with one line on stderr."""
     try:
-        size = fcntl.ioctl(src, termios.TIOCGWINSZ, b"\0" * 8)
-        fcntl.ioctl(dst, termios.TIOCSWINSZ, size)
-    except OSError:
-        pass
-
-
-def _relay(sock: socket.socket, master: int, pid: object) -> int:
-    """Relay stdin -> master and master -> stdout, the terminal in raw mode, until the TUI sends
-    its exit code (or its connection ends); returns that code. SIGTERM, SIGHUP and SIGINT sent to
-    this process go on to the TUI (`pid`), which leaves as it would have in this process (its
-    edits saved, the screen restored); after SIGNAL_GRACE_S the relay ends with 128 + N."""
-    os.set_blocking(master, False)
-    sock.setblocking(False)
+        saved = termios.tcgetattr(0)
+    except termios.error:
+        saved = None
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
-    saved = termios.tcgetattr(0)
     handlers = {}
     old_wakeup = -1
     try:
-        for signum in (signal.SIGWINCH, signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        for signum in FORWARDED:
             handlers[signum] = signal.signal(signum, _note_signal)
         old_wakeup = signal.set_wakeup_fd(wake_w)
-        tty.setraw(0, termios.TCSANOW)
-        code = _pump(sock, master, wake_r, pid if isinstance(pid, int) and not isinstance(pid, bool) else None)
+        code = _wait_loop(sock, pid, wake_r)
     finally:
-        try:
-            termios.tcsetattr(0, termios.TCSADRAIN, saved)
-        except (termios.error, OSError):  # the terminal is gone
-            pass
         signal.set_wakeup_fd(old_wakeup)
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
         os.close(wake_r)
         os.close(wake_w)
+    if code is None:
+        if saved is not None:
+            try:
+                termios.tcsetattr(0, termios.TCSADRAIN, saved)
+            except termios.error:
+                pass
+        _write_all(1, TERMINAL_RESET)
+        os.write(2, b"workbench: the TUI's process ended without an exit code (killed?)\n")
+        return 1
     return code
 
 
 def _note_signal(signum: int, frame: object) -> None:
-    """The relay's handler: the signal's number reaches the loop through the wakeup pipe."""
+    """The waiting handler: the signal's number reaches the loop through the wakeup pipe."""
 
 
-def _pump(sock: socket.socket, master: int, wake_r: int, pid: int | None) -> int:
-    to_master = b""
-    reply = b""
-    code: int | None = None
-    ended_at = 0.0
-    signalled: tuple[int, float] | None = None  # a signal passed on to the TUI, and when
-    master_open = terminal_open = True
-    while True:
-        if code is not None and (not master_open or time.monotonic() - ended_at > END_DRAIN_S):
-            return code
-        if signalled is not None and time.monotonic() - signalled[1] > SIGNAL_GRACE_S:
-            return 128 + signalled[0]
-        readers = [wake_r] + ([sock] if code is None else []) + ([master] if master_open else []) + ([0] if len(to_master) < RELAY_CHUNK else [])
-        writers = [master] if to_master and master_open else []
-        timeout = END_DRAIN_S / 4 if code is not None or signalled is not None else None
+def _wait_loop(sock: socket.socket, pid: int, wake_r: int) -> int | None:
+    """The TUI's exit code ({"rc": N}), or None when its connection ended without one."""
+    data = b""
+    signalled: float | None = None  # when a SIGTERM, SIGHUP or SIGINT was passed on
+    sock.setblocking(False)
+    while not _has_message(data):
+        if signalled is not None and time.monotonic() - signalled > SIGNAL_GRACE_S:
+            return None  # the TUI did not leave: this process ends, and the TUI, its client gone, hangs up
         try:
-            readable, writable, _ = select.select(readers, writers, [], timeout)
+            readable, _, _ = select.select([sock.fileno(), wake_r], [], [], 0.5 if signalled is not None else None)
         except InterruptedError:
             continue
         if wake_r in readable:
             for signum in os.read(wake_r, 64):
-                if signum == signal.SIGWINCH:
-                    copy_window_size(1, master)
-                elif signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-                    if pid is None or signalled is not None:
-                        return 128 + signum  # closing the master hangs the TUI up: it saves and leaves
-                    signalled = (signum, time.monotonic())
-                    try:
-                        os.kill(pid, signum)
-                    except OSError:
-                        return 128 + signum
-        if 0 in readable:
-            try:
-                data = os.read(0, RELAY_CHUNK)
-            except OSError:  # EIO: the terminal is gone
-                data = b""
-            if not data:
-                return 128 + signal.SIGHUP  # closing the master hangs the TUI up: it saves and leaves
-            to_master += data
-        if master in writable:
-            try:
-                to_master = to_master[os.write(master, to_master):]
-            except BlockingIOError:
-                pass
-        if master in readable:
-            frame: bytes | None
-            try:
-                frame = os.read(master, RELAY_CHUNK)
-            except BlockingIOError:
-                frame = None
-            except OSError as exc:  # EIO: every holder of the pty's other end has closed it
-                if exc.errno != errno.EIO:
-                    raise
-                frame = b""
-            if frame and terminal_open:
                 try:
-                    _write_all(1, frame)
-                except OSError:  # the terminal is gone: the TUI's output goes nowhere until it leaves
-                    terminal_open = False
-            elif frame is not None and not frame:
-                master_open = False
-                if code is None:
-                    ended_at = time.monotonic()
-                    code = _exit_code(sock, reply)
-                    reply = b""
-        if sock in readable:
+                    os.kill(pid, signum)
+                except OSError:
+                    pass
+                if signum != signal.SIGWINCH and signalled is None:
+                    signalled = time.monotonic()
+        if sock.fileno() in readable:
             try:
-                chunk = sock.recv(RELAY_CHUNK)
+                chunk = sock.recv(1 << 12)
             except BlockingIOError:
                 continue
-            reply += chunk
-            if not chunk or _has_message(reply):
-                code = _exit_code(sock, reply)
-                ended_at = time.monotonic()
+            except OSError:
+                chunk = b""
+            if not chunk:
+                return None
+            data += chunk
+    size = HEADER.unpack(data[:HEADER.size])[0]
+    try:
+        rc = json.loads(data[HEADER.size:HEADER.size + size]).get("rc")
+    except (ValueError, AttributeError):
+        return None
+    return rc if isinstance(rc, int) and not isinstance(rc, bool) else None
 
 
 def _has_message(data: bytes) -> bool:
     return len(data) >= HEADER.size and len(data) >= HEADER.size + HEADER.unpack(data[:HEADER.size])[0]
 
 
-def _exit_code(sock: socket.socket, data: bytes) -> int:
-    """The TUI's exit code from its last message ({"rc": N}), waiting up to REPLY_S for it; 1 with
-    a line on stderr when it ended without one (killed)."""
-    sock.setblocking(True)
-    sock.settimeout(REPLY_S)
+def _write_all(fd: int, data: bytes) -> None:
     try:
-        while not _has_message(data):
-            chunk = sock.recv(RELAY_CHUNK)
-            if not chunk:
-                break
-            data += chunk
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
     except OSError:
         pass
-    if _has_message(data):
-        size = HEADER.unpack(data[:HEADER.size])[0]
-        try:
-            rc = json.loads(data[HEADER.size:HEADER.size + size]).get("rc")
-        except (ValueError, AttributeError):
-            rc = None
-        if isinstance(rc, int) and not isinstance(rc, bool):
-            return rc
-    os.write(2, b"\r\nworkbench: the TUI's process ended without an exit code (killed?)\r\n")
-    return 1
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        try:
-            view = view[os.write(fd, view):]
-        except BlockingIOError:
-            select.select([], [fd], [])
 
 
 def start_server(folder: Path, key: str, environ: Mapping[str, str], delay_s: float = START_DELAY_S) -> None:

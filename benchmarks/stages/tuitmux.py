@@ -8,7 +8,7 @@ Rows: first frame at 200x50 of the default command, served by the warm TUI proce
 target <= 0.5 s); the same starts in their own process (WORKBENCH_DAEMON=0); that earlier
 start's (no warm process yet); and the pane keys 2/1 pressed while the session's first run
 streams (12 presses; targets median <= 30 ms, max <= 50 ms), each from `tmux send-keys` until the
-captured screen shows the pane, on the default command's TUI (through the warm process's relay)
+captured screen shows the pane, on the default command's TUI (forked by the warm process)
 and again on one in its own process. The session is the shipped `default` with a GPU
 (`default-cpu` without), whose first run (GeLU 8192^2, five ways) streams long enough. Needs tmux
 and textual (with textual-plotext) in this Python: a row says plainly which is missing instead

@@ -6,11 +6,12 @@ One per user, Python, workbench checkout and environment (the client's `server_k
 FOLDER/t-KEY.{sock,lock,json,log}, FOLDER private to the user). It waits `--start-delay-s`, takes
 its lock (another server for KEY up: it leaves), imports Textual, the app and the command line,
 and listens. For each client of its own uid (SO_PEERCRED; any other is refused and logged) it
-reads one request (argv, working folder, environment, the pty's other end as a descriptor) and
-forks a TUI: a new session whose controlling terminal is that pty, on fds 0-2, in the client's
+reads one request (argv, working folder, environment; the client's stdin, stdout and stderr as
+descriptors) and forks a TUI: a new session on those descriptors as fds 0-2, in the client's
 folder and with its environment, running `cli.main(argv)`. The TUI tells its client its pid, then
-its exit code. The server never runs anything itself, holds no thread, and its children are
-reaped by the kernel (SIGCHLD ignored here, default in the TUI).
+its exit code, and hangs itself up when the client goes first. The server never runs anything
+itself, holds no thread, and its children are reaped by the kernel (SIGCHLD ignored here,
+default in the TUI).
 
 It leaves after `--idle-timeout-s` without a request (default IDLE_TIMEOUT_S, or
 WORKBENCH_DAEMON_IDLE_S), on SIGTERM or SIGHUP, when its socket file is removed or replaced, and
@@ -30,6 +31,7 @@ import select
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -155,7 +157,7 @@ class Server:
             return
         conn.settimeout(REQUEST_S)
         try:
-            request, fds = tui_client.read_message(conn, with_fds=1)
+            request, fds = tui_client.read_message(conn, with_fds=3)
         except (OSError, ValueError) as exc:
             _say(f"a client left or sent no request: {type(exc).__name__}: {exc}")
             return
@@ -168,7 +170,7 @@ class Server:
             listening = None if self.listener is None else self.listener.fileno()
             pid = os.fork()
             if pid == 0:
-                run_tui(conn, request, fds[0], close=[listening, self.lock_fd])  # never returns
+                run_tui(conn, request, fds, close=[listening, self.lock_fd])  # never returns
             self.served += 1
         finally:
             for fd in fds:
@@ -176,8 +178,8 @@ class Server:
 
     def _problem(self, request: dict, fds: list[int]) -> str:
         """Why the request is not served here ("" when it is)."""
-        if len(fds) != 1 or not os.isatty(fds[0]):
-            return "no terminal came with the request"
+        if len(fds) != 3 or not (os.isatty(fds[0]) and os.isatty(fds[1])):
+            return "no terminal came with the request (stdin, stdout and stderr: stdin and stdout terminals)"
         if request.get("key") != self.key:
             return f"the request is for server {request.get('key')!r}, this is {self.key}"
         if not (isinstance(request.get("argv"), list) and all(isinstance(a, str) for a in request["argv"])
@@ -210,9 +212,11 @@ def warm_imports() -> None:
     import workbench.screens.app  # noqa: F401
 
 
-def run_tui(conn: socket.socket, request: dict, terminal: int, close: list[int | None]) -> None:
-    """The forked TUI (module docstring): never returns (os._exit with the command's code, which
-    its client gets first)."""
+def run_tui(conn: socket.socket, request: dict, stdio: list[int], close: list[int | None]) -> None:
+    """The forked TUI (module docstring): a session of its own on the client's stdin, stdout and
+    stderr (`stdio`); never returns (os._exit with the command's code, which its client gets
+    first). When the client's end of `conn` closes first (the client died), it sends itself
+    SIGHUP: the app saves and leaves as on a lost terminal (screens/terminal.py)."""
     code = 1
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -223,19 +227,19 @@ def run_tui(conn: socket.socket, request: dict, terminal: int, close: list[int |
             if fd is not None:
                 os.close(fd)
         os.setsid()
-        import fcntl
-        import termios
-
-        fcntl.ioctl(terminal, termios.TIOCSCTTY, 0)
-        for fd in (0, 1, 2):
-            os.dup2(terminal, fd)
-        os.close(terminal)
+        for target, fd in enumerate(stdio):
+            os.dup2(fd, target)
+        for fd in stdio:
+            if fd > 2:
+                os.close(fd)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update({str(k): str(v) for k, v in request["env"].items()})
         _stdio_on_terminal(str(request.get("encoding") or "utf-8"))
         sys.argv = ["workbench", *request["argv"]]
         tui_client.send_message(conn, {"pid": os.getpid()})
+        threading.Thread(target=_hang_up_without_client, args=(conn,), name="workbench-tui-client",
+                         daemon=True).start()
         from workbench.cli.main import main
 
         code = main(request["argv"])
@@ -255,6 +259,18 @@ def run_tui(conn: socket.socket, request: dict, terminal: int, close: list[int |
         except Exception:
             pass
         os._exit(code)
+
+
+def _hang_up_without_client(conn: socket.socket) -> None:
+    """SIGHUP to this process once the client's end of `conn` is closed (the client never sends
+    after its request)."""
+    try:
+        conn.setblocking(True)
+        while conn.recv(1 << 12):
+            pass
+    except OSError:
+        pass
+    os.kill(os.getpid(), signal.SIGHUP)
 
 
 def _stdio_on_terminal(encoding: str) -> None:
