@@ -92,4 +92,8 @@ EOF
 trap '"$V/workbench" --daemon-stop > /dev/null 2>&1; rm -rf "$WORK"' EXIT
 "$V/workbench" --replay smoke-quick -o smoke.json
 "$V/python" -c "import json; d = json.load(open('smoke.json')); print('smoke-quick rows:', len(d['results']), 'provenance:', d['provenance']['workbench'])"
+# the TUI twice on a pseudo-terminal: in its own process, then forked by the warm TUI process it left
+mkdir -m 700 "$WORK/daemons"
+WORKBENCH_DAEMON_DIR="$WORK/daemons" XDG_DATA_HOME="$WORK/data" "$V/python" "$ROOT/.ci/tui_warm_check.py"
+WORKBENCH_DAEMON_DIR="$WORK/daemons" "$V/workbench" --daemon-stop
 echo "wheel job: ok ($WHEEL, ${SECONDS}s)"
