@@ -339,6 +339,28 @@ def test_a_server_whose_imported_code_changed_refuses_and_leaves(folder, tmp_pat
     assert tui_server.changed_files({str(tmp_path / "gone.py"): 1}) == [str(tmp_path / "gone.py")]
 
 
+def test_a_start_that_fails_in_the_server_leaves_it_serving(folder, monkeypatch):
+    """A fork that fails (or any one start's trouble) is logged; the server goes on."""
+    server = tui_server.Server(folder, "0123456789abcdef", 60)
+    server.listener = server._listen()
+    master, slave = os.openpty()
+    monkeypatch.setattr(tui_server.os, "fork", lambda: (_ for _ in ()).throw(OSError(12, "no memory")))
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        client.connect(str(server.files["sock"]))
+        tui_client.send_message(client, {"argv": [], "cwd": "/", "env": {}, "key": "0123456789abcdef"},
+                                [slave, slave, slave])
+        server._step()
+        assert server.leaving == "" and server.served == 0
+        client.settimeout(2)
+        assert client.recv(16) == b""  # its connection closed: the client runs the TUI itself
+    finally:
+        client.close()
+        server._close()
+        os.close(master)
+        os.close(slave)
+
+
 def test_a_planted_pid_is_never_signalled(folder):
     sleeper = subprocess.Popen(["sleep", "30"])
     try:

@@ -139,7 +139,10 @@ class Server:
             except OSError:
                 return
             with conn:
-                self._serve(conn)
+                try:
+                    self._serve(conn)
+                except Exception as exc:  # one client's trouble (a fork that failed, a peer gone) ends only its start
+                    _say(f"a start failed: {type(exc).__name__}: {exc}")
             self.last_request = time.monotonic()
             return
         try:
