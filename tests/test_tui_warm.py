@@ -6,10 +6,12 @@ the exit code, the client's folder and environment), the fallback that starts on
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import select
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -82,12 +84,17 @@ def _set_size(fd: int, cols: int, rows: int) -> None:
 class Terminal:
     """A pseudo-terminal the client runs on (its controlling terminal), read into `screen_bytes`."""
 
-    def __init__(self, env: dict[str, str], argv: list[str], cwd: Path):
+    def __init__(self, env: dict[str, str], argv: list[str], cwd: Path, setup=None):
         self.master, slave = os.openpty()
         _set_size(slave, 160, 45)
+
+        def preexec() -> None:
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+            if setup is not None:
+                setup()
+
         self.proc = subprocess.Popen([sys.executable, "-m", "workbench", *argv], stdin=slave, stdout=slave,
-                                     stderr=slave, env=env, cwd=cwd, start_new_session=True,
-                                     preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+                                     stderr=slave, env=env, cwd=cwd, start_new_session=True, preexec_fn=preexec)
         os.close(slave)
         self.data = b""
 
@@ -178,21 +185,36 @@ def test_a_tui_started_through_the_warm_process_keys_resize_and_exit(folder, tmp
     server = _start_server(folder, env)
     cwd = tmp_path / "here"
     cwd.mkdir()
-    term = Terminal(env, ["default-cpu"], cwd)
+    cpu = min(os.sched_getaffinity(0))
+
+    def setup() -> None:  # what the command's process carries besides its environment
+        os.umask(0o027)
+        os.nice(3)
+        os.sched_setaffinity(0, {cpu})
+
+    term = Terminal(env, ["default-cpu"], cwd, setup)
     try:
         term.read_until(lambda text: b"Quit" in text, 60)
         (tui_pid,) = _children(server.pid)
+        status = Path(f"/proc/{tui_pid}/status").read_text()
+        assert "\nUmask:\t0027\n" in status and f"\nCpus_allowed_list:\t{cpu}\n" in status
+        assert Path(f"/proc/{tui_pid}/stat").read_text().rsplit(")", 1)[1].split()[16] == "3"  # nice
         assert os.path.realpath(f"/proc/{tui_pid}/cwd") == str(cwd.resolve())
         assert b"WB_WARM_TEST_MARK=present" in Path(f"/proc/{tui_pid}/environ").read_bytes().split(b"\0")
         # on the client's own terminal, in a session of its own whose controlling terminal it is not
         for fd in (0, 1, 2):
             assert os.readlink(f"/proc/{tui_pid}/fd/{fd}") == os.readlink(f"/proc/{term.proc.pid}/fd/{fd}")
         assert os.getsid(tui_pid) == tui_pid
+        assert Path(f"/proc/{tui_pid}/comm").read_text().strip() == "workbench-tui"
         assert Path(f"/proc/{tui_pid}/stat").read_text().rsplit(")", 1)[1].split()[4] == "0"  # tty_nr: none
         seen = len(term.data)
         _set_size(term.master, 120, 40)  # SIGWINCH to the client, the terminal's foreground job
         # a frame of the new size: its last cell drawn at row 40, column 120 (it was 45;160)
         term.read_until(lambda text: b"\x1b[40;120H" in term.data[seen:], 20)
+        os.kill(term.proc.pid, signal.SIGTSTP)  # ctrl+z at the command: the TUI stops, then the command
+        _wait_for(lambda: _state(tui_pid) == "T" and _state(term.proc.pid) == "T", 10, "both stopped")
+        os.kill(term.proc.pid, signal.SIGCONT)  # fg: the command goes on, then the TUI
+        _wait_for(lambda: _state(tui_pid) in "SR" and _state(term.proc.pid) in "SR", 10, "both continued")
         seen = len(term.data)
         os.write(term.master, b"?")  # the help screen
         term.read_until(lambda text: len(term.data) > seen and b"Help" in ANSI.sub(b"", term.data[seen:]), 20)
@@ -207,6 +229,10 @@ def test_a_tui_started_through_the_warm_process_keys_resize_and_exit(folder, tmp
         term.close()
         tui_client.stop_servers(folder)
         server.wait(timeout=10)
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
 def _gone(pid: int) -> bool:
@@ -322,7 +348,7 @@ def test_a_server_whose_imported_code_changed_refuses_and_leaves(folder, tmp_pat
     server = tui_server.Server(folder, "0123456789abcdef", 60)
     server.snapshot = {str(source): source.stat().st_mtime_ns}
     master, slave = os.openpty()
-    request = {"argv": [], "cwd": "/", "env": {}, "key": "0123456789abcdef"}
+    request = {"argv": [], "cwd": "/", "env": {}, "key": "0123456789abcdef", "process": tui_client.process_attributes()}
     try:
         stdio = [slave, slave, slave]
         assert server._problem(request, stdio) == ""
@@ -348,7 +374,8 @@ def test_a_start_that_fails_in_the_server_leaves_it_serving(folder, monkeypatch)
     client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         client.connect(str(server.files["sock"]))
-        tui_client.send_message(client, {"argv": [], "cwd": "/", "env": {}, "key": "0123456789abcdef"},
+        tui_client.send_message(client, {"argv": [], "cwd": "/", "env": {}, "key": "0123456789abcdef",
+                                         "process": tui_client.process_attributes()},
                                 [slave, slave, slave])
         server._step()
         assert server.leaving == "" and server.served == 0
@@ -359,6 +386,78 @@ def test_a_start_that_fails_in_the_server_leaves_it_serving(folder, monkeypatch)
         server._close()
         os.close(master)
         os.close(slave)
+
+
+def test_a_removed_working_folder_runs_the_command_here(monkeypatch, folder):
+    def gone() -> str:
+        raise FileNotFoundError(2, "No such file or directory")
+
+    monkeypatch.setattr(tui_client.os, "getcwd", gone)
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with mine, theirs:
+        assert tui_client._run_attached(mine, [], {}, folder, "0123456789abcdef") is None
+        theirs.setblocking(False)
+        with pytest.raises(BlockingIOError):  # nothing was sent
+            theirs.recv(10)
+
+
+@pytest.mark.slow
+def test_the_server_refuses_another_cgroup_and_a_tui_takes_the_commands_limits(folder):
+    server = tui_server.Server(folder, "0123456789abcdef", 60)
+    master, slave = os.openpty()
+    process = tui_client.process_attributes()
+    request = {"argv": [], "cwd": "/", "env": {}, "key": "0123456789abcdef", "process": process}
+    try:
+        assert server._problem(request, [slave] * 3) == ""
+        assert "cgroup" in server._problem({**request, "process": {**process, "cgroup": "0::/elsewhere\n"}},
+                                           [slave] * 3)
+        assert "process attributes" in server._problem({k: v for k, v in request.items() if k != "process"},
+                                                       [slave] * 3)
+    finally:
+        os.close(master)
+        os.close(slave)
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    lower = {**process, "rlimits": {"RLIMIT_NOFILE": [min(soft, 512), min(hard, 1024)]}, "umask": 0o077}
+    code = ("import os, resource, sys, json; from workbench.cli import tui_server as t; "
+            "p = t.apply_process_attributes(json.loads(sys.argv[1])); "
+            "print(p or 'ok', oct(os.umask(0)), resource.getrlimit(resource.RLIMIT_NOFILE))")
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(lower)], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split()[:2] == ["ok", "0o77"], done.stdout + done.stderr
+    assert f"({min(soft, 512)}, {min(hard, 1024)})" in done.stdout
+    if os.getuid() != 0:  # a lower nice value needs a privilege: refused, the client runs the TUI itself
+        higher = {**process, "nice": process["nice"] - 1}
+        done = subprocess.run([sys.executable, "-c", code, json.dumps(higher)], capture_output=True, text=True)
+        assert done.stdout.startswith("cannot run as the command would")
+
+
+@pytest.mark.slow
+def test_a_server_replaced_for_changed_code_gives_way_to_a_fresh_one(folder, tmp_path):
+    """The refused start asks for a fresh server while the old one is still leaving: the new one
+    waits for its lock and then serves; a server in its start delay is listed and stopped."""
+    env = _client_env(folder, tmp_path)
+    old = _start_server(folder, env)
+    key = tui_client.server_key(env)
+    tui_client.start_server(folder, key, env, delay_s=0.0, replacing=True)
+    time.sleep(0.5)
+    old.terminate()
+    assert old.wait(timeout=10) == 0
+    _wait_for(lambda: [s.get("pid") for s in tui_client.list_servers(folder)] not in ([], [None], [old.pid]), 20,
+              "the fresh server")
+    _wait_for(lambda: tui_client.server_files(folder, key)["sock"].exists(), 60, "the fresh server's socket")
+    assert len(tui_client.stop_servers(folder)) == 1
+    delayed = subprocess.Popen([sys.executable, "-P", "-m", tui_client.SERVER_MODULE, "--dir", str(folder), "--key",
+                                key, "--start-delay-s", "30"], env=env, cwd="/")
+    try:
+        _wait_for(lambda: [s.get("pid") for s in tui_client.list_servers(folder)] == [delayed.pid], 20,
+                  "the delayed server listed")
+        assert [s["pid"] for s in tui_client.stop_servers(folder)] == [delayed.pid]
+        assert delayed.wait(timeout=10) == 0
+    finally:
+        if delayed.poll() is None:
+            delayed.kill()
+            delayed.wait()
 
 
 def test_a_planted_pid_is_never_signalled(folder):

@@ -54,13 +54,18 @@ DAEMON_ON = ("", "1", "on", "yes", "true")
 ENV_VOLATILE = frozenset({"_", "OLDPWD", "PWD", "SHLVL", "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "SSH_AUTH_SOCK",
                           "TMUX", "TMUX_PANE", "STY", "WINDOW", "WINDOWID", "TERM_SESSION_ID", "ITERM_SESSION_ID",
                           "KITTY_WINDOW_ID", "WEZTERM_PANE", "ALACRITTY_WINDOW_ID", "XDG_SESSION_ID", "XDG_VTNR",
-                          "GPG_TTY", "KRB5CCNAME", "MOTD_SHOWN", "LINES", "COLUMNS", "WORKBENCH_DAEMON_IDLE_S"})
+                          "GPG_TTY", "KRB5CCNAME", "MOTD_SHOWN", "LINES", "COLUMNS", "WORKBENCH_DAEMON_IDLE_S",
+                          "PS1", "PS2", "PS3", "PS4", "PROMPT_COMMAND", "DISPLAY", "XAUTHORITY", "HISTFILE"})
 ENV_VOLATILE_PREFIXES = ("VSCODE_",)
 CONNECT_S = 1.0   # connect and send; the server answers a live request in milliseconds
 REPLY_S = 5.0     # the forked TUI's first word (its pid) or the server's refusal
 SIGNAL_GRACE_S = 5.0  # a TUI given this process's SIGTERM (SIGHUP, SIGINT) has this long to leave
-# what this process gets as the terminal's foreground job and passes on to the TUI
-FORWARDED = (signal.SIGWINCH, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+# what this process gets as the terminal's foreground job and passes on to the TUI (SIGTSTP
+# through _suspend: the TUI stops first, this process after it; the SIGCONT that ends it goes on
+# from there, once: Textual takes the terminal again at each)
+FORWARDED = (signal.SIGWINCH, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGTSTP)
+ENDING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)  # the TUI is expected to leave
+TSTP_WAIT_S = 0.5  # ctrl+z: how long the TUI has to stop itself on SIGTSTP before it gets SIGSTOP
 # a TUI killed mid-frame leaves the alternate screen, mouse reporting and a hidden cursor on
 TERMINAL_RESET = b"\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1015l\x1b[?2004l\x1b[?1004l\x1b[<u\x1b[?1049l\x1b[?25h"
 START_DELAY_S = 2.0  # a server started by a TUI start imports after this: not beside its first frame
@@ -176,8 +181,11 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
 
 def _run_attached(sock: socket.socket, argv: list[str], environ: Mapping[str, str], folder: Path, key: str
                   ) -> int | None:
-    request = {"argv": list(argv), "cwd": os.getcwd(), "env": dict(environ), "key": key,
-               "encoding": sys.stdout.encoding or "utf-8"}
+    try:
+        request = {"argv": list(argv), "cwd": os.getcwd(), "env": dict(environ), "key": key,
+                   "encoding": sys.stdout.encoding or "utf-8", "process": process_attributes()}
+    except OSError:  # a working folder that was removed: the command in process says what it can
+        return None
     try:
         send_message(sock, request, [0, 1, 2])
         sock.settimeout(REPLY_S)
@@ -187,9 +195,27 @@ def _run_attached(sock: socket.socket, argv: list[str], environ: Mapping[str, st
     pid = reply.get("pid")
     if not isinstance(pid, int) or isinstance(pid, bool):  # refused: its code changed (it leaves), or no TUI there
         if reply.get("restart"):
-            start_server(folder, key, environ, delay_s=0.0)
+            start_server(folder, key, environ, replacing=True)
         return None
     return _wait(sock, pid)
+
+
+def process_attributes() -> dict:
+    """What a process inherits besides its environment and that a TUI forked by the server must
+    take from this one to run as it would here (tui_server.apply_process_attributes): umask,
+    CPU affinity, nice value, resource limits, and the cgroup (the server refuses another's)."""
+    import resource
+
+    mask = os.umask(0)
+    os.umask(mask)
+    limits = {name: list(resource.getrlimit(getattr(resource, name)))
+              for name in dir(resource) if name.startswith("RLIMIT_")}
+    try:
+        cgroup = Path("/proc/self/cgroup").read_text()
+    except OSError:
+        cgroup = ""
+    return {"umask": mask, "affinity": sorted(os.sched_getaffinity(0)),
+            "nice": os.getpriority(os.PRIO_PROCESS, 0), "rlimits": limits, "cgroup": cgroup}
 
 
 def _wait(sock: socket.socket, pid: int) -> int:
@@ -246,11 +272,14 @@ def _wait_loop(sock: socket.socket, pid: int, wake_r: int) -> int | None:
             continue
         if wake_r in readable:
             for signum in os.read(wake_r, 64):
+                if signum == signal.SIGTSTP:
+                    _suspend(pid)
+                    continue
                 try:
                     os.kill(pid, signum)
                 except OSError:
                     pass
-                if signum != signal.SIGWINCH and signalled is None:
+                if signum in ENDING and signalled is None:
                     signalled = time.monotonic()
         if sock.fileno() in readable:
             try:
@@ -270,6 +299,49 @@ def _wait_loop(sock: socket.socket, pid: int, wake_r: int) -> int | None:
     return rc if isinstance(rc, int) and not isinstance(rc, bool) else None
 
 
+def _suspend(pid: int) -> None:
+    """ctrl+z (SIGTSTP) at this process, the terminal's foreground job: the TUI suspends first
+    (Textual puts the terminal back and stops itself; before the app, at the trust question,
+    SIGSTOP after TSTP_WAIT_S: in a session of its own its group is orphaned and a SIGTSTP would
+    be discarded), then this process stops (SIGSTOP, as Textual does), and the shell has the
+    terminal. Continued in the foreground (fg), the TUI is continued (Textual takes the terminal
+    again); continued in the background (bg), this process stops again, as a TUI touching the
+    terminal from the background would, and the TUI stays stopped until `fg`."""
+    try:
+        for signum in (signal.SIGTSTP, signal.SIGSTOP):
+            os.kill(pid, signum)
+            deadline = time.monotonic() + TSTP_WAIT_S
+            while not _stopped(pid) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            if _stopped(pid):
+                break
+    except OSError:
+        return
+    os.kill(os.getpid(), signal.SIGSTOP)  # stops here until SIGCONT
+    while not _foreground():
+        os.kill(os.getpid(), signal.SIGSTOP)
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except OSError:
+        pass
+
+
+def _stopped(pid: int) -> bool:
+    """Whether `pid` is stopped (/proc state T) or gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "TtZX"
+    except (OSError, IndexError):
+        return True
+
+
+def _foreground() -> bool:
+    """Whether this process's group is the terminal's foreground group (True without a terminal)."""
+    try:
+        return os.tcgetpgrp(0) == os.getpgrp()
+    except OSError:
+        return True
+
+
 def _has_message(data: bytes) -> bool:
     return len(data) >= HEADER.size and len(data) >= HEADER.size + HEADER.unpack(data[:HEADER.size])[0]
 
@@ -283,16 +355,18 @@ def _write_all(fd: int, data: bytes) -> None:
         pass
 
 
-def start_server(folder: Path, key: str, environ: Mapping[str, str], delay_s: float = START_DELAY_S) -> None:
+def start_server(folder: Path, key: str, environ: Mapping[str, str], delay_s: float = START_DELAY_S,
+                 replacing: bool = False) -> None:
     """Start this user's warm TUI server for `key` in the background (a session of its own, cwd /,
     `python -P`, output to its log; it imports after `delay_s`); nothing when one is up or
-    starting (it holds its lock)."""
+    starting (it holds its lock), unless `replacing` one that is leaving (the new one waits for
+    its lock)."""
     from workbench.engine.daemon.folder import lock_held
 
     import subprocess
 
     files = server_files(folder, key)
-    if lock_held(files["lock"]):
+    if not replacing and lock_held(files["lock"]):
         return
     try:
         log = os.open(files["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)

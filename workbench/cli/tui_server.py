@@ -42,6 +42,7 @@ from workbench.engine.daemon.folder import private_folder, try_lock
 IDLE_TIMEOUT_S = 3600.0  # an hour without a TUI start
 WATCH_S = 1.0  # how often the loop looks at the idle clock and the socket file
 REQUEST_S = 2.0  # a client's request must arrive within this after it connected
+LOCK_WAIT_S = 3.0  # a server started to replace one that is leaving waits this long for its lock
 
 
 def imported_files() -> dict[str, int]:
@@ -82,16 +83,28 @@ class Server:
         self.served = 0
         self.leaving = ""
 
-    def serve(self) -> int:
+    def serve(self, start_delay_s: float = 0.0) -> int:
+        """Take the lock (waiting up to LOCK_WAIT_S for a server that is leaving), write the info
+        file, wait `start_delay_s` (listed and stoppable meanwhile), import, serve until leaving."""
         private_folder(self.folder)
-        self.lock_fd = try_lock(self.files["lock"])
-        if self.lock_fd is None:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while (lock_fd := try_lock(self.files["lock"])) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if lock_fd is None:
             _say(f"another server holds {self.files['lock']}: leaving")
             return 0
+        self.lock_fd = lock_fd
         _write_private_json(self.files["json"], {"pid": os.getpid(), "key": self.key, "python": sys.executable,
                                                  "started": time.time(), "idle_timeout_s": self.idle_timeout_s})
         signal.signal(signal.SIGTERM, self._leave)
         signal.signal(signal.SIGHUP, self._leave)
+        delay_end = time.monotonic() + start_delay_s
+        while not self.leaving and time.monotonic() < delay_end:
+            time.sleep(min(0.05, max(0.0, delay_end - time.monotonic())))
+        if self.leaving:
+            self._close()
+            _say(f"leaving before its start: {self.leaving}")
+            return 0
         warm_imports()
         self.snapshot = imported_files()
         self.listener = self._listen()
@@ -188,6 +201,11 @@ class Server:
         if not (isinstance(request.get("argv"), list) and all(isinstance(a, str) for a in request["argv"])
                 and isinstance(request.get("cwd"), str) and isinstance(request.get("env"), dict)):
             return "a malformed request"
+        process = request.get("process")
+        if not isinstance(process, dict):
+            return "a malformed request (no process attributes)"
+        if process.get("cgroup") != _own_cgroup():
+            return "the command runs in another cgroup than the server"
         changed = changed_files(self.snapshot)
         if changed:
             self.leaving = f"{len(changed)} imported file(s) changed, {changed[0]} first"
@@ -230,11 +248,16 @@ def run_tui(conn: socket.socket, request: dict, stdio: list[int], close: list[in
             if fd is not None:
                 os.close(fd)
         os.setsid()
+        _name_process(b"workbench-tui")
         for target, fd in enumerate(stdio):
             os.dup2(fd, target)
         for fd in stdio:
             if fd > 2:
                 os.close(fd)
+        problem = apply_process_attributes(request["process"])
+        if problem:
+            tui_client.send_message(conn, {"refused": problem})
+            os._exit(0)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update({str(k): str(v) for k, v in request["env"].items()})
@@ -262,6 +285,46 @@ def run_tui(conn: socket.socket, request: dict, stdio: list[int], close: list[in
         except Exception:
             pass
         os._exit(code)
+
+
+def apply_process_attributes(process: dict) -> str:
+    """Take on the client's umask, CPU affinity, nice value and resource limits
+    (tui_client.process_attributes): a TUI runs as it would have in the client's process. Returns
+    why that cannot be ("" when done): a lower nice value or a higher hard limit than the
+    server's needs a privilege; the client then runs the TUI itself."""
+    import resource
+
+    try:
+        os.umask(int(process["umask"]))
+        os.sched_setaffinity(0, [int(cpu) for cpu in process["affinity"]])
+        nice = int(process["nice"])
+        if nice != os.getpriority(os.PRIO_PROCESS, 0):
+            os.setpriority(os.PRIO_PROCESS, 0, nice)
+        for name, (soft, hard) in process["rlimits"].items():
+            which = getattr(resource, str(name), None)
+            if which is not None and resource.getrlimit(which) != (soft, hard):
+                resource.setrlimit(which, (int(soft), int(hard)))
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        return f"cannot run as the command would ({type(exc).__name__}: {exc})"
+    return ""
+
+
+def _name_process(name: bytes) -> None:
+    """The process's name (`ps -o comm`, top, pgrep without -f; Linux prctl PR_SET_NAME, at most
+    15 bytes): a forked TUI keeps the server's command line, not its name."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name[:15]), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _own_cgroup() -> str:
+    try:
+        return Path("/proc/self/cgroup").read_text()
+    except OSError:
+        return ""
 
 
 def _hang_up_without_client(conn: socket.socket) -> None:
@@ -306,8 +369,7 @@ def main(argv: list[str] | None = None) -> int:
                         default=float(os.environ.get("WORKBENCH_DAEMON_IDLE_S") or IDLE_TIMEOUT_S))
     parser.add_argument("--start-delay-s", type=float, default=0.0)
     args = parser.parse_args(argv)
-    time.sleep(max(0.0, args.start_delay_s))
-    return Server(args.dir, args.key, args.idle_timeout_s).serve()
+    return Server(args.dir, args.key, args.idle_timeout_s).serve(max(0.0, args.start_delay_s))
 
 
 if __name__ == "__main__":
