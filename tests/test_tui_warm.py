@@ -98,29 +98,29 @@ class Terminal:
         os.close(slave)
         self.data = b""
 
+    def _read(self) -> bool:
+        """Whatever the terminal shows within 0.1 s into `data`; False once it cannot be read."""
+        if select.select([self.master], [], [], 0.1)[0]:
+            try:
+                self.data += os.read(self.master, 1 << 16)
+            except OSError:
+                return False
+        return True
+
     def read_until(self, predicate, timeout_s: float) -> bytes:
         deadline = time.monotonic() + timeout_s
         while not predicate(ANSI.sub(b"", self.data)):
             if time.monotonic() > deadline:
                 raise AssertionError(f"not seen within {timeout_s} s; the last output: {ANSI.sub(b'', self.data)[-600:]!r}")
-            ready, _, _ = select.select([self.master], [], [], 0.1)
-            if ready:
-                try:
-                    self.data += os.read(self.master, 1 << 16)
-                except OSError:
-                    break
+            if not self._read():
+                break
         return ANSI.sub(b"", self.data)
 
     def drain(self, timeout_s: float) -> int:
-        """Read until the client exits; its exit code."""
+        """Read until the client exits (a TUI whose output nobody reads blocks); its exit code."""
         deadline = time.monotonic() + timeout_s
         while self.proc.poll() is None and time.monotonic() < deadline:
-            ready, _, _ = select.select([self.master], [], [], 0.1)
-            if ready:
-                try:
-                    self.data += os.read(self.master, 1 << 16)
-                except OSError:
-                    pass
+            self._read()
         return self.proc.wait(timeout=1)
 
     def close(self) -> None:
