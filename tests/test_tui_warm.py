@@ -289,6 +289,26 @@ def test_without_a_server_the_tui_runs_here_and_one_is_started_for_next_time(fol
 
 
 @pytest.mark.slow
+def test_a_hung_server_is_killed_and_replaced_and_the_tui_runs_here(folder, tmp_path, monkeypatch, capfd):
+    env = _client_env(folder, tmp_path)
+    hung = _start_server(folder, env)
+    os.kill(hung.pid, signal.SIGSTOP)  # accepts in the kernel's backlog, never answers
+    monkeypatch.setattr(tui_client.os, "isatty", lambda fd: True)
+    monkeypatch.setattr(tui_client, "REPLY_S", 1.0)
+    try:
+        assert tui_client.attach(["default-cpu"], env) is None
+        assert hung.wait(timeout=10) == -signal.SIGKILL
+        assert f"warm TUI process (pid {hung.pid}) did not answer in 1 s" in capfd.readouterr().err
+        _wait_for(lambda: [s.get("pid") for s in tui_client.list_servers(folder)] not in ([], [None], [hung.pid]), 30,
+                  "the fresh server")
+    finally:
+        if hung.poll() is None:
+            hung.kill()
+            hung.wait()
+        tui_client.stop_servers(folder)
+
+
+@pytest.mark.slow
 def test_daemon_list_and_stop_name_the_warm_tui_process(folder, tmp_path):
     env = _client_env(folder, tmp_path)
     server = _start_server(folder, env)

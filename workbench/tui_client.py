@@ -190,6 +190,9 @@ def _run_attached(sock: socket.socket, argv: list[str], environ: Mapping[str, st
         send_message(sock, request, [0, 1, 2])
         sock.settimeout(REPLY_S)
         reply, _ = read_message(sock)
+    except TimeoutError:
+        _stop_hung(folder, key, environ)
+        return None
     except (OSError, ValueError):
         return None
     pid = reply.get("pid")
@@ -198,6 +201,22 @@ def _run_attached(sock: socket.socket, argv: list[str], environ: Mapping[str, st
             start_server(folder, key, environ, replacing=True)
         return None
     return _wait(sock, pid)
+
+
+def _stop_hung(folder: Path, key: str, environ: Mapping[str, str]) -> None:
+    """The server took the request and said nothing within REPLY_S (stopped, hung): it is killed
+    (its pid verified) and a fresh one started, with one line; this start runs in process (the
+    TUI forked late, if any, finds its client gone and hangs itself up)."""
+    files = server_files(folder, key)
+    pid = _read_info(files["json"]).get("pid")
+    if isinstance(pid, int) and server_pid_verified(pid, folder):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    os.write(2, f"workbench: the warm TUI process (pid {pid}) did not answer in {REPLY_S:g} s: stopped; "
+                f"this TUI runs in its own process\n".encode())
+    start_server(folder, key, environ, replacing=True)
 
 
 def process_attributes() -> dict:

@@ -263,7 +263,10 @@ def run_tui(conn: socket.socket, request: dict, stdio: list[int], close: list[in
         os.environ.update({str(k): str(v) for k, v in request["env"].items()})
         _stdio_on_terminal(str(request.get("encoding") or "utf-8"))
         sys.argv = ["workbench", *request["argv"]]
-        tui_client.send_message(conn, {"pid": os.getpid()})
+        try:
+            tui_client.send_message(conn, {"pid": os.getpid()})
+        except OSError:  # the client gave up waiting and runs the TUI itself
+            os._exit(1)
         threading.Thread(target=_hang_up_without_client, args=(conn,), name="workbench-tui-client",
                          daemon=True).start()
         from workbench.cli.main import main
