@@ -148,8 +148,8 @@ def _note_kept_idle(doc: dict, choice: DaemonChoice, note: Callable[[str], None]
 
 def run_daemon_list(args: argparse.Namespace, env: Env) -> int:
     """The engine daemons, then the warm TUI processes (kind "tui"), of the daemon folder."""
-    from workbench.tui_client import list_servers
     from workbench.engine.daemon.client import list_daemons
+    from workbench.tui_client import list_servers
 
     folder = daemon_choice(args).folder()
     daemons = list_daemons(folder)  # checks the folder first (DaemonError: nothing read)
@@ -159,8 +159,8 @@ def run_daemon_list(args: argparse.Namespace, env: Env) -> int:
 def run_daemon_stop(args: argparse.Namespace, env: Env) -> int:
     """Stop the engine daemons and the warm TUI processes of the daemon folder (a TUI already
     started from one runs on)."""
-    from workbench.tui_client import stop_servers
     from workbench.engine.daemon.client import stop_daemons
+    from workbench.tui_client import stop_servers
 
     folder = daemon_choice(args).folder()
     daemons = stop_daemons(folder)
