@@ -160,6 +160,23 @@ def test_only_a_tui_start_on_a_terminal_is_served(monkeypatch, argv, served):
     assert not tui_client.eligible(argv, {})
 
 
+@pytest.mark.slow
+def test_interpreter_options_and_another_workbench_are_not_served(folder, tmp_path):
+    """A Python run with -O, -X dev, -W ... is not served (the server's would not share them),
+    and a server whose Python imports workbench from elsewhere than the client's leaves."""
+    code = "from workbench import tui_client; print(tui_client.interpreter_options())"
+    for option, shown in (("-O", "optimize"), ("-Xdev", "dev_mode"), ("-Werror", "-W error")):
+        done = subprocess.run([sys.executable, option, "-c", code], capture_output=True, text=True, timeout=60)
+        assert shown in done.stdout, (option, done.stdout, done.stderr)
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"
+    env = _client_env(folder, tmp_path)
+    other = subprocess.run([sys.executable, "-P", "-m", tui_client.SERVER_MODULE, "--dir", str(folder), "--key",
+                            "0123456789abcdef", "--package", str(tmp_path / "workbench")], env=env, cwd="/",
+                           capture_output=True, text=True, timeout=60)
+    assert other.returncode == 0 and "not serving" in other.stdout
+    assert not list(folder.glob("t-*"))
+
+
 def test_the_key_ignores_a_logins_own_variables_and_follows_the_rest():
     base = {"HOME": "/root", "TERM": "xterm-256color", "SSH_CONNECTION": "1 2 3 4", "TMUX_PANE": "%1"}
     assert tui_client.server_key(base) == tui_client.server_key({**base, "SSH_CONNECTION": "5 6 7 8", "PWD": "/x",

@@ -79,9 +79,18 @@ def eligible(argv: list[str], environ: Mapping[str, str]) -> bool:
     """Whether this command line is a TUI start the warm server may run (module docstring)."""
     if sys.platform != "linux" or environ.get("WORKBENCH_DAEMON", "").strip().lower() not in DAEMON_ON:
         return False
-    if not (os.isatty(0) and os.isatty(1)):
+    if not (os.isatty(0) and os.isatty(1)) or interpreter_options():
         return False
     return all(not arg.startswith("-") or arg.split("=", 1)[0] in TUI_FLAGS for arg in argv)
+
+
+def interpreter_options() -> list[str]:
+    """The options this Python runs with that a server started as `python -P` would not share
+    (-O, -X dev, -W, -X ..., -v, -d, -i, -E, -s, -I): a command with any runs in process."""
+    flags = sys.flags
+    given = [name for name in ("optimize", "dev_mode", "verbose", "debug", "inspect", "ignore_environment",
+                               "no_user_site", "isolated") if getattr(flags, name, 0)]
+    return given + [f"-W {w}" for w in sys.warnoptions] + [f"-X {x}" for x in sys._xoptions]
 
 
 def server_key(environ: Mapping[str, str]) -> str:
@@ -89,9 +98,15 @@ def server_key(environ: Mapping[str, str]) -> str:
     executable and prefix, where workbench is imported from, and the environment but for
     ENV_VOLATILE (Textual and the app read some of it while importing)."""
     env = {k: v for k, v in environ.items() if k not in ENV_VOLATILE and not k.startswith(ENV_VOLATILE_PREFIXES)}
-    what = {"python": sys.executable, "prefix": sys.prefix, "package": str(Path(__file__).resolve().parent),
-            "env": env}
+    what = {"python": sys.executable, "prefix": sys.prefix, "package": package_folder(), "env": env}
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def package_folder() -> str:
+    """The folder of the workbench package this process imported (a checkout on sys.path through
+    the working folder may shadow the installed one: the server, started as `python -P` from /,
+    checks it imports the same)."""
+    return str(Path(__file__).resolve().parent)
 
 
 def server_files(folder: Path, key: str) -> dict[str, Path]:
@@ -393,7 +408,7 @@ def start_server(folder: Path, key: str, environ: Mapping[str, str], delay_s: fl
         return
     try:
         subprocess.Popen([sys.executable, "-P", "-m", SERVER_MODULE, "--dir", str(folder), "--key", key,
-                          "--start-delay-s", f"{delay_s:g}"],
+                          "--start-delay-s", f"{delay_s:g}", "--package", package_folder()],
                          stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
                          cwd="/", env=dict(environ))
     except OSError:

@@ -371,7 +371,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-timeout-s", type=float,
                         default=float(os.environ.get("WORKBENCH_DAEMON_IDLE_S") or IDLE_TIMEOUT_S))
     parser.add_argument("--start-delay-s", type=float, default=0.0)
+    parser.add_argument("--package", default="", help="the workbench folder the client imported (checked)")
     args = parser.parse_args(argv)
+    if args.package and args.package != tui_client.package_folder():
+        _say(f"the client imported workbench from {args.package}, this Python from {tui_client.package_folder()} "
+             "(a checkout on the client's path through its working folder): not serving")
+        return 0
     return Server(args.dir, args.key, args.idle_timeout_s).serve(max(0.0, args.start_delay_s))
 
 
