@@ -70,7 +70,7 @@ def tui_parent(client: subprocess.Popen) -> str:
 
 def main() -> int:
     folder = Path(os.environ["WORKBENCH_DAEMON_DIR"])
-    env = {k: v for k, v in os.environ.items() if k != "WORKBENCH_DAEMON"}
+    env = {k: v for k, v in os.environ.items() if k not in ("WORKBENCH_DAEMON", "COLUMNS", "LINES")}
     env["TERM"] = "xterm-256color"
     for start in ("first", "second"):
         proc, master = start_on_a_terminal(env)
