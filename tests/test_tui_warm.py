@@ -170,6 +170,10 @@ def test_interpreter_options_and_another_workbench_are_not_served(folder, tmp_pa
         done = subprocess.run([sys.executable, option, "-c", code], capture_output=True, text=True, timeout=60)
         assert shown in done.stdout, (option, done.stdout, done.stderr)
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"
+    for variable, value in (("PYTHONWARNINGS", "ignore"), ("PYTHONOPTIMIZE", "1"), ("PYTHONDEVMODE", "1")):
+        shared = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                                env={**os.environ, variable: value})  # the server gets the same environment
+        assert shared.stdout.strip() == "[]", (variable, shared.stdout, shared.stderr)
     env = _client_env(folder, tmp_path)
     other = subprocess.run([sys.executable, "-P", "-m", tui_client.SERVER_MODULE, "--dir", str(folder), "--key",
                             "0123456789abcdef", "--package", str(tmp_path / "workbench")], env=env, cwd="/",

@@ -79,18 +79,30 @@ def eligible(argv: list[str], environ: Mapping[str, str]) -> bool:
     """Whether this command line is a TUI start the warm server may run (module docstring)."""
     if sys.platform != "linux" or environ.get("WORKBENCH_DAEMON", "").strip().lower() not in DAEMON_ON:
         return False
-    if not (os.isatty(0) and os.isatty(1)) or interpreter_options():
+    if not (os.isatty(0) and os.isatty(1)) or interpreter_options(environ):
         return False
     return all(not arg.startswith("-") or arg.split("=", 1)[0] in TUI_FLAGS for arg in argv)
 
 
-def interpreter_options() -> list[str]:
-    """The options this Python runs with that a server started as `python -P` would not share
-    (-O, -X dev, -W, -X ..., -v, -d, -i, -E, -s, -I): a command with any runs in process."""
-    flags = sys.flags
-    given = [name for name in ("optimize", "dev_mode", "verbose", "debug", "inspect", "ignore_environment",
-                               "no_user_site", "isolated") if getattr(flags, name, 0)]
-    return given + [f"-W {w}" for w in sys.warnoptions] + [f"-X {x}" for x in sys._xoptions]
+# interpreter flags and the environment variable that also sets each: set through the
+# environment, a server started with that environment shares them
+FLAG_VARIABLES = {"optimize": "PYTHONOPTIMIZE", "dev_mode": "PYTHONDEVMODE", "verbose": "PYTHONVERBOSE",
+                  "debug": "PYTHONDEBUG", "inspect": "PYTHONINSPECT", "no_user_site": "PYTHONNOUSERSITE",
+                  "ignore_environment": "", "isolated": ""}
+
+
+def interpreter_options(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The options this Python runs with that a server started as `python -P` with the same
+    environment would not share: command-line -O, -X dev, -W, -X ..., -v, -d, -i, -E, -s, -I
+    (their PYTHON* variables are shared; `environ`: os.environ). A command with any runs in
+    process."""
+    environ = os.environ if environ is None else environ
+    given = [name for name, variable in FLAG_VARIABLES.items()
+             if getattr(sys.flags, name, 0) and not (variable and environ.get(variable))]
+    from_env = [w for w in environ.get("PYTHONWARNINGS", "").split(",") if w]
+    from_env += ["default"] if environ.get("PYTHONDEVMODE") else []  # dev mode's own filter
+    return (given + [f"-W {w}" for w in sys.warnoptions if w not in from_env]
+            + [f"-X {x}" for x in sys._xoptions])
 
 
 def server_key(environ: Mapping[str, str]) -> str:
