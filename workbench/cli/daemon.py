@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -184,9 +183,7 @@ def _line(d: dict) -> str:
     under it the folder of the workbench it runs and its Python (two checkouts' daemons). A warm
     TUI process (kind "tui"): pid, started, idle timeout, key, Python."""
     if d.get("kind") == "tui":
-        started = d.get("started")
-        when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)) if isinstance(started, (int, float)) else "-"
-        return (f"  pid {d.get('pid')}  warm TUI process  started {when}  idle timeout {d.get('idle_timeout_s')} s  "
+        return (f"  pid {d.get('pid')}  warm TUI process  started {d.get('started')}  idle timeout {d.get('idle_timeout_s')} s  "
                 f"key {d.get('key')}\n    {d.get('python')}")
     workers = ", ".join(f"{w['device']}{'/interpreted' if w.get('interpret') else ''}"
                         f"{'' if w.get('role') == 'run' else '/' + str(w.get('role'))}{' spare' if w.get('spare') else ''}"

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from workbench import tui_client
 from workbench.engine.daemon.folder import private_folder, try_lock
+from workbench.results.provenance import utc_now_iso
 
 IDLE_TIMEOUT_S = 3600.0  # an hour without a TUI start
 WATCH_S = 1.0  # how often the loop looks at the idle clock and the socket file
@@ -95,7 +96,7 @@ class Server:
             return 0
         self.lock_fd = lock_fd
         _write_private_json(self.files["json"], {"pid": os.getpid(), "key": self.key, "python": sys.executable,
-                                                 "started": time.time(), "idle_timeout_s": self.idle_timeout_s})
+                                                 "started": utc_now_iso(), "idle_timeout_s": self.idle_timeout_s})
         signal.signal(signal.SIGTERM, self._leave)
         signal.signal(signal.SIGHUP, self._leave)
         delay_end = time.monotonic() + start_delay_s
@@ -361,7 +362,7 @@ def _write_private_json(path: Path, data: dict) -> None:
 
 
 def _say(line: str) -> None:
-    print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}", flush=True)
+    print(f"{utc_now_iso()} {line}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
