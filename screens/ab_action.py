@@ -18,7 +18,7 @@ from textual.message import Message
 from workbench.results.report_diagnosis import ab_line
 from workbench.session.model import ABSide, ImplRef, RunSpec, Session
 
-from .panes.diagnosis import DiagnosisPane
+from .panes.diagnosis import DiagnosisPane, ab_pair_problem
 
 
 class CompareDone(Message):
@@ -30,7 +30,13 @@ class CompareDone(Message):
 
 
 def ab_session(session: Session, run: RunSpec, a: tuple[str, Any], b: tuple[str, Any]) -> Session:
-    """The one-run session that times rows `a` and `b` ((label, sweep_value)) of `run`."""
+    """The one-run session that times rows `a` and `b` ((label, sweep_value)) of `run`.
+
+    Raises ValueError for a pair that is no A/B (diagnosis.ab_pair_problem: two sweep points,
+    one implementation twice)."""
+    problem = ab_pair_problem(a, b)
+    if problem:
+        raise ValueError(problem)
     refs = {ref.display: ref for ref in run.impls} if run.impls is not None else {}
     pair = tuple(refs.get(label) or ImplRef(label) for label, _ in (a, b))
     shape = dict(run.shape)

@@ -62,6 +62,14 @@ class Row:
     def flags(self) -> list[str]:
         return self.record.flags if self.record else []
 
+    @property
+    def kept(self) -> bool:
+        """The record is an earlier run's: the run after it was cancelled before this row
+        (Flag.KEPT, sessions_io.merge_results). Its figures are not this run's."""
+        from workbench.results.record import Flag, flag_kinds
+
+        return Flag.KEPT in flag_kinds(self.flags)
+
 
 @dataclass
 class RunModel:

@@ -448,6 +448,24 @@ async def test_a_cancelled_rerun_keeps_the_earlier_results_of_the_rows_it_did_no
                    for _level, line in app.log_pane.entries)
         shown = app.ws.models[0].rows
         assert all(shown[(r["label"], None)].get("timing", "median_ms") == r["timing"]["median_ms"] for r in kept)
+        # they look kept, not fresh: the status cell, the detail line, the Diagnosis pane
+        from textual.widgets import DataTable, Static
+
+        from workbench.screens.panes.diagnosis import DiagnosisPane
+
+        await pilot.pause()
+        table = app.query_one("#results-table", DataTable)
+        statuses = {str(table.get_row_at(i)[0]): str(table.get_row_at(i)[1]) for i in range(table.row_count)}
+        assert {label for label, status in statuses.items() if status == "ok (kept)"} == {r["label"] for r in kept}
+        row = next(i for i in range(table.row_count) if str(table.get_row_at(i)[0]) == kept[0]["label"])
+        table.move_cursor(row=row)
+        await pilot.pause()
+        assert "kept from an earlier run" in str(app.query_one("#row-detail", Static).render())
+        await pilot.press("6")
+        await pilot.pause()
+        pane = app.query_one(DiagnosisPane)
+        titles = [str(c) for c in pane.query_one("#diagnosis-table", DataTable).get_column_at(1)]
+        assert sum(t.endswith(" (kept)") for t in titles) == len(kept)
 
 
 @run_async

@@ -62,6 +62,44 @@ def test_ab_session_of_a_sweep_point_fixes_the_swept_field():
     assert ab.impls[0].params == {"num_warps": 8} and [s.name for s in ab.compare] == ["t8", "pytorch"]
 
 
+def test_two_sweep_points_or_one_implementation_twice_are_no_ab():
+    """Two sweep points of one implementation ended in `label 'manual' appears twice` from the
+    engine (a new user's try); two implementations at two points silently took A's point."""
+    import pytest
+
+    from workbench.screens.panes.diagnosis import ab_pair_problem
+
+    run = RunSpec(op="softmax", impls=(ImplRef("triton"), ImplRef("pytorch")),
+                  shape={"M": 4096, "N": 4096}, sweep=Sweep(("N",), (256, 1024)))
+    session = Session(name="s", runs=(run,))
+    assert ab_pair_problem(("triton", 1024), ("pytorch", 1024)) is None
+    assert ab_pair_problem(("triton", None), ("pytorch", None)) is None
+    for a, b, words in ((("triton", 256), ("triton", 1024), "triton @ 256 and triton @ 1024 are two sweep points"),
+                        (("triton", 256), ("pytorch", 1024), "two sweep points"),
+                        (("triton", None), ("triton", None), "both marked rows are triton")):
+        assert words in (ab_pair_problem(a, b) or "")
+        with pytest.raises(ValueError, match="A/B"):
+            ab_session(session, run, a, b)
+
+
+@run_async
+async def test_marking_two_sweep_points_for_an_ab_warns_and_runs_nothing(tmp_path):
+    from workbench.screens.panes.diagnosis import DiagnosisPane
+
+    seen: list = []
+    app = WorkbenchApp(None, None, engine=_ab_engine(seen), catalog_loader=lambda k, d: fake_catalog(),
+                       opener=fake_opener(), data_dir=tmp_path)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        await pilot.press("6")
+        pane = app.query_one(DiagnosisPane)
+        pane.marks = [("manual", 256), ("manual", 1024)]
+        await pilot.press("a")
+        await pilot.pause()
+        assert not seen and any("two sweep points" in str(n.message) for n in app._notifications)
+
+
 def test_traffic_pane_measured_cell_and_reason():
     from workbench.counters import unmeasured
     from workbench.screens.model import Row

@@ -58,6 +58,7 @@ class DiagnosisPane(Vertical):
         self._keys: list[tuple[str, Any]] = []
         self._findings: dict[tuple[str, Any], list[dict]] = {}
         self._reports: dict[tuple[str, Any], str] = {}
+        self._kept: dict[tuple[str, Any], bool] = {}
 
     def compose(self) -> ComposeResult:
         yield Static("", id="diagnosis-summary", classes="summary")
@@ -89,6 +90,7 @@ class DiagnosisPane(Vertical):
                           for r, record in zip(rows, records)}
         self._reports = {(r.label, r.sweep_value): report_text(r.record) for r in rows}
         self._keys = [(r.label, r.sweep_value) for r in rows]
+        self._kept = {(r.label, r.sweep_value): r.kept for r in rows}
         self.marks = [m for m in self.marks if m in self._keys]
         self._fill(rows)
         problems = sum(f["severity"] == "problem" for found in self._findings.values() for f in found)
@@ -113,7 +115,7 @@ class DiagnosisPane(Vertical):
         key = (row.label, row.sweep_value)
         found = self._findings.get(key, [])
         mark = MARKS[self.marks.index(key)] if key in self.marks else ""
-        return (mark, fmt.row_title(row.label, row.sweep_value),
+        return (mark, fmt.row_title(row.label, row.sweep_value) + (" (kept)" if row.kept else ""),
                 str(sum(f["severity"] == "problem" for f in found)), ", ".join(f["rule"] for f in found) or "-")
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -122,6 +124,10 @@ class DiagnosisPane(Vertical):
     def _show_detail(self) -> None:
         key = self._current()
         text = detail_text(fmt.row_title(*key), self._findings.get(key, [])) if key else ""
+        if key and self._kept.get(key):
+            from .timing import KEPT_TEXT
+
+            text += f"\n({KEPT_TEXT})"
         if key and self._reports.get(key):
             text += "\n\n" + self._reports[key]
         update_static(self.query_one("#diagnosis-detail", Static), Text(text))  # plain: evidence holds [ ]
@@ -145,7 +151,23 @@ class DiagnosisPane(Vertical):
         if len(self.marks) != 2:
             self.notify("mark two rows with x first (A, then B)", severity="warning")
             return
+        problem = ab_pair_problem(*self.marks)
+        if problem:
+            self.notify(problem, severity="warning")
+            return
         self.post_message(self.CompareRequested(self.marks[0], self.marks[1]))
+
+
+def ab_pair_problem(a: tuple[str, Any], b: tuple[str, Any]) -> str | None:
+    """Why rows `a` and `b` ((label, sweep_value) each) cannot be an A/B, or None. An A/B times
+    two implementations on one input: two sweep points are two inputs (one implementation at two
+    sizes is a sweep's chart, not an A/B), and one row against itself tells nothing."""
+    if a[1] is not None and b[1] is not None and a[1] != b[1]:
+        return (f"A/B times two implementations at one shape: {fmt.row_title(*a)} and "
+                f"{fmt.row_title(*b)} are two sweep points; mark two rows of one point")
+    if a[0] == b[0]:
+        return f"A/B needs two implementations: both marked rows are {fmt.printable(a[0])}"
+    return None
 
 
 def detail_text(label: str, findings: list[dict]) -> str:

@@ -37,6 +37,7 @@ COLUMNS = ("impl", "status", "median", "spread", "GB/s", "% ceil", "TFLOP/s", "n
            "check", "build", "timer", "notes")
 FIXED_COLUMNS = 4  # impl, status, median, spread: always in view while the rest scrolls
 METRIC_ORDER = tuple(charts.METRICS)
+KEPT_TEXT = "kept from an earlier run: the last run was cancelled before this row"  # Flag.KEPT's words
 STATUS_WIDTH = 16  # the whole error is on the row's detail line and in the Log pane
 
 
@@ -198,6 +199,8 @@ def table_cells(row: Row) -> tuple[str, ...]:
     status = row.status if not row.error or row.status == "ok" else f"{row.status}: {fmt.tui_text(row.error)}"
     if row.status == "skipped" and row.error == "cancelled":
         status = "cancelled"  # "skipped: cancel…" pushed the spread out of view at 80 columns
+    if row.kept:
+        status = f"{status} (kept)"  # an earlier run's figures, not this run's
     return (fmt.row_title(row.label, row.sweep_value), fit(status, STATUS_WIDTH), fmt.ms(median),
             fmt.spread(timing.p20_ms, timing.p80_ms, median),
             fmt.number(traffic.gbps), fmt.percent(traffic.pct_of_ceiling),
@@ -231,6 +234,8 @@ def row_detail(row: Row) -> Text:
     text = Text(f"{fmt.row_title(row.label, row.sweep_value)}: {row.status}", style="bold")
     if row.error and row.status != "ok":
         text.append(f": {fmt.tui_text(row.error)}", style="bold red" if row.status == "failed" else "yellow")
+    if row.kept:
+        text.append(f" · {KEPT_TEXT}", style="yellow")
     timer = timing.timer or row.timer
     parts = [f"check {fmt.check(row.check)}" if row.check else "",
              f"timer {fmt.timer(timer, _interpreted(row))}" if timer else "",
