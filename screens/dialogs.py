@@ -149,8 +149,9 @@ class ConfirmScreen(ModalScreen[bool]):
 
 
 class OpenScreen(ModalScreen[tuple[Path, bool] | None]):
-    """Pick a known session or type a path; enter opens, escape cancels. A typed path that does
-    not exist is named, and enter again starts a new session there. Answers (path, create)."""
+    """Pick a known session or type a path or a session's name (by_name); enter opens, escape
+    cancels. A typed path that does not exist is named, and enter again starts a new session
+    there. Answers (path, create)."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
 
@@ -162,7 +163,7 @@ class OpenScreen(ModalScreen[tuple[Path, bool] | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="open-box"):
             yield Label("Open a session", classes="dialog-title")
-            yield OrderedInput(placeholder="path/to/session.yaml (enter to open)", id="open-path")
+            yield OrderedInput(placeholder="path/to/session.yaml or a session's name (enter to open)", id="open-path")
             yield Static("", id="open-problem", classes="problem")
             yield KeyOptionList(*[Option(label, id=str(path)) for label, path in self._known],
                                 id="open-known")
@@ -173,6 +174,10 @@ class OpenScreen(ModalScreen[tuple[Path, bool] | None]):
         if not event.value.strip():
             return
         path = Path(event.value.strip()).expanduser()
+        named = None if path.exists() else self.by_name(event.value.strip())
+        if named is not None:
+            self.dismiss((named, False))
+            return
         if path.exists() or path == self._missing:
             self.dismiss((path, not path.exists()))
             return
@@ -180,6 +185,20 @@ class OpenScreen(ModalScreen[tuple[Path, bool] | None]):
         self.query_one("#open-problem", Static).update(
             f"{path}: no such file. Enter again starts a new session there (ctrl+s writes it); "
             "escape cancels.")
+
+    def by_name(self, text: str) -> Path | None:
+        """A session typed by name, as `workbench NAME` and `--replay NAME` take it: NAME or
+        NAME.yaml finds the user's saved session of that name, else the shipped one
+        (known_sessions lists the saved ones first); `shipped:NAME` the shipped original. None
+        for anything else (a path: the caller's)."""
+        from workbench.session.paths import SHIPPED_PREFIX, is_shipped
+
+        shipped = text.startswith(SHIPPED_PREFIX)
+        name = text.removeprefix(SHIPPED_PREFIX).removesuffix(".yaml")
+        if not name or "/" in name or name != name.strip():
+            return None
+        return next((path for _, path in self._known if path.stem == name and (not shipped or is_shipped(path))),
+                    None)
 
     @on(Input.Changed, "#open-path")
     def _changed(self, event: Input.Changed) -> None:

@@ -233,6 +233,32 @@ async def test_ctrl_o_on_a_missing_file_says_so_and_asks_before_a_new_session(tm
 
 
 @run_async
+async def test_ctrl_o_takes_a_sessions_name_as_the_command_line_does(tmp_path, monkeypatch):
+    """ctrl+o, `default-cpu`, enter asked for a new session file named default-cpu in the
+    working folder (a new user's try); `workbench default-cpu` opens the shipped one."""
+    from workbench.session.paths import shipped_path
+
+    monkeypatch.chdir(tmp_path)
+    saved = tmp_path / "sessions" / "mine.yaml"
+    saved.parent.mkdir(exist_ok=True)
+    saved.write_text("name: mine\nruns: []\n")
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        opened = []
+        app.open_path = lambda path, create=False: opened.append((path, create))
+        for typed, want in (("default-cpu", shipped_path("default-cpu")), ("default-cpu.yaml", shipped_path("default-cpu")),
+                            ("shipped:default-cpu", shipped_path("default-cpu")), ("mine", saved)):
+            await pilot.press("ctrl+o")
+            await wait_for(pilot, lambda: isinstance(app.screen, OpenScreen))
+            assert app.screen.by_name("shipped:mine") is None and app.screen.by_name("x/mine") is None
+            app.screen.query_one("#open-path", Input).value = typed
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: not isinstance(app.screen, OpenScreen))
+            assert opened.pop() == (want, False), typed
+
+
+@run_async
 async def test_a_shape_the_op_cannot_take_is_refused_naming_the_bound(tmp_path):
     app = make_app(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
