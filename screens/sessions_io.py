@@ -198,7 +198,7 @@ def save(session: Session, session_path: Path | None, data: Path) -> Path:
     from workbench.session import api as ws
 
     target = ws.save_target(session_path, data) if session_path else ws.new_session_path(session.name, data)
-    ws.save_session(session, target, header=ws.leading_comments(session_path))
+    ws.save_session(session, target, header=ws.leading_comments(session_path, target))
     autosave_path(session_path, data).unlink(missing_ok=True)
     return target
 

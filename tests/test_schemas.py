@@ -54,6 +54,37 @@ def test_the_schema_comment_survives_load_save_load(tmp_path, name):
     assert load_session(saved) == first
 
 
+def test_a_saved_copys_schema_modeline_names_the_schema_from_where_it_is_saved(tmp_path):
+    """The TUI saved a shipped session's copy to DATA/sessions with `../docs/schemas/...`,
+    which names no file from there."""
+    from workbench.screens import sessions_io
+    from workbench.session.api import SCHEMA_COMMENT, load_session, shipped_path
+
+    source = shipped_path("lecture06-gelu")
+    saved = sessions_io.save(load_session(source), source, tmp_path / "data")
+    line = saved.read_text().splitlines()[0]
+    assert line.startswith(SCHEMA_COMMENT) and saved.parent == tmp_path / "data" / "sessions"
+    named = (saved.parent / line[len(SCHEMA_COMMENT):]).resolve()
+    assert named == (ROOT / "docs" / "schemas" / "session.schema.json").resolve()
+    assert load_session(saved) == load_session(source)
+
+
+@pytest.mark.parametrize("modeline, kept", [
+    ("../nowhere/session.schema.json", None),  # names no file (a wheel ships no docs/): left out
+    ("https://example.org/session.schema.json", "https://example.org/session.schema.json"),
+    ("/abs/session.schema.json", "/abs/session.schema.json"),
+])
+def test_a_schema_modeline_that_names_no_file_is_left_out_and_urls_are_kept(tmp_path, modeline, kept):
+    from workbench.session.api import SCHEMA_COMMENT, leading_comments
+
+    source = tmp_path / "a" / "s.yaml"
+    source.parent.mkdir()
+    source.write_text(f"# first\n{SCHEMA_COMMENT}{modeline}\n# last\nschema_version: 1\n")
+    header = leading_comments(source, tmp_path / "b" / "s.yaml")
+    assert header == "# first\n" + (f"{SCHEMA_COMMENT}{kept}\n" if kept else "") + "# last\n"
+    assert leading_comments(source).splitlines()[1] == SCHEMA_COMMENT + modeline  # no target: as it is
+
+
 @pytest.mark.parametrize("change, where", [
     (lambda d: d.pop("name"), "name"),
     (lambda d: d["runs"][0].update(dtype="fp32"), "dtype"),

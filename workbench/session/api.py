@@ -261,10 +261,18 @@ def save_session(session: Session, path: str | Path, header: str = "") -> Path:
     return atomic_write_text(path, header + dump_session(session))
 
 
-def leading_comments(path: str | Path | None) -> str:
+SCHEMA_COMMENT = "# yaml-language-server: $schema="  # the YAML language server's modeline (docs/CONTRACTS.md)
+
+
+def leading_comments(path: str | Path | None, target: str | Path | None = None) -> str:
     """The comment lines a session file opens with (up to its first other line), each kept as
     it is: what a save of that session keeps, the rest being data (a saved copy of a shipped
-    session lost the shipped file's explanation). '' when there are none or it cannot be read."""
+    session lost the shipped file's explanation). '' when there are none or it cannot be read.
+
+    target: where the save writes. The schema modeline's relative path (a shipped session's
+    `../docs/schemas/session.schema.json`) is then rewritten to name the same schema file
+    from target's folder (_rebased_schema_line), or left out when it names no file (an installed wheel ships no
+    docs/): a saved copy's modeline pointed at a file that does not exist from there."""
     if path is None:
         return ""
     try:
@@ -275,8 +283,25 @@ def leading_comments(path: str | Path | None) -> str:
     for line in lines:
         if not line.lstrip().startswith("#"):
             break
-        header.append(line if line.endswith("\n") else line + "\n")
+        if target is not None and line.startswith(SCHEMA_COMMENT):
+            line = _rebased_schema_line(line[len(SCHEMA_COMMENT):].strip(), Path(path), Path(target))
+        header.append(line if line.endswith("\n") or not line else line + "\n")
     return "".join(header)
+
+
+def _rebased_schema_line(schema: str, source: Path, target: Path) -> str:
+    """The modeline for `target` naming the schema that `schema` names from `source`: as it is
+    when saved in source's folder, else the schema file's absolute path (a copy in the data
+    folder must not depend on where the two folders sit); '' when that is no file. A URL or an
+    absolute path is kept as it is."""
+    if "://" in schema or Path(schema).is_absolute():
+        return SCHEMA_COMMENT + schema
+    found = (source.parent / schema).resolve()
+    if not found.is_file():
+        return ""
+    if source.resolve().parent == target.resolve().parent:
+        return SCHEMA_COMMENT + schema
+    return SCHEMA_COMMENT + found.as_posix()
 
 
 def file_sha256(path: str | Path) -> str:
