@@ -158,6 +158,8 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
                  opener: Callable[..., sessions_io.Opened] | None = None,
                  data_dir: Path | None = None, watch: bool = False, css_cache: Path | None = None) -> None:
         super().__init__()
+        self.data_dir = data_dir or sessions_io.data_dir()
+        self._theme_problem = self._start_theme()  # before the stylesheet takes the theme's variables
         self._css_store = None
         if css_cache is not None:  # the parsed CSS of the last start (css_cache.py)
             self._css_store = ParseStore(css_cache)
@@ -174,7 +176,6 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         self._owed: dict[str, Callable[[], Any]] = {}  # owe(): work due after the next frame or before the next key
         self._session_arg, self._options = session_path, options
         self._engine, self._catalog_loader, self._opener = engine, catalog_loader, opener
-        self.data_dir = data_dir or sessions_io.data_dir()
         self._init_runner()
         self._init_watch(watch)
 
@@ -201,8 +202,40 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         yield Static("", id="too-small")
         yield FittedFooter(compact=True)
 
+    def _start_theme(self) -> str | None:
+        """The theme the user last picked (sessions_io.read_theme), set before the first frame;
+        returns why it was not (None when it was, or none was kept)."""
+        theme, problem = sessions_io.read_theme(self.data_dir)
+        if theme is None or theme == self.theme:
+            return problem
+        if theme not in self.available_themes:
+            return f"the kept theme {theme!r} is not one of this Textual's; the default theme is used"
+        # without the watcher (it queues a CSS refresh on a message pump not yet running); what
+        # it sets, set here: the dark/light classes and the ANSI colours' filter
+        self.set_reactive(App.theme, theme)
+        self.set_class(self.current_theme.dark, "-dark-mode", update=False)
+        self.set_class(not self.current_theme.dark, "-light-mode", update=False)
+        refresh_filter = getattr(self, "_refresh_truecolor_filter", None)
+        if refresh_filter is not None:
+            refresh_filter(self.ansi_theme)
+        return None
+
+    def _theme_picked(self, theme) -> None:
+        """A theme picked (ctrl+p, theme) is kept for the next start; a failed write is said once."""
+        if theme.name == self._kept_theme:  # the start's own (the watcher's first call), or no change
+            return
+        try:
+            sessions_io.write_theme(self.data_dir, theme.name)
+        except OSError as exc:
+            self.log_pane.add(f"the theme is not kept for the next start: {exc}", "warning")
+        self._kept_theme = theme.name
+
     def on_mount(self) -> None:
         heap.pause()  # collections only between frames (heap.tick on the redraw timer)
+        self._kept_theme = self.theme
+        self.theme_changed_signal.subscribe(self, self._theme_picked)
+        if self._theme_problem:
+            self.call_after_refresh(self.log_pane.add, self._theme_problem, "warning")
         self._fit(self.size.width, self.size.height)
         self._focus_box = None
         self.watch(self.screen, "focused", self._focus_moved)

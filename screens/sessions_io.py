@@ -44,6 +44,53 @@ def data_dir() -> Path:
     return Path(platformdirs.user_data_dir("workbench", appauthor=False))
 
 
+TUI_STATE = "tui.json"  # DATA/tui.json: what the TUI keeps between starts that is no session's
+TUI_STATE_LIMIT = 64 << 10  # bytes: a larger file is not ours
+
+
+def read_theme(data: Path) -> tuple[str | None, str | None]:
+    """(the theme the user last picked, why it could not be read): DATA/tui.json's `theme`, a
+    Textual theme name. (None, None) when none was picked; (None, problem) for a file that is
+    no such document (the app says so in the Log and starts with the default theme)."""
+    import json
+
+    path = data / TUI_STATE
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(TUI_STATE_LIMIT + 1)
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"{path}: {exc.strerror or exc}"
+    try:
+        if len(raw) > TUI_STATE_LIMIT:
+            raise ValueError(f"larger than {TUI_STATE_LIMIT} bytes")
+        state = json.loads(raw.decode("utf-8"))
+        theme = state.get("theme") if isinstance(state, dict) else None
+        if theme is not None and not isinstance(theme, str):
+            raise ValueError(f"theme must be a theme's name, got {theme!r}")
+    except (ValueError, UnicodeDecodeError) as exc:
+        return None, f"{path}: not the TUI's state ({exc}); the default theme is used"
+    return theme, None
+
+
+def write_theme(data: Path, theme: str) -> None:
+    """Keep `theme` for the next start (DATA/tui.json, written atomically, other keys kept).
+    Raises OSError."""
+    import json
+
+    from workbench.fileio import atomic_write_text
+
+    path = data / TUI_STATE
+    state: dict = {}
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+        state = loaded if isinstance(loaded, dict) else {}
+    except (OSError, ValueError):
+        pass
+    atomic_write_text(path, json.dumps({**state, "theme": theme}, indent=1) + "\n")
+
+
 def open_session(path: Path | None, *, kernels: Iterable[str] = (), has_cuda: bool = False,
                  data: Path, create: bool = False, restore: bool = True) -> Opened:
     """Read `path` (None: the default session, the user's saved copy of it first); with

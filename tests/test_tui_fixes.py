@@ -867,3 +867,55 @@ async def test_a_parameter_typed_key_by_key_keeps_one_notice(tmp_path):
         assert [m for m in shown if "BLOCK_SIZE" in m] == [
             "triton BLOCK_SIZE: must be a power of two (1, 2, 4, ...), got 1000 (not applied)"], shown
         assert "a notice of its own" in shown
+
+
+@run_async
+async def test_the_theme_picked_is_the_next_starts_theme(tmp_path):
+    """The theme was not kept between starts (a new user's try): picked, it is written to
+    DATA/tui.json and the next app starts in it, its CSS variables the theme's, before any frame."""
+    import json
+
+    from textual.app import App
+
+    from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded
+    from workbench.screens.app import WorkbenchApp
+
+    def make():
+        return WorkbenchApp(None, None, engine=fixture_engine(), opener=fake_opener(),
+                            catalog_loader=lambda kernels, device: fake_catalog(), data_dir=tmp_path)
+
+    default = App().theme
+    picked = next(name for name, theme in App().available_themes.items() if name != default and not theme.dark)
+    app = make()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        assert not (tmp_path / "tui.json").exists()  # the start's own theme is not written
+        app.theme = picked
+        await pilot.pause()
+    assert json.loads((tmp_path / "tui.json").read_text()) == {"theme": picked}
+    again = make()
+    assert again.theme == picked and again.stylesheet._variables["primary"] == again.current_theme.primary
+    assert again.has_class("-light-mode") and not again.has_class("-dark-mode")
+    async with again.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        assert again.theme == picked
+
+
+@run_async
+async def test_a_kept_theme_that_cannot_be_used_is_said_in_the_log_and_the_default_used(tmp_path):
+    from textual.app import App
+
+    from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded
+    from workbench.screens.app import WorkbenchApp
+
+    default = App().theme
+    for text, words in (('{"theme": "no-such-theme"}', "'no-such-theme' is not one of this Textual's"),
+                        ("{not json", "not the TUI's state"), ('{"theme": 3}', "theme must be a theme's name")):
+        (tmp_path / "tui.json").write_text(text)
+        app = WorkbenchApp(None, None, engine=fixture_engine(), opener=fake_opener(),
+                           catalog_loader=lambda kernels, device: fake_catalog(), data_dir=tmp_path)
+        assert app.theme == default
+        async with app.run_test(size=(100, 30)) as pilot:
+            await loaded(pilot)
+            await pilot.pause()
+            assert any(words in line for _level, line in app.log_pane.entries), text
