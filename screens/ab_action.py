@@ -53,6 +53,8 @@ class ABMixin:
     counts as running (the runner's stop event): `r` waits, escape cancels it, and the run bar says
     so (Run off, Cancel on, the A/B named) until its end says how it ended."""
 
+    ab_pair: tuple[str, str] | None = None  # the A/B's two labels while it runs
+
     def on_diagnosis_pane_compare_requested(self, message: DiagnosisPane.CompareRequested) -> None:
         if self.running:
             self.notify("a run is in progress: the A/B can start once it is over", severity="warning")
@@ -61,6 +63,7 @@ class ABMixin:
             return
         session = ab_session(self.ws.session, self.ws.run, message.a, message.b)
         self._stop = threading.Event()
+        self.ab_pair = (message.a[0], message.b[0])
         self.refresh_bindings()
         self.run_bar.running = True  # Run looks off and Cancel on, as during a run (escape cancels it)
         self.run_bar.status = f"A/B {message.a[0]} vs {message.b[0]}: timing both round-robin…"
@@ -86,7 +89,7 @@ class ABMixin:
 
     def on_compare_done(self, message: CompareDone) -> None:
         cancelled = self._stop is not None and self._stop.is_set()
-        self._stop = None
+        self._stop, self.ab_pair = None, None
         self.refresh_bindings()
         self.run_bar.running = False
         self.run_bar.status = ("A/B failed" if message.error else "A/B cancelled" if cancelled

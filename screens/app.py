@@ -347,6 +347,7 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         later pane key or e moved the focus, the key's bindings are resolved from the focus it
         found (that of the keys before it, `b b j` included: those act on their way back up,
         before this key)."""
+        self._say_busy(event.key)
         number = getattr(event, "number", None)
         before = next((widget for last, widget in self._overtaking if number is not None and last > number), None)
         if before is None or before is self.focused or not before.is_attached or before.screen is not self.screen:
@@ -362,6 +363,18 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
             if node.is_modal:
                 break
         await dispatch_key(self, event)
+
+    def _say_busy(self, key: str) -> None:
+        """r or F while a run or an A/B is in flight: their binding is off (the footer dims Run),
+        so Textual drops the key without a word; say why instead (only the app binds them)."""
+        if key not in ("r", "F") or not self.running or not isinstance(self.screen, MainScreen) \
+                or _takes_text(self.focused):
+            return
+        if self.ab_pair is not None:
+            text = f"the A/B {self.ab_pair[0]} vs {self.ab_pair[1]} is timing: r runs once it ends (escape cancels it)"
+        else:
+            text = "a run is in progress (escape cancels it)"
+        self.notify(text, severity="warning", timeout=3)
 
     def _focus_moved(self, widget) -> None:
         """The `.box` holding focus gets `-focus-box` (its bright border); restyled only when

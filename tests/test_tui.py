@@ -412,6 +412,9 @@ async def test_cancel_stops_the_run(tmp_path):
         await pilot.press("r")
         await wait_for(pilot, lambda: app.running)
         await pilot.pause(0.3)
+        await pilot.press("r")  # its binding is off while a run is in flight: it says why
+        await pilot.pause()
+        assert any("a run is in progress" in str(n.message) for n in app._notifications)
         await pilot.press("escape")
         await wait_for(pilot, lambda: not app.running)
         assert app.run_bar.status.startswith("cancelled")

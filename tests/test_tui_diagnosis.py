@@ -171,6 +171,9 @@ async def test_an_ab_shows_in_the_run_bar_while_it_runs_and_says_how_it_ended(tm
         bar = app.run_bar
         assert "A/B manual vs pytorch" in bar.status
         assert app.query_one("#run", Button).disabled and not app.query_one("#cancel", Button).disabled
+        await pilot.press("r")  # ignored without a word (a new user's try): it says why
+        await pilot.pause()
+        assert any("the A/B manual vs pytorch is timing" in str(n.message) for n in app._notifications)
         await pilot.press("escape")
         gate.set()
         await wait_for(pilot, lambda: not app.running)
