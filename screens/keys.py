@@ -92,6 +92,7 @@ class KeyDataTable(DataTable):
         self.refresh()
 
     _rich_style_now = None  # rich_style while render_lines draws, else None
+    _stripe_now = None  # the zebra stripe's style (datatable--even-row) while render_lines draws
 
     @property
     def rich_style(self):
@@ -109,10 +110,11 @@ class KeyDataTable(DataTable):
         self._rich_style_now = None
         self._rich_style_now = self.rich_style
         self._signatures_now = {}
+        self._stripe_now = self.get_component_styles("datatable--even-row").rich_style if self.zebra_stripes else None
         try:
             return super().render_lines(crop)
         finally:
-            self._rich_style_now = self._signatures_now = None
+            self._rich_style_now = self._signatures_now = self._stripe_now = None
 
     def _check_styles(self) -> None:
         """Caches emptied when the styles this state renders with changed. The styles are only
@@ -178,6 +180,15 @@ class KeyDataTable(DataTable):
 
     def _render_cell(self, row_index: int, column_index: int, base_style, width: int, cursor: bool = False,
                      hover: bool = False):
+        if self.zebra_stripes and 0 <= column_index < self.fixed_columns and row_index >= self.fixed_rows:
+            # DataTable draws the fixed columns in datatable--fixed alone: the stripes stopped
+            # short of them (impl, status, median, spread); the stripe over that style, as the
+            # scrolling cells have it over theirs
+            if row_index % 2 == 0:
+                stripe = self._stripe_now
+                if stripe is None:
+                    stripe = self.get_component_styles("datatable--even-row").rich_style
+                base_style = base_style + stripe
         label, cells = self._get_row_renderables(row_index)
         cell = label if column_index == -1 else (cells[column_index] if 0 <= column_index < len(cells) else None)
         content = _content_key(cell)

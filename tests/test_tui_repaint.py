@@ -589,3 +589,35 @@ def test_the_cursor_rows_fixed_cells_dim_with_the_rest_when_the_table_loses_the_
             blurred = backgrounds(table)
             assert len(focused) == 1 and len(blurred) == 1 and focused != blurred, (focused, blurred)
     drive()
+
+
+@run_async
+async def test_zebra_stripes_run_through_the_fixed_columns():
+    """DataTable drew the fixed columns (impl, status, median, spread) in datatable--fixed alone:
+    the stripes stopped short of them (a new user's try)."""
+
+    class Striped(App):
+        def compose(self) -> ComposeResult:
+            yield KeyDataTable(id="t", cursor_type="row", zebra_stripes=True, show_cursor=False)
+
+    app = Striped()
+    async with app.run_test(size=(60, 10)) as pilot:
+        table = app.query_one("#t", KeyDataTable)
+        table.add_columns("impl", "status", "median", "notes")
+        table.fixed_columns = 2
+        for n in range(4):
+            table.add_row(f"impl{n}", "ok", f"{n}.0", "x")
+        await pilot.pause()
+
+        def background(y: int, x: int):
+            segments = list(table.render_line(y))
+            at = 0
+            for segment in segments:
+                if at + len(segment.text) > x:
+                    return segment.style.bgcolor
+                at += len(segment.text)
+
+        fixed = [background(y, 1) for y in (1, 2, 3, 4)]  # line 0 is the header
+        scrolling = [background(y, 30) for y in (1, 2, 3, 4)]
+        assert scrolling[0] != scrolling[1] and scrolling[0] == scrolling[2]  # the stripes of the scrolling part
+        assert fixed[0] != fixed[1] and fixed[0] == fixed[2] and fixed[1] == fixed[3]
