@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.fmt import check, is_number, ms, number, percent, printable, si, size_bytes, spread  # noqa: F401
+from workbench.fmt import check, grouped, is_number, ms, number, percent, printable, si, size_bytes, spread  # noqa: F401
 
 
 def timer(name: str | None, interpreted: bool = False) -> str:

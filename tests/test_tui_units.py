@@ -302,7 +302,10 @@ def test_the_profile_summary_writes_numbers_as_its_table_does():
     cpu_only = {"rows": [{"self_cpu_us": 186881.6, "self_device_us": None}], "device_events": False}
     assert summary(cpu_only) == "no device rows here (CPU-only profile) · CPU 186,882 µs"
     gpu = {"rows": [{"self_cpu_us": 12.25, "self_device_us": 3767.0}], "device_events": True, "kernel_count": 9}
-    assert summary(gpu) == "kernels per call 9 · device 3767 µs · CPU 12.25 µs"
+    assert summary(gpu) == "kernels per call 9 · device 3,767 µs · CPU 12.25 µs"
+    from workbench.screens.panes.profile import _cell
+
+    assert [_cell(v) for v in (2317.4, 13800.0, 12.25, None)] == ["2,317", "13,800", "12.25", "-"]  # one column, one style
 
 
 def test_short_folder_names_the_home_as_tilde(monkeypatch, tmp_path):

@@ -72,6 +72,15 @@ def number(value: float | None, digits: int = 4) -> str:
     return f"{value:.{digits}g}"
 
 
+def grouped(value: float | None, digits: int = 4) -> str:
+    """number(), with thousands separated from 1,000 up, not from 10**digits: a column of
+    microseconds read '13,800' above '2317' (the Profile pane)."""
+    if not is_number(value) or not math.isfinite(value):
+        return number(value, digits)
+    rounded = value if abs(value) >= 10 ** digits else float(f"{value:.{digits}g}")  # 9999.6 -> 10000, not 1e+04
+    return f"{rounded:,.0f}" if abs(rounded) >= 1000 else number(value, digits)
+
+
 def si(value: float | None) -> str:
     """A count with an SI prefix: 2415919104 -> '2.42 G'."""
     if not is_number(value):

@@ -206,11 +206,11 @@ def summary(profile: dict | None, running: bool = False) -> str:
     device = sum(r.get("self_device_us") or 0 for r in rows)
     cpu = sum(r.get("self_cpu_us") or 0 for r in rows)
     kernels = profile.get("kernel_count")
-    # numbers as the table writes them (fmt.number): '186881.6 µs' above a column of '128,705' read as another unit
+    # numbers as the table writes them (fmt.grouped): '186881.6 µs' above a column of '128,705' read as another unit
     if not profile.get("device_events"):
-        return f"no device rows here (CPU-only profile) · CPU {fmt.number(cpu)} µs"
-    return (f"kernels per call {fmt.number(kernels)} · device {fmt.number(device)} µs · "
-            f"CPU {fmt.number(cpu)} µs")
+        return f"no device rows here (CPU-only profile) · CPU {fmt.grouped(cpu)} µs"
+    return (f"kernels per call {fmt.number(kernels)} · device {fmt.grouped(device)} µs · "
+            f"CPU {fmt.grouped(cpu)} µs")
 
 
 def trace_text(profile: dict | None) -> str:
@@ -263,7 +263,7 @@ def _title(row: Row) -> str:
 
 def _cell(value) -> str | float:
     if isinstance(value, float):
-        return fmt.number(value)
+        return fmt.grouped(value)
     return "-" if value is None else str(value)
 
 
