@@ -60,7 +60,7 @@ TALL = 36   # below this height (or NARROW width) the spec editor takes the list
 MAX_NOTICES = 3  # notices on screen at once; the oldest goes first (every one is in the Log too)
 GENERAL_KEYS = [Binding("ctrl+p", "palette", "Command palette: every action, ops, implementations, sessions"),
                 Binding("tab", "focus_next", "Next field (shift+tab: previous)"),
-                Binding("space", "toggle", "Tick or untick an implementation or action"),
+                Binding("space", "toggle", "Tick or untick an implementation or action (enter too)"),
                 Binding("enter", "select", "Pick the highlighted run or op"),
                 Binding("ctrl+q", "quit_now", "Quit (asks if a run is active)")]
 # mounted for the first frame; the other panes (hidden behind their tabs) right after it (LazyPane)
