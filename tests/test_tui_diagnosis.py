@@ -51,6 +51,12 @@ async def test_diagnosis_pane_shows_findings_and_runs_an_ab_of_two_marked_rows(t
         run = session.runs[0]
         assert [r.name for r in run.impls] == ["manual", "pytorch"] and run.actions == ("check",)
         assert run.shape == {"M": 16384, "N": 16384}
+        from workbench.screens.panes.diagnosis import DiagnosisPane
+
+        app.query_one(DiagnosisPane).marks = [("manual", 256), ("manual", 1024)]  # two sweep points: no A/B
+        await pilot.press("a")
+        await pilot.pause()
+        assert len(seen) == 1 and any("two sweep points" in str(n.message) for n in app._notifications)
 
 
 def test_ab_session_of_a_sweep_point_fixes_the_swept_field():
@@ -80,24 +86,6 @@ def test_two_sweep_points_or_one_implementation_twice_are_no_ab():
         assert words in (ab_pair_problem(a, b) or "")
         with pytest.raises(ValueError, match="A/B"):
             ab_session(session, run, a, b)
-
-
-@run_async
-async def test_marking_two_sweep_points_for_an_ab_warns_and_runs_nothing(tmp_path):
-    from workbench.screens.panes.diagnosis import DiagnosisPane
-
-    seen: list = []
-    app = WorkbenchApp(None, None, engine=_ab_engine(seen), catalog_loader=lambda k, d: fake_catalog(),
-                       opener=fake_opener(), data_dir=tmp_path)
-    async with app.run_test(size=(140, 44)) as pilot:
-        await loaded(pilot)
-        await ran(pilot)
-        await pilot.press("6")
-        pane = app.query_one(DiagnosisPane)
-        pane.marks = [("manual", 256), ("manual", 1024)]
-        await pilot.press("a")
-        await pilot.pause()
-        assert not seen and any("two sweep points" in str(n.message) for n in app._notifications)
 
 
 def test_traffic_pane_measured_cell_and_reason():
