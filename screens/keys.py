@@ -72,6 +72,30 @@ class KeyDataTable(DataTable):
             target = next((x for x in reversed(starts) if x < self.scroll_x - 0.5), 0)
         self.scroll_to(x=min(target, self.max_scroll_x), animate=False)
 
+    def partial_column(self) -> tuple[int, int]:
+        """(where on the line, how many cells) of the scrolled column cut at its left by the
+        sideways scroll, (0, 0) when the scroll sits on a column's start. The last `l` goes to
+        the furthest scroll, seldom a column's start: what showed there was the cut column's
+        tail ('event' of cuda_event beside the spread column, under another column's header)."""
+        if self.fixed_columns <= 0 or self.scroll_x <= 0:
+            return 0, 0
+        widths = [column.get_render_width(self) for column in self.ordered_columns]
+        fixed = sum(widths[:self.fixed_columns]) + (self._row_label_column_width if self.show_row_labels else 0)
+        scroll, start = int(self.scroll_x), 0
+        for width in widths[self.fixed_columns:]:
+            if start < scroll < start + width:
+                return fixed, min(start + width - scroll, max(0, self.size.width - fixed))
+            start += width
+        return 0, 0
+
+    def render_line(self, y: int) -> Strip:
+        line = super().render_line(y)
+        at, cells = self._partial_now if self._partial_now is not None else self.partial_column()
+        if not cells or line.cell_length < at + cells:
+            return line
+        style = next(iter(line.crop(at, at + 1)), Segment("")).style
+        return Strip.join([line.crop(0, at), Strip.blank(cells, style), line.crop(at + cells, line.cell_length)])
+
     # A pane key moves the keyboard into this table (and out of the one it leaves): Textual
     # restyles it (:focus) and DataTable's notify_style_update throws away every rendered cell,
     # row and line, so the whole table was rendered again, cell by cell through rich, before the
@@ -93,6 +117,7 @@ class KeyDataTable(DataTable):
 
     _rich_style_now = None  # rich_style while render_lines draws, else None
     _stripe_now = None  # the zebra stripe's style (datatable--even-row) while render_lines draws
+    _partial_now: tuple[int, int] | None = None  # partial_column() while render_lines draws
 
     @property
     def rich_style(self):
@@ -111,10 +136,11 @@ class KeyDataTable(DataTable):
         self._rich_style_now = self.rich_style
         self._signatures_now = {}
         self._stripe_now = self.get_component_styles("datatable--even-row").rich_style if self.zebra_stripes else None
+        self._partial_now = self.partial_column()
         try:
             return super().render_lines(crop)
         finally:
-            self._rich_style_now = self._signatures_now = self._stripe_now = None
+            self._rich_style_now = self._signatures_now = self._stripe_now = self._partial_now = None
 
     def _check_styles(self) -> None:
         """Caches emptied when the styles this state renders with changed. The styles are only

@@ -621,3 +621,33 @@ async def test_zebra_stripes_run_through_the_fixed_columns():
         scrolling = [background(y, 30) for y in (1, 2, 3, 4)]
         assert scrolling[0] != scrolling[1] and scrolling[0] == scrolling[2]  # the stripes of the scrolling part
         assert fixed[0] != fixed[1] and fixed[0] == fixed[2] and fixed[1] == fixed[3]
+
+
+@run_async
+async def test_the_last_sideways_scroll_shows_no_tail_of_a_cut_column():
+    """After many `l`, the furthest scroll cut a column at its left: its values' tails ('event'
+    of cuda_event) stood beside the spread column, under the next column's header."""
+
+    class Wide(App):
+        def compose(self) -> ComposeResult:
+            yield KeyDataTable(id="t", cursor_type="row")
+
+    app = Wide()
+    async with app.run_test(size=(30, 8)) as pilot:
+        table = app.query_one("#t", KeyDataTable)
+        table.add_columns("impl", "timer", "notes")
+        table.fixed_columns = 1
+        table.add_row("manual", "cuda_event", "a long note here")
+        table.add_row("triton", "cuda_event", "another")
+        table.focus()
+        await pilot.pause()
+        for _ in range(6):
+            await pilot.press("l")
+        await pilot.pause()
+        text = ["".join(s.text for s in table.render_line(y)) for y in range(3)]
+        assert table.scroll_x == table.max_scroll_x > 0 and table.partial_column()[1] > 0
+        assert not any("ent" in line for line in text) and text[1].startswith(" manual")
+        assert "a long note here" in text[1]  # the column after it, whole
+        await pilot.press("h", "h", "h", "h", "h", "h")
+        await pilot.pause()
+        assert table.scroll_x == 0 and "cuda_event" in "".join(s.text for s in table.render_line(1))
