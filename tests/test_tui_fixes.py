@@ -919,3 +919,36 @@ async def test_a_kept_theme_that_cannot_be_used_is_said_in_the_log_and_the_defau
             await loaded(pilot)
             await pilot.pause()
             assert any(words in line for _level, line in app.log_pane.entries), text
+
+
+@run_async
+async def test_a_new_run_draws_its_own_chart_at_once_not_the_last_runs(tmp_path):
+    """At the start of a run the previous run's chart stayed ~0.25 s (the builder thread's
+    first build of the new run), beside a table of queued rows."""
+    import threading
+
+    from tui_helpers import loaded, ran, wait_for
+    from workbench.screens.panes.chart_plot import ChartPlot
+
+    gate = threading.Event()
+    replay = fixture_engine()
+
+    def engine(session, *, on_event, stop=None, options=None):
+        if gate.is_set():  # the second run: nothing arrives until the test is done
+            stop.wait(10) if stop is not None else None
+            return {"results": [], "cancelled": True}
+        return replay(session, on_event=on_event, stop=stop, options=options)
+
+    app = make_app(tmp_path, engine=engine)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        plot = app.query_one("#timing ChartPlot", ChartPlot)
+        await pilot.pause()
+        old = list(plot._strips())
+        assert old
+        gate.set()
+        app.action_run()  # the frames after it draw what _strips gives now (the builder's lines only later)
+        assert app.running and plot._strips() != old
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not app.running)

@@ -90,6 +90,12 @@ class ChartPlot(Widget):
             self.refresh()
         return caption
 
+    def drop_last(self) -> None:
+        """Forget the newest build: the next drawing is built at once, on the UI thread, not
+        left to the builder while the old lines stay (a new run's first ~0.25 s showed the
+        previous run's chart)."""
+        self._last = None
+
     def _streaming(self) -> bool:
         """Builds go off the UI thread: a run streams and an earlier build is there to show."""
         return self._last is not None and bool(getattr(self.app, "running", False))

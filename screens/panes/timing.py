@@ -54,6 +54,7 @@ class TimingPane(DrawnWhenShown, Container):
     # (shape, dtype, swept params) of the run as edited now: results of another spec are marked
     current: reactive[tuple | None] = reactive(None, always_update=True, init=False, repaint=False)
     _rows: tuple[Row, ...] | list[Row] = ()  # the rows in the table, in its order
+    _charted: RunModel | None = None  # the model whose rows the chart last drew
 
     def compose(self) -> ComposeResult:
         with Vertical(id="timing-chart"):
@@ -92,6 +93,9 @@ class TimingPane(DrawnWhenShown, Container):
         if self.draw_later(rows):
             return
         plot = self.query_one(ChartPlot)
+        if self.model is not self._charted:  # another run's rows (a run started): none of its lines stay
+            self._charted = self.model
+            plot.drop_last()
         metric, param = self.metric, self.sweep_param
         idle = "a run is starting: its samples appear here as they arrive" \
             if getattr(self.app, "running_shown", False) else "no results yet: press r to run"
