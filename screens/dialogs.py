@@ -148,6 +148,14 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(event.button.id == "yes")
 
 
+def shipped_problem(text: str) -> str:
+    """Why `shipped:NAME` names no shipped session, with the names it can take."""
+    from workbench.session.paths import SHIPPED_PREFIX, did_you_mean, shipped_names
+
+    name = text.removeprefix(SHIPPED_PREFIX).removesuffix(".yaml")
+    return f"no shipped session {name!r};{did_you_mean(name)} shipped: {', '.join(shipped_names())}"
+
+
 class OpenScreen(ModalScreen[tuple[Path, bool] | None]):
     """Pick a known session or type a path or a session's name (by_name); enter opens, escape
     cancels. A typed path that does not exist is named, and enter again starts a new session
@@ -177,6 +185,11 @@ class OpenScreen(ModalScreen[tuple[Path, bool] | None]):
         named = None if path.exists() else self.by_name(event.value.strip())
         if named is not None:
             self.dismiss((named, False))
+            return
+        from workbench.session.paths import SHIPPED_PREFIX
+
+        if event.value.strip().startswith(SHIPPED_PREFIX):  # never a file of that name
+            self.query_one("#open-problem", Static).update(f"{event.value.strip()}: {shipped_problem(event.value.strip())}")
             return
         if path.exists() or path == self._missing:
             self.dismiss((path, not path.exists()))

@@ -66,7 +66,9 @@ def read_theme(data: Path) -> tuple[str | None, str | None]:
         if len(raw) > TUI_STATE_LIMIT:
             raise ValueError(f"larger than {TUI_STATE_LIMIT} bytes")
         state = json.loads(raw.decode("utf-8"))
-        theme = state.get("theme") if isinstance(state, dict) else None
+        if not isinstance(state, dict):
+            raise ValueError(f"a JSON object is expected, not {type(state).__name__}")
+        theme = state.get("theme")
         if theme is not None and not isinstance(theme, str):
             raise ValueError(f"theme must be a theme's name, got {theme!r}")
     except (ValueError, UnicodeDecodeError) as exc:

@@ -910,7 +910,8 @@ async def test_a_kept_theme_that_cannot_be_used_is_said_in_the_log_and_the_defau
 
     default = App().theme
     for text, words in (('{"theme": "no-such-theme"}', "'no-such-theme' is not one of this Textual's"),
-                        ("{not json", "not the TUI's state"), ('{"theme": 3}', "theme must be a theme's name")):
+                        ("{not json", "not the TUI's state"), ('{"theme": 3}', "theme must be a theme's name"),
+                        ("[1, 2]", "a JSON object is expected, not list")):
         (tmp_path / "tui.json").write_text(text)
         app = WorkbenchApp(None, None, engine=fixture_engine(), opener=fake_opener(),
                            catalog_loader=lambda kernels, device: fake_catalog(), data_dir=tmp_path)
@@ -952,3 +953,34 @@ async def test_a_new_run_draws_its_own_chart_at_once_not_the_last_runs(tmp_path)
         assert app.running and plot._strips() != old
         await pilot.press("escape")
         await wait_for(pilot, lambda: not app.running)
+
+
+@run_async
+async def test_each_row_of_a_table_has_one_background_across_its_fixed_columns(tmp_path):
+    """The fixed columns (impl, status, median, spread) of a focused table kept one shade on
+    every row, another than the rest of the row (a seam, and no stripes there: a new user's
+    try, capture-pane -e); unfocused too before that."""
+    from tui_helpers import loaded, ran
+
+    def background(table, y: int, x: int):
+        at = 0
+        for segment in table.render_line(y):
+            if at + len(segment.text) > x:
+                return segment.style.bgcolor
+            at += len(segment.text)
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await ran(pilot)
+        table = app.query_one("#results-table", DataTable)
+        fixed_width = sum(c.get_render_width(table) for c in table.ordered_columns[:table.fixed_columns])
+        for focused in (True, False):
+            (table.focus if focused else app.query_one("#op-list").focus)()
+            await pilot.pause()
+            table.refresh()
+            rows = range(1, 1 + min(table.row_count, 4))  # line 0 is the header; the cursor is on row 0
+            fixed = [background(table, y, 1) for y in rows]
+            rest = [background(table, y, fixed_width + 2) for y in rows]
+            assert fixed[1:] == rest[1:], f"focused={focused}"
+            assert rest[1] != rest[2] and rest[1] == rest[3], f"focused={focused}"  # striped

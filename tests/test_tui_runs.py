@@ -256,6 +256,13 @@ async def test_ctrl_o_takes_a_sessions_name_as_the_command_line_does(tmp_path, m
             await pilot.press("enter")
             await wait_for(pilot, lambda: not isinstance(app.screen, OpenScreen))
             assert opened.pop() == (want, False), typed
+        await pilot.press("ctrl+o")  # a shipped: name that is none: said, never a file of that name
+        await wait_for(pilot, lambda: isinstance(app.screen, OpenScreen))
+        app.screen.query_one("#open-path", Input).value = "shipped:nosuch"
+        await pilot.press("enter", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, OpenScreen) and not opened
+        assert "no shipped session 'nosuch'" in str(app.screen.query_one("#open-problem", Static).render())
 
 
 @run_async

@@ -306,6 +306,7 @@ def test_the_profile_summary_writes_numbers_as_its_table_does():
     from workbench.screens.panes.profile import _cell
 
     assert [_cell(v) for v in (2317.4, 13800.0, 12.25, None)] == ["2,317", "13,800", "12.25", "-"]  # one column, one style
+    assert [_cell(v) for v in (2550, 22517, 6)] == ["2,550", "22,517", "6"]  # calls
 
 
 def test_short_folder_names_the_home_as_tilde(monkeypatch, tmp_path):

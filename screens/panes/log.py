@@ -127,7 +127,7 @@ _DESCRIBE = {
     ev.Checked: lambda w, e: (f"{w}: check {fmt.check(e.check)}" + _inputs(e.check),
                               "info" if e.check.get("passed") else "error"),
     ev.Result: _result,
-    ev.Profile: lambda w, e: (f"{w}: profile with {len(e.profile.get('rows', ()))} rows", "info"),
+    ev.Profile: lambda w, e: (f"{w}: profile with {len(e.profile.get('rows', ()))} row(s)", "info"),
     ev.Ptx: lambda w, e: _ptx(w, e.ptx),
     ev.Error: lambda w, e: (f"{w}: {fmt.tui_text(e.message)}", "error"),
     ev.Log: lambda w, e: (f"{w}: {e.text}", e.level),

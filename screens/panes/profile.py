@@ -262,7 +262,7 @@ def _title(row: Row) -> str:
 
 
 def _cell(value) -> str | float:
-    if isinstance(value, float):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):  # calls too: '2550' beside '22,517'
         return fmt.grouped(value)
     return "-" if value is None else str(value)
 
