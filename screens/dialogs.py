@@ -179,17 +179,18 @@ class OpenScreen(ModalScreen[tuple[Path, bool] | None]):
 
     @on(Input.Submitted, "#open-path")
     def _typed(self, event: Input.Submitted) -> None:
-        if not event.value.strip():
+        text = event.value.strip()
+        if not text:
             return
-        path = Path(event.value.strip()).expanduser()
-        named = None if path.exists() else self.by_name(event.value.strip())
+        path = Path(text).expanduser()
+        named = None if path.exists() else self.by_name(text)
         if named is not None:
             self.dismiss((named, False))
             return
         from workbench.session.paths import SHIPPED_PREFIX
 
-        if event.value.strip().startswith(SHIPPED_PREFIX):  # never a file of that name
-            self.query_one("#open-problem", Static).update(f"{event.value.strip()}: {shipped_problem(event.value.strip())}")
+        if text.startswith(SHIPPED_PREFIX):  # never a file of that name
+            self.query_one("#open-problem", Static).update(f"{text}: {shipped_problem(text)}")
             return
         if path.exists() or path == self._missing:
             self.dismiss((path, not path.exists()))

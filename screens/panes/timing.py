@@ -37,7 +37,7 @@ COLUMNS = ("impl", "status", "median", "spread", "GB/s", "% ceil", "TFLOP/s", "n
            "check", "build", "timer", "notes")
 FIXED_COLUMNS = 4  # impl, status, median, spread: always in view while the rest scrolls
 METRIC_ORDER = tuple(charts.METRICS)
-KEPT_TEXT = "kept from an earlier run: the last run was cancelled before this row"  # Flag.KEPT's words
+KEPT_TEXT = Flag.KEPT.template  # "kept from an earlier run: the run after it was cancelled before this row"
 STATUS_WIDTH = 16  # the whole error is on the row's detail line and in the Log pane
 
 

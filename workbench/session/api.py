@@ -270,9 +270,9 @@ def leading_comments(path: str | Path | None, target: str | Path | None = None) 
     session lost the shipped file's explanation). '' when there are none or it cannot be read.
 
     target: where the save writes. The schema modeline's relative path (a shipped session's
-    `../docs/schemas/session.schema.json`) is then rewritten to name the same schema file
-    from target's folder (_rebased_schema_line), or left out when it names no file (an installed wheel ships no
-    docs/): a saved copy's modeline pointed at a file that does not exist from there."""
+    `../docs/schemas/session.schema.json`) is then rewritten to name the same schema file from
+    target's folder (_rebased_schema_line), or left out when it names no file (an installed
+    wheel ships no docs/): a saved copy's modeline pointed at a file that does not exist there."""
     if path is None:
         return ""
     try:
