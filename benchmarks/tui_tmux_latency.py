@@ -15,7 +15,9 @@ the figure includes up to one poll of lag). --split starts the key-latency app t
 benchmarks/tui_key_split.py and splits each press (key_split, and the medians key_to_app_median_ms,
 key_app_wall_median_ms, key_app_cpu_median_ms, key_to_screen_median_ms): send-keys -> the app takes
 the key; the app's wall and main-thread CPU time until it has handed its next frame to the
-terminal; that frame -> the capture that shows it. On a loaded box the app's wall time is its CPU
+terminal; that frame -> the capture that shows it; each press's `slices` list the main thread's event-loop
+pieces of 2 ms or more around it (tui_key_split.press_slices: what ran, wall and CPU ms). The
+split's app runs in its own process (WORKBENCH_DAEMON=0). On a loaded box the app's wall time is its CPU
 time plus the time it waited for a core. Prints one JSON line (and writes it to
 OUT/tui_tmux_latency.json with the last screens when --out is given).
 
@@ -83,7 +85,8 @@ def _start(target: str, python: str, session: str, size: tuple[int, int], data: 
     entry = ENTRY if split_log is None else f"'{ROOT / 'benchmarks' / 'tui_key_split.py'}'"
     split = "" if split_log is None else f"WB_KEY_SPLIT_LOG='{split_log}' "
     daemons = "" if DAEMONS is None else f"WORKBENCH_DAEMON_DIR='{DAEMONS}' "
-    no_daemon = "WORKBENCH_DAEMON=0 " if in_process else ""
+    # the split's app is in its own process: one the warm TUI process forks has no timing wrappers
+    no_daemon = "WORKBENCH_DAEMON=0 " if in_process or split_log is not None else ""
     env_cmd = f"cd '{ROOT}' && XDG_DATA_HOME='{data}' {daemons}{no_daemon}{split}exec '{python}' {entry} {session}"
     subprocess.run(["tmux", "kill-session", "-t", target], capture_output=True)
     t0 = time.monotonic()
@@ -187,10 +190,13 @@ def key_latency(target: str, presses: int, run_wait_s: float, times: list | None
 def _split(log: Path, times: list) -> dict:
     """--split's figures: per press (tui_key_split.press_split) and the medians of each part."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from tui_key_split import press_split, read
+    from tui_key_split import press_slices, press_split, read, read_slices
 
-    rows = read(log)
+    rows, slices = read(log), read_slices(log)
     presses = [press_split(rows, t0, seen) for t0, seen in times]
+    for press, (t0, seen) in zip(presses, times):
+        if press is not None:
+            press["slices"] = press_slices(slices, t0, seen)
     found = [p for p in presses if p is not None]
     medians = {f"key_{name[:-3]}_median_ms": round(statistics.median(p[name] for p in found), 1)
                for name in ("to_app_ms", "app_wall_ms", "app_cpu_ms", "to_screen_ms")} if found else {}

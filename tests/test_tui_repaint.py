@@ -651,3 +651,73 @@ async def test_the_last_sideways_scroll_shows_no_tail_of_a_cut_column():
         await pilot.press("h", "h", "h", "h", "h", "h")
         await pilot.pause()
         assert table.scroll_x == 0 and "cuda_event" in "".join(s.text for s in table.render_line(1))
+
+
+def test_a_press_lists_the_main_threads_slices_around_it(tmp_path):
+    """benchmarks/tui_key_split: the slice lines (what the main thread ran, wall and CPU) are
+    read apart from the key and frame lines, and a press gets those that overlap it, from
+    before_s before it was sent until it was seen."""
+    from benchmarks.tui_key_split import press_slices, press_split, read, read_slices
+
+    log = tmp_path / "split.log"
+    log.write_text("slice 9.900000 0.010000 0.009000 timer:Old=10.0\n"
+                   "slice 9.980000 0.030000 0.012000 WorkbenchApp:EngineEvents=29.0,Log:Update=1.0\n"
+                   "key 10.010000 1.500000\nslice 10.010000 0.004000 0.004000 WorkbenchApp:Key=3.9\n"
+                   "frame 10.040000 1.530000\nslice 10.100000 0.005000 0.005000 timer:Later=5.0\n")
+    assert [row[0] for row in read(log)] == ["key", "frame"]
+    slices = read_slices(log)
+    assert len(slices) == 4
+    assert press_slices(slices, 10.0, 10.05) == [[-20.0, 30.0, 12.0, "WorkbenchApp:EngineEvents=29.0,Log:Update=1.0"],
+                                                 [10.0, 4.0, 4.0, "WorkbenchApp:Key=3.9"]]
+    assert press_slices(slices, 10.0, 10.05, before_s=0.2)[0][3] == "timer:Old=10.0"
+    assert press_split(read(log), 10.0, 10.05)["app_cpu_ms"] == 30.0
+    assert read_slices(tmp_path / "missing.log") == []
+
+
+def test_the_split_launcher_logs_a_slow_slice_with_what_ran_in_it(tmp_path):
+    """benchmarks/tui_key_split.install: an event-loop callback of SLICE_MIN_S or more is one
+    slice line naming the message dispatched in it; a quick one is not logged."""
+    import asyncio
+    import time
+
+    from textual.app import App
+
+    from benchmarks import tui_key_split
+
+    log = tmp_path / "split.log"
+
+    class Slow(App):
+        def on_mount(self) -> None:
+            self.set_timer(0.05, self.crawl)
+
+        def crawl(self) -> None:
+            time.sleep(0.02)
+            self.exit()
+
+    saved = {name: getattr(cls, name) for cls, name in _split_patched()}
+    try:
+        tui_key_split.install(str(log))
+
+        async def drive():
+            async with Slow().run_test() as pilot:
+                await pilot.pause(0.3)
+        asyncio.run(drive())
+    finally:
+        for (cls, name), method in zip(_split_patched(), saved.values()):
+            setattr(cls, name, method)
+    slices = tui_key_split.read_slices(log)
+    assert any(wall >= 0.02 and "next:" in what and "Slow.crawl=" in what for _, wall, _, what in slices), slices
+    assert all(wall >= tui_key_split.SLICE_MIN_S for _, wall, _, _ in slices)
+
+
+def _split_patched():
+    """What benchmarks/tui_key_split.install wraps (put back after a test)."""
+    import asyncio.events
+
+    from textual.app import App
+    from textual.message_pump import MessagePump
+    from textual.timer import Timer
+
+    return [(App, "on_event"), (App, "_display"), (asyncio.events.Handle, "_run"),
+            (MessagePump, "_dispatch_message"), (Timer, "_tick"),
+            (MessagePump, "_flush_next_callbacks")]
