@@ -556,6 +556,8 @@ class WorkbenchApp(EditorMixin, RunnerMixin, SessionMixin, RunsMixin, TerminalMi
         key that arrives before then moves the focus first (on_event), so every key after a
         pane key reaches the pane shown."""
         self._overtook()
+        if self.has_class("-spec"):  # the editor in the sidebar's place (80x24) goes with the keyboard
+            self.remove_class("-spec")
         self.query_one(TabbedContent).active = pane
         self.pane_shown(pane)  # now: TabbedContent's TabActivated comes after keys already typed
         self._pane_focus = pane

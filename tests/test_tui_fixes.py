@@ -226,6 +226,33 @@ async def test_escape_leaves_the_dtype_and_actions_fields_too(tmp_path):
 
 
 @run_async
+async def test_a_pane_key_from_the_spec_editor_gives_the_sidebar_back_its_narrow_width(tmp_path):
+    """At 80x24 the spec editor takes the sidebar's place, 36 columns wide. A pane key from one
+    of its fields that takes no text (dtype) moved the keyboard into the pane, but the editor
+    and its width stayed: the Timing table's fixed columns filled what was left of the pane and
+    `l` reached nothing until `b`. The pane key puts the run list back (28 columns); `e` brings
+    the editor back with what was typed in it."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        sidebar = app.query_one("#sidebar")
+        narrow = sidebar.size.width
+        await pilot.press("e")
+        await pilot.pause(0.1)
+        app.query_one("#dtype").focus()
+        await pilot.pause(0.1)
+        assert app.has_class("-spec") and sidebar.size.width > narrow
+        await pilot.press("1")
+        await pilot.pause(0.2)
+        assert app.query_one(TabbedContent).active == "timing"
+        assert not app.has_class("-spec") and sidebar.size.width == narrow
+        assert app.query_one("#op-list").display
+        await pilot.press("e")
+        await pilot.pause(0.1)
+        assert app.has_class("-spec") and isinstance(app.focused, Input)
+
+
+@run_async
 async def test_save_and_run_refuse_while_a_field_is_invalid(tmp_path):
     app = make_app(tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
