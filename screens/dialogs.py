@@ -27,7 +27,8 @@ MARKS = (
     ("(ptx)", "in the run list: the run does not bench, only the actions named"),
     ("+ op", "in the run list: Enter or e starts a new run of that op (it joins the session when run or saved)"),
     ("━ border", "the focused section or pane: the keyboard is there"),
-    ("⚠", "the results shown are for another spec than the one being edited (r runs it)"),
+    ("⚠", "the results shown are for another spec than the one being edited (r runs it), or a field of "
+          "that spec is not valid (r runs nothing until it is)"),
     ("◆ ● ▲ ■ ✚ ★", "one glyph per implementation in the charts, as in the legend under them"),
     ("─", "in the Timing chart: p20..p80 of the samples around the median"),
     ("…", "a cell or name cut to fit: the full text is on the line under the table"),

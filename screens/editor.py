@@ -91,7 +91,8 @@ class EditorMixin:
             self._set_model(pane, model)
 
     def _result_pane(self, cls):
-        """The mounted widget of result pane class `cls`, or None before its LazyPane mounts it.
+        """The mounted widget of class `cls` (a result pane, the spec editor), or None before its
+        LazyPane mounts it.
         Found once: a query walks every widget (~1.3 ms each on the 2-core CPU box, five or more
         per redraw of a streaming run)."""
         if self._mounted_panes is None:
@@ -173,16 +174,23 @@ class EditorMixin:
         except ValueError as exc:
             errors.append(str(exc))
         if errors:
-            editor.problem = "; ".join(errors)
+            self._spec_problem(editor, "; ".join(errors))
             return
         problems = ws.run_problems(run, self._kernels())  # what --check says of the whole run
         if problems:
-            editor.problem = problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+            self._spec_problem(editor, problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
             return
-        editor.problem = ""
+        self._spec_problem(editor, "")
         availability = (run.dtype, run.actions) != (ws.run.dtype, ws.run.actions)
         if self._edit(run) and availability:
             self.show_impls()
+
+    def _spec_problem(self, editor: SpecEditor, problem: str) -> None:
+        """The editor shows `problem` ("" none); the Timing and Diagnosis panes' note follows
+        (mark_stale) when it changed: at 80x24 the editor is off screen once a pane has the keyboard."""
+        if editor.problem != problem:
+            editor.problem = problem
+            self.mark_stale()
 
     def mark_stale(self, redraw: bool = True) -> None:
         """Tell the Timing and Diagnosis panes the spec being edited, so results of another spec are marked;
@@ -192,7 +200,9 @@ class EditorMixin:
         current = None
         if ws.run is not None and ws.op is not None:
             swept = tuple(ws.run.sweep.params) if ws.run.sweep else ()
-            current = (editing.shape_of(ws.run, ws.op), editing.dtype_of(ws.run, ws.op), swept)
+            editor = self._result_pane(SpecEditor)  # (found once; none while the app closes)
+            problem = editor.problem if editor is not None else ""
+            current = (editing.shape_of(ws.run, ws.op), editing.dtype_of(ws.run, ws.op), swept, problem)
         pane = self._result_pane(TimingPane)  # (None while the app closes: a timer's redraw then)
         if pane is None:
             pass

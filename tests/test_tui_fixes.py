@@ -274,6 +274,28 @@ async def test_save_and_run_refuse_while_a_field_is_invalid(tmp_path):
 
 
 @run_async
+async def test_an_invalid_field_is_said_in_the_timing_pane_not_r_runs_it(tmp_path):
+    """While a spec field is invalid r runs nothing: the Timing pane's note said the last valid
+    spec was what r runs. It names the problem instead, and goes when the field is fixed."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        caption = app.query_one("#timing-caption", Static)
+        m = app.query(".shape").results(Input).__next__()
+        m.focus()
+        m.value = ""
+        await pilot.press("minus", "5")
+        await pilot.pause(0.2)
+        text = str(caption.render())
+        assert "not valid (M:" in text and "r runs nothing" in text, text
+        assert "r runs it" not in text
+        m.value = ""
+        await pilot.press("5", "1", "2")
+        await pilot.pause(0.2)
+        assert "not valid" not in str(caption.render())
+
+
+@run_async
 async def test_the_run_label_follows_the_edit(tmp_path):
     app = make_app(tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:

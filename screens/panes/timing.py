@@ -179,12 +179,20 @@ def _identity(row: Row) -> tuple:
 
 def stale_note(rows: list[Row], current: tuple | None) -> str | None:
     """'results are for 512x512 float32; the spec is now 1024x512 float32 (r runs it)', or None
-    when the shown results match the spec being edited (swept fields are not compared)."""
+    when the shown results match the spec being edited (swept fields are not compared).
+    `current` is (shape, dtype, swept fields[, the spec editor's problem]): while a field is
+    invalid r runs nothing, and the note says so (results or none) rather than name the last
+    valid spec as the one r runs."""
+    if current is None:
+        return None
+    shape, dtype, swept, *rest = current
+    problem = rest[0] if rest else ""
+    if problem:
+        return f"⚠ the spec being edited is not valid ({problem}): r runs nothing until it is"
     found = next((r.record for r in rows if r.record), None)
-    if found is None or current is None:
+    if found is None:
         return None
     record = read_record(found)  # a Row's is a Record already
-    shape, dtype, swept = current
     old = {k: v for k, v in (record.shape or {}).items() if k not in swept}
     new = {k: v for k, v in shape.items() if k not in swept}
     if old == new and record.dtype == dtype:
