@@ -160,7 +160,8 @@ def shipped_problem(text: str) -> str:
 class OpenScreen(ModalScreen[tuple[Path, bool] | None]):
     """Pick a known session or type a path or a session's name (by_name); enter opens, escape
     cancels. A typed path that does not exist is named, and enter again starts a new session
-    there. Answers (path, create)."""
+    there. The list keeps the sessions whose label or path holds every word typed (`matching`);
+    tab or down goes to it. Answers (path, create)."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
 
@@ -219,6 +220,20 @@ class OpenScreen(ModalScreen[tuple[Path, bool] | None]):
     def _changed(self, event: Input.Changed) -> None:
         self._missing = None
         self.query_one("#open-problem", Static).update("")
+        shown = self.matching(event.value)
+        known = self.query_one("#open-known", OptionList)
+        known.clear_options()
+        known.add_options([Option(label, id=str(path)) for label, path in shown])
+        if not shown and self._known:
+            self.query_one("#open-problem", Static).update(
+                f"no known session holds {event.value.strip()!r} (enter opens it as a path or a name)")
+
+    def matching(self, text: str) -> list[tuple[str, Path]]:
+        """The known sessions whose label or path holds every word of `text`, ignoring case
+        (`soft h100` keeps `lecture06-softmax-h100 (shipped)`); every one for no words."""
+        words = text.lower().split()
+        return [(label, path) for label, path in self._known
+                if all(word in f"{label} {path}".lower() for word in words)]
 
     @on(OptionList.OptionSelected, "#open-known")
     def _picked(self, event: OptionList.OptionSelected) -> None:

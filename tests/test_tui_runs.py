@@ -266,6 +266,48 @@ async def test_ctrl_o_takes_a_sessions_name_as_the_command_line_does(tmp_path, m
 
 
 @run_async
+async def test_the_open_dialog_keeps_the_sessions_that_hold_what_is_typed(tmp_path):
+    """ctrl+o's list of known sessions is filtered as the path or name is typed (every word, any
+    case, in the label or the path); none left says so; emptied, every session is back; a
+    session picked from the filtered list opens."""
+    from textual.widgets import OptionList
+
+    from workbench.session.paths import shipped_names, shipped_path
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        opened = []
+        app.open_path = lambda path, create=False: opened.append((path, create))
+        await pilot.press("ctrl+o")
+        await wait_for(pilot, lambda: isinstance(app.screen, OpenScreen))
+        known = app.screen.query_one("#open-known", OptionList)
+        everything = known.option_count
+        assert everything >= len(shipped_names()) >= 2
+        field = app.screen.query_one("#open-path", Input)
+        field.value = "DEFAULT cpu"
+        await pilot.pause(0.1)
+        labels = [str(known.get_option_at_index(i).prompt) for i in range(known.option_count)]
+        assert labels and all("default" in label.lower() and "cpu" in label.lower() for label in labels), labels
+        assert known.option_count < everything
+        field.value = "no such words here"
+        await pilot.pause(0.1)
+        assert known.option_count == 0
+        assert "no known session holds" in str(app.screen.query_one("#open-problem", Static).render())
+        field.value = ""
+        await pilot.pause(0.1)
+        assert known.option_count == everything
+        field.value = "default-cpu"
+        await pilot.pause(0.1)
+        known.focus()
+        index = next(i for i in range(known.option_count) if known.get_option_at_index(i).id == str(shipped_path("default-cpu")))
+        known.highlighted = index
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not isinstance(app.screen, OpenScreen))
+        assert opened == [(shipped_path("default-cpu"), False)]
+
+
+@run_async
 async def test_a_shape_the_op_cannot_take_is_refused_naming_the_bound(tmp_path):
     app = make_app(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
