@@ -721,3 +721,29 @@ def _split_patched():
     return [(App, "on_event"), (App, "_display"), (asyncio.events.Handle, "_run"),
             (MessagePump, "_dispatch_message"), (Timer, "_tick"),
             (MessagePump, "_flush_next_callbacks")]
+
+
+def test_the_tuitmux_stage_names_the_slowest_split_press_and_what_ran_in_it():
+    """benchmarks/stages/tuitmux.split_rows: the medians of each part, then the slowest press
+    (not the last, not the first) with its longest slices, longest first; a split run whose
+    presses were none is said, not a figure."""
+    from benchmarks.stages.tuitmux import split_rows
+
+    result = {"key_ms": [20.0, 61.0, 25.0], "key_median_ms": 25.0, "key_max_ms": 61.0,
+              "key_to_app_median_ms": 4.0, "key_app_wall_median_ms": 15.0, "key_app_cpu_median_ms": 14.0,
+              "key_to_screen_median_ms": 4.0,
+              "key_split": [{"to_app_ms": 3.0, "app_wall_ms": 12.0, "app_cpu_ms": 12.0, "to_screen_ms": 4.0, "slices": []},
+                            {"to_app_ms": 20.0, "app_wall_ms": 35.0, "app_cpu_ms": 18.0, "to_screen_ms": 5.0,
+                             "slices": [[-15.0, 22.0, 21.0, "WorkbenchApp:EngineEvents=21.5"],
+                                        [20.0, 3.0, 3.0, "WorkbenchApp:Key=2.9"],
+                                        [23.0, 30.0, 15.0, "timer:Screen._on_timer_update=29.9"],
+                                        [60.0, 2.0, 2.0, "MainScreen:TabActivated=1.9"]]},
+                            None]}
+    rows = split_rows(result)
+    assert rows[0]["parts"] == "to_app 4.0 / app_wall 15.0 / app_cpu 14.0 / to_screen 4.0"
+    assert rows[1]["median"] == 61.0
+    assert rows[1]["parts"] == "to_app 20.0 / app_wall 35.0 (cpu 18.0) / to_screen 5.0"
+    assert rows[1]["slices"].split("; ") == ["@+23 30.0/15.0 ms timer:Screen._on_timer_update=29.9",
+                                             "@-15 22.0/21.0 ms WorkbenchApp:EngineEvents=21.5",
+                                             "@+20 3.0/3.0 ms WorkbenchApp:Key=2.9"]
+    assert "status" in split_rows({"key_ms": [5.0], "key_split": [None]})[0]
