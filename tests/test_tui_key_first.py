@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async
+from tui_helpers import fake_catalog, fake_opener, fixture_engine, loaded, ran, run_async, wait_for
 from workbench.screens import heap, runner
 from workbench.screens.app import WorkbenchApp
 from workbench.screens.runner import RunnerMixin
@@ -242,7 +242,9 @@ async def test_a_key_right_after_a_pane_key_reaches_the_pane_shown(tmp_path):
         rows = (results.cursor_row, profile.cursor_row)
         app.simulate_key("2")
         app.simulate_key("j")
-        await pilot.pause(0.3)
+        # (waited for, not a fixed pause: on a loaded box the keys took longer than 0.3 s; a j
+        # that went elsewhere never makes it hold)
+        await wait_for(pilot, lambda: app.focused is profile and profile.cursor_row != rows[1], 10)
         assert app.focused is profile
         assert (results.cursor_row, profile.cursor_row) == (rows[0], rows[1] + 1)
 
@@ -279,8 +281,8 @@ async def test_pane_keys_typed_at_once_end_in_the_last_pane_with_its_table_focus
         for keys in ("236", "6512", "34526"):
             for key in keys:
                 app.simulate_key(key)
-            await pilot.pause(0.3)
             pane = {"6": "diagnosis", "2": "profile"}[keys[-1]]
+            await wait_for(pilot, lambda: app.focused is app.query_one(f"#{pane}-table"), 10)
             assert app.query_one("#panes").active == pane, keys
             assert app.focused is app.query_one(f"#{pane}-table"), keys
 
@@ -326,7 +328,7 @@ async def test_b_b_j_typed_at_once_moves_the_run_list(tmp_path):
         before = (runs.highlighted, results.cursor_row)
         for key in "bbj":
             app.simulate_key(key)
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: app.focused is runs and runs.highlighted != before[0], 10)
         assert app.focused is runs
         assert (runs.highlighted, results.cursor_row) == (before[0] + 1, before[1])
 
@@ -349,7 +351,8 @@ async def test_a_key_typed_between_two_pane_keys_acts_on_the_pane_shown_when_it_
         before = (results.cursor_row, profile.cursor_row)
         for key in "1j2":
             app.simulate_key(key)
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: app.query_one("#panes").active == "profile" and app.focused is profile
+                       and (results.cursor_row, profile.cursor_row) != before, 10)
         assert app.focused is profile
         assert (results.cursor_row, profile.cursor_row) == (before[0] + 1, before[1])
 
@@ -366,7 +369,7 @@ async def test_j_typed_with_e_moves_the_table_and_e_opens_the_field(tmp_path):
         before = results.cursor_row
         for key in "je":
             app.simulate_key(key)
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: getattr(app.focused, "name", None) == "M" and results.cursor_row != before, 10)
         field = app.focused
         assert getattr(field, "name", None) == "M" and "j" not in field.value
         assert results.cursor_row == before + 1
