@@ -163,7 +163,7 @@ class OpenScreen(ModalScreen[tuple[Path, bool] | None]):
     there. The list keeps the sessions whose label or path holds every word typed (`matching`);
     tab or down goes to it. Answers (path, create)."""
 
-    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel"), Binding("down", "to_list", "List", show=False)]
 
     def __init__(self, known: list[tuple[str, Path]]) -> None:
         super().__init__()
@@ -224,9 +224,19 @@ class OpenScreen(ModalScreen[tuple[Path, bool] | None]):
         known = self.query_one("#open-known", OptionList)
         known.clear_options()
         known.add_options([Option(label, id=str(path)) for label, path in shown])
-        if not shown and self._known:
+        if shown:  # tab or down, then enter, opens the first match
+            known.highlighted = 0
+        if not shown and self._known and "/" not in event.value:  # (a path typed is no session's name)
             self.query_one("#open-problem", Static).update(
                 f"no known session holds {event.value.strip()!r} (enter opens it as a path or a name)")
+
+    def action_to_list(self) -> None:
+        """down in the path field: the list of known sessions gets the keyboard."""
+        known = self.query_one("#open-known", OptionList)
+        if self.focused is not known and known.option_count:
+            known.focus()
+            if known.highlighted is None:
+                known.highlighted = 0
 
     def matching(self, text: str) -> list[tuple[str, Path]]:
         """The known sessions whose label or path holds every word of `text`, ignoring case

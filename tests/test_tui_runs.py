@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+from pathlib import Path
 
 from textual.command import CommandList
 from textual.widgets import DataTable, Input, Static
@@ -297,6 +298,25 @@ async def test_the_open_dialog_keeps_the_sessions_that_hold_what_is_typed(tmp_pa
         field.value = ""
         await pilot.pause(0.1)
         assert known.option_count == everything
+        field.value = "/tmp/some/path.yaml"  # a path is no session's name: not said to match none
+        await pilot.pause(0.1)
+        assert "no known session" not in str(app.screen.query_one("#open-problem", Static).render())
+        # tab or down from the field, then enter: the first session left opens (a filtered list
+        # kept no highlighted row, and enter there did nothing; down stayed in the field)
+        for move in ("tab", "down"):
+            field.value = "CPU default"
+            await pilot.pause(0.1)
+            first = known.get_option_at_index(0).id
+            await pilot.press(move)
+            await pilot.pause(0.1)
+            assert app.screen.focused is known, move
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: not isinstance(app.screen, OpenScreen))
+            assert opened.pop() == (Path(first), False), move
+            await pilot.press("ctrl+o")
+            await wait_for(pilot, lambda: isinstance(app.screen, OpenScreen))
+            known = app.screen.query_one("#open-known", OptionList)
+            field = app.screen.query_one("#open-path", Input)
         field.value = "default-cpu"
         await pilot.pause(0.1)
         known.focus()
